@@ -1,0 +1,1 @@
+//! Benchmark helpers (filled in below).

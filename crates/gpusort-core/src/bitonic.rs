@@ -1,0 +1,422 @@
+//! Vectorised bitonic sort (METHODS.md method 1): planning, recording and host conveniences.
+//!
+//! A sort is: encode the user's keys into u32 planes (shaders/keys.wgsl), run the planned passes of
+//! shaders/bitonic.wgsl on the planes, decode back (and gather values through the permutation).
+//! The plan is plain data, so its dispatch count can be checked against the method's formula and
+//! the CPU twin (`cpu::bitonic`) can run it without a GPU.
+//!
+//! Stability: bitonic networks are not stable, so whenever a permutation or values are asked for,
+//! the original index is the last plane of every record; equal keys then keep their order.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use crate::error::{Error, Result};
+use crate::gpu::Gpu;
+use crate::kernel::{self, Layout, ParamBlocks, Slot};
+use crate::keys::{KeyType, SortKey, SortOrder};
+use crate::shaders;
+use crate::transfer;
+
+/// Global steps fused into one dispatch (each invocation holds 2^3 vec4s in registers).
+pub const MAX_FUSED_GLOBAL_STEPS: u32 = 3;
+
+/// One host-ordered dispatch of the sort.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pass {
+    /// Case 1: every stage up to the tile size (or `k_end`), in registers and workgroup memory.
+    LocalSort,
+    /// Case 2: `steps` steps of stage `k` starting at distance `j`, partners in other tiles.
+    Global { k: u32, j: u32, steps: u32, mirror: bool },
+    /// Case 3: the steps of stage `k` below the tile size.
+    LocalMerge { k: u32 },
+}
+
+/// The passes of one sort of `n` records.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BitonicPlan {
+    pub n: u32,
+    /// The last stage: next power of two of `n`, or the segment size for segmented sorts.
+    pub k_end: u32,
+    /// Records per workgroup tile in the local kernels (16 per invocation).
+    pub tile: u32,
+    pub passes: Vec<Pass>,
+}
+
+impl BitonicPlan {
+    pub fn new(n: u32, k_end: u32, tile: u32, max_fused: u32) -> BitonicPlan {
+        let mut passes = Vec::new();
+        if n > 1 && k_end > 1 {
+            passes.push(Pass::LocalSort);
+            let mut k = tile * 2;
+            while k <= k_end {
+                let mut j = k / 2;
+                let mut mirror = true;
+                while j >= tile {
+                    let remaining = (j / tile).trailing_zeros() + 1;
+                    let steps = remaining.min(max_fused);
+                    passes.push(Pass::Global { k, j, steps, mirror });
+                    j >>= steps;
+                    mirror = false;
+                }
+                passes.push(Pass::LocalMerge { k });
+                k *= 2;
+            }
+        }
+        BitonicPlan { n, k_end, tile, passes }
+    }
+
+    /// Host-ordered synchronisation points (dispatches) of the network itself.
+    pub fn dispatches(&self) -> usize {
+        self.passes.len()
+    }
+
+    /// How many of them are single global-memory passes (case 2).
+    pub fn global_dispatches(&self) -> usize {
+        self.passes.iter().filter(|p| matches!(p, Pass::Global { .. })).count()
+    }
+}
+
+/// The method's count of host synchronisations for a vectorised network over 2N keys, vectors of
+/// L keys and W threads per workgroup, each thread holding two vectors: with n = lg N, l = lg L,
+/// w = lg W, (1+n-2l-w)(n-2l-w)/2 when the data exceed one workgroup, else 0. Our kernels hold
+/// four vectors per thread and fuse up to three global steps, so they need fewer; the bench
+/// prints both.
+pub fn method_host_syncs(keys: u64, vector: u32, threads: u32) -> u64 {
+    let n = (keys / 2).max(1).ilog2() as i64;
+    let (l, w) = (vector.ilog2() as i64, threads.ilog2() as i64);
+    let m = n - 2 * l - w;
+    if m <= 0 {
+        0
+    } else {
+        ((1 + m) * m / 2) as u64
+    }
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct BitonicParams {
+    n: u32,
+    plane_vecs: u32,
+    k: u32,
+    j: u32,
+    mirror: u32,
+    k_end: u32,
+    pad: [u32; 2],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct KeyParams {
+    n: u32,
+    plane_stride: u32,
+    kind: u32,
+    descending: u32,
+    seg_size: u32,
+    flags: u32,
+    pad: [u32; 2],
+}
+
+const ELEMENTWISE_WG: u32 = 256;
+
+/// The pipelines of the network for one record width.
+struct NetworkKernels {
+    wg: u32,
+    layout: Layout,
+    local_sort: wgpu::ComputePipeline,
+    local_merge: wgpu::ComputePipeline,
+    global: [wgpu::ComputePipeline; MAX_FUSED_GLOBAL_STEPS as usize],
+}
+
+struct KeyKernels {
+    codec_layout: Layout,
+    encode: wgpu::ComputePipeline,
+    decode: wgpu::ComputePipeline,
+    gather_layout: Layout,
+    gather: wgpu::ComputePipeline,
+}
+
+/// What a recorded sort did, for reports and for checking against the method's formula.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct SortStats {
+    pub n: u32,
+    pub planes: u32,
+    pub tile: u32,
+    /// Dispatches of the sorting network (host-ordered synchronisation points).
+    pub network_dispatches: usize,
+    /// Of those, single global-memory passes.
+    pub global_dispatches: usize,
+    /// Encode, decode and gather dispatches around the network.
+    pub codec_dispatches: usize,
+}
+
+/// A sort of GPU-resident keys, recorded into a caller's encoder.
+pub struct GpuSortJob<'a> {
+    pub key_type: KeyType,
+    pub order: SortOrder,
+    /// `n` keys of `key_type` (8 bytes each for 64-bit types); sorted in place.
+    pub keys: &'a wgpu::Buffer,
+    pub n: u32,
+    /// Optional u32 payload of `n` values, permuted in place along with the keys.
+    pub values: Option<&'a wgpu::Buffer>,
+    /// Optional output for the permutation: `perm[i]` is the input position of output `i`.
+    pub permutation: Option<&'a wgpu::Buffer>,
+}
+
+/// Builds pipelines once; records sorts of GPU buffers, or sorts host slices.
+pub struct BitonicSorter {
+    networks: Mutex<HashMap<u32, Arc<NetworkKernels>>>,
+    keys: KeyKernels,
+}
+
+impl BitonicSorter {
+    pub fn new(gpu: &Gpu) -> Result<BitonicSorter> {
+        let params = Slot::Params { size: std::mem::size_of::<KeyParams>() as u64 };
+        let module = kernel::module(gpu, "keys", &shaders::compose(shaders::KEYS, &[("WG", ELEMENTWISE_WG)]))?;
+        let codec_layout = Layout::new(
+            gpu,
+            "key codec",
+            &[(0, params), (1, Slot::ReadWrite), (2, Slot::ReadWrite), (3, Slot::ReadWrite)],
+        );
+        let gather_layout = Layout::new(
+            gpu,
+            "gather values",
+            &[(0, params), (3, Slot::ReadWrite), (4, Slot::ReadWrite), (5, Slot::ReadWrite)],
+        );
+        let keys = KeyKernels {
+            encode: kernel::pipeline(gpu, &module, "encode_keys", &codec_layout)?,
+            decode: kernel::pipeline(gpu, &module, "decode_keys", &codec_layout)?,
+            gather: kernel::pipeline(gpu, &module, "gather_values", &gather_layout)?,
+            codec_layout,
+            gather_layout,
+        };
+        Ok(BitonicSorter { networks: Mutex::new(HashMap::new()), keys })
+    }
+
+    /// Workgroup size for records of `planes` words: the largest power of two up to 256 whose
+    /// tile (16 records per invocation) fits the device's workgroup memory.
+    pub fn workgroup_size(gpu: &Gpu, planes: u32) -> u32 {
+        let per_invocation = 16 * 4 * planes; // bytes of workgroup memory
+        let by_memory = gpu.limits.max_compute_workgroup_storage_size / per_invocation;
+        let cap = by_memory.min(gpu.limits.max_compute_invocations_per_workgroup).min(256).max(2);
+        1 << cap.ilog2()
+    }
+
+    fn network(&self, gpu: &Gpu, planes: u32) -> Result<Arc<NetworkKernels>> {
+        let mut cache = self.networks.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(k) = cache.get(&planes) {
+            return Ok(k.clone());
+        }
+        let wg = Self::workgroup_size(gpu, planes);
+        let source = shaders::compose(shaders::BITONIC, &[("NW", planes), ("WG", wg)]);
+        let module = kernel::module(gpu, "bitonic", &source)?;
+        let layout = Layout::new(
+            gpu,
+            "bitonic",
+            &[(0, Slot::Params { size: std::mem::size_of::<BitonicParams>() as u64 }), (1, Slot::ReadWrite)],
+        );
+        let kernels = Arc::new(NetworkKernels {
+            wg,
+            local_sort: kernel::pipeline(gpu, &module, "local_sort", &layout)?,
+            local_merge: kernel::pipeline(gpu, &module, "local_merge", &layout)?,
+            global: [
+                kernel::pipeline(gpu, &module, "global_steps_1", &layout)?,
+                kernel::pipeline(gpu, &module, "global_steps_2", &layout)?,
+                kernel::pipeline(gpu, &module, "global_steps_3", &layout)?,
+            ],
+            layout,
+        });
+        cache.insert(planes, kernels.clone());
+        Ok(kernels)
+    }
+
+    /// Planes per record for a job: [segment id][key hi][key lo][index].
+    fn planes(key_type: KeyType, segment_plane: bool, index_plane: bool) -> u32 {
+        segment_plane as u32 + 1 + key_type.is_wide() as u32 + index_plane as u32
+    }
+
+    /// The largest `n` one sort can take on this device with these options.
+    pub fn max_len(gpu: &Gpu, key_type: KeyType, with_index: bool) -> u64 {
+        let planes = Self::planes(key_type, true, with_index) as u64;
+        let by_planes = gpu.max_binding() / (4 * planes);
+        let by_keys = gpu.max_binding() / key_type.size() as u64;
+        by_planes.min(by_keys).min(u32::MAX as u64 / 2) & !3
+    }
+
+    /// Record a sort of `job` into `encoder`. Nothing is submitted; the caller submits.
+    pub fn record(&self, gpu: &Gpu, encoder: &mut wgpu::CommandEncoder, job: &GpuSortJob<'_>) -> Result<SortStats> {
+        let n = job.n;
+        let want_index = job.values.is_some() || job.permutation.is_some();
+        let max = Self::max_len(gpu, job.key_type, want_index);
+        if n as u64 > max {
+            return Err(Error::TooLarge(format!(
+                "{n} keys exceed the {max} one sort can hold in a {} MiB binding on {}",
+                gpu.max_binding() >> 20,
+                gpu.adapter.name
+            )));
+        }
+        let seg = job.order.segment_size;
+        if seg == Some(0) {
+            return Err(Error::InvalidInput("segment size must be at least 1".into()));
+        }
+        // Power-of-two segments are aligned blocks of the network: stop the stages there.
+        // Other segment sizes sort on (segment id, key), which keeps every key in its segment.
+        let seg = seg.filter(|&s| (s as u64) < n as u64);
+        let segment_plane = seg.is_some_and(|s| !s.is_power_of_two());
+        let k_end = match seg {
+            Some(s) if s.is_power_of_two() => s,
+            _ => n.max(1).next_power_of_two(),
+        };
+        let planes = Self::planes(job.key_type, segment_plane, want_index);
+        let net = self.network(gpu, planes)?;
+        let plane_vecs = n.div_ceil(4).max(1);
+        let plane_stride = plane_vecs * 4;
+        let scratch = transfer::storage_buffer(gpu, "sort planes", planes as u64 * plane_stride as u64 * 4)?;
+        let tile = net.wg * 16;
+        let plan = BitonicPlan::new(n, k_end, tile, MAX_FUSED_GLOBAL_STEPS);
+
+        let mut key_params = ParamBlocks::new(gpu);
+        let kp = key_params.push(&KeyParams {
+            n,
+            plane_stride,
+            kind: job.key_type.code(),
+            descending: job.order.descending as u32,
+            seg_size: seg.unwrap_or(1),
+            flags: segment_plane as u32 | (want_index as u32) << 1,
+            pad: [0; 2],
+        });
+        let key_params = key_params.finish(gpu, "key params");
+        let mut net_params = ParamBlocks::new(gpu);
+        let base = BitonicParams { n, plane_vecs, k: 0, j: 0, mirror: 0, k_end, pad: [0; 2] };
+        let offsets: Vec<u32> = plan
+            .passes
+            .iter()
+            .map(|p| {
+                net_params.push(&match *p {
+                    Pass::LocalSort => base,
+                    Pass::Global { k, j, mirror, .. } => BitonicParams { k, j, mirror: mirror as u32, ..base },
+                    Pass::LocalMerge { k } => BitonicParams { k, j: tile / 2, ..base },
+                })
+            })
+            .collect();
+        let net_params = net_params.finish(gpu, "bitonic params");
+
+        // Without an index plane the decode kernel never touches the permutation slot; a tiny
+        // buffer fills it (binding `scratch` twice would alias two writable bindings).
+        let perm_buffer;
+        let perm: &wgpu::Buffer = match job.permutation {
+            Some(p) => p,
+            None => {
+                perm_buffer = transfer::storage_buffer(gpu, "permutation", if want_index { n as u64 * 4 } else { 4 })?;
+                &perm_buffer
+            }
+        };
+        let element_groups = n.div_ceil(ELEMENTWISE_WG);
+        let tiles = plane_vecs.div_ceil(net.wg * 4);
+        let mut codec_dispatches = 0;
+        gpu.checked(|| -> Result<()> {
+            let codec = self.keys.codec_layout.bind(gpu, &[&key_params, job.keys, &scratch, perm]);
+            let network = net.layout.bind(gpu, &[&net_params, &scratch]);
+            {
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("bitonic sort"), timestamp_writes: None });
+                if n > 0 {
+                    kernel::dispatch(gpu, &mut pass, &self.keys.encode, &codec, &[kp], element_groups);
+                    codec_dispatches += 1;
+                }
+                for (p, &offset) in plan.passes.iter().zip(&offsets) {
+                    let (pipeline, groups) = match *p {
+                        Pass::LocalSort => (&net.local_sort, tiles),
+                        Pass::LocalMerge { .. } => (&net.local_merge, tiles),
+                        Pass::Global { k, steps, .. } => {
+                            // groups of 2^steps vec4s over the vec4s of whole k-blocks
+                            let span = plane_vecs.div_ceil(k / 4) as u64 * (k / 4) as u64;
+                            let threads = (span >> steps) as u32;
+                            (&net.global[steps as usize - 1], threads.div_ceil(net.wg))
+                        }
+                    };
+                    kernel::dispatch(gpu, &mut pass, pipeline, &network, &[offset], groups);
+                }
+                if n > 0 {
+                    kernel::dispatch(gpu, &mut pass, &self.keys.decode, &codec, &[kp], element_groups);
+                    codec_dispatches += 1;
+                }
+            }
+            if let (Some(values), true) = (job.values, n > 0) {
+                let sorted = transfer::storage_buffer(gpu, "sorted values", n as u64 * 4)?;
+                let gather = self.keys.gather_layout.bind(gpu, &[&key_params, perm, values, &sorted]);
+                {
+                    let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("gather values"), timestamp_writes: None });
+                    kernel::dispatch(gpu, &mut pass, &self.keys.gather, &gather, &[kp], element_groups);
+                    codec_dispatches += 1;
+                }
+                encoder.copy_buffer_to_buffer(&sorted, 0, values, 0, n as u64 * 4);
+            }
+            Ok(())
+        })??;
+        Ok(SortStats {
+            n,
+            planes,
+            tile,
+            network_dispatches: plan.dispatches(),
+            global_dispatches: plan.global_dispatches(),
+            codec_dispatches,
+        })
+    }
+
+    /// Sort host keys (and optionally a u32 payload) on the GPU; returns the permutation when
+    /// `want_permutation`. Inputs larger than one binding are sorted in pieces and merged.
+    pub fn sort_host<T: SortKey>(
+        &self,
+        gpu: &Gpu,
+        keys: &mut [T],
+        values: Option<&mut [u32]>,
+        want_permutation: bool,
+        order: SortOrder,
+    ) -> Result<(Option<Vec<u32>>, SortStats)> {
+        if let Some(v) = values.as_deref() {
+            if v.len() != keys.len() {
+                return Err(Error::InvalidInput(format!("{} keys but {} values", keys.len(), v.len())));
+            }
+        }
+        let want_index = values.is_some() || want_permutation;
+        let max = Self::max_len(gpu, T::TYPE, want_index) as usize;
+        if keys.len() > max {
+            return crate::merge::sort_in_pieces(self, gpu, keys, values, want_permutation, order, max);
+        }
+        let n = keys.len() as u32;
+        let key_buf = transfer::buffer_from(gpu, "keys", keys)?;
+        let perm_buf = if want_index { Some(transfer::storage_buffer(gpu, "permutation", n as u64 * 4)?) } else { None };
+        let mut encoder = gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("sort") });
+        let stats = self.record(
+            gpu,
+            &mut encoder,
+            &GpuSortJob { key_type: T::TYPE, order, keys: &key_buf, n, values: None, permutation: perm_buf.as_ref() },
+        )?;
+        gpu.queue.submit([encoder.finish()]);
+        gpu.wait()?;
+        transfer::download(gpu, &key_buf, 0, bytemuck::cast_slice_mut(keys))?;
+        let perm = match perm_buf {
+            Some(b) => Some(transfer::read_vec::<u32>(gpu, &b, n as usize)?),
+            None => None,
+        };
+        if let (Some(v), Some(p)) = (values, perm.as_ref()) {
+            // The payload gather is a pure permutation; on the host it costs one pass.
+            let src = v.to_vec();
+            for (dst, &i) in v.iter_mut().zip(p) {
+                *dst = src[i as usize];
+            }
+        }
+        Ok((if want_permutation { perm } else { None }, stats))
+    }
+
+    /// Convenience: sort a host slice in place.
+    pub fn sort<T: SortKey>(&self, gpu: &Gpu, keys: &mut [T], order: SortOrder) -> Result<SortStats> {
+        Ok(self.sort_host(gpu, keys, None, false, order)?.1)
+    }
+
+    /// Convenience: the stable sorting permutation of `keys` (keys untouched).
+    pub fn argsort<T: SortKey>(&self, gpu: &Gpu, keys: &[T], order: SortOrder) -> Result<Vec<u32>> {
+        let mut copy = keys.to_vec();
+        Ok(self.sort_host(gpu, &mut copy, None, true, order)?.0.unwrap_or_default())
+    }
+}

@@ -1,0 +1,39 @@
+//! One error type for everything the library can report.
+
+use thiserror::Error;
+
+/// What went wrong in gpusort-core. User mistakes (`InvalidInput`) are kept apart from
+/// device trouble so the CLI can map them to exit codes 2 and 1.
+#[derive(Debug, Error)]
+pub enum Error {
+    #[error("no GPU adapter found{0}; install a GPU driver, or Mesa's software Vulkan driver (Debian/Ubuntu: apt-get install mesa-vulkan-drivers)")]
+    NoAdapter(String),
+    #[error("invalid input: {0}")]
+    InvalidInput(String),
+    #[error("the input is too large for this device: {0}")]
+    TooLarge(String),
+    #[error("could not create the GPU device: {0}")]
+    RequestDevice(String),
+    #[error("GPU out of memory: {0}; try a smaller input or another adapter (--adapter)")]
+    OutOfMemory(String),
+    #[error("GPU validation error (a gpusort bug, please report it): {0}")]
+    Validation(String),
+    #[error("the GPU device was lost: {0}; try another adapter (--adapter) or backend (--backend)")]
+    DeviceLost(String),
+    #[error("timed out after {0:?} waiting for the GPU")]
+    Timeout(std::time::Duration),
+    #[error("could not map a GPU buffer: {0}")]
+    Map(String),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl From<wgpu::Error> for Error {
+    fn from(e: wgpu::Error) -> Self {
+        match e {
+            wgpu::Error::OutOfMemory { .. } => Error::OutOfMemory(e.to_string()),
+            wgpu::Error::Validation { description, .. } => Error::Validation(description),
+            wgpu::Error::Internal { description, .. } => Error::DeviceLost(description),
+        }
+    }
+}

@@ -1,0 +1,271 @@
+//! The one place that creates instance, adapter, device and queue, and waits on the GPU.
+//!
+//! Everything else borrows a [`Gpu`]. Limits are the adapter's own (not wgpu's defaults, which cap
+//! a binding at 128 MiB), and optional features are requested only where the adapter has them;
+//! kernels then adapt to what was granted (`Gpu::subgroups`, `Gpu::timestamps`).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+
+/// How long any single wait on the GPU may take before it is reported as a timeout rather than a
+/// hang. Generous: a 4 GiB sort on a slow software adapter can take minutes.
+pub const GPU_WAIT_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// How to pick and configure the device. Filled from CLI flags or environment variables.
+#[derive(Clone, Debug, Default)]
+pub struct GpuOptions {
+    /// `vulkan`, `metal`, `dx12`, `gl` or `auto` (None = auto).
+    pub backend: Option<String>,
+    /// A case-insensitive substring of the adapter name, or its index in [`list_adapters`].
+    pub adapter: Option<String>,
+    /// Force every kernel onto its non-subgroup path.
+    pub no_subgroups: bool,
+}
+
+impl GpuOptions {
+    /// Options from `GPUSORT_BACKEND`, `GPUSORT_ADAPTER` and `GPUSORT_NO_SUBGROUPS`.
+    pub fn from_env() -> Self {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        GpuOptions {
+            backend: var("GPUSORT_BACKEND"),
+            adapter: var("GPUSORT_ADAPTER"),
+            no_subgroups: var("GPUSORT_NO_SUBGROUPS").is_some_and(|v| v != "0"),
+        }
+    }
+
+    fn backends(&self) -> Result<wgpu::Backends> {
+        Ok(match self.backend.as_deref().map(str::to_ascii_lowercase).as_deref() {
+            None | Some("auto") => wgpu::Backends::all(),
+            Some("vulkan") => wgpu::Backends::VULKAN,
+            Some("metal") => wgpu::Backends::METAL,
+            Some("dx12") => wgpu::Backends::DX12,
+            Some("gl") => wgpu::Backends::GL,
+            Some(other) => {
+                return Err(Error::InvalidInput(format!(
+                    "unknown backend '{other}' (expected vulkan, metal, dx12, gl or auto)"
+                )))
+            }
+        })
+    }
+}
+
+/// Subgroup facts of the granted device, when subgroups are in use.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct SubgroupInfo {
+    pub min_size: u32,
+    pub max_size: u32,
+}
+
+/// A short description of one adapter, for `gpusort info` and for choosing.
+#[derive(Clone, Debug, Serialize)]
+pub struct AdapterSummary {
+    pub index: usize,
+    pub name: String,
+    pub backend: String,
+    pub device_type: String,
+    pub driver: String,
+    pub driver_info: String,
+    pub subgroups: bool,
+    pub subgroup_min_size: u32,
+    pub subgroup_max_size: u32,
+    pub timestamps: bool,
+    pub max_buffer_size: u64,
+    pub max_storage_buffer_binding_size: u64,
+    pub max_compute_workgroup_storage_size: u32,
+    pub max_compute_invocations_per_workgroup: u32,
+    pub max_compute_workgroups_per_dimension: u32,
+}
+
+fn summarize(index: usize, adapter: &wgpu::Adapter) -> AdapterSummary {
+    let info = adapter.get_info();
+    let limits = adapter.limits();
+    let features = adapter.features();
+    AdapterSummary {
+        index,
+        name: info.name,
+        backend: format!("{:?}", info.backend),
+        device_type: format!("{:?}", info.device_type),
+        driver: info.driver,
+        driver_info: info.driver_info,
+        subgroups: features.contains(wgpu::Features::SUBGROUP),
+        subgroup_min_size: info.subgroup_min_size,
+        subgroup_max_size: info.subgroup_max_size,
+        timestamps: features.contains(wgpu::Features::TIMESTAMP_QUERY),
+        max_buffer_size: limits.max_buffer_size,
+        max_storage_buffer_binding_size: limits.max_storage_buffer_binding_size,
+        max_compute_workgroup_storage_size: limits.max_compute_workgroup_storage_size,
+        max_compute_invocations_per_workgroup: limits.max_compute_invocations_per_workgroup,
+        max_compute_workgroups_per_dimension: limits.max_compute_workgroups_per_dimension,
+    }
+}
+
+fn instance(backends: wgpu::Backends) -> wgpu::Instance {
+    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
+    desc.backends = backends;
+    wgpu::Instance::new(desc)
+}
+
+/// `auto` looks at the primary backends (Vulkan, Metal, DX12) first and at GL only when they
+/// offer nothing: probing GL on a headless machine prints EGL noise and GL compute is the weakest.
+fn enumerate(options: &GpuOptions) -> Result<Vec<wgpu::Adapter>> {
+    let backends = options.backends()?;
+    let auto = backends == wgpu::Backends::all();
+    let first = if auto { wgpu::Backends::PRIMARY } else { backends };
+    let mut adapters = pollster::block_on(instance(first).enumerate_adapters(first));
+    if adapters.is_empty() && auto {
+        adapters = pollster::block_on(instance(wgpu::Backends::GL).enumerate_adapters(wgpu::Backends::GL));
+    }
+    Ok(adapters)
+}
+
+/// Every adapter wgpu can see with these options, in enumeration order.
+pub fn list_adapters(options: &GpuOptions) -> Result<Vec<AdapterSummary>> {
+    Ok(enumerate(options)?.iter().enumerate().map(|(i, a)| summarize(i, a)).collect())
+}
+
+/// Preference order: real GPUs first (discrete, then integrated, then virtual), then software
+/// adapters such as lavapipe or WARP. Ties keep enumeration order.
+fn preference(device_type: wgpu::DeviceType) -> u8 {
+    match device_type {
+        wgpu::DeviceType::DiscreteGpu => 0,
+        wgpu::DeviceType::IntegratedGpu => 1,
+        wgpu::DeviceType::VirtualGpu => 2,
+        wgpu::DeviceType::Other => 3,
+        wgpu::DeviceType::Cpu => 4,
+    }
+}
+
+fn choose(adapters: Vec<wgpu::Adapter>, selector: Option<&str>) -> Result<(usize, wgpu::Adapter)> {
+    if adapters.is_empty() {
+        return Err(Error::NoAdapter(String::new()));
+    }
+    let mut indexed: Vec<(usize, wgpu::Adapter)> = adapters.into_iter().enumerate().collect();
+    if let Some(sel) = selector {
+        if let Ok(i) = sel.parse::<usize>() {
+            let len = indexed.len();
+            return indexed
+                .into_iter()
+                .find(|(j, _)| *j == i)
+                .ok_or_else(|| Error::InvalidInput(format!("no adapter with index {i} (there are {len}; see `gpusort info`)")));
+        }
+        let needle = sel.to_ascii_lowercase();
+        indexed.retain(|(_, a)| a.get_info().name.to_ascii_lowercase().contains(&needle));
+        if indexed.is_empty() {
+            return Err(Error::NoAdapter(format!(" whose name contains '{sel}' (see `gpusort info`)")));
+        }
+    }
+    indexed.sort_by_key(|(i, a)| (preference(a.get_info().device_type), *i));
+    Ok(indexed.swap_remove(0))
+}
+
+/// The device context every kernel borrows.
+pub struct Gpu {
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    pub adapter: AdapterSummary,
+    pub limits: wgpu::Limits,
+    pub features: wgpu::Features,
+    subgroups: Option<SubgroupInfo>,
+    lost: Arc<Mutex<Option<String>>>,
+}
+
+impl std::fmt::Debug for Gpu {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gpu").field("adapter", &self.adapter.name).field("subgroups", &self.subgroups).finish()
+    }
+}
+
+impl Gpu {
+    /// Pick an adapter and create the device with the adapter's own limits and the optional
+    /// features gpusort can use.
+    pub fn new(options: &GpuOptions) -> Result<Gpu> {
+        let (index, adapter) = choose(enumerate(options)?, options.adapter.as_deref())?;
+        let summary = summarize(index, &adapter);
+        let available = adapter.features();
+        let wanted = wgpu::Features::SUBGROUP
+            | wgpu::Features::SUBGROUP_BARRIER
+            | wgpu::Features::TIMESTAMP_QUERY
+            | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS
+            | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES;
+        let mut features = available & wanted;
+        if options.no_subgroups {
+            features.remove(wgpu::Features::SUBGROUP | wgpu::Features::SUBGROUP_BARRIER);
+        }
+        let limits = adapter.limits();
+        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("gpusort"),
+            required_features: features,
+            required_limits: limits.clone(),
+            experimental_features: wgpu::ExperimentalFeatures::disabled(),
+            memory_hints: wgpu::MemoryHints::Performance,
+            trace: wgpu::Trace::Off,
+        }))
+        .map_err(|e| Error::RequestDevice(e.to_string()))?;
+
+        let lost = Arc::new(Mutex::new(None));
+        let lost_flag = lost.clone();
+        device.set_device_lost_callback(move |reason, msg| {
+            *lost_flag.lock().unwrap_or_else(|p| p.into_inner()) = Some(format!("{reason:?}: {msg}"));
+        });
+        // Errors outside an error scope would otherwise panic inside wgpu; they are collected
+        // through scopes in `Gpu::checked`, so here they are only logged.
+        device.on_uncaptured_error(Arc::new(|e: wgpu::Error| tracing::error!("uncaptured wgpu error: {e}")));
+
+        let subgroups = features.contains(wgpu::Features::SUBGROUP).then_some(SubgroupInfo {
+            min_size: summary.subgroup_min_size,
+            max_size: summary.subgroup_max_size,
+        });
+        tracing::info!(adapter = %summary.name, backend = %summary.backend, ?subgroups, "GPU ready");
+        Ok(Gpu { device, queue, adapter: summary, limits, features, subgroups, lost })
+    }
+
+    /// Subgroup sizes when the subgroup kernels are in use; None selects the workgroup-memory paths.
+    pub fn subgroups(&self) -> Option<SubgroupInfo> {
+        self.subgroups
+    }
+
+    /// Whether GPU timestamps can be written inside passes (for benchmarks).
+    pub fn timestamps(&self) -> bool {
+        self.features.contains(wgpu::Features::TIMESTAMP_QUERY)
+    }
+
+    /// Largest number of bytes one storage binding (and so one kernel's view of a buffer) may hold.
+    pub fn max_binding(&self) -> u64 {
+        self.limits.max_storage_buffer_binding_size.min(self.limits.max_buffer_size)
+    }
+
+    /// Run `f` inside validation and out-of-memory error scopes, turning what they catch into
+    /// typed errors instead of panics.
+    pub fn checked<T>(&self, f: impl FnOnce() -> T) -> Result<T> {
+        let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let out = f();
+        let v = pollster::block_on(validation.pop());
+        let o = pollster::block_on(oom.pop());
+        if let Some(e) = o.or(v) {
+            return Err(e.into());
+        }
+        self.check_lost()?;
+        Ok(out)
+    }
+
+    fn check_lost(&self) -> Result<()> {
+        match self.lost.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+            Some(msg) => Err(Error::DeviceLost(msg)),
+            None => Ok(()),
+        }
+    }
+
+    /// Block until all submitted work is done, with a timeout.
+    pub fn wait(&self) -> Result<()> {
+        match self.device.poll(wgpu::PollType::Wait { submission_index: None, timeout: Some(GPU_WAIT_TIMEOUT) }) {
+            Ok(_) => self.check_lost(),
+            Err(wgpu::PollError::Timeout) => Err(Error::Timeout(GPU_WAIT_TIMEOUT)),
+            Err(e) => Err(Error::DeviceLost(e.to_string())),
+        }
+    }
+}

@@ -1,0 +1,168 @@
+//! Pipelines and bind groups built from each kernel's declared binding list, and the grid helper.
+
+use crate::error::Result;
+use crate::gpu::Gpu;
+
+/// What one binding of a kernel is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Slot {
+    /// A uniform parameter block, bound with a dynamic offset into one buffer of many blocks.
+    Params { size: u64 },
+    /// A read-only storage buffer.
+    Read,
+    /// A read-write storage buffer.
+    ReadWrite,
+}
+
+/// A bind-group layout made from a declared binding list (binding number, kind), shared by the
+/// kernels of one family so one bind group serves all of them.
+pub struct Layout {
+    label: String,
+    pub layout: wgpu::BindGroupLayout,
+    pipeline_layout: wgpu::PipelineLayout,
+    slots: Vec<(u32, Slot)>,
+}
+
+impl Layout {
+    pub fn new(gpu: &Gpu, label: &str, slots: &[(u32, Slot)]) -> Layout {
+        let entries: Vec<wgpu::BindGroupLayoutEntry> = slots
+            .iter()
+            .map(|&(binding, slot)| wgpu::BindGroupLayoutEntry {
+                binding,
+                visibility: wgpu::ShaderStages::COMPUTE,
+                ty: match slot {
+                    Slot::Params { size } => wgpu::BindingType::Buffer {
+                        ty: wgpu::BufferBindingType::Uniform,
+                        has_dynamic_offset: true,
+                        min_binding_size: wgpu::BufferSize::new(size),
+                    },
+                    Slot::Read | Slot::ReadWrite => wgpu::BindingType::Buffer {
+                        ty: wgpu::BufferBindingType::Storage { read_only: slot == Slot::Read },
+                        has_dynamic_offset: false,
+                        min_binding_size: None,
+                    },
+                },
+                count: None,
+            })
+            .collect();
+        let layout =
+            gpu.device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: Some(label), entries: &entries });
+        let pipeline_layout = gpu.device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some(label),
+            bind_group_layouts: &[Some(&layout)],
+            immediate_size: 0,
+        });
+        Layout { label: label.to_string(), layout, pipeline_layout, slots: slots.to_vec() }
+    }
+
+    /// A bind group with one buffer per declared slot, in declaration order.
+    pub fn bind(&self, gpu: &Gpu, buffers: &[&wgpu::Buffer]) -> wgpu::BindGroup {
+        assert_eq!(buffers.len(), self.slots.len(), "{}: one buffer per declared binding", self.label);
+        let entries: Vec<wgpu::BindGroupEntry> = self
+            .slots
+            .iter()
+            .zip(buffers)
+            .map(|(&(binding, slot), buf)| wgpu::BindGroupEntry {
+                binding,
+                resource: match slot {
+                    Slot::Params { size } => wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                        buffer: buf,
+                        offset: 0,
+                        size: wgpu::BufferSize::new(size),
+                    }),
+                    _ => buf.as_entire_binding(),
+                },
+            })
+            .collect();
+        gpu.device.create_bind_group(&wgpu::BindGroupDescriptor { label: Some(&self.label), layout: &self.layout, entries: &entries })
+    }
+}
+
+/// Compile a shader module, turning naga/driver rejections into typed errors.
+pub fn module(gpu: &Gpu, label: &str, source: &str) -> Result<wgpu::ShaderModule> {
+    gpu.checked(|| {
+        gpu.device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some(label),
+            source: wgpu::ShaderSource::Wgsl(source.into()),
+        })
+    })
+}
+
+/// One compute pipeline: an entry point of a module with a family's layout.
+pub fn pipeline(gpu: &Gpu, module: &wgpu::ShaderModule, entry: &str, layout: &Layout) -> Result<wgpu::ComputePipeline> {
+    gpu.checked(|| {
+        gpu.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(entry),
+            layout: Some(&layout.pipeline_layout),
+            module,
+            entry_point: Some(entry),
+            compilation_options: Default::default(),
+            cache: None,
+        })
+    })
+}
+
+/// Record one dispatch of `groups` workgroups.
+pub fn dispatch(
+    gpu: &Gpu,
+    pass: &mut wgpu::ComputePass<'_>,
+    pipeline: &wgpu::ComputePipeline,
+    bind_group: &wgpu::BindGroup,
+    offsets: &[u32],
+    groups: u32,
+) {
+    let (x, y) = grid(gpu, groups);
+    pass.set_pipeline(pipeline);
+    pass.set_bind_group(0, bind_group, offsets);
+    pass.dispatch_workgroups(x, y, 1);
+}
+
+/// Split `groups` workgroups over x and y so neither exceeds the device's per-dimension limit;
+/// kernels rebuild the linear index with `linear_workgroup` and ignore the surplus.
+pub fn grid(gpu: &Gpu, groups: u32) -> (u32, u32) {
+    let max = gpu.limits.max_compute_workgroups_per_dimension.max(1);
+    if groups <= max {
+        (groups.max(1), 1)
+    } else {
+        let y = groups.div_ceil(max);
+        (groups.div_ceil(y), y)
+    }
+}
+
+/// Many small uniform parameter blocks in one buffer, addressed by dynamic offsets.
+pub struct ParamBlocks {
+    stride: u64,
+    bytes: Vec<u8>,
+}
+
+impl ParamBlocks {
+    pub fn new(gpu: &Gpu) -> Self {
+        ParamBlocks { stride: gpu.limits.min_uniform_buffer_offset_alignment.max(16) as u64, bytes: Vec::new() }
+    }
+
+    /// Append one block; returns its dynamic offset.
+    pub fn push<T: bytemuck::Pod>(&mut self, block: &T) -> u32 {
+        let offset = self.bytes.len();
+        self.bytes.extend_from_slice(bytemuck::bytes_of(block));
+        self.bytes.resize(offset + self.stride as usize, 0);
+        offset as u32
+    }
+
+    /// The buffer holding every block pushed so far.
+    pub fn finish(&self, gpu: &Gpu, label: &str) -> wgpu::Buffer {
+        let size = (self.bytes.len() as u64).max(self.stride);
+        let buf = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size,
+            usage: wgpu::BufferUsages::UNIFORM,
+            mapped_at_creation: true,
+        });
+        buf.slice(..)
+            .get_mapped_range_mut()
+            .expect("mapped at creation")
+            .slice(..self.bytes.len())
+            .copy_from_slice(&self.bytes);
+        buf.unmap();
+        buf
+    }
+}

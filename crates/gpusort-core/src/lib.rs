@@ -1,0 +1,24 @@
+//! gpusort-core: the GPU context and the kernels of gpusort, on wgpu/WGSL.
+//!
+//! - [`gpu`]: instance, adapter, device and queue in one place ([`Gpu`]).
+//! - [`transfer`]: host <-> GPU copies through mapped staging buffers.
+//! - [`kernel`]: pipelines and bind groups from declared binding lists.
+//! - [`bitonic`]: the vectorised bitonic sort (METHODS.md method 1) and its plan.
+//! - [`cpu`]: CPU twins of the kernels, the references tests compare against.
+//! - [`shaders`]: the embedded WGSL sources.
+
+pub mod bench;
+pub mod bitonic;
+pub mod cpu;
+pub mod error;
+pub mod gpu;
+pub mod kernel;
+pub mod keys;
+mod merge;
+pub mod shaders;
+pub mod transfer;
+
+pub use bitonic::{BitonicPlan, BitonicSorter, GpuSortJob, SortStats};
+pub use error::{Error, Result};
+pub use gpu::{Gpu, GpuOptions};
+pub use keys::{KeyType, SortKey, SortOrder};

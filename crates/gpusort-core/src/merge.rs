@@ -1,0 +1,69 @@
+//! Inputs larger than one storage binding: sort pieces on the GPU, then merge on the host.
+//!
+//! Pieces are sorted stably and merged taking the earliest piece on ties, so the result is the
+//! same stable order one big sort gives. Segmented sorts cut pieces on segment boundaries and
+//! need no merge at all.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use crate::bitonic::{BitonicSorter, SortStats};
+use crate::cpu::keys::sortable;
+use crate::error::{Error, Result};
+use crate::gpu::Gpu;
+use crate::keys::{SortKey, SortOrder};
+
+pub(crate) fn sort_in_pieces<T: SortKey>(
+    sorter: &BitonicSorter,
+    gpu: &Gpu,
+    keys: &mut [T],
+    values: Option<&mut [u32]>,
+    want_permutation: bool,
+    order: SortOrder,
+    max_piece: usize,
+) -> Result<(Option<Vec<u32>>, SortStats)> {
+    let mut piece = max_piece;
+    if let Some(s) = order.segment_size {
+        let s = s as usize;
+        if s > max_piece {
+            return Err(Error::TooLarge(format!("segments of {s} keys exceed the {max_piece} one GPU sort holds")));
+        }
+        piece = max_piece / s * s;
+    }
+    tracing::info!(n = keys.len(), piece, "input exceeds one binding: sorting in pieces");
+    let mut perm: Vec<u32> = Vec::with_capacity(keys.len());
+    let mut stats = None;
+    for (i, chunk) in keys.chunks_mut(piece).enumerate() {
+        let (p, s) = sorter.sort_host(gpu, chunk, None, true, order)?;
+        let offset = (i * piece) as u32;
+        perm.extend(p.unwrap_or_default().into_iter().map(|x| x + offset));
+        stats.get_or_insert(s);
+    }
+    if order.segment_size.is_none() {
+        let runs: Vec<std::ops::Range<usize>> = (0..keys.len()).step_by(piece).map(|s| s..(s + piece).min(keys.len())).collect();
+        let sorted = keys.to_vec();
+        let mut heap: BinaryHeap<Reverse<(u64, usize, usize)>> = runs
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| !r.is_empty())
+            .map(|(run, r)| Reverse((sortable(&sorted[r.start], order.descending), run, r.start)))
+            .collect();
+        let old_perm = std::mem::take(&mut perm);
+        let mut out = 0;
+        while let Some(Reverse((_, run, pos))) = heap.pop() {
+            keys[out] = sorted[pos];
+            perm.push(old_perm[pos]);
+            out += 1;
+            if pos + 1 < runs[run].end {
+                heap.push(Reverse((sortable(&sorted[pos + 1], order.descending), run, pos + 1)));
+            }
+        }
+    }
+    if let Some(v) = values {
+        let src = v.to_vec();
+        for (dst, &i) in v.iter_mut().zip(&perm) {
+            *dst = src[i as usize];
+        }
+    }
+    Ok((want_permutation.then_some(perm), stats.expect("at least one piece")))
+}

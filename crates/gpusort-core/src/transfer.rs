@@ -1,0 +1,125 @@
+//! Host <-> GPU transfers: the one place that does staging, mapping and waiting.
+//!
+//! Data moves through mapped staging buffers in chunks. Copies into and out of mapped memory are
+//! split across CPU threads, because mapped memory is often uncached for the CPU and one thread
+//! reading it is far slower than the link (see ../shared/device/README.md: ~1.5 GB/s on one thread).
+
+use rayon::prelude::*;
+
+use crate::error::{Error, Result};
+use crate::gpu::Gpu;
+
+/// Bytes per staging chunk: large enough to amortise a submit, small enough to stay cheap on
+/// software adapters.
+pub const CHUNK_BYTES: u64 = 64 << 20;
+/// Bytes one CPU thread copies into or out of mapped memory at a time.
+const PIECE_BYTES: usize = 1 << 20;
+
+/// Round up to wgpu's copy alignment.
+pub fn align4(bytes: u64) -> u64 {
+    bytes.div_ceil(4) * 4
+}
+
+/// A storage buffer of at least `bytes` (never zero-sized, since wgpu rejects empty bindings).
+pub fn storage_buffer(gpu: &Gpu, label: &str, bytes: u64) -> Result<wgpu::Buffer> {
+    let size = align4(bytes).max(16);
+    if size > gpu.limits.max_buffer_size {
+        return Err(Error::TooLarge(format!(
+            "{label} needs {size} bytes but one buffer holds at most {} on {}",
+            gpu.limits.max_buffer_size, gpu.adapter.name
+        )));
+    }
+    gpu.checked(|| {
+        gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        })
+    })
+}
+
+fn map_and_wait(gpu: &Gpu, buffer: &wgpu::Buffer, mode: wgpu::MapMode, len: u64) -> Result<()> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    buffer.map_async(mode, 0..len, move |r| {
+        let _ = tx.send(r);
+    });
+    gpu.wait()?;
+    // Another thread's poll may have taken our callback and be about to run it: wait for it.
+    match rx.recv_timeout(crate::gpu::GPU_WAIT_TIMEOUT) {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(Error::Map(e.to_string())),
+        Err(_) => Err(Error::Timeout(crate::gpu::GPU_WAIT_TIMEOUT)),
+    }
+}
+
+fn staging(gpu: &Gpu, label: &str, size: u64, usage: wgpu::BufferUsages) -> wgpu::Buffer {
+    gpu.device.create_buffer(&wgpu::BufferDescriptor { label: Some(label), size, usage, mapped_at_creation: false })
+}
+
+/// Copy `data` into `dst` at byte `offset`. `data.len()` and `offset` must be multiples of 4.
+pub fn upload(gpu: &Gpu, dst: &wgpu::Buffer, offset: u64, data: &[u8]) -> Result<()> {
+    if data.is_empty() {
+        return Ok(());
+    }
+    debug_assert!(data.len() % 4 == 0 && offset % 4 == 0);
+    let chunk = CHUNK_BYTES.min(data.len() as u64);
+    let stage = staging(gpu, "upload staging", chunk, wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC);
+    for (i, part) in data.chunks(chunk as usize).enumerate() {
+        let len = part.len() as u64;
+        map_and_wait(gpu, &stage, wgpu::MapMode::Write, len)?;
+        part.par_chunks(PIECE_BYTES).enumerate().for_each(|(j, piece)| {
+            let start = (j * PIECE_BYTES) as u64;
+            let mut view = stage
+                .get_mapped_range_mut(start..start + piece.len() as u64)
+                .expect("range inside the mapped staging buffer");
+            view.copy_from_slice(piece);
+        });
+        stage.unmap();
+        let mut enc = gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("upload") });
+        enc.copy_buffer_to_buffer(&stage, 0, dst, offset + i as u64 * chunk, len);
+        gpu.queue.submit([enc.finish()]);
+    }
+    gpu.wait()
+}
+
+/// Copy `out.len()` bytes of `src` starting at byte `offset` into `out` (multiples of 4).
+pub fn download(gpu: &Gpu, src: &wgpu::Buffer, offset: u64, out: &mut [u8]) -> Result<()> {
+    if out.is_empty() {
+        return Ok(());
+    }
+    debug_assert!(out.len() % 4 == 0 && offset % 4 == 0);
+    let chunk = CHUNK_BYTES.min(out.len() as u64);
+    let stage = staging(gpu, "download staging", chunk, wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST);
+    for (i, part) in out.chunks_mut(chunk as usize).enumerate() {
+        let len = part.len() as u64;
+        let mut enc = gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("download") });
+        enc.copy_buffer_to_buffer(src, offset + i as u64 * chunk, &stage, 0, len);
+        gpu.queue.submit([enc.finish()]);
+        map_and_wait(gpu, &stage, wgpu::MapMode::Read, len)?;
+        part.par_chunks_mut(PIECE_BYTES).enumerate().for_each(|(j, piece)| {
+            let start = (j * PIECE_BYTES) as u64;
+            let view = stage
+                .get_mapped_range(start..start + piece.len() as u64)
+                .expect("range inside the mapped staging buffer");
+            piece.copy_from_slice(&view);
+        });
+        stage.unmap();
+    }
+    Ok(())
+}
+
+/// Upload a slice of plain values into a new storage buffer.
+pub fn buffer_from<T: bytemuck::Pod>(gpu: &Gpu, label: &str, data: &[T]) -> Result<wgpu::Buffer> {
+    let bytes: &[u8] = bytemuck::cast_slice(data);
+    let buf = storage_buffer(gpu, label, bytes.len() as u64)?;
+    upload(gpu, &buf, 0, bytes)?;
+    Ok(buf)
+}
+
+/// Read `len` values of `T` from the start of `src`.
+pub fn read_vec<T: bytemuck::Pod + Default>(gpu: &Gpu, src: &wgpu::Buffer, len: usize) -> Result<Vec<T>> {
+    let mut out = vec![T::default(); len];
+    download(gpu, src, 0, bytemuck::cast_slice_mut(&mut out))?;
+    Ok(out)
+}
