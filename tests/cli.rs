@@ -1,0 +1,382 @@
+//! The `gpusort` binary on real files: formats, outputs, and every bad input of the sort command.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use gpusort_core::cpu::keys as reference;
+use gpusort_core::SortOrder;
+use gpusort_tests::*;
+use rand::Rng;
+
+fn gpusort() -> Command {
+    Command::cargo_bin("gpusort").expect("binary built")
+}
+
+fn write_u32(path: &Path, v: &[u32]) {
+    std::fs::write(path, bytemuck::cast_slice::<u32, u8>(v)).unwrap();
+}
+
+fn read_u32(path: &Path) -> Vec<u32> {
+    bytemuck::pod_collect_to_vec(&std::fs::read(path).unwrap())
+}
+
+fn write_npy<T: npyz::AutoSerialize + Copy>(path: &Path, shape: &[u64], v: &[T]) {
+    use npyz::WriterBuilder;
+    let mut f = std::fs::File::create(path).unwrap();
+    let mut w = npyz::WriteOptions::new()
+        .default_dtype()
+        .shape(shape)
+        .writer(&mut f)
+        .begin_nd()
+        .unwrap();
+    w.extend(v.iter().copied()).unwrap();
+    w.finish().unwrap();
+}
+
+fn read_npy<T: npyz::Deserialize>(path: &Path) -> (Vec<u64>, Vec<T>) {
+    let bytes = std::fs::read(path).unwrap();
+    let npy = npyz::NpyFile::new(&bytes[..]).unwrap();
+    let shape = npy.shape().to_vec();
+    (shape, npy.into_vec().unwrap())
+}
+
+fn random_u32(n: usize, seed: u64) -> Vec<u32> {
+    let mut r = rng(seed);
+    (0..n).map(|_| r.random()).collect()
+}
+
+/// Every file in `dir` (to show that a failed run left nothing behind).
+fn listing(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn sorts_raw_u32_both_ways_with_and_without_subgroups() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("keys.bin");
+    let keys = random_u32(100_001, 1);
+    write_u32(&input, &keys);
+    for no_sg in ["0", "1"] {
+        for desc in [false, true] {
+            let out = dir.path().join(format!("out-{no_sg}-{desc}.bin"));
+            let mut cmd = gpusort();
+            cmd.env("GPUSORT_NO_SUBGROUPS", no_sg)
+                .args(["-q", "sort", "--dtype", "u32", "--verify"])
+                .arg(&input)
+                .arg("-o")
+                .arg(&out);
+            if desc {
+                cmd.arg("--descending");
+            }
+            cmd.assert().success();
+            assert_eq!(
+                read_u32(&out),
+                reference::sorted(
+                    &keys,
+                    SortOrder {
+                        descending: desc,
+                        segment_size: None
+                    }
+                )
+            );
+        }
+    }
+    assert_eq!(read_u32(&input), keys, "the input is untouched");
+}
+
+#[test]
+fn sorts_npy_of_every_dtype_and_writes_npy() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut r = rng(2);
+    let f: Vec<f32> = (0..5000)
+        .map(|i| {
+            if i % 97 == 0 {
+                f32::NAN
+            } else {
+                r.random_range(-1e3..1e3)
+            }
+        })
+        .collect();
+    let p = dir.path().join("f.npy");
+    write_npy(&p, &[f.len() as u64], &f);
+    gpusort()
+        .args(["-q", "sort"])
+        .arg(&p)
+        .arg("-o")
+        .arg(dir.path().join("fo.npy"))
+        .assert()
+        .success();
+    let (shape, got): (_, Vec<f32>) = read_npy(&dir.path().join("fo.npy"));
+    assert_eq!(shape, vec![5000]);
+    let want = reference::sorted(&f, SortOrder::default());
+    assert_eq!(
+        got.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+        want.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+    );
+
+    let i: Vec<i64> = (0..3000).map(|_| r.random()).collect();
+    let p = dir.path().join("i.npy");
+    write_npy(&p, &[i.len() as u64], &i);
+    gpusort()
+        .args(["-q", "sort", "--descending", "--dtype", "i64"])
+        .arg(&p)
+        .arg("-o")
+        .arg(dir.path().join("io.npy"))
+        .assert()
+        .success();
+    let (_, got): (_, Vec<i64>) = read_npy(&dir.path().join("io.npy"));
+    assert_eq!(
+        got,
+        reference::sorted(
+            &i,
+            SortOrder {
+                descending: true,
+                segment_size: None
+            }
+        )
+    );
+}
+
+#[test]
+fn in_place_values_argsort_and_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("k.bin");
+    let mut r = rng(3);
+    let keys: Vec<u32> = (0..20_000).map(|_| r.random_range(0..50)).collect();
+    write_u32(&input, &keys);
+    let vals: Vec<u32> = (0..20_000).map(|i| i * 3).collect();
+    let vin = dir.path().join("v.bin");
+    write_u32(&vin, &vals);
+    let vout = dir.path().join("vo.bin");
+    let perm = dir.path().join("perm.npy");
+    gpusort()
+        .args([
+            "-q",
+            "sort",
+            "--dtype",
+            "u32",
+            "--in-place",
+            "--verify",
+            "--values",
+        ])
+        .arg(&vin)
+        .arg("--values-out")
+        .arg(&vout)
+        .arg("--argsort")
+        .arg(&perm)
+        .arg(&input)
+        .assert()
+        .success();
+    let p = reference::argsort(&keys, SortOrder::default());
+    assert_eq!(
+        read_u32(&input),
+        reference::sorted(&keys, SortOrder::default())
+    );
+    assert_eq!(
+        read_u32(&vout),
+        p.iter().map(|&i| vals[i as usize]).collect::<Vec<_>>()
+    );
+    assert_eq!(read_npy::<u32>(&perm).1, p);
+
+    let seg = dir.path().join("seg.bin");
+    write_u32(&seg, &keys);
+    gpusort()
+        .args([
+            "-q",
+            "sort",
+            "--dtype",
+            "u32",
+            "--segment-size",
+            "1000",
+            "--in-place",
+        ])
+        .arg(&seg)
+        .assert()
+        .success();
+    assert_eq!(
+        read_u32(&seg),
+        reference::sorted(
+            &keys,
+            SortOrder {
+                descending: false,
+                segment_size: Some(1000)
+            }
+        )
+    );
+    assert_eq!(
+        listing(dir.path()).len(),
+        5,
+        "no temporary files left behind"
+    );
+}
+
+#[test]
+fn default_output_name_and_empty_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("empty.bin");
+    std::fs::write(&input, b"").unwrap();
+    gpusort()
+        .args(["-q", "sort", "--dtype", "f64"])
+        .arg(&input)
+        .assert()
+        .success();
+    assert_eq!(
+        std::fs::read(dir.path().join("empty.sorted.bin"))
+            .unwrap()
+            .len(),
+        0
+    );
+    let one = dir.path().join("one.bin");
+    write_u32(&one, &[42]);
+    gpusort()
+        .args(["-q", "sort", "--dtype", "u32"])
+        .arg(&one)
+        .assert()
+        .success();
+    assert_eq!(read_u32(&dir.path().join("one.sorted.bin")), vec![42]);
+}
+
+/// Each bad input: exit code 2, one line on stderr naming the problem, input untouched, nothing written.
+#[test]
+fn bad_inputs_fail_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_u32(&d.join("ok.bin"), &[3, 1, 2]);
+    std::fs::write(d.join("odd.bin"), [1u8, 2, 3, 4, 5]).unwrap();
+    std::fs::write(d.join("bad.npy"), b"not numpy at all").unwrap();
+    let mut huge = b"\x93NUMPY\x01\x00".to_vec();
+    huge.extend([0xff, 0xff]);
+    std::fs::write(d.join("huge.npy"), &huge).unwrap();
+    write_npy(&d.join("two.npy"), &[2, 2], &[1u32, 2, 3, 4]);
+    write_npy(&d.join("f32.npy"), &[3], &[1.0f32, 2.0, 3.0]);
+    write_npy(&d.join("u8.npy"), &[3], &[1u8, 2, 3]);
+    write_u32(&d.join("vals.bin"), &[1, 2]);
+    let before = listing(d);
+    let before_bytes: Vec<Vec<u8>> = before.iter().map(|p| std::fs::read(p).unwrap()).collect();
+    let s = |p: &str| d.join(p).to_string_lossy().into_owned();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec![
+                "sort".into(),
+                s("missing.bin"),
+                "--dtype".into(),
+                "u32".into(),
+            ],
+            "cannot read",
+        ),
+        (
+            vec!["sort".into(), s("odd.bin"), "--dtype".into(), "u32".into()],
+            "not a multiple",
+        ),
+        (vec!["sort".into(), s("ok.bin")], "--dtype"),
+        (
+            vec!["sort".into(), s("ok.bin"), "--dtype".into(), "u16".into()],
+            "invalid value",
+        ),
+        (vec!["sort".into(), s("bad.npy")], "not a valid .npy"),
+        (vec!["sort".into(), s("huge.npy")], "header length"),
+        (vec!["sort".into(), s("two.npy")], "2-D"),
+        (
+            vec!["sort".into(), s("f32.npy"), "--dtype".into(), "u32".into()],
+            "holds f32",
+        ),
+        (vec!["sort".into(), s("u8.npy")], "dtype '|u1'"),
+        (
+            vec![
+                "sort".into(),
+                s("ok.bin"),
+                "--dtype".into(),
+                "u32".into(),
+                "--values".into(),
+                s("vals.bin"),
+                "--values-out".into(),
+                s("vo.bin"),
+            ],
+            "has 2 values",
+        ),
+        (
+            vec![
+                "sort".into(),
+                s("ok.bin"),
+                "--dtype".into(),
+                "u32".into(),
+                "-o".into(),
+                s("nowhere/out.bin"),
+            ],
+            "does not exist",
+        ),
+        (
+            vec![
+                "sort".into(),
+                s("ok.bin"),
+                "--dtype".into(),
+                "u32".into(),
+                "-o".into(),
+                s("ok.bin"),
+            ],
+            "--in-place",
+        ),
+        (
+            vec![
+                "sort".into(),
+                s("ok.bin"),
+                "--dtype".into(),
+                "u32".into(),
+                "--segment-size".into(),
+                "0".into(),
+            ],
+            "segment-size",
+        ),
+        (
+            vec![
+                "sort".into(),
+                d.to_string_lossy().into_owned(),
+                "--dtype".into(),
+                "u32".into(),
+            ],
+            "directory",
+        ),
+    ];
+    for (args, needle) in cases {
+        let out = gpusort().args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.starts_with("gpusort: ") && err.contains(needle),
+            "{args:?}: {err}"
+        );
+        assert_eq!(
+            err.trim_end().lines().count(),
+            1,
+            "{args:?}: one line, got {err}"
+        );
+    }
+    assert_eq!(listing(d), before, "nothing written");
+    let after: Vec<Vec<u8>> = before.iter().map(|p| std::fs::read(p).unwrap()).collect();
+    assert_eq!(after, before_bytes, "inputs untouched");
+}
+
+#[test]
+fn info_lists_the_adapter() {
+    let out = gpusort().args(["info", "--json"]).output().unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert!(v["chosen"]["name"].as_str().is_some_and(|n| !n.is_empty()));
+    assert!(
+        v["limits"]["max_storage_buffer_binding_size"]
+            .as_u64()
+            .unwrap()
+            >= 128 << 20
+    );
+    let text = gpusort().arg("info").output().unwrap();
+    let s = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        s.contains("max storage binding") && s.contains("chosen:"),
+        "{s}"
+    );
+}

@@ -9,18 +9,38 @@ fn sorter(gpu: &Gpu) -> BitonicSorter {
     BitonicSorter::new(gpu).expect("pipelines build")
 }
 
-fn check_sort<T: SortKey + PartialEq>(gpu: &Gpu, s: &BitonicSorter, keys: &[T], order: SortOrder, what: &str) {
+fn check_sort<T: SortKey + PartialEq>(
+    gpu: &Gpu,
+    s: &BitonicSorter,
+    keys: &[T],
+    order: SortOrder,
+    what: &str,
+) {
     let mut got = keys.to_vec();
     s.sort(gpu, &mut got, order).unwrap();
     let got: Vec<T> = got.iter().map(reference::canonical).collect();
     let want = reference::sorted(keys, order);
-    let bits = |v: &[T]| v.iter().map(|x| bytemuck::bytes_of(x).to_vec()).collect::<Vec<_>>();
-    assert!(bits(&got) == bits(&want), "{what}: n={} order={order:?}", keys.len());
+    let bits = |v: &[T]| {
+        v.iter()
+            .map(|x| bytemuck::bytes_of(x).to_vec())
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        bits(&got) == bits(&want),
+        "{what}: n={} order={order:?}",
+        keys.len()
+    );
 }
 
 fn from_bits<T: SortKey>(b: &[u64]) -> Vec<T> {
     b.iter()
-        .map(|&x| if T::TYPE.is_wide() { reference::from_words::<T>((x >> 32) as u32, x as u32) } else { reference::from_words::<T>(x as u32, 0) })
+        .map(|&x| {
+            if T::TYPE.is_wide() {
+                reference::from_words::<T>((x >> 32) as u32, x as u32)
+            } else {
+                reference::from_words::<T>(x as u32, 0)
+            }
+        })
         .collect()
 }
 
@@ -34,9 +54,21 @@ fn bitonic_u32_edge_sizes_and_shapes() {
                 if n > (1 << 16) && !matches!(shape, Shape::Random) {
                     continue; // the big sizes once, random; shapes are covered below that
                 }
-                let keys: Vec<u32> = bits(n, shape, n as u64).iter().map(|&x| (x >> 32) as u32).collect();
+                let keys: Vec<u32> = bits(n, shape, n as u64)
+                    .iter()
+                    .map(|&x| (x >> 32) as u32)
+                    .collect();
                 for descending in [false, true] {
-                    check_sort(gpu, &s, &keys, SortOrder { descending, segment_size: None }, &format!("u32 {shape:?} no_subgroups={no_sg}"));
+                    check_sort(
+                        gpu,
+                        &s,
+                        &keys,
+                        SortOrder {
+                            descending,
+                            segment_size: None,
+                        },
+                        &format!("u32 {shape:?} no_subgroups={no_sg}"),
+                    );
                 }
             }
         }
@@ -44,7 +76,9 @@ fn bitonic_u32_edge_sizes_and_shapes() {
 }
 
 fn every_type_case<T: SortKey + PartialEq>(gpu: &Gpu, s: &BitonicSorter, specials: &[T]) {
-    for n in [0usize, 1, 2, 3, 5, 8, 17, 255, 256, 257, 4095, 4096, 4097, 65537] {
+    for n in [
+        0usize, 1, 2, 3, 5, 8, 17, 255, 256, 257, 4095, 4096, 4097, 65537,
+    ] {
         for shape in SHAPES {
             let mut keys: Vec<T> = from_bits(&bits(n, shape, 31 + n as u64));
             for (i, sp) in specials.iter().enumerate() {
@@ -53,7 +87,16 @@ fn every_type_case<T: SortKey + PartialEq>(gpu: &Gpu, s: &BitonicSorter, special
                 }
             }
             for descending in [false, true] {
-                check_sort(gpu, s, &keys, SortOrder { descending, segment_size: None }, &format!("{} {shape:?}", T::TYPE));
+                check_sort(
+                    gpu,
+                    s,
+                    &keys,
+                    SortOrder {
+                        descending,
+                        segment_size: None,
+                    },
+                    &format!("{} {shape:?}", T::TYPE),
+                );
             }
         }
     }
@@ -83,13 +126,22 @@ fn argsort_and_values_are_stable() {
             use rand::Rng;
             let keys: Vec<i32> = (0..n).map(|_| r.random_range(-3..3)).collect();
             for descending in [false, true] {
-                let order = SortOrder { descending, segment_size: None };
+                let order = SortOrder {
+                    descending,
+                    segment_size: None,
+                };
                 let perm = s.argsort(gpu, &keys, order).unwrap();
-                assert_eq!(perm, reference::argsort(&keys, order), "argsort n={n} desc={descending}");
+                assert_eq!(
+                    perm,
+                    reference::argsort(&keys, order),
+                    "argsort n={n} desc={descending}"
+                );
                 let mut k2 = keys.clone();
-                let mut vals: Vec<u32> = (0..n as u32).map(|i| i.wrapping_mul(2654435761)).collect();
+                let mut vals: Vec<u32> =
+                    (0..n as u32).map(|i| i.wrapping_mul(2654435761)).collect();
                 let orig = vals.clone();
-                s.sort_host(gpu, &mut k2, Some(&mut vals), false, order).unwrap();
+                s.sort_host(gpu, &mut k2, Some(&mut vals), false, order)
+                    .unwrap();
                 let want: Vec<u32> = perm.iter().map(|&i| orig[i as usize]).collect();
                 assert_eq!(vals, want, "values n={n}");
                 assert_eq!(k2, reference::sorted(&keys, order));
@@ -97,8 +149,14 @@ fn argsort_and_values_are_stable() {
         }
         // 64-bit keys with an index plane: four planes per record
         let keys: Vec<f64> = from_bits::<f64>(&bits(5000, Shape::FewDistinct, 5));
-        let order = SortOrder { descending: false, segment_size: Some(1000) };
-        assert_eq!(s.argsort(gpu, &keys, order).unwrap(), reference::argsort(&keys, order));
+        let order = SortOrder {
+            descending: false,
+            segment_size: Some(1000),
+        };
+        assert_eq!(
+            s.argsort(gpu, &keys, order).unwrap(),
+            reference::argsort(&keys, order)
+        );
     }
 }
 
@@ -107,10 +165,31 @@ fn segmented_sorts() {
     for no_sg in MODES {
         let gpu = gpu(no_sg);
         let s = sorter(gpu);
-        for (n, seg) in [(64usize, 1u32), (64, 2), (100, 4), (1000, 16), (5000, 100), (70_000, 4096), (70_000, 3000), (10, 100)] {
-            let keys: Vec<u32> = bits(n, Shape::Random, seg as u64).iter().map(|&x| x as u32).collect();
+        for (n, seg) in [
+            (64usize, 1u32),
+            (64, 2),
+            (100, 4),
+            (1000, 16),
+            (5000, 100),
+            (70_000, 4096),
+            (70_000, 3000),
+            (10, 100),
+        ] {
+            let keys: Vec<u32> = bits(n, Shape::Random, seg as u64)
+                .iter()
+                .map(|&x| x as u32)
+                .collect();
             for descending in [false, true] {
-                check_sort(gpu, &s, &keys, SortOrder { descending, segment_size: Some(seg) }, "segmented");
+                check_sort(
+                    gpu,
+                    &s,
+                    &keys,
+                    SortOrder {
+                        descending,
+                        segment_size: Some(seg),
+                    },
+                    "segmented",
+                );
             }
         }
     }
@@ -120,13 +199,26 @@ fn segmented_sorts() {
 fn dispatch_count_follows_the_plan() {
     let gpu = gpu(false);
     let s = sorter(gpu);
-    let mut keys: Vec<u32> = bits(1 << 18, Shape::Random, 1).iter().map(|&x| x as u32).collect();
+    let mut keys: Vec<u32> = bits(1 << 18, Shape::Random, 1)
+        .iter()
+        .map(|&x| x as u32)
+        .collect();
     let stats = s.sort(gpu, &mut keys, SortOrder::default()).unwrap();
-    let plan = gpusort_core::BitonicPlan::new(1 << 18, 1 << 18, stats.tile, gpusort_core::bitonic::MAX_FUSED_GLOBAL_STEPS);
+    let plan = gpusort_core::BitonicPlan::new(
+        1 << 18,
+        1 << 18,
+        stats.tile,
+        gpusort_core::bitonic::MAX_FUSED_GLOBAL_STEPS,
+    );
     assert_eq!(stats.network_dispatches, plan.dispatches());
     // stages past the tile: one local merge each plus ceil(steps / 3) global passes
     let beyond = (((1u32 << 18) / stats.tile).ilog2()) as usize;
     let expect = 1 + (1..=beyond).map(|s| 1 + s.div_ceil(3)).sum::<usize>();
     assert_eq!(stats.network_dispatches, expect);
-    assert!(stats.network_dispatches < gpusort_core::bitonic::method_host_syncs(1 << 18, 4, stats.tile / 16) as usize + beyond + 1);
+    assert!(
+        stats.network_dispatches
+            < gpusort_core::bitonic::method_host_syncs(1 << 18, 4, stats.tile / 16) as usize
+                + beyond
+                + 1
+    );
 }

@@ -16,7 +16,8 @@ pub fn gpu(no_subgroups: bool) -> &'static Gpu {
     cell.get_or_init(|| {
         let mut options = GpuOptions::from_env();
         options.no_subgroups |= no_subgroups;
-        Gpu::new(&options).expect("a GPU adapter is required (on Debian: apt-get install mesa-vulkan-drivers)")
+        Gpu::new(&options)
+            .expect("a GPU adapter is required (on Debian: apt-get install mesa-vulkan-drivers)")
     })
 }
 
@@ -47,7 +48,13 @@ pub enum Shape {
     FewDistinct,
 }
 
-pub const SHAPES: [Shape; 5] = [Shape::Random, Shape::Sorted, Shape::Reversed, Shape::AllEqual, Shape::FewDistinct];
+pub const SHAPES: [Shape; 5] = [
+    Shape::Random,
+    Shape::Sorted,
+    Shape::Reversed,
+    Shape::AllEqual,
+    Shape::FewDistinct,
+];
 
 /// `n` random u64 bit patterns shaped as asked (ordered as unsigned before conversion).
 pub fn bits(n: usize, shape: Shape, seed: u64) -> Vec<u64> {
@@ -84,5 +91,12 @@ pub fn f32_specials() -> Vec<f32> {
 }
 
 pub fn f64_specials() -> Vec<f64> {
-    f32_specials().into_iter().map(|x| x as f64).chain([f64::MIN_POSITIVE / 8.0, f64::from_bits(0x7ff0_0000_0000_0001)]).collect()
+    f32_specials()
+        .into_iter()
+        .map(|x| x as f64)
+        .chain([
+            f64::MIN_POSITIVE / 8.0,
+            f64::from_bits(0x7ff0_0000_0000_0001),
+        ])
+        .collect()
 }

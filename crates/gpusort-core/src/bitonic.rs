@@ -27,7 +27,12 @@ pub enum Pass {
     /// Case 1: every stage up to the tile size (or `k_end`), in registers and workgroup memory.
     LocalSort,
     /// Case 2: `steps` steps of stage `k` starting at distance `j`, partners in other tiles.
-    Global { k: u32, j: u32, steps: u32, mirror: bool },
+    Global {
+        k: u32,
+        j: u32,
+        steps: u32,
+        mirror: bool,
+    },
     /// Case 3: the steps of stage `k` below the tile size.
     LocalMerge { k: u32 },
 }
@@ -55,7 +60,12 @@ impl BitonicPlan {
                 while j >= tile {
                     let remaining = (j / tile).trailing_zeros() + 1;
                     let steps = remaining.min(max_fused);
-                    passes.push(Pass::Global { k, j, steps, mirror });
+                    passes.push(Pass::Global {
+                        k,
+                        j,
+                        steps,
+                        mirror,
+                    });
                     j >>= steps;
                     mirror = false;
                 }
@@ -63,7 +73,12 @@ impl BitonicPlan {
                 k *= 2;
             }
         }
-        BitonicPlan { n, k_end, tile, passes }
+        BitonicPlan {
+            n,
+            k_end,
+            tile,
+            passes,
+        }
     }
 
     /// Host-ordered synchronisation points (dispatches) of the network itself.
@@ -73,7 +88,10 @@ impl BitonicPlan {
 
     /// How many of them are single global-memory passes (case 2).
     pub fn global_dispatches(&self) -> usize {
-        self.passes.iter().filter(|p| matches!(p, Pass::Global { .. })).count()
+        self.passes
+            .iter()
+            .filter(|p| matches!(p, Pass::Global { .. }))
+            .count()
     }
 }
 
@@ -171,17 +189,33 @@ pub struct BitonicSorter {
 
 impl BitonicSorter {
     pub fn new(gpu: &Gpu) -> Result<BitonicSorter> {
-        let params = Slot::Params { size: std::mem::size_of::<KeyParams>() as u64 };
-        let module = kernel::module(gpu, "keys", &shaders::compose(shaders::KEYS, &[("WG", ELEMENTWISE_WG)]))?;
+        let params = Slot::Params {
+            size: std::mem::size_of::<KeyParams>() as u64,
+        };
+        let module = kernel::module(
+            gpu,
+            "keys",
+            &shaders::compose(shaders::KEYS, &[("WG", ELEMENTWISE_WG)]),
+        )?;
         let codec_layout = Layout::new(
             gpu,
             "key codec",
-            &[(0, params), (1, Slot::ReadWrite), (2, Slot::ReadWrite), (3, Slot::ReadWrite)],
+            &[
+                (0, params),
+                (1, Slot::ReadWrite),
+                (2, Slot::ReadWrite),
+                (3, Slot::ReadWrite),
+            ],
         );
         let gather_layout = Layout::new(
             gpu,
             "gather values",
-            &[(0, params), (3, Slot::ReadWrite), (4, Slot::ReadWrite), (5, Slot::ReadWrite)],
+            &[
+                (0, params),
+                (3, Slot::ReadWrite),
+                (4, Slot::ReadWrite),
+                (5, Slot::ReadWrite),
+            ],
         );
         let keys = KeyKernels {
             encode: kernel::pipeline(gpu, &module, "encode_keys", &codec_layout)?,
@@ -190,7 +224,10 @@ impl BitonicSorter {
             codec_layout,
             gather_layout,
         };
-        Ok(BitonicSorter { networks: Mutex::new(HashMap::new()), keys })
+        Ok(BitonicSorter {
+            networks: Mutex::new(HashMap::new()),
+            keys,
+        })
     }
 
     /// Workgroup size for records of `planes` words: the largest power of two up to 256 whose
@@ -198,7 +235,9 @@ impl BitonicSorter {
     pub fn workgroup_size(gpu: &Gpu, planes: u32) -> u32 {
         let per_invocation = 16 * 4 * planes; // bytes of workgroup memory
         let by_memory = gpu.limits.max_compute_workgroup_storage_size / per_invocation;
-        let cap = by_memory.min(gpu.limits.max_compute_invocations_per_workgroup).min(256).max(2);
+        let cap = by_memory
+            .min(gpu.limits.max_compute_invocations_per_workgroup)
+            .clamp(2, 256);
         1 << cap.ilog2()
     }
 
@@ -213,7 +252,15 @@ impl BitonicSorter {
         let layout = Layout::new(
             gpu,
             "bitonic",
-            &[(0, Slot::Params { size: std::mem::size_of::<BitonicParams>() as u64 }), (1, Slot::ReadWrite)],
+            &[
+                (
+                    0,
+                    Slot::Params {
+                        size: std::mem::size_of::<BitonicParams>() as u64,
+                    },
+                ),
+                (1, Slot::ReadWrite),
+            ],
         );
         let kernels = Arc::new(NetworkKernels {
             wg,
@@ -244,7 +291,12 @@ impl BitonicSorter {
     }
 
     /// Record a sort of `job` into `encoder`. Nothing is submitted; the caller submits.
-    pub fn record(&self, gpu: &Gpu, encoder: &mut wgpu::CommandEncoder, job: &GpuSortJob<'_>) -> Result<SortStats> {
+    pub fn record(
+        &self,
+        gpu: &Gpu,
+        encoder: &mut wgpu::CommandEncoder,
+        job: &GpuSortJob<'_>,
+    ) -> Result<SortStats> {
         let n = job.n;
         let want_index = job.values.is_some() || job.permutation.is_some();
         let max = Self::max_len(gpu, job.key_type, want_index);
@@ -257,7 +309,9 @@ impl BitonicSorter {
         }
         let seg = job.order.segment_size;
         if seg == Some(0) {
-            return Err(Error::InvalidInput("segment size must be at least 1".into()));
+            return Err(Error::InvalidInput(
+                "segment size must be at least 1".into(),
+            ));
         }
         // Power-of-two segments are aligned blocks of the network: stop the stages there.
         // Other segment sizes sort on (segment id, key), which keeps every key in its segment.
@@ -271,7 +325,8 @@ impl BitonicSorter {
         let net = self.network(gpu, planes)?;
         let plane_vecs = n.div_ceil(4).max(1);
         let plane_stride = plane_vecs * 4;
-        let scratch = transfer::storage_buffer(gpu, "sort planes", planes as u64 * plane_stride as u64 * 4)?;
+        let scratch =
+            transfer::storage_buffer(gpu, "sort planes", planes as u64 * plane_stride as u64 * 4)?;
         let tile = net.wg * 16;
         let plan = BitonicPlan::new(n, k_end, tile, MAX_FUSED_GLOBAL_STEPS);
 
@@ -287,15 +342,32 @@ impl BitonicSorter {
         });
         let key_params = key_params.finish(gpu, "key params");
         let mut net_params = ParamBlocks::new(gpu);
-        let base = BitonicParams { n, plane_vecs, k: 0, j: 0, mirror: 0, k_end, pad: [0; 2] };
+        let base = BitonicParams {
+            n,
+            plane_vecs,
+            k: 0,
+            j: 0,
+            mirror: 0,
+            k_end,
+            pad: [0; 2],
+        };
         let offsets: Vec<u32> = plan
             .passes
             .iter()
             .map(|p| {
                 net_params.push(&match *p {
                     Pass::LocalSort => base,
-                    Pass::Global { k, j, mirror, .. } => BitonicParams { k, j, mirror: mirror as u32, ..base },
-                    Pass::LocalMerge { k } => BitonicParams { k, j: tile / 2, ..base },
+                    Pass::Global { k, j, mirror, .. } => BitonicParams {
+                        k,
+                        j,
+                        mirror: mirror as u32,
+                        ..base
+                    },
+                    Pass::LocalMerge { k } => BitonicParams {
+                        k,
+                        j: tile / 2,
+                        ..base
+                    },
                 })
             })
             .collect();
@@ -307,7 +379,11 @@ impl BitonicSorter {
         let perm: &wgpu::Buffer = match job.permutation {
             Some(p) => p,
             None => {
-                perm_buffer = transfer::storage_buffer(gpu, "permutation", if want_index { n as u64 * 4 } else { 4 })?;
+                perm_buffer = transfer::storage_buffer(
+                    gpu,
+                    "permutation",
+                    if want_index { n as u64 * 4 } else { 4 },
+                )?;
                 &perm_buffer
             }
         };
@@ -315,12 +391,25 @@ impl BitonicSorter {
         let tiles = plane_vecs.div_ceil(net.wg * 4);
         let mut codec_dispatches = 0;
         gpu.checked(|| -> Result<()> {
-            let codec = self.keys.codec_layout.bind(gpu, &[&key_params, job.keys, &scratch, perm]);
+            let codec = self
+                .keys
+                .codec_layout
+                .bind(gpu, &[&key_params, job.keys, &scratch, perm]);
             let network = net.layout.bind(gpu, &[&net_params, &scratch]);
             {
-                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("bitonic sort"), timestamp_writes: None });
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some("bitonic sort"),
+                    timestamp_writes: None,
+                });
                 if n > 0 {
-                    kernel::dispatch(gpu, &mut pass, &self.keys.encode, &codec, &[kp], element_groups);
+                    kernel::dispatch(
+                        gpu,
+                        &mut pass,
+                        &self.keys.encode,
+                        &codec,
+                        &[kp],
+                        element_groups,
+                    );
                     codec_dispatches += 1;
                 }
                 for (p, &offset) in plan.passes.iter().zip(&offsets) {
@@ -337,16 +426,36 @@ impl BitonicSorter {
                     kernel::dispatch(gpu, &mut pass, pipeline, &network, &[offset], groups);
                 }
                 if n > 0 {
-                    kernel::dispatch(gpu, &mut pass, &self.keys.decode, &codec, &[kp], element_groups);
+                    kernel::dispatch(
+                        gpu,
+                        &mut pass,
+                        &self.keys.decode,
+                        &codec,
+                        &[kp],
+                        element_groups,
+                    );
                     codec_dispatches += 1;
                 }
             }
             if let (Some(values), true) = (job.values, n > 0) {
                 let sorted = transfer::storage_buffer(gpu, "sorted values", n as u64 * 4)?;
-                let gather = self.keys.gather_layout.bind(gpu, &[&key_params, perm, values, &sorted]);
+                let gather = self
+                    .keys
+                    .gather_layout
+                    .bind(gpu, &[&key_params, perm, values, &sorted]);
                 {
-                    let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("gather values"), timestamp_writes: None });
-                    kernel::dispatch(gpu, &mut pass, &self.keys.gather, &gather, &[kp], element_groups);
+                    let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                        label: Some("gather values"),
+                        timestamp_writes: None,
+                    });
+                    kernel::dispatch(
+                        gpu,
+                        &mut pass,
+                        &self.keys.gather,
+                        &gather,
+                        &[kp],
+                        element_groups,
+                    );
                     codec_dispatches += 1;
                 }
                 encoder.copy_buffer_to_buffer(&sorted, 0, values, 0, n as u64 * 4);
@@ -375,22 +484,49 @@ impl BitonicSorter {
     ) -> Result<(Option<Vec<u32>>, SortStats)> {
         if let Some(v) = values.as_deref() {
             if v.len() != keys.len() {
-                return Err(Error::InvalidInput(format!("{} keys but {} values", keys.len(), v.len())));
+                return Err(Error::InvalidInput(format!(
+                    "{} keys but {} values",
+                    keys.len(),
+                    v.len()
+                )));
             }
         }
         let want_index = values.is_some() || want_permutation;
         let max = Self::max_len(gpu, T::TYPE, want_index) as usize;
         if keys.len() > max {
-            return crate::merge::sort_in_pieces(self, gpu, keys, values, want_permutation, order, max);
+            return crate::merge::sort_in_pieces(
+                self,
+                gpu,
+                keys,
+                values,
+                want_permutation,
+                order,
+                max,
+            );
         }
         let n = keys.len() as u32;
         let key_buf = transfer::buffer_from(gpu, "keys", keys)?;
-        let perm_buf = if want_index { Some(transfer::storage_buffer(gpu, "permutation", n as u64 * 4)?) } else { None };
-        let mut encoder = gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("sort") });
+        let perm_buf = if want_index {
+            Some(transfer::storage_buffer(gpu, "permutation", n as u64 * 4)?)
+        } else {
+            None
+        };
+        let mut encoder = gpu
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("sort"),
+            });
         let stats = self.record(
             gpu,
             &mut encoder,
-            &GpuSortJob { key_type: T::TYPE, order, keys: &key_buf, n, values: None, permutation: perm_buf.as_ref() },
+            &GpuSortJob {
+                key_type: T::TYPE,
+                order,
+                keys: &key_buf,
+                n,
+                values: None,
+                permutation: perm_buf.as_ref(),
+            },
         )?;
         gpu.queue.submit([encoder.finish()]);
         gpu.wait()?;
@@ -410,13 +546,21 @@ impl BitonicSorter {
     }
 
     /// Convenience: sort a host slice in place.
-    pub fn sort<T: SortKey>(&self, gpu: &Gpu, keys: &mut [T], order: SortOrder) -> Result<SortStats> {
+    pub fn sort<T: SortKey>(
+        &self,
+        gpu: &Gpu,
+        keys: &mut [T],
+        order: SortOrder,
+    ) -> Result<SortStats> {
         Ok(self.sort_host(gpu, keys, None, false, order)?.1)
     }
 
     /// Convenience: the stable sorting permutation of `keys` (keys untouched).
     pub fn argsort<T: SortKey>(&self, gpu: &Gpu, keys: &[T], order: SortOrder) -> Result<Vec<u32>> {
         let mut copy = keys.to_vec();
-        Ok(self.sort_host(gpu, &mut copy, None, true, order)?.0.unwrap_or_default())
+        Ok(self
+            .sort_host(gpu, &mut copy, None, true, order)?
+            .0
+            .unwrap_or_default())
     }
 }

@@ -18,7 +18,9 @@ pub enum Error {
     OutOfMemory(String),
     #[error("GPU validation error (a gpusort bug, please report it): {0}")]
     Validation(String),
-    #[error("the GPU device was lost: {0}; try another adapter (--adapter) or backend (--backend)")]
+    #[error(
+        "the GPU device was lost: {0}; try another adapter (--adapter) or backend (--backend)"
+    )]
     DeviceLost(String),
     #[error("timed out after {0:?} waiting for the GPU")]
     Timeout(std::time::Duration),

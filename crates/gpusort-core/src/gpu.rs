@@ -38,18 +38,25 @@ impl GpuOptions {
     }
 
     fn backends(&self) -> Result<wgpu::Backends> {
-        Ok(match self.backend.as_deref().map(str::to_ascii_lowercase).as_deref() {
-            None | Some("auto") => wgpu::Backends::all(),
-            Some("vulkan") => wgpu::Backends::VULKAN,
-            Some("metal") => wgpu::Backends::METAL,
-            Some("dx12") => wgpu::Backends::DX12,
-            Some("gl") => wgpu::Backends::GL,
-            Some(other) => {
-                return Err(Error::InvalidInput(format!(
-                    "unknown backend '{other}' (expected vulkan, metal, dx12, gl or auto)"
-                )))
-            }
-        })
+        Ok(
+            match self
+                .backend
+                .as_deref()
+                .map(str::to_ascii_lowercase)
+                .as_deref()
+            {
+                None | Some("auto") => wgpu::Backends::all(),
+                Some("vulkan") => wgpu::Backends::VULKAN,
+                Some("metal") => wgpu::Backends::METAL,
+                Some("dx12") => wgpu::Backends::DX12,
+                Some("gl") => wgpu::Backends::GL,
+                Some(other) => {
+                    return Err(Error::InvalidInput(format!(
+                        "unknown backend '{other}' (expected vulkan, metal, dx12, gl or auto)"
+                    )))
+                }
+            },
+        )
     }
 }
 
@@ -114,17 +121,26 @@ fn instance(backends: wgpu::Backends) -> wgpu::Instance {
 fn enumerate(options: &GpuOptions) -> Result<Vec<wgpu::Adapter>> {
     let backends = options.backends()?;
     let auto = backends == wgpu::Backends::all();
-    let first = if auto { wgpu::Backends::PRIMARY } else { backends };
+    let first = if auto {
+        wgpu::Backends::PRIMARY
+    } else {
+        backends
+    };
     let mut adapters = pollster::block_on(instance(first).enumerate_adapters(first));
     if adapters.is_empty() && auto {
-        adapters = pollster::block_on(instance(wgpu::Backends::GL).enumerate_adapters(wgpu::Backends::GL));
+        adapters =
+            pollster::block_on(instance(wgpu::Backends::GL).enumerate_adapters(wgpu::Backends::GL));
     }
     Ok(adapters)
 }
 
 /// Every adapter wgpu can see with these options, in enumeration order.
 pub fn list_adapters(options: &GpuOptions) -> Result<Vec<AdapterSummary>> {
-    Ok(enumerate(options)?.iter().enumerate().map(|(i, a)| summarize(i, a)).collect())
+    Ok(enumerate(options)?
+        .iter()
+        .enumerate()
+        .map(|(i, a)| summarize(i, a))
+        .collect())
 }
 
 /// Preference order: real GPUs first (discrete, then integrated, then virtual), then software
@@ -147,15 +163,18 @@ fn choose(adapters: Vec<wgpu::Adapter>, selector: Option<&str>) -> Result<(usize
     if let Some(sel) = selector {
         if let Ok(i) = sel.parse::<usize>() {
             let len = indexed.len();
-            return indexed
-                .into_iter()
-                .find(|(j, _)| *j == i)
-                .ok_or_else(|| Error::InvalidInput(format!("no adapter with index {i} (there are {len}; see `gpusort info`)")));
+            return indexed.into_iter().find(|(j, _)| *j == i).ok_or_else(|| {
+                Error::InvalidInput(format!(
+                    "no adapter with index {i} (there are {len}; see `gpusort info`)"
+                ))
+            });
         }
         let needle = sel.to_ascii_lowercase();
         indexed.retain(|(_, a)| a.get_info().name.to_ascii_lowercase().contains(&needle));
         if indexed.is_empty() {
-            return Err(Error::NoAdapter(format!(" whose name contains '{sel}' (see `gpusort info`)")));
+            return Err(Error::NoAdapter(format!(
+                " whose name contains '{sel}' (see `gpusort info`)"
+            )));
         }
     }
     indexed.sort_by_key(|(i, a)| (preference(a.get_info().device_type), *i));
@@ -175,7 +194,10 @@ pub struct Gpu {
 
 impl std::fmt::Debug for Gpu {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Gpu").field("adapter", &self.adapter.name).field("subgroups", &self.subgroups).finish()
+        f.debug_struct("Gpu")
+            .field("adapter", &self.adapter.name)
+            .field("subgroups", &self.subgroups)
+            .finish()
     }
 }
 
@@ -209,18 +231,31 @@ impl Gpu {
         let lost = Arc::new(Mutex::new(None));
         let lost_flag = lost.clone();
         device.set_device_lost_callback(move |reason, msg| {
-            *lost_flag.lock().unwrap_or_else(|p| p.into_inner()) = Some(format!("{reason:?}: {msg}"));
+            *lost_flag.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some(format!("{reason:?}: {msg}"));
         });
         // Errors outside an error scope would otherwise panic inside wgpu; they are collected
         // through scopes in `Gpu::checked`, so here they are only logged.
-        device.on_uncaptured_error(Arc::new(|e: wgpu::Error| tracing::error!("uncaptured wgpu error: {e}")));
+        device.on_uncaptured_error(Arc::new(|e: wgpu::Error| {
+            tracing::error!("uncaptured wgpu error: {e}")
+        }));
 
-        let subgroups = features.contains(wgpu::Features::SUBGROUP).then_some(SubgroupInfo {
-            min_size: summary.subgroup_min_size,
-            max_size: summary.subgroup_max_size,
-        });
+        let subgroups = features
+            .contains(wgpu::Features::SUBGROUP)
+            .then_some(SubgroupInfo {
+                min_size: summary.subgroup_min_size,
+                max_size: summary.subgroup_max_size,
+            });
         tracing::info!(adapter = %summary.name, backend = %summary.backend, ?subgroups, "GPU ready");
-        Ok(Gpu { device, queue, adapter: summary, limits, features, subgroups, lost })
+        Ok(Gpu {
+            device,
+            queue,
+            adapter: summary,
+            limits,
+            features,
+            subgroups,
+            lost,
+        })
     }
 
     /// Subgroup sizes when the subgroup kernels are in use; None selects the workgroup-memory paths.
@@ -235,7 +270,9 @@ impl Gpu {
 
     /// Largest number of bytes one storage binding (and so one kernel's view of a buffer) may hold.
     pub fn max_binding(&self) -> u64 {
-        self.limits.max_storage_buffer_binding_size.min(self.limits.max_buffer_size)
+        self.limits
+            .max_storage_buffer_binding_size
+            .min(self.limits.max_buffer_size)
     }
 
     /// Run `f` inside validation and out-of-memory error scopes, turning what they catch into
@@ -262,7 +299,10 @@ impl Gpu {
 
     /// Block until all submitted work is done, with a timeout.
     pub fn wait(&self) -> Result<()> {
-        match self.device.poll(wgpu::PollType::Wait { submission_index: None, timeout: Some(GPU_WAIT_TIMEOUT) }) {
+        match self.device.poll(wgpu::PollType::Wait {
+            submission_index: None,
+            timeout: Some(GPU_WAIT_TIMEOUT),
+        }) {
             Ok(_) => self.check_lost(),
             Err(wgpu::PollError::Timeout) => Err(Error::Timeout(GPU_WAIT_TIMEOUT)),
             Err(e) => Err(Error::DeviceLost(e.to_string())),

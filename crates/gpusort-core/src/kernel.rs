@@ -37,7 +37,9 @@ impl Layout {
                         min_binding_size: wgpu::BufferSize::new(size),
                     },
                     Slot::Read | Slot::ReadWrite => wgpu::BindingType::Buffer {
-                        ty: wgpu::BufferBindingType::Storage { read_only: slot == Slot::Read },
+                        ty: wgpu::BufferBindingType::Storage {
+                            read_only: slot == Slot::Read,
+                        },
                         has_dynamic_offset: false,
                         min_binding_size: None,
                     },
@@ -45,19 +47,35 @@ impl Layout {
                 count: None,
             })
             .collect();
-        let layout =
-            gpu.device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: Some(label), entries: &entries });
-        let pipeline_layout = gpu.device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-            label: Some(label),
-            bind_group_layouts: &[Some(&layout)],
-            immediate_size: 0,
-        });
-        Layout { label: label.to_string(), layout, pipeline_layout, slots: slots.to_vec() }
+        let layout = gpu
+            .device
+            .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                label: Some(label),
+                entries: &entries,
+            });
+        let pipeline_layout = gpu
+            .device
+            .create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+                label: Some(label),
+                bind_group_layouts: &[Some(&layout)],
+                immediate_size: 0,
+            });
+        Layout {
+            label: label.to_string(),
+            layout,
+            pipeline_layout,
+            slots: slots.to_vec(),
+        }
     }
 
     /// A bind group with one buffer per declared slot, in declaration order.
     pub fn bind(&self, gpu: &Gpu, buffers: &[&wgpu::Buffer]) -> wgpu::BindGroup {
-        assert_eq!(buffers.len(), self.slots.len(), "{}: one buffer per declared binding", self.label);
+        assert_eq!(
+            buffers.len(),
+            self.slots.len(),
+            "{}: one buffer per declared binding",
+            self.label
+        );
         let entries: Vec<wgpu::BindGroupEntry> = self
             .slots
             .iter()
@@ -74,31 +92,42 @@ impl Layout {
                 },
             })
             .collect();
-        gpu.device.create_bind_group(&wgpu::BindGroupDescriptor { label: Some(&self.label), layout: &self.layout, entries: &entries })
+        gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some(&self.label),
+            layout: &self.layout,
+            entries: &entries,
+        })
     }
 }
 
 /// Compile a shader module, turning naga/driver rejections into typed errors.
 pub fn module(gpu: &Gpu, label: &str, source: &str) -> Result<wgpu::ShaderModule> {
     gpu.checked(|| {
-        gpu.device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some(label),
-            source: wgpu::ShaderSource::Wgsl(source.into()),
-        })
+        gpu.device
+            .create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some(label),
+                source: wgpu::ShaderSource::Wgsl(source.into()),
+            })
     })
 }
 
 /// One compute pipeline: an entry point of a module with a family's layout.
-pub fn pipeline(gpu: &Gpu, module: &wgpu::ShaderModule, entry: &str, layout: &Layout) -> Result<wgpu::ComputePipeline> {
+pub fn pipeline(
+    gpu: &Gpu,
+    module: &wgpu::ShaderModule,
+    entry: &str,
+    layout: &Layout,
+) -> Result<wgpu::ComputePipeline> {
     gpu.checked(|| {
-        gpu.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-            label: Some(entry),
-            layout: Some(&layout.pipeline_layout),
-            module,
-            entry_point: Some(entry),
-            compilation_options: Default::default(),
-            cache: None,
-        })
+        gpu.device
+            .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(entry),
+                layout: Some(&layout.pipeline_layout),
+                module,
+                entry_point: Some(entry),
+                compilation_options: Default::default(),
+                cache: None,
+            })
     })
 }
 
@@ -137,7 +166,10 @@ pub struct ParamBlocks {
 
 impl ParamBlocks {
     pub fn new(gpu: &Gpu) -> Self {
-        ParamBlocks { stride: gpu.limits.min_uniform_buffer_offset_alignment.max(16) as u64, bytes: Vec::new() }
+        ParamBlocks {
+            stride: gpu.limits.min_uniform_buffer_offset_alignment.max(16) as u64,
+            bytes: Vec::new(),
+        }
     }
 
     /// Append one block; returns its dynamic offset.

@@ -20,7 +20,14 @@ pub enum KeyType {
 }
 
 impl KeyType {
-    pub const ALL: [KeyType; 6] = [KeyType::U32, KeyType::I32, KeyType::F32, KeyType::U64, KeyType::I64, KeyType::F64];
+    pub const ALL: [KeyType; 6] = [
+        KeyType::U32,
+        KeyType::I32,
+        KeyType::F32,
+        KeyType::U64,
+        KeyType::I64,
+        KeyType::F64,
+    ];
 
     /// Bytes per key.
     pub fn size(self) -> usize {
@@ -67,7 +74,11 @@ impl KeyType {
         KeyType::ALL
             .into_iter()
             .find(|t| t.name() == s)
-            .ok_or_else(|| Error::InvalidInput(format!("unknown dtype '{s}' (expected u32, i32, f32, u64, i64 or f64)")))
+            .ok_or_else(|| {
+                Error::InvalidInput(format!(
+                    "unknown dtype '{s}' (expected u32, i32, f32, u64, i64 or f64)"
+                ))
+            })
     }
 }
 

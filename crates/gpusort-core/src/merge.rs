@@ -26,11 +26,17 @@ pub(crate) fn sort_in_pieces<T: SortKey>(
     if let Some(s) = order.segment_size {
         let s = s as usize;
         if s > max_piece {
-            return Err(Error::TooLarge(format!("segments of {s} keys exceed the {max_piece} one GPU sort holds")));
+            return Err(Error::TooLarge(format!(
+                "segments of {s} keys exceed the {max_piece} one GPU sort holds"
+            )));
         }
         piece = max_piece / s * s;
     }
-    tracing::info!(n = keys.len(), piece, "input exceeds one binding: sorting in pieces");
+    tracing::info!(
+        n = keys.len(),
+        piece,
+        "input exceeds one binding: sorting in pieces"
+    );
     let mut perm: Vec<u32> = Vec::with_capacity(keys.len());
     let mut stats = None;
     for (i, chunk) in keys.chunks_mut(piece).enumerate() {
@@ -40,7 +46,10 @@ pub(crate) fn sort_in_pieces<T: SortKey>(
         stats.get_or_insert(s);
     }
     if order.segment_size.is_none() {
-        let runs: Vec<std::ops::Range<usize>> = (0..keys.len()).step_by(piece).map(|s| s..(s + piece).min(keys.len())).collect();
+        let runs: Vec<std::ops::Range<usize>> = (0..keys.len())
+            .step_by(piece)
+            .map(|s| s..(s + piece).min(keys.len()))
+            .collect();
         let sorted = keys.to_vec();
         let mut heap: BinaryHeap<Reverse<(u64, usize, usize)>> = runs
             .iter()
@@ -55,7 +64,11 @@ pub(crate) fn sort_in_pieces<T: SortKey>(
             perm.push(old_perm[pos]);
             out += 1;
             if pos + 1 < runs[run].end {
-                heap.push(Reverse((sortable(&sorted[pos + 1], order.descending), run, pos + 1)));
+                heap.push(Reverse((
+                    sortable(&sorted[pos + 1], order.descending),
+                    run,
+                    pos + 1,
+                )));
             }
         }
     }
@@ -65,5 +78,8 @@ pub(crate) fn sort_in_pieces<T: SortKey>(
             *dst = src[i as usize];
         }
     }
-    Ok((want_permutation.then_some(perm), stats.expect("at least one piece")))
+    Ok((
+        want_permutation.then_some(perm),
+        stats.expect("at least one piece"),
+    ))
 }

@@ -28,10 +28,16 @@ pub fn all_configurations() -> Vec<(String, String)> {
     let mut out = Vec::new();
     for nw in 1..=4 {
         for wg in [64, 128, 256] {
-            out.push((format!("bitonic NW={nw} WG={wg}"), compose(BITONIC, &[("NW", nw), ("WG", wg)])));
+            out.push((
+                format!("bitonic NW={nw} WG={wg}"),
+                compose(BITONIC, &[("NW", nw), ("WG", wg)]),
+            ));
         }
     }
-    out.push(("bitonic_plain".into(), compose(BITONIC_PLAIN, &[("WG", 256)])));
+    out.push((
+        "bitonic_plain".into(),
+        compose(BITONIC_PLAIN, &[("WG", 256)]),
+    ));
     out.push(("keys".into(), compose(KEYS, &[("WG", 256)])));
     out.push(("copy".into(), compose(COPY, &[("WG", 256)])));
     out
@@ -43,10 +49,14 @@ mod tests {
     #[test]
     fn every_shader_validates_with_naga() {
         for (name, source) in super::all_configurations() {
-            let module = naga::front::wgsl::parse_str(&source).unwrap_or_else(|e| panic!("{name}: {}", e.emit_to_string(&source)));
-            naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::all())
-                .validate(&module)
+            let module = naga::front::wgsl::parse_str(&source)
                 .unwrap_or_else(|e| panic!("{name}: {}", e.emit_to_string(&source)));
+            naga::valid::Validator::new(
+                naga::valid::ValidationFlags::all(),
+                naga::valid::Capabilities::all(),
+            )
+            .validate(&module)
+            .unwrap_or_else(|e| panic!("{name}: {}", e.emit_to_string(&source)));
         }
     }
 }

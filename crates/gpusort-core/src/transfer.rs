@@ -33,7 +33,9 @@ pub fn storage_buffer(gpu: &Gpu, label: &str, bytes: u64) -> Result<wgpu::Buffer
         gpu.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some(label),
             size,
-            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+            usage: wgpu::BufferUsages::STORAGE
+                | wgpu::BufferUsages::COPY_SRC
+                | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         })
     })
@@ -54,7 +56,12 @@ fn map_and_wait(gpu: &Gpu, buffer: &wgpu::Buffer, mode: wgpu::MapMode, len: u64)
 }
 
 fn staging(gpu: &Gpu, label: &str, size: u64, usage: wgpu::BufferUsages) -> wgpu::Buffer {
-    gpu.device.create_buffer(&wgpu::BufferDescriptor { label: Some(label), size, usage, mapped_at_creation: false })
+    gpu.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some(label),
+        size,
+        usage,
+        mapped_at_creation: false,
+    })
 }
 
 /// Copy `data` into `dst` at byte `offset`. `data.len()` and `offset` must be multiples of 4.
@@ -62,21 +69,32 @@ pub fn upload(gpu: &Gpu, dst: &wgpu::Buffer, offset: u64, data: &[u8]) -> Result
     if data.is_empty() {
         return Ok(());
     }
-    debug_assert!(data.len() % 4 == 0 && offset % 4 == 0);
+    debug_assert!(data.len().is_multiple_of(4) && offset.is_multiple_of(4));
     let chunk = CHUNK_BYTES.min(data.len() as u64);
-    let stage = staging(gpu, "upload staging", chunk, wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC);
+    let stage = staging(
+        gpu,
+        "upload staging",
+        chunk,
+        wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
+    );
     for (i, part) in data.chunks(chunk as usize).enumerate() {
         let len = part.len() as u64;
         map_and_wait(gpu, &stage, wgpu::MapMode::Write, len)?;
-        part.par_chunks(PIECE_BYTES).enumerate().for_each(|(j, piece)| {
-            let start = (j * PIECE_BYTES) as u64;
-            let mut view = stage
-                .get_mapped_range_mut(start..start + piece.len() as u64)
-                .expect("range inside the mapped staging buffer");
-            view.copy_from_slice(piece);
-        });
+        part.par_chunks(PIECE_BYTES)
+            .enumerate()
+            .for_each(|(j, piece)| {
+                let start = (j * PIECE_BYTES) as u64;
+                let mut view = stage
+                    .get_mapped_range_mut(start..start + piece.len() as u64)
+                    .expect("range inside the mapped staging buffer");
+                view.copy_from_slice(piece);
+            });
         stage.unmap();
-        let mut enc = gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("upload") });
+        let mut enc = gpu
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("upload"),
+            });
         enc.copy_buffer_to_buffer(&stage, 0, dst, offset + i as u64 * chunk, len);
         gpu.queue.submit([enc.finish()]);
     }
@@ -88,22 +106,33 @@ pub fn download(gpu: &Gpu, src: &wgpu::Buffer, offset: u64, out: &mut [u8]) -> R
     if out.is_empty() {
         return Ok(());
     }
-    debug_assert!(out.len() % 4 == 0 && offset % 4 == 0);
+    debug_assert!(out.len().is_multiple_of(4) && offset.is_multiple_of(4));
     let chunk = CHUNK_BYTES.min(out.len() as u64);
-    let stage = staging(gpu, "download staging", chunk, wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST);
+    let stage = staging(
+        gpu,
+        "download staging",
+        chunk,
+        wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+    );
     for (i, part) in out.chunks_mut(chunk as usize).enumerate() {
         let len = part.len() as u64;
-        let mut enc = gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("download") });
+        let mut enc = gpu
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("download"),
+            });
         enc.copy_buffer_to_buffer(src, offset + i as u64 * chunk, &stage, 0, len);
         gpu.queue.submit([enc.finish()]);
         map_and_wait(gpu, &stage, wgpu::MapMode::Read, len)?;
-        part.par_chunks_mut(PIECE_BYTES).enumerate().for_each(|(j, piece)| {
-            let start = (j * PIECE_BYTES) as u64;
-            let view = stage
-                .get_mapped_range(start..start + piece.len() as u64)
-                .expect("range inside the mapped staging buffer");
-            piece.copy_from_slice(&view);
-        });
+        part.par_chunks_mut(PIECE_BYTES)
+            .enumerate()
+            .for_each(|(j, piece)| {
+                let start = (j * PIECE_BYTES) as u64;
+                let view = stage
+                    .get_mapped_range(start..start + piece.len() as u64)
+                    .expect("range inside the mapped staging buffer");
+                piece.copy_from_slice(&view);
+            });
         stage.unmap();
     }
     Ok(())
@@ -118,7 +147,11 @@ pub fn buffer_from<T: bytemuck::Pod>(gpu: &Gpu, label: &str, data: &[T]) -> Resu
 }
 
 /// Read `len` values of `T` from the start of `src`.
-pub fn read_vec<T: bytemuck::Pod + Default>(gpu: &Gpu, src: &wgpu::Buffer, len: usize) -> Result<Vec<T>> {
+pub fn read_vec<T: bytemuck::Pod + Default>(
+    gpu: &Gpu,
+    src: &wgpu::Buffer,
+    len: usize,
+) -> Result<Vec<T>> {
     let mut out = vec![T::default(); len];
     download(gpu, src, 0, bytemuck::cast_slice_mut(&mut out))?;
     Ok(out)

@@ -15,7 +15,11 @@ fn step(planes: &mut [Vec<u32>], n: usize, k: usize, j: usize, mirror: bool) {
         if partner >= n {
             continue; // the partner is +inf: nothing moves
         }
-        let less = planes.iter().map(|p| p[partner].cmp(&p[i])).find(|o| o.is_ne()) == Some(std::cmp::Ordering::Less);
+        let less = planes
+            .iter()
+            .map(|p| p[partner].cmp(&p[i]))
+            .find(|o| o.is_ne())
+            == Some(std::cmp::Ordering::Less);
         if less {
             for p in planes.iter_mut() {
                 p.swap(i, partner);
@@ -24,7 +28,14 @@ fn step(planes: &mut [Vec<u32>], n: usize, k: usize, j: usize, mirror: bool) {
     }
 }
 
-fn stage(planes: &mut [Vec<u32>], n: usize, k: usize, j_from: usize, j_to: usize, mirror_first: bool) {
+fn stage(
+    planes: &mut [Vec<u32>],
+    n: usize,
+    k: usize,
+    j_from: usize,
+    j_to: usize,
+    mirror_first: bool,
+) {
     let mut j = j_from;
     let mut mirror = mirror_first;
     while j >= j_to && j >= 1 {
@@ -47,7 +58,12 @@ pub fn run(plan: &BitonicPlan, planes: &mut [Vec<u32>]) {
                     k *= 2;
                 }
             }
-            Pass::Global { k, j, steps, mirror } => {
+            Pass::Global {
+                k,
+                j,
+                steps,
+                mirror,
+            } => {
                 let (k, j) = (k as usize, j as usize);
                 stage(planes, n, k, j, j >> (steps - 1), mirror);
             }
@@ -64,7 +80,9 @@ mod tests {
         let mut x = seed;
         let mut key: Vec<u32> = (0..n)
             .map(|_| {
-                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 ((x >> 33) % 50) as u32
             })
             .collect();
@@ -75,17 +93,27 @@ mod tests {
         let seg = k_end.max(1) as usize;
         let mut expect: Vec<(u32, u32)> = Vec::new();
         for (c, chunk) in key.chunks_mut(seg).enumerate() {
-            let mut pairs: Vec<(u32, u32)> = chunk.iter().enumerate().map(|(i, &k)| (k, (c * seg + i) as u32)).collect();
+            let mut pairs: Vec<(u32, u32)> = chunk
+                .iter()
+                .enumerate()
+                .map(|(i, &k)| (k, (c * seg + i) as u32))
+                .collect();
             pairs.sort();
             expect.extend(pairs);
         }
-        let got: Vec<(u32, u32)> = planes[0].iter().zip(&planes[1]).map(|(&a, &b)| (a, b)).collect();
+        let got: Vec<(u32, u32)> = planes[0]
+            .iter()
+            .zip(&planes[1])
+            .map(|(&a, &b)| (a, b))
+            .collect();
         assert_eq!(got, expect, "n={n} k_end={k_end} tile={tile}");
     }
 
     #[test]
     fn plan_sorts_on_the_cpu_for_many_sizes() {
-        for n in [0u32, 1, 2, 3, 5, 16, 17, 31, 64, 100, 255, 256, 257, 1000, 1024, 1500, 4097] {
+        for n in [
+            0u32, 1, 2, 3, 5, 16, 17, 31, 64, 100, 255, 256, 257, 1000, 1024, 1500, 4097,
+        ] {
             check(n, n.next_power_of_two().max(2), 64, n as u64);
             check(n, n.next_power_of_two().max(2), 16, n as u64 + 7);
         }
@@ -93,7 +121,14 @@ mod tests {
 
     #[test]
     fn segments_sort_independently() {
-        for (n, seg) in [(64u32, 2u32), (100, 4), (1000, 16), (1000, 128), (4096, 1024), (70, 32)] {
+        for (n, seg) in [
+            (64u32, 2u32),
+            (100, 4),
+            (1000, 16),
+            (1000, 128),
+            (4096, 1024),
+            (70, 32),
+        ] {
             check(n, seg, 64, 3);
         }
     }

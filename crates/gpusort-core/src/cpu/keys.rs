@@ -44,7 +44,11 @@ pub fn encode(t: KeyType, descending: bool, hi: u32, lo: u32) -> (u32, u32) {
 /// Inverse of [`encode`]; the shared NaN encoding decodes to the canonical quiet NaN.
 pub fn decode(t: KeyType, descending: bool, hi: u32, lo: u32) -> (u32, u32) {
     if t.is_float() && hi == INF && (!t.is_wide() || lo == INF) {
-        return if t.is_wide() { (0x7ff8_0000, 0) } else { (0x7fc0_0000, 0) };
+        return if t.is_wide() {
+            (0x7ff8_0000, 0)
+        } else {
+            (0x7fc0_0000, 0)
+        };
     }
     let (mut h, mut l) = (hi, lo);
     if descending {
@@ -90,7 +94,10 @@ pub fn sortable<T: SortKey>(key: &T, descending: bool) -> u64 {
 /// The reference: a stable CPU argsort with gpusort's semantics (segments sorted independently).
 pub fn argsort<T: SortKey>(keys: &[T], order: SortOrder) -> Vec<u32> {
     let mut idx: Vec<u32> = (0..keys.len() as u32).collect();
-    let seg = order.segment_size.map(|s| s.max(1) as usize).unwrap_or(keys.len().max(1));
+    let seg = order
+        .segment_size
+        .map(|s| s.max(1) as usize)
+        .unwrap_or(keys.len().max(1));
     for chunk in idx.chunks_mut(seg) {
         chunk.sort_by_key(|&i| sortable(&keys[i as usize], order.descending));
     }
@@ -100,7 +107,12 @@ pub fn argsort<T: SortKey>(keys: &[T], order: SortOrder) -> Vec<u32> {
 /// Canonical form of a key for comparing results: NaNs collapse to the canonical NaN.
 pub fn canonical<T: SortKey>(key: &T) -> T {
     let (hi, lo) = words(key);
-    let (h, l) = decode(T::TYPE, false, encode(T::TYPE, false, hi, lo).0, encode(T::TYPE, false, hi, lo).1);
+    let (h, l) = decode(
+        T::TYPE,
+        false,
+        encode(T::TYPE, false, hi, lo).0,
+        encode(T::TYPE, false, hi, lo).1,
+    );
     from_words::<T>(h, l)
 }
 
@@ -114,7 +126,10 @@ pub fn from_words<T: SortKey>(hi: u32, lo: u32) -> T {
 
 /// The reference sort: keys in gpusort's order, NaNs canonical.
 pub fn sorted<T: SortKey>(keys: &[T], order: SortOrder) -> Vec<T> {
-    argsort(keys, order).into_iter().map(|i| canonical(&keys[i as usize])).collect()
+    argsort(keys, order)
+        .into_iter()
+        .map(|i| canonical(&keys[i as usize]))
+        .collect()
 }
 
 #[cfg(test)]
@@ -123,11 +138,25 @@ mod tests {
 
     #[test]
     fn encode_decode_round_trip_every_type() {
-        let samples: [u64; 9] = [0, 1, 0x8000_0000, 0x7fff_ffff, 0xffff_ffff, 0x8000_0000_0000_0000, 0x7ff0_0000_0000_0000, 0x0000_0001_0000_0000, u64::MAX - 5];
+        let samples: [u64; 9] = [
+            0,
+            1,
+            0x8000_0000,
+            0x7fff_ffff,
+            0xffff_ffff,
+            0x8000_0000_0000_0000,
+            0x7ff0_0000_0000_0000,
+            0x0000_0001_0000_0000,
+            u64::MAX - 5,
+        ];
         for t in KeyType::ALL {
             for desc in [false, true] {
                 for &s in &samples {
-                    let (hi, lo) = if t.is_wide() { ((s >> 32) as u32, s as u32) } else { (s as u32, 0) };
+                    let (hi, lo) = if t.is_wide() {
+                        ((s >> 32) as u32, s as u32)
+                    } else {
+                        (s as u32, 0)
+                    };
                     if is_nan(t, hi, lo) {
                         continue;
                     }
@@ -140,11 +169,41 @@ mod tests {
 
     #[test]
     fn float_order_is_total_with_nan_last_both_ways() {
-        let v = [f32::NAN, 1.0, -0.0, 0.0, f32::NEG_INFINITY, f32::INFINITY, -f32::NAN, -1.0, f32::MIN_POSITIVE / 2.0];
+        let v = [
+            f32::NAN,
+            1.0,
+            -0.0,
+            0.0,
+            f32::NEG_INFINITY,
+            f32::INFINITY,
+            -f32::NAN,
+            -1.0,
+            f32::MIN_POSITIVE / 2.0,
+        ];
         let up = sorted(&v, SortOrder::default());
-        assert_eq!(&up[..7].iter().map(|x| x.to_bits()).collect::<Vec<_>>(), &[f32::NEG_INFINITY, -1.0, -0.0, 0.0, f32::MIN_POSITIVE / 2.0, 1.0, f32::INFINITY].iter().map(|x| x.to_bits()).collect::<Vec<_>>());
+        assert_eq!(
+            &up[..7].iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+            &[
+                f32::NEG_INFINITY,
+                -1.0,
+                -0.0,
+                0.0,
+                f32::MIN_POSITIVE / 2.0,
+                1.0,
+                f32::INFINITY
+            ]
+            .iter()
+            .map(|x| x.to_bits())
+            .collect::<Vec<_>>()
+        );
         assert!(up[7].is_nan() && up[8].is_nan());
-        let down = sorted(&v, SortOrder { descending: true, segment_size: None });
+        let down = sorted(
+            &v,
+            SortOrder {
+                descending: true,
+                segment_size: None,
+            },
+        );
         assert_eq!(down[0], f32::INFINITY);
         assert_eq!(down[3].to_bits(), 0.0f32.to_bits());
         assert_eq!(down[4].to_bits(), (-0.0f32).to_bits());
@@ -154,6 +213,9 @@ mod tests {
     #[test]
     fn signed_order() {
         let v = [3i64, -1, i64::MIN, i64::MAX, 0];
-        assert_eq!(sorted(&v, SortOrder::default()), vec![i64::MIN, -1, 0, 3, i64::MAX]);
+        assert_eq!(
+            sorted(&v, SortOrder::default()),
+            vec![i64::MIN, -1, 0, 3, i64::MAX]
+        );
     }
 }

@@ -1,0 +1,367 @@
+//! `gpusort bench`: where gpusort stands on this machine, with baselines from the same run.
+//!
+//! Sort suite, per size: a vec4 copy of the keys (the bandwidth bound), the vectorised bitonic
+//! sort, the plain one-dispatch-per-step bitonic sort (METHODS.md method 2), and the CPU
+//! (sort_unstable, and rayon's par_sort_unstable on all cores). GPU cases are GPU-resident and
+//! timed with GPU timestamps where the device has them. Every GPU result is checked once.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use gpusort_core::bench::{random_u32_buffers, CopyKernel, GpuTimer, PlainBitonic, Stats};
+use gpusort_core::bitonic::method_host_syncs;
+use gpusort_core::{transfer, BitonicSorter, GpuSortJob, KeyType, SortOrder};
+use indicatif::{ProgressBar, ProgressStyle};
+use rayon::slice::ParallelSliceMut;
+use serde::Serialize;
+
+use crate::error::{CliError, CliResult};
+use crate::Global;
+
+#[derive(clap::Args, Debug)]
+pub struct BenchArgs {
+    /// Small sizes and few repetitions (under a minute on a software adapter).
+    #[arg(long)]
+    pub quick: bool,
+    /// Suites to run (today: sort).
+    #[arg(long, value_delimiter = ',', default_value = "sort")]
+    pub suite: Vec<String>,
+    /// Sizes as powers of two, e.g. 16,20,24 (default 16..26 step 2; quick: 12,14,16).
+    #[arg(long, value_delimiter = ',')]
+    pub sizes: Vec<u32>,
+    /// Timed repetitions per case (after one warm-up).
+    #[arg(long)]
+    pub reps: Option<usize>,
+    /// Write the results as JSON.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Write the results as a Markdown table.
+    #[arg(long)]
+    pub markdown: Option<PathBuf>,
+}
+
+#[derive(Serialize, Debug, Clone)]
+pub struct Case {
+    pub suite: String,
+    pub case: String,
+    pub n: u64,
+    pub stats: Stats,
+    /// Throughput in `unit` from the median.
+    pub throughput: f64,
+    pub unit: String,
+    /// Median time relative to the vectorised sort of the same size (> 1: slower than it).
+    pub relative: f64,
+    /// Host-ordered dispatches, where the case has them.
+    pub dispatches: Option<u64>,
+    pub note: String,
+}
+
+#[derive(Serialize)]
+struct Report {
+    device: String,
+    backend: String,
+    time_source: gpusort_core::bench::TimeSource,
+    cases: Vec<Case>,
+}
+
+fn measure(reps: usize, mut f: impl FnMut() -> Result<f64, CliError>) -> Result<Stats, CliError> {
+    f()?; // warm-up: pipelines, caches, allocations
+    let samples = (0..reps).map(|_| f()).collect::<Result<Vec<_>, _>>()?;
+    Ok(Stats::of(samples))
+}
+
+pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
+    for s in &args.suite {
+        if s != "sort" {
+            return Err(CliError::usage(format!(
+                "unknown or not yet available suite '{s}' (available: sort)"
+            )));
+        }
+    }
+    let sizes: Vec<u32> = if !args.sizes.is_empty() {
+        args.sizes.clone()
+    } else if args.quick {
+        vec![12, 14, 16]
+    } else {
+        vec![16, 18, 20, 22, 24, 26]
+    };
+    if let Some(&bad) = sizes.iter().find(|&&s| !(1..=30).contains(&s)) {
+        return Err(CliError::usage(format!(
+            "size 2^{bad} is out of range (1..=30)"
+        )));
+    }
+    let reps = args.reps.unwrap_or(if args.quick { 3 } else { 10 }).max(1);
+    let gpu = g.gpu()?;
+    let timer = GpuTimer::new(&gpu);
+    let copy = CopyKernel::new(&gpu)?;
+    let plain = PlainBitonic::new(&gpu)?;
+    let sorter = BitonicSorter::new(&gpu)?;
+    let bar = if g.quiet {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new((sizes.len() * 5) as u64)
+    };
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").expect("valid template"),
+    );
+    let mut cases = Vec::new();
+    for &log in &sizes {
+        let n = 1usize << log;
+        let (pristine, work) = random_u32_buffers(&gpu, n, log as u64)?;
+        let restore = |enc: &mut wgpu::CommandEncoder| {
+            enc.copy_buffer_to_buffer(&pristine, 0, &work, 0, (n * 4) as u64)
+        };
+        let case = |name: &str,
+                    stats: Stats,
+                    throughput: f64,
+                    unit: &str,
+                    dispatches: Option<u64>,
+                    note: String| Case {
+            suite: "sort".into(),
+            case: name.into(),
+            n: n as u64,
+            stats,
+            throughput,
+            unit: unit.into(),
+            relative: 0.0,
+            dispatches,
+            note,
+        };
+        let mut these = Vec::new();
+
+        bar.set_message(format!("2^{log}: copy"));
+        let st = measure(reps, || {
+            Ok(timer.time(
+                &gpu,
+                |_| {},
+                |enc| Ok(copy.record(&gpu, enc, &pristine, &work)),
+            )?)
+        })?;
+        these.push(case(
+            "vec4 copy (bound)",
+            st,
+            8.0 * n as f64 / st.median_s / 1e9,
+            "GB/s",
+            Some(1),
+            "read+write bytes".into(),
+        ));
+        bar.inc(1);
+
+        bar.set_message(format!("2^{log}: vectorised bitonic"));
+        let mut dispatches = 0;
+        let job = GpuSortJob {
+            key_type: KeyType::U32,
+            order: SortOrder::default(),
+            keys: &work,
+            n: n as u32,
+            values: None,
+            permutation: None,
+        };
+        let st = measure(reps, || {
+            Ok(timer.time(&gpu, restore, |enc| {
+                dispatches = sorter.record(&gpu, enc, &job)?.network_dispatches;
+                Ok(())
+            })?)
+        })?;
+        check_sorted(&gpu, &work, n, "vectorised bitonic")?;
+        let tile = BitonicSorter::workgroup_size(&gpu, 1) * 16;
+        let formula = method_host_syncs(n as u64, 4, tile / 16);
+        these.push(case(
+            "bitonic (vectorised)",
+            st,
+            n as f64 / st.median_s / 1e9,
+            "GKeys/s",
+            Some(dispatches as u64),
+            format!("tile {tile}; method formula (2 vec4/thread) {formula} global syncs; {:.1} copies of time", 0.0),
+        ));
+        bar.inc(1);
+
+        bar.set_message(format!("2^{log}: plain bitonic"));
+        let mut plain_dispatches = 0;
+        let st = measure(reps, || {
+            Ok(timer.time(&gpu, restore, |enc| {
+                plain_dispatches = plain.record(&gpu, enc, &work);
+                Ok(())
+            })?)
+        })?;
+        check_sorted(&gpu, &work, n, "plain bitonic")?;
+        these.push(case(
+            "bitonic (plain, method 2)",
+            st,
+            n as f64 / st.median_s / 1e9,
+            "GKeys/s",
+            Some(plain_dispatches as u64),
+            String::new(),
+        ));
+        bar.inc(1);
+
+        let keys: Vec<u32> = transfer::read_vec(&gpu, &pristine, n)?;
+        bar.set_message(format!("2^{log}: CPU sort_unstable"));
+        let cpu_reps = if n >= 1 << 24 { reps.min(3) } else { reps };
+        let st = measure(cpu_reps, || {
+            let mut v = keys.clone();
+            let t = std::time::Instant::now();
+            v.sort_unstable();
+            Ok(t.elapsed().as_secs_f64())
+        })?;
+        these.push(case(
+            "CPU sort_unstable (1 core)",
+            st,
+            n as f64 / st.median_s / 1e9,
+            "GKeys/s",
+            None,
+            "wall clock".into(),
+        ));
+        bar.inc(1);
+        bar.set_message(format!("2^{log}: CPU par_sort_unstable"));
+        let st = measure(cpu_reps, || {
+            let mut v = keys.clone();
+            let t = std::time::Instant::now();
+            v.par_sort_unstable();
+            Ok(t.elapsed().as_secs_f64())
+        })?;
+        these.push(case(
+            &format!(
+                "CPU par_sort_unstable ({} threads)",
+                rayon::current_num_threads()
+            ),
+            st,
+            n as f64 / st.median_s / 1e9,
+            "GKeys/s",
+            None,
+            "wall clock".into(),
+        ));
+        bar.inc(1);
+
+        let ours = these[1].stats.median_s;
+        let copy_t = these[0].stats.median_s;
+        these[1].note = these[1]
+            .note
+            .replace("0.0 copies", &format!("{:.1} copies", ours / copy_t));
+        for c in &mut these {
+            c.relative = c.stats.median_s / ours;
+        }
+        cases.extend(these);
+    }
+    bar.finish_and_clear();
+    let report = Report {
+        device: gpu.adapter.name.clone(),
+        backend: gpu.adapter.backend.clone(),
+        time_source: timer.source(),
+        cases,
+    };
+    print_table(&report);
+    if let Some(p) = &args.json {
+        let text = serde_json::to_string_pretty(&report).expect("serialisable");
+        crate::files::Output::write_bytes(p, text.as_bytes())?;
+    }
+    if let Some(p) = &args.markdown {
+        crate::files::Output::write_bytes(p, markdown(&report).as_bytes())?;
+    }
+    Ok(())
+}
+
+fn check_sorted(gpu: &gpusort_core::Gpu, buf: &wgpu::Buffer, n: usize, what: &str) -> CliResult {
+    let v: Vec<u32> = transfer::read_vec(gpu, buf, n)?;
+    if v.windows(2).any(|w| w[0] > w[1]) {
+        return Err(CliError::runtime(format!(
+            "bench: {what} produced an unsorted result on {}",
+            gpu.adapter.name
+        )));
+    }
+    Ok(())
+}
+
+fn fmt_time(s: f64) -> String {
+    if s < 1e-3 {
+        format!("{:.1} µs", s * 1e6)
+    } else if s < 1.0 {
+        format!("{:.3} ms", s * 1e3)
+    } else {
+        format!("{s:.3} s")
+    }
+}
+
+fn rows(r: &Report) -> Vec<[String; 7]> {
+    r.cases
+        .iter()
+        .map(|c| {
+            [
+                format!("2^{}", (c.n as f64).log2() as u32),
+                c.case.clone(),
+                format!(
+                    "{} [{} … {}]",
+                    fmt_time(c.stats.median_s),
+                    fmt_time(c.stats.min_s),
+                    fmt_time(c.stats.max_s)
+                ),
+                format!("{:.3} {}", c.throughput, c.unit),
+                format!("{:.2}×", c.relative),
+                c.dispatches.map(|d| d.to_string()).unwrap_or_default(),
+                c.note.clone(),
+            ]
+        })
+        .collect()
+}
+
+const HEADER: [&str; 7] = [
+    "n",
+    "case",
+    "median [min … max]",
+    "throughput",
+    "time vs vectorised",
+    "dispatches",
+    "note",
+];
+
+fn print_table(r: &Report) {
+    let rows = rows(r);
+    let mut w = [0usize; 7];
+    for row in rows
+        .iter()
+        .map(|r| r.iter().map(String::as_str).collect::<Vec<_>>())
+        .chain([HEADER.to_vec()])
+    {
+        for (i, cell) in row.iter().enumerate() {
+            w[i] = w[i].max(cell.chars().count());
+        }
+    }
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(
+        out,
+        "device: {} ({}), times: {:?}",
+        r.device, r.backend, r.time_source
+    );
+    let line = |cells: &[&str]| {
+        cells
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("{c:<width$}", width = w[i]))
+            .collect::<Vec<_>>()
+            .join("  ")
+    };
+    let _ = writeln!(out, "{}", line(&HEADER));
+    for row in &rows {
+        let _ = writeln!(
+            out,
+            "{}",
+            line(&row.iter().map(String::as_str).collect::<Vec<_>>())
+        );
+    }
+}
+
+fn markdown(r: &Report) -> String {
+    let mut s = format!(
+        "Device: {} ({}); times from {:?}.\n\n",
+        r.device, r.backend, r.time_source
+    );
+    s.push_str(&format!(
+        "| {} |\n|{}|\n",
+        HEADER.join(" | "),
+        vec!["---"; 7].join("|")
+    ));
+    for row in rows(r) {
+        s.push_str(&format!("| {} |\n", row.join(" | ")));
+    }
+    s
+}

@@ -1,0 +1,349 @@
+//! File formats (raw little-endian and NumPy .npy) and crash-safe output.
+//!
+//! Inputs are memory-mapped. Outputs are written to a temporary file in the destination's folder,
+//! flushed to disk, and only then renamed over the destination, so an interrupted or failed run
+//! leaves any existing file untouched and no half-written output behind.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use gpusort_core::KeyType;
+use memmap2::Mmap;
+
+use crate::error::CliError;
+
+const NPY_MAGIC: &[u8] = b"\x93NUMPY";
+/// A sane upper bound for an .npy header; real ones are under 4 KiB.
+const MAX_NPY_HEADER: usize = 1 << 20;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Raw,
+    Npy,
+}
+
+impl Format {
+    /// What an output path asks for: `.npy` by extension, raw otherwise.
+    pub fn for_output(path: &Path) -> Format {
+        if path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("npy"))
+        {
+            Format::Npy
+        } else {
+            Format::Raw
+        }
+    }
+}
+
+/// One input array: a memory map plus where its elements start.
+pub struct Input {
+    pub path: PathBuf,
+    pub format: Format,
+    pub dtype: KeyType,
+    pub len: usize,
+    map: Option<Mmap>,
+    offset: usize,
+}
+
+fn npy_dtype(descr: &str) -> Option<KeyType> {
+    Some(match descr {
+        "<u4" => KeyType::U32,
+        "<i4" => KeyType::I32,
+        "<f4" => KeyType::F32,
+        "<u8" => KeyType::U64,
+        "<i8" => KeyType::I64,
+        "<f8" => KeyType::F64,
+        _ => return None,
+    })
+}
+
+fn npy_descr(t: KeyType) -> &'static str {
+    match t {
+        KeyType::U32 => "<u4",
+        KeyType::I32 => "<i4",
+        KeyType::F32 => "<f4",
+        KeyType::U64 => "<u8",
+        KeyType::I64 => "<i8",
+        KeyType::F64 => "<f8",
+    }
+}
+
+impl Input {
+    /// Open `path`; `dtype` is required for raw files and, for .npy files, must match the header.
+    pub fn open(path: &Path, dtype: Option<KeyType>) -> Result<Input, CliError> {
+        let shown = path.display();
+        let meta = std::fs::metadata(path)
+            .map_err(|e| CliError::usage(format!("cannot read {shown}: {e}")))?;
+        if meta.is_dir() {
+            return Err(CliError::usage(format!(
+                "{shown} is a directory, not a file"
+            )));
+        }
+        let file =
+            File::open(path).map_err(|e| CliError::usage(format!("cannot read {shown}: {e}")))?;
+        // SAFETY: the map is read-only; gpusort never writes to its inputs, and the docs warn that
+        // another process truncating an input during a run is undefined, as with any mmap reader.
+        let map = if meta.len() == 0 {
+            None
+        } else {
+            Some(
+                unsafe { Mmap::map(&file) }
+                    .map_err(|e| CliError::usage(format!("cannot map {shown}: {e}")))?,
+            )
+        };
+        let bytes: &[u8] = map.as_deref().unwrap_or(&[]);
+        let is_npy = bytes.starts_with(NPY_MAGIC) || Format::for_output(path) == Format::Npy;
+        if !is_npy {
+            let dtype = dtype.ok_or_else(|| {
+                CliError::usage(format!(
+                    "{shown} is a raw file: say what it holds with --dtype"
+                ))
+            })?;
+            if !bytes.len().is_multiple_of(dtype.size()) {
+                return Err(CliError::usage(format!(
+                    "{shown} has {} bytes, not a multiple of the {}-byte size of {dtype}",
+                    bytes.len(),
+                    dtype.size()
+                )));
+            }
+            return Ok(Input {
+                path: path.into(),
+                format: Format::Raw,
+                dtype,
+                len: bytes.len() / dtype.size(),
+                map,
+                offset: 0,
+            });
+        }
+        let bad = |why: String| CliError::usage(format!("{shown} is not a valid .npy file: {why}"));
+        if !bytes.starts_with(NPY_MAGIC) {
+            return Err(bad("missing the \\x93NUMPY magic".into()));
+        }
+        if bytes.len() < 10 {
+            return Err(bad("truncated header".into()));
+        }
+        let (len_bytes, header_len) = match bytes[6] {
+            1 => (2, u16::from_le_bytes([bytes[8], bytes[9]]) as usize),
+            2 | 3 if bytes.len() >= 12 => (
+                4,
+                u32::from_le_bytes(bytes[8..12].try_into().unwrap()) as usize,
+            ),
+            v => return Err(bad(format!("unsupported format version {v}"))),
+        };
+        let offset = 8 + len_bytes + header_len;
+        if header_len > MAX_NPY_HEADER || offset > bytes.len() {
+            return Err(bad(format!(
+                "header length {header_len} does not fit the file"
+            )));
+        }
+        let mut reader: &[u8] = &bytes[..offset];
+        let header = npyz::NpyHeader::from_reader(&mut reader).map_err(|e| bad(e.to_string()))?;
+        let npy = npyz::NpyFile::with_header(header, std::io::empty());
+        let descr = match npy.dtype() {
+            npyz::DType::Plain(ts) => ts.to_string(),
+            other => {
+                return Err(bad(format!(
+                    "structured dtype {} is not supported",
+                    other.descr()
+                )))
+            }
+        };
+        let file_dtype = npy_dtype(&descr).ok_or_else(|| {
+            CliError::usage(format!("{shown} holds dtype '{descr}'; gpusort sorts little-endian u32, i32, f32, u64, i64 and f64"))
+        })?;
+        if let Some(asked) = dtype {
+            if asked != file_dtype {
+                return Err(CliError::usage(format!(
+                    "{shown} holds {file_dtype} but --dtype {asked} was given"
+                )));
+            }
+        }
+        let shape = npy.shape().to_vec();
+        if shape.len() != 1 {
+            return Err(CliError::usage(format!(
+                "{shown} is {}-D (shape {shape:?}); gpusort sorts 1-D arrays",
+                shape.len()
+            )));
+        }
+        if npy.order() == npyz::Order::Fortran {
+            return Err(CliError::usage(format!(
+                "{shown} is in Fortran order; save it in C order"
+            )));
+        }
+        let len = shape[0] as usize;
+        let data = bytes.len() - offset;
+        if data != len * file_dtype.size() {
+            return Err(bad(format!(
+                "the header says {len} elements ({} bytes) but {data} bytes follow",
+                len * file_dtype.size()
+            )));
+        }
+        Ok(Input {
+            path: path.into(),
+            format: Format::Npy,
+            dtype: file_dtype,
+            len,
+            map,
+            offset,
+        })
+    }
+
+    /// The element bytes.
+    pub fn bytes(&self) -> &[u8] {
+        self.map
+            .as_deref()
+            .map(|m| &m[self.offset..])
+            .unwrap_or(&[])
+    }
+
+    /// The elements as a new vector of `T` (copied out of the map, so alignment never matters).
+    pub fn to_vec<T: bytemuck::Pod>(&self) -> Vec<T> {
+        bytemuck::pod_collect_to_vec(self.bytes())
+    }
+}
+
+/// Temporary files currently being written, removed by the interrupt handler.
+static PENDING: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// Remove every pending temporary file (from the Ctrl-C / SIGTERM handler).
+pub fn remove_pending() {
+    for p in PENDING.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
+/// Check, before any work, that `path` can be written: its folder exists.
+pub fn check_output_path(path: &Path) -> Result<(), CliError> {
+    let dir = parent(path);
+    if !dir.is_dir() {
+        return Err(CliError::usage(format!(
+            "cannot write {}: folder {} does not exist",
+            path.display(),
+            dir.display()
+        )));
+    }
+    if path.is_dir() {
+        return Err(CliError::usage(format!(
+            "cannot write {}: it is a directory",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+fn parent(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// An output being written: a temporary file beside the destination until [`Output::commit`].
+pub struct Output {
+    tmp: Option<tempfile::NamedTempFile>,
+    dest: PathBuf,
+}
+
+impl Output {
+    pub fn create(dest: &Path) -> Result<Output, CliError> {
+        check_output_path(dest)?;
+        let tmp = tempfile::Builder::new()
+            .prefix(".gpusort-")
+            .suffix(".tmp")
+            .tempfile_in(parent(dest))
+            .map_err(|e| {
+                CliError::runtime(format!(
+                    "cannot create a temporary file beside {}: {e}",
+                    dest.display()
+                ))
+            })?;
+        PENDING
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(tmp.path().to_path_buf());
+        Ok(Output {
+            tmp: Some(tmp),
+            dest: dest.to_path_buf(),
+        })
+    }
+
+    /// Write `data` (elements of `dtype`) in `format`, flush it to disk and rename it into place.
+    pub fn write_all(
+        dest: &Path,
+        format: Format,
+        dtype: KeyType,
+        data: &[u8],
+    ) -> Result<(), CliError> {
+        let mut out = Output::create(dest)?;
+        out.write(format, dtype, data)?;
+        out.commit()
+    }
+
+    /// Write plain bytes (reports) crash-safely.
+    pub fn write_bytes(dest: &Path, data: &[u8]) -> Result<(), CliError> {
+        let mut out = Output::create(dest)?;
+        let tmp = out.tmp.as_mut().expect("not yet committed");
+        tmp.write_all(data)
+            .map_err(|e| CliError::runtime(format!("cannot write {}: {e}", dest.display())))?;
+        out.commit()
+    }
+
+    pub fn write(&mut self, format: Format, dtype: KeyType, data: &[u8]) -> Result<(), CliError> {
+        let tmp = self.tmp.as_mut().expect("not yet committed");
+        let err = |e: std::io::Error| {
+            CliError::runtime(format!("cannot write {}: {e}", self.dest.display()))
+        };
+        let mut w = BufWriter::with_capacity(8 << 20, tmp.as_file_mut());
+        if format == Format::Npy {
+            let len = (data.len() / dtype.size()) as u64;
+            let dt = npyz::DType::Plain(npy_descr(dtype).parse().expect("valid type string"));
+            use npyz::WriterBuilder;
+            npyz::WriteOptions::new_header_only()
+                .dtype(dt)
+                .shape(&[len])
+                .writer(&mut w)
+                .write_header_only()
+                .map_err(err)?;
+        }
+        w.write_all(data).map_err(err)?;
+        w.flush().map_err(err)?;
+        Ok(())
+    }
+
+    /// Flush to disk and atomically rename over the destination.
+    pub fn commit(mut self) -> Result<(), CliError> {
+        let tmp = self.tmp.take().expect("commit once");
+        let tmp_path = tmp.path().to_path_buf();
+        tmp.as_file()
+            .sync_all()
+            .map_err(|e| CliError::runtime(format!("cannot flush {}: {e}", self.dest.display())))?;
+        tmp.persist(&self.dest).map_err(|e| {
+            CliError::runtime(format!(
+                "cannot rename into {}: {}",
+                self.dest.display(),
+                e.error
+            ))
+        })?;
+        PENDING
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|p| p != &tmp_path);
+        Ok(())
+    }
+}
+
+impl Drop for Output {
+    fn drop(&mut self) {
+        if let Some(tmp) = self.tmp.take() {
+            let path = tmp.path().to_path_buf();
+            drop(tmp); // NamedTempFile removes itself
+            PENDING
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .retain(|p| p != &path);
+        }
+    }
+}

@@ -1,0 +1,93 @@
+//! `gpusort info`: every adapter, the chosen one, and the limits that matter.
+
+use gpusort_core::gpu::{list_adapters, AdapterSummary};
+
+use crate::error::CliResult;
+use crate::Global;
+
+#[derive(clap::Args, Debug)]
+pub struct InfoArgs {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn mib(b: u64) -> String {
+    format!("{} MiB", b >> 20)
+}
+
+pub fn run(g: &Global, args: &InfoArgs) -> CliResult {
+    let options = g.gpu_options();
+    let adapters = list_adapters(&options)?;
+    let gpu = g.gpu()?;
+    let chosen: &AdapterSummary = &gpu.adapter;
+    let subgroups_used = gpu.subgroups().is_some();
+    if args.json {
+        let v = serde_json::json!({
+            "adapters": adapters,
+            "chosen": chosen,
+            "subgroups_in_use": subgroups_used,
+            "limits": {
+                "max_buffer_size": gpu.limits.max_buffer_size,
+                "max_storage_buffer_binding_size": gpu.limits.max_storage_buffer_binding_size,
+                "max_compute_workgroup_storage_size": gpu.limits.max_compute_workgroup_storage_size,
+                "max_compute_invocations_per_workgroup": gpu.limits.max_compute_invocations_per_workgroup,
+                "max_compute_workgroups_per_dimension": gpu.limits.max_compute_workgroups_per_dimension,
+            },
+        });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&v).expect("serialisable")
+        );
+        return Ok(());
+    }
+    println!("adapters:");
+    for a in &adapters {
+        let mark = if a.index == chosen.index && a.name == chosen.name {
+            "*"
+        } else {
+            " "
+        };
+        println!(
+            "  {mark} [{}] {} ({}, {}, driver: {} {})",
+            a.index, a.name, a.backend, a.device_type, a.driver, a.driver_info
+        );
+    }
+    println!("chosen: [{}] {}", chosen.index, chosen.name);
+    if chosen.subgroups {
+        println!(
+            "subgroups: supported, size {}..{}{}",
+            chosen.subgroup_min_size,
+            chosen.subgroup_max_size,
+            if subgroups_used {
+                ""
+            } else {
+                " (disabled by --no-subgroups)"
+            }
+        );
+    } else {
+        println!("subgroups: not supported (workgroup-memory paths in use)");
+    }
+    println!(
+        "timestamps: {}",
+        if gpu.timestamps() { "yes" } else { "no" }
+    );
+    println!("max buffer size: {}", mib(gpu.limits.max_buffer_size));
+    println!(
+        "max storage binding: {}",
+        mib(gpu.limits.max_storage_buffer_binding_size)
+    );
+    println!(
+        "workgroup storage: {} KiB",
+        gpu.limits.max_compute_workgroup_storage_size / 1024
+    );
+    println!(
+        "invocations per workgroup: {}",
+        gpu.limits.max_compute_invocations_per_workgroup
+    );
+    println!(
+        "workgroups per dimension: {}",
+        gpu.limits.max_compute_workgroups_per_dimension
+    );
+    Ok(())
+}

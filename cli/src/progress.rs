@@ -1,0 +1,29 @@
+//! Progress display: a spinner with the current phase on a terminal, nothing in pipes.
+
+use std::time::Duration;
+
+use clap::ValueEnum;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum When {
+    Auto,
+    Always,
+    Never,
+}
+
+/// A phase display. `auto` draws only when stderr is a terminal (indicatif's own check).
+pub fn spinner(when: When, quiet: bool) -> ProgressBar {
+    let target = match (when, quiet) {
+        (_, true) | (When::Never, _) => ProgressDrawTarget::hidden(),
+        (When::Always, _) => ProgressDrawTarget::term(console::Term::buffered_stderr(), 10),
+        (When::Auto, _) => ProgressDrawTarget::stderr(),
+    };
+    let bar = ProgressBar::with_draw_target(None, target);
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
+            .expect("valid template"),
+    );
+    bar.enable_steady_tick(Duration::from_millis(100));
+    bar
+}

@@ -1,0 +1,273 @@
+//! `gpusort sort`: sort a raw or .npy file, optionally carrying values or writing the permutation.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use clap::ValueEnum;
+use gpusort_core::cpu::keys::{canonical, sortable, words};
+use gpusort_core::{BitonicSorter, KeyType, SortKey, SortOrder};
+
+use crate::error::{CliError, CliResult};
+use crate::files::{check_output_path, Format, Input, Output};
+use crate::{progress, Global};
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum Dtype {
+    U32,
+    I32,
+    F32,
+    U64,
+    I64,
+    F64,
+}
+
+impl From<Dtype> for KeyType {
+    fn from(d: Dtype) -> KeyType {
+        match d {
+            Dtype::U32 => KeyType::U32,
+            Dtype::I32 => KeyType::I32,
+            Dtype::F32 => KeyType::F32,
+            Dtype::U64 => KeyType::U64,
+            Dtype::I64 => KeyType::I64,
+            Dtype::F64 => KeyType::F64,
+        }
+    }
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum Algorithm {
+    /// Pick by size, key width and device (today: bitonic).
+    Auto,
+    /// Vectorised bitonic sort.
+    Bitonic,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct SortArgs {
+    /// Input: raw little-endian binary (needs --dtype) or .npy (1-D, C order).
+    pub input: PathBuf,
+    /// Output file (same format as the input). Default: INPUT's name with `.sorted` before the extension.
+    #[arg(short, long, conflicts_with = "in_place")]
+    pub output: Option<PathBuf>,
+    /// Replace the input with the sorted result (crash-safe: temporary file, then rename).
+    #[arg(long)]
+    pub in_place: bool,
+    /// Element type of a raw input; for .npy it must match the header if given.
+    #[arg(long, value_enum)]
+    pub dtype: Option<Dtype>,
+    /// Largest first. NaNs stay last.
+    #[arg(long)]
+    pub descending: bool,
+    #[arg(long, value_enum, default_value = "auto")]
+    pub algorithm: Algorithm,
+    /// A u32 payload (4-byte elements, raw or .npy) to reorder with the keys.
+    #[arg(long, requires = "values_out")]
+    pub values: Option<PathBuf>,
+    /// Where the reordered payload goes.
+    #[arg(long, requires = "values")]
+    pub values_out: Option<PathBuf>,
+    /// Also write the sorting permutation (u32; .npy if the name ends in .npy).
+    #[arg(long)]
+    pub argsort: Option<PathBuf>,
+    /// Sort independent segments of N keys (the last may be shorter).
+    #[arg(long, value_name = "N")]
+    pub segment_size: Option<u32>,
+    /// Check the result on the CPU (sorted, and a permutation of the input) before writing it.
+    #[arg(long)]
+    pub verify: bool,
+}
+
+fn default_output(input: &Path) -> PathBuf {
+    let stem = input
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "out".into());
+    let name = match input.extension() {
+        Some(ext) => format!("{stem}.sorted.{}", ext.to_string_lossy()),
+        None => format!("{stem}.sorted"),
+    };
+    input.with_file_name(name)
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => false,
+    }
+}
+
+pub fn run(g: &Global, args: &SortArgs) -> CliResult {
+    if args.segment_size == Some(0) {
+        return Err(CliError::usage("--segment-size must be at least 1"));
+    }
+    let input = Input::open(&args.input, args.dtype.map(Into::into))?;
+    let dest = match (&args.output, args.in_place) {
+        (_, true) => args.input.clone(),
+        (Some(o), false) => {
+            if same_file(o, &args.input) {
+                return Err(CliError::usage(format!(
+                    "output {} is the input; pass --in-place to replace it",
+                    o.display()
+                )));
+            }
+            o.clone()
+        }
+        (None, false) => default_output(&args.input),
+    };
+    check_output_path(&dest)?;
+    let values = match &args.values {
+        Some(p) => {
+            let v = Input::open(p, None).or_else(|_| Input::open(p, Some(KeyType::U32)))?;
+            if v.dtype.size() != 4 {
+                return Err(CliError::usage(format!(
+                    "{} holds {}; values must be 4-byte elements",
+                    p.display(),
+                    v.dtype
+                )));
+            }
+            if v.len != input.len {
+                return Err(CliError::usage(format!(
+                    "{} has {} values but {} has {} keys",
+                    p.display(),
+                    v.len,
+                    args.input.display(),
+                    input.len
+                )));
+            }
+            Some(v)
+        }
+        None => None,
+    };
+    for p in [&args.values_out, &args.argsort].into_iter().flatten() {
+        check_output_path(p)?;
+        if same_file(p, &args.input) {
+            return Err(CliError::usage(format!(
+                "{} is the input; choose another file",
+                p.display()
+            )));
+        }
+    }
+    match input.dtype {
+        KeyType::U32 => sort_typed::<u32>(g, args, &input, values.as_ref(), &dest),
+        KeyType::I32 => sort_typed::<i32>(g, args, &input, values.as_ref(), &dest),
+        KeyType::F32 => sort_typed::<f32>(g, args, &input, values.as_ref(), &dest),
+        KeyType::U64 => sort_typed::<u64>(g, args, &input, values.as_ref(), &dest),
+        KeyType::I64 => sort_typed::<i64>(g, args, &input, values.as_ref(), &dest),
+        KeyType::F64 => sort_typed::<f64>(g, args, &input, values.as_ref(), &dest),
+    }
+}
+
+fn sort_typed<T: SortKey>(
+    g: &Global,
+    args: &SortArgs,
+    input: &Input,
+    values: Option<&Input>,
+    dest: &Path,
+) -> CliResult {
+    let bar = progress::spinner(g.progress, g.quiet);
+    let start = Instant::now();
+    bar.set_message(format!("reading {}", input.path.display()));
+    let original: Vec<T> = input.to_vec();
+    let mut keys = original.clone();
+    let mut vals: Option<Vec<u32>> = values.map(|v| v.to_vec());
+    let order = SortOrder {
+        descending: args.descending,
+        segment_size: args.segment_size,
+    };
+
+    bar.set_message("starting the GPU");
+    let gpu = g.gpu()?;
+    let sorter = BitonicSorter::new(&gpu)?;
+    bar.set_message(format!(
+        "sorting {} {} keys on {}",
+        keys.len(),
+        T::TYPE,
+        gpu.adapter.name
+    ));
+    let sort_start = Instant::now();
+    let (perm, stats) = sorter.sort_host(
+        &gpu,
+        &mut keys,
+        vals.as_deref_mut(),
+        args.argsort.is_some(),
+        order,
+    )?;
+    let sort_time = sort_start.elapsed();
+    tracing::info!(?stats, ?sort_time, "sorted");
+
+    if args.verify {
+        bar.set_message("verifying on the CPU");
+        verify(&original, &keys, order)?;
+    }
+    bar.set_message(format!("writing {}", dest.display()));
+    let out_format = input.format;
+    Output::write_all(dest, out_format, T::TYPE, bytemuck::cast_slice(&keys))?;
+    if let (Some(v), Some(path)) = (&vals, &args.values_out) {
+        Output::write_all(
+            path,
+            Format::for_output(path),
+            KeyType::U32,
+            bytemuck::cast_slice(v),
+        )?;
+    }
+    if let (Some(p), Some(path)) = (&perm, &args.argsort) {
+        Output::write_all(
+            path,
+            Format::for_output(path),
+            KeyType::U32,
+            bytemuck::cast_slice(p),
+        )?;
+    }
+    bar.finish_and_clear();
+    if !g.quiet {
+        let secs = start.elapsed().as_secs_f64();
+        eprintln!(
+            "sorted {} {} keys in {:.3} s ({:.3} s on the GPU incl. transfers) -> {}{}",
+            keys.len(),
+            T::TYPE,
+            secs,
+            sort_time.as_secs_f64(),
+            dest.display(),
+            if args.verify { " (verified)" } else { "" }
+        );
+    }
+    Ok(())
+}
+
+/// Order-independent fingerprint of a multiset of keys (NaNs canonical).
+fn fingerprint<T: SortKey>(keys: &[T]) -> (u64, u64) {
+    keys.iter().fold((0u64, 0u64), |(a, b), k| {
+        let (hi, lo) = words(&canonical(k));
+        let x = ((hi as u64) << 32 | lo as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        (a.wrapping_add(x ^ (x >> 29)), b ^ x.rotate_left(17))
+    })
+}
+
+/// The result is sorted (within each segment) and holds the same keys as the input.
+pub fn verify<T: SortKey>(input: &[T], output: &[T], order: SortOrder) -> CliResult {
+    let fail =
+        |why: String| CliError::runtime(format!("verification failed: {why}; nothing was written"));
+    if input.len() != output.len() {
+        return Err(fail(format!(
+            "{} keys in, {} out",
+            input.len(),
+            output.len()
+        )));
+    }
+    let seg = order
+        .segment_size
+        .map(|s| s as usize)
+        .unwrap_or(output.len().max(1));
+    for (s, chunk) in output.chunks(seg).enumerate() {
+        if let Some(i) = chunk
+            .windows(2)
+            .position(|w| sortable(&w[0], order.descending) > sortable(&w[1], order.descending))
+        {
+            return Err(fail(format!("out of order at position {}", s * seg + i)));
+        }
+    }
+    if fingerprint(input) != fingerprint(output) {
+        return Err(fail("the output is not a permutation of the input".into()));
+    }
+    Ok(())
+}
