@@ -134,7 +134,10 @@ pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
             Ok(timer.time(
                 &gpu,
                 |_| {},
-                |enc| Ok(copy.record(&gpu, enc, &pristine, &work)),
+                |enc| {
+                    copy.record(&gpu, enc, &pristine, &work);
+                    Ok(())
+                },
             )?)
         })?;
         these.push(case(
@@ -358,7 +361,7 @@ fn markdown(r: &Report) -> String {
     s.push_str(&format!(
         "| {} |\n|{}|\n",
         HEADER.join(" | "),
-        vec!["---"; 7].join("|")
+        ["---"; 7].join("|")
     ));
     for row in rows(r) {
         s.push_str(&format!("| {} |\n", row.join(" | ")));
