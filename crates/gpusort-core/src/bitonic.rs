@@ -247,7 +247,7 @@ impl BitonicSorter {
             return Ok(k.clone());
         }
         let wg = Self::workgroup_size(gpu, planes);
-        let source = shaders::compose(shaders::BITONIC, &[("NW", planes), ("WG", wg)]);
+        let source = shaders::bitonic(planes, wg);
         let module = kernel::module(gpu, "bitonic", &source)?;
         let layout = Layout::new(
             gpu,

@@ -9,6 +9,7 @@
 
 pub mod bench;
 pub mod bitonic;
+mod bitonic_wgsl;
 pub mod cpu;
 pub mod error;
 pub mod gpu;

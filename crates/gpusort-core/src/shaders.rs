@@ -22,16 +22,19 @@ pub fn compose(family: &str, consts: &[(&str, u32)]) -> String {
     s
 }
 
+/// The bitonic family for records of `nw` planes: the file plus its generated networks.
+pub fn bitonic(nw: u32, wg: u32) -> String {
+    compose(BITONIC, &[("NW", nw), ("WG", wg)])
+        .replacen("// @generated-networks", &crate::bitonic_wgsl::generated(nw), 1)
+}
+
 /// Every (family name, composed source) configuration the library can build, so a test can run
 /// each through naga's validator without a GPU.
 pub fn all_configurations() -> Vec<(String, String)> {
     let mut out = Vec::new();
     for nw in 1..=4 {
         for wg in [64, 128, 256] {
-            out.push((
-                format!("bitonic NW={nw} WG={wg}"),
-                compose(BITONIC, &[("NW", nw), ("WG", wg)]),
-            ));
+            out.push((format!("bitonic NW={nw} WG={wg}"), bitonic(nw, wg)));
         }
     }
     out.push((
