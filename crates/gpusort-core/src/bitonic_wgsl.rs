@@ -20,9 +20,15 @@ struct Cx {
 fn emit_cx(out: &mut String, var: &str, c: Cx) {
     let (a, b) = (format!("{var}{}", c.lo), format!("{var}{}", c.hi));
     if c.mirror {
-        let _ = writeln!(out, "    {{ let p = cx({a}, rev({b})); {a} = p.lo; {b} = rev(p.hi); }}");
+        let _ = writeln!(
+            out,
+            "    {{ let p = cx({a}, rev({b})); {a} = p.lo; {b} = rev(p.hi); }}"
+        );
     } else {
-        let _ = writeln!(out, "    {{ let p = cx({a}, {b}); {a} = p.lo; {b} = p.hi; }}");
+        let _ = writeln!(
+            out,
+            "    {{ let p = cx({a}, {b}); {a} = p.lo; {b} = p.hi; }}"
+        );
     }
 }
 
@@ -36,7 +42,11 @@ fn rec_helpers(nw: u32) -> String {
     let _ = writeln!(s, "struct Rec {{ {} }}", fields.join(", "));
     s.push_str("struct Pair { lo: Rec, hi: Rec }\n");
     let all = |f: &dyn Fn(u32) -> String| planes(nw).map(f).collect::<Vec<_>>().join(", ");
-    let _ = writeln!(s, "fn inf_rec() -> Rec {{ return Rec({}); }}", all(&|_| "vec4<u32>(INF)".into()));
+    let _ = writeln!(
+        s,
+        "fn inf_rec() -> Rec {{ return Rec({}); }}",
+        all(&|_| "vec4<u32>(INF)".into())
+    );
     let _ = writeln!(
         s,
         "fn load_global(v: u32) -> Rec {{\n    if (v >= nvec()) {{ return inf_rec(); }}\n    let e = v * 4u;\n    \
@@ -44,13 +54,25 @@ fn rec_helpers(nw: u32) -> String {
          return Rec({});\n}}",
         all(&|p| format!("select(inf, data[{p}u * params.plane_vecs + v], valid)"))
     );
-    let stores: String = planes(nw).map(|p| format!(" data[{p}u * params.plane_vecs + v] = r.w{p};")).collect();
-    let _ = writeln!(s, "fn store_global(v: u32, r: Rec) {{ if (v < nvec()) {{{stores} }} }}");
-    let _ = writeln!(s, "fn load_tile(v: u32) -> Rec {{ return Rec({}); }}", all(&|p| format!("tile[{p}u * TILE_VECS + v]")));
-    let stores: String = planes(nw).map(|p| format!(" tile[{p}u * TILE_VECS + v] = r.w{p};")).collect();
+    let stores: String = planes(nw)
+        .map(|p| format!(" data[{p}u * params.plane_vecs + v] = r.w{p};"))
+        .collect();
+    let _ = writeln!(
+        s,
+        "fn store_global(v: u32, r: Rec) {{ if (v < nvec()) {{{stores} }} }}"
+    );
+    let _ = writeln!(
+        s,
+        "fn load_tile(v: u32) -> Rec {{ return Rec({}); }}",
+        all(&|p| format!("tile[{p}u * TILE_VECS + v]"))
+    );
+    let stores: String = planes(nw)
+        .map(|p| format!(" tile[{p}u * TILE_VECS + v] = r.w{p};"))
+        .collect();
     let _ = writeln!(s, "fn store_tile(v: u32, r: Rec) {{{stores} }}");
     // lexicographic a < b per component
-    let mut less = String::from("fn less(a: Rec, b: Rec) -> vec4<bool> {\n    var lt = a.w0 < b.w0;\n");
+    let mut less =
+        String::from("fn less(a: Rec, b: Rec) -> vec4<bool> {\n    var lt = a.w0 < b.w0;\n");
     for p in 1..nw {
         if p == 1 {
             less.push_str("    var eq = a.w0 == b.w0;\n");
@@ -72,7 +94,11 @@ fn rec_helpers(nw: u32) -> String {
             all(&|p| format!("select(b.w{p}, a.w{p}, s)"))
         );
     }
-    let _ = writeln!(s, "fn rev(r: Rec) -> Rec {{ return Rec({}); }}", all(&|p| format!("r.w{p}.wzyx")));
+    let _ = writeln!(
+        s,
+        "fn rev(r: Rec) -> Rec {{ return Rec({}); }}",
+        all(&|p| format!("r.w{p}.wzyx"))
+    );
     // 4x4 transpose of a quad, per plane
     s.push_str("struct Quad { q0: Rec, q1: Rec, q2: Rec, q3: Rec }\n");
     s.push_str("fn transpose4(q: Quad) -> Quad {\n    var t: Quad;\n");
@@ -94,7 +120,11 @@ fn reg_steps(jmax: u32, mirror: bool) -> String {
     let mut s = format!("fn {name}(q: Quad) -> Quad {{\n    var q0 = q.q0; var q1 = q.q1; var q2 = q.q2; var q3 = q.q3;\n");
     let cx = |lo, hi, m| Cx { lo, hi, mirror: m };
     if jmax == 8 {
-        for c in if mirror { [cx(0, 3, true), cx(1, 2, true)] } else { [cx(0, 2, false), cx(1, 3, false)] } {
+        for c in if mirror {
+            [cx(0, 3, true), cx(1, 2, true)]
+        } else {
+            [cx(0, 2, false), cx(1, 3, false)]
+        } {
             emit_cx(&mut s, "q", c);
         }
     }
@@ -107,7 +137,11 @@ fn reg_steps(jmax: u32, mirror: bool) -> String {
     s.push_str("    var t = transpose4(Quad(q0, q1, q2, q3));\n    q0 = t.q0; q1 = t.q1; q2 = t.q2; q3 = t.q3;\n");
     if jmax >= 2 {
         // transposed, the mirror of k = 4 pairs components c and 3 - c of one vec4: no reversal
-        let pairs = if mirror && jmax == 2 { [(0, 3), (1, 2)] } else { [(0, 2), (1, 3)] };
+        let pairs = if mirror && jmax == 2 {
+            [(0, 3), (1, 2)]
+        } else {
+            [(0, 2), (1, 3)]
+        };
         for (a, b) in pairs {
             emit_cx(&mut s, "q", cx(a, b, false));
         }
@@ -125,13 +159,29 @@ fn group_network(r: u32, mirror: bool) -> Vec<Cx> {
     let half = size / 2;
     let mut ops = Vec::new();
     for m in 0..half {
-        ops.push(if mirror { Cx { lo: m, hi: size - 1 - m, mirror: true } } else { Cx { lo: m, hi: m + half, mirror: false } });
+        ops.push(if mirror {
+            Cx {
+                lo: m,
+                hi: size - 1 - m,
+                mirror: true,
+            }
+        } else {
+            Cx {
+                lo: m,
+                hi: m + half,
+                mirror: false,
+            }
+        });
     }
     let mut d = half / 2;
     while d > 0 {
         for m in 0..size {
             if m & d == 0 {
-                ops.push(Cx { lo: m, hi: m | d, mirror: false });
+                ops.push(Cx {
+                    lo: m,
+                    hi: m | d,
+                    mirror: false,
+                });
             }
         }
         d /= 2;
@@ -145,7 +195,10 @@ fn group_body(r: u32, load: &str, store: &str, indent: &str) -> String {
     let size = 1u32 << r;
     let mut s = String::new();
     for m in 0..size {
-        let _ = writeln!(s, "{indent}let i{m} = group_vec(gid, lo, {r}u, mirror, {m}u);");
+        let _ = writeln!(
+            s,
+            "{indent}let i{m} = group_vec(gid, lo, {r}u, mirror, {m}u);"
+        );
     }
     for m in 0..size {
         let _ = writeln!(s, "{indent}var g{m} = {load}(i{m});");

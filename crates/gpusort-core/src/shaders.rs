@@ -24,8 +24,11 @@ pub fn compose(family: &str, consts: &[(&str, u32)]) -> String {
 
 /// The bitonic family for records of `nw` planes: the file plus its generated networks.
 pub fn bitonic(nw: u32, wg: u32) -> String {
-    compose(BITONIC, &[("NW", nw), ("WG", wg)])
-        .replacen("// @generated-networks", &crate::bitonic_wgsl::generated(nw), 1)
+    compose(BITONIC, &[("NW", nw), ("WG", wg)]).replacen(
+        "// @generated-networks",
+        &crate::bitonic_wgsl::generated(nw),
+        1,
+    )
 }
 
 /// Every (family name, composed source) configuration the library can build, so a test can run
