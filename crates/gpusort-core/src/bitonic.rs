@@ -185,6 +185,7 @@ pub struct GpuSortJob<'a> {
 pub struct BitonicSorter {
     networks: Mutex<HashMap<u32, Arc<NetworkKernels>>>,
     keys: KeyKernels,
+    piece_limit: Option<usize>,
 }
 
 impl BitonicSorter {
@@ -227,7 +228,15 @@ impl BitonicSorter {
         Ok(BitonicSorter {
             networks: Mutex::new(HashMap::new()),
             keys,
+            piece_limit: None,
         })
+    }
+
+    /// Sort host inputs longer than `keys` in GPU pieces merged on the host, as inputs larger
+    /// than one binding are. For tests and for capping GPU memory use.
+    pub fn with_piece_limit(mut self, keys: usize) -> Self {
+        self.piece_limit = Some(keys.max(1));
+        self
     }
 
     /// Workgroup size for records of `planes` words: the largest power of two up to 256 whose
@@ -492,7 +501,10 @@ impl BitonicSorter {
             }
         }
         let want_index = values.is_some() || want_permutation;
-        let max = Self::max_len(gpu, T::TYPE, want_index) as usize;
+        let mut max = Self::max_len(gpu, T::TYPE, want_index) as usize;
+        if let Some(limit) = self.piece_limit {
+            max = max.min(limit);
+        }
         if keys.len() > max {
             return crate::merge::sort_in_pieces(
                 self,
