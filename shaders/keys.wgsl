@@ -1,10 +1,5 @@
 // Key transforms between the user's native keys and the sortable u32 planes the sort kernels
-// compare (CPU twin: crates/gpusort-core/src/cpu/keys.rs).
-//
-// Every key type maps to one (32-bit) or two (64-bit: hi, lo) u32 words whose unsigned order is the
-// wanted order: signed integers flip the sign bit, floats flip the sign bit when positive and all
-// bits when negative (total order, -0.0 before +0.0), every NaN becomes all ones (last), and a
-// descending sort inverts the words of everything but NaN, so NaN stays last in both directions.
+// compare; the order itself is common/keyorder.wgsl.
 // Planes, in comparison order: [segment id][key hi][key lo][original index].
 // Host-prepended constant: WG.
 
@@ -26,14 +21,7 @@ struct KeyParams {
 @group(0) @binding(4) var<storage, read_write> values_in: array<u32>;
 @group(0) @binding(5) var<storage, read_write> values_out: array<u32>;
 
-const KIND_I32: u32 = 1u;
-const KIND_F32: u32 = 2u;
-const KIND_U64: u32 = 3u;
-const KIND_I64: u32 = 4u;
-const KIND_F64: u32 = 5u;
-
-fn wide() -> bool { return kp.kind >= KIND_U64; }
-fn is_float() -> bool { return kp.kind == KIND_F32 || kp.kind == KIND_F64; }
+fn wide() -> bool { return kind_wide(kp.kind); }
 fn has_seg() -> bool { return (kp.flags & 1u) != 0u; }
 fn has_idx() -> bool { return (kp.flags & 2u) != 0u; }
 
@@ -44,42 +32,8 @@ fn element(wid: vec3<u32>, nwg: vec3<u32>, li: u32) -> u32 {
     return linear_workgroup(wid, nwg) * WG + li;
 }
 
-fn is_nan(hi: u32, lo: u32) -> bool {
-    let mag = hi & 0x7fffffffu;
-    if (kp.kind == KIND_F32) { return mag > 0x7f800000u; }
-    return mag > 0x7ff00000u || (mag == 0x7ff00000u && lo != 0u);
-}
-
-// (hi, lo) of the native key -> sortable (hi, lo); for 32-bit keys lo is 0.
-fn encode(hi: u32, lo: u32) -> vec2<u32> {
-    if (is_float() && is_nan(hi, lo)) { return vec2<u32>(INF, select(0u, INF, wide())); }
-    var h = hi;
-    var l = lo;
-    if (kp.kind == KIND_I32 || kp.kind == KIND_I64) {
-        h = h ^ 0x80000000u;
-    } else if (is_float()) {
-        if ((h & 0x80000000u) != 0u) { h = ~h; l = ~l; } else { h = h ^ 0x80000000u; }
-    }
-    if (kp.descending != 0u) { h = ~h; l = ~l; }
-    if (!wide()) { l = 0u; }
-    return vec2<u32>(h, l);
-}
-
-fn decode(hi: u32, lo: u32) -> vec2<u32> {
-    if (is_float() && hi == INF && (!wide() || lo == INF)) {
-        // the one encoding every NaN shares; it comes back as the canonical quiet NaN
-        return select(vec2<u32>(0x7fc00000u, 0u), vec2<u32>(0x7ff80000u, 0u), wide());
-    }
-    var h = hi;
-    var l = lo;
-    if (kp.descending != 0u) { h = ~h; l = ~l; }
-    if (kp.kind == KIND_I32 || kp.kind == KIND_I64) {
-        h = h ^ 0x80000000u;
-    } else if (is_float()) {
-        if ((h & 0x80000000u) != 0u) { h = h ^ 0x80000000u; } else { h = ~h; l = ~l; }
-    }
-    return vec2<u32>(h, l);
-}
+fn encode(hi: u32, lo: u32) -> vec2<u32> { return key_encode(kp.kind, kp.descending != 0u, hi, lo); }
+fn decode(hi: u32, lo: u32) -> vec2<u32> { return key_decode(kp.kind, kp.descending != 0u, hi, lo); }
 
 @compute @workgroup_size(WG)
 fn encode_keys(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,

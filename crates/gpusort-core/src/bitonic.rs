@@ -196,7 +196,11 @@ impl BitonicSorter {
         let module = kernel::module(
             gpu,
             "keys",
-            &shaders::compose(shaders::KEYS, &[("WG", ELEMENTWISE_WG)]),
+            &shaders::compose_with(
+                shaders::KEYS,
+                &[("WG", ELEMENTWISE_WG)],
+                &[shaders::KEY_ORDER],
+            ),
         )?;
         let codec_layout = Layout::new(
             gpu,

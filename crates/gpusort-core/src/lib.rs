@@ -4,6 +4,7 @@
 //! - [`transfer`]: host <-> GPU copies through mapped staging buffers.
 //! - [`kernel`]: pipelines and bind groups from declared binding lists.
 //! - [`bitonic`]: the vectorised bitonic sort (METHODS.md method 1) and its plan.
+//! - [`scan`]: scans, compaction and partition (METHODS.md method 3).
 //! - [`cpu`]: CPU twins of the kernels, the references tests compare against.
 //! - [`shaders`]: the embedded WGSL sources.
 
@@ -16,6 +17,7 @@ pub mod gpu;
 pub mod kernel;
 pub mod keys;
 mod merge;
+pub mod scan;
 pub mod shaders;
 pub mod transfer;
 

@@ -9,17 +9,76 @@ pub const BITONIC: &str = include_str!("../../../shaders/bitonic.wgsl");
 pub const BITONIC_PLAIN: &str = include_str!("../../../shaders/bitonic_plain.wgsl");
 pub const KEYS: &str = include_str!("../../../shaders/keys.wgsl");
 pub const COPY: &str = include_str!("../../../shaders/copy.wgsl");
+pub const SCAN: &str = include_str!("../../../shaders/scan.wgsl");
+pub const COMPACT: &str = include_str!("../../../shaders/compact.wgsl");
+pub const KEY_ORDER: &str = include_str!("../../../shaders/common/keyorder.wgsl");
+pub const WGSCAN_SUBGROUP: &str = include_str!("../../../shaders/common/wgscan_subgroup.wgsl");
+pub const WGSCAN_SHARED: &str = include_str!("../../../shaders/common/wgscan_shared.wgsl");
+pub const LOOKBACK: &str = include_str!("../../../shaders/common/lookback.wgsl");
 
 /// Source of one kernel family with its compile-time constants.
 pub fn compose(family: &str, consts: &[(&str, u32)]) -> String {
+    compose_with(family, consts, &[])
+}
+
+/// Like [`compose`], with shared pieces from `shaders/common/` between the helpers and the family.
+pub fn compose_with(family: &str, consts: &[(&str, u32)], commons: &[&str]) -> String {
     let mut s = String::new();
     for (name, value) in consts {
         s.push_str(&format!("const {name}: u32 = {value}u;\n"));
     }
-    s.push_str(COMMON);
-    s.push('\n');
+    for part in [COMMON].iter().chain(commons) {
+        s.push_str(part);
+        s.push('\n');
+    }
     s.push_str(family);
     s
+}
+
+/// The workgroup-scan helpers for a device: subgroups where available and allowed.
+pub fn wgscan(subgroups: bool) -> &'static str {
+    if subgroups {
+        WGSCAN_SUBGROUP
+    } else {
+        WGSCAN_SHARED
+    }
+}
+
+/// The scan family for operator code `op` (see scan.wgsl's `combine`).
+pub fn scan(
+    op: u32,
+    identity: u32,
+    inclusive: bool,
+    subgroups: bool,
+    wg: u32,
+    spin: u32,
+) -> String {
+    compose_with(
+        SCAN,
+        &[
+            ("WG", wg),
+            ("OP", op),
+            ("IDENTITY", identity),
+            ("INCLUSIVE", inclusive as u32),
+            ("SPIN_LIMIT", spin),
+        ],
+        &[wgscan(subgroups), LOOKBACK],
+    )
+}
+
+/// The compaction family for elements of `words` u32 words.
+pub fn compact(words: u32, payload: bool, subgroups: bool, wg: u32, spin: u32) -> String {
+    compose_with(
+        COMPACT,
+        &[
+            ("WG", wg),
+            ("W", words),
+            ("PAYLOAD", payload as u32),
+            ("IDENTITY", 0),
+            ("SPIN_LIMIT", spin),
+        ],
+        &[KEY_ORDER, wgscan(subgroups), LOOKBACK],
+    )
 }
 
 /// The bitonic family for records of `nw` planes: the file plus its generated networks.
@@ -44,7 +103,28 @@ pub fn all_configurations() -> Vec<(String, String)> {
         "bitonic_plain".into(),
         compose(BITONIC_PLAIN, &[("WG", 256)]),
     ));
-    out.push(("keys".into(), compose(KEYS, &[("WG", 256)])));
+    out.push((
+        "keys".into(),
+        compose_with(KEYS, &[("WG", 256)], &[KEY_ORDER]),
+    ));
+    for sg in [false, true] {
+        for op in 0..=8 {
+            for inclusive in [false, true] {
+                out.push((
+                    format!("scan op={op} inclusive={inclusive} subgroups={sg}"),
+                    scan(op, 0, inclusive, sg, 256, 4096),
+                ));
+            }
+        }
+        for words in [1, 2] {
+            for payload in [false, true] {
+                out.push((
+                    format!("compact W={words} payload={payload} subgroups={sg}"),
+                    compact(words, payload, sg, 256, 4096),
+                ));
+            }
+        }
+    }
     out.push(("copy".into(), compose(COPY, &[("WG", 256)])));
     out
 }
@@ -59,7 +139,14 @@ mod tests {
                 .unwrap_or_else(|e| panic!("{name}: {}", e.emit_to_string(&source)));
             naga::valid::Validator::new(
                 naga::valid::ValidationFlags::all(),
-                naga::valid::Capabilities::all(),
+                // the workgroup-memory twins must not touch subgroups at all
+                if name.contains("subgroups=false") {
+                    naga::valid::Capabilities::all()
+                        - naga::valid::Capabilities::SUBGROUP
+                        - naga::valid::Capabilities::SUBGROUP_BARRIER
+                } else {
+                    naga::valid::Capabilities::all()
+                },
             )
             .validate(&module)
             .unwrap_or_else(|e| panic!("{name}: {}", e.emit_to_string(&source)));

@@ -17,12 +17,18 @@ const PIECE_BYTES: usize = 1 << 20;
 
 /// Round up to wgpu's copy alignment.
 pub fn align4(bytes: u64) -> u64 {
-    bytes.div_ceil(4) * 4
+    align_to(bytes, 4)
+}
+
+/// Round `bytes` up to a multiple of `to`.
+pub fn align_to(bytes: u64, to: u64) -> u64 {
+    bytes.div_ceil(to) * to
 }
 
 /// A storage buffer of at least `bytes` (never zero-sized, since wgpu rejects empty bindings).
 pub fn storage_buffer(gpu: &Gpu, label: &str, bytes: u64) -> Result<wgpu::Buffer> {
-    let size = align4(bytes).max(16);
+    // whole vec4s, so any buffer can be bound as array<vec4<u32>>
+    let size = align_to(bytes, 16).max(16);
     if size > gpu.limits.max_buffer_size {
         return Err(Error::TooLarge(format!(
             "{label} needs {size} bytes but one buffer holds at most {} on {}",
@@ -147,12 +153,8 @@ pub fn buffer_from<T: bytemuck::Pod>(gpu: &Gpu, label: &str, data: &[T]) -> Resu
 }
 
 /// Read `len` values of `T` from the start of `src`.
-pub fn read_vec<T: bytemuck::Pod + Default>(
-    gpu: &Gpu,
-    src: &wgpu::Buffer,
-    len: usize,
-) -> Result<Vec<T>> {
-    let mut out = vec![T::default(); len];
+pub fn read_vec<T: bytemuck::Pod>(gpu: &Gpu, src: &wgpu::Buffer, len: usize) -> Result<Vec<T>> {
+    let mut out = vec![T::zeroed(); len];
     download(gpu, src, 0, bytemuck::cast_slice_mut(&mut out))?;
     Ok(out)
 }

@@ -84,6 +84,12 @@ pub fn words<T: SortKey>(key: &T) -> (u32, u32) {
     }
 }
 
+/// A key's sortable (hi, lo) words.
+pub fn encode_key<T: SortKey>(key: &T, descending: bool) -> (u32, u32) {
+    let (hi, lo) = words(key);
+    encode(T::TYPE, descending, hi, lo)
+}
+
 /// A key's position in the sort order as one u64 (hi word first).
 pub fn sortable<T: SortKey>(key: &T, descending: bool) -> u64 {
     let (hi, lo) = words(key);

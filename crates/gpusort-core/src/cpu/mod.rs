@@ -3,3 +3,4 @@
 
 pub mod bitonic;
 pub mod keys;
+pub mod scan;

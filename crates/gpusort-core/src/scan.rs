@@ -1,0 +1,432 @@
+//! Scans, stream compaction and stable partition (METHODS.md method 3), single pass with a
+//! bounded decoupled look-back (shaders/common/lookback.wgsl). Subgroup kernels where the device
+//! has SUBGROUP (and `--no-subgroups` is off); workgroup-memory twins otherwise.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use crate::error::{Error, Result};
+use crate::gpu::Gpu;
+use crate::kernel::{self, Layout, ParamBlocks, Slot};
+use crate::keys::{KeyType, SortKey};
+use crate::shaders;
+use crate::transfer;
+
+/// Invocations per workgroup of the scan kernels; each holds 16 elements (4 rounds of a vec4).
+pub const SCAN_WG: u32 = 256;
+/// Elements per scan tile.
+pub const SCAN_TILE: u32 = SCAN_WG * 16;
+
+/// The operator of a scan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ScanOp {
+    Add,
+    Max,
+    Min,
+    And,
+    Or,
+    Xor,
+}
+
+impl ScanOp {
+    pub fn parse(s: &str) -> Result<ScanOp> {
+        Ok(match s {
+            "add" => ScanOp::Add,
+            "max" => ScanOp::Max,
+            "min" => ScanOp::Min,
+            "and" => ScanOp::And,
+            "or" => ScanOp::Or,
+            "xor" => ScanOp::Xor,
+            _ => {
+                return Err(Error::InvalidInput(format!(
+                    "unknown scan operator '{s}' (add, max, min, and, or, xor)"
+                )))
+            }
+        })
+    }
+
+    /// (operator code in scan.wgsl, identity bits) for elements of `t`; None where the pair makes
+    /// no sense (bitwise operators on floats, 64-bit scans).
+    pub fn code(self, t: KeyType) -> Option<(u32, u32)> {
+        Some(match (self, t) {
+            (ScanOp::Add, KeyType::U32 | KeyType::I32) => (0, 0),
+            (ScanOp::Add, KeyType::F32) => (1, 0),
+            (ScanOp::Max, KeyType::U32) => (2, 0),
+            (ScanOp::Min, KeyType::U32) => (3, u32::MAX),
+            (ScanOp::Max, KeyType::I32) => (4, i32::MIN as u32),
+            (ScanOp::Min, KeyType::I32) => (5, i32::MAX as u32),
+            (ScanOp::And, KeyType::U32 | KeyType::I32) => (6, u32::MAX),
+            (ScanOp::Or, KeyType::U32 | KeyType::I32) => (7, 0),
+            (ScanOp::Xor, KeyType::U32 | KeyType::I32) => (8, 0),
+            _ => return None,
+        })
+    }
+}
+
+/// Which elements a compaction keeps.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Predicate<T> {
+    /// Elements before `pivot` in the sort order (NaN is last, -0.0 before +0.0).
+    Below(T),
+    /// Elements not before `pivot`.
+    AtLeast(T),
+    /// Numerically nonzero elements (±0.0 are zero; NaN is nonzero, as in NumPy).
+    NonZero,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct ScanParams {
+    n: u32,
+    pad: [u32; 3],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct CompactParams {
+    n: u32,
+    kind: u32,
+    pred: u32,
+    keep: u32,
+    pivot_hi: u32,
+    pivot_lo: u32,
+    base_slot: u32,
+    count_slot: u32,
+}
+
+const NO_SLOT: u32 = u32::MAX;
+/// Atomic reads a workgroup spends waiting on a predecessor's published value before it reduces
+/// that tile itself. On GPUs that run started workgroups concurrently (NVIDIA) the value is
+/// normally there within a few reads; the bound only matters where workgroups do not progress.
+pub const DEFAULT_SPIN_LIMIT: u32 = 4096;
+const STATE_HEADER: u64 = 4;
+
+/// Builds scan and compaction pipelines on first use and records them.
+pub struct Scanner {
+    subgroups: bool,
+    spin_limit: u32,
+    scan_layout: Layout,
+    compact_layout: Layout,
+    pipelines: Mutex<HashMap<(u8, u32, u32, u32), Arc<wgpu::ComputePipeline>>>,
+}
+
+fn tiles(n: u32, tile: u32) -> u32 {
+    n.div_ceil(tile).max(1)
+}
+
+impl Scanner {
+    pub fn new(gpu: &Gpu) -> Result<Scanner> {
+        let scan_layout = Layout::new(
+            gpu,
+            "scan",
+            &[
+                (
+                    0,
+                    Slot::Params {
+                        size: std::mem::size_of::<ScanParams>() as u64,
+                    },
+                ),
+                (1, Slot::ReadWrite),
+                (2, Slot::Read),
+                (3, Slot::ReadWrite),
+            ],
+        );
+        let compact_layout = Layout::new(
+            gpu,
+            "compact",
+            &[
+                (
+                    0,
+                    Slot::Params {
+                        size: std::mem::size_of::<CompactParams>() as u64,
+                    },
+                ),
+                (1, Slot::ReadWrite),
+                (2, Slot::Read),
+                (3, Slot::ReadWrite),
+                (4, Slot::ReadWrite),
+                (5, Slot::Read),
+                (6, Slot::ReadWrite),
+            ],
+        );
+        Ok(Scanner {
+            subgroups: gpu.subgroups().is_some(),
+            spin_limit: DEFAULT_SPIN_LIMIT,
+            scan_layout,
+            compact_layout,
+            pipelines: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Bound the look-back's wait on a predecessor to `reads` atomic reads before the waiting
+    /// workgroup does that tile's work itself. 0 takes the fallback every time (for tests).
+    pub fn with_spin_limit(mut self, reads: u32) -> Self {
+        self.spin_limit = reads;
+        self
+    }
+
+    /// Whether these kernels use subgroups on this device.
+    pub fn uses_subgroups(&self) -> bool {
+        self.subgroups
+    }
+
+    fn pipeline(&self, gpu: &Gpu, key: (u8, u32, u32, u32)) -> Result<Arc<wgpu::ComputePipeline>> {
+        let mut cache = self.pipelines.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(p) = cache.get(&key) {
+            return Ok(p.clone());
+        }
+        let (family, a, b, c) = key;
+        let (source, entry, layout) = if family == 0 {
+            (
+                shaders::scan(a, b, c != 0, self.subgroups, SCAN_WG, self.spin_limit),
+                "scan",
+                &self.scan_layout,
+            )
+        } else {
+            (
+                shaders::compact(a, b != 0, self.subgroups, SCAN_WG, self.spin_limit),
+                "compact",
+                &self.compact_layout,
+            )
+        };
+        let module = kernel::module(gpu, entry, &source)?;
+        let p = Arc::new(kernel::pipeline(gpu, &module, entry, layout)?);
+        cache.insert(key, p.clone());
+        Ok(p)
+    }
+
+    fn state_buffer(gpu: &Gpu, tiles: u32) -> Result<wgpu::Buffer> {
+        transfer::storage_buffer(
+            gpu,
+            "look-back state",
+            (STATE_HEADER + 2 * tiles as u64) * 4,
+        )
+    }
+
+    /// Record a scan of `n` elements of `src` into `dst` (both at least `n` elements, rounded up
+    /// to whole vec4s; `dst` may not be `src`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn record_scan(
+        &self,
+        gpu: &Gpu,
+        enc: &mut wgpu::CommandEncoder,
+        src: &wgpu::Buffer,
+        dst: &wgpu::Buffer,
+        n: u32,
+        elem: KeyType,
+        op: ScanOp,
+        inclusive: bool,
+    ) -> Result<()> {
+        let (code, identity) = op
+            .code(elem)
+            .ok_or_else(|| Error::InvalidInput(format!("a {op:?} scan of {elem} is not supported (integers: add, max, min, and, or, xor; f32: add)")))?;
+        let pipeline = self.pipeline(gpu, (0, code, identity, inclusive as u32))?;
+        let t = tiles(n, SCAN_TILE);
+        let state = Self::state_buffer(gpu, t)?;
+        let mut params = ParamBlocks::new(gpu);
+        let off = params.push(&ScanParams { n, pad: [0; 3] });
+        let params = params.finish(gpu, "scan params");
+        gpu.checked(|| {
+            let bg = self.scan_layout.bind(gpu, &[&params, &state, src, dst]);
+            enc.clear_buffer(&state, 0, None);
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("scan"),
+                timestamp_writes: None,
+            });
+            kernel::dispatch(gpu, &mut pass, &pipeline, &bg, &[off], t);
+        })
+    }
+
+    /// Scan host values (u32, i32 or f32).
+    pub fn scan<T: SortKey>(
+        &self,
+        gpu: &Gpu,
+        data: &[T],
+        op: ScanOp,
+        inclusive: bool,
+    ) -> Result<Vec<T>> {
+        if T::TYPE.is_wide() {
+            return Err(Error::InvalidInput(format!(
+                "scans of {} are not supported (u32, i32, f32)",
+                T::TYPE
+            )));
+        }
+        let n = u32::try_from(data.len())
+            .map_err(|_| Error::TooLarge(format!("{} elements", data.len())))?;
+        let bytes = transfer::align_to(data.len() as u64 * 4, 16);
+        check_binding(gpu, bytes)?;
+        let src = transfer::storage_buffer(gpu, "scan input", bytes)?;
+        transfer::upload(gpu, &src, 0, bytemuck::cast_slice(data))?;
+        let dst = transfer::storage_buffer(gpu, "scan output", bytes)?;
+        let mut enc = gpu.device.create_command_encoder(&Default::default());
+        self.record_scan(gpu, &mut enc, &src, &dst, n, T::TYPE, op, inclusive)?;
+        gpu.queue.submit([enc.finish()]);
+        gpu.wait()?;
+        transfer::read_vec(gpu, &dst, data.len())
+    }
+
+    /// Record a compaction of `n` elements; the count lands in `counts[count_slot]` and the output
+    /// starts at `counts[base_slot]` when given.
+    #[allow(clippy::too_many_arguments)]
+    pub fn record_compact<T: SortKey>(
+        &self,
+        gpu: &Gpu,
+        enc: &mut wgpu::CommandEncoder,
+        job: &CompactJob<'_>,
+        predicate: Predicate<T>,
+        keep: bool,
+        base_slot: Option<u32>,
+        count_slot: u32,
+    ) -> Result<()> {
+        let words = T::TYPE.size() as u32 / 4;
+        let pipeline = self.pipeline(gpu, (1, words, job.payload.is_some() as u32, 0))?;
+        let t = tiles(job.n, SCAN_TILE);
+        let state = Self::state_buffer(gpu, t)?;
+        let (pred, pivot) = match predicate {
+            Predicate::Below(p) => (0, Some(p)),
+            Predicate::AtLeast(p) => (1, Some(p)),
+            Predicate::NonZero => (2, None),
+        };
+        let (pivot_hi, pivot_lo) = pivot
+            .map(|p| crate::cpu::keys::encode_key(&p, false))
+            .unwrap_or((0, 0));
+        let mut params = ParamBlocks::new(gpu);
+        let off = params.push(&CompactParams {
+            n: job.n,
+            kind: T::TYPE.code(),
+            pred,
+            keep: keep as u32,
+            pivot_hi,
+            pivot_lo,
+            base_slot: base_slot.unwrap_or(NO_SLOT),
+            count_slot,
+        });
+        let params = params.finish(gpu, "compact params");
+        let dummy_in;
+        let dummy_out;
+        let (pin, pout) = match job.payload {
+            Some((a, b)) => (a, b),
+            None => {
+                dummy_in = transfer::storage_buffer(gpu, "no payload", 16)?;
+                dummy_out = transfer::storage_buffer(gpu, "no payload out", 16)?;
+                (&dummy_in, &dummy_out)
+            }
+        };
+        gpu.checked(|| {
+            let bg = self.compact_layout.bind(
+                gpu,
+                &[&params, &state, job.src, job.dst, job.counts, pin, pout],
+            );
+            enc.clear_buffer(&state, 0, None);
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("compact"),
+                timestamp_writes: None,
+            });
+            kernel::dispatch(gpu, &mut pass, &pipeline, &bg, &[off], t);
+        })
+    }
+
+    /// Keep the elements matching `predicate`, in order, with their payload.
+    pub fn compact<T: SortKey>(
+        &self,
+        gpu: &Gpu,
+        data: &[T],
+        payload: Option<&[u32]>,
+        predicate: Predicate<T>,
+    ) -> Result<(Vec<T>, Option<Vec<u32>>)> {
+        let (out, pay, count) = self.split_host(gpu, data, payload, predicate, false)?;
+        Ok((out[..count].to_vec(), pay.map(|p| p[..count].to_vec())))
+    }
+
+    /// Stable partition: elements matching `predicate` first, the others after, both in input
+    /// order. Returns the split index too.
+    pub fn partition<T: SortKey>(
+        &self,
+        gpu: &Gpu,
+        data: &[T],
+        payload: Option<&[u32]>,
+        predicate: Predicate<T>,
+    ) -> Result<(Vec<T>, Option<Vec<u32>>, usize)> {
+        self.split_host(gpu, data, payload, predicate, true)
+    }
+
+    fn split_host<T: SortKey>(
+        &self,
+        gpu: &Gpu,
+        data: &[T],
+        payload: Option<&[u32]>,
+        predicate: Predicate<T>,
+        both: bool,
+    ) -> Result<(Vec<T>, Option<Vec<u32>>, usize)> {
+        if let Some(p) = payload {
+            if p.len() != data.len() {
+                return Err(Error::InvalidInput(format!(
+                    "{} elements but {} payload values",
+                    data.len(),
+                    p.len()
+                )));
+            }
+        }
+        let n = u32::try_from(data.len())
+            .map_err(|_| Error::TooLarge(format!("{} elements", data.len())))?;
+        let bytes = data.len() as u64 * T::TYPE.size() as u64;
+        check_binding(gpu, bytes)?;
+        let src = transfer::storage_buffer(gpu, "compact input", bytes)?;
+        transfer::upload(gpu, &src, 0, bytemuck::cast_slice(data))?;
+        let dst = transfer::storage_buffer(gpu, "compact output", bytes)?;
+        let counts = transfer::storage_buffer(gpu, "counts", 16)?;
+        let pay = match payload {
+            Some(p) => Some((
+                transfer::buffer_from(gpu, "payload", p)?,
+                transfer::storage_buffer(gpu, "payload out", p.len() as u64 * 4)?,
+            )),
+            None => None,
+        };
+        let job = CompactJob {
+            src: &src,
+            dst: &dst,
+            counts: &counts,
+            n,
+            payload: pay.as_ref().map(|(a, b)| (a, b)),
+        };
+        let mut enc = gpu.device.create_command_encoder(&Default::default());
+        self.record_compact(gpu, &mut enc, &job, predicate, true, None, 0)?;
+        if both {
+            self.record_compact(gpu, &mut enc, &job, predicate, false, Some(0), 1)?;
+        }
+        gpu.queue.submit([enc.finish()]);
+        gpu.wait()?;
+        let c: Vec<u32> = transfer::read_vec(gpu, &counts, 2)?;
+        let count = c[0] as usize;
+        let len = if both { data.len() } else { count };
+        let out: Vec<T> = transfer::read_vec(gpu, &dst, len)?;
+        let pay_out = match &pay {
+            Some((_, b)) => Some(transfer::read_vec::<u32>(gpu, b, len)?),
+            None => None,
+        };
+        Ok((out, pay_out, count))
+    }
+}
+
+/// Buffers of one compaction.
+pub struct CompactJob<'a> {
+    pub src: &'a wgpu::Buffer,
+    pub dst: &'a wgpu::Buffer,
+    /// At least two u32: counts written (and read, for a second pass) by the kernel.
+    pub counts: &'a wgpu::Buffer,
+    pub n: u32,
+    /// (payload in, payload out), u32 each.
+    pub payload: Option<(&'a wgpu::Buffer, &'a wgpu::Buffer)>,
+}
+
+fn check_binding(gpu: &Gpu, bytes: u64) -> Result<()> {
+    if bytes > gpu.max_binding() {
+        return Err(Error::TooLarge(format!(
+            "{} MiB exceed the {} MiB one binding holds on {}",
+            bytes >> 20,
+            gpu.max_binding() >> 20,
+            gpu.adapter.name
+        )));
+    }
+    Ok(())
+}

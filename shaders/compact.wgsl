@@ -1,0 +1,105 @@
+// Stream compaction in one pass (METHODS.md method 3): keep the elements whose predicate equals
+// `keep`, in order, with their u32 payload, and count them. Per round each invocation tests 4
+// consecutive elements; the counts are scanned with one-bit scans (pscan_bits) where subgroups
+// exist; tiles chain through the look-back (combine = add). A stable partition is two of these:
+// keep the matching elements, then the others starting at the first pass's count.
+// CPU twin: crates/gpusort-core/src/cpu/scan.rs.
+// Host-prepended constants: WG, W (u32 words per element: 1 or 2), PAYLOAD (0/1), IDENTITY (0).
+// Host-composed before this file: common/grid.wgsl, common/keyorder.wgsl, one of
+// common/wgscan_{subgroup,shared}.wgsl, common/lookback.wgsl.
+
+const ROUNDS: u32 = 4u;
+const TILE: u32 = WG * 4u * ROUNDS;
+const NO_SLOT: u32 = 0xffffffffu;
+const PRED_BELOW: u32 = 0u;
+const PRED_AT_LEAST: u32 = 1u;
+const PRED_NONZERO: u32 = 2u;
+
+struct CompactParams {
+    n: u32,
+    kind: u32,      // key type code of the elements
+    pred: u32,      // PRED_*
+    keep: u32,      // 1: keep elements where the predicate holds; 0: keep the others
+    pivot_hi: u32,  // the pivot, already in sortable encoding (keyorder.wgsl)
+    pivot_lo: u32,
+    base_slot: u32, // where in `counts` the output offset is read (NO_SLOT: 0)
+    count_slot: u32 // where in `counts` the number kept is written
+}
+
+@group(0) @binding(0) var<uniform> cp: CompactParams;
+@group(0) @binding(2) var<storage, read> src: array<u32>;
+@group(0) @binding(3) var<storage, read_write> dst: array<u32>;
+@group(0) @binding(4) var<storage, read_write> counts: array<u32>;
+@group(0) @binding(5) var<storage, read> payload_in: array<u32>;
+@group(0) @binding(6) var<storage, read_write> payload_out: array<u32>;
+
+fn combine(a: u32, b: u32) -> u32 {
+    return a + b;
+}
+
+fn hi_lo(e: u32) -> vec2<u32> {
+    if (W == 2u) { return vec2<u32>(src[2u * e + 1u], src[2u * e]); }
+    return vec2<u32>(src[e], 0u);
+}
+
+fn kept(e: u32) -> bool {
+    if (e >= cp.n) { return false; }
+    let w = hi_lo(e);
+    var p: bool;
+    if (cp.pred == PRED_NONZERO) {
+        // numeric zero: for floats both +0.0 and -0.0 (NaN counts as nonzero, as in NumPy)
+        let mag = select(w, vec2<u32>(w.x & 0x7fffffffu, w.y), kind_float(cp.kind));
+        p = mag.x != 0u || mag.y != 0u;
+    } else {
+        let k = key_encode(cp.kind, false, w.x, w.y);
+        let below = k.x < cp.pivot_hi || (k.x == cp.pivot_hi && k.y < cp.pivot_lo);
+        p = select(!below, below, cp.pred == PRED_BELOW);
+    }
+    return p == (cp.keep != 0u);
+}
+
+fn first(tile: u32, r: u32) -> u32 {
+    return tile * TILE + r * WG * 4u + inv.li * 4u;
+}
+
+fn round_mask(tile: u32, r: u32) -> u32 {
+    let e = first(tile, r);
+    return u32(kept(e)) | (u32(kept(e + 1u)) << 1u) | (u32(kept(e + 2u)) << 2u) | (u32(kept(e + 3u)) << 3u);
+}
+
+fn tile_reduce(t: u32) -> u32 {
+    var c = 0u;
+    for (var r = 0u; r < ROUNDS; r++) { c += countOneBits(round_mask(t, r)); }
+    return wg_exclusive(c).y;
+}
+
+@compute @workgroup_size(WG)
+fn compact(i: Invocation) {
+    set_invocation(i);
+    let tile = take_ticket();
+    var masks: array<u32, ROUNDS>;
+    var before: array<u32, ROUNDS>;
+    var carry = 0u;
+    for (var r = 0u; r < ROUNDS; r++) {
+        masks[r] = round_mask(tile, r);
+        let s = wg_count_exclusive(countOneBits(masks[r]), 3u);
+        before[r] = carry + s.x;
+        carry += s.y;
+    }
+    let prefix = look_back(tile, carry);
+    var base = 0u;
+    if (cp.base_slot != NO_SLOT) { base = counts[cp.base_slot]; }
+    for (var r = 0u; r < ROUNDS; r++) {
+        var out = base + prefix + before[r];
+        for (var c = 0u; c < 4u; c++) {
+            if ((masks[r] & (1u << c)) != 0u) {
+                let e = first(tile, r) + c;
+                for (var w = 0u; w < W; w++) { dst[W * out + w] = src[W * e + w]; }
+                if (PAYLOAD == 1u) { payload_out[out] = payload_in[e]; }
+                out += 1u;
+            }
+        }
+    }
+    let tiles = (cp.n + TILE - 1u) / TILE;
+    if (inv.li == 0u && tile + 1u >= tiles) { counts[cp.count_slot] = prefix + carry; }
+}
