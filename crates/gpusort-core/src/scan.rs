@@ -101,13 +101,16 @@ const NO_SLOT: u32 = u32::MAX;
 pub const DEFAULT_SPIN_LIMIT: u32 = 4096;
 const STATE_HEADER: u64 = 4;
 
+/// (family: 0 scan / 1 compact, then the family's configuration).
+type PipelineKey = (u8, u32, u32, u32);
+
 /// Builds scan and compaction pipelines on first use and records them.
 pub struct Scanner {
     subgroups: bool,
     spin_limit: u32,
     scan_layout: Layout,
     compact_layout: Layout,
-    pipelines: Mutex<HashMap<(u8, u32, u32, u32), Arc<wgpu::ComputePipeline>>>,
+    pipelines: Mutex<HashMap<PipelineKey, Arc<wgpu::ComputePipeline>>>,
 }
 
 fn tiles(n: u32, tile: u32) -> u32 {
@@ -170,7 +173,7 @@ impl Scanner {
         self.subgroups
     }
 
-    fn pipeline(&self, gpu: &Gpu, key: (u8, u32, u32, u32)) -> Result<Arc<wgpu::ComputePipeline>> {
+    fn pipeline(&self, gpu: &Gpu, key: PipelineKey) -> Result<Arc<wgpu::ComputePipeline>> {
         let mut cache = self.pipelines.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(p) = cache.get(&key) {
             return Ok(p.clone());
