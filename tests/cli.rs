@@ -380,3 +380,176 @@ fn info_lists_the_adapter() {
         "{s}"
     );
 }
+
+#[test]
+fn scan_partition_compact_on_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let data: Vec<u32> = random_u32(10_000, 7).into_iter().map(|x| x % 100).collect();
+    let input = d.join("x.bin");
+    write_u32(&input, &data);
+    gpusort()
+        .args(["-q", "scan", "--dtype", "u32", "--exclusive", "--verify"])
+        .arg(&input)
+        .assert()
+        .success();
+    let want = gpusort_core::cpu::scan::scan(&data, gpusort_core::scan::ScanOp::Add, false);
+    assert_eq!(read_u32(&d.join("x.scan.bin")), want);
+    gpusort()
+        .args(["-q", "scan", "--dtype", "u32", "--op", "max", "-o"])
+        .arg(d.join("m.bin"))
+        .arg(&input)
+        .assert()
+        .success();
+    assert_eq!(
+        read_u32(&d.join("m.bin")),
+        gpusort_core::cpu::scan::scan(&data, gpusort_core::scan::ScanOp::Max, true)
+    );
+
+    let vals: Vec<u32> = (0..10_000).collect();
+    write_u32(&d.join("v.bin"), &vals);
+    let out = gpusort()
+        .args([
+            "-q",
+            "partition",
+            "--dtype",
+            "u32",
+            "--pivot",
+            "50",
+            "--verify",
+            "--values",
+        ])
+        .arg(d.join("v.bin"))
+        .arg("--values-out")
+        .arg(d.join("vo.bin"))
+        .arg(&input)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let pred = gpusort_core::scan::Predicate::Below(50u32);
+    let (want, wv, split) = gpusort_core::cpu::scan::partition(&data, Some(&vals), &pred);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        split.to_string()
+    );
+    assert_eq!(read_u32(&d.join("x.partitioned.bin")), want);
+    assert_eq!(read_u32(&d.join("vo.bin")), wv.unwrap());
+
+    let f: Vec<f32> = (0..3000)
+        .map(|i| if i % 3 == 0 { 0.0 } else { i as f32 - 1500.0 })
+        .collect();
+    let fp = d.join("f.npy");
+    write_npy(&fp, &[f.len() as u64], &f);
+    let out = gpusort()
+        .args(["-q", "compact", "--nonzero", "--verify"])
+        .arg(&fp)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (_, got): (_, Vec<f32>) = read_npy(&d.join("f.compacted.npy"));
+    assert_eq!(got.len(), 2000);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "2000");
+    gpusort()
+        .args(["-q", "compact", "--below", "-10.5", "-o"])
+        .arg(d.join("neg.npy"))
+        .arg(&fp)
+        .assert()
+        .success();
+    let (_, got): (_, Vec<f32>) = read_npy(&d.join("neg.npy"));
+    assert_eq!(
+        got,
+        f.iter().copied().filter(|&x| x < -10.5).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn scan_family_bad_inputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_u32(&d.join("ok.bin"), &[3, 1, 2]);
+    write_npy(&d.join("f.npy"), &[2], &[1.0f64, 2.0]);
+    let s = |p: &str| d.join(p).to_string_lossy().into_owned();
+    let before = listing(d);
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (vec!["scan".into(), s("ok.bin")], "--dtype"),
+        (vec!["scan".into(), s("f.npy")], "not supported"),
+        (
+            vec![
+                "scan".into(),
+                s("ok.bin"),
+                "--dtype".into(),
+                "f32".into(),
+                "--op".into(),
+                "xor".into(),
+            ],
+            "not supported",
+        ),
+        (
+            vec![
+                "partition".into(),
+                s("ok.bin"),
+                "--dtype".into(),
+                "u32".into(),
+                "--pivot".into(),
+                "abc".into(),
+            ],
+            "not a valid u32",
+        ),
+        (
+            vec![
+                "partition".into(),
+                s("ok.bin"),
+                "--dtype".into(),
+                "u32".into(),
+            ],
+            "--pivot",
+        ),
+        (
+            vec![
+                "compact".into(),
+                s("ok.bin"),
+                "--dtype".into(),
+                "u32".into(),
+            ],
+            "required",
+        ),
+        (
+            vec![
+                "compact".into(),
+                s("ok.bin"),
+                "--dtype".into(),
+                "i32".into(),
+                "--below".into(),
+                "1".into(),
+                "-o".into(),
+                s("ok.bin"),
+            ],
+            "--in-place",
+        ),
+        (
+            vec![
+                "compact".into(),
+                s("missing.bin"),
+                "--dtype".into(),
+                "u32".into(),
+                "--nonzero".into(),
+            ],
+            "cannot read",
+        ),
+    ];
+    for (args, needle) in cases {
+        let out = gpusort().args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.starts_with("gpusort: ") && err.contains(needle),
+            "{args:?}: {err}"
+        );
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+    }
+    assert_eq!(listing(d), before, "nothing written");
+}

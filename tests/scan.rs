@@ -8,17 +8,30 @@ use gpusort_tests::*;
 use rand::Rng;
 
 fn lengths() -> Vec<usize> {
-    let mut v = vec![0, 1, 7, 8, 9, 31, 32, 33, 255, 256, 257, 4095, 4096, 4097, 8191, 8193, 12345];
+    let mut v = vec![
+        0, 1, 7, 8, 9, 31, 32, 33, 255, 256, 257, 4095, 4096, 4097, 8191, 8193, 12345,
+    ];
     for k in [14, 16, 18, 20, 22] {
         v.extend([(1usize << k) - 1, (1 << k) + 1]);
     }
     v
 }
 
-fn check_scan<T: SortKey + PartialEq>(gpu: &Gpu, s: &Scanner, data: &[T], op: ScanOp, inclusive: bool, what: &str) {
+fn check_scan<T: SortKey + PartialEq>(
+    gpu: &Gpu,
+    s: &Scanner,
+    data: &[T],
+    op: ScanOp,
+    inclusive: bool,
+    what: &str,
+) {
     let got = s.scan(gpu, data, op, inclusive).unwrap();
     let want = reference::scan(data, op, inclusive);
-    assert!(got == want, "{what}: {op:?} inclusive={inclusive} n={}", data.len());
+    assert!(
+        got == want,
+        "{what}: {op:?} inclusive={inclusive} n={}",
+        data.len()
+    );
 }
 
 #[test]
@@ -32,12 +45,24 @@ fn u32_sums_all_lengths_and_predicates() {
             let ones = vec![1u32; n];
             let zeros = vec![0u32; n];
             let alternating: Vec<u32> = (0..n as u32).map(|i| i & 1).collect();
-            for (name, data) in [("random", &random), ("ones", &ones), ("zeros", &zeros), ("alternating", &alternating)] {
+            for (name, data) in [
+                ("random", &random),
+                ("ones", &ones),
+                ("zeros", &zeros),
+                ("alternating", &alternating),
+            ] {
                 if n > 1 << 16 && name != "random" {
                     continue;
                 }
                 for inclusive in [false, true] {
-                    check_scan(gpu, &s, data, ScanOp::Add, inclusive, &format!("u32 {name} no_subgroups={no_sg}"));
+                    check_scan(
+                        gpu,
+                        &s,
+                        data,
+                        ScanOp::Add,
+                        inclusive,
+                        &format!("u32 {name} no_subgroups={no_sg}"),
+                    );
                 }
             }
         }
@@ -53,7 +78,14 @@ fn every_operator_and_type() {
         for n in [1usize, 33, 4097, 70_001] {
             let u: Vec<u32> = (0..n).map(|_| r.random()).collect();
             let i: Vec<i32> = (0..n).map(|_| r.random()).collect();
-            for op in [ScanOp::Add, ScanOp::Max, ScanOp::Min, ScanOp::And, ScanOp::Or, ScanOp::Xor] {
+            for op in [
+                ScanOp::Add,
+                ScanOp::Max,
+                ScanOp::Min,
+                ScanOp::And,
+                ScanOp::Or,
+                ScanOp::Xor,
+            ] {
                 for inclusive in [false, true] {
                     check_scan(gpu, &s, &u, op, inclusive, "u32");
                     check_scan(gpu, &s, &i, op, inclusive, "i32");
@@ -69,10 +101,17 @@ fn every_operator_and_type() {
                 acc += *x as f64;
                 abs += x.abs() as f64;
                 let tol = 4.0 * f32::EPSILON as f64 * abs * (k as f64 + 1.0).log2().max(1.0) + 1e-6;
-                assert!((got[k] as f64 - acc).abs() <= tol, "f32 n={n} k={k}: {} vs {acc} (tol {tol})", got[k]);
+                assert!(
+                    (got[k] as f64 - acc).abs() <= tol,
+                    "f32 n={n} k={k}: {} vs {acc} (tol {tol})",
+                    got[k]
+                );
             }
         }
-        assert!(s.scan(gpu, &[1.0f32], ScanOp::Xor, false).is_err(), "bitwise scans of floats are refused");
+        assert!(
+            s.scan(gpu, &[1.0f32], ScanOp::Xor, false).is_err(),
+            "bitwise scans of floats are refused"
+        );
     }
 }
 
@@ -87,22 +126,46 @@ fn look_back_fallback_gives_the_same_results() {
             let u: Vec<u32> = (0..n).map(|_| r.random()).collect();
             check_scan(gpu, &s, &u, ScanOp::Add, false, "fallback");
             let (got, _) = s.compact(gpu, &u, None, Predicate::Below(1 << 31)).unwrap();
-            assert_eq!(got, reference::compact(&u, None, &Predicate::Below(1u32 << 31)).0);
+            assert_eq!(
+                got,
+                reference::compact(&u, None, &Predicate::Below(1u32 << 31)).0
+            );
         }
     }
 }
 
-fn check_split<T: SortKey + PartialEq>(gpu: &Gpu, s: &Scanner, data: &[T], pred: Predicate<T>, what: &str) {
+fn check_split<T: SortKey + PartialEq>(
+    gpu: &Gpu,
+    s: &Scanner,
+    data: &[T],
+    pred: Predicate<T>,
+    what: &str,
+) {
     let payload: Vec<u32> = (0..data.len() as u32).map(|i| i ^ 0x5555).collect();
     let (got, gp) = s.compact(gpu, data, Some(&payload), pred).unwrap();
     let (want, wp) = reference::compact(data, Some(&payload), &pred);
-    let bits = |v: &[T]| v.iter().map(|x| bytemuck::bytes_of(x).to_vec()).collect::<Vec<_>>();
-    assert!(bits(&got) == bits(&want) && gp == wp, "compact {what} {pred:?} n={}", data.len());
+    let bits = |v: &[T]| {
+        v.iter()
+            .map(|x| bytemuck::bytes_of(x).to_vec())
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        bits(&got) == bits(&want) && gp == wp,
+        "compact {what} {pred:?} n={}",
+        data.len()
+    );
     let (got, gp, split) = s.partition(gpu, data, Some(&payload), pred).unwrap();
     let (want, wp, wsplit) = reference::partition(data, Some(&payload), &pred);
-    assert!(bits(&got) == bits(&want) && gp == wp && split == wsplit, "partition {what} {pred:?} n={}", data.len());
+    assert!(
+        bits(&got) == bits(&want) && gp == wp && split == wsplit,
+        "partition {what} {pred:?} n={}",
+        data.len()
+    );
     let (got, gp) = s.compact(gpu, data, None, pred).unwrap();
-    assert!(bits(&got) == bits(&reference::compact(data, None, &pred).0) && gp.is_none(), "compact without payload");
+    assert!(
+        bits(&got) == bits(&reference::compact(data, None, &pred).0) && gp.is_none(),
+        "compact without payload"
+    );
 }
 
 #[test]
@@ -124,7 +187,13 @@ fn compaction_and_partition_every_type() {
             let w: Vec<u64> = b.clone();
             let l: Vec<i64> = b.iter().map(|&x| x as i64 >> 3).collect();
             let d: Vec<f64> = f.iter().map(|&x| x as f64).collect();
-            for p in [Predicate::Below(3), Predicate::AtLeast(3), Predicate::NonZero, Predicate::Below(0), Predicate::Below(u32::MAX)] {
+            for p in [
+                Predicate::Below(3),
+                Predicate::AtLeast(3),
+                Predicate::NonZero,
+                Predicate::Below(0),
+                Predicate::Below(u32::MAX),
+            ] {
                 check_split(gpu, &s, &u, p, "u32");
             }
             check_split(gpu, &s, &alt, Predicate::NonZero, "alternating");

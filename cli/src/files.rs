@@ -215,6 +215,83 @@ pub fn remove_pending() {
     }
 }
 
+/// Where a command's result goes: `--in-place` (the input), `-o` (never the input unless
+/// in place), or by default INPUT's name with `.SUFFIX` before the extension.
+pub fn resolve_output(
+    input: &Path,
+    output: Option<&Path>,
+    in_place: bool,
+    suffix: &str,
+) -> Result<PathBuf, CliError> {
+    let dest = match (output, in_place) {
+        (_, true) => input.to_path_buf(),
+        (Some(o), false) => {
+            if same_file(o, input) {
+                return Err(CliError::usage(format!(
+                    "output {} is the input; pass --in-place to replace it",
+                    o.display()
+                )));
+            }
+            o.to_path_buf()
+        }
+        (None, false) => {
+            let stem = input
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "out".into());
+            let name = match input.extension() {
+                Some(ext) => format!("{stem}.{suffix}.{}", ext.to_string_lossy()),
+                None => format!("{stem}.{suffix}"),
+            };
+            input.with_file_name(name)
+        }
+    };
+    check_output_path(&dest)?;
+    Ok(dest)
+}
+
+/// Whether two paths name the same existing file.
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => false,
+    }
+}
+
+/// A 4-byte payload file matching `len` elements of `input`.
+pub fn open_values(path: &Path, input: &Input) -> Result<Input, CliError> {
+    let v = Input::open(path, None).or_else(|_| Input::open(path, Some(KeyType::U32)))?;
+    if v.dtype.size() != 4 {
+        return Err(CliError::usage(format!(
+            "{} holds {}; values must be 4-byte elements",
+            path.display(),
+            v.dtype
+        )));
+    }
+    if v.len != input.len {
+        return Err(CliError::usage(format!(
+            "{} has {} values but {} has {} keys",
+            path.display(),
+            v.len,
+            input.path.display(),
+            input.len
+        )));
+    }
+    Ok(v)
+}
+
+/// Check that extra outputs can be written and are not the input.
+pub fn check_extra_output(path: &Path, input: &Path) -> Result<(), CliError> {
+    check_output_path(path)?;
+    if same_file(path, input) {
+        return Err(CliError::usage(format!(
+            "{} is the input; choose another file",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
 /// Check, before any work, that `path` can be written: its folder exists.
 pub fn check_output_path(path: &Path) -> Result<(), CliError> {
     let dir = parent(path);

@@ -6,6 +6,7 @@ mod error;
 mod files;
 mod info;
 mod progress;
+mod scan;
 mod sort;
 
 use std::process::ExitCode;
@@ -14,6 +15,17 @@ use clap::{Parser, Subcommand, ValueEnum};
 use gpusort_core::GpuOptions;
 
 use crate::error::CliError;
+
+/// Call `$f::<T>(args)` with `T` the Rust type of a `KeyType`, for the types listed (others are
+/// a usage error).
+#[macro_export]
+macro_rules! for_dtype {
+    ($dtype:expr, $f:ident $args:tt; $($t:ident),+) => {{
+        let dtype = $dtype;
+        $( if dtype == <$t as gpusort_core::SortKey>::TYPE { return $f::<$t> $args; } )+
+        Err($crate::error::CliError::usage(format!("{} is not supported by this command", dtype)))
+    }};
+}
 
 #[derive(Parser, Debug)]
 #[command(
@@ -92,6 +104,12 @@ pub enum Command {
     Info(info::InfoArgs),
     /// Sort a raw binary or .npy file.
     Sort(sort::SortArgs),
+    /// Prefix sums (and max/min/and/or/xor scans) of a file.
+    Scan(scan::ScanArgs),
+    /// Stable partition around a pivot; prints the split index.
+    Partition(scan::PartitionArgs),
+    /// Keep the elements matching a predicate, in order; prints how many.
+    Compact(scan::CompactArgs),
     /// Benchmark gpusort against baselines measured in the same run.
     Bench(bench::BenchArgs),
 }
@@ -133,9 +151,11 @@ fn main() -> ExitCode {
             let text = e.render().to_string();
             let first = text
                 .lines()
-                .next()
-                .unwrap_or("bad usage")
-                .trim_start_matches("error: ");
+                .take_while(|l| !l.trim().is_empty() && !l.starts_with("Usage:"))
+                .map(str::trim)
+                .collect::<Vec<_>>()
+                .join(" ");
+            let first = first.trim_start_matches("error: ");
             eprintln!("gpusort: {first} (see gpusort --help)");
             return ExitCode::from(2);
         }
@@ -150,6 +170,9 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Info(a) => info::run(&cli.global, a),
         Command::Sort(a) => sort::run(&cli.global, a),
+        Command::Scan(a) => scan::run_scan(&cli.global, a),
+        Command::Partition(a) => scan::run_partition(&cli.global, a),
+        Command::Compact(a) => scan::run_compact(&cli.global, a),
         Command::Bench(a) => bench::run(&cli.global, a),
     };
     match result {

@@ -8,8 +8,8 @@ use gpusort_core::cpu::keys::{canonical, sortable, words};
 use gpusort_core::{BitonicSorter, KeyType, SortKey, SortOrder};
 
 use crate::error::{CliError, CliResult};
-use crate::files::{check_output_path, Format, Input, Output};
-use crate::{progress, Global};
+use crate::files::{check_extra_output, open_values, resolve_output, Format, Input, Output};
+use crate::{for_dtype, progress, Global};
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
 pub enum Dtype {
@@ -77,84 +77,21 @@ pub struct SortArgs {
     pub verify: bool,
 }
 
-fn default_output(input: &Path) -> PathBuf {
-    let stem = input
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "out".into());
-    let name = match input.extension() {
-        Some(ext) => format!("{stem}.sorted.{}", ext.to_string_lossy()),
-        None => format!("{stem}.sorted"),
-    };
-    input.with_file_name(name)
-}
-
-fn same_file(a: &Path, b: &Path) -> bool {
-    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
-        (Ok(x), Ok(y)) => x == y,
-        _ => false,
-    }
-}
-
 pub fn run(g: &Global, args: &SortArgs) -> CliResult {
     if args.segment_size == Some(0) {
         return Err(CliError::usage("--segment-size must be at least 1"));
     }
     let input = Input::open(&args.input, args.dtype.map(Into::into))?;
-    let dest = match (&args.output, args.in_place) {
-        (_, true) => args.input.clone(),
-        (Some(o), false) => {
-            if same_file(o, &args.input) {
-                return Err(CliError::usage(format!(
-                    "output {} is the input; pass --in-place to replace it",
-                    o.display()
-                )));
-            }
-            o.clone()
-        }
-        (None, false) => default_output(&args.input),
-    };
-    check_output_path(&dest)?;
-    let values = match &args.values {
-        Some(p) => {
-            let v = Input::open(p, None).or_else(|_| Input::open(p, Some(KeyType::U32)))?;
-            if v.dtype.size() != 4 {
-                return Err(CliError::usage(format!(
-                    "{} holds {}; values must be 4-byte elements",
-                    p.display(),
-                    v.dtype
-                )));
-            }
-            if v.len != input.len {
-                return Err(CliError::usage(format!(
-                    "{} has {} values but {} has {} keys",
-                    p.display(),
-                    v.len,
-                    args.input.display(),
-                    input.len
-                )));
-            }
-            Some(v)
-        }
-        None => None,
-    };
+    let dest = resolve_output(&args.input, args.output.as_deref(), args.in_place, "sorted")?;
+    let values = args
+        .values
+        .as_deref()
+        .map(|p| open_values(p, &input))
+        .transpose()?;
     for p in [&args.values_out, &args.argsort].into_iter().flatten() {
-        check_output_path(p)?;
-        if same_file(p, &args.input) {
-            return Err(CliError::usage(format!(
-                "{} is the input; choose another file",
-                p.display()
-            )));
-        }
+        check_extra_output(p, &args.input)?;
     }
-    match input.dtype {
-        KeyType::U32 => sort_typed::<u32>(g, args, &input, values.as_ref(), &dest),
-        KeyType::I32 => sort_typed::<i32>(g, args, &input, values.as_ref(), &dest),
-        KeyType::F32 => sort_typed::<f32>(g, args, &input, values.as_ref(), &dest),
-        KeyType::U64 => sort_typed::<u64>(g, args, &input, values.as_ref(), &dest),
-        KeyType::I64 => sort_typed::<i64>(g, args, &input, values.as_ref(), &dest),
-        KeyType::F64 => sort_typed::<f64>(g, args, &input, values.as_ref(), &dest),
-    }
+    for_dtype!(input.dtype, sort_typed(g, args, &input, values.as_ref(), &dest); u32, i32, f32, u64, i64, f64)
 }
 
 fn sort_typed<T: SortKey>(
