@@ -252,3 +252,26 @@ fn pieces_merge_to_the_same_stable_result() {
         }
     }
 }
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, .. ProptestConfig::default() })]
+
+        /// Random keys, lengths, directions and segment sizes sort as the CPU reference does.
+        #[test]
+        fn sort_matches_reference(keys in proptest::collection::vec(any::<i64>(), 0..3000),
+                                  floats in proptest::collection::vec(any::<f32>(), 0..3000),
+                                  descending in any::<bool>(), seg in proptest::option::of(1u32..700)) {
+            let gpu = gpu(false);
+            let s = sorter(gpu);
+            let order = SortOrder { descending, segment_size: seg };
+            let mut got = keys.clone();
+            s.sort(gpu, &mut got, order).unwrap();
+            prop_assert_eq!(got, reference::sorted(&keys, order));
+            prop_assert_eq!(s.argsort(gpu, &floats, order).unwrap(), reference::argsort(&floats, order));
+        }
+    }
+}

@@ -206,3 +206,25 @@ fn compaction_and_partition_every_type() {
         }
     }
 }
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, .. ProptestConfig::default() })]
+
+        #[test]
+        fn scans_and_splits_match_reference(data in proptest::collection::vec(any::<i32>(), 0..20_000),
+                                            pivot in any::<i32>(), inclusive in any::<bool>(), no_sg in any::<bool>()) {
+            let gpu = gpu(no_sg);
+            let s = Scanner::new(gpu).unwrap();
+            prop_assert_eq!(s.scan(gpu, &data, ScanOp::Add, inclusive).unwrap(), reference::scan(&data, ScanOp::Add, inclusive));
+            let p = Predicate::Below(pivot);
+            let (got, _, split) = s.partition(gpu, &data, None, p).unwrap();
+            let (want, _, wsplit) = reference::partition(&data, None, &p);
+            prop_assert_eq!(got, want);
+            prop_assert_eq!(split, wsplit);
+        }
+    }
+}

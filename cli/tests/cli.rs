@@ -1,4 +1,4 @@
-//! The `gpusort` binary on real files: formats, outputs, and every bad input of the sort command.
+//! The `gpusort` binary on real files (here, beside the binary, so cargo builds it for them): formats, outputs, and every bad input of the sort command.
 
 use std::path::{Path, PathBuf};
 
