@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Reference figures from CuPy (CUB) on the same GPU, printed beside gpusort's bench JSON.
 
-Usage: python3 bench/cupy_reference.py [gpusort-bench.json] [--sizes 16,18,...]
-Measures cupy.sort and cupy.argsort of random u32 keys (GPU-resident, CUDA events, median of 10)
-and, given gpusort's JSON, prints the ratio of each gpusort sort case to cupy.sort.
+Usage: python3 bench/cupy_reference.py [gpusort-bench.json] [--sizes 16,18,...] [--scan-sizes 20,24,28]
+Measures cupy.sort and cupy.argsort of random u32 keys, and cupy.cumsum and cupy.nonzero (plus
+the boolean-mask compaction x[x < 2^31]) at the scan sizes (GPU-resident, CUDA events, median of
+10); given gpusort's JSON, prints each gpusort case's time over CuPy's.
 """
 import json
 import sys
@@ -33,9 +34,14 @@ def main():
     args = sys.argv[1:]
     report = None
     sizes = [16, 18, 20, 22, 24, 26]
+    scan_sizes = []
     if "--sizes" in args:
         i = args.index("--sizes")
-        sizes = [int(s) for s in args[i + 1].split(",")]
+        sizes = [int(s) for s in args[i + 1].split(",") if s]
+        del args[i : i + 2]
+    if "--scan-sizes" in args:
+        i = args.index("--scan-sizes")
+        scan_sizes = [int(s) for s in args[i + 1].split(",") if s]
         del args[i : i + 2]
     if args:
         report = json.load(open(args[0]))
@@ -57,6 +63,24 @@ def main():
                 if c["n"] == n and c["case"].startswith("bitonic"):
                     print(f"2^{log}: {c['case']}: {c['stats']['median_s']*1e3:.3f} ms, "
                           f"{c['stats']['median_s']/t_sort:.2f}x cupy.sort")
+    scan_rows = []
+    for log in scan_sizes:
+        n = 1 << log
+        x = cp.random.randint(0, 2**32, size=n, dtype=cp.uint64).astype(cp.uint32)
+        out = cp.empty_like(x)
+        t_cumsum = timed(lambda: cp.cumsum(x, dtype=cp.uint32, out=out))
+        t_nonzero = timed(lambda: cp.nonzero(x < (1 << 31)))
+        t_mask = timed(lambda: x[x < (1 << 31)])
+        scan_rows.append((log, n, t_cumsum, t_nonzero, t_mask))
+        print(f"2^{log}: cupy.cumsum {t_cumsum*1e3:.3f} ms ({8*n/t_cumsum/1e9:.0f} GB/s at 8 B/elem), "
+              f"cupy.nonzero(x < 2^31) {t_nonzero*1e3:.3f} ms, x[x < 2^31] {t_mask*1e3:.3f} ms")
+    if report:
+        for log, n, t_cumsum, t_nonzero, t_mask in scan_rows:
+            for c in report["cases"]:
+                if c["n"] == n and c["suite"] == "scan" and not c["case"].startswith("vec4"):
+                    ref, what = (t_cumsum, "cupy.cumsum") if "scan" in c["case"] else (t_mask, "x[x < 2^31]")
+                    print(f"2^{log}: {c['case']}: {c['stats']['median_s']*1e3:.3f} ms, "
+                          f"{c['stats']['median_s']/ref:.2f}x {what}")
     json.dump([{"log2": l, "n": n, "cupy_sort_s": s, "cupy_argsort_s": a} for l, n, s, a in rows],
               sys.stdout if not report else open("/dev/null", "w"))
 

@@ -72,42 +72,72 @@ fn measure(reps: usize, mut f: impl FnMut() -> Result<f64, CliError>) -> Result<
 
 pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
     for s in &args.suite {
-        if s != "sort" {
-            return Err(CliError::usage(format!(
-                "unknown or not yet available suite '{s}' (available: sort)"
-            )));
+        if s != "sort" && s != "scan" {
+            return Err(CliError::usage(format!("unknown or not yet available suite '{s}' (available: sort, scan)")));
         }
     }
-    let sizes: Vec<u32> = if !args.sizes.is_empty() {
-        args.sizes.clone()
-    } else if args.quick {
-        vec![12, 14, 16]
-    } else {
-        vec![16, 18, 20, 22, 24, 26]
-    };
-    if let Some(&bad) = sizes.iter().find(|&&s| !(1..=30).contains(&s)) {
-        return Err(CliError::usage(format!(
-            "size 2^{bad} is out of range (1..=30)"
-        )));
+    if let Some(&bad) = args.sizes.iter().find(|&&s| !(1..=30).contains(&s)) {
+        return Err(CliError::usage(format!("size 2^{bad} is out of range (1..=30)")));
     }
+    let sizes_for = |default: &[u32]| -> Vec<u32> {
+        if !args.sizes.is_empty() {
+            args.sizes.clone()
+        } else if args.quick {
+            vec![12, 14, 16]
+        } else {
+            default.to_vec()
+        }
+    };
     let reps = args.reps.unwrap_or(if args.quick { 3 } else { 10 }).max(1);
     let gpu = g.gpu()?;
     let timer = GpuTimer::new(&gpu);
     let copy = CopyKernel::new(&gpu)?;
-    let plain = PlainBitonic::new(&gpu)?;
-    let sorter = BitonicSorter::new(&gpu)?;
-    let bar = if g.quiet {
-        ProgressBar::hidden()
-    } else {
-        ProgressBar::new((sizes.len() * 5) as u64)
-    };
-    bar.set_style(
-        ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").expect("valid template"),
-    );
+    let bar = if g.quiet { ProgressBar::hidden() } else { ProgressBar::new(0) };
+    bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").expect("valid template"));
+    let ctx = Ctx { gpu: &gpu, timer: &timer, copy: &copy, bar: &bar, reps };
     let mut cases = Vec::new();
-    for &log in &sizes {
+    if args.suite.iter().any(|s| s == "sort") {
+        cases.extend(sort_suite(&ctx, &sizes_for(&[16, 18, 20, 22, 24, 26]))?);
+    }
+    if args.suite.iter().any(|s| s == "scan") {
+        cases.extend(scan_suite(&ctx, &sizes_for(&[20, 24, 28]))?);
+    }
+    bar.finish_and_clear();
+    let report = Report {
+        device: gpu.adapter.name.clone(),
+        backend: gpu.adapter.backend.clone(),
+        time_source: timer.source(),
+        cases,
+    };
+    print_table(&report);
+    if let Some(p) = &args.json {
+        let text = serde_json::to_string_pretty(&report).expect("serialisable");
+        crate::files::Output::write_bytes(p, text.as_bytes())?;
+    }
+    if let Some(p) = &args.markdown {
+        crate::files::Output::write_bytes(p, markdown(&report).as_bytes())?;
+    }
+    Ok(())
+}
+
+/// What every suite measures with.
+struct Ctx<'a> {
+    gpu: &'a gpusort_core::Gpu,
+    timer: &'a GpuTimer,
+    copy: &'a CopyKernel,
+    bar: &'a ProgressBar,
+    reps: usize,
+}
+
+fn sort_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
+    let (gpu, timer, copy, bar, reps) = (ctx.gpu, ctx.timer, ctx.copy, ctx.bar, ctx.reps);
+    bar.inc_length((sizes.len() * 5) as u64);
+    let plain = PlainBitonic::new(gpu)?;
+    let sorter = BitonicSorter::new(gpu)?;
+    let mut cases = Vec::new();
+    for &log in sizes {
         let n = 1usize << log;
-        let (pristine, work) = random_u32_buffers(&gpu, n, log as u64)?;
+        let (pristine, work) = random_u32_buffers(gpu, n, log as u64)?;
         let restore = |enc: &mut wgpu::CommandEncoder| {
             enc.copy_buffer_to_buffer(&pristine, 0, &work, 0, (n * 4) as u64)
         };
@@ -132,10 +162,10 @@ pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
         bar.set_message(format!("2^{log}: copy"));
         let st = measure(reps, || {
             Ok(timer.time(
-                &gpu,
+                gpu,
                 |_| {},
                 |enc| {
-                    copy.record(&gpu, enc, &pristine, &work);
+                    copy.record(gpu, enc, &pristine, &work);
                     Ok(())
                 },
             )?)
@@ -161,13 +191,13 @@ pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
             permutation: None,
         };
         let st = measure(reps, || {
-            Ok(timer.time(&gpu, restore, |enc| {
-                dispatches = sorter.record(&gpu, enc, &job)?.network_dispatches;
+            Ok(timer.time(gpu, restore, |enc| {
+                dispatches = sorter.record(gpu, enc, &job)?.network_dispatches;
                 Ok(())
             })?)
         })?;
-        check_sorted(&gpu, &work, n, "vectorised bitonic")?;
-        let tile = BitonicSorter::workgroup_size(&gpu, 1) * 16;
+        check_sorted(gpu, &work, n, "vectorised bitonic")?;
+        let tile = BitonicSorter::workgroup_size(gpu, 1) * 16;
         let formula = method_host_syncs(n as u64, 4, tile / 16);
         these.push(case(
             "bitonic (vectorised)",
@@ -182,12 +212,12 @@ pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
         bar.set_message(format!("2^{log}: plain bitonic"));
         let mut plain_dispatches = 0;
         let st = measure(reps, || {
-            Ok(timer.time(&gpu, restore, |enc| {
-                plain_dispatches = plain.record(&gpu, enc, &work);
+            Ok(timer.time(gpu, restore, |enc| {
+                plain_dispatches = plain.record(gpu, enc, &work);
                 Ok(())
             })?)
         })?;
-        check_sorted(&gpu, &work, n, "plain bitonic")?;
+        check_sorted(gpu, &work, n, "plain bitonic")?;
         these.push(case(
             "bitonic (plain, method 2)",
             st,
@@ -198,7 +228,7 @@ pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
         ));
         bar.inc(1);
 
-        let keys: Vec<u32> = transfer::read_vec(&gpu, &pristine, n)?;
+        let keys: Vec<u32> = transfer::read_vec(gpu, &pristine, n)?;
         bar.set_message(format!("2^{log}: CPU sort_unstable"));
         let cpu_reps = if n >= 1 << 24 { reps.min(3) } else { reps };
         let st = measure(cpu_reps, || {
@@ -246,22 +276,78 @@ pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
         }
         cases.extend(these);
     }
-    bar.finish_and_clear();
-    let report = Report {
-        device: gpu.adapter.name.clone(),
-        backend: gpu.adapter.backend.clone(),
-        time_source: timer.source(),
-        cases,
-    };
-    print_table(&report);
-    if let Some(p) = &args.json {
-        let text = serde_json::to_string_pretty(&report).expect("serialisable");
-        crate::files::Output::write_bytes(p, text.as_bytes())?;
+    Ok(cases)
+}
+
+/// Scan suite: exclusive u32 sum scan and compaction against a vec4 copy of the same data.
+fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
+    use gpusort_core::scan::{CompactJob, Predicate, ScanOp, Scanner};
+    let (gpu, timer, copy, bar, reps) = (ctx.gpu, ctx.timer, ctx.copy, ctx.bar, ctx.reps);
+    let scanner = Scanner::new(gpu)?;
+    let paths = if scanner.uses_subgroups() { "subgroup kernels" } else { "workgroup-memory kernels" };
+    bar.inc_length((sizes.len() * 3) as u64);
+    let mut cases = Vec::new();
+    for &log in sizes {
+        let n = 1usize << log;
+        if (n * 4) as u64 > gpu.max_binding() {
+            bar.println(format!("scan suite: skipping 2^{log}: {} MiB exceed one binding on {}", (n * 4) >> 20, gpu.adapter.name));
+            bar.inc(3);
+            continue;
+        }
+        let (src, dst) = random_u32_buffers(gpu, n, log as u64 + 100)?;
+        let counts = transfer::storage_buffer(gpu, "bench counts", 16)?;
+        let case = |name: &str, stats: Stats, bytes: f64, relative: f64, note: String| Case {
+            suite: "scan".into(),
+            case: name.into(),
+            n: n as u64,
+            stats,
+            throughput: bytes / stats.median_s / 1e9,
+            unit: "GB/s".into(),
+            relative,
+            dispatches: Some(1),
+            note,
+        };
+        bar.set_message(format!("2^{log}: copy"));
+        let copy_st = measure(reps, || {
+            Ok(timer.time(gpu, |_| {}, |enc| {
+                copy.record(gpu, enc, &src, &dst);
+                Ok(())
+            })?)
+        })?;
+        let copy_gbs = 8.0 * n as f64 / copy_st.median_s / 1e9;
+        cases.push(case("vec4 copy (bound)", copy_st, 8.0 * n as f64, 1.0, "read+write bytes".into()));
+        bar.inc(1);
+
+        bar.set_message(format!("2^{log}: exclusive sum scan"));
+        let st = measure(reps, || {
+            Ok(timer.time(gpu, |_| {}, |enc| scanner.record_scan(gpu, enc, &src, &dst, n as u32, KeyType::U32, ScanOp::Add, false))?)
+        })?;
+        let input: Vec<u32> = transfer::read_vec(gpu, &src, n)?;
+        let got: Vec<u32> = transfer::read_vec(gpu, &dst, n)?;
+        if got != gpusort_core::cpu::scan::scan(&input, ScanOp::Add, false) {
+            return Err(CliError::runtime(format!("bench: the scan of 2^{log} differs from the CPU's on {}", gpu.adapter.name)));
+        }
+        let gbs = 8.0 * n as f64 / st.median_s / 1e9;
+        cases.push(case("exclusive sum scan u32", st, 8.0 * n as f64, st.median_s / copy_st.median_s, format!("{:.0}% of copy bandwidth; {paths}", 100.0 * gbs / copy_gbs)));
+        bar.inc(1);
+
+        bar.set_message(format!("2^{log}: compaction"));
+        let pivot = 1u32 << 31;
+        let job = CompactJob { src: &src, dst: &dst, counts: &counts, n: n as u32, payload: None };
+        let st = measure(reps, || {
+            Ok(timer.time(gpu, |_| {}, |enc| scanner.record_compact(gpu, enc, &job, Predicate::Below(pivot), true, None, 0))?)
+        })?;
+        let kept = transfer::read_vec::<u32>(gpu, &counts, 1)?[0] as usize;
+        let want: Vec<u32> = input.iter().copied().filter(|&x| x < pivot).collect();
+        if transfer::read_vec::<u32>(gpu, &dst, kept)? != want {
+            return Err(CliError::runtime(format!("bench: the compaction of 2^{log} differs from the CPU's on {}", gpu.adapter.name)));
+        }
+        let bytes = 4.0 * (n + kept) as f64;
+        let gbs = bytes / st.median_s / 1e9;
+        cases.push(case("compaction u32 (x < 2^31)", st, bytes, st.median_s / copy_st.median_s, format!("kept {kept}; {:.0}% of copy bandwidth; {paths}", 100.0 * gbs / copy_gbs)));
+        bar.inc(1);
     }
-    if let Some(p) = &args.markdown {
-        crate::files::Output::write_bytes(p, markdown(&report).as_bytes())?;
-    }
-    Ok(())
+    Ok(cases)
 }
 
 fn check_sorted(gpu: &gpusort_core::Gpu, buf: &wgpu::Buffer, n: usize, what: &str) -> CliResult {
@@ -307,12 +393,14 @@ fn rows(r: &Report) -> Vec<[String; 7]> {
         .collect()
 }
 
+/// "relative time": in the sort suite, over the vectorised bitonic sort's; in the scan suite,
+/// over the copy's.
 const HEADER: [&str; 7] = [
     "n",
     "case",
     "median [min … max]",
     "throughput",
-    "time vs vectorised",
+    "relative time",
     "dispatches",
     "note",
 ];
