@@ -1,15 +1,15 @@
 // Stream compaction in one pass (METHODS.md method 3): keep the elements whose predicate equals
-// `keep`, in order, with their u32 payload, and count them. Per round each invocation tests 4
-// consecutive elements; the counts are scanned with one-bit scans (pscan_bits) where subgroups
-// exist; tiles chain through the look-back (combine = add). A stable partition is two of these:
+// `keep`, in order, with their u32 payload, and count them. Each invocation tests 32 consecutive
+// elements into a bit mask; the counts are scanned with one-bit scans (pscan_bits) where
+// subgroups exist; tiles chain through the look-back (combine = add). A stable partition is two of these:
 // keep the matching elements, then the others starting at the first pass's count.
 // CPU twin: crates/gpusort-core/src/cpu/scan.rs.
 // Host-prepended constants: WG, W (u32 words per element: 1 or 2), PAYLOAD (0/1), IDENTITY (0).
 // Host-composed before this file: common/grid.wgsl, common/keyorder.wgsl, one of
 // common/wgscan_{subgroup,shared}.wgsl, common/lookback.wgsl.
 
-const ROUNDS: u32 = 4u;
-const TILE: u32 = WG * 4u * ROUNDS;
+const ITEMS: u32 = 32u; // consecutive elements per invocation: one bit each in a u32 mask
+const TILE: u32 = WG * ITEMS;
 const NO_SLOT: u32 = 0xffffffffu;
 const PRED_BELOW: u32 = 0u;
 const PRED_AT_LEAST: u32 = 1u;
@@ -58,48 +58,43 @@ fn kept(e: u32) -> bool {
     return p == (cp.keep != 0u);
 }
 
-fn first(tile: u32, r: u32) -> u32 {
-    return tile * TILE + r * WG * 4u + inv.li * 4u;
+fn first(tile: u32) -> u32 {
+    return tile * TILE + inv.li * ITEMS;
 }
 
-fn round_mask(tile: u32, r: u32) -> u32 {
-    let e = first(tile, r);
-    return u32(kept(e)) | (u32(kept(e + 1u)) << 1u) | (u32(kept(e + 2u)) << 2u) | (u32(kept(e + 3u)) << 3u);
+fn item_mask(tile: u32) -> u32 {
+    let e = first(tile);
+    var m = 0u;
+    for (var c = 0u; c < ITEMS; c++) {
+        m |= u32(kept(e + c)) << c;
+    }
+    return m;
 }
 
 fn tile_reduce(t: u32) -> u32 {
-    var c = 0u;
-    for (var r = 0u; r < ROUNDS; r++) { c += countOneBits(round_mask(t, r)); }
-    return wg_exclusive(c).y;
+    return wg_exclusive(countOneBits(item_mask(t))).y;
 }
 
 @compute @workgroup_size(WG)
 fn compact(i: Invocation) {
     set_invocation(i);
     let tile = take_ticket();
-    var masks: array<u32, ROUNDS>;
-    var before: array<u32, ROUNDS>;
-    var carry = 0u;
-    for (var r = 0u; r < ROUNDS; r++) {
-        masks[r] = round_mask(tile, r);
-        let s = wg_count_exclusive(countOneBits(masks[r]), 3u);
-        before[r] = carry + s.x;
-        carry += s.y;
-    }
-    let prefix = look_back(tile, carry);
+    let mask = item_mask(tile);
+    let count = countOneBits(mask);
+    let s = wg_count_exclusive(count, 6u);
+    let prefix = look_back(tile, s.y);
     var base = 0u;
     if (cp.base_slot != NO_SLOT) { base = counts[cp.base_slot]; }
-    for (var r = 0u; r < ROUNDS; r++) {
-        var out = base + prefix + before[r];
-        for (var c = 0u; c < 4u; c++) {
-            if ((masks[r] & (1u << c)) != 0u) {
-                let e = first(tile, r) + c;
-                for (var w = 0u; w < W; w++) { dst[W * out + w] = src[W * e + w]; }
-                if (PAYLOAD == 1u) { payload_out[out] = payload_in[e]; }
-                out += 1u;
-            }
-        }
+    var out = base + prefix + s.x;
+    var m = mask;
+    while (m != 0u) {
+        let c = firstTrailingBit(m);
+        m &= m - 1u;
+        let e = first(tile) + c;
+        for (var w = 0u; w < W; w++) { dst[W * out + w] = src[W * e + w]; }
+        if (PAYLOAD == 1u) { payload_out[out] = payload_in[e]; }
+        out += 1u;
     }
     let tiles = (cp.n + TILE - 1u) / TILE;
-    if (inv.li == 0u && tile + 1u >= tiles) { counts[cp.count_slot] = prefix + carry; }
+    if (inv.li == 0u && tile + 1u >= tiles) { counts[cp.count_slot] = prefix + s.y; }
 }

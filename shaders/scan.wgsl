@@ -1,13 +1,14 @@
 // Device-wide scans of u32/i32/f32 in one pass (METHODS.md method 3): each workgroup scans a tile
-// of ROUNDS x WG vec4s (per round: within each vec4, then across the workgroup with
-// wg_exclusive), publishes its aggregate and looks back for its prefix (common/lookback.wgsl).
+// of WG x 32 elements (each invocation its 32 consecutive ones, then one workgroup scan of the
+// invocation totals with wg_exclusive), publishes its aggregate and looks back for its prefix
+// (common/lookback.wgsl).
 // CPU twin: crates/gpusort-core/src/cpu/scan.rs.
 // Host-prepended constants: WG, OP (operator code, see combine), IDENTITY, INCLUSIVE (0/1).
 // Host-composed before this file: common/grid.wgsl, one of common/wgscan_{subgroup,shared}.wgsl,
 // common/lookback.wgsl.
 
-const ROUNDS: u32 = 4u;
-const TILE_VECS: u32 = WG * ROUNDS;
+const VECS: u32 = 8u; // consecutive vec4s per invocation: 32 elements
+const TILE_VECS: u32 = WG * VECS;
 
 struct ScanParams { n: u32, _pad0: u32, _pad1: u32, _pad2: u32 }
 
@@ -44,11 +45,15 @@ fn vec_inclusive(x: vec4<u32>) -> vec4<u32> {
     return vec4<u32>(a, b, c, combine(c, x.w));
 }
 
+fn tile_vec(tile: u32, r: u32) -> u32 {
+    return tile * TILE_VECS + inv.li * VECS + r;
+}
+
 // The fallback of the look-back: this workgroup reduces tile t from its input.
 fn tile_reduce(t: u32) -> u32 {
     var acc = IDENTITY;
-    for (var r = 0u; r < ROUNDS; r++) {
-        acc = combine(acc, vec_inclusive(load(t * TILE_VECS + r * WG + inv.li)).w);
+    for (var r = 0u; r < VECS; r++) {
+        acc = combine(acc, vec_inclusive(load(tile_vec(t, r))).w);
     }
     return wg_exclusive(acc).y;
 }
@@ -57,27 +62,27 @@ fn tile_reduce(t: u32) -> u32 {
 fn scan(i: Invocation) {
     set_invocation(i);
     let tile = take_ticket();
-    var incl: array<vec4<u32>, ROUNDS>;
-    var before: array<u32, ROUNDS>; // everything in the tile before this invocation's vec4, per round
-    var carry = IDENTITY;
-    for (var r = 0u; r < ROUNDS; r++) {
-        incl[r] = vec_inclusive(load(tile * TILE_VECS + r * WG + inv.li));
-        let s = wg_exclusive(incl[r].w);
-        before[r] = combine(carry, s.x);
-        carry = combine(carry, s.y);
+    // each invocation scans its 32 consecutive elements, then one workgroup scan of the totals
+    var incl: array<vec4<u32>, VECS>;
+    var acc = IDENTITY;
+    for (var r = 0u; r < VECS; r++) {
+        let x = vec_inclusive(load(tile_vec(tile, r)));
+        incl[r] = vec4<u32>(combine(acc, x.x), combine(acc, x.y), combine(acc, x.z), combine(acc, x.w));
+        acc = incl[r].w;
     }
-    let prefix = look_back(tile, carry);
-    for (var r = 0u; r < ROUNDS; r++) {
-        let v = tile * TILE_VECS + r * WG + inv.li;
+    let s = wg_exclusive(acc);
+    let prefix = combine(look_back(tile, s.y), s.x);
+    for (var r = 0u; r < VECS; r++) {
+        let v = tile_vec(tile, r);
         if (v * 4u < sp.n) {
-            let p = combine(prefix, before[r]);
-            var out: vec4<u32>;
+            let c = incl[r];
             if (INCLUSIVE == 1u) {
-                out = vec4<u32>(combine(p, incl[r].x), combine(p, incl[r].y), combine(p, incl[r].z), combine(p, incl[r].w));
+                dst[v] = vec4<u32>(combine(prefix, c.x), combine(prefix, c.y), combine(prefix, c.z), combine(prefix, c.w));
             } else {
-                out = vec4<u32>(p, combine(p, incl[r].x), combine(p, incl[r].y), combine(p, incl[r].z));
+                var before = prefix;
+                if (r > 0u) { before = combine(prefix, incl[r - 1u].w); }
+                dst[v] = vec4<u32>(before, combine(prefix, c.x), combine(prefix, c.y), combine(prefix, c.z));
             }
-            dst[v] = out;
         }
     }
 }

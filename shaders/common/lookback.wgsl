@@ -2,23 +2,27 @@
 // method 3, device-wide). WebGPU promises no forward progress between workgroups, so:
 // - tiles are handed out by an atomic ticket taken when a workgroup starts, so a workgroup only
 //   ever waits on tiles whose workgroups already started;
-// - every wait is bounded (SPIN_LIMIT reads, a host-prepended constant); when a predecessor has published nothing by then,
-//   the waiting workgroup reduces that tile's input itself and goes on.
+// - every wait is bounded (SPIN_LIMIT rounds, a host-prepended constant); when a predecessor has
+//   published nothing by then, the waiting workgroup reduces that tile's input itself.
 // WGSL atomics are relaxed, so each published value travels inside the atomics with its flag:
 // 16 bits of value and the flag in each of two words; a reader accepts the pair only when both
 // flags agree.
+// The look-back reads WINDOW predecessors at once (one per invocation), so a walk over tiles
+// that have only published their aggregates costs one round trip per WINDOW tiles.
 // Needs from the family: combine, IDENTITY, tile_reduce(t) (cooperative), and
 // `state` at binding 1 (cleared to zero before the dispatch).
 
 const FLAG_AGGREGATE: u32 = 1u;
 const FLAG_INCLUSIVE: u32 = 2u;
 const STATE_HEADER: u32 = 4u; // [0] ticket counter, [1..3] reserved
+const WINDOW: u32 = 32u;      // predecessors read per round (<= WG)
 
 @group(0) @binding(1) var<storage, read_write> state: array<atomic<u32>>;
 
 var<workgroup> wg_tile: u32;
-var<workgroup> wg_flag: u32;
-var<workgroup> wg_value: u32;
+var<workgroup> wg_flags: array<u32, WINDOW>;
+var<workgroup> wg_values: array<u32, WINDOW>;
+var<workgroup> wg_step: vec4<u32>; // (tiles consumed, done, value, stuck)
 
 // The tile this workgroup works on, in start order.
 fn take_ticket() -> u32 {
@@ -40,32 +44,57 @@ fn look_back(tile: u32, aggregate: u32) -> u32 {
     }
     if (inv.li == 0u) { publish(tile, FLAG_AGGREGATE, aggregate); }
     var prefix = IDENTITY;
-    var t = tile - 1u;
+    var next = tile;  // tiles [next, tile) are accounted for
+    var spins = 0u;
     loop {
-        if (inv.li == 0u) {
+        // one round: invocation j reads tile next-1-j
+        if (inv.li < WINDOW) {
             var flag = 0u;
             var value = 0u;
-            for (var spin = 0u; spin < SPIN_LIMIT; spin++) {
+            if (inv.li < next && SPIN_LIMIT > 0u) { // SPIN_LIMIT 0: never wait (tests the fallback)
+                let t = next - 1u - inv.li;
                 let lo = atomicLoad(&state[STATE_HEADER + 2u * t]);
                 let hi = atomicLoad(&state[STATE_HEADER + 2u * t + 1u]);
                 if ((lo >> 16u) != 0u && (lo >> 16u) == (hi >> 16u)) {
                     flag = lo >> 16u;
                     value = (lo & 0xffffu) | (hi << 16u);
-                    break;
                 }
             }
-            wg_value = value;
-            wg_flag = flag;
+            wg_flags[inv.li] = flag;
+            wg_values[inv.li] = value;
         }
-        let flag = workgroupUniformLoad(&wg_flag);
-        var value = wg_value;
-        if (flag == 0u) {
-            value = tile_reduce(t); // the fallback: nobody published; do that tile's work here
+        workgroupBarrier();
+        if (inv.li == 0u) {
+            // combine the ready run nearest to us, up to the first inclusive value or gap
+            var acc = IDENTITY;
+            var used = 0u;
+            var done = 0u;
+            for (var j = 0u; j < min(WINDOW, next); j++) {
+                let f = wg_flags[j];
+                if (f == 0u) { break; }
+                acc = combine(wg_values[j], acc);
+                used = j + 1u;
+                if (f == FLAG_INCLUSIVE) { done = 1u; break; }
+            }
+            if (used == next) { done = 1u; } // reached tile 0
+            wg_step = vec4<u32>(used, done, acc, 0u);
         }
-        prefix = combine(value, prefix);
-        workgroupBarrier(); // everyone has read wg_value before invocation 0 overwrites it
-        if (flag == FLAG_INCLUSIVE || t == 0u) { break; }
-        t -= 1u;
+        let step = workgroupUniformLoad(&wg_step);
+        prefix = combine(step.z, prefix);
+        next -= step.x;
+        if (step.y != 0u) { break; }
+        if (step.x == 0u) {
+            spins += 1u;
+            if (spins >= SPIN_LIMIT) {
+                // the fallback: tile next-1 has published nothing for a long time; do its work here
+                prefix = combine(tile_reduce(next - 1u), prefix);
+                next -= 1u;
+                spins = 0u;
+                if (next == 0u) { break; }
+            }
+        } else {
+            spins = 0u;
+        }
     }
     if (inv.li == 0u) { publish(tile, FLAG_INCLUSIVE, combine(prefix, aggregate)); }
     return prefix;

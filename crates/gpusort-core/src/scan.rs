@@ -12,10 +12,10 @@ use crate::keys::{KeyType, SortKey};
 use crate::shaders;
 use crate::transfer;
 
-/// Invocations per workgroup of the scan kernels; each holds 16 elements (4 rounds of a vec4).
+/// Invocations per workgroup of the scan kernels; each holds 32 consecutive elements.
 pub const SCAN_WG: u32 = 256;
 /// Elements per scan tile.
-pub const SCAN_TILE: u32 = SCAN_WG * 16;
+pub const SCAN_TILE: u32 = SCAN_WG * 32;
 
 /// The operator of a scan.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
