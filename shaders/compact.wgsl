@@ -4,12 +4,19 @@
 // subgroups exist; tiles chain through the look-back (combine = add). A stable partition is two of these:
 // keep the matching elements, then the others starting at the first pass's count.
 // CPU twin: crates/gpusort-core/src/cpu/scan.rs.
-// Host-prepended constants: WG, W (u32 words per element: 1 or 2), PAYLOAD (0/1), IDENTITY (0).
+// Host-prepended constants: WG, W (u32 words per element: 1 or 2), PAYLOAD (0/1), IDENTITY (0),
+// SPIN_LIMIT.
 // Host-composed before this file: common/grid.wgsl, common/keyorder.wgsl, one of
 // common/wgscan_{subgroup,shared}.wgsl, common/lookback.wgsl.
 
-const ITEMS: u32 = 32u; // consecutive elements per invocation: one bit each in a u32 mask
+const ITEMS: u32 = 16u; // consecutive elements per invocation: one bit each in a mask
 const TILE: u32 = WG * ITEMS;
+const STAGE_WORDS: u32 = TILE * (W + PAYLOAD);
+
+// The tile passes through workgroup memory twice: loaded coalesced, tested blocked (each
+// invocation its ITEMS consecutive elements), and the kept elements packed at their local
+// offsets, then written out coalesced. The host picks WG so STAGE_WORDS is 4096 (16 KiB).
+var<workgroup> stage: array<u32, STAGE_WORDS>;
 const NO_SLOT: u32 = 0xffffffffu;
 const PRED_BELOW: u32 = 0u;
 const PRED_AT_LEAST: u32 = 1u;
@@ -37,14 +44,8 @@ fn combine(a: u32, b: u32) -> u32 {
     return a + b;
 }
 
-fn hi_lo(e: u32) -> vec2<u32> {
-    if (W == 2u) { return vec2<u32>(src[2u * e + 1u], src[2u * e]); }
-    return vec2<u32>(src[e], 0u);
-}
-
-fn kept(e: u32) -> bool {
-    if (e >= cp.n) { return false; }
-    let w = hi_lo(e);
+// The predicate of element words (hi, lo).
+fn holds(w: vec2<u32>) -> bool {
     var p: bool;
     if (cp.pred == PRED_NONZERO) {
         // numeric zero: for floats both +0.0 and -0.0 (NaN counts as nonzero, as in NumPy)
@@ -58,42 +59,70 @@ fn kept(e: u32) -> bool {
     return p == (cp.keep != 0u);
 }
 
+fn global_words(e: u32) -> vec2<u32> {
+    if (W == 2u) { return vec2<u32>(src[2u * e + 1u], src[2u * e]); }
+    return vec2<u32>(src[e], 0u);
+}
+
+fn staged_words(local: u32) -> vec2<u32> {
+    if (W == 2u) { return vec2<u32>(stage[2u * local + 1u], stage[2u * local]); }
+    return vec2<u32>(stage[local], 0u);
+}
+
 fn first(tile: u32) -> u32 {
     return tile * TILE + inv.li * ITEMS;
 }
 
-fn item_mask(tile: u32) -> u32 {
-    let e = first(tile);
+// Which of this invocation's ITEMS elements of tile `t` are kept, reading global memory.
+fn global_mask(t: u32) -> u32 {
     var m = 0u;
     for (var c = 0u; c < ITEMS; c++) {
-        m |= u32(kept(e + c)) << c;
+        let e = t * TILE + inv.li * ITEMS + c;
+        if (e < cp.n && holds(global_words(e))) { m |= 1u << c; }
     }
     return m;
 }
 
 fn tile_reduce(t: u32) -> u32 {
-    return wg_exclusive(countOneBits(item_mask(t))).y;
+    return wg_exclusive(countOneBits(global_mask(t))).y;
 }
 
 @compute @workgroup_size(WG)
 fn compact(i: Invocation) {
     set_invocation(i);
     let tile = take_ticket();
-    let mask = item_mask(tile);
-    let count = countOneBits(mask);
-    let s = wg_count_exclusive(count, 6u);
+    let tile_first = tile * TILE;
+    let in_tile = min(TILE, cp.n - min(cp.n, tile_first));
+    // load the tile's words coalesced, then test this invocation's elements blocked
+    for (var k = inv.li; k < in_tile * W; k += WG) { stage[k] = src[W * tile_first + k]; }
+    workgroupBarrier();
+    var mask = 0u;
+    for (var c = 0u; c < ITEMS; c++) {
+        let local = inv.li * ITEMS + c;
+        if (local < in_tile && holds(staged_words(local))) { mask |= 1u << c; }
+    }
+    // after this call's barriers every invocation has read its elements: `stage` is free
+    let s = wg_count_exclusive(countOneBits(mask), 5u);
+    // pack the kept elements (and payload) at their offsets inside the tile; the words come again
+    // from global memory (just read, so from cache) rather than from a private array, which
+    // drivers put in slow local memory when it is indexed by a computed bit position
+    var at = s.x;
+    var m = mask;
+    while (m != 0u) {
+        let e = tile_first + inv.li * ITEMS + firstTrailingBit(m);
+        m &= m - 1u;
+        for (var w = 0u; w < W; w++) { stage[W * at + w] = src[W * e + w]; }
+        if (PAYLOAD == 1u) { stage[W * TILE + at] = payload_in[e]; }
+        at += 1u;
+    }
     let prefix = look_back(tile, s.y);
     var base = 0u;
     if (cp.base_slot != NO_SLOT) { base = counts[cp.base_slot]; }
-    var out = base + prefix + s.x;
-    var m = mask;
-    while (m != 0u) {
-        let c = firstTrailingBit(m);
-        m &= m - 1u;
-        let e = first(tile) + c;
-        for (var w = 0u; w < W; w++) { dst[W * out + w] = src[W * e + w]; }
-        if (PAYLOAD == 1u) { payload_out[out] = payload_in[e]; }
-        out += 1u;
+    let out = base + prefix;
+    workgroupBarrier();
+    for (var k = inv.li; k < s.y * W; k += WG) { dst[W * out + k] = stage[k]; }
+    if (PAYLOAD == 1u) {
+        for (var k = inv.li; k < s.y; k += WG) { payload_out[out + k] = stage[W * TILE + k]; }
     }
     let tiles = (cp.n + TILE - 1u) / TILE;
     if (inv.li == 0u && tile + 1u >= tiles) { counts[cp.count_slot] = prefix + s.y; }

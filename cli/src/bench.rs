@@ -73,11 +73,15 @@ fn measure(reps: usize, mut f: impl FnMut() -> Result<f64, CliError>) -> Result<
 pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
     for s in &args.suite {
         if s != "sort" && s != "scan" {
-            return Err(CliError::usage(format!("unknown or not yet available suite '{s}' (available: sort, scan)")));
+            return Err(CliError::usage(format!(
+                "unknown or not yet available suite '{s}' (available: sort, scan)"
+            )));
         }
     }
     if let Some(&bad) = args.sizes.iter().find(|&&s| !(1..=30).contains(&s)) {
-        return Err(CliError::usage(format!("size 2^{bad} is out of range (1..=30)")));
+        return Err(CliError::usage(format!(
+            "size 2^{bad} is out of range (1..=30)"
+        )));
     }
     let sizes_for = |default: &[u32]| -> Vec<u32> {
         if !args.sizes.is_empty() {
@@ -92,9 +96,21 @@ pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
     let gpu = g.gpu()?;
     let timer = GpuTimer::new(&gpu);
     let copy = CopyKernel::new(&gpu)?;
-    let bar = if g.quiet { ProgressBar::hidden() } else { ProgressBar::new(0) };
-    bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").expect("valid template"));
-    let ctx = Ctx { gpu: &gpu, timer: &timer, copy: &copy, bar: &bar, reps };
+    let bar = if g.quiet {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(0)
+    };
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").expect("valid template"),
+    );
+    let ctx = Ctx {
+        gpu: &gpu,
+        timer: &timer,
+        copy: &copy,
+        bar: &bar,
+        reps,
+    };
     let mut cases = Vec::new();
     if args.suite.iter().any(|s| s == "sort") {
         cases.extend(sort_suite(&ctx, &sizes_for(&[16, 18, 20, 22, 24, 26]))?);
@@ -284,13 +300,21 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
     use gpusort_core::scan::{CompactJob, Predicate, ScanOp, Scanner};
     let (gpu, timer, copy, bar, reps) = (ctx.gpu, ctx.timer, ctx.copy, ctx.bar, ctx.reps);
     let scanner = Scanner::new(gpu)?;
-    let paths = if scanner.uses_subgroups() { "subgroup kernels" } else { "workgroup-memory kernels" };
+    let paths = if scanner.uses_subgroups() {
+        "subgroup kernels"
+    } else {
+        "workgroup-memory kernels"
+    };
     bar.inc_length((sizes.len() * 3) as u64);
     let mut cases = Vec::new();
     for &log in sizes {
         let n = 1usize << log;
         if (n * 4) as u64 > gpu.max_binding() {
-            bar.println(format!("scan suite: skipping 2^{log}: {} MiB exceed one binding on {}", (n * 4) >> 20, gpu.adapter.name));
+            bar.println(format!(
+                "scan suite: skipping 2^{log}: {} MiB exceed one binding on {}",
+                (n * 4) >> 20,
+                gpu.adapter.name
+            ));
             bar.inc(3);
             continue;
         }
@@ -309,42 +333,100 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
         };
         bar.set_message(format!("2^{log}: copy"));
         let copy_st = measure(reps, || {
-            Ok(timer.time(gpu, |_| {}, |enc| {
-                copy.record(gpu, enc, &src, &dst);
-                Ok(())
-            })?)
+            Ok(timer.time(
+                gpu,
+                |_| {},
+                |enc| {
+                    copy.record(gpu, enc, &src, &dst);
+                    Ok(())
+                },
+            )?)
         })?;
         let copy_gbs = 8.0 * n as f64 / copy_st.median_s / 1e9;
-        cases.push(case("vec4 copy (bound)", copy_st, 8.0 * n as f64, 1.0, "read+write bytes".into()));
+        cases.push(case(
+            "vec4 copy (bound)",
+            copy_st,
+            8.0 * n as f64,
+            1.0,
+            "read+write bytes".into(),
+        ));
         bar.inc(1);
 
         bar.set_message(format!("2^{log}: exclusive sum scan"));
         let st = measure(reps, || {
-            Ok(timer.time(gpu, |_| {}, |enc| scanner.record_scan(gpu, enc, &src, &dst, n as u32, KeyType::U32, ScanOp::Add, false))?)
+            Ok(timer.time(
+                gpu,
+                |_| {},
+                |enc| {
+                    scanner.record_scan(
+                        gpu,
+                        enc,
+                        &src,
+                        &dst,
+                        n as u32,
+                        KeyType::U32,
+                        ScanOp::Add,
+                        false,
+                    )
+                },
+            )?)
         })?;
         let input: Vec<u32> = transfer::read_vec(gpu, &src, n)?;
         let got: Vec<u32> = transfer::read_vec(gpu, &dst, n)?;
         if got != gpusort_core::cpu::scan::scan(&input, ScanOp::Add, false) {
-            return Err(CliError::runtime(format!("bench: the scan of 2^{log} differs from the CPU's on {}", gpu.adapter.name)));
+            return Err(CliError::runtime(format!(
+                "bench: the scan of 2^{log} differs from the CPU's on {}",
+                gpu.adapter.name
+            )));
         }
         let gbs = 8.0 * n as f64 / st.median_s / 1e9;
-        cases.push(case("exclusive sum scan u32", st, 8.0 * n as f64, st.median_s / copy_st.median_s, format!("{:.0}% of copy bandwidth; {paths}", 100.0 * gbs / copy_gbs)));
+        cases.push(case(
+            "exclusive sum scan u32",
+            st,
+            8.0 * n as f64,
+            st.median_s / copy_st.median_s,
+            format!("{:.0}% of copy bandwidth; {paths}", 100.0 * gbs / copy_gbs),
+        ));
         bar.inc(1);
 
         bar.set_message(format!("2^{log}: compaction"));
         let pivot = 1u32 << 31;
-        let job = CompactJob { src: &src, dst: &dst, counts: &counts, n: n as u32, payload: None };
+        let job = CompactJob {
+            src: &src,
+            dst: &dst,
+            counts: &counts,
+            n: n as u32,
+            payload: None,
+        };
         let st = measure(reps, || {
-            Ok(timer.time(gpu, |_| {}, |enc| scanner.record_compact(gpu, enc, &job, Predicate::Below(pivot), true, None, 0))?)
+            Ok(timer.time(
+                gpu,
+                |_| {},
+                |enc| {
+                    scanner.record_compact(gpu, enc, &job, Predicate::Below(pivot), true, None, 0)
+                },
+            )?)
         })?;
         let kept = transfer::read_vec::<u32>(gpu, &counts, 1)?[0] as usize;
         let want: Vec<u32> = input.iter().copied().filter(|&x| x < pivot).collect();
         if transfer::read_vec::<u32>(gpu, &dst, kept)? != want {
-            return Err(CliError::runtime(format!("bench: the compaction of 2^{log} differs from the CPU's on {}", gpu.adapter.name)));
+            return Err(CliError::runtime(format!(
+                "bench: the compaction of 2^{log} differs from the CPU's on {}",
+                gpu.adapter.name
+            )));
         }
         let bytes = 4.0 * (n + kept) as f64;
         let gbs = bytes / st.median_s / 1e9;
-        cases.push(case("compaction u32 (x < 2^31)", st, bytes, st.median_s / copy_st.median_s, format!("kept {kept}; {:.0}% of copy bandwidth; {paths}", 100.0 * gbs / copy_gbs)));
+        cases.push(case(
+            "compaction u32 (x < 2^31)",
+            st,
+            bytes,
+            st.median_s / copy_st.median_s,
+            format!(
+                "kept {kept}; {:.0}% of copy bandwidth; {paths}",
+                100.0 * gbs / copy_gbs
+            ),
+        ));
         bar.inc(1);
     }
     Ok(cases)

@@ -12,10 +12,10 @@ use crate::keys::{KeyType, SortKey};
 use crate::shaders;
 use crate::transfer;
 
-/// Invocations per workgroup of the scan kernels; each holds 32 consecutive elements.
+/// Invocations per workgroup of the scan kernel; each scans 16 consecutive elements.
 pub const SCAN_WG: u32 = 256;
 /// Elements per scan tile.
-pub const SCAN_TILE: u32 = SCAN_WG * 32;
+pub const SCAN_TILE: u32 = SCAN_WG * 16;
 
 /// The operator of a scan.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -111,6 +111,12 @@ pub struct Scanner {
     scan_layout: Layout,
     compact_layout: Layout,
     pipelines: Mutex<HashMap<PipelineKey, Arc<wgpu::ComputePipeline>>>,
+}
+
+/// Invocations per compaction workgroup: the tile (16 elements per invocation) stages its words
+/// and payload in 16 KiB of workgroup memory.
+fn compact_wg(words: u32, payload: bool) -> u32 {
+    256 / (words + payload as u32).next_power_of_two()
 }
 
 fn tiles(n: u32, tile: u32) -> u32 {
@@ -283,7 +289,7 @@ impl Scanner {
     ) -> Result<()> {
         let words = T::TYPE.size() as u32 / 4;
         let pipeline = self.pipeline(gpu, (1, words, job.payload.is_some() as u32, 0))?;
-        let t = tiles(job.n, SCAN_TILE);
+        let t = tiles(job.n, compact_wg(words, job.payload.is_some()) * 16);
         let state = Self::state_buffer(gpu, t)?;
         let (pred, pivot) = match predicate {
             Predicate::Below(p) => (0, Some(p)),

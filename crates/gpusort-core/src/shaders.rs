@@ -120,7 +120,13 @@ pub fn all_configurations() -> Vec<(String, String)> {
             for payload in [false, true] {
                 out.push((
                     format!("compact W={words} payload={payload} subgroups={sg}"),
-                    compact(words, payload, sg, 256, 4096),
+                    compact(
+                        words,
+                        payload,
+                        sg,
+                        256 / (words + payload as u32).next_power_of_two(),
+                        4096,
+                    ),
                 ));
             }
         }
