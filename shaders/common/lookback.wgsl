@@ -2,20 +2,21 @@
 // method 3, device-wide). WebGPU promises no forward progress between workgroups, so:
 // - tiles are handed out by an atomic ticket taken when a workgroup starts, so a workgroup only
 //   ever waits on tiles whose workgroups already started;
-// - every wait is bounded (SPIN_LIMIT rounds, a host-prepended constant); when a predecessor has
+// - every wait is bounded (SPIN_LIMIT reads, a host-prepended constant); when a predecessor has
 //   published nothing by then, the waiting workgroup reduces that tile's input itself.
 // WGSL atomics are relaxed, so each published value travels inside the atomics with its flag:
 // 16 bits of value and the flag in each of two words; a reader accepts the pair only when both
 // flags agree.
-// The look-back reads WINDOW predecessors at once (one per invocation), so a walk over tiles
-// that have only published their aggregates costs one round trip per WINDOW tiles.
-// Needs from the family: combine, IDENTITY, tile_reduce(t) (cooperative), and
+// Each round, invocation 0 first spins on the nearest unaccounted tile until it has published
+// something (tight loop, bounded by SPIN_LIMIT reads); then WINDOW invocations (a host constant,
+// <= WG) read the WINDOW nearest predecessors at once, so a walk over tiles that have only
+// published their aggregates costs one round trip per WINDOW tiles.
+// Needs from the family: combine, IDENTITY, tile_reduce(t) (cooperative), WINDOW, and
 // `state` at binding 1 (cleared to zero before the dispatch).
 
 const FLAG_AGGREGATE: u32 = 1u;
 const FLAG_INCLUSIVE: u32 = 2u;
 const STATE_HEADER: u32 = 4u; // [0] ticket counter, [1..3] reserved
-const WINDOW: u32 = 32u;      // predecessors read per round (<= WG)
 
 @group(0) @binding(1) var<storage, read_write> state: array<atomic<u32>>;
 
@@ -28,6 +29,15 @@ var<workgroup> wg_step: vec4<u32>; // (tiles consumed, done, value, stuck)
 fn take_ticket() -> u32 {
     if (inv.li == 0u) { wg_tile = atomicAdd(&state[0], 1u); }
     return workgroupUniformLoad(&wg_tile);
+}
+
+fn read_state(t: u32) -> vec2<u32> {
+    let lo = atomicLoad(&state[STATE_HEADER + 2u * t]);
+    let hi = atomicLoad(&state[STATE_HEADER + 2u * t + 1u]);
+    if ((lo >> 16u) != 0u && (lo >> 16u) == (hi >> 16u)) {
+        return vec2<u32>(lo >> 16u, (lo & 0xffffu) | (hi << 16u));
+    }
+    return vec2<u32>(0u, 0u);
 }
 
 fn publish(tile: u32, flag: u32, v: u32) {
@@ -44,28 +54,26 @@ fn look_back(tile: u32, aggregate: u32) -> u32 {
     }
     if (inv.li == 0u) { publish(tile, FLAG_AGGREGATE, aggregate); }
     var prefix = IDENTITY;
-    var next = tile;  // tiles [next, tile) are accounted for
-    var spins = 0u;
+    var next = tile; // tiles [next, tile) are accounted for
     loop {
-        // one round: invocation j reads tile next-1-j
-        if (inv.li < WINDOW) {
-            var flag = 0u;
-            var value = 0u;
-            if (inv.li < next && SPIN_LIMIT > 0u) { // SPIN_LIMIT 0: never wait (tests the fallback)
-                let t = next - 1u - inv.li;
-                let lo = atomicLoad(&state[STATE_HEADER + 2u * t]);
-                let hi = atomicLoad(&state[STATE_HEADER + 2u * t + 1u]);
-                if ((lo >> 16u) != 0u && (lo >> 16u) == (hi >> 16u)) {
-                    flag = lo >> 16u;
-                    value = (lo & 0xffffu) | (hi << 16u);
-                }
+        if (inv.li == 0u) {
+            // wait (bounded) for the nearest unaccounted tile to publish anything
+            var ready = false;
+            for (var spin = 0u; spin < SPIN_LIMIT && !ready; spin++) {
+                ready = read_state(next - 1u).x != 0u;
             }
-            wg_flags[inv.li] = flag;
-            wg_values[inv.li] = value;
+            wg_step.w = u32(!ready);
+        }
+        workgroupBarrier();
+        if (inv.li < WINDOW) {
+            var sv = vec2<u32>(0u, 0u);
+            if (inv.li < next && wg_step.w == 0u) { sv = read_state(next - 1u - inv.li); }
+            wg_flags[inv.li] = sv.x;
+            wg_values[inv.li] = sv.y;
         }
         workgroupBarrier();
         if (inv.li == 0u) {
-            // combine the ready run nearest to us, up to the first inclusive value or gap
+            // combine the ready run nearest to us, up to the first inclusive value or a gap
             var acc = IDENTITY;
             var used = 0u;
             var done = 0u;
@@ -84,16 +92,10 @@ fn look_back(tile: u32, aggregate: u32) -> u32 {
         next -= step.x;
         if (step.y != 0u) { break; }
         if (step.x == 0u) {
-            spins += 1u;
-            if (spins >= SPIN_LIMIT) {
-                // the fallback: tile next-1 has published nothing for a long time; do its work here
-                prefix = combine(tile_reduce(next - 1u), prefix);
-                next -= 1u;
-                spins = 0u;
-                if (next == 0u) { break; }
-            }
-        } else {
-            spins = 0u;
+            // the fallback: the nearest tile published nothing within the bound; do its work here
+            prefix = combine(tile_reduce(next - 1u), prefix);
+            next -= 1u;
+            if (next == 0u) { break; }
         }
     }
     if (inv.li == 0u) { publish(tile, FLAG_INCLUSIVE, combine(prefix, aggregate)); }

@@ -108,9 +108,20 @@ type PipelineKey = (u8, u32, u32, u32);
 pub struct Scanner {
     subgroups: bool,
     spin_limit: u32,
+    window: u32,
     scan_layout: Layout,
     compact_layout: Layout,
     pipelines: Mutex<HashMap<PipelineKey, Arc<wgpu::ComputePipeline>>>,
+}
+
+/// Predecessors the look-back reads per round: `GPUSORT_LOOKBACK_WINDOW` (1..=64), default 32.
+/// A tuning knob for measuring; 1 is the classic tile-by-tile walk.
+fn lookback_window() -> u32 {
+    std::env::var("GPUSORT_LOOKBACK_WINDOW")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(32u32)
+        .clamp(1, 64)
 }
 
 /// Invocations per compaction workgroup: the tile (16 elements per invocation) stages its words
@@ -161,6 +172,7 @@ impl Scanner {
         Ok(Scanner {
             subgroups: gpu.subgroups().is_some(),
             spin_limit: DEFAULT_SPIN_LIMIT,
+            window: lookback_window(),
             scan_layout,
             compact_layout,
             pipelines: Mutex::new(HashMap::new()),
@@ -187,13 +199,28 @@ impl Scanner {
         let (family, a, b, c) = key;
         let (source, entry, layout) = if family == 0 {
             (
-                shaders::scan(a, b, c != 0, self.subgroups, SCAN_WG, self.spin_limit),
+                shaders::scan(
+                    a,
+                    b,
+                    c != 0,
+                    self.subgroups,
+                    SCAN_WG,
+                    self.spin_limit,
+                    self.window,
+                ),
                 "scan",
                 &self.scan_layout,
             )
         } else {
             (
-                shaders::compact(a, b != 0, self.subgroups, SCAN_WG, self.spin_limit),
+                shaders::compact(
+                    a,
+                    b != 0,
+                    self.subgroups,
+                    SCAN_WG,
+                    self.spin_limit,
+                    self.window,
+                ),
                 "compact",
                 &self.compact_layout,
             )

@@ -52,6 +52,7 @@ pub fn scan(
     subgroups: bool,
     wg: u32,
     spin: u32,
+    window: u32,
 ) -> String {
     compose_with(
         SCAN,
@@ -61,13 +62,21 @@ pub fn scan(
             ("IDENTITY", identity),
             ("INCLUSIVE", inclusive as u32),
             ("SPIN_LIMIT", spin),
+            ("WINDOW", window),
         ],
         &[wgscan(subgroups), LOOKBACK],
     )
 }
 
 /// The compaction family for elements of `words` u32 words.
-pub fn compact(words: u32, payload: bool, subgroups: bool, wg: u32, spin: u32) -> String {
+pub fn compact(
+    words: u32,
+    payload: bool,
+    subgroups: bool,
+    wg: u32,
+    spin: u32,
+    window: u32,
+) -> String {
     compose_with(
         COMPACT,
         &[
@@ -76,6 +85,7 @@ pub fn compact(words: u32, payload: bool, subgroups: bool, wg: u32, spin: u32) -
             ("PAYLOAD", payload as u32),
             ("IDENTITY", 0),
             ("SPIN_LIMIT", spin),
+            ("WINDOW", window),
         ],
         &[KEY_ORDER, wgscan(subgroups), LOOKBACK],
     )
@@ -112,7 +122,7 @@ pub fn all_configurations() -> Vec<(String, String)> {
             for inclusive in [false, true] {
                 out.push((
                     format!("scan op={op} inclusive={inclusive} subgroups={sg}"),
-                    scan(op, 0, inclusive, sg, 256, 4096),
+                    scan(op, 0, inclusive, sg, 256, 4096, 32),
                 ));
             }
         }
@@ -126,6 +136,7 @@ pub fn all_configurations() -> Vec<(String, String)> {
                         sg,
                         256 / (words + payload as u32).next_power_of_two(),
                         4096,
+                        32,
                     ),
                 ));
             }
