@@ -1,7 +1,7 @@
 // Workgroup-wide scans built on subgroups (METHODS.md method 3): a scan inside each subgroup, then
 // a scan of the subgroup totals. The subgroup size is a runtime value (4..128). Selected when the
 // device has SUBGROUP and --no-subgroups is off; common/wgscan_shared.wgsl is the twin without.
-// Needs: WG, combine(a, b), IDENTITY, from the including family.
+// Needs: WG, combine(a, b), IDENTITY, COUNT_LADDER, from the including family.
 
 struct Invocation {
     @builtin(local_invocation_index) li: u32,
@@ -84,6 +84,7 @@ fn wg_exclusive(v: u32) -> vec2<u32> {
 // Exclusive sum of small counts (at most `bits` bits each) across the workgroup, from one-bit
 // scans inside each subgroup.
 fn wg_count_exclusive(v: u32, bits: u32) -> vec2<u32> {
+    if (COUNT_LADDER == 1u) { return wg_exclusive(v); } // the shuffle ladder instead, to measure
     let excl = pscan_bits(v, bits);
     if (inv.lane == inv.sg_size - 1u) { sg_totals[inv.sg_id] = excl + v; }
     workgroupBarrier();

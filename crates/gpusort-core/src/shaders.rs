@@ -24,6 +24,11 @@ pub fn compose(family: &str, consts: &[(&str, u32)]) -> String {
 /// Like [`compose`], with shared pieces from `shaders/common/` between the helpers and the family.
 pub fn compose_with(family: &str, consts: &[(&str, u32)], commons: &[&str]) -> String {
     let mut s = String::new();
+    // how small counts are scanned on subgroups: one-bit scans (0) or the shuffle ladder (1)
+    if !consts.iter().any(|(n, _)| *n == "COUNT_LADDER") {
+        let ladder = std::env::var("GPUSORT_COUNT_LADDER").is_ok_and(|v| v == "1");
+        s.push_str(&format!("const COUNT_LADDER: u32 = {}u;\n", ladder as u32));
+    }
     for (name, value) in consts {
         s.push_str(&format!("const {name}: u32 = {value}u;\n"));
     }
