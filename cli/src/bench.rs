@@ -305,7 +305,7 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
     } else {
         "workgroup-memory kernels"
     };
-    bar.inc_length((sizes.len() * 3) as u64);
+    bar.inc_length((sizes.len() * 4) as u64);
     let mut cases = Vec::new();
     for &log in sizes {
         let n = 1usize << log;
@@ -315,7 +315,7 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
                 (n * 4) >> 20,
                 gpu.adapter.name
             ));
-            bar.inc(3);
+            bar.inc(4);
             continue;
         }
         let (src, dst) = random_u32_buffers(gpu, n, log as u64 + 100)?;
@@ -426,6 +426,45 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
                 "kept {kept}; {:.0}% of copy bandwidth; {paths}",
                 100.0 * gbs / copy_gbs
             ),
+        ));
+        bar.inc(1);
+
+        // CPU baselines: a sequential loop, as a user would write it
+        bar.set_message(format!("2^{log}: CPU scan and compaction"));
+        let cpu_reps = if n >= 1 << 24 { reps.min(3) } else { reps };
+        let st = measure(cpu_reps, || {
+            let t = std::time::Instant::now();
+            let mut acc = 0u32;
+            let out: Vec<u32> = input
+                .iter()
+                .map(|&x| {
+                    let before = acc;
+                    acc = acc.wrapping_add(x);
+                    before
+                })
+                .collect();
+            std::hint::black_box(&out);
+            Ok(t.elapsed().as_secs_f64())
+        })?;
+        cases.push(case(
+            "CPU exclusive sum scan (1 core)",
+            st,
+            8.0 * n as f64,
+            st.median_s / copy_st.median_s,
+            "wall clock".into(),
+        ));
+        let st = measure(cpu_reps, || {
+            let t = std::time::Instant::now();
+            let out: Vec<u32> = input.iter().copied().filter(|&x| x < pivot).collect();
+            std::hint::black_box(&out);
+            Ok(t.elapsed().as_secs_f64())
+        })?;
+        cases.push(case(
+            "CPU compaction (1 core)",
+            st,
+            bytes,
+            st.median_s / copy_st.median_s,
+            "wall clock".into(),
         ));
         bar.inc(1);
     }

@@ -553,3 +553,52 @@ fn scan_family_bad_inputs() {
     }
     assert_eq!(listing(d), before, "nothing written");
 }
+
+/// `gpusort bench --quick` runs every suite on this machine's adapter and exports JSON and
+/// Markdown a script can compare (issue: bench). Not a timed test: it checks what is reported.
+#[test]
+fn bench_quick_exports_every_case() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("bench.json");
+    let md = dir.path().join("bench.md");
+    let start = std::time::Instant::now();
+    let out = gpusort()
+        .args(["-q", "bench", "--quick", "--suite", "sort,scan", "--json"])
+        .arg(&json)
+        .arg("--markdown")
+        .arg(&md)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let took = start.elapsed();
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let cases = v["cases"].as_array().unwrap();
+    for (suite, name) in [
+        ("sort", "bitonic (vectorised)"),
+        ("sort", "bitonic (plain, method 2)"),
+        ("sort", "vec4 copy (bound)"),
+        ("scan", "exclusive sum scan u32"),
+        ("scan", "compaction u32 (x < 2^31)"),
+    ] {
+        let c = cases
+            .iter()
+            .find(|c| c["suite"] == suite && c["case"] == name)
+            .unwrap_or_else(|| panic!("{suite}/{name} missing"));
+        assert!(
+            c["stats"]["median_s"].as_f64().unwrap() > 0.0
+                && c["throughput"].as_f64().unwrap() > 0.0,
+            "{c}"
+        );
+        assert!(c["stats"]["min_s"].as_f64().unwrap() <= c["stats"]["max_s"].as_f64().unwrap());
+    }
+    assert!(v["device"].as_str().is_some_and(|d| !d.is_empty()));
+    let table = std::fs::read_to_string(&md).unwrap();
+    assert!(table.contains("| n | case |") && table.contains("bitonic (vectorised)"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("relative time"), "{stdout}");
+    eprintln!("bench --quick took {took:?}");
+}
