@@ -65,8 +65,12 @@ fn scan(i: Invocation) {
     var incl: array<vec4<u32>, ROUNDS>;
     var before: array<u32, ROUNDS>; // everything in the tile before this invocation's vec4, per round
     var carry = IDENTITY;
+    // all loads first: the workgroup scans' barriers would otherwise serialise their latencies
     for (var r = 0u; r < ROUNDS; r++) {
-        incl[r] = vec_inclusive(load(tile * TILE_VECS + r * WG + inv.li));
+        incl[r] = load(tile * TILE_VECS + r * WG + inv.li);
+    }
+    for (var r = 0u; r < ROUNDS; r++) {
+        incl[r] = vec_inclusive(incl[r]);
         let s = wg_exclusive(incl[r].w);
         before[r] = combine(carry, s.x);
         carry = combine(carry, s.y);

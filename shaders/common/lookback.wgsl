@@ -9,8 +9,9 @@
 // flags agree.
 // Each round, invocation 0 first spins on the nearest unaccounted tile until it has published
 // something (tight loop, bounded by SPIN_LIMIT reads); then WINDOW invocations (a host constant,
-// <= WG) read the WINDOW nearest predecessors at once, so a walk over tiles that have only
-// published their aggregates costs one round trip per WINDOW tiles.
+// <= WG) read the WINDOW nearest predecessors at once; the nearest gap or inclusive value is
+// found with a workgroup atomicMin and the values before it combined with one workgroup scan, so
+// a walk over tiles that have only published their aggregates costs one round per WINDOW tiles.
 // Needs from the family: combine, IDENTITY, tile_reduce(t) (cooperative), WINDOW, and
 // `state` at binding 1 (cleared to zero before the dispatch).
 
@@ -21,9 +22,9 @@ const STATE_HEADER: u32 = 4u; // [0] ticket counter, [1..3] reserved
 @group(0) @binding(1) var<storage, read_write> state: array<atomic<u32>>;
 
 var<workgroup> wg_tile: u32;
-var<workgroup> wg_flags: array<u32, WINDOW>;
-var<workgroup> wg_values: array<u32, WINDOW>;
-var<workgroup> wg_step: vec4<u32>; // (tiles consumed, done, value, stuck)
+var<workgroup> wg_stop: atomic<u32>;
+var<workgroup> wg_stop_flag: u32;
+var<workgroup> wg_step: vec4<u32>; // (stuck, stop, stop flag, -)
 
 // The tile this workgroup works on, in start order.
 fn take_ticket() -> u32 {
@@ -56,42 +57,37 @@ fn look_back(tile: u32, aggregate: u32) -> u32 {
     var prefix = IDENTITY;
     var next = tile; // tiles [next, tile) are accounted for
     loop {
+        let limit = min(WINDOW, next);
         if (inv.li == 0u) {
             // wait (bounded) for the nearest unaccounted tile to publish anything
             var ready = false;
             for (var spin = 0u; spin < SPIN_LIMIT && !ready; spin++) {
                 ready = read_state(next - 1u).x != 0u;
             }
-            wg_step.w = u32(!ready);
+            wg_step.x = u32(!ready);
+            atomicStore(&wg_stop, select(0u, limit, ready)); // stuck: stop at once, fall back
+            wg_stop_flag = FLAG_AGGREGATE;
         }
         workgroupBarrier();
-        if (inv.li < WINDOW) {
-            var sv = vec2<u32>(0u, 0u);
-            if (inv.li < next && wg_step.w == 0u) { sv = read_state(next - 1u - inv.li); }
-            wg_flags[inv.li] = sv.x;
-            wg_values[inv.li] = sv.y;
+        // invocation j reads tile next-1-j; the walk stops at the nearest gap or inclusive value
+        var sv = vec2<u32>(0u, IDENTITY);
+        if (inv.li < limit && wg_step.x == 0u) {
+            sv = read_state(next - 1u - inv.li);
+            if (sv.x != FLAG_AGGREGATE) { atomicMin(&wg_stop, inv.li); }
         }
         workgroupBarrier();
-        if (inv.li == 0u) {
-            // combine the ready run nearest to us, up to the first inclusive value or a gap
-            var acc = IDENTITY;
-            var used = 0u;
-            var done = 0u;
-            for (var j = 0u; j < min(WINDOW, next); j++) {
-                let f = wg_flags[j];
-                if (f == 0u) { break; }
-                acc = combine(wg_values[j], acc);
-                used = j + 1u;
-                if (f == FLAG_INCLUSIVE) { done = 1u; break; }
-            }
-            if (used == next) { done = 1u; } // reached tile 0
-            wg_step = vec4<u32>(used, done, acc, 0u);
-        }
-        let step = workgroupUniformLoad(&wg_step);
-        prefix = combine(step.z, prefix);
-        next -= step.x;
-        if (step.y != 0u) { break; }
-        if (step.x == 0u) {
+        if (inv.li == 0u) { wg_step.y = atomicLoad(&wg_stop); }
+        let stop = workgroupUniformLoad(&wg_step).y;
+        if (inv.li == stop && stop < limit) { wg_stop_flag = sv.x; }
+        // combine the aggregates before the stop, and the inclusive value at it
+        let take = inv.li < stop || (inv.li == stop && stop < limit && sv.x == FLAG_INCLUSIVE);
+        let run = wg_exclusive(select(IDENTITY, sv.y, take)).y; // its barriers publish wg_stop_flag
+        let stop_flag = workgroupUniformLoad(&wg_stop_flag);
+        prefix = combine(run, prefix);
+        if (stop < limit && stop_flag == FLAG_INCLUSIVE) { break; }
+        next -= stop;
+        if (next == 0u) { break; }
+        if (stop == 0u) {
             // the fallback: the nearest tile published nothing within the bound; do its work here
             prefix = combine(tile_reduce(next - 1u), prefix);
             next -= 1u;

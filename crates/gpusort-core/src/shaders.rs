@@ -127,7 +127,7 @@ pub fn all_configurations() -> Vec<(String, String)> {
             for inclusive in [false, true] {
                 out.push((
                     format!("scan op={op} inclusive={inclusive} subgroups={sg}"),
-                    scan(op, 0, inclusive, sg, 256, 4096, 32),
+                    scan(op, 0, inclusive, sg, 256, 4096, 256),
                 ));
             }
         }
