@@ -11,7 +11,7 @@
 // Host-composed before this file: common/grid.wgsl, one of common/wgscan_{subgroup,shared}.wgsl,
 // common/lookback.wgsl.
 
-const ROUNDS: u32 = 4u;
+const ROUNDS: u32 = 4u; // = the components of the vec4 scanned by wg_exclusive4
 const TILE_VECS: u32 = WG * ROUNDS;
 
 struct ScanParams { n: u32, _pad0: u32, _pad1: u32, _pad2: u32 }
@@ -62,18 +62,18 @@ fn tile_reduce(t: u32) -> u32 {
 fn scan(i: Invocation) {
     set_invocation(i);
     let tile = take_ticket();
+    // all loads first, then one workgroup scan for the four rounds (a vec4 of round totals)
     var incl: array<vec4<u32>, ROUNDS>;
-    var before: array<u32, ROUNDS>; // everything in the tile before this invocation's vec4, per round
-    var carry = IDENTITY;
-    // all loads first: the workgroup scans' barriers would otherwise serialise their latencies
     for (var r = 0u; r < ROUNDS; r++) {
-        incl[r] = load(tile * TILE_VECS + r * WG + inv.li);
+        incl[r] = vec_inclusive(load(tile * TILE_VECS + r * WG + inv.li));
     }
+    let s = wg_exclusive4(vec4<u32>(incl[0].w, incl[1].w, incl[2].w, incl[3].w));
+    // before[r]: everything in the tile before this invocation's vec4 of round r
+    var before: array<u32, ROUNDS>;
+    var carry = IDENTITY;
     for (var r = 0u; r < ROUNDS; r++) {
-        incl[r] = vec_inclusive(incl[r]);
-        let s = wg_exclusive(incl[r].w);
-        before[r] = combine(carry, s.x);
-        carry = combine(carry, s.y);
+        before[r] = combine(carry, s[0][r]);
+        carry = combine(carry, s[1][r]);
     }
     let prefix = look_back(tile, carry);
     for (var r = 0u; r < ROUNDS; r++) {

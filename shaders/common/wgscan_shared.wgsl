@@ -10,6 +10,7 @@ struct Invocation {
 
 var<private> inv: Invocation;
 var<workgroup> scan_buf: array<u32, WG>;
+var<workgroup> scan_buf4: array<vec4<u32>, WG>;
 
 fn set_invocation(i: Invocation) {
     inv = i;
@@ -36,4 +37,26 @@ fn wg_exclusive(v: u32) -> vec2<u32> {
 
 fn wg_count_exclusive(v: u32, bits: u32) -> vec2<u32> {
     return wg_exclusive(v);
+}
+
+fn combine4(a: vec4<u32>, b: vec4<u32>) -> vec4<u32> {
+    return vec4<u32>(combine(a.x, b.x), combine(a.y, b.y), combine(a.z, b.z), combine(a.w, b.w));
+}
+
+// Four independent workgroup scans at once, one per component (see wgscan_subgroup.wgsl).
+fn wg_exclusive4(v: vec4<u32>) -> array<vec4<u32>, 2> {
+    scan_buf4[inv.li] = v;
+    for (var d = 1u; d < WG; d = d << 1u) {
+        workgroupBarrier();
+        var y = vec4<u32>(IDENTITY);
+        if (inv.li >= d) { y = scan_buf4[inv.li - d]; }
+        workgroupBarrier();
+        if (inv.li >= d) { scan_buf4[inv.li] = combine4(y, scan_buf4[inv.li]); }
+    }
+    workgroupBarrier();
+    let total = scan_buf4[WG - 1u];
+    var excl = vec4<u32>(IDENTITY);
+    if (inv.li > 0u) { excl = scan_buf4[inv.li - 1u]; }
+    workgroupBarrier();
+    return array<vec4<u32>, 2>(excl, total);
 }

@@ -15,6 +15,7 @@ struct Invocation {
 
 var<private> inv: Invocation;
 var<workgroup> sg_totals: array<u32, WG>;
+var<workgroup> sg_totals4: array<vec4<u32>, WG>;
 
 fn set_invocation(i: Invocation) {
     inv = i;
@@ -101,4 +102,36 @@ fn wg_count_exclusive(v: u32, bits: u32) -> vec2<u32> {
     let r = vec2<u32>(sg_totals[inv.sg_id] + excl, sg_totals[WG - 1u]);
     workgroupBarrier();
     return r;
+}
+
+fn combine4(a: vec4<u32>, b: vec4<u32>) -> vec4<u32> {
+    return vec4<u32>(combine(a.x, b.x), combine(a.y, b.y), combine(a.z, b.z), combine(a.w, b.w));
+}
+
+// Four independent workgroup scans at once (one per component), with the barriers of one:
+// (exclusive prefix of `v` in invocation order, workgroup total), per component.
+fn wg_exclusive4(v: vec4<u32>) -> array<vec4<u32>, 2> {
+    var x = v;
+    for (var d = 1u; d < inv.sg_size; d = d << 1u) {
+        let y = subgroupShuffleUp(x, d);
+        if (inv.lane >= d) { x = combine4(y, x); }
+    }
+    if (inv.lane == inv.sg_size - 1u) { sg_totals4[inv.sg_id] = x; }
+    workgroupBarrier();
+    if (inv.li == 0u) {
+        var acc = vec4<u32>(IDENTITY);
+        for (var s = 0u; s < inv.num_sg; s++) {
+            let t = sg_totals4[s];
+            sg_totals4[s] = acc;
+            acc = combine4(acc, t);
+        }
+        sg_totals4[WG - 1u] = acc;
+    }
+    workgroupBarrier();
+    let before = sg_totals4[inv.sg_id];
+    let total = sg_totals4[WG - 1u];
+    let up = subgroupShuffleUp(x, 1u);
+    let excl = select(up, vec4<u32>(IDENTITY), vec4<bool>(inv.lane == 0u));
+    workgroupBarrier();
+    return array<vec4<u32>, 2>(combine4(before, excl), total);
 }
