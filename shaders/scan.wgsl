@@ -7,11 +7,11 @@
 // global memory and 2.6 ms staged through workgroup memory.
 // CPU twin: crates/gpusort-core/src/cpu/scan.rs.
 // Host-prepended constants: WG, OP (operator code, see combine), IDENTITY, INCLUSIVE (0/1),
-// SPIN_LIMIT and WINDOW (look-back).
+// ROUND_GROUPS (tile = WG x 16 x ROUND_GROUPS elements), SPIN_LIMIT and WINDOW (look-back).
 // Host-composed before this file: common/grid.wgsl, one of common/wgscan_{subgroup,shared}.wgsl,
 // common/lookback.wgsl.
 
-const ROUNDS: u32 = 4u; // = the components of the vec4 scanned by wg_exclusive4
+const ROUNDS: u32 = 4u * ROUND_GROUPS; // vec4s per invocation; scanned four at a time (wg_exclusive4)
 const TILE_VECS: u32 = WG * ROUNDS;
 
 struct ScanParams { n: u32, _pad0: u32, _pad1: u32, _pad2: u32 }
@@ -62,18 +62,21 @@ fn tile_reduce(t: u32) -> u32 {
 fn scan(i: Invocation) {
     set_invocation(i);
     let tile = take_ticket();
-    // all loads first, then one workgroup scan for the four rounds (a vec4 of round totals)
+    // all loads first, then one workgroup scan per four rounds (a vec4 of round totals)
     var incl: array<vec4<u32>, ROUNDS>;
     for (var r = 0u; r < ROUNDS; r++) {
         incl[r] = vec_inclusive(load(tile * TILE_VECS + r * WG + inv.li));
     }
-    let s = wg_exclusive4(vec4<u32>(incl[0].w, incl[1].w, incl[2].w, incl[3].w));
     // before[r]: everything in the tile before this invocation's vec4 of round r
     var before: array<u32, ROUNDS>;
     var carry = IDENTITY;
-    for (var r = 0u; r < ROUNDS; r++) {
-        before[r] = combine(carry, s[0][r]);
-        carry = combine(carry, s[1][r]);
+    for (var q = 0u; q < ROUND_GROUPS; q++) {
+        let r0 = 4u * q;
+        let s = wg_exclusive4(vec4<u32>(incl[r0].w, incl[r0 + 1u].w, incl[r0 + 2u].w, incl[r0 + 3u].w));
+        for (var c = 0u; c < 4u; c++) {
+            before[r0 + c] = combine(carry, s[0][c]);
+            carry = combine(carry, s[1][c]);
+        }
     }
     let prefix = look_back(tile, carry);
     for (var r = 0u; r < ROUNDS; r++) {

@@ -12,10 +12,19 @@ use crate::keys::{KeyType, SortKey};
 use crate::shaders;
 use crate::transfer;
 
-/// Invocations per workgroup of the scan kernel; each scans 16 consecutive elements.
+/// Invocations per workgroup of the scan kernel.
 pub const SCAN_WG: u32 = 256;
+
+/// Groups of four vec4 rounds each scan invocation holds (16 elements per group):
+/// `GPUSORT_SCAN_ROUND_GROUPS` (1..=8) to measure, default 4.
+pub fn scan_round_groups() -> u32 {
+    std::env::var("GPUSORT_SCAN_ROUND_GROUPS").ok().and_then(|v| v.parse().ok()).unwrap_or(4u32).clamp(1, 8)
+}
+
 /// Elements per scan tile.
-pub const SCAN_TILE: u32 = SCAN_WG * 16;
+pub fn scan_tile() -> u32 {
+    SCAN_WG * 16 * scan_round_groups()
+}
 
 /// The operator of a scan.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -257,7 +266,7 @@ impl Scanner {
             .code(elem)
             .ok_or_else(|| Error::InvalidInput(format!("a {op:?} scan of {elem} is not supported (integers: add, max, min, and, or, xor; f32: add)")))?;
         let pipeline = self.pipeline(gpu, (0, code, identity, inclusive as u32))?;
-        let t = tiles(n, SCAN_TILE);
+        let t = tiles(n, scan_tile());
         let state = Self::state_buffer(gpu, t)?;
         let mut params = ParamBlocks::new(gpu);
         let off = params.push(&ScanParams { n, pad: [0; 3] });

@@ -68,6 +68,7 @@ pub fn scan(
             ("INCLUSIVE", inclusive as u32),
             ("SPIN_LIMIT", spin),
             ("WINDOW", window),
+            ("ROUND_GROUPS", crate::scan::scan_round_groups()),
         ],
         &[wgscan(subgroups), LOOKBACK],
     )
