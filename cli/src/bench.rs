@@ -72,9 +72,9 @@ fn measure(reps: usize, mut f: impl FnMut() -> Result<f64, CliError>) -> Result<
 
 pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
     for s in &args.suite {
-        if s != "sort" && s != "scan" {
+        if s != "sort" && s != "scan" && s != "transfer" {
             return Err(CliError::usage(format!(
-                "unknown or not yet available suite '{s}' (available: sort, scan)"
+                "unknown or not yet available suite '{s}' (available: sort, scan, transfer)"
             )));
         }
     }
@@ -117,6 +117,9 @@ pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
     }
     if args.suite.iter().any(|s| s == "scan") {
         cases.extend(scan_suite(&ctx, &sizes_for(&[20, 24, 28]))?);
+    }
+    if args.suite.iter().any(|s| s == "transfer") {
+        cases.extend(transfer_suite(&ctx, &sizes_for(&[24, 28]))?);
     }
     bar.finish_and_clear();
     let report = Report {
@@ -470,6 +473,72 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
             c.dispatches = None; // the CPU cases
         }
         bar.inc(1);
+    }
+    Ok(cases)
+}
+
+/// Transfer suite: host -> GPU and GPU -> host bandwidth of the transfer layer by staging chunk
+/// size, wall clock (transfers are CPU work too), round trip checked.
+fn transfer_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
+    let (gpu, bar, reps) = (ctx.gpu, ctx.bar, ctx.reps.min(5));
+    let chunks: [u64; 4] = [4 << 20, 16 << 20, 64 << 20, 256 << 20];
+    bar.inc_length((sizes.len() * chunks.len()) as u64);
+    let mut cases = Vec::new();
+    for &log in sizes {
+        let n = 1usize << log;
+        let bytes = (n * 4) as u64;
+        if bytes > gpu.limits.max_buffer_size {
+            bar.inc(chunks.len() as u64);
+            continue;
+        }
+        let host: Vec<u32> = (0..n as u32).map(|i| i.wrapping_mul(2654435761)).collect();
+        let mut back = vec![0u32; n];
+        let buf = transfer::storage_buffer(gpu, "bench transfer", bytes)?;
+        for &chunk in chunks.iter().filter(|&&c| c <= bytes.max(4 << 20)) {
+            bar.set_message(format!("2^{log}: transfers in {} MiB chunks", chunk >> 20));
+            let up = measure(reps, || {
+                let t = std::time::Instant::now();
+                transfer::upload_chunked(gpu, &buf, 0, bytemuck::cast_slice(&host), chunk)?;
+                Ok(t.elapsed().as_secs_f64())
+            })?;
+            let down = measure(reps, || {
+                let t = std::time::Instant::now();
+                transfer::download_chunked(
+                    gpu,
+                    &buf,
+                    0,
+                    bytemuck::cast_slice_mut(&mut back),
+                    chunk,
+                )?;
+                Ok(t.elapsed().as_secs_f64())
+            })?;
+            if back != host {
+                return Err(CliError::runtime(format!(
+                    "bench: a transfer round trip of 2^{log} u32 came back different"
+                )));
+            }
+            for (name, st) in [
+                ("upload (host -> GPU)", up),
+                ("download (GPU -> host)", down),
+            ] {
+                cases.push(Case {
+                    suite: "transfer".into(),
+                    case: format!("{name}, {} MiB chunks", chunk >> 20),
+                    n: n as u64,
+                    stats: st,
+                    throughput: bytes as f64 / st.median_s / 1e9,
+                    unit: "GB/s".into(),
+                    relative: 1.0,
+                    dispatches: None,
+                    note: format!(
+                        "{} MiB, wall clock, {} CPU threads",
+                        bytes >> 20,
+                        rayon::current_num_threads()
+                    ),
+                });
+            }
+            bar.inc(1);
+        }
     }
     Ok(cases)
 }

@@ -155,7 +155,7 @@ struct KeyKernels {
 }
 
 /// What a recorded sort did, for reports and for checking against the method's formula.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct SortStats {
     pub n: u32,
     pub planes: u32,
@@ -166,6 +166,10 @@ pub struct SortStats {
     pub global_dispatches: usize,
     /// Encode, decode and gather dispatches around the network.
     pub codec_dispatches: usize,
+    /// Wall-clock split of a host sort: upload, GPU work (submit to done), download (seconds).
+    pub upload_s: f64,
+    pub gpu_s: f64,
+    pub download_s: f64,
 }
 
 /// A sort of GPU-resident keys, recorded into a caller's encoder.
@@ -482,6 +486,9 @@ impl BitonicSorter {
             network_dispatches: plan.dispatches(),
             global_dispatches: plan.global_dispatches(),
             codec_dispatches,
+            upload_s: 0.0,
+            gpu_s: 0.0,
+            download_s: 0.0,
         })
     }
 
@@ -521,7 +528,9 @@ impl BitonicSorter {
             );
         }
         let n = keys.len() as u32;
+        let t_upload = std::time::Instant::now();
         let key_buf = transfer::buffer_from(gpu, "keys", keys)?;
+        let upload_s = t_upload.elapsed().as_secs_f64();
         let perm_buf = if want_index {
             Some(transfer::storage_buffer(gpu, "permutation", n as u64 * 4)?)
         } else {
@@ -544,12 +553,21 @@ impl BitonicSorter {
                 permutation: perm_buf.as_ref(),
             },
         )?;
+        let t_gpu = std::time::Instant::now();
         gpu.queue.submit([encoder.finish()]);
         gpu.wait()?;
+        let gpu_s = t_gpu.elapsed().as_secs_f64();
+        let t_download = std::time::Instant::now();
         transfer::download(gpu, &key_buf, 0, bytemuck::cast_slice_mut(keys))?;
         let perm = match perm_buf {
             Some(b) => Some(transfer::read_vec::<u32>(gpu, &b, n as usize)?),
             None => None,
+        };
+        let stats = SortStats {
+            upload_s,
+            gpu_s,
+            download_s: t_download.elapsed().as_secs_f64(),
+            ..stats
         };
         if let (Some(v), Some(p)) = (values, perm.as_ref()) {
             // The payload gather is a pure permutation; on the host it costs one pass.

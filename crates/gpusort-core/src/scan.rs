@@ -19,7 +19,11 @@ pub const SCAN_WG: u32 = 256;
 /// `GPUSORT_SCAN_ROUND_GROUPS` (1..=8) to measure, default 1: on the H200 at 2^28 u32, 1 group
 /// ran 1.28 ms, 2 groups 1.49 ms, 4 groups 1.62 ms, 8 groups 1.67 ms.
 pub fn scan_round_groups() -> u32 {
-    std::env::var("GPUSORT_SCAN_ROUND_GROUPS").ok().and_then(|v| v.parse().ok()).unwrap_or(1u32).clamp(1, 8)
+    std::env::var("GPUSORT_SCAN_ROUND_GROUPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1u32)
+        .clamp(1, 8)
 }
 
 /// Elements per scan tile.

@@ -72,11 +72,22 @@ fn staging(gpu: &Gpu, label: &str, size: u64, usage: wgpu::BufferUsages) -> wgpu
 
 /// Copy `data` into `dst` at byte `offset`. `data.len()` and `offset` must be multiples of 4.
 pub fn upload(gpu: &Gpu, dst: &wgpu::Buffer, offset: u64, data: &[u8]) -> Result<()> {
+    upload_chunked(gpu, dst, offset, data, CHUNK_BYTES)
+}
+
+/// [`upload`] through staging chunks of `chunk` bytes (for measuring).
+pub fn upload_chunked(
+    gpu: &Gpu,
+    dst: &wgpu::Buffer,
+    offset: u64,
+    data: &[u8],
+    chunk: u64,
+) -> Result<()> {
     if data.is_empty() {
         return Ok(());
     }
     debug_assert!(data.len().is_multiple_of(4) && offset.is_multiple_of(4));
-    let chunk = CHUNK_BYTES.min(data.len() as u64);
+    let chunk = chunk.min(data.len() as u64);
     let stage = staging(
         gpu,
         "upload staging",
@@ -109,11 +120,22 @@ pub fn upload(gpu: &Gpu, dst: &wgpu::Buffer, offset: u64, data: &[u8]) -> Result
 
 /// Copy `out.len()` bytes of `src` starting at byte `offset` into `out` (multiples of 4).
 pub fn download(gpu: &Gpu, src: &wgpu::Buffer, offset: u64, out: &mut [u8]) -> Result<()> {
+    download_chunked(gpu, src, offset, out, CHUNK_BYTES)
+}
+
+/// [`download`] through staging chunks of `chunk` bytes (for measuring).
+pub fn download_chunked(
+    gpu: &Gpu,
+    src: &wgpu::Buffer,
+    offset: u64,
+    out: &mut [u8],
+    chunk: u64,
+) -> Result<()> {
     if out.is_empty() {
         return Ok(());
     }
     debug_assert!(out.len().is_multiple_of(4) && offset.is_multiple_of(4));
-    let chunk = CHUNK_BYTES.min(out.len() as u64);
+    let chunk = chunk.min(out.len() as u64);
     let stage = staging(
         gpu,
         "download staging",
