@@ -199,9 +199,17 @@ impl Input {
             .unwrap_or(&[])
     }
 
-    /// The elements as a new vector of `T` (copied out of the map, so alignment never matters).
+    /// The elements as a new vector of `T`, copied out of the map on all cores (one thread
+    /// faulting in and copying a 1 GiB map took 0.58 s on the GPU machine, NumPy's read 0.32 s).
     pub fn to_vec<T: bytemuck::Pod>(&self) -> Vec<T> {
-        bytemuck::pod_collect_to_vec(self.bytes())
+        use rayon::prelude::*;
+        let bytes = self.bytes();
+        let mut out = vec![T::zeroed(); bytes.len() / std::mem::size_of::<T>()];
+        let dst: &mut [u8] = bytemuck::cast_slice_mut(&mut out);
+        dst.par_chunks_mut(4 << 20)
+            .zip(bytes.par_chunks(4 << 20))
+            .for_each(|(d, s)| d.copy_from_slice(s));
+        out
     }
 }
 

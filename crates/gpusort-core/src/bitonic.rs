@@ -299,9 +299,11 @@ impl BitonicSorter {
         segment_plane as u32 + 1 + key_type.is_wide() as u32 + index_plane as u32
     }
 
-    /// The largest `n` one sort can take on this device with these options.
-    pub fn max_len(gpu: &Gpu, key_type: KeyType, with_index: bool) -> u64 {
-        let planes = Self::planes(key_type, true, with_index) as u64;
+    /// The largest `n` one sort can take on this device with these options (larger host inputs
+    /// are sorted in pieces).
+    pub fn max_len(gpu: &Gpu, key_type: KeyType, with_index: bool, order: SortOrder) -> u64 {
+        let segment_plane = order.segment_size.is_some_and(|s| !s.is_power_of_two());
+        let planes = Self::planes(key_type, segment_plane, with_index) as u64;
         let by_planes = gpu.max_binding() / (4 * planes);
         let by_keys = gpu.max_binding() / key_type.size() as u64;
         by_planes.min(by_keys).min(u32::MAX as u64 / 2) & !3
@@ -316,7 +318,7 @@ impl BitonicSorter {
     ) -> Result<SortStats> {
         let n = job.n;
         let want_index = job.values.is_some() || job.permutation.is_some();
-        let max = Self::max_len(gpu, job.key_type, want_index);
+        let max = Self::max_len(gpu, job.key_type, want_index, job.order);
         if n as u64 > max {
             return Err(Error::TooLarge(format!(
                 "{n} keys exceed the {max} one sort can hold in a {} MiB binding on {}",
@@ -512,7 +514,7 @@ impl BitonicSorter {
             }
         }
         let want_index = values.is_some() || want_permutation;
-        let mut max = Self::max_len(gpu, T::TYPE, want_index) as usize;
+        let mut max = Self::max_len(gpu, T::TYPE, want_index, order) as usize;
         if let Some(limit) = self.piece_limit {
             max = max.min(limit);
         }

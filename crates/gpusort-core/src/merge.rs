@@ -4,8 +4,7 @@
 //! same stable order one big sort gives. Segmented sorts cut pieces on segment boundaries and
 //! need no merge at all.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use rayon::prelude::*;
 
 use crate::bitonic::{BitonicSorter, SortStats};
 use crate::cpu::keys::sortable;
@@ -46,31 +45,40 @@ pub(crate) fn sort_in_pieces<T: SortKey>(
         stats.get_or_insert(s);
     }
     if order.segment_size.is_none() {
-        let runs: Vec<std::ops::Range<usize>> = (0..keys.len())
-            .step_by(piece)
-            .map(|s| s..(s + piece).min(keys.len()))
-            .collect();
-        let sorted = keys.to_vec();
-        let mut heap: BinaryHeap<Reverse<(u64, usize, usize)>> = runs
-            .iter()
+        // Pairwise merges of the sorted pieces, the pairs of a round in parallel, on (sort order
+        // as u64, position in the piece-sorted array); ties take the earlier piece, so the order
+        // stays stable. A binary-heap k-way merge took 12 s for 2^28 keys in two pieces on the
+        // GPU machine's CPU; this is a few linear passes.
+        let mut runs: Vec<Vec<(u64, u32)>> = keys
+            .chunks(piece)
             .enumerate()
-            .filter(|(_, r)| !r.is_empty())
-            .map(|(run, r)| Reverse((sortable(&sorted[r.start], order.descending), run, r.start)))
+            .map(|(c, k)| {
+                k.iter()
+                    .enumerate()
+                    .map(|(j, k)| (sortable(k, order.descending), (c * piece + j) as u32))
+                    .collect()
+            })
             .collect();
-        let old_perm = std::mem::take(&mut perm);
-        let mut out = 0;
-        while let Some(Reverse((_, run, pos))) = heap.pop() {
-            keys[out] = sorted[pos];
-            perm.push(old_perm[pos]);
-            out += 1;
-            if pos + 1 < runs[run].end {
-                heap.push(Reverse((
-                    sortable(&sorted[pos + 1], order.descending),
-                    run,
-                    pos + 1,
-                )));
-            }
+        while runs.len() > 1 {
+            runs = runs
+                .par_chunks(2)
+                .map(|pair| match pair {
+                    [a, b] => merge_two(a, b),
+                    [a] => a.clone(),
+                    _ => unreachable!("chunks of at most two"),
+                })
+                .collect();
         }
+        let merged = runs.pop().unwrap_or_default();
+        let piece_sorted = keys.to_vec();
+        let piece_perm = std::mem::take(&mut perm);
+        for (out, &(_, pos)) in keys.iter_mut().zip(&merged) {
+            *out = piece_sorted[pos as usize];
+        }
+        perm = merged
+            .iter()
+            .map(|&(_, pos)| piece_perm[pos as usize])
+            .collect();
     }
     if let Some(v) = values {
         let src = v.to_vec();
@@ -82,4 +90,22 @@ pub(crate) fn sort_in_pieces<T: SortKey>(
         want_permutation.then_some(perm),
         stats.expect("at least one piece"),
     ))
+}
+
+/// Stable merge of two sorted runs: on equal keys the left run's element comes first.
+fn merge_two(a: &[(u64, u32)], b: &[(u64, u32)]) -> Vec<(u64, u32)> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        if b[j].0 < a[i].0 {
+            out.push(b[j]);
+            j += 1;
+        } else {
+            out.push(a[i]);
+            i += 1;
+        }
+    }
+    out.extend_from_slice(&a[i..]);
+    out.extend_from_slice(&b[j..]);
+    out
 }
