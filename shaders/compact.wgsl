@@ -103,6 +103,7 @@ fn compact(i: Invocation) {
     }
     // after this call's barriers every invocation has read its elements: `stage` is free
     let s = wg_count_exclusive(countOneBits(mask), 5u);
+    publish_aggregate(tile, s.y);
     // pack the kept elements (and payload) at their offsets inside the tile; the words come again
     // from global memory (just read, so from cache) rather than from a private array, which
     // drivers put in slow local memory when it is indexed by a computed bit position

@@ -78,6 +78,7 @@ fn scan(i: Invocation) {
             carry = combine(carry, s[1][c]);
         }
     }
+    publish_aggregate(tile, carry);
     let prefix = look_back(tile, carry);
     for (var r = 0u; r < ROUNDS; r++) {
         let v = tile * TILE_VECS + r * WG + inv.li;

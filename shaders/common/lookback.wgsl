@@ -46,14 +46,16 @@ fn publish(tile: u32, flag: u32, v: u32) {
     atomicStore(&state[STATE_HEADER + 2u * tile + 1u], (v >> 16u) | (flag << 16u));
 }
 
+// Make this tile's aggregate visible to its successors: as early as possible, since they wait
+// on it (tile 0's aggregate is already its inclusive value). Uniform control flow.
+fn publish_aggregate(tile: u32, aggregate: u32) {
+    if (inv.li == 0u) { publish(tile, select(FLAG_AGGREGATE, FLAG_INCLUSIVE, tile == 0u), aggregate); }
+}
+
 // Everything before `tile`, combined; publishes this tile's inclusive value on the way out.
-// Call from uniform control flow with the tile's aggregate.
+// Call from uniform control flow, after publish_aggregate, with the same aggregate.
 fn look_back(tile: u32, aggregate: u32) -> u32 {
-    if (tile == 0u) {
-        if (inv.li == 0u) { publish(0u, FLAG_INCLUSIVE, aggregate); }
-        return IDENTITY;
-    }
-    if (inv.li == 0u) { publish(tile, FLAG_AGGREGATE, aggregate); }
+    if (tile == 0u) { return IDENTITY; }
     var prefix = IDENTITY;
     var next = tile; // tiles [next, tile) are accounted for
     loop {
