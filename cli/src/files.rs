@@ -405,6 +405,14 @@ impl Output {
         tmp.as_file()
             .sync_all()
             .map_err(|e| CliError::runtime(format!("cannot flush {}: {e}", self.dest.display())))?;
+        // Test hook (docs/RELIABILITY.md): hold the finished temporary file before the rename so
+        // a test can interrupt gpusort at its most delicate moment.
+        if let Some(ms) = std::env::var("GPUSORT_TEST_STALL_BEFORE_RENAME_MS")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+        {
+            std::thread::sleep(std::time::Duration::from_millis(ms));
+        }
         tmp.persist(&self.dest).map_err(|e| {
             CliError::runtime(format!(
                 "cannot rename into {}: {}",

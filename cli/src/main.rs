@@ -161,6 +161,13 @@ fn main() -> ExitCode {
         }
     };
     init_logging(&cli.global);
+    // A file-size limit (ulimit -f) or similar must surface as a write error we can clean up
+    // after, not as SIGXFSZ killing the process with a temporary file left behind.
+    #[cfg(unix)]
+    // SAFETY: setting a signal's disposition to SIG_IGN at startup, before any other thread runs.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
     // Ctrl-C / SIGTERM: remove temporary outputs; inputs are never written, so they stay intact.
     let _ = ctrlc::set_handler(|| {
         files::remove_pending();

@@ -253,6 +253,26 @@ fn bad_inputs_fail_cleanly() {
     huge.extend([0xff, 0xff]);
     std::fs::write(d.join("huge.npy"), &huge).unwrap();
     write_npy(&d.join("two.npy"), &[2, 2], &[1u32, 2, 3, 4]);
+    write_npy(&d.join("scalar.npy"), &[], &[7u32]);
+    {
+        use npyz::WriterBuilder;
+        let mut f = std::fs::File::create(d.join("fortran.npy")).unwrap();
+        let mut w = npyz::WriteOptions::new()
+            .default_dtype()
+            .shape(&[3])
+            .order(npyz::Order::Fortran)
+            .writer(&mut f)
+            .begin_nd()
+            .unwrap();
+        w.extend([1u32, 2, 3]).unwrap();
+        w.finish().unwrap();
+    }
+    write_npy(&d.join("three.npy"), &[3], &[1u32, 2, 3]);
+    let mut truncated = std::fs::read(d.join("three.npy")).unwrap();
+    std::fs::remove_file(d.join("three.npy")).unwrap();
+    truncated.truncate(truncated.len() - 3);
+    std::fs::write(d.join("truncated.npy"), &truncated).unwrap();
+    std::fs::write(d.join("empty.npy"), b"").unwrap();
     write_npy(&d.join("f32.npy"), &[3], &[1.0f32, 2.0, 3.0]);
     write_npy(&d.join("u8.npy"), &[3], &[1u8, 2, 3]);
     write_u32(&d.join("vals.bin"), &[1, 2]);
@@ -281,6 +301,10 @@ fn bad_inputs_fail_cleanly() {
         (vec!["sort".into(), s("bad.npy")], "not a valid .npy"),
         (vec!["sort".into(), s("huge.npy")], "header length"),
         (vec!["sort".into(), s("two.npy")], "2-D"),
+        (vec!["sort".into(), s("scalar.npy")], "0-D"),
+        (vec!["sort".into(), s("fortran.npy")], "Fortran"),
+        (vec!["sort".into(), s("truncated.npy")], "not a valid .npy"),
+        (vec!["sort".into(), s("empty.npy")], "not a valid .npy"),
         (
             vec!["sort".into(), s("f32.npy"), "--dtype".into(), "u32".into()],
             "holds f32",
@@ -601,4 +625,90 @@ fn bench_quick_exports_every_case() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("relative time"), "{stdout}");
     eprintln!("bench --quick took {took:?}");
+}
+
+fn temp_files(dir: &Path) -> Vec<PathBuf> {
+    listing(dir)
+        .into_iter()
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(".gpusort-"))
+        })
+        .collect()
+}
+
+/// Ctrl-C or SIGTERM while the finished result waits to be renamed over the input: the input is
+/// intact, the temporary file is gone, exit code 130.
+#[cfg(unix)]
+#[test]
+fn interrupts_leave_the_input_intact() {
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("keys.bin");
+        let keys = random_u32(50_000, 11);
+        write_u32(&input, &keys);
+        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("gpusort"))
+            .args(["-q", "sort", "--dtype", "u32", "--in-place"])
+            .arg(&input)
+            .env("GPUSORT_TEST_STALL_BEFORE_RENAME_MS", "20000")
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // wait for the finished temporary file: the most delicate moment
+        let start = std::time::Instant::now();
+        while temp_files(dir.path()).is_empty() {
+            assert!(start.elapsed().as_secs() < 60, "no temporary file appeared");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100)); // into the stall
+                                                                   // SAFETY: sending a signal to our own child process.
+        assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(130),
+            "signal {signal}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(read_u32(&input), keys, "input intact after signal {signal}");
+        assert!(
+            temp_files(dir.path()).is_empty(),
+            "temporary file removed after signal {signal}"
+        );
+        assert_eq!(listing(dir.path()), vec![input.clone()]);
+    }
+}
+
+/// A write that fails part-way (here: a file-size limit, as a full disk would) is a runtime
+/// error with one line, exit code 1, and nothing left behind.
+#[cfg(unix)]
+#[test]
+fn a_failing_write_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("keys.bin");
+    let keys = random_u32(100_000, 12); // 400 KB
+    write_u32(&input, &keys);
+    let bin = assert_cmd::cargo::cargo_bin("gpusort");
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -f 64 && exec '{}' -q sort --dtype u32 '{}' -o '{}'",
+            bin.display(),
+            input.display(),
+            dir.path().join("out.bin").display()
+        ))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.starts_with("gpusort: cannot write") && err.trim_end().lines().count() == 1,
+        "{err}"
+    );
+    assert_eq!(
+        listing(dir.path()),
+        vec![input.clone()],
+        "no output, no temporary file"
+    );
+    assert_eq!(read_u32(&input), keys);
 }
