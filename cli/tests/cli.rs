@@ -647,7 +647,7 @@ fn interrupts_leave_the_input_intact() {
         let input = dir.path().join("keys.bin");
         let keys = random_u32(50_000, 11);
         write_u32(&input, &keys);
-        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("gpusort"))
+        let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("gpusort"))
             .args(["-q", "sort", "--dtype", "u32", "--in-place"])
             .arg(&input)
             .env("GPUSORT_TEST_STALL_BEFORE_RENAME_MS", "20000")
