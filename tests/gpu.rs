@@ -4,6 +4,7 @@
 use gpusort_core::cpu::keys as reference;
 use gpusort_core::{BitonicSorter, Gpu, SortKey, SortOrder};
 use gpusort_tests::*;
+use rand::Rng;
 
 fn sorter(gpu: &Gpu) -> BitonicSorter {
     BitonicSorter::new(gpu).expect("pipelines build")
@@ -272,6 +273,124 @@ mod properties {
             s.sort(gpu, &mut got, order).unwrap();
             prop_assert_eq!(got, reference::sorted(&keys, order));
             prop_assert_eq!(s.argsort(gpu, &floats, order).unwrap(), reference::argsort(&floats, order));
+        }
+    }
+}
+
+mod radix {
+    use super::*;
+    use gpusort_core::Algorithm;
+
+    fn radix(gpu: &Gpu) -> BitonicSorter {
+        BitonicSorter::new(gpu)
+            .unwrap()
+            .with_algorithm(Algorithm::Radix)
+    }
+
+    #[test]
+    fn radix_u32_edge_sizes_and_shapes() {
+        for no_sg in MODES {
+            let gpu = gpu(no_sg);
+            let s = radix(gpu);
+            // sizes around one radix tile (4096 keys) and beyond; powers of two up to 2^18
+            for n in edge_sizes(18) {
+                for shape in SHAPES {
+                    if n > (1 << 13) && !matches!(shape, Shape::Random) {
+                        continue;
+                    }
+                    let keys: Vec<u32> = bits(n, shape, n as u64 + 1)
+                        .iter()
+                        .map(|&x| (x >> 32) as u32)
+                        .collect();
+                    for descending in [false, true] {
+                        check_sort(
+                            gpu,
+                            &s,
+                            &keys,
+                            SortOrder {
+                                descending,
+                                segment_size: None,
+                            },
+                            &format!("radix u32 {shape:?} no_subgroups={no_sg}"),
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn radix_every_key_type_and_digit_edges() {
+        for no_sg in MODES {
+            let gpu = gpu(no_sg);
+            let s = radix(gpu);
+            every_type_case::<u32>(gpu, &s, &[0, u32::MAX]);
+            every_type_case::<i32>(gpu, &s, &[i32::MIN, i32::MAX, -1, 0]);
+            every_type_case::<f32>(gpu, &s, &f32_specials());
+            every_type_case::<u64>(gpu, &s, &[0, u64::MAX, 1 << 32]);
+            every_type_case::<i64>(gpu, &s, &[i64::MIN, i64::MAX, -1]);
+            every_type_case::<f64>(gpu, &s, &f64_specials());
+            // keys that differ only in the highest or only in the lowest digit
+            let mut r = rng(77);
+            let high: Vec<u32> = (0..9000)
+                .map(|_| (r.random_range(0..256u32) << 24) | 0x00ab_cdef)
+                .collect();
+            let low: Vec<u64> = (0..9000)
+                .map(|_| 0x0123_4567_89ab_cd00 | r.random_range(0..256u64))
+                .collect();
+            check_sort(gpu, &s, &high, SortOrder::default(), "highest digit only");
+            check_sort(gpu, &s, &low, SortOrder::default(), "lowest digit only");
+        }
+    }
+
+    #[test]
+    fn radix_is_stable_and_agrees_with_bitonic() {
+        for no_sg in MODES {
+            let gpu = gpu(no_sg);
+            let s = radix(gpu);
+            let b = sorter(gpu).with_algorithm(Algorithm::Bitonic);
+            for n in [1usize, 2, 9, 4097, 100_003] {
+                let mut r = rng(n as u64 + 3);
+                let keys: Vec<i32> = (0..n).map(|_| r.random_range(-3..3)).collect();
+                for descending in [false, true] {
+                    let order = SortOrder {
+                        descending,
+                        segment_size: None,
+                    };
+                    let perm = s.argsort(gpu, &keys, order).unwrap();
+                    assert_eq!(
+                        perm,
+                        reference::argsort(&keys, order),
+                        "radix argsort n={n}"
+                    );
+                    assert_eq!(
+                        perm,
+                        b.argsort(gpu, &keys, order).unwrap(),
+                        "--algorithm never changes a result"
+                    );
+                    let mut k2 = keys.clone();
+                    let mut vals: Vec<u32> = (0..n as u32).map(|i| i ^ 0xdead).collect();
+                    let orig = vals.clone();
+                    s.sort_host(gpu, &mut k2, Some(&mut vals), false, order)
+                        .unwrap();
+                    assert_eq!(
+                        vals,
+                        perm.iter().map(|&i| orig[i as usize]).collect::<Vec<_>>()
+                    );
+                }
+            }
+            let segmented = s.sort(
+                gpu,
+                &mut [3u32, 1, 2],
+                SortOrder {
+                    descending: false,
+                    segment_size: Some(2),
+                },
+            );
+            assert!(
+                matches!(segmented, Err(gpusort_core::Error::InvalidInput(_))),
+                "radix refuses segmented sorts"
+            );
         }
     }
 }

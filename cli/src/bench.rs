@@ -150,9 +150,9 @@ struct Ctx<'a> {
 
 fn sort_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
     let (gpu, timer, copy, bar, reps) = (ctx.gpu, ctx.timer, ctx.copy, ctx.bar, ctx.reps);
-    bar.inc_length((sizes.len() * 5) as u64);
+    bar.inc_length((sizes.len() * 6) as u64);
     let plain = PlainBitonic::new(gpu)?;
-    let sorter = BitonicSorter::new(gpu)?;
+    let sorter = BitonicSorter::new(gpu)?.with_algorithm(gpusort_core::Algorithm::Bitonic);
     let mut cases = Vec::new();
     for &log in sizes {
         let n = 1usize << log;
@@ -225,6 +225,26 @@ fn sort_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
             "GKeys/s",
             Some(dispatches as u64),
             format!("tile {tile}; method formula (2 vec4/thread) {formula} global syncs; {:.1} copies of time", 0.0),
+        ));
+        bar.inc(1);
+
+        bar.set_message(format!("2^{log}: radix"));
+        let radix_sorter = BitonicSorter::new(gpu)?.with_algorithm(gpusort_core::Algorithm::Radix);
+        let mut radix_dispatches = 0;
+        let st = measure(reps, || {
+            Ok(timer.time(gpu, restore, |enc| {
+                radix_dispatches = radix_sorter.record(gpu, enc, &job)?.network_dispatches;
+                Ok(())
+            })?)
+        })?;
+        check_sorted(gpu, &work, n, "radix")?;
+        these.push(case(
+            "radix (8-bit digits)",
+            st,
+            n as f64 / st.median_s / 1e9,
+            "GKeys/s",
+            Some(radix_dispatches as u64),
+            "4 passes of upsweep, scan, downsweep".into(),
         ));
         bar.inc(1);
 

@@ -36,10 +36,22 @@ impl From<Dtype> for KeyType {
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
 pub enum Algorithm {
-    /// Pick by size, key width and device (today: bitonic).
+    /// Bitonic for small inputs and segmented sorts, radix for large ones.
     Auto,
     /// Vectorised bitonic sort.
     Bitonic,
+    /// LSD radix sort (8-bit digits); not for segmented sorts.
+    Radix,
+}
+
+impl From<Algorithm> for gpusort_core::Algorithm {
+    fn from(a: Algorithm) -> Self {
+        match a {
+            Algorithm::Auto => gpusort_core::Algorithm::Auto,
+            Algorithm::Bitonic => gpusort_core::Algorithm::Bitonic,
+            Algorithm::Radix => gpusort_core::Algorithm::Radix,
+        }
+    }
 }
 
 #[derive(clap::Args, Debug)]
@@ -81,6 +93,11 @@ pub fn run(g: &Global, args: &SortArgs) -> CliResult {
     if args.segment_size == Some(0) {
         return Err(CliError::usage("--segment-size must be at least 1"));
     }
+    if args.segment_size.is_some() && matches!(args.algorithm, Algorithm::Radix) {
+        return Err(CliError::usage(
+            "--algorithm radix does not do segmented sorts; use bitonic or auto",
+        ));
+    }
     let input = Input::open(&args.input, args.dtype.map(Into::into))?;
     let dest = resolve_output(&args.input, args.output.as_deref(), args.in_place, "sorted")?;
     let values = args
@@ -116,7 +133,7 @@ fn sort_typed<T: SortKey>(
 
     bar.set_message("starting the GPU");
     let gpu = g.gpu()?;
-    let sorter = BitonicSorter::new(&gpu)?;
+    let sorter = BitonicSorter::new(&gpu)?.with_algorithm(args.algorithm.into());
     bar.set_message(format!(
         "sorting {} {} keys on {}",
         keys.len(),

@@ -604,6 +604,7 @@ fn bench_quick_exports_every_case() {
     for (suite, name) in [
         ("sort", "bitonic (vectorised)"),
         ("sort", "bitonic (plain, method 2)"),
+        ("sort", "radix (8-bit digits)"),
         ("sort", "vec4 copy (bound)"),
         ("scan", "exclusive sum scan u32"),
         ("scan", "compaction u32 (x < 2^31)"),

@@ -18,6 +18,21 @@ use crate::keys::{KeyType, SortKey, SortOrder};
 use crate::shaders;
 use crate::transfer;
 
+/// Which sort runs between the key encode and decode. Both give the same result.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Algorithm {
+    /// Bitonic for segmented sorts and inputs below [`RADIX_FROM`] keys, radix above.
+    #[default]
+    Auto,
+    Bitonic,
+    Radix,
+}
+
+/// Where `Auto` switches from the bitonic network to the radix sort, in keys (measured; see
+/// docs/BENCHMARKS.md).
+pub const RADIX_FROM: u32 = 1 << 17;
+
 /// Global steps fused into one dispatch (each invocation holds 2^3 vec4s in registers).
 pub const MAX_FUSED_GLOBAL_STEPS: u32 = 3;
 
@@ -166,6 +181,8 @@ pub struct SortStats {
     pub global_dispatches: usize,
     /// Encode, decode and gather dispatches around the network.
     pub codec_dispatches: usize,
+    /// The algorithm that ran (`Auto` resolved).
+    pub algorithm: Algorithm,
     /// Wall-clock split of a host sort: upload, GPU work (submit to done), download (seconds).
     pub upload_s: f64,
     pub gpu_s: f64,
@@ -190,6 +207,9 @@ pub struct BitonicSorter {
     networks: Mutex<HashMap<u32, Arc<NetworkKernels>>>,
     keys: KeyKernels,
     piece_limit: Option<usize>,
+    algorithm: Algorithm,
+    scanner: crate::scan::Scanner,
+    radix: crate::radix::RadixKernels,
 }
 
 impl BitonicSorter {
@@ -237,7 +257,25 @@ impl BitonicSorter {
             networks: Mutex::new(HashMap::new()),
             keys,
             piece_limit: None,
+            algorithm: Algorithm::Auto,
+            scanner: crate::scan::Scanner::new(gpu)?,
+            radix: crate::radix::RadixKernels::new(gpu),
         })
+    }
+
+    /// Sort with `algorithm` (default: `Auto`).
+    pub fn with_algorithm(mut self, algorithm: Algorithm) -> Self {
+        self.algorithm = algorithm;
+        self
+    }
+
+    /// The algorithm a sort of `n` keys in `order` runs with.
+    pub fn algorithm_for(&self, n: u32, order: SortOrder) -> Algorithm {
+        match self.algorithm {
+            Algorithm::Auto if order.segment_size.is_some() || n < RADIX_FROM => Algorithm::Bitonic,
+            Algorithm::Auto => Algorithm::Radix,
+            a => a,
+        }
     }
 
     /// Sort host inputs longer than `keys` in GPU pieces merged on the host, as inputs larger
@@ -332,6 +370,13 @@ impl BitonicSorter {
                 "segment size must be at least 1".into(),
             ));
         }
+        let algorithm = self.algorithm_for(n, job.order);
+        if algorithm == Algorithm::Radix && seg.is_some() {
+            return Err(Error::InvalidInput(
+                "the radix sort does not do segmented sorts; use --algorithm bitonic or auto"
+                    .into(),
+            ));
+        }
         // Power-of-two segments are aligned blocks of the network: stop the stages there.
         // Other segment sizes sort on (segment id, key), which keeps every key in its segment.
         let seg = seg.filter(|&s| (s as u64) < n as u64);
@@ -409,28 +454,45 @@ impl BitonicSorter {
         let element_groups = n.div_ceil(ELEMENTWISE_WG);
         let tiles = plane_vecs.div_ceil(net.wg * 4);
         let mut codec_dispatches = 0;
+        let mut network_dispatches = plan.dispatches();
         gpu.checked(|| -> Result<()> {
             let codec = self
                 .keys
                 .codec_layout
                 .bind(gpu, &[&key_params, job.keys, &scratch, perm]);
             let network = net.layout.bind(gpu, &[&net_params, &scratch]);
-            {
+            if n > 0 {
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some("encode keys"),
+                    timestamp_writes: None,
+                });
+                kernel::dispatch(
+                    gpu,
+                    &mut pass,
+                    &self.keys.encode,
+                    &codec,
+                    &[kp],
+                    element_groups,
+                );
+                codec_dispatches += 1;
+            }
+            if algorithm == Algorithm::Radix {
+                let key_words = 1 + job.key_type.is_wide() as u32;
+                network_dispatches = self.radix.record(
+                    gpu,
+                    encoder,
+                    &self.scanner,
+                    &scratch,
+                    n,
+                    plane_stride,
+                    planes,
+                    key_words,
+                )?;
+            } else {
                 let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                     label: Some("bitonic sort"),
                     timestamp_writes: None,
                 });
-                if n > 0 {
-                    kernel::dispatch(
-                        gpu,
-                        &mut pass,
-                        &self.keys.encode,
-                        &codec,
-                        &[kp],
-                        element_groups,
-                    );
-                    codec_dispatches += 1;
-                }
                 for (p, &offset) in plan.passes.iter().zip(&offsets) {
                     let (pipeline, groups) = match *p {
                         Pass::LocalSort => (&net.local_sort, tiles),
@@ -444,17 +506,21 @@ impl BitonicSorter {
                     };
                     kernel::dispatch(gpu, &mut pass, pipeline, &network, &[offset], groups);
                 }
-                if n > 0 {
-                    kernel::dispatch(
-                        gpu,
-                        &mut pass,
-                        &self.keys.decode,
-                        &codec,
-                        &[kp],
-                        element_groups,
-                    );
-                    codec_dispatches += 1;
-                }
+            }
+            if n > 0 {
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some("decode keys"),
+                    timestamp_writes: None,
+                });
+                kernel::dispatch(
+                    gpu,
+                    &mut pass,
+                    &self.keys.decode,
+                    &codec,
+                    &[kp],
+                    element_groups,
+                );
+                codec_dispatches += 1;
             }
             if let (Some(values), true) = (job.values, n > 0) {
                 let sorted = transfer::storage_buffer(gpu, "sorted values", n as u64 * 4)?;
@@ -485,8 +551,13 @@ impl BitonicSorter {
             n,
             planes,
             tile,
-            network_dispatches: plan.dispatches(),
-            global_dispatches: plan.global_dispatches(),
+            network_dispatches,
+            global_dispatches: if algorithm == Algorithm::Radix {
+                0
+            } else {
+                plan.global_dispatches()
+            },
+            algorithm,
             codec_dispatches,
             upload_s: 0.0,
             gpu_s: 0.0,

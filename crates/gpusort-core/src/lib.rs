@@ -17,11 +17,12 @@ pub mod gpu;
 pub mod kernel;
 pub mod keys;
 mod merge;
+mod radix;
 pub mod scan;
 pub mod shaders;
 pub mod transfer;
 
-pub use bitonic::{BitonicPlan, BitonicSorter, GpuSortJob, SortStats};
+pub use bitonic::{Algorithm, BitonicPlan, BitonicSorter, GpuSortJob, SortStats};
 pub use error::{Error, Result};
 pub use gpu::{Gpu, GpuOptions};
 pub use keys::{KeyType, SortKey, SortOrder};

@@ -14,6 +14,7 @@ pub const COMPACT: &str = include_str!("../../../shaders/compact.wgsl");
 pub const KEY_ORDER: &str = include_str!("../../../shaders/common/keyorder.wgsl");
 pub const WGSCAN_SUBGROUP: &str = include_str!("../../../shaders/common/wgscan_subgroup.wgsl");
 pub const WGSCAN_SHARED: &str = include_str!("../../../shaders/common/wgscan_shared.wgsl");
+pub const RADIX: &str = include_str!("../../../shaders/radix.wgsl");
 pub const LOOKBACK: &str = include_str!("../../../shaders/common/lookback.wgsl");
 
 /// Source of one kernel family with its compile-time constants.
@@ -71,6 +72,15 @@ pub fn scan(
             ("ROUND_GROUPS", crate::scan::scan_round_groups()),
         ],
         &[wgscan(subgroups), LOOKBACK],
+    )
+}
+
+/// The radix-sort passes for records of `planes` planes.
+pub fn radix(planes: u32, subgroups: bool, wg: u32) -> String {
+    compose_with(
+        RADIX,
+        &[("WG", wg), ("NW", planes), ("IDENTITY", 0)],
+        &[wgscan(subgroups)],
     )
 }
 
@@ -146,6 +156,14 @@ pub fn all_configurations() -> Vec<(String, String)> {
                     ),
                 ));
             }
+        }
+    }
+    for sg in [false, true] {
+        for planes in 1..=3 {
+            out.push((
+                format!("radix NW={planes} subgroups={sg}"),
+                radix(planes, sg, 256),
+            ));
         }
     }
     out.push(("copy".into(), compose(COPY, &[("WG", 256)])));
