@@ -36,7 +36,7 @@ impl From<Dtype> for KeyType {
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
 pub enum Algorithm {
-    /// Bitonic for small inputs and segmented sorts, radix for large ones.
+    /// The faster one as measured (today the bitonic sort at every size).
     Auto,
     /// Vectorised bitonic sort.
     Bitonic,

@@ -22,16 +22,18 @@ use crate::transfer;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Algorithm {
-    /// Bitonic for segmented sorts and inputs below [`RADIX_FROM`] keys, radix above.
+    /// The faster one for the input, as measured (see [`RADIX_FROM`]).
     #[default]
     Auto,
     Bitonic,
     Radix,
 }
 
-/// Where `Auto` switches from the bitonic network to the radix sort, in keys (measured; see
-/// docs/BENCHMARKS.md).
-pub const RADIX_FROM: u32 = 1 << 17;
+/// Where `Auto` would switch from the bitonic network to the radix sort, in keys. Measured on the
+/// H200 (docs/BENCHMARKS.md): today's radix sort is slower than the bitonic network at every size
+/// from 2^14 to 2^28 (1.3x at 2^28, 6.5x at 2^14), and on lavapipe too, so `Auto` stays bitonic
+/// until the radix passes get faster.
+pub const RADIX_FROM: u32 = u32::MAX;
 
 /// Global steps fused into one dispatch (each invocation holds 2^3 vec4s in registers).
 pub const MAX_FUSED_GLOBAL_STEPS: u32 = 3;
