@@ -22,18 +22,18 @@ use crate::transfer;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Algorithm {
-    /// The faster one for the input, as measured (see [`RADIX_FROM`]).
+    /// The faster one for the input and device, as measured (see [`RADIX_FROM`]).
     #[default]
     Auto,
     Bitonic,
     Radix,
 }
 
-/// Where `Auto` would switch from the bitonic network to the radix sort, in keys. Measured on the
-/// H200 (docs/BENCHMARKS.md): today's radix sort is slower than the bitonic network at every size
-/// from 2^14 to 2^28 (1.3x at 2^28, 6.5x at 2^14), and on lavapipe too, so `Auto` stays bitonic
-/// until the radix passes get faster.
-pub const RADIX_FROM: u32 = u32::MAX;
+/// Where `Auto` switches from the bitonic network to the radix sort, in keys, for 32-bit keys on
+/// a hardware GPU. Measured on the H200 (docs/BENCHMARKS.md): radix/bitonic time 1.55 at 2^20,
+/// 1.07 at 2^24, 0.89 at 2^26. 64-bit keys take twice the digit passes and stay bitonic; on
+/// software adapters (lavapipe) the radix sort measured slower at every size and is not chosen.
+pub const RADIX_FROM: u32 = 1 << 25;
 
 /// Global steps fused into one dispatch (each invocation holds 2^3 vec4s in registers).
 pub const MAX_FUSED_GLOBAL_STEPS: u32 = 3;
@@ -271,11 +271,27 @@ impl BitonicSorter {
         self
     }
 
-    /// The algorithm a sort of `n` keys in `order` runs with.
-    pub fn algorithm_for(&self, n: u32, order: SortOrder) -> Algorithm {
+    /// The algorithm a sort of `n` keys of `key_type` in `order` runs with on `gpu`.
+    pub fn algorithm_for(
+        &self,
+        gpu: &Gpu,
+        n: u32,
+        key_type: KeyType,
+        order: SortOrder,
+    ) -> Algorithm {
         match self.algorithm {
-            Algorithm::Auto if order.segment_size.is_some() || n < RADIX_FROM => Algorithm::Bitonic,
-            Algorithm::Auto => Algorithm::Radix,
+            Algorithm::Auto => {
+                let software = gpu.adapter.device_type == format!("{:?}", wgpu::DeviceType::Cpu);
+                if order.segment_size.is_none()
+                    && n >= RADIX_FROM
+                    && !key_type.is_wide()
+                    && !software
+                {
+                    Algorithm::Radix
+                } else {
+                    Algorithm::Bitonic
+                }
+            }
             a => a,
         }
     }
@@ -372,7 +388,7 @@ impl BitonicSorter {
                 "segment size must be at least 1".into(),
             ));
         }
-        let algorithm = self.algorithm_for(n, job.order);
+        let algorithm = self.algorithm_for(gpu, n, job.key_type, job.order);
         if algorithm == Algorithm::Radix && seg.is_some() {
             return Err(Error::InvalidInput(
                 "the radix sort does not do segmented sorts; use --algorithm bitonic or auto"
