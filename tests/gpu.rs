@@ -45,34 +45,51 @@ fn from_bits<T: SortKey>(b: &[u64]) -> Vec<T> {
         .collect()
 }
 
+/// u32 keys of every size around the edges up to 2^max_log; every input shape up to
+/// 2^shapes_log, random beyond; both directions.
+fn u32_edge_sizes_and_shapes(
+    s: &BitonicSorter,
+    gpu: &Gpu,
+    max_log: u32,
+    shapes_log: u32,
+    what: &str,
+) {
+    for n in edge_sizes(max_log) {
+        for shape in SHAPES {
+            if n > (1 << shapes_log) && !matches!(shape, Shape::Random) {
+                continue;
+            }
+            let keys: Vec<u32> = bits(n, shape, n as u64)
+                .iter()
+                .map(|&x| (x >> 32) as u32)
+                .collect();
+            for descending in [false, true] {
+                check_sort(
+                    gpu,
+                    s,
+                    &keys,
+                    SortOrder {
+                        descending,
+                        segment_size: None,
+                    },
+                    &format!("{what} u32 {shape:?}"),
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn bitonic_u32_edge_sizes_and_shapes() {
     for no_sg in MODES {
         let gpu = gpu(no_sg);
-        let s = sorter(gpu);
-        for n in edge_sizes(20) {
-            for shape in SHAPES {
-                if n > (1 << 16) && !matches!(shape, Shape::Random) {
-                    continue; // the big sizes once, random; shapes are covered below that
-                }
-                let keys: Vec<u32> = bits(n, shape, n as u64)
-                    .iter()
-                    .map(|&x| (x >> 32) as u32)
-                    .collect();
-                for descending in [false, true] {
-                    check_sort(
-                        gpu,
-                        &s,
-                        &keys,
-                        SortOrder {
-                            descending,
-                            segment_size: None,
-                        },
-                        &format!("u32 {shape:?} no_subgroups={no_sg}"),
-                    );
-                }
-            }
-        }
+        u32_edge_sizes_and_shapes(
+            &sorter(gpu).with_algorithm(gpusort_core::Algorithm::Bitonic),
+            gpu,
+            20,
+            16,
+            &format!("bitonic no_subgroups={no_sg}"),
+        );
     }
 }
 
@@ -291,31 +308,14 @@ mod radix {
     fn radix_u32_edge_sizes_and_shapes() {
         for no_sg in MODES {
             let gpu = gpu(no_sg);
-            let s = radix(gpu);
             // sizes around one radix tile (4096 keys) and beyond; powers of two up to 2^18
-            for n in edge_sizes(18) {
-                for shape in SHAPES {
-                    if n > (1 << 13) && !matches!(shape, Shape::Random) {
-                        continue;
-                    }
-                    let keys: Vec<u32> = bits(n, shape, n as u64 + 1)
-                        .iter()
-                        .map(|&x| (x >> 32) as u32)
-                        .collect();
-                    for descending in [false, true] {
-                        check_sort(
-                            gpu,
-                            &s,
-                            &keys,
-                            SortOrder {
-                                descending,
-                                segment_size: None,
-                            },
-                            &format!("radix u32 {shape:?} no_subgroups={no_sg}"),
-                        );
-                    }
-                }
-            }
+            u32_edge_sizes_and_shapes(
+                &radix(gpu),
+                gpu,
+                18,
+                13,
+                &format!("radix no_subgroups={no_sg}"),
+            );
         }
     }
 

@@ -148,8 +148,22 @@ struct Ctx<'a> {
     reps: usize,
 }
 
+/// The vec4 copy kernel from `src` to `dst`: the bandwidth bound of a suite, in the same run.
+fn measure_copy(ctx: &Ctx<'_>, src: &wgpu::Buffer, dst: &wgpu::Buffer) -> Result<Stats, CliError> {
+    measure(ctx.reps, || {
+        Ok(ctx.timer.time(
+            ctx.gpu,
+            |_| {},
+            |enc| {
+                ctx.copy.record(ctx.gpu, enc, src, dst);
+                Ok(())
+            },
+        )?)
+    })
+}
+
 fn sort_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
-    let (gpu, timer, copy, bar, reps) = (ctx.gpu, ctx.timer, ctx.copy, ctx.bar, ctx.reps);
+    let (gpu, timer, bar, reps) = (ctx.gpu, ctx.timer, ctx.bar, ctx.reps);
     bar.inc_length((sizes.len() * 6) as u64);
     let plain = PlainBitonic::new(gpu)?;
     let sorter = BitonicSorter::new(gpu)?.with_algorithm(gpusort_core::Algorithm::Bitonic);
@@ -179,16 +193,7 @@ fn sort_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
         let mut these = Vec::new();
 
         bar.set_message(format!("2^{log}: copy"));
-        let st = measure(reps, || {
-            Ok(timer.time(
-                gpu,
-                |_| {},
-                |enc| {
-                    copy.record(gpu, enc, &pristine, &work);
-                    Ok(())
-                },
-            )?)
-        })?;
+        let st = measure_copy(ctx, &pristine, &work)?;
         these.push(case(
             "vec4 copy (bound)",
             st,
@@ -321,7 +326,7 @@ fn sort_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
 /// Scan suite: exclusive u32 sum scan and compaction against a vec4 copy of the same data.
 fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
     use gpusort_core::scan::{CompactJob, Predicate, ScanOp, Scanner};
-    let (gpu, timer, copy, bar, reps) = (ctx.gpu, ctx.timer, ctx.copy, ctx.bar, ctx.reps);
+    let (gpu, timer, bar, reps) = (ctx.gpu, ctx.timer, ctx.bar, ctx.reps);
     let scanner = Scanner::new(gpu)?;
     let paths = if scanner.uses_subgroups() {
         "subgroup kernels"
@@ -355,16 +360,7 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
             note,
         };
         bar.set_message(format!("2^{log}: copy"));
-        let copy_st = measure(reps, || {
-            Ok(timer.time(
-                gpu,
-                |_| {},
-                |enc| {
-                    copy.record(gpu, enc, &src, &dst);
-                    Ok(())
-                },
-            )?)
-        })?;
+        let copy_st = measure_copy(ctx, &src, &dst)?;
         let copy_gbs = 8.0 * n as f64 / copy_st.median_s / 1e9;
         cases.push(case(
             "vec4 copy (bound)",
