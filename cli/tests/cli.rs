@@ -241,6 +241,24 @@ fn default_output_name_and_empty_input() {
     assert_eq!(read_u32(&dir.path().join("one.sorted.bin")), vec![42]);
 }
 
+/// Every case is refused: exit code 2 and exactly one line on stderr, `gpusort: ...` naming it.
+fn assert_refused(cases: &[(Vec<String>, &str)]) {
+    for (args, needle) in cases {
+        let out = gpusort().args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.starts_with("gpusort: ") && err.contains(needle),
+            "{args:?}: {err}"
+        );
+        assert_eq!(
+            err.trim_end().lines().count(),
+            1,
+            "{args:?}: one line, got {err}"
+        );
+    }
+}
+
 /// Each bad input: exit code 2, one line on stderr naming the problem, input untouched, nothing written.
 #[test]
 fn bad_inputs_fail_cleanly() {
@@ -366,20 +384,7 @@ fn bad_inputs_fail_cleanly() {
             "directory",
         ),
     ];
-    for (args, needle) in cases {
-        let out = gpusort().args(&args).output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-        assert!(
-            err.starts_with("gpusort: ") && err.contains(needle),
-            "{args:?}: {err}"
-        );
-        assert_eq!(
-            err.trim_end().lines().count(),
-            1,
-            "{args:?}: one line, got {err}"
-        );
-    }
+    assert_refused(&cases);
     assert_eq!(listing(d), before, "nothing written");
     let after: Vec<Vec<u8>> = before.iter().map(|p| std::fs::read(p).unwrap()).collect();
     assert_eq!(after, before_bytes, "inputs untouched");
@@ -565,16 +570,7 @@ fn scan_family_bad_inputs() {
             "cannot read",
         ),
     ];
-    for (args, needle) in cases {
-        let out = gpusort().args(&args).output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-        assert!(
-            err.starts_with("gpusort: ") && err.contains(needle),
-            "{args:?}: {err}"
-        );
-        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
-    }
+    assert_refused(&cases);
     assert_eq!(listing(d), before, "nothing written");
 }
 
