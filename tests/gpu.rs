@@ -120,17 +120,22 @@ fn every_type_case<T: SortKey + PartialEq>(gpu: &Gpu, s: &BitonicSorter, special
     }
 }
 
+/// Every key type, with its special values, through `every_type_case`.
+fn every_type(gpu: &Gpu, s: &BitonicSorter) {
+    every_type_case::<u32>(gpu, s, &[0, u32::MAX]);
+    every_type_case::<i32>(gpu, s, &[i32::MIN, i32::MAX, -1, 0]);
+    every_type_case::<f32>(gpu, s, &f32_specials());
+    every_type_case::<u64>(gpu, s, &[0, u64::MAX, 1 << 32]);
+    every_type_case::<i64>(gpu, s, &[i64::MIN, i64::MAX, -1]);
+    every_type_case::<f64>(gpu, s, &f64_specials());
+}
+
 #[test]
 fn bitonic_every_key_type_with_specials() {
     for no_sg in MODES {
         let gpu = gpu(no_sg);
         let s = sorter(gpu);
-        every_type_case::<u32>(gpu, &s, &[0, u32::MAX]);
-        every_type_case::<i32>(gpu, &s, &[i32::MIN, i32::MAX, -1, 0]);
-        every_type_case::<f32>(gpu, &s, &f32_specials());
-        every_type_case::<u64>(gpu, &s, &[0, u64::MAX, 1 << 32]);
-        every_type_case::<i64>(gpu, &s, &[i64::MIN, i64::MAX, -1]);
-        every_type_case::<f64>(gpu, &s, &f64_specials());
+        every_type(gpu, &s);
     }
 }
 
@@ -324,12 +329,7 @@ mod radix {
         for no_sg in MODES {
             let gpu = gpu(no_sg);
             let s = radix(gpu);
-            every_type_case::<u32>(gpu, &s, &[0, u32::MAX]);
-            every_type_case::<i32>(gpu, &s, &[i32::MIN, i32::MAX, -1, 0]);
-            every_type_case::<f32>(gpu, &s, &f32_specials());
-            every_type_case::<u64>(gpu, &s, &[0, u64::MAX, 1 << 32]);
-            every_type_case::<i64>(gpu, &s, &[i64::MIN, i64::MAX, -1]);
-            every_type_case::<f64>(gpu, &s, &f64_specials());
+            every_type(gpu, &s);
             // keys that differ only in the highest or only in the lowest digit
             let mut r = rng(77);
             let high: Vec<u32> = (0..9000)

@@ -139,6 +139,9 @@ pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
     Ok(())
 }
 
+/// Records one GPU sort into an encoder; returns its dispatch count.
+type RecordSort<'a> = dyn Fn(&mut wgpu::CommandEncoder) -> gpusort_core::Result<usize> + 'a;
+
 /// What every suite measures with.
 struct Ctx<'a> {
     gpu: &'a gpusort_core::Gpu,
@@ -167,6 +170,7 @@ fn sort_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
     bar.inc_length((sizes.len() * 6) as u64);
     let plain = PlainBitonic::new(gpu)?;
     let sorter = BitonicSorter::new(gpu)?.with_algorithm(gpusort_core::Algorithm::Bitonic);
+    let radix_sorter = BitonicSorter::new(gpu)?.with_algorithm(gpusort_core::Algorithm::Radix);
     let mut cases = Vec::new();
     for &log in sizes {
         let n = 1usize << log;
@@ -204,8 +208,6 @@ fn sort_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
         ));
         bar.inc(1);
 
-        bar.set_message(format!("2^{log}: vectorised bitonic"));
-        let mut dispatches = 0;
         let job = GpuSortJob {
             key_type: KeyType::U32,
             order: SortOrder::default(),
@@ -214,63 +216,48 @@ fn sort_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
             values: None,
             permutation: None,
         };
-        let st = measure(reps, || {
-            Ok(timer.time(gpu, restore, |enc| {
-                dispatches = sorter.record(gpu, enc, &job)?.network_dispatches;
-                Ok(())
-            })?)
-        })?;
-        check_sorted(gpu, &work, n, "vectorised bitonic")?;
+        let copy_t = these[0].stats.median_s;
         let tile = BitonicSorter::workgroup_size(gpu, 1) * 16;
         let formula = method_host_syncs(n as u64, 4, tile / 16);
-        these.push(case(
-            "bitonic (vectorised)",
-            st,
-            n as f64 / st.median_s / 1e9,
-            "GKeys/s",
-            Some(dispatches as u64),
-            format!("tile {tile}; method formula (2 vec4/thread) {formula} global syncs; {:.1} copies of time", 0.0),
-        ));
-        bar.inc(1);
-
-        bar.set_message(format!("2^{log}: radix"));
-        let radix_sorter = BitonicSorter::new(gpu)?.with_algorithm(gpusort_core::Algorithm::Radix);
-        let mut radix_dispatches = 0;
-        let st = measure(reps, || {
-            Ok(timer.time(gpu, restore, |enc| {
-                radix_dispatches = radix_sorter.record(gpu, enc, &job)?.network_dispatches;
-                Ok(())
-            })?)
-        })?;
-        check_sorted(gpu, &work, n, "radix")?;
-        these.push(case(
-            "radix (8-bit digits)",
-            st,
-            n as f64 / st.median_s / 1e9,
-            "GKeys/s",
-            Some(radix_dispatches as u64),
-            "4 passes of upsweep, scan, downsweep".into(),
-        ));
-        bar.inc(1);
-
-        bar.set_message(format!("2^{log}: plain bitonic"));
-        let mut plain_dispatches = 0;
-        let st = measure(reps, || {
-            Ok(timer.time(gpu, restore, |enc| {
-                plain_dispatches = plain.record(gpu, enc, &work);
-                Ok(())
-            })?)
-        })?;
-        check_sorted(gpu, &work, n, "plain bitonic")?;
-        these.push(case(
-            "bitonic (plain, method 2)",
-            st,
-            n as f64 / st.median_s / 1e9,
-            "GKeys/s",
-            Some(plain_dispatches as u64),
-            String::new(),
-        ));
-        bar.inc(1);
+        let gpu_sorts: [(&str, &RecordSort); 3] = [
+            ("bitonic (vectorised)", &|enc| {
+                Ok(sorter.record(gpu, enc, &job)?.network_dispatches)
+            }),
+            ("radix (8-bit digits)", &|enc| {
+                Ok(radix_sorter.record(gpu, enc, &job)?.network_dispatches)
+            }),
+            ("bitonic (plain, method 2)", &|enc| {
+                Ok(plain.record(gpu, enc, &work))
+            }),
+        ];
+        for (name, record) in gpu_sorts {
+            bar.set_message(format!("2^{log}: {name}"));
+            let mut dispatches = 0;
+            let st = measure(reps, || {
+                Ok(timer.time(gpu, restore, |enc| {
+                    dispatches = record(enc)?;
+                    Ok(())
+                })?)
+            })?;
+            check_sorted(gpu, &work, n, name)?;
+            let note = match name {
+                "bitonic (vectorised)" => format!(
+                    "tile {tile}; method formula (2 vec4/thread) {formula} global syncs; {:.1} copies of time",
+                    st.median_s / copy_t
+                ),
+                "radix (8-bit digits)" => "4 passes of upsweep, scan, downsweep".into(),
+                _ => String::new(),
+            };
+            these.push(case(
+                name,
+                st,
+                n as f64 / st.median_s / 1e9,
+                "GKeys/s",
+                Some(dispatches as u64),
+                note,
+            ));
+            bar.inc(1);
+        }
 
         let keys: Vec<u32> = transfer::read_vec(gpu, &pristine, n)?;
         bar.set_message(format!("2^{log}: CPU sort_unstable"));
@@ -310,11 +297,7 @@ fn sort_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
         ));
         bar.inc(1);
 
-        let ours = these[1].stats.median_s;
-        let copy_t = these[0].stats.median_s;
-        these[1].note = these[1]
-            .note
-            .replace("0.0 copies", &format!("{:.1} copies", ours / copy_t));
+        let ours = these[1].stats.median_s; // the vectorised bitonic sort
         for c in &mut these {
             c.relative = c.stats.median_s / ours;
         }

@@ -230,6 +230,24 @@ fn verify_scan<T: SortKey>(data: &[T], out: &[T], op: ScanOp, inclusive: bool) -
     }
 }
 
+/// `--verify` for partition and compaction: the GPU's elements and payload, bit for bit.
+fn check_same<T: SortKey>(
+    what: &str,
+    got: &[T],
+    want: &[T],
+    vals: &Option<Vec<u32>>,
+    want_vals: &Option<Vec<u32>>,
+) -> CliResult {
+    if bytemuck::cast_slice::<T, u8>(got) != bytemuck::cast_slice::<T, u8>(want)
+        || vals != want_vals
+    {
+        return Err(CliError::runtime(format!(
+            "verification failed: the {what} differs from the CPU's; nothing was written"
+        )));
+    }
+    Ok(())
+}
+
 fn note(g: &Global, s: String) {
     if !g.quiet {
         eprintln!("{s}");
@@ -259,13 +277,11 @@ fn partition_typed<T: SortKey + FromStr + PartialEq>(
     let (out, vals, split) = scanner.partition(&gpu, &data, values.as_deref(), pred)?;
     if a.io.verify {
         let (want, wvals, wsplit) = reference::partition(&data, values.as_deref(), &pred);
-        if bytemuck::cast_slice::<T, u8>(&out) != bytemuck::cast_slice::<T, u8>(&want)
-            || vals != wvals
-            || split != wsplit
-        {
-            return Err(CliError::runtime(
-                "verification failed: the partition differs from the CPU's; nothing was written",
-            ));
+        check_same("partition", &out, &want, &vals, &wvals)?;
+        if split != wsplit {
+            return Err(CliError::runtime(format!(
+                "verification failed: split index {split}, the CPU's {wsplit}; nothing was written"
+            )));
         }
     }
     write(p, T::TYPE, bytemuck::cast_slice(&out))?;
@@ -310,13 +326,7 @@ fn compact_typed<T: SortKey + FromStr + PartialEq>(
     let (out, vals) = scanner.compact(&gpu, &data, values.as_deref(), pred)?;
     if a.io.verify {
         let (want, wvals) = reference::compact(&data, values.as_deref(), &pred);
-        if bytemuck::cast_slice::<T, u8>(&out) != bytemuck::cast_slice::<T, u8>(&want)
-            || vals != wvals
-        {
-            return Err(CliError::runtime(
-                "verification failed: the compaction differs from the CPU's; nothing was written",
-            ));
-        }
+        check_same("compaction", &out, &want, &vals, &wvals)?;
     }
     write(p, T::TYPE, bytemuck::cast_slice(&out))?;
     write_values(a.values_out.as_deref(), vals)?;
