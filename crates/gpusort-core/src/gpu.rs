@@ -212,7 +212,8 @@ impl Gpu {
             | wgpu::Features::SUBGROUP_BARRIER
             | wgpu::Features::TIMESTAMP_QUERY
             | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS
-            | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES;
+            | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES
+            | wgpu::Features::SHADER_F64;
         let mut features = available & wanted;
         if options.no_subgroups {
             features.remove(wgpu::Features::SUBGROUP | wgpu::Features::SUBGROUP_BARRIER);
@@ -299,8 +300,17 @@ impl Gpu {
 
     /// Block until all submitted work is done, with a timeout.
     pub fn wait(&self) -> Result<()> {
+        self.poll_wait(None)
+    }
+
+    /// Block until the work of one submission is done (and the maps it freed are called back).
+    pub fn wait_for(&self, submission: wgpu::SubmissionIndex) -> Result<()> {
+        self.poll_wait(Some(submission))
+    }
+
+    fn poll_wait(&self, submission_index: Option<wgpu::SubmissionIndex>) -> Result<()> {
         match self.device.poll(wgpu::PollType::Wait {
-            submission_index: None,
+            submission_index,
             timeout: Some(GPU_WAIT_TIMEOUT),
         }) {
             Ok(_) => self.check_lost(),

@@ -15,6 +15,7 @@ pub const KEY_ORDER: &str = include_str!("../../../shaders/common/keyorder.wgsl"
 pub const WGSCAN_SUBGROUP: &str = include_str!("../../../shaders/common/wgscan_subgroup.wgsl");
 pub const WGSCAN_SHARED: &str = include_str!("../../../shaders/common/wgscan_shared.wgsl");
 pub const RADIX: &str = include_str!("../../../shaders/radix.wgsl");
+pub const STENCIL: &str = include_str!("../../../shaders/stencil.wgsl");
 pub const LOOKBACK: &str = include_str!("../../../shaders/common/lookback.wgsl");
 
 /// Source of one kernel family with its compile-time constants.

@@ -70,6 +70,63 @@ fn staging(gpu: &Gpu, label: &str, size: u64, usage: wgpu::BufferUsages) -> wgpu
     })
 }
 
+/// Pieces of `len` bytes starting at buffer byte `offset`, cut at multiples of the piece size
+/// so every piece but the first starts map-aligned: (buffer start, range within the data).
+fn pieces(offset: u64, len: usize) -> Vec<(u64, std::ops::Range<usize>)> {
+    let mut out = Vec::new();
+    let mut at = 0usize;
+    while at < len {
+        let start = offset + at as u64;
+        let next = (start / PIECE_BYTES as u64 + 1) * PIECE_BYTES as u64;
+        let n = ((next - start) as usize).min(len - at);
+        out.push((start, at..at + n));
+        at += n;
+    }
+    out
+}
+
+/// A mapped range must start at a multiple of 8: map from the aligned start and skip the rest.
+fn map_window(start: u64, len: usize) -> (std::ops::Range<u64>, usize) {
+    let aligned = start - start % wgpu::MAP_ALIGNMENT;
+    let skip = (start - aligned) as usize;
+    (aligned..align4(start + len as u64), skip)
+}
+
+/// Copy `data` into the mapped buffer `stage` at byte `offset` (a multiple of 4), on all cores
+/// (each thread maps its own disjoint range: wgpu's write views are not `Send`).
+pub fn write_mapped(stage: &wgpu::Buffer, offset: u64, data: &[u8]) {
+    pieces(offset, data.len())
+        .into_par_iter()
+        .for_each(|(start, range)| {
+            let (window, skip) = map_window(start, range.len());
+            let mut view = stage
+                .get_mapped_range_mut(window)
+                .expect("range inside the mapped staging buffer");
+            view.slice(skip..skip + range.len())
+                .copy_from_slice(&data[range]);
+        });
+}
+
+/// Copy `out.len()` bytes from the mapped buffer `stage` at byte `offset` (a multiple of 4) into
+/// `out`, on all cores (mapped memory is often uncached: one thread reads it far slower than
+/// the link).
+pub fn read_mapped(stage: &wgpu::Buffer, offset: u64, out: &mut [u8]) {
+    let mut parts: Vec<(u64, &mut [u8])> = Vec::new();
+    let mut rest = out;
+    for (start, range) in pieces(offset, rest.len()) {
+        let (piece, tail) = std::mem::take(&mut rest).split_at_mut(range.len());
+        parts.push((start, piece));
+        rest = tail;
+    }
+    parts.into_par_iter().for_each(|(start, piece)| {
+        let (window, skip) = map_window(start, piece.len());
+        let view = stage
+            .get_mapped_range(window)
+            .expect("range inside the mapped staging buffer");
+        piece.copy_from_slice(&view[skip..skip + piece.len()]);
+    });
+}
+
 /// Copy `data` into `dst` at byte `offset`. `data.len()` and `offset` must be multiples of 4.
 pub fn upload(gpu: &Gpu, dst: &wgpu::Buffer, offset: u64, data: &[u8]) -> Result<()> {
     upload_chunked(gpu, dst, offset, data, CHUNK_BYTES)
@@ -97,15 +154,7 @@ pub fn upload_chunked(
     for (i, part) in data.chunks(chunk as usize).enumerate() {
         let len = part.len() as u64;
         map_and_wait(gpu, &stage, wgpu::MapMode::Write, len)?;
-        part.par_chunks(PIECE_BYTES)
-            .enumerate()
-            .for_each(|(j, piece)| {
-                let start = (j * PIECE_BYTES) as u64;
-                let mut view = stage
-                    .get_mapped_range_mut(start..start + piece.len() as u64)
-                    .expect("range inside the mapped staging buffer");
-                view.copy_from_slice(piece);
-            });
+        write_mapped(&stage, 0, part);
         stage.unmap();
         let mut enc = gpu
             .device
@@ -152,15 +201,7 @@ pub fn download_chunked(
         enc.copy_buffer_to_buffer(src, offset + i as u64 * chunk, &stage, 0, len);
         gpu.queue.submit([enc.finish()]);
         map_and_wait(gpu, &stage, wgpu::MapMode::Read, len)?;
-        part.par_chunks_mut(PIECE_BYTES)
-            .enumerate()
-            .for_each(|(j, piece)| {
-                let start = (j * PIECE_BYTES) as u64;
-                let view = stage
-                    .get_mapped_range(start..start + piece.len() as u64)
-                    .expect("range inside the mapped staging buffer");
-                piece.copy_from_slice(&view);
-            });
+        read_mapped(&stage, 0, part);
         stage.unmap();
     }
     Ok(())

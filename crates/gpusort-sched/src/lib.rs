@@ -1,9 +1,13 @@
 //! gpusort-sched: planning that needs no GPU (METHODS.md method 5). This crate never depends on
 //! wgpu, so every plan can be unit-tested on any machine.
 //!
+//! - [`stencil`]: the out-of-core stencil plan (METHODS.md method 4).
+//!
 //! Today: splitting work into blocks, and task graphs ordered topologically into the mapping
 //! table a merged launch reads (launch slot → task, block). The merged launch itself is future
 //! work (issue: scheduler).
+
+pub mod stencil;
 
 use std::ops::Range;
 

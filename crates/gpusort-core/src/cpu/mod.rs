@@ -4,3 +4,4 @@
 pub mod bitonic;
 pub mod keys;
 pub mod scan;
+pub mod stencil;

@@ -1,0 +1,89 @@
+//! CPU twin of `shaders/stencil.wgsl`: Jacobi steps of a stencil with scipy.ndimage boundaries,
+//! summing the taps in the same order and the same precision as the kernel.
+
+use rayon::prelude::*;
+
+use crate::stencil::{Boundary, GridShape, Stencil, StencilValue};
+
+/// Where coordinate `i` reads from along an axis of extent `n` (`None`: the constant value).
+pub fn map_axis(boundary: Boundary, i: i64, n: i64) -> Option<i64> {
+    if (0..n).contains(&i) {
+        return Some(i);
+    }
+    Some(match boundary {
+        Boundary::Constant => return None,
+        Boundary::Nearest => i.clamp(0, n - 1),
+        Boundary::Reflect => {
+            let m = i.rem_euclid(2 * n);
+            if m >= n {
+                2 * n - 1 - m
+            } else {
+                m
+            }
+        }
+        Boundary::Mirror => {
+            if n == 1 {
+                0
+            } else {
+                let m = i.rem_euclid(2 * n - 2);
+                if m >= n {
+                    2 * n - 2 - m
+                } else {
+                    m
+                }
+            }
+        }
+        Boundary::Wrap => i.rem_euclid(n),
+    })
+}
+
+/// `steps` Jacobi steps of `stencil` over `grid` (C order, `shape`).
+pub fn run<T: StencilValue>(
+    grid: &[T],
+    shape: GridShape,
+    stencil: &Stencil,
+    boundary: Boundary,
+    cval: f64,
+    steps: u32,
+) -> Vec<T> {
+    let [nz, ny, nx] = shape.as_3d().map(|n| n as i64);
+    assert_eq!(
+        grid.len() as i64,
+        nz * ny * nx,
+        "grid length matches its shape"
+    );
+    let cval = T::from_f64(cval);
+    let taps: Vec<([i64; 3], T)> = stencil
+        .taps()
+        .iter()
+        .map(|t| (t.offset.map(i64::from), T::from_f64(t.weight)))
+        .collect();
+    let mut cur = grid.to_vec();
+    let mut next = vec![T::from_f64(0.0); grid.len()];
+    let plane = (ny * nx) as usize;
+    for _ in 0..steps {
+        next.par_chunks_mut(plane.max(1))
+            .enumerate()
+            .for_each(|(z, row)| {
+                for (i, out) in row.iter_mut().enumerate() {
+                    let (y, x) = ((i / nx as usize) as i64, (i % nx as usize) as i64);
+                    let mut acc = T::from_f64(0.0);
+                    for &([dz, dy, dx], w) in &taps {
+                        let at = (
+                            map_axis(boundary, z as i64 + dz, nz),
+                            map_axis(boundary, y + dy, ny),
+                            map_axis(boundary, x + dx, nx),
+                        );
+                        let value = match at {
+                            (Some(z), Some(y), Some(x)) => cur[((z * ny + y) * nx + x) as usize],
+                            _ => cval,
+                        };
+                        acc = acc + w * value;
+                    }
+                    *out = acc;
+                }
+            });
+        std::mem::swap(&mut cur, &mut next);
+    }
+    cur
+}

@@ -1,0 +1,921 @@
+//! Stencils on 2-D and 3-D grids, in core and out of core (METHODS.md method 4).
+//!
+//! - [`Stencil`]: the taps (offset, weight) of a star, a box or a dense weights array, applied
+//!   with `scipy.ndimage.correlate`'s semantics (no flipping; zero weights are skipped as scipy
+//!   skips them).
+//! - [`Boundary`]: scipy.ndimage's `constant`, `nearest`, `reflect`, `mirror` and `wrap`.
+//! - [`StencilKernel`]: one Jacobi step over a resident region (`shaders/stencil.wgsl`).
+//! - [`run`]: the streamer. It follows a [`StencilPlan`] from gpusort-sched: sub-blocks along the
+//!   outermost axis; only each sub-block's new rows cross from the host, the overlap with the
+//!   previous sub-block stays on the GPU; `T` steps per residency with the valid region shrinking
+//!   by the radius each step (redundant halo work instead of exchanges); two staging slots so the
+//!   CPU copies of one sub-block overlap the GPU work of the next. An in-core plan is the same
+//!   loop with one sub-block and no halo, so both paths run identical per-cell arithmetic.
+
+use std::str::FromStr;
+use std::sync::mpsc;
+use std::time::Instant;
+
+use gpusort_sched::stencil::{Speeds, StencilPlan, StencilProblem, Streaming};
+
+use crate::error::{Error, Result};
+use crate::gpu::Gpu;
+use crate::kernel::{self, Layout, ParamBlocks, Slot};
+use crate::keys::KeyType;
+use crate::transfer;
+
+/// Largest radius gpusort accepts (the tap code is unrolled; a 3-D box of radius 8 has 4913 taps).
+pub const MAX_RADIUS: u32 = 8;
+const WG: u32 = 256;
+
+/// Boundary handling, with scipy.ndimage's names and meanings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Boundary {
+    /// Outside values are a constant (`cval`).
+    Constant,
+    /// The nearest edge value: `a a a | a b c d | d d d`.
+    Nearest,
+    /// Half-sample symmetric: `d c b a | a b c d | d c b a`.
+    Reflect,
+    /// Whole-sample symmetric: `d c b | a b c d | c b a`.
+    Mirror,
+    /// Periodic: `a b c d | a b c d | a b c d`.
+    Wrap,
+}
+
+impl Boundary {
+    pub const NAMES: [&'static str; 5] = ["constant", "nearest", "reflect", "mirror", "wrap"];
+
+    fn code(self) -> u32 {
+        self as u32
+    }
+}
+
+impl FromStr for Boundary {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Ok(match s {
+            "constant" => Boundary::Constant,
+            "nearest" => Boundary::Nearest,
+            "reflect" => Boundary::Reflect,
+            "mirror" => Boundary::Mirror,
+            "wrap" => Boundary::Wrap,
+            _ => {
+                return Err(Error::InvalidInput(format!(
+                    "unknown boundary '{s}' (expected {})",
+                    Boundary::NAMES.join(", ")
+                )))
+            }
+        })
+    }
+}
+
+/// A grid's shape, C order; the first axis is the streaming axis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GridShape {
+    dims: usize,
+    extents: [usize; 3],
+}
+
+impl GridShape {
+    /// A 2-D (`[y, x]`) or 3-D (`[z, y, x]`) shape with no empty axis.
+    pub fn new(extents: &[usize]) -> Result<GridShape> {
+        if !(2..=3).contains(&extents.len()) {
+            return Err(Error::InvalidInput(format!(
+                "stencil grids are 2-D or 3-D; got {} axes",
+                extents.len()
+            )));
+        }
+        if extents.contains(&0) {
+            return Err(Error::InvalidInput(format!(
+                "grid shape {extents:?} has an empty axis"
+            )));
+        }
+        let mut e = [1; 3];
+        e[3 - extents.len()..].copy_from_slice(extents);
+        // 2-D grids are seen as (rows, 1, x): the streaming axis stays first
+        if extents.len() == 2 {
+            e = [extents[0], 1, extents[1]];
+        }
+        Ok(GridShape {
+            dims: extents.len(),
+            extents: e,
+        })
+    }
+
+    pub fn dims(&self) -> usize {
+        self.dims
+    }
+
+    /// The extents as given.
+    pub fn extents(&self) -> Vec<usize> {
+        match self.dims {
+            2 => vec![self.extents[0], self.extents[2]],
+            _ => self.extents.to_vec(),
+        }
+    }
+
+    /// `[rows, ny, nx]`, with `ny = 1` for 2-D grids.
+    pub fn as_3d(&self) -> [usize; 3] {
+        self.extents
+    }
+
+    pub fn cells(&self) -> usize {
+        self.extents.iter().product()
+    }
+
+    pub fn rows(&self) -> usize {
+        self.extents[0]
+    }
+
+    pub fn row_cells(&self) -> usize {
+        self.extents[1] * self.extents[2]
+    }
+}
+
+impl std::fmt::Display for GridShape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let e: Vec<String> = self.extents().iter().map(|n| n.to_string()).collect();
+        f.write_str(&e.join("x"))
+    }
+}
+
+/// One tap: a neighbour's offset `[dz, dy, dx]` (`dy = 0` for 2-D) and its weight.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Tap {
+    pub offset: [i32; 3],
+    pub weight: f64,
+}
+
+/// The taps of a stencil, in the order of its dense weights array (C order), zero weights left
+/// out — the order both the kernel and the CPU twin sum in.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stencil {
+    dims: usize,
+    radius: u32,
+    taps: Vec<Tap>,
+}
+
+impl Stencil {
+    fn check(dims: usize, radius: u32) -> Result<()> {
+        if !(2..=3).contains(&dims) {
+            return Err(Error::InvalidInput(format!(
+                "stencils are 2-D or 3-D, not {dims}-D"
+            )));
+        }
+        if !(1..=MAX_RADIUS).contains(&radius) {
+            return Err(Error::InvalidInput(format!(
+                "radius must be between 1 and {MAX_RADIUS}, not {radius}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The dense weights of a `(2R+1)^dims` array in C order, from a predicate on offsets.
+    fn dense(dims: usize, radius: u32, keep: impl Fn(&[i32]) -> bool) -> Vec<f64> {
+        let side = 2 * radius as usize + 1;
+        let r = radius as i32;
+        (0..side.pow(dims as u32))
+            .map(|i| {
+                let mut off = vec![0i32; dims];
+                let mut rest = i;
+                for d in (0..dims).rev() {
+                    off[d] = (rest % side) as i32 - r;
+                    rest /= side;
+                }
+                if keep(&off) {
+                    1.0
+                } else {
+                    0.0
+                }
+            })
+            .collect()
+    }
+
+    /// Equal weights on the axes (a cross of `2·dims·R + 1` points) summing to 1.
+    pub fn star(dims: usize, radius: u32) -> Result<Stencil> {
+        Stencil::check(dims, radius)?;
+        let mut w = Stencil::dense(dims, radius, |o| o.iter().filter(|&&d| d != 0).count() <= 1);
+        let n = (2 * dims as u32 * radius + 1) as f64;
+        w.iter_mut().for_each(|x| *x /= n);
+        Stencil::from_weights(dims, radius, &w)
+    }
+
+    /// Equal weights on the whole `(2R+1)^dims` box, summing to 1.
+    pub fn boxed(dims: usize, radius: u32) -> Result<Stencil> {
+        Stencil::check(dims, radius)?;
+        let mut w = Stencil::dense(dims, radius, |_| true);
+        let n = w.len() as f64;
+        w.iter_mut().for_each(|x| *x /= n);
+        Stencil::from_weights(dims, radius, &w)
+    }
+
+    /// A dense `(2R+1)^dims` weights array in C order (scipy.ndimage.correlate's `weights`).
+    pub fn from_weights(dims: usize, radius: u32, weights: &[f64]) -> Result<Stencil> {
+        Stencil::check(dims, radius)?;
+        let side = 2 * radius as usize + 1;
+        if weights.len() != side.pow(dims as u32) {
+            return Err(Error::InvalidInput(format!(
+                "a radius-{radius} {dims}-D stencil needs {} weights, got {}",
+                side.pow(dims as u32),
+                weights.len()
+            )));
+        }
+        if let Some(bad) = weights.iter().find(|w| !w.is_finite()) {
+            return Err(Error::InvalidInput(format!(
+                "stencil weights must be finite, found {bad}"
+            )));
+        }
+        let r = radius as i32;
+        let taps = weights
+            .iter()
+            .enumerate()
+            .filter(|(_, &w)| w != 0.0)
+            .map(|(i, &w)| {
+                let mut off = [0i32; 3];
+                let mut rest = i;
+                for d in (0..dims).rev() {
+                    off[d] = (rest % side) as i32 - r;
+                    rest /= side;
+                }
+                // 2-D offsets (dy, dx) become (dz, 0, dx): rows stay the streaming axis
+                if dims == 2 {
+                    off = [off[0], 0, off[1]];
+                }
+                Tap {
+                    offset: off,
+                    weight: w,
+                }
+            })
+            .collect();
+        Ok(Stencil { dims, radius, taps })
+    }
+
+    pub fn dims(&self) -> usize {
+        self.dims
+    }
+
+    pub fn radius(&self) -> u32 {
+        self.radius
+    }
+
+    pub fn taps(&self) -> &[Tap] {
+        &self.taps
+    }
+
+    /// Largest |offset| per axis of the 3-D view.
+    fn reach(&self) -> [i32; 3] {
+        let mut r = [0; 3];
+        for t in &self.taps {
+            for (r, o) in r.iter_mut().zip(t.offset) {
+                *r = (*r).max(o.abs());
+            }
+        }
+        r
+    }
+}
+
+/// Grid cell types: f32, and f64 where the device has SHADER_F64.
+pub trait StencilValue:
+    bytemuck::Pod + Send + Sync + std::ops::Add<Output = Self> + std::ops::Mul<Output = Self>
+{
+    const TYPE: KeyType;
+    fn from_f64(v: f64) -> Self;
+}
+
+impl StencilValue for f32 {
+    const TYPE: KeyType = KeyType::F32;
+    fn from_f64(v: f64) -> Self {
+        v as f32
+    }
+}
+
+impl StencilValue for f64 {
+    const TYPE: KeyType = KeyType::F64;
+    fn from_f64(v: f64) -> Self {
+        v
+    }
+}
+
+/// Everything that fixes a stencil job's kernel and results.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StencilJob {
+    pub shape: GridShape,
+    pub stencil: Stencil,
+    pub boundary: Boundary,
+    /// The outside value of `Boundary::Constant`.
+    pub cval: f64,
+    pub steps: u32,
+    pub dtype: KeyType,
+}
+
+impl StencilJob {
+    /// Check the job against itself (the device is checked by [`StencilKernel::new`]).
+    pub fn validate(&self) -> Result<()> {
+        if !matches!(self.dtype, KeyType::F32 | KeyType::F64) {
+            return Err(Error::InvalidInput(format!(
+                "stencil grids hold f32 or f64, not {}",
+                self.dtype
+            )));
+        }
+        if self.stencil.dims != self.shape.dims {
+            return Err(Error::InvalidInput(format!(
+                "a {}-D stencil cannot run on the {}-D grid {}",
+                self.stencil.dims, self.shape.dims, self.shape
+            )));
+        }
+        if self.steps == 0 {
+            return Err(Error::InvalidInput("--steps must be at least 1".into()));
+        }
+        if !self.cval.is_finite() {
+            return Err(Error::InvalidInput(format!(
+                "the constant boundary value must be finite, not {}",
+                self.cval
+            )));
+        }
+        for (axis, &n) in self.shape.extents().iter().enumerate() {
+            if self.stencil.radius as usize > n {
+                return Err(Error::InvalidInput(format!(
+                    "radius {} is larger than the grid {} (axis {axis} has {n} cells)",
+                    self.stencil.radius, self.shape
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn cell_bytes(&self) -> u64 {
+        self.dtype.size() as u64
+    }
+
+    pub fn row_bytes(&self) -> u64 {
+        self.shape.row_cells() as u64 * self.cell_bytes()
+    }
+
+    /// The problem as the planner sees it.
+    pub fn problem(&self) -> StencilProblem {
+        StencilProblem {
+            rows: self.shape.rows() as u64,
+            row_cells: self.shape.row_cells() as u64,
+            cell_bytes: self.cell_bytes(),
+            radius: self.stencil.radius as u64,
+            steps: self.steps as u64,
+        }
+    }
+}
+
+/// A WGSL literal of type `T` for `v` (exact: shortest round-trip digits of the f64, which for an
+/// f32 weight converts back to the same f32).
+fn literal(v: f64) -> String {
+    format!("T({v:?})")
+}
+
+/// The kernel source for a job: the prelude constants and the generated tap code.
+pub fn source(job: &StencilJob) -> String {
+    let [_, ny, nx] = job.shape.as_3d();
+    let [rz, ry, rx] = job.stencil.reach();
+    let taps = job.stencil.taps();
+    let ty = if job.dtype == KeyType::F64 {
+        "f64"
+    } else {
+        "f32"
+    };
+    let cval = if job.dtype == KeyType::F32 {
+        job.cval as f32 as f64
+    } else {
+        job.cval
+    };
+    let mut s = format!(
+        "alias T = {ty};\nconst NX: i32 = {nx};\nconst NY: i32 = {ny};\nconst MODE: u32 = {}u;\n\
+         const CVAL: T = {};\nconst RZ: i32 = {rz};\nconst RY: i32 = {ry};\nconst RX: i32 = {rx};\n\
+         const NTAPS: u32 = {}u;\nconst WG: u32 = {WG}u;\n",
+        job.boundary.code(),
+        literal(cval),
+        taps.len().max(1),
+    );
+    s.push_str(crate::shaders::COMMON);
+    s.push('\n');
+    let plane = (ny * nx) as i64;
+    let (mut direct, mut fetch, mut sum) = (String::new(), String::new(), String::new());
+    for (k, t) in taps.iter().enumerate() {
+        let [dz, dy, dx] = t.offset;
+        let off = dz as i64 * plane + dy as i64 * nx as i64 + dx as i64;
+        direct.push_str(&format!("        v[{k}] = src[c + {off}];\n"));
+        fetch.push_str(&format!(
+            "        v[{k}] = fetch(zr + {dz}, y + {dy}, x + {dx});\n"
+        ));
+        let w = if job.dtype == KeyType::F32 {
+            t.weight as f32 as f64
+        } else {
+            t.weight
+        };
+        sum.push_str(&format!("    acc = acc + {} * v[{k}];\n", literal(w)));
+    }
+    let family = crate::shaders::STENCIL
+        .replace("        // @generated-direct\n", &direct)
+        .replace("        // @generated-fetch\n", &fetch)
+        .replace("    // @generated-sum\n", &sum);
+    s.push_str(&family);
+    s
+}
+
+/// The uniform block of `shaders/stencil.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct StepParams {
+    rows: i32,
+    res_lo: i32,
+    res_rows: i32,
+    comp_lo: i32,
+    comp_rows: i32,
+    _pad: [i32; 3],
+}
+
+/// The compiled step kernel of one job.
+pub struct StencilKernel {
+    job: StencilJob,
+    layout: Layout,
+    pipeline: wgpu::ComputePipeline,
+}
+
+impl StencilKernel {
+    pub fn new(gpu: &Gpu, job: &StencilJob) -> Result<StencilKernel> {
+        job.validate()?;
+        if job.dtype == KeyType::F64 && !gpu.features.contains(wgpu::Features::SHADER_F64) {
+            return Err(Error::InvalidInput(format!(
+                "{} has no 64-bit float shaders (SHADER_F64); convert the grid to f32",
+                gpu.adapter.name
+            )));
+        }
+        let layout = Layout::new(
+            gpu,
+            "stencil",
+            &[
+                (
+                    0,
+                    Slot::Params {
+                        size: std::mem::size_of::<StepParams>() as u64,
+                    },
+                ),
+                (1, Slot::Read),
+                (2, Slot::ReadWrite),
+            ],
+        );
+        let module = kernel::module(gpu, "stencil", &source(job))?;
+        let pipeline = kernel::pipeline(gpu, &module, "step", &layout)?;
+        Ok(StencilKernel {
+            job: job.clone(),
+            layout,
+            pipeline,
+        })
+    }
+
+    pub fn job(&self) -> &StencilJob {
+        &self.job
+    }
+
+    /// Record one step over `comp_rows` resident rows; the parameter block at `offset` says
+    /// which, and `bind` which buffer is read and which written.
+    fn record_step(
+        &self,
+        gpu: &Gpu,
+        pass: &mut wgpu::ComputePass<'_>,
+        bind: &wgpu::BindGroup,
+        offset: u32,
+        comp_rows: u64,
+    ) {
+        let cells = comp_rows * self.job.shape.row_cells() as u64;
+        let groups = cells.div_ceil(WG as u64) as u32;
+        kernel::dispatch(gpu, pass, &self.pipeline, bind, &[offset], groups);
+    }
+}
+
+/// What a run did.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct StencilStats {
+    pub seconds: f64,
+    pub bytes_up: u64,
+    pub bytes_down: u64,
+    /// Cell updates including redundant halo work.
+    pub cell_updates: u64,
+    pub blocks_run: u64,
+}
+
+/// One sub-block of one sweep.
+#[derive(Clone, Copy, Debug)]
+struct Block {
+    sweep: u64,
+    /// Index within the sweep.
+    k: u64,
+    /// Steps this sweep advances.
+    steps: u64,
+    /// Output rows.
+    z0: i64,
+    z1: i64,
+    /// Resident rows (unwrapped for `wrap` out of core).
+    lo: i64,
+    hi: i64,
+    /// First row sent from the host (rows [lo, new_lo) are the kept overlap).
+    new_lo: i64,
+    /// Rows [keep_lo, hi) are kept on the GPU for the next sub-block.
+    keep_lo: i64,
+}
+
+fn blocks_of(job: &StencilJob, plan: &StencilPlan) -> Vec<Block> {
+    let rows = job.shape.rows() as i64;
+    let r = job.stencil.radius as i64;
+    let b = plan.block_rows as i64;
+    let wrap = job.boundary == Boundary::Wrap && !plan.in_core;
+    let resident = |z0: i64, z1: i64, h: i64| {
+        if wrap {
+            (z0 - h, z1 + h)
+        } else {
+            ((z0 - h).max(0), (z1 + h).min(rows))
+        }
+    };
+    let mut out = Vec::new();
+    for sweep in 0..plan.sweeps {
+        let steps = (job.steps as u64 - sweep * plan.time_block).min(plan.time_block);
+        let h = if plan.in_core { 0 } else { r * steps as i64 };
+        let mut prev_hi = i64::MIN;
+        for k in 0..plan.blocks {
+            let z0 = k as i64 * b;
+            let z1 = (z0 + b).min(rows);
+            let (lo, hi) = resident(z0, z1, h);
+            let new_lo = if plan.streaming == Streaming::Reuse && k > 0 {
+                prev_hi.max(lo)
+            } else {
+                lo
+            };
+            let keep_lo = if plan.streaming == Streaming::Reuse && k + 1 < plan.blocks {
+                resident(z1, (z1 + b).min(rows), h).0.min(hi)
+            } else {
+                hi
+            };
+            prev_hi = hi;
+            out.push(Block {
+                sweep,
+                k,
+                steps,
+                z0,
+                z1,
+                lo,
+                hi,
+                new_lo,
+                keep_lo,
+            });
+        }
+    }
+    out
+}
+
+/// Copy grid rows `[a, b)` (unwrapped: taken modulo the row count) out of `grid` into the
+/// mapped buffer `stage`.
+fn gather_rows(grid: &[u8], rows: i64, row_bytes: usize, a: i64, b: i64, stage: &wgpu::Buffer) {
+    let mut at = 0u64;
+    let mut r = a;
+    while r < b {
+        let g = r.rem_euclid(rows);
+        let n = (b - r).min(rows - g);
+        let bytes = n as usize * row_bytes;
+        let from = g as usize * row_bytes;
+        transfer::write_mapped(stage, at, &grid[from..from + bytes]);
+        at += bytes as u64;
+        r += n;
+    }
+}
+
+/// One staging slot: an upload and a download buffer, reused for every sub-block.
+struct StagingSlot {
+    up: wgpu::Buffer,
+    down: wgpu::Buffer,
+    up_mapped: Option<mpsc::Receiver<std::result::Result<(), wgpu::BufferAsyncError>>>,
+    down_mapped: Option<mpsc::Receiver<std::result::Result<(), wgpu::BufferAsyncError>>>,
+    submission: Option<wgpu::SubmissionIndex>,
+}
+
+fn request_map(
+    buffer: &wgpu::Buffer,
+    mode: wgpu::MapMode,
+    len: u64,
+) -> mpsc::Receiver<std::result::Result<(), wgpu::BufferAsyncError>> {
+    let (tx, rx) = mpsc::channel();
+    buffer.map_async(mode, 0..len.max(4), move |r| {
+        let _ = tx.send(r);
+    });
+    rx
+}
+
+/// Wait for a map requested after `submission`.
+fn await_map(
+    gpu: &Gpu,
+    submission: Option<&wgpu::SubmissionIndex>,
+    rx: mpsc::Receiver<std::result::Result<(), wgpu::BufferAsyncError>>,
+) -> Result<()> {
+    if let Some(idx) = submission {
+        gpu.wait_for(idx.clone())?;
+    } else {
+        gpu.wait()?;
+    }
+    match rx.recv_timeout(crate::gpu::GPU_WAIT_TIMEOUT) {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(Error::Map(e.to_string())),
+        Err(_) => Err(Error::Timeout(crate::gpu::GPU_WAIT_TIMEOUT)),
+    }
+}
+
+/// Which host buffers a sweep reads and writes: sweeps alternate between `dst` and `scratch`
+/// so that the last one writes `dst`.
+fn sweep_io<'a>(
+    sweep: u64,
+    sweeps: u64,
+    src: &'a [u8],
+    dst: &'a mut [u8],
+    scratch: &'a mut [u8],
+) -> (&'a [u8], &'a mut [u8]) {
+    let writes_dst = (sweeps - 1 - sweep).is_multiple_of(2);
+    match (sweep, writes_dst) {
+        (0, true) => (src, dst),
+        (0, false) => (src, scratch),
+        (_, true) => (scratch, dst),
+        (_, false) => (dst, scratch),
+    }
+}
+
+/// Run `job` by `plan` from the host grid `src` into `dst` (both the grid's bytes, C order).
+/// Plans with more than one sweep need `scratch`, a second grid-sized buffer (a memory map
+/// for grids larger than RAM). `progress(done, total)` is called after each sub-block.
+pub fn run(
+    gpu: &Gpu,
+    kernel: &StencilKernel,
+    plan: &StencilPlan,
+    src: &[u8],
+    dst: &mut [u8],
+    scratch: Option<&mut [u8]>,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<StencilStats> {
+    let job = &kernel.job;
+    let grid_bytes = job.shape.cells() as u64 * job.cell_bytes();
+    if src.len() as u64 != grid_bytes || dst.len() as u64 != grid_bytes {
+        return Err(Error::InvalidInput(format!(
+            "the grid {} of {} needs {grid_bytes} bytes in and out",
+            job.shape, job.dtype
+        )));
+    }
+    let mut no_scratch = Vec::new();
+    let scratch = match scratch {
+        Some(s) => s,
+        None if plan.sweeps > 1 => {
+            return Err(Error::InvalidInput(
+                "a plan of several sweeps needs a scratch grid".into(),
+            ))
+        }
+        None => &mut no_scratch[..],
+    };
+    let start = Instant::now();
+    let rows = job.shape.rows() as i64;
+    let rb = job.row_bytes();
+    let r = job.stencil.radius as i64;
+    let blocks = blocks_of(job, plan);
+    let max_resident = blocks.iter().map(|b| b.hi - b.lo).max().unwrap_or(1) as u64;
+    let max_new = blocks.iter().map(|b| b.hi - b.new_lo).max().unwrap_or(1) as u64;
+    let max_out = blocks.iter().map(|b| b.z1 - b.z0).max().unwrap_or(1) as u64;
+    let max_keep = blocks.iter().map(|b| b.hi - b.keep_lo).max().unwrap_or(0) as u64;
+    if max_resident * rb > gpu.max_binding() {
+        return Err(Error::TooLarge(format!(
+            "a resident region of {} bytes exceeds the largest binding ({} bytes) on {}",
+            max_resident * rb,
+            gpu.max_binding(),
+            gpu.adapter.name
+        )));
+    }
+    let res = [
+        transfer::storage_buffer(gpu, "stencil resident A", max_resident * rb)?,
+        transfer::storage_buffer(gpu, "stencil resident B", max_resident * rb)?,
+    ];
+    let keep = transfer::storage_buffer(gpu, "stencil overlap", max_keep * rb)?;
+    let staging = |label: &str, size: u64, usage: wgpu::BufferUsages, mapped: bool| {
+        gpu.checked(|| {
+            gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(label),
+                size: transfer::align_to(size.max(4), 4),
+                usage,
+                mapped_at_creation: mapped,
+            })
+        })
+    };
+    let mut slots = Vec::new();
+    for _ in 0..gpusort_sched::stencil::SLOTS_IN_FLIGHT {
+        slots.push(StagingSlot {
+            up: staging(
+                "stencil upload",
+                max_new * rb,
+                wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
+                true,
+            )?,
+            down: staging(
+                "stencil download",
+                max_out * rb,
+                wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                false,
+            )?,
+            up_mapped: None,
+            down_mapped: None,
+            submission: None,
+        });
+    }
+    let mut stats = StencilStats::default();
+    let total = blocks.len() as u64;
+    // the sub-block whose download is still to be written to the host
+    let mut pending: Option<(usize, Block)> = None;
+    let finish = |slot: &mut StagingSlot, b: &Block, dst: &mut [u8], scratch: &mut [u8]| {
+        let rx = slot.down_mapped.take().expect("download requested");
+        await_map(gpu, slot.submission.as_ref(), rx)?;
+        let (_, dest) = sweep_io(b.sweep, plan.sweeps, src, dst, scratch);
+        let len = (b.z1 - b.z0) as u64 * rb;
+        let from = b.z0 as usize * rb as usize;
+        transfer::read_mapped(&slot.down, 0, &mut dest[from..from + len as usize]);
+        slot.down.unmap();
+        Ok::<(), Error>(())
+    };
+    for (j, b) in blocks.iter().enumerate() {
+        let s = j % slots.len();
+        // The first sub-block of a sweep reads what the previous sweep wrote: finish it first.
+        if b.k == 0 {
+            if let Some((ps, pb)) = pending.take() {
+                finish(&mut slots[ps], &pb, dst, scratch)?;
+                progress(j as u64, total);
+            }
+        }
+        let slot = &mut slots[s];
+        if let Some(rx) = slot.up_mapped.take() {
+            await_map(gpu, slot.submission.as_ref(), rx)?;
+        }
+        let new_bytes = (b.hi - b.new_lo) as u64 * rb;
+        {
+            let (source, _) = sweep_io(b.sweep, plan.sweeps, src, dst, scratch);
+            gather_rows(source, rows, rb as usize, b.new_lo, b.hi, &slot.up);
+        }
+        slot.up.unmap();
+
+        // step parameters: step t computes the rows still needed by the steps after it
+        let mut params = ParamBlocks::new(gpu);
+        let mut steps = Vec::new();
+        for t in 1..=b.steps as i64 {
+            let shrink = r * (b.steps as i64 - t);
+            let c0 = (b.z0 - shrink).max(b.lo);
+            let c1 = (b.z1 + shrink).min(b.hi);
+            let off = params.push(&StepParams {
+                rows: rows as i32,
+                res_lo: b.lo as i32,
+                res_rows: (b.hi - b.lo) as i32,
+                comp_lo: (c0 - b.lo) as i32,
+                comp_rows: (c1 - c0) as i32,
+                _pad: [0; 3],
+            });
+            steps.push((off, (c1 - c0) as u64));
+            stats.cell_updates += (c1 - c0) as u64 * job.shape.row_cells() as u64;
+        }
+        let pbuf = params.finish(gpu, "stencil params");
+        let binds = [
+            kernel.layout.bind(gpu, &[&pbuf, &res[0], &res[1]]),
+            kernel.layout.bind(gpu, &[&pbuf, &res[1], &res[0]]),
+        ];
+        let mut enc = gpu
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("stencil block"),
+            });
+        let kept = (b.new_lo - b.lo) as u64 * rb;
+        if kept > 0 {
+            enc.copy_buffer_to_buffer(&keep, 0, &res[0], 0, kept);
+        }
+        if new_bytes > 0 {
+            enc.copy_buffer_to_buffer(&slot.up, 0, &res[0], kept, new_bytes);
+        }
+        let keep_bytes = (b.hi - b.keep_lo) as u64 * rb;
+        if keep_bytes > 0 {
+            let from = (b.keep_lo - b.lo) as u64 * rb;
+            enc.copy_buffer_to_buffer(&res[0], from, &keep, 0, keep_bytes);
+        }
+        {
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("stencil steps"),
+                timestamp_writes: None,
+            });
+            for (t, &(off, comp_rows)) in steps.iter().enumerate() {
+                kernel.record_step(gpu, &mut pass, &binds[t % 2], off, comp_rows);
+            }
+        }
+        let out_len = (b.z1 - b.z0) as u64 * rb;
+        let last = &res[steps.len() % 2];
+        enc.copy_buffer_to_buffer(last, (b.z0 - b.lo) as u64 * rb, &slot.down, 0, out_len);
+        let idx = gpu.checked(|| gpu.queue.submit([enc.finish()]))?;
+        slot.submission = Some(idx);
+        slot.up_mapped = Some(request_map(&slot.up, wgpu::MapMode::Write, max_new * rb));
+        slot.down_mapped = Some(request_map(&slot.down, wgpu::MapMode::Read, out_len));
+        stats.bytes_up += new_bytes;
+        stats.bytes_down += out_len;
+        stats.blocks_run += 1;
+        // While the GPU runs this sub-block, write out the previous one.
+        if let Some((ps, pb)) = pending.replace((s, *b)) {
+            finish(&mut slots[ps], &pb, dst, scratch)?;
+            progress(j as u64, total);
+        }
+    }
+    if let Some((ps, pb)) = pending.take() {
+        finish(&mut slots[ps], &pb, dst, scratch)?;
+    }
+    progress(total, total);
+    gpu.wait()?;
+    stats.seconds = start.elapsed().as_secs_f64();
+    Ok(stats)
+}
+
+/// Measure what the planner needs on this device: upload and download bandwidth through mapped
+/// staging, and the step kernel's cell rate, on a sample of the job's own grid shape (at most
+/// `sample_bytes` of rows).
+pub fn measure_speeds(gpu: &Gpu, kernel: &StencilKernel, sample_bytes: u64) -> Result<Speeds> {
+    let job = &kernel.job;
+    let rb = job.row_bytes();
+    let rows = (sample_bytes / rb.max(1))
+        .clamp(1, job.shape.rows() as u64)
+        .min(gpu.max_binding() / rb.max(1))
+        .max(1);
+    let bytes = rows * rb;
+    let host = vec![0u8; bytes as usize];
+    let buf = transfer::storage_buffer(gpu, "stencil sample", bytes)?;
+    let other = transfer::storage_buffer(gpu, "stencil sample out", bytes)?;
+    transfer::upload(gpu, &buf, 0, &host)?; // warm-up
+    let t = Instant::now();
+    transfer::upload(gpu, &buf, 0, &host)?;
+    let up = bytes as f64 / t.elapsed().as_secs_f64().max(1e-9);
+    let mut back = vec![0u8; bytes as usize];
+    let t = Instant::now();
+    transfer::download(gpu, &buf, 0, &mut back)?;
+    let down = bytes as f64 / t.elapsed().as_secs_f64().max(1e-9);
+    let mut params = ParamBlocks::new(gpu);
+    let off = params.push(&StepParams {
+        rows: rows as i32,
+        res_lo: 0,
+        res_rows: rows as i32,
+        comp_lo: 0,
+        comp_rows: rows as i32,
+        _pad: [0; 3],
+    });
+    let pbuf = params.finish(gpu, "stencil params");
+    let bind = kernel.layout.bind(gpu, &[&pbuf, &buf, &other]);
+    let mut rate = 0.0f64;
+    for _ in 0..3 {
+        let mut enc = gpu.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = enc.begin_compute_pass(&Default::default());
+            kernel.record_step(gpu, &mut pass, &bind, off, rows);
+        }
+        let t = Instant::now();
+        gpu.queue.submit([enc.finish()]);
+        gpu.wait()?;
+        let cells = (rows * job.shape.row_cells() as u64) as f64;
+        rate = rate.max(cells / t.elapsed().as_secs_f64().max(1e-9));
+    }
+    Ok(Speeds {
+        upload_bytes_per_s: up,
+        download_bytes_per_s: down,
+        cells_per_s: rate,
+    })
+}
+
+/// Run `job` by `plan` on a grid in host memory (allocates the output and any scratch grid).
+pub fn apply<T: StencilValue>(
+    gpu: &Gpu,
+    kernel: &StencilKernel,
+    plan: &StencilPlan,
+    grid: &[T],
+) -> Result<(Vec<T>, StencilStats)> {
+    if T::TYPE != kernel.job.dtype {
+        return Err(Error::InvalidInput(format!(
+            "the kernel was built for {} grids, not {}",
+            kernel.job.dtype,
+            T::TYPE
+        )));
+    }
+    let mut out = vec![T::from_f64(0.0); grid.len()];
+    let mut scratch = vec![
+        0u8;
+        if plan.sweeps > 1 {
+            std::mem::size_of_val(grid)
+        } else {
+            0
+        }
+    ];
+    let stats = run(
+        gpu,
+        kernel,
+        plan,
+        bytemuck::cast_slice(grid),
+        bytemuck::cast_slice_mut(&mut out),
+        (plan.sweeps > 1).then_some(&mut scratch[..]),
+        &mut |_, _| {},
+    )?;
+    Ok((out, stats))
+}

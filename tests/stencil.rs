@@ -1,0 +1,318 @@
+//! The stencil kernel and streamer against the CPU twin, on lavapipe: every boundary, star and
+//! box, radius 1..3, 2-D and 3-D, steps 1..5; and the out-of-core path under small GPU memory
+//! budgets, which must match the in-core run bit for bit.
+//!
+//! Tolerance against the CPU: the GPU may fuse a multiply and an add (WGSL allows it), so f32
+//! results may differ from the CPU's separate operations by a few ulps per step; the weights
+//! sum to 1, so values stay of the input's magnitude and 1e-5 relative (f32) / 1e-12 (f64)
+//! bounds the difference over 5 steps with a wide margin. GPU-to-GPU comparisons are exact.
+
+use gpusort_core::cpu;
+use gpusort_core::stencil::{
+    self, Boundary, GridShape, Stencil, StencilJob, StencilKernel, StencilValue,
+};
+use gpusort_core::KeyType;
+use gpusort_sched::stencil::{plan, Budget, Speeds, StencilPlan, Streaming};
+use gpusort_tests::{gpu, rng};
+use rand::Rng;
+
+const SPEEDS: Speeds = Speeds {
+    upload_bytes_per_s: 1e9,
+    download_bytes_per_s: 1e9,
+    cells_per_s: 1e9,
+};
+
+const BOUNDARIES: [Boundary; 5] = [
+    Boundary::Constant,
+    Boundary::Nearest,
+    Boundary::Reflect,
+    Boundary::Mirror,
+    Boundary::Wrap,
+];
+
+fn job(
+    shape: &[usize],
+    stencil: Stencil,
+    boundary: Boundary,
+    steps: u32,
+    dtype: KeyType,
+) -> StencilJob {
+    StencilJob {
+        shape: GridShape::new(shape).unwrap(),
+        stencil,
+        boundary,
+        cval: 0.25,
+        steps,
+        dtype,
+    }
+}
+
+fn grid<T: StencilValue>(cells: usize, seed: u64) -> Vec<T> {
+    let mut r = rng(seed);
+    (0..cells)
+        .map(|_| T::from_f64(r.random_range(-4.0..4.0)))
+        .collect()
+}
+
+fn in_core(job: &StencilJob) -> StencilPlan {
+    let budget = Budget {
+        memory: u64::MAX / 4,
+        max_binding: u64::MAX / 4,
+    };
+    plan(&job.problem(), budget, SPEEDS, None, Streaming::Reuse).unwrap()
+}
+
+fn close<T: StencilValue + Into<f64>>(gpu: &[T], cpu: &[T], tol: f64, what: &str) {
+    assert_eq!(gpu.len(), cpu.len());
+    for (i, (&g, &c)) in gpu.iter().zip(cpu).enumerate() {
+        let (g, c): (f64, f64) = (g.into(), c.into());
+        assert!(
+            (g - c).abs() <= tol * c.abs().max(1.0),
+            "{what}: cell {i}: gpu {g} cpu {c}"
+        );
+    }
+}
+
+fn check_against_cpu(job: &StencilJob, seed: u64) {
+    let gpu = gpu(false);
+    let kernel = StencilKernel::new(gpu, job).unwrap();
+    let input = grid::<f32>(job.shape.cells(), seed);
+    let (out, stats) = stencil::apply(gpu, &kernel, &in_core(job), &input).unwrap();
+    let want = cpu::stencil::run(
+        &input,
+        job.shape,
+        &job.stencil,
+        job.boundary,
+        job.cval,
+        job.steps,
+    );
+    let what = format!(
+        "{} {:?} r{} {} steps",
+        job.shape,
+        job.boundary,
+        job.stencil.radius(),
+        job.steps
+    );
+    close(&out, &want, 1e-5, &what);
+    assert_eq!(
+        stats.cell_updates,
+        job.shape.cells() as u64 * job.steps as u64
+    );
+}
+
+#[test]
+fn every_boundary_shape_and_radius_matches_the_cpu() {
+    let mut case = 0u64;
+    for boundary in BOUNDARIES {
+        for radius in 1..=3 {
+            for dims in [2, 3] {
+                for boxed in [false, true] {
+                    let stencil = if boxed {
+                        Stencil::boxed(dims, radius).unwrap()
+                    } else {
+                        Stencil::star(dims, radius).unwrap()
+                    };
+                    // odd sizes, not multiples of anything; steps cycle through 1..=5
+                    let shape: &[usize] = if dims == 2 { &[23, 37] } else { &[9, 7, 13] };
+                    let steps = 1 + (case % 5) as u32;
+                    check_against_cpu(&job(shape, stencil, boundary, steps, KeyType::F32), case);
+                    case += 1;
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn every_step_count_matches_the_cpu() {
+    for boundary in BOUNDARIES {
+        for steps in 1..=5 {
+            let s = Stencil::star(2, 2).unwrap();
+            check_against_cpu(
+                &job(&[17, 19], s, boundary, steps, KeyType::F32),
+                steps as u64,
+            );
+        }
+    }
+}
+
+#[test]
+fn grids_thinner_than_the_stencil() {
+    // axes shorter than 2R+1 (and as short as R): boundaries reflect more than once
+    for boundary in BOUNDARIES {
+        for shape in [&[3usize, 40][..], &[40, 3], &[3, 3], &[4, 3, 5], &[3, 1, 9]] {
+            let dims = shape.len();
+            let radius = if shape.contains(&1) { 1 } else { 3 };
+            let s = Stencil::boxed(dims, radius).unwrap();
+            check_against_cpu(&job(shape, s, boundary, 3, KeyType::F32), 7);
+        }
+    }
+}
+
+#[test]
+fn dense_weights_follow_correlate_order() {
+    // asymmetric weights catch any flipping; zeros are skipped as scipy skips them
+    let w: Vec<f64> = (0..25)
+        .map(|i| {
+            if i % 3 == 0 {
+                0.0
+            } else {
+                i as f64 / 100.0 - 0.1
+            }
+        })
+        .collect();
+    for boundary in BOUNDARIES {
+        let s = Stencil::from_weights(2, 2, &w).unwrap();
+        check_against_cpu(&job(&[13, 11], s, boundary, 2, KeyType::F32), 3);
+    }
+    let w3: Vec<f64> = (0..27).map(|i| (i as f64 - 13.0) / 50.0).collect();
+    let s = Stencil::from_weights(3, 1, &w3).unwrap();
+    check_against_cpu(&job(&[5, 6, 7], s, Boundary::Reflect, 2, KeyType::F32), 4);
+}
+
+#[test]
+fn constant_boundary_at_every_step_and_specials() {
+    // one cell of inf and one of NaN spread as the arithmetic says, on GPU and CPU alike
+    let gpu = gpu(false);
+    let j = job(
+        &[16, 16],
+        Stencil::star(2, 1).unwrap(),
+        Boundary::Constant,
+        3,
+        KeyType::F32,
+    );
+    let kernel = StencilKernel::new(gpu, &j).unwrap();
+    let mut input = vec![1.0f32; 256];
+    input[0] = f32::INFINITY;
+    input[255] = f32::NAN;
+    input[100] = -0.0;
+    let (out, _) = stencil::apply(gpu, &kernel, &in_core(&j), &input).unwrap();
+    let want = cpu::stencil::run(&input, j.shape, &j.stencil, j.boundary, j.cval, j.steps);
+    for (i, (g, c)) in out.iter().zip(&want).enumerate() {
+        assert!(
+            (g.is_nan() && c.is_nan()) || (g == c) || (g - c).abs() <= 1e-5,
+            "cell {i}: gpu {g} cpu {c}"
+        );
+    }
+    assert!(out[0].is_infinite() && out[255].is_nan());
+}
+
+#[test]
+fn f64_grids_where_the_device_has_them() {
+    let gpu = gpu(false);
+    let j = job(
+        &[11, 9, 10],
+        Stencil::star(3, 2).unwrap(),
+        Boundary::Mirror,
+        3,
+        KeyType::F64,
+    );
+    if !gpu.features.contains(wgpu::Features::SHADER_F64) {
+        // the refusal is the behaviour to test on such a device
+        let e = StencilKernel::new(gpu, &j).err().expect("f64 refused");
+        assert!(e.to_string().contains("SHADER_F64"), "{e}");
+        return;
+    }
+    let kernel = StencilKernel::new(gpu, &j).unwrap();
+    let input = grid::<f64>(j.shape.cells(), 5);
+    let (out, _) = stencil::apply(gpu, &kernel, &in_core(&j), &input).unwrap();
+    let want = cpu::stencil::run(&input, j.shape, &j.stencil, j.boundary, j.cval, j.steps);
+    close(&out, &want, 1e-12, "f64");
+}
+
+/// The out-of-core streamer under budgets that force 3..many sub-blocks and several `T`,
+/// against the in-core run, bit for bit.
+fn out_of_core_matches(j: &StencilJob, seed: u64) {
+    let gpu = gpu(false);
+    let kernel = StencilKernel::new(gpu, j).unwrap();
+    let input = grid::<f32>(j.shape.cells(), seed);
+    let (reference, _) = stencil::apply(gpu, &kernel, &in_core(j), &input).unwrap();
+    let row = j.row_bytes();
+    let mut seen = Vec::new();
+    for (rows_budget, time_block) in [
+        (12, Some(1)),
+        (12, None),
+        (20, Some(2)),
+        (30, Some(3)),
+        (64, None),
+    ] {
+        for streaming in [Streaming::Reuse, Streaming::Naive] {
+            let budget = Budget {
+                memory: rows_budget * row,
+                max_binding: 1 << 30,
+            };
+            let p = match plan(&j.problem(), budget, SPEEDS, time_block, streaming) {
+                Ok(p) => p,
+                Err(_) => continue, // this T does not fit this budget
+            };
+            assert!(!p.in_core && p.gpu_bytes <= budget.memory, "{p:?}");
+            let (out, stats) = stencil::apply(gpu, &kernel, &p, &input).unwrap();
+            assert_eq!(stats.blocks_run, p.blocks * p.sweeps);
+            let same = out
+                .iter()
+                .zip(&reference)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(
+                same,
+                "{} {:?}: plan {p:?} differs from in core",
+                j.shape, j.boundary
+            );
+            seen.push((p.blocks, p.time_block, streaming));
+        }
+    }
+    // the budgets really exercised several sub-block counts and time blocks
+    assert!(
+        seen.iter().any(|s| s.1 > 1) && seen.iter().any(|s| s.1 == 1),
+        "{seen:?}"
+    );
+    assert!(seen.iter().any(|s| s.2 == Streaming::Naive));
+}
+
+#[test]
+fn out_of_core_is_bit_identical_to_in_core_2d() {
+    for boundary in BOUNDARIES {
+        let j = job(
+            &[61, 33],
+            Stencil::star(2, 2).unwrap(),
+            boundary,
+            5,
+            KeyType::F32,
+        );
+        out_of_core_matches(&j, 11);
+    }
+}
+
+#[test]
+fn out_of_core_is_bit_identical_to_in_core_3d() {
+    for boundary in BOUNDARIES {
+        let j = job(
+            &[40, 6, 7],
+            Stencil::boxed(3, 1).unwrap(),
+            boundary,
+            4,
+            KeyType::F32,
+        );
+        out_of_core_matches(&j, 12);
+    }
+}
+
+#[test]
+fn bad_jobs_are_refused() {
+    let gpu = gpu(false);
+    let s = Stencil::star(2, 3).unwrap();
+    // radius larger than an axis
+    let j = job(&[2, 40], s.clone(), Boundary::Reflect, 1, KeyType::F32);
+    assert!(StencilKernel::new(gpu, &j).is_err());
+    let j = job(&[20, 40], s.clone(), Boundary::Reflect, 0, KeyType::F32);
+    assert!(StencilKernel::new(gpu, &j).is_err());
+    let j = job(&[20, 4, 40], s, Boundary::Reflect, 1, KeyType::F32);
+    assert!(
+        StencilKernel::new(gpu, &j).is_err(),
+        "2-D stencil on a 3-D grid"
+    );
+    assert!(Stencil::star(2, 0).is_err() && Stencil::boxed(3, 9).is_err());
+    assert!(Stencil::from_weights(2, 1, &[1.0; 8]).is_err());
+    assert!(Stencil::from_weights(2, 1, &[f64::NAN; 9]).is_err());
+    assert!("sideways".parse::<Boundary>().is_err());
+    assert!(GridShape::new(&[4]).is_err() && GridShape::new(&[4, 0]).is_err());
+}
