@@ -36,6 +36,8 @@ struct Params {
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> src: array<T>;
 @group(0) @binding(2) var<storage, read_write> dst: array<T>;
+// The tap weights, in tap order (see StencilKernel::weights for why not constants).
+@group(0) @binding(3) var<storage, read> weights: array<T>;
 
 // Where coordinate i (outside [0, n)) reads from, with scipy.ndimage's meanings; periodic forms so
 // any reach is handled.

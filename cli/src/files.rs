@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use gpusort_core::KeyType;
-use memmap2::Mmap;
+use memmap2::{Mmap, MmapMut};
 
 use crate::error::CliError;
 
@@ -44,6 +44,8 @@ pub struct Input {
     pub format: Format,
     pub dtype: KeyType,
     pub len: usize,
+    /// The .npy header's shape (`[len]` for raw files).
+    pub shape: Vec<usize>,
     map: Option<Mmap>,
     offset: usize,
 }
@@ -72,8 +74,24 @@ fn npy_descr(t: KeyType) -> &'static str {
 }
 
 impl Input {
-    /// Open `path`; `dtype` is required for raw files and, for .npy files, must match the header.
+    /// Open a 1-D array; `dtype` is required for raw files and, for .npy files, must match the
+    /// header.
     pub fn open(path: &Path, dtype: Option<KeyType>) -> Result<Input, CliError> {
+        let input = Input::open_array(path, dtype)?;
+        if input.shape.len() != 1 {
+            return Err(CliError::usage(format!(
+                "{} is {}-D (shape {:?}); this command takes 1-D arrays",
+                path.display(),
+                input.shape.len(),
+                input.shape
+            )));
+        }
+        Ok(input)
+    }
+
+    /// Open an array of any number of dimensions (C order); raw files are 1-D until a caller
+    /// gives them a shape.
+    pub fn open_array(path: &Path, dtype: Option<KeyType>) -> Result<Input, CliError> {
         let shown = path.display();
         let meta = std::fs::metadata(path)
             .map_err(|e| CliError::usage(format!("cannot read {shown}: {e}")))?;
@@ -114,6 +132,7 @@ impl Input {
                 format: Format::Raw,
                 dtype,
                 len: bytes.len() / dtype.size(),
+                shape: vec![bytes.len() / dtype.size()],
                 map,
                 offset: 0,
             });
@@ -161,11 +180,10 @@ impl Input {
                 )));
             }
         }
-        let shape = npy.shape().to_vec();
-        if shape.len() != 1 {
+        let shape: Vec<usize> = npy.shape().iter().map(|&n| n as usize).collect();
+        if shape.is_empty() {
             return Err(CliError::usage(format!(
-                "{shown} is {}-D (shape {shape:?}); gpusort sorts 1-D arrays",
-                shape.len()
+                "{shown} is 0-D (a single value), not an array to work on"
             )));
         }
         if npy.order() == npyz::Order::Fortran {
@@ -173,12 +191,15 @@ impl Input {
                 "{shown} is in Fortran order; save it in C order"
             )));
         }
-        let len = shape[0] as usize;
+        let len = shape
+            .iter()
+            .try_fold(1usize, |a, &n| a.checked_mul(n))
+            .ok_or_else(|| bad(format!("the shape {shape:?} is too large")))?;
         let data = bytes.len() - offset;
-        if data != len * file_dtype.size() {
+        if Some(data) != len.checked_mul(file_dtype.size()) {
             return Err(bad(format!(
                 "the header says {len} elements ({} bytes) but {data} bytes follow",
-                len * file_dtype.size()
+                len.saturating_mul(file_dtype.size())
             )));
         }
         Ok(Input {
@@ -186,6 +207,7 @@ impl Input {
             format: Format::Npy,
             dtype: file_dtype,
             len,
+            shape,
             map,
             offset,
         })
@@ -335,16 +357,24 @@ pub struct Output {
 impl Output {
     pub fn create(dest: &Path) -> Result<Output, CliError> {
         check_output_path(dest)?;
-        let tmp = tempfile::Builder::new()
-            .prefix(".gpusort-")
-            .suffix(".tmp")
-            .tempfile_in(parent(dest))
-            .map_err(|e| {
-                CliError::runtime(format!(
-                    "cannot create a temporary file beside {}: {e}",
-                    dest.display()
-                ))
-            })?;
+        let mut builder = tempfile::Builder::new();
+        builder.prefix(".gpusort-").suffix(".tmp");
+        // A result file gets the permissions a new file would get (0666 less the umask), not
+        // the temporary file's private 0600; a file being replaced keeps its own.
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            builder.permissions(std::fs::Permissions::from_mode(0o666));
+        }
+        let tmp = builder.tempfile_in(parent(dest)).map_err(|e| {
+            CliError::runtime(format!(
+                "cannot create a temporary file beside {}: {e}",
+                dest.display()
+            ))
+        })?;
+        if let Ok(meta) = std::fs::metadata(dest) {
+            let _ = tmp.as_file().set_permissions(meta.permissions());
+        }
         PENDING
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -398,6 +428,48 @@ impl Output {
         Ok(())
     }
 
+    /// Size the output for an array of `shape` and map its element bytes for writing in place
+    /// (results larger than RAM are written through the map; the header comes first for .npy).
+    /// Call [`Output::commit`] after the map is flushed and dropped.
+    pub fn map_array(
+        &mut self,
+        format: Format,
+        dtype: KeyType,
+        shape: &[usize],
+    ) -> Result<Option<MmapMut>, CliError> {
+        let dest = self.dest.clone();
+        let err =
+            |e: std::io::Error| CliError::runtime(format!("cannot write {}: {e}", dest.display()));
+        let file = self.tmp.as_mut().expect("not yet committed").as_file_mut();
+        let mut header = Vec::new();
+        if format == Format::Npy {
+            let dt = npyz::DType::Plain(npy_descr(dtype).parse().expect("valid type string"));
+            let shape: Vec<u64> = shape.iter().map(|&n| n as u64).collect();
+            use npyz::WriterBuilder;
+            npyz::WriteOptions::new_header_only()
+                .dtype(dt)
+                .shape(&shape)
+                .writer(&mut header)
+                .write_header_only()
+                .map_err(err)?;
+        }
+        let data = shape.iter().product::<usize>() as u64 * dtype.size() as u64;
+        file.write_all(&header).map_err(err)?;
+        reserve(file, header.len() as u64 + data).map_err(err)?;
+        if data == 0 {
+            return Ok(None);
+        }
+        // SAFETY: the temporary file is ours alone (created with O_EXCL, unlinked on failure).
+        let map = unsafe {
+            memmap2::MmapOptions::new()
+                .offset(header.len() as u64)
+                .len(data as usize)
+                .map_mut(&*file)
+        }
+        .map_err(err)?;
+        Ok(Some(map))
+    }
+
     /// Flush to disk and atomically rename over the destination.
     pub fn commit(mut self) -> Result<(), CliError> {
         let tmp = self.tmp.take().expect("commit once");
@@ -433,6 +505,78 @@ impl Drop for Output {
         if let Some(tmp) = self.tmp.take() {
             let path = tmp.path().to_path_buf();
             drop(tmp); // NamedTempFile removes itself
+            PENDING
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .retain(|p| p != &path);
+        }
+    }
+}
+
+/// Give `file` its final length with the disk space really allocated, so writes through a memory
+/// map cannot hit a full disk later (that would be SIGBUS, not an error we can clean up after).
+fn reserve(file: &File, len: u64) -> std::io::Result<()> {
+    file.set_len(len)?;
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::io::AsRawFd;
+        // SAFETY: a plain syscall on an open descriptor we own.
+        let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, len as libc::off_t) };
+        // filesystems without fallocate (EOPNOTSUPP/EINVAL) keep the sparse file
+        if rc != 0 && rc != libc::EOPNOTSUPP && rc != libc::EINVAL {
+            return Err(std::io::Error::from_raw_os_error(rc));
+        }
+    }
+    Ok(())
+}
+
+/// A grid-sized work area: anonymous memory for grids that fit comfortably in RAM, otherwise a
+/// temporary file beside the output (removed on drop and by the interrupt handler).
+pub struct Scratch {
+    map: MmapMut,
+    _file: Option<tempfile::NamedTempFile>,
+}
+
+/// Grids up to this size get anonymous memory as scratch.
+const SCRATCH_IN_MEMORY: u64 = 4 << 30;
+
+impl Scratch {
+    pub fn new(bytes: u64, beside: &Path) -> Result<Scratch, CliError> {
+        let err = |e: std::io::Error| {
+            CliError::runtime(format!(
+                "cannot create a scratch grid of {bytes} bytes: {e}"
+            ))
+        };
+        if bytes <= SCRATCH_IN_MEMORY {
+            let map = MmapMut::map_anon(bytes.max(1) as usize).map_err(err)?;
+            return Ok(Scratch { map, _file: None });
+        }
+        let file = tempfile::Builder::new()
+            .prefix(".gpusort-scratch-")
+            .tempfile_in(parent(beside))
+            .map_err(err)?;
+        PENDING
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(file.path().to_path_buf());
+        reserve(file.as_file(), bytes).map_err(err)?;
+        // SAFETY: a private temporary file no one else opens.
+        let map = unsafe { MmapMut::map_mut(file.as_file()) }.map_err(err)?;
+        Ok(Scratch {
+            map,
+            _file: Some(file),
+        })
+    }
+
+    pub fn bytes(&mut self) -> &mut [u8] {
+        &mut self.map[..]
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if let Some(f) = &self._file {
+            let path = f.path().to_path_buf();
             PENDING
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())

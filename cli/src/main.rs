@@ -8,6 +8,7 @@ mod info;
 mod progress;
 mod scan;
 mod sort;
+mod stencil;
 
 use std::process::ExitCode;
 
@@ -110,6 +111,8 @@ pub enum Command {
     Partition(scan::PartitionArgs),
     /// Keep the elements matching a predicate, in order; prints how many.
     Compact(scan::CompactArgs),
+    /// Jacobi steps of a stencil over a 2-D or 3-D grid, streamed when it does not fit the GPU.
+    Stencil(stencil::StencilArgs),
     /// Benchmark gpusort against baselines measured in the same run.
     Bench(bench::BenchArgs),
 }
@@ -180,6 +183,7 @@ fn main() -> ExitCode {
         Command::Scan(a) => scan::run_scan(&cli.global, a),
         Command::Partition(a) => scan::run_partition(&cli.global, a),
         Command::Compact(a) => scan::run_compact(&cli.global, a),
+        Command::Stencil(a) => stencil::run(&cli.global, a),
         Command::Bench(a) => bench::run(&cli.global, a),
     };
     match result {

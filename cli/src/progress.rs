@@ -27,3 +27,16 @@ pub fn spinner(when: When, quiet: bool) -> ProgressBar {
     bar.enable_steady_tick(Duration::from_millis(100));
     bar
 }
+
+/// A bar of `total` units (hidden like the spinner in pipes and with --quiet).
+pub fn bar(when: When, quiet: bool, total: u64, unit: &str) -> ProgressBar {
+    let bar = spinner(when, quiet);
+    bar.set_length(total);
+    bar.set_style(
+        ProgressStyle::with_template(&format!(
+            "{{bar:40}} {{pos}}/{{len}} {unit} [{{elapsed_precise}}, eta {{eta}}]"
+        ))
+        .expect("valid template"),
+    );
+    bar
+}

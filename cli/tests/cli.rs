@@ -709,3 +709,213 @@ fn a_failing_write_leaves_nothing_behind() {
     );
     assert_eq!(read_u32(&input), keys);
 }
+
+fn write_f32(path: &Path, v: &[f32]) {
+    std::fs::write(path, bytemuck::cast_slice::<f32, u8>(v)).unwrap();
+}
+
+fn random_f32(n: usize, seed: u64) -> Vec<f32> {
+    let mut r = rng(seed);
+    (0..n).map(|_| r.random_range(-1.0..1.0)).collect()
+}
+
+/// Raw and .npy grids, 2-D and 3-D, every boundary: the result matches the CPU twin, .npy keeps
+/// its shape, and a small --gpu-memory (streamed in sub-blocks) gives the same bytes as in core.
+#[test]
+fn stencil_on_files_in_core_and_streamed() {
+    use gpusort_core::cpu::stencil as reference;
+    use gpusort_core::stencil::{Boundary, GridShape, Stencil};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let grid = random_f32(96 * 40, 21);
+    write_f32(&d.join("g.raw"), &grid);
+    for boundary in ["constant", "nearest", "reflect", "mirror", "wrap"] {
+        let common = |out: &str| {
+            let mut c = gpusort();
+            c.args([
+                "-q", "stencil", "--shape", "96x40", "--radius", "2", "--steps", "4",
+            ])
+            .args(["--boundary", boundary, "--cval", "-0.5", "--verify"])
+            .arg(d.join("g.raw"))
+            .arg("-o")
+            .arg(d.join(out));
+            c
+        };
+        common("in.raw").assert().success();
+        common("out.raw")
+            .args(["--gpu-memory", "20K"])
+            .assert()
+            .success();
+        let a = std::fs::read(d.join("in.raw")).unwrap();
+        assert_eq!(a, std::fs::read(d.join("out.raw")).unwrap(), "{boundary}");
+        let shape = GridShape::new(&[96, 40]).unwrap();
+        let b: Boundary = boundary.parse().unwrap();
+        let want = reference::run(&grid, shape, &Stencil::star(2, 2).unwrap(), b, -0.5, 4);
+        let got: Vec<f32> = bytemuck::pod_collect_to_vec(&a);
+        for (g, w) in got.iter().zip(&want) {
+            assert!((g - w).abs() <= 1e-5, "{boundary}: {g} vs {w}");
+        }
+    }
+    // 3-D .npy with a weights file, output .npy of the same shape
+    let g3 = random_f32(12 * 5 * 7, 22);
+    write_npy(&d.join("g3.npy"), &[12, 5, 7], &g3);
+    let w: Vec<f32> = (0..27).map(|i| (i as f32 - 10.0) / 40.0).collect();
+    write_npy(&d.join("w.npy"), &[3, 3, 3], &w);
+    gpusort()
+        .args([
+            "-q",
+            "stencil",
+            "--boundary",
+            "wrap",
+            "--steps",
+            "3",
+            "--verify",
+        ])
+        .arg(d.join("g3.npy"))
+        .arg("--weights")
+        .arg(d.join("w.npy"))
+        .arg("-o")
+        .arg(d.join("r3.npy"))
+        .assert()
+        .success();
+    let (shape, got) = read_npy::<f32>(&d.join("r3.npy"));
+    assert_eq!(shape, vec![12, 5, 7]);
+    let wd: Vec<f64> = w.iter().map(|&x| x as f64).collect();
+    let st = Stencil::from_weights(3, 1, &wd).unwrap();
+    let want = reference::run(
+        &g3,
+        GridShape::new(&[12, 5, 7]).unwrap(),
+        &st,
+        Boundary::Wrap,
+        0.0,
+        3,
+    );
+    for (g, w) in got.iter().zip(&want) {
+        assert!((g - w).abs() <= 1e-5, "{g} vs {w}");
+    }
+}
+
+/// --plan prints the plan and writes nothing; --time-block is obeyed.
+#[test]
+fn stencil_plan_prints_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_f32(&d.join("g.raw"), &random_f32(200 * 64, 23));
+    let out = gpusort()
+        .args([
+            "stencil", "--shape", "200x64", "--radius", "1", "--steps", "9",
+        ])
+        .args(["--gpu-memory", "40K", "--time-block", "3", "--plan"])
+        .arg(d.join("g.raw"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("out of core") && text.contains("T = 3") && text.contains("3 sweeps"),
+        "{text}"
+    );
+    assert!(text.contains("predicted"), "{text}");
+    assert_eq!(listing(d), vec![d.join("g.raw")]);
+}
+
+/// Each bad stencil input: exit code 2, one line, nothing written.
+#[test]
+fn stencil_bad_inputs_fail_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_f32(&d.join("g.raw"), &random_f32(64, 24));
+    write_npy(&d.join("one.npy"), &[64], &random_f32(64, 25));
+    write_npy(&d.join("four.npy"), &[2, 2, 2, 8], &random_f32(64, 25));
+    write_npy(&d.join("u32.npy"), &[8, 8], &random_u32(64, 26));
+    write_npy(&d.join("g.npy"), &[8, 8], &random_f32(64, 27));
+    write_npy(&d.join("w4.npy"), &[4, 4], &[0.0f32; 16]);
+    write_npy(&d.join("w3d.npy"), &[3, 3, 3], &[0.0f32; 27]);
+    write_npy(&d.join("wu.npy"), &[3, 3], &[1u32; 9]);
+    write_npy(&d.join("wr.npy"), &[3, 5], &[0.0f32; 15]);
+    std::fs::write(d.join("odd.raw"), [0u8; 5]).unwrap();
+    let before = listing(d);
+    let s = |p: &str| d.join(p).to_string_lossy().into_owned();
+    let st = |extra: &[&str]| {
+        let mut v: Vec<String> = vec!["stencil".into()];
+        v.extend(extra.iter().map(|x| x.to_string()));
+        v
+    };
+    let g = s("g.raw");
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (st(&[&g]), "--shape"),
+        (st(&[&g, "--shape", "9x8"]), "has 72 cells"),
+        (st(&[&g, "--shape", "64"]), "not a grid shape"),
+        (st(&[&g, "--shape", "8x0x8"]), "not a grid shape"),
+        (st(&[&g, "--shape", "8x8", "--radius", "9"]), "radius"),
+        (st(&[&g, "--shape", "8x8", "--radius", "0"]), "radius"),
+        (
+            st(&[&g, "--shape", "2x32", "--radius", "3"]),
+            "larger than the grid",
+        ),
+        (st(&[&g, "--shape", "8x8", "--steps", "0"]), "--steps"),
+        (
+            st(&[&g, "--shape", "8x8", "--boundary", "sideways"]),
+            "sideways",
+        ),
+        (
+            st(&[&g, "--shape", "8x8", "--gpu-memory", "0"]),
+            "--gpu-memory",
+        ),
+        (
+            st(&[&g, "--shape", "8x8", "--gpu-memory", "-5"]),
+            "--gpu-memory",
+        ),
+        (
+            st(&[&g, "--shape", "8x8", "--gpu-memory", "lots"]),
+            "--gpu-memory",
+        ),
+        (
+            st(&[&g, "--shape", "8x8", "--gpu-memory", "64"]),
+            "too small",
+        ),
+        (
+            st(&[&g, "--shape", "8x8", "--time-block", "0"]),
+            "time-block",
+        ),
+        (
+            st(&[
+                &g,
+                "--shape",
+                "8x8",
+                "--cval",
+                "nan",
+                "--boundary",
+                "constant",
+            ]),
+            "finite",
+        ),
+        (
+            st(&[&g, "--shape", "8x8", "--dtype", "f64"]),
+            "holds 32 f64",
+        ),
+        (st(&[&s("odd.raw"), "--shape", "1x1"]), "not a multiple"),
+        (st(&[&s("one.npy")]), "1-D"),
+        (st(&[&s("four.npy")]), "4-D"),
+        (st(&[&s("u32.npy")]), "f32 or f64"),
+        (st(&[&s("g.npy"), "--shape", "4x16"]), "does not match"),
+        (st(&[&s("g.npy"), "--weights", &s("w4.npy")]), "(2R+1)"),
+        (st(&[&s("g.npy"), "--weights", &s("w3d.npy")]), "(2R+1)"),
+        (st(&[&s("g.npy"), "--weights", &s("wr.npy")]), "(2R+1)"),
+        (st(&[&s("g.npy"), "--weights", &s("wu.npy")]), "f32 or f64"),
+        (
+            st(&[&s("g.npy"), "--weights", &s("missing.npy")]),
+            "cannot read",
+        ),
+        (st(&[&s("g.npy"), "--weights", &g]), ".npy"),
+        (
+            st(&[&s("g.npy"), "-o", &s("no/such/dir/out.npy")]),
+            "does not exist",
+        ),
+        (st(&[&s("g.npy"), "-o", &s("g.npy")]), "--in-place"),
+        (st(&[&s("missing.raw"), "--shape", "8x8"]), "cannot read"),
+        (st(&[&s(""), "--shape", "8x8"]), "directory"),
+    ];
+    assert_refused(&cases);
+    assert_eq!(listing(d), before, "nothing written");
+}

@@ -404,12 +404,7 @@ pub fn source(job: &StencilJob) -> String {
         fetch.push_str(&format!(
             "        v[{k}] = fetch(zr + {dz}, y + {dy}, x + {dx});\n"
         ));
-        let w = if job.dtype == KeyType::F32 {
-            t.weight as f32 as f64
-        } else {
-            t.weight
-        };
-        sum.push_str(&format!("    acc = acc + {} * v[{k}];\n", literal(w)));
+        sum.push_str(&format!("    acc = acc + weights[{k}] * v[{k}];\n"));
     }
     let family = crate::shaders::STENCIL
         .replace("        // @generated-direct\n", &direct)
@@ -436,6 +431,10 @@ pub struct StencilKernel {
     job: StencilJob,
     layout: Layout,
     pipeline: wgpu::ComputePipeline,
+    /// The tap weights, read from memory rather than written into the code as constants: with
+    /// constants, compilers may factor equal weights out of the sum (w·a + w·b → w·(a + b)),
+    /// which overflows to ±inf for values near the type's limit where the tap-by-tap sum does not.
+    weights: wgpu::Buffer,
 }
 
 impl StencilKernel {
@@ -459,19 +458,42 @@ impl StencilKernel {
                 ),
                 (1, Slot::Read),
                 (2, Slot::ReadWrite),
+                (3, Slot::Read),
             ],
         );
         let module = kernel::module(gpu, "stencil", &source(job))?;
         let pipeline = kernel::pipeline(gpu, &module, "step", &layout)?;
+        let weights = match job.dtype {
+            KeyType::F64 => {
+                let w: Vec<f64> = job.stencil.taps.iter().map(|t| t.weight).collect();
+                transfer::buffer_from(gpu, "stencil weights", &w)?
+            }
+            _ => {
+                let w: Vec<f32> = job.stencil.taps.iter().map(|t| t.weight as f32).collect();
+                transfer::buffer_from(gpu, "stencil weights", &w)?
+            }
+        };
         Ok(StencilKernel {
             job: job.clone(),
             layout,
             pipeline,
+            weights,
         })
     }
 
     pub fn job(&self) -> &StencilJob {
         &self.job
+    }
+
+    /// A bind group reading `src` and writing `dst` with the parameter blocks in `params`.
+    fn bind(
+        &self,
+        gpu: &Gpu,
+        params: &wgpu::Buffer,
+        src: &wgpu::Buffer,
+        dst: &wgpu::Buffer,
+    ) -> wgpu::BindGroup {
+        self.layout.bind(gpu, &[params, src, dst, &self.weights])
     }
 
     /// Record one step over `comp_rows` resident rows; the parameter block at `offset` says
@@ -778,8 +800,8 @@ pub fn run(
         }
         let pbuf = params.finish(gpu, "stencil params");
         let binds = [
-            kernel.layout.bind(gpu, &[&pbuf, &res[0], &res[1]]),
-            kernel.layout.bind(gpu, &[&pbuf, &res[1], &res[0]]),
+            kernel.bind(gpu, &pbuf, &res[0], &res[1]),
+            kernel.bind(gpu, &pbuf, &res[1], &res[0]),
         ];
         let mut enc = gpu
             .device
@@ -864,7 +886,7 @@ pub fn measure_speeds(gpu: &Gpu, kernel: &StencilKernel, sample_bytes: u64) -> R
         _pad: [0; 3],
     });
     let pbuf = params.finish(gpu, "stencil params");
-    let bind = kernel.layout.bind(gpu, &[&pbuf, &buf, &other]);
+    let bind = kernel.bind(gpu, &pbuf, &buf, &other);
     let mut rate = 0.0f64;
     for _ in 0..3 {
         let mut enc = gpu.device.create_command_encoder(&Default::default());

@@ -1,0 +1,440 @@
+//! `gpusort stencil`: Jacobi steps of a stencil over a 2-D or 3-D grid, in core or streamed
+//! through the GPU in sub-blocks (METHODS.md method 4).
+
+use std::path::PathBuf;
+
+use clap::ValueEnum;
+use gpusort_core::cpu;
+use gpusort_core::stencil::{
+    self, Boundary, GridShape, Stencil, StencilJob, StencilKernel, StencilValue,
+};
+use gpusort_core::KeyType;
+use gpusort_sched::stencil::{plan, Budget, Speeds, StencilPlan, Streaming};
+
+use crate::error::{CliError, CliResult};
+use crate::files::{resolve_output, Format, Input, Output, Scratch};
+use crate::{progress, Global};
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum Kind {
+    /// The cross of 2·d·R + 1 points along the axes.
+    Star,
+    /// The whole (2R+1)^d box.
+    Box,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum GridDtype {
+    F32,
+    F64,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct StencilArgs {
+    /// Input grid: raw little-endian (with --shape) or .npy (2-D or 3-D, C order).
+    pub input: PathBuf,
+    /// Output (same format as the input). Default: INPUT's name with `.stencil` before the extension.
+    #[arg(short, long, conflicts_with = "in_place")]
+    pub output: Option<PathBuf>,
+    /// Replace the input with the result (crash-safe: temporary file, then rename).
+    #[arg(long)]
+    pub in_place: bool,
+    /// Shape of a raw grid, outermost axis first: ZxYxX or YxX. For .npy it must match if given.
+    #[arg(long)]
+    pub shape: Option<String>,
+    /// Cell type of a raw grid (default f32); for .npy it must match the header if given.
+    #[arg(long, value_enum)]
+    pub dtype: Option<GridDtype>,
+    /// Equal weights summing to 1 on a star or a box.
+    #[arg(long, value_enum, default_value = "star", conflicts_with = "weights")]
+    pub stencil: Kind,
+    /// Reach of the stencil in cells (1..=8). With --weights it follows from their shape.
+    #[arg(long)]
+    pub radius: Option<u32>,
+    /// A dense (2R+1)^d .npy array of weights (f32 or f64), applied like scipy.ndimage.correlate.
+    #[arg(long)]
+    pub weights: Option<PathBuf>,
+    /// What lies outside the grid, as in scipy.ndimage.
+    #[arg(long, default_value = "reflect", value_parser = Boundary::NAMES)]
+    pub boundary: String,
+    /// The outside value of --boundary constant.
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    pub cval: f64,
+    /// Jacobi steps (each reads the previous grid).
+    #[arg(long, default_value_t = 1)]
+    pub steps: u32,
+    /// GPU memory the job may use, e.g. 512M or 8G (default: four times the device's largest
+    /// storage binding). Grids that do not fit are streamed in sub-blocks.
+    #[arg(long, value_name = "BYTES", allow_hyphen_values = true)]
+    pub gpu_memory: Option<String>,
+    /// Steps per residency of a sub-block (default: chosen by the planner).
+    #[arg(long, value_name = "T")]
+    pub time_block: Option<u64>,
+    /// Print the plan and its predicted time, and stop.
+    #[arg(long)]
+    pub plan: bool,
+    /// Stream naively (halos re-sent, one step per transfer): the baseline the method is
+    /// measured against.
+    #[arg(long, hide = true)]
+    pub naive_streaming: bool,
+    /// Check the result against the CPU reference before writing it.
+    #[arg(long)]
+    pub verify: bool,
+}
+
+/// `4096x4096`, `64x512x512` (also `,` or ` ` as separators).
+pub fn parse_shape(s: &str) -> Result<Vec<usize>, CliError> {
+    let parts: Vec<&str> = s
+        .split(['x', 'X', ',', ' '])
+        .filter(|p| !p.is_empty())
+        .collect();
+    let dims: Result<Vec<usize>, _> = parts.iter().map(|p| p.parse::<usize>()).collect();
+    match dims {
+        Ok(d) if (2..=3).contains(&d.len()) && !d.contains(&0) => Ok(d),
+        _ => Err(CliError::usage(format!(
+            "--shape '{s}' is not a grid shape: give 2 or 3 positive sizes, outermost first, like 4096x4096 or 64x512x512"
+        ))),
+    }
+}
+
+/// `1048576`, `512K`, `512M`, `8G`, `8GiB`, `1T` (binary multiples).
+pub fn parse_bytes(s: &str) -> Result<u64, CliError> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        _ => u32::MAX,
+    };
+    match num.parse::<u64>() {
+        Ok(n) if n > 0 && shift != u32::MAX => n.checked_mul(1u64 << shift).ok_or(()),
+        _ => Err(()),
+    }
+    .map_err(|_| {
+        CliError::usage(format!(
+            "--gpu-memory '{s}' is not a positive size (examples: 536870912, 512M, 8G)"
+        ))
+    })
+}
+
+fn read_weights(path: &std::path::Path, dims: usize) -> Result<(u32, Vec<f64>), CliError> {
+    let shown = path.display();
+    let w =
+        Input::open_array(path, None).or_else(|_| Input::open_array(path, Some(KeyType::F32)))?;
+    if w.format != Format::Npy {
+        return Err(CliError::usage(format!(
+            "--weights {shown} must be a .npy file"
+        )));
+    }
+    let side = w.shape[0];
+    if w.shape.len() != dims || w.shape.iter().any(|&n| n != side) || side % 2 == 0 {
+        return Err(CliError::usage(format!(
+            "--weights {shown} has shape {:?}; a {dims}-D grid needs a (2R+1)^{dims} array, like {:?}",
+            w.shape,
+            vec![5; dims]
+        )));
+    }
+    let values: Vec<f64> = match w.dtype {
+        KeyType::F32 => w.to_vec::<f32>().into_iter().map(f64::from).collect(),
+        KeyType::F64 => w.to_vec::<f64>(),
+        other => {
+            return Err(CliError::usage(format!(
+                "--weights {shown} holds {other}; weights must be f32 or f64"
+            )))
+        }
+    };
+    Ok(((side / 2) as u32, values))
+}
+
+pub fn run(g: &Global, args: &StencilArgs) -> CliResult {
+    let asked_dtype = args.dtype.map(|d| match d {
+        GridDtype::F32 => KeyType::F32,
+        GridDtype::F64 => KeyType::F64,
+    });
+    // raw grids are f32 unless told otherwise: the common case for simulation data
+    let input = match asked_dtype {
+        Some(d) => Input::open_array(&args.input, Some(d))?,
+        None => Input::open_array(&args.input, None)
+            .or_else(|_| Input::open_array(&args.input, Some(KeyType::F32)))?,
+    };
+    if !matches!(input.dtype, KeyType::F32 | KeyType::F64) {
+        return Err(CliError::usage(format!(
+            "{} holds {}; stencil grids hold f32 or f64",
+            args.input.display(),
+            input.dtype
+        )));
+    }
+    let asked_shape = args.shape.as_deref().map(parse_shape).transpose()?;
+    let extents = match (input.format, asked_shape) {
+        (Format::Raw, None) => {
+            return Err(CliError::usage(format!(
+                "{} is a raw file: give its shape with --shape (e.g. 4096x4096 or 64x512x512)",
+                args.input.display()
+            )))
+        }
+        (Format::Raw, Some(s)) => {
+            let cells = s.iter().try_fold(1usize, |a, &n| a.checked_mul(n));
+            if cells != Some(input.len) {
+                return Err(CliError::usage(format!(
+                    "--shape {} has {} cells but {} holds {} {} values",
+                    args.shape.as_deref().unwrap_or_default(),
+                    cells.map_or("too many".to_string(), |c| c.to_string()),
+                    args.input.display(),
+                    input.len,
+                    input.dtype
+                )));
+            }
+            s
+        }
+        (Format::Npy, asked) => {
+            if !(2..=3).contains(&input.shape.len()) {
+                return Err(CliError::usage(format!(
+                    "{} is {}-D (shape {:?}); stencil grids are 2-D or 3-D",
+                    args.input.display(),
+                    input.shape.len(),
+                    input.shape
+                )));
+            }
+            if let Some(s) = asked.filter(|s| *s != input.shape) {
+                return Err(CliError::usage(format!(
+                    "--shape {s:?} does not match the shape {:?} in {}",
+                    input.shape,
+                    args.input.display()
+                )));
+            }
+            input.shape.clone()
+        }
+    };
+    let shape = GridShape::new(&extents)?;
+    let dims = shape.dims();
+    let stencil = match &args.weights {
+        Some(path) => {
+            let (radius, w) = read_weights(path, dims)?;
+            if args.radius.is_some_and(|r| r != radius) {
+                return Err(CliError::usage(format!(
+                    "--radius {} does not match the weights' radius {radius}",
+                    args.radius.unwrap_or_default()
+                )));
+            }
+            Stencil::from_weights(dims, radius, &w)?
+        }
+        None => {
+            let radius = args.radius.unwrap_or(1);
+            match args.stencil {
+                Kind::Star => Stencil::star(dims, radius)?,
+                Kind::Box => Stencil::boxed(dims, radius)?,
+            }
+        }
+    };
+    let job = StencilJob {
+        shape,
+        stencil,
+        boundary: args.boundary.parse()?,
+        cval: args.cval,
+        steps: args.steps,
+        dtype: input.dtype,
+    };
+    job.validate()?;
+    let budget_bytes = args.gpu_memory.as_deref().map(parse_bytes).transpose()?;
+    let dest = resolve_output(
+        &args.input,
+        args.output.as_deref(),
+        args.in_place,
+        "stencil",
+    )?;
+
+    let gpu = g.gpu()?;
+    let kernel = StencilKernel::new(&gpu, &job)?;
+    let budget = Budget {
+        memory: budget_bytes.unwrap_or(4 * gpu.max_binding()),
+        max_binding: gpu.max_binding(),
+    };
+    let streaming = if args.naive_streaming {
+        Streaming::Naive
+    } else {
+        Streaming::Reuse
+    };
+    let placeholder = Speeds {
+        upload_bytes_per_s: 1e10,
+        download_bytes_per_s: 1e10,
+        cells_per_s: 1e11,
+    };
+    let mut speeds = None;
+    let mut chosen = plan(
+        &job.problem(),
+        budget,
+        placeholder,
+        args.time_block,
+        streaming,
+    )
+    .map_err(|e| CliError::usage(e.to_string()))?;
+    // The prediction (and, out of core, the choice of T) needs this device's speeds.
+    if args.plan || !chosen.in_core {
+        let measured = stencil::measure_speeds(&gpu, &kernel, 32 << 20)?;
+        chosen = plan(&job.problem(), budget, measured, args.time_block, streaming)
+            .map_err(|e| CliError::usage(e.to_string()))?;
+        speeds = Some(measured);
+    }
+    if args.plan {
+        print!("{}", describe(&job, &chosen, budget, speeds));
+        return Ok(());
+    }
+    if !g.quiet {
+        eprintln!("{}", summary_line(&job, &chosen));
+    }
+    match job.dtype {
+        KeyType::F64 => run_typed::<f64>(g, args, &gpu, &kernel, &chosen, &input, &dest),
+        _ => run_typed::<f32>(g, args, &gpu, &kernel, &chosen, &input, &dest),
+    }
+}
+
+fn run_typed<T: StencilValue + Into<f64>>(
+    g: &Global,
+    args: &StencilArgs,
+    gpu: &gpusort_core::Gpu,
+    kernel: &StencilKernel,
+    chosen: &StencilPlan,
+    input: &Input,
+    dest: &std::path::Path,
+) -> CliResult {
+    let job = kernel.job();
+    let bar = progress::bar(
+        g.progress,
+        g.quiet,
+        chosen.blocks * chosen.sweeps,
+        "sub-blocks",
+    );
+    let mut out = Output::create(dest)?;
+    let mut map = out.map_array(input.format, job.dtype, &job.shape.extents())?;
+    let mut scratch = if chosen.sweeps > 1 {
+        Some(Scratch::new(input.bytes().len() as u64, dest)?)
+    } else {
+        None
+    };
+    let dst: &mut [u8] = map.as_deref_mut().unwrap_or(&mut []);
+    let stats = stencil::run(
+        gpu,
+        kernel,
+        chosen,
+        input.bytes(),
+        dst,
+        scratch.as_mut().map(|s| s.bytes()),
+        &mut |done, _| bar.set_position(done),
+    )?;
+    bar.finish_and_clear();
+    drop(scratch);
+    if args.verify {
+        let grid: Vec<T> = input.to_vec();
+        let want = cpu::stencil::run(
+            &grid,
+            job.shape,
+            &job.stencil,
+            job.boundary,
+            job.cval,
+            job.steps,
+        );
+        let got: &[T] = bytemuck::cast_slice(map.as_deref().unwrap_or(&[]));
+        verify(got, &want)?;
+    }
+    if let Some(m) = map.take() {
+        m.flush()
+            .map_err(|e| CliError::runtime(format!("cannot write {}: {e}", dest.display())))?;
+    }
+    out.commit()?;
+    if !g.quiet {
+        let updates = job.shape.cells() as f64 * job.steps as f64;
+        eprintln!(
+            "{} steps on {} cells in {:.3} s ({:.2} GCells/s per step, end to end); {} sub-block runs, {:.1} MiB up, {:.1} MiB down",
+            job.steps,
+            job.shape.cells(),
+            stats.seconds,
+            updates / stats.seconds.max(1e-9) / 1e9,
+            stats.blocks_run,
+            stats.bytes_up as f64 / (1 << 20) as f64,
+            stats.bytes_down as f64 / (1 << 20) as f64,
+        );
+    }
+    Ok(())
+}
+
+/// The GPU result against the CPU twin, within the tolerance the tests use (the GPU may fuse a
+/// multiply and an add).
+fn verify<T: StencilValue + Into<f64>>(got: &[T], want: &[T]) -> CliResult {
+    let tol = if T::TYPE == KeyType::F64 { 1e-12 } else { 1e-5 };
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        let (g, w): (f64, f64) = (g.into(), w.into());
+        let same = (g.is_nan() && w.is_nan()) || g == w || (g - w).abs() <= tol * w.abs().max(1.0);
+        if !same {
+            return Err(CliError::runtime(format!(
+                "verification failed at cell {i}: GPU {g}, CPU {w}; nothing was written (please report this)"
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn summary_line(job: &StencilJob, p: &StencilPlan) -> String {
+    if p.in_core {
+        format!("in core: {} steps on {}", job.steps, job.shape)
+    } else {
+        format!(
+            "out of core: {} sub-blocks of {} rows, {} steps per residency, {} sweeps",
+            p.blocks, p.block_rows, p.time_block, p.sweeps
+        )
+    }
+}
+
+fn mib(b: u64) -> String {
+    format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64)
+}
+
+/// The `--plan` report.
+fn describe(job: &StencilJob, p: &StencilPlan, budget: Budget, speeds: Option<Speeds>) -> String {
+    let mut s = format!(
+        "grid       {} {} ({})\nstencil    radius {}, {} taps, boundary {:?}, {} steps\n",
+        job.shape,
+        job.dtype,
+        mib(job.shape.cells() as u64 * job.cell_bytes()),
+        job.stencil.radius(),
+        job.stencil.taps().len(),
+        job.boundary,
+        job.steps
+    );
+    if p.in_core {
+        s += "plan       in core: one upload, every step on the GPU, one download\n";
+    } else {
+        s += &format!(
+            "plan       out of core ({}): {} sub-blocks of {} rows, T = {} steps per residency, halo {} rows, {} sweeps\n",
+            if p.streaming == Streaming::Reuse { "overlaps kept on the GPU" } else { "naive: halos re-sent" },
+            p.blocks, p.block_rows, p.time_block, p.halo_rows, p.sweeps
+        );
+    }
+    let useful = job.shape.cells() as f64 * job.steps as f64;
+    s += &format!(
+        "gpu memory {} of a {} budget (largest binding {})\n",
+        mib(p.gpu_bytes),
+        mib(budget.memory),
+        mib(budget.max_binding)
+    );
+    s += &format!(
+        "transfers  {} up, {} down; {:.3e} cell updates ({:.1}% redundant)\n",
+        mib(p.bytes_up),
+        mib(p.bytes_down),
+        p.cell_updates as f64,
+        (p.cell_updates as f64 / useful - 1.0).max(0.0) * 100.0
+    );
+    if let Some(sp) = speeds {
+        s += &format!(
+            "measured   upload {:.2} GB/s, download {:.2} GB/s, kernel {:.2} GCells/s\n",
+            sp.upload_bytes_per_s / 1e9,
+            sp.download_bytes_per_s / 1e9,
+            sp.cells_per_s / 1e9
+        );
+    }
+    s += &format!("predicted  {:.3} s\n", p.predicted_s);
+    s
+}
