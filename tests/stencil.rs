@@ -316,3 +316,61 @@ fn bad_jobs_are_refused() {
     assert!("sideways".parse::<Boundary>().is_err());
     assert!(GridShape::new(&[4]).is_err() && GridShape::new(&[4, 0]).is_err());
 }
+
+/// The on-chip temporal blocking pass (K steps per pass in workgroup memory) against one step per
+/// pass, bit for bit: every boundary, radius 1..4, dense weights, grids thinner than the halo and
+/// not multiples of the tile, in core and out of core.
+#[test]
+fn on_chip_passes_are_bit_identical_to_single_steps() {
+    let gpu = gpu(false);
+    let limit = gpu.limits.max_compute_workgroup_storage_size;
+    let w: Vec<f64> = (0..9).map(|i| (i as f64 - 3.0) / 10.0).collect();
+    let (mut tiled_cases, mut streamed) = (0, 0);
+    for boundary in BOUNDARIES {
+        for (shape, stencil, steps) in [
+            (&[70usize, 130][..], Stencil::star(2, 1).unwrap(), 9),
+            (&[45, 67], Stencil::star(2, 2).unwrap(), 6),
+            (&[5, 3], Stencil::boxed(2, 2).unwrap(), 8),
+            (&[33, 65], Stencil::boxed(2, 4).unwrap(), 5),
+            (&[40, 9], Stencil::from_weights(2, 1, &w).unwrap(), 7),
+        ] {
+            let j = job(shape, stencil, boundary, steps, KeyType::F32);
+            let Some(tile) = stencil::TileConfig::choose(&j, limit) else {
+                continue;
+            };
+            tiled_cases += 1;
+            let tiled = StencilKernel::with_tiles(gpu, &j, Some(tile)).unwrap();
+            let plain = StencilKernel::with_tiles(gpu, &j, None).unwrap();
+            let input = grid::<f32>(j.shape.cells(), 40 + steps as u64);
+            let (want, _) = stencil::apply(gpu, &plain, &in_core(&j), &input).unwrap();
+            let (got, _) = stencil::apply(gpu, &tiled, &in_core(&j), &input).unwrap();
+            let what = format!("{} {boundary:?} {tile:?}", j.shape);
+            assert!(
+                got.iter()
+                    .zip(&want)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{what}: on-chip passes differ from single steps"
+            );
+            // and streamed: sub-blocks with time blocks that mix on-chip and single steps
+            let budget = Budget {
+                memory: 60 * j.row_bytes(),
+                max_binding: 1 << 30,
+            };
+            if let Ok(p) = plan(&j.problem(), budget, SPEEDS, Some(5), Streaming::Reuse) {
+                streamed += 1;
+                let (got, _) = stencil::apply(gpu, &tiled, &p, &input).unwrap();
+                assert!(
+                    got.iter()
+                        .zip(&want)
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "{what}: streamed on-chip passes differ ({p:?})"
+                );
+            }
+        }
+    }
+    assert!(
+        tiled_cases >= 20,
+        "on-chip blocking was chosen for {tiled_cases} cases"
+    );
+    assert!(streamed >= 10, "only {streamed} streamed cases");
+}

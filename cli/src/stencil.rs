@@ -70,6 +70,10 @@ pub struct StencilArgs {
     /// Steps per residency of a sub-block (default: chosen by the planner).
     #[arg(long, value_name = "T")]
     pub time_block: Option<u64>,
+    /// Steps per pass on chip (2..=4, 2-D grids): each workgroup advances its tile K steps in
+    /// workgroup memory, recomputing a shrinking halo. Off by default (see docs/BENCHMARKS.md).
+    #[arg(long, value_name = "K")]
+    pub on_chip_steps: Option<u32>,
     /// Print the plan and its predicted time, and stop.
     #[arg(long)]
     pub plan: bool,
@@ -248,7 +252,27 @@ pub fn run(g: &Global, args: &StencilArgs) -> CliResult {
     )?;
 
     let gpu = g.gpu()?;
-    let kernel = StencilKernel::new(&gpu, &job)?;
+    let tile = match args.on_chip_steps {
+        None | Some(1) => None,
+        Some(k) if (2..=4).contains(&k) => {
+            let limit = gpu.limits.max_compute_workgroup_storage_size;
+            let t = stencil::TileConfig::choose_up_to(&job, limit, k)
+                .filter(|t| t.steps == k)
+                .ok_or_else(|| {
+                    CliError::usage(format!(
+                        "--on-chip-steps {k}: no tile with a halo of {k} steps fits this grid and stencil on {} (2-D grids, halo up to 8 cells)",
+                        gpu.adapter.name
+                    ))
+                })?;
+            Some(t)
+        }
+        Some(k) => {
+            return Err(CliError::usage(format!(
+                "--on-chip-steps must be 1 to 4, not {k}"
+            )))
+        }
+    };
+    let kernel = StencilKernel::with_tiles(&gpu, &job, tile)?;
     let budget = Budget {
         memory: budget_bytes.unwrap_or(4 * gpu.max_binding()),
         max_binding: gpu.max_binding(),
@@ -280,7 +304,7 @@ pub fn run(g: &Global, args: &StencilArgs) -> CliResult {
         speeds = Some(measured);
     }
     if args.plan {
-        print!("{}", describe(&job, &chosen, budget, speeds));
+        print!("{}", describe(&job, &chosen, budget, speeds, kernel.tile()));
         return Ok(());
     }
     if !g.quiet {
@@ -348,7 +372,7 @@ fn run_typed<T: StencilValue + Into<f64>>(
     if !g.quiet {
         let updates = job.shape.cells() as f64 * job.steps as f64;
         eprintln!(
-            "{} steps on {} cells in {:.3} s ({:.2} GCells/s per step, end to end); {} sub-block runs, {:.1} MiB up, {:.1} MiB down",
+            "{} steps on {} cells in {:.3} s ({:.2} GCells/s per step, end to end); {} sub-block runs, {:.1} MiB up, {:.1} MiB down; host: {:.3} s filling staging, {:.3} s draining it, {:.3} s waiting for the GPU",
             job.steps,
             job.shape.cells(),
             stats.seconds,
@@ -356,6 +380,9 @@ fn run_typed<T: StencilValue + Into<f64>>(
             stats.blocks_run,
             stats.bytes_up as f64 / (1 << 20) as f64,
             stats.bytes_down as f64 / (1 << 20) as f64,
+            stats.fill_s,
+            stats.drain_s,
+            stats.wait_s,
         );
     }
     Ok(())
@@ -393,7 +420,13 @@ fn mib(b: u64) -> String {
 }
 
 /// The `--plan` report.
-fn describe(job: &StencilJob, p: &StencilPlan, budget: Budget, speeds: Option<Speeds>) -> String {
+fn describe(
+    job: &StencilJob,
+    p: &StencilPlan,
+    budget: Budget,
+    speeds: Option<Speeds>,
+    tile: Option<gpusort_core::stencil::TileConfig>,
+) -> String {
     let mut s = format!(
         "grid       {} {} ({})\nstencil    radius {}, {} taps, boundary {:?}, {} steps\n",
         job.shape,
@@ -413,6 +446,13 @@ fn describe(job: &StencilJob, p: &StencilPlan, budget: Budget, speeds: Option<Sp
             p.blocks, p.block_rows, p.time_block, p.halo_rows, p.sweeps
         );
     }
+    s += &match tile {
+        Some(t) => format!(
+            "on chip    {} steps per pass in {}x{} tiles with their halos in workgroup memory\n",
+            t.steps, t.rows, t.cols
+        ),
+        None => "on chip    1 step per pass\n".to_string(),
+    };
     let useful = job.shape.cells() as f64 * job.steps as f64;
     s += &format!(
         "gpu memory {} of a {} budget (largest binding {})\n",

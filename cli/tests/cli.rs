@@ -746,8 +746,17 @@ fn stencil_on_files_in_core_and_streamed() {
             .args(["--gpu-memory", "20K"])
             .assert()
             .success();
+        common("chip.raw")
+            .args(["--on-chip-steps", "2", "--gpu-memory", "30K"])
+            .assert()
+            .success();
         let a = std::fs::read(d.join("in.raw")).unwrap();
         assert_eq!(a, std::fs::read(d.join("out.raw")).unwrap(), "{boundary}");
+        assert_eq!(
+            a,
+            std::fs::read(d.join("chip.raw")).unwrap(),
+            "{boundary} on chip"
+        );
         let shape = GridShape::new(&[96, 40]).unwrap();
         let b: Boundary = boundary.parse().unwrap();
         let want = reference::run(&grid, shape, &Stencil::star(2, 2).unwrap(), b, -0.5, 4);

@@ -249,17 +249,30 @@ impl PlainBitonic {
     }
 }
 
-/// A random u32 buffer and a pristine copy to restore it from between runs.
-pub fn random_u32_buffers(gpu: &Gpu, n: usize, seed: u64) -> Result<(wgpu::Buffer, wgpu::Buffer)> {
+/// `n` pseudo-random u32 (xorshift; reproducible from `seed`).
+pub fn random_u32(n: usize, seed: u64) -> Vec<u32> {
     let mut x = seed | 1;
-    let data: Vec<u32> = (0..n)
+    (0..n)
         .map(|_| {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
             (x >> 16) as u32
         })
-        .collect();
+        .collect()
+}
+
+/// `n` pseudo-random f32 in [0, 1).
+pub fn random_unit_f32(n: usize, seed: u64) -> Vec<f32> {
+    random_u32(n, seed)
+        .into_iter()
+        .map(|x| (x >> 8) as f32 / (1u32 << 24) as f32)
+        .collect()
+}
+
+/// A random u32 buffer and a pristine copy to restore it from between runs.
+pub fn random_u32_buffers(gpu: &Gpu, n: usize, seed: u64) -> Result<(wgpu::Buffer, wgpu::Buffer)> {
+    let data = random_u32(n, seed);
     let pristine = transfer::buffer_from(gpu, "bench pristine", &data)?;
     let work = transfer::storage_buffer(gpu, "bench work", (n * 4) as u64)?;
     Ok((pristine, work))

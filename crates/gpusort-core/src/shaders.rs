@@ -16,6 +16,7 @@ pub const WGSCAN_SUBGROUP: &str = include_str!("../../../shaders/common/wgscan_s
 pub const WGSCAN_SHARED: &str = include_str!("../../../shaders/common/wgscan_shared.wgsl");
 pub const RADIX: &str = include_str!("../../../shaders/radix.wgsl");
 pub const STENCIL: &str = include_str!("../../../shaders/stencil.wgsl");
+pub const STENCIL_TILED: &str = include_str!("../../../shaders/stencil_tiled.wgsl");
 pub const LOOKBACK: &str = include_str!("../../../shaders/common/lookback.wgsl");
 
 /// Source of one kernel family with its compile-time constants.

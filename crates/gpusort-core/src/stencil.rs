@@ -370,8 +370,63 @@ fn literal(v: f64) -> String {
     format!("T({v:?})")
 }
 
-/// The kernel source for a job: the prelude constants and the generated tap code.
-pub fn source(job: &StencilJob) -> String {
+/// The shape of the on-chip temporal blocking pass (`shaders/stencil_tiled.wgsl`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TileConfig {
+    /// Output tile rows and columns per workgroup.
+    pub rows: u32,
+    pub cols: u32,
+    /// Steps per pass.
+    pub steps: u32,
+}
+
+impl TileConfig {
+    /// The largest time block (2..=4 steps, a halo of at most 8 cells) whose two tile copies fit
+    /// `workgroup_bytes`, for 2-D jobs; None where no such tile exists (3-D grids, whose halos
+    /// would be 3-D too, and wide stencils, whose halos outgrow workgroup memory).
+    pub fn choose(job: &StencilJob, workgroup_bytes: u32) -> Option<TileConfig> {
+        TileConfig::choose_up_to(job, workgroup_bytes, 4)
+    }
+
+    /// Like [`TileConfig::choose`] with at most `max_steps` steps per pass (for measuring).
+    pub fn choose_up_to(
+        job: &StencilJob,
+        workgroup_bytes: u32,
+        max_steps: u32,
+    ) -> Option<TileConfig> {
+        if job.shape.dims() != 2 {
+            return None;
+        }
+        let [rz, _, rx] = job.stencil.reach();
+        let r = rz.max(rx).max(1) as u32;
+        for k in (2..=max_steps).rev() {
+            let halo = r * k;
+            if halo > 8 {
+                continue;
+            }
+            for (rows, cols) in [(32u32, 64u32), (16, 64), (16, 32)] {
+                let bytes = 2 * (rows + 2 * halo) * (cols + 2 * halo) * job.cell_bytes() as u32;
+                if bytes <= workgroup_bytes {
+                    return Some(TileConfig {
+                        rows,
+                        cols,
+                        steps: k,
+                    });
+                }
+            }
+        }
+        None
+    }
+
+    fn halo(&self, job: &StencilJob) -> u32 {
+        let [rz, _, rx] = job.stencil.reach();
+        rz.max(rx).max(1) as u32 * self.steps
+    }
+}
+
+/// The kernel source for a job: the prelude constants and the generated tap code, with the
+/// on-chip temporal blocking pass where `tile` is given.
+pub fn source(job: &StencilJob, tile: Option<TileConfig>) -> String {
     let [_, ny, nx] = job.shape.as_3d();
     let [rz, ry, rx] = job.stencil.reach();
     let taps = job.stencil.taps();
@@ -411,6 +466,26 @@ pub fn source(job: &StencilJob) -> String {
         .replace("        // @generated-fetch\n", &fetch)
         .replace("    // @generated-sum\n", &sum);
     s.push_str(&family);
+    if let Some(t) = tile {
+        let halo = t.halo(job);
+        let lw = (t.cols + 2 * halo) as i64;
+        let mut gather = String::new();
+        for (k, tap) in taps.iter().enumerate() {
+            let [dz, _, dx] = tap.offset;
+            let off = dz as i64 * lw + dx as i64;
+            gather.push_str(&format!("            v[{k}] = tile[c + {off}];\n"));
+        }
+        let indented: String = sum.lines().map(|l| format!("        {l}\n")).collect();
+        s.push_str(&format!(
+            "\nconst TH: i32 = {};\nconst TW: i32 = {};\nconst K: i32 = {};\nconst HALO: i32 = {halo};\n",
+            t.rows, t.cols, t.steps
+        ));
+        s.push_str(
+            &crate::shaders::STENCIL_TILED
+                .replace("            // @generated-tile\n", &gather)
+                .replace("            // @generated-sum\n", &indented),
+        );
+    }
     s
 }
 
@@ -435,11 +510,31 @@ pub struct StencilKernel {
     /// constants, compilers may factor equal weights out of the sum (w·a + w·b → w·(a + b)),
     /// which overflows to ±inf for values near the type's limit where the tap-by-tap sum does not.
     weights: wgpu::Buffer,
+    /// The on-chip temporal blocking pass, where it pays.
+    tiled: Option<(TileConfig, wgpu::ComputePipeline)>,
 }
 
 impl StencilKernel {
+    /// The kernels for `job`, one step per pass. On-chip temporal blocking is not the default:
+    /// on an H100 a 9-tap step is bound by instruction issue rather than memory (one step per
+    /// pass reaches 64% of copy bandwidth), so the redundant halo work of K steps per pass cost
+    /// more than the traffic it saved (docs/BENCHMARKS.md). [`StencilKernel::with_tiles`] asks for it.
     pub fn new(gpu: &Gpu, job: &StencilJob) -> Result<StencilKernel> {
+        StencilKernel::with_tiles(gpu, job, None)
+    }
+
+    /// The kernels for `job` with the given on-chip pass (None: one step per pass).
+    pub fn with_tiles(
+        gpu: &Gpu,
+        job: &StencilJob,
+        tile: Option<TileConfig>,
+    ) -> Result<StencilKernel> {
         job.validate()?;
+        if tile.is_some() && job.shape.dims() != 2 {
+            return Err(Error::InvalidInput(
+                "on-chip temporal blocking is for 2-D grids".into(),
+            ));
+        }
         if job.dtype == KeyType::F64 && !gpu.features.contains(wgpu::Features::SHADER_F64) {
             return Err(Error::InvalidInput(format!(
                 "{} has no 64-bit float shaders (SHADER_F64); convert the grid to f32",
@@ -461,8 +556,12 @@ impl StencilKernel {
                 (3, Slot::Read),
             ],
         );
-        let module = kernel::module(gpu, "stencil", &source(job))?;
+        let module = kernel::module(gpu, "stencil", &source(job, tile))?;
         let pipeline = kernel::pipeline(gpu, &module, "step", &layout)?;
+        let tiled = match tile {
+            Some(t) => Some((t, kernel::pipeline(gpu, &module, "steps_tiled", &layout)?)),
+            None => None,
+        };
         let weights = match job.dtype {
             KeyType::F64 => {
                 let w: Vec<f64> = job.stencil.taps.iter().map(|t| t.weight).collect();
@@ -478,7 +577,22 @@ impl StencilKernel {
             layout,
             pipeline,
             weights,
+            tiled,
         })
+    }
+
+    /// The on-chip pass in use, if any.
+    pub fn tile(&self) -> Option<TileConfig> {
+        self.tiled.as_ref().map(|(t, _)| *t)
+    }
+
+    /// How `steps` steps are split into passes: on-chip passes of K steps while at least K
+    /// remain, single steps for the rest.
+    fn passes(&self, steps: u64) -> Vec<u64> {
+        let k = self.tile().map_or(1, |t| t.steps as u64);
+        let mut out = vec![k; (steps / k) as usize];
+        out.extend(std::iter::repeat_n(1, (steps % k) as usize));
+        out
     }
 
     pub fn job(&self) -> &StencilJob {
@@ -496,19 +610,75 @@ impl StencilKernel {
         self.layout.bind(gpu, &[params, src, dst, &self.weights])
     }
 
-    /// Record one step over `comp_rows` resident rows; the parameter block at `offset` says
-    /// which, and `bind` which buffer is read and which written.
-    fn record_step(
+    /// Record one pass of `steps` steps (1, or the on-chip K) producing `comp_rows` resident
+    /// rows; the parameter block at `offset` says which, and `bind` which buffer is read and
+    /// which written.
+    fn record_pass(
         &self,
         gpu: &Gpu,
         pass: &mut wgpu::ComputePass<'_>,
         bind: &wgpu::BindGroup,
         offset: u32,
         comp_rows: u64,
+        steps: u64,
     ) {
-        let cells = comp_rows * self.job.shape.row_cells() as u64;
-        let groups = cells.div_ceil(WG as u64) as u32;
-        kernel::dispatch(gpu, pass, &self.pipeline, bind, &[offset], groups);
+        match &self.tiled {
+            Some((t, pipeline)) if steps > 1 => {
+                debug_assert_eq!(steps, t.steps as u64);
+                let tiles_x = (self.job.shape.as_3d()[2] as u64).div_ceil(t.cols as u64);
+                let groups = comp_rows.div_ceil(t.rows as u64) * tiles_x;
+                kernel::dispatch(gpu, pass, pipeline, bind, &[offset], groups as u32);
+            }
+            _ => {
+                let cells = comp_rows * self.job.shape.row_cells() as u64;
+                let groups = cells.div_ceil(WG as u64) as u32;
+                kernel::dispatch(gpu, pass, &self.pipeline, bind, &[offset], groups);
+            }
+        }
+    }
+}
+
+impl StencilKernel {
+    /// Record `steps` in-core steps on a GPU-resident grid: `a` holds the grid and `b` is a
+    /// second buffer of the same size; returns which of the two holds the result (it depends on
+    /// how many passes the steps took). For library users whose grids already live on the GPU.
+    pub fn record_steps<'a>(
+        &self,
+        gpu: &Gpu,
+        enc: &mut wgpu::CommandEncoder,
+        a: &'a wgpu::Buffer,
+        b: &'a wgpu::Buffer,
+        steps: u32,
+    ) -> Result<&'a wgpu::Buffer> {
+        let rows = self.job.shape.rows() as u64;
+        let bytes = rows * self.job.row_bytes();
+        if a.size() < bytes || b.size() < bytes || bytes > gpu.max_binding() {
+            return Err(Error::InvalidInput(format!(
+                "the grid {} needs two buffers of {bytes} bytes within one binding ({} bytes)",
+                self.job.shape,
+                gpu.max_binding()
+            )));
+        }
+        let mut params = ParamBlocks::new(gpu);
+        let off = params.push(&StepParams {
+            rows: rows as i32,
+            res_lo: 0,
+            res_rows: rows as i32,
+            comp_lo: 0,
+            comp_rows: rows as i32,
+            _pad: [0; 3],
+        });
+        let pbuf = params.finish(gpu, "stencil params");
+        let binds = [self.bind(gpu, &pbuf, a, b), self.bind(gpu, &pbuf, b, a)];
+        let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some("stencil steps"),
+            timestamp_writes: None,
+        });
+        let passes = self.passes(steps as u64);
+        for (i, &k) in passes.iter().enumerate() {
+            self.record_pass(gpu, &mut pass, &binds[i % 2], off, rows, k);
+        }
+        Ok(if passes.len().is_multiple_of(2) { a } else { b })
     }
 }
 
@@ -521,6 +691,11 @@ pub struct StencilStats {
     /// Cell updates including redundant halo work.
     pub cell_updates: u64,
     pub blocks_run: u64,
+    /// Seconds the host spent waiting for the GPU, copying sub-blocks into staging (reading the
+    /// source grid), and copying results out of staging (writing the destination).
+    pub wait_s: f64,
+    pub fill_s: f64,
+    pub drain_s: f64,
 }
 
 /// One sub-block of one sweep.
@@ -750,14 +925,21 @@ pub fn run(
     let total = blocks.len() as u64;
     // the sub-block whose download is still to be written to the host
     let mut pending: Option<(usize, Block)> = None;
+    let (wait_s, drain_s) = (std::cell::Cell::new(0.0), std::cell::Cell::new(0.0));
+    let timed =
+        |cell: &std::cell::Cell<f64>, t: Instant| cell.set(cell.get() + t.elapsed().as_secs_f64());
     let finish = |slot: &mut StagingSlot, b: &Block, dst: &mut [u8], scratch: &mut [u8]| {
         let rx = slot.down_mapped.take().expect("download requested");
+        let t = Instant::now();
         await_map(gpu, slot.submission.as_ref(), rx)?;
+        timed(&wait_s, t);
+        let t = Instant::now();
         let (_, dest) = sweep_io(b.sweep, plan.sweeps, src, dst, scratch);
         let len = (b.z1 - b.z0) as u64 * rb;
         let from = b.z0 as usize * rb as usize;
         transfer::read_mapped(&slot.down, 0, &mut dest[from..from + len as usize]);
         slot.down.unmap();
+        timed(&drain_s, t);
         Ok::<(), Error>(())
     };
     for (j, b) in blocks.iter().enumerate() {
@@ -771,19 +953,30 @@ pub fn run(
         }
         let slot = &mut slots[s];
         if let Some(rx) = slot.up_mapped.take() {
+            let t = Instant::now();
             await_map(gpu, slot.submission.as_ref(), rx)?;
+            timed(&wait_s, t);
         }
         let new_bytes = (b.hi - b.new_lo) as u64 * rb;
+        let t = Instant::now();
         {
             let (source, _) = sweep_io(b.sweep, plan.sweeps, src, dst, scratch);
             gather_rows(source, rows, rb as usize, b.new_lo, b.hi, &slot.up);
         }
         slot.up.unmap();
+        stats.fill_s += t.elapsed().as_secs_f64();
 
-        // step parameters: step t computes the rows still needed by the steps after it
+        // pass parameters: a pass ending at step t computes the rows still needed after it
         let mut params = ParamBlocks::new(gpu);
-        let mut steps = Vec::new();
-        for t in 1..=b.steps as i64 {
+        let mut passes = Vec::new();
+        let mut t = 0i64;
+        for k in kernel.passes(b.steps) {
+            for s in t + 1..=t + k as i64 {
+                let shrink = r * (b.steps as i64 - s);
+                let rows_done = (b.z1 + shrink).min(b.hi) - (b.z0 - shrink).max(b.lo);
+                stats.cell_updates += rows_done as u64 * job.shape.row_cells() as u64;
+            }
+            t += k as i64;
             let shrink = r * (b.steps as i64 - t);
             let c0 = (b.z0 - shrink).max(b.lo);
             let c1 = (b.z1 + shrink).min(b.hi);
@@ -795,8 +988,7 @@ pub fn run(
                 comp_rows: (c1 - c0) as i32,
                 _pad: [0; 3],
             });
-            steps.push((off, (c1 - c0) as u64));
-            stats.cell_updates += (c1 - c0) as u64 * job.shape.row_cells() as u64;
+            passes.push((off, (c1 - c0) as u64, k));
         }
         let pbuf = params.finish(gpu, "stencil params");
         let binds = [
@@ -825,12 +1017,12 @@ pub fn run(
                 label: Some("stencil steps"),
                 timestamp_writes: None,
             });
-            for (t, &(off, comp_rows)) in steps.iter().enumerate() {
-                kernel.record_step(gpu, &mut pass, &binds[t % 2], off, comp_rows);
+            for (i, &(off, comp_rows, k)) in passes.iter().enumerate() {
+                kernel.record_pass(gpu, &mut pass, &binds[i % 2], off, comp_rows, k);
             }
         }
         let out_len = (b.z1 - b.z0) as u64 * rb;
-        let last = &res[steps.len() % 2];
+        let last = &res[passes.len() % 2];
         enc.copy_buffer_to_buffer(last, (b.z0 - b.lo) as u64 * rb, &slot.down, 0, out_len);
         let idx = gpu.checked(|| gpu.queue.submit([enc.finish()]))?;
         slot.submission = Some(idx);
@@ -851,6 +1043,8 @@ pub fn run(
     progress(total, total);
     gpu.wait()?;
     stats.seconds = start.elapsed().as_secs_f64();
+    stats.wait_s = wait_s.get();
+    stats.drain_s = drain_s.get();
     Ok(stats)
 }
 
@@ -873,6 +1067,7 @@ pub fn measure_speeds(gpu: &Gpu, kernel: &StencilKernel, sample_bytes: u64) -> R
     transfer::upload(gpu, &buf, 0, &host)?;
     let up = bytes as f64 / t.elapsed().as_secs_f64().max(1e-9);
     let mut back = vec![0u8; bytes as usize];
+    transfer::download(gpu, &buf, 0, &mut back)?; // warm-up
     let t = Instant::now();
     transfer::download(gpu, &buf, 0, &mut back)?;
     let down = bytes as f64 / t.elapsed().as_secs_f64().max(1e-9);
@@ -892,7 +1087,7 @@ pub fn measure_speeds(gpu: &Gpu, kernel: &StencilKernel, sample_bytes: u64) -> R
         let mut enc = gpu.device.create_command_encoder(&Default::default());
         {
             let mut pass = enc.begin_compute_pass(&Default::default());
-            kernel.record_step(gpu, &mut pass, &bind, off, rows);
+            kernel.record_pass(gpu, &mut pass, &bind, off, rows, 1);
         }
         let t = Instant::now();
         gpu.queue.submit([enc.finish()]);
