@@ -38,6 +38,8 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> dst: array<T>;
 // The tap weights, in tap order (see StencilKernel::weights for why not constants).
 @group(0) @binding(3) var<storage, read> weights: array<T>;
+// (dz, dy, dx, offset in the grid) per tap: the loop form of wide stencils reads its taps here.
+@group(0) @binding(4) var<storage, read> tap_offsets: array<vec4<i32>>;
 
 // Where coordinate i (outside [0, n)) reads from, with scipy.ndimage's meanings; periodic forms so
 // any reach is handled.
@@ -101,6 +103,9 @@ fn fetch(zr: i32, y: i32, x: i32) -> T {
     return src[(rr * NY + yy) * NX + xx];
 }
 
+// Each invocation computes CX consecutive cells of a row (CX = 4 for small stencils): neighbouring
+// cells share most of their loads and all of the index arithmetic, which is what bounds a 9-tap
+// step on a large GPU. Generated per cell j: `v{j}` gathered, summed into `acc{j}`, stored.
 @compute @workgroup_size(WG)
 fn step(
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -108,22 +113,19 @@ fn step(
     @builtin(local_invocation_index) lid: u32,
 ) {
     let idx = linear_workgroup(wid, nwg) * WG + lid;
-    let plane = u32(NY * NX);
-    if (idx >= u32(p.comp_rows) * plane) {
+    let nxq = (NX + CX - 1) / CX;
+    let plane_q = u32(NY * nxq);
+    if (idx >= u32(p.comp_rows) * plane_q) {
         return;
     }
-    let zr = p.comp_lo + i32(idx / plane);
-    let rem = idx % plane;
-    let y = i32(rem / u32(NX));
-    let x = i32(rem % u32(NX));
-    let c = zr * i32(plane) + i32(rem);
-    var v: array<T, NTAPS>;
-    if (zr >= RZ && zr + RZ < p.res_rows && y >= RY && y + RY < NY && x >= RX && x + RX < NX) {
+    let zr = p.comp_lo + i32(idx / plane_q);
+    let rem = idx % plane_q;
+    let y = i32(rem / u32(nxq));
+    let x = i32(rem % u32(nxq)) * CX;
+    let c = (zr * NY + y) * NX + x;
+    if (zr >= RZ && zr + RZ < p.res_rows && y >= RY && y + RY < NY && x >= RX && x + CX - 1 + RX < NX) {
         // @generated-direct
     } else {
         // @generated-fetch
     }
-    var acc = T(0);
-    // @generated-sum
-    dst[c] = acc;
 }

@@ -169,6 +169,53 @@ pub fn all_configurations() -> Vec<(String, String)> {
         }
     }
     out.push(("copy".into(), compose(COPY, &[("WG", 256)])));
+    out.extend(stencil_configurations());
+    out
+}
+
+/// Stencil kernels are generated per job: a spread of them (2-D and 3-D, every boundary, narrow
+/// and wide, f32 and f64, with and without the on-chip pass).
+fn stencil_configurations() -> Vec<(String, String)> {
+    use crate::stencil::{self, Boundary, GridShape, Stencil, StencilJob, TileConfig};
+    let mut out = Vec::new();
+    let boundaries = [
+        Boundary::Constant,
+        Boundary::Nearest,
+        Boundary::Reflect,
+        Boundary::Mirror,
+        Boundary::Wrap,
+    ];
+    for boundary in boundaries {
+        for (shape, st) in [
+            (vec![64, 48], Stencil::star(2, 2)),
+            (vec![64, 48], Stencil::boxed(2, 4)),
+            (vec![16, 12, 20], Stencil::star(3, 1)),
+            (vec![16, 12, 20], Stencil::boxed(3, 2)),
+        ] {
+            let st = st.expect("valid stencil");
+            for dtype in [crate::KeyType::F32, crate::KeyType::F64] {
+                let job = StencilJob {
+                    shape: GridShape::new(&shape).expect("valid shape"),
+                    stencil: st.clone(),
+                    boundary,
+                    cval: 0.5,
+                    steps: 1,
+                    dtype,
+                };
+                let name = format!(
+                    "stencil {shape:?} {boundary:?} {dtype} taps={}",
+                    job.stencil.taps().len()
+                );
+                out.push((name.clone(), stencil::source(&job, None)));
+                if let Some(t) = TileConfig::choose(&job, 48 << 10) {
+                    out.push((
+                        format!("{name} on-chip {t:?}"),
+                        stencil::source(&job, Some(t)),
+                    ));
+                }
+            }
+        }
+    }
     out
 }
 

@@ -370,6 +370,20 @@ fn literal(v: f64) -> String {
     format!("T({v:?})")
 }
 
+/// Stencils of up to this many taps get unrolled code; wider ones loop over a tap table.
+const UNROLL_TAPS: usize = 32;
+
+/// Cells one invocation of the step kernel computes along x: 4 for stencils of up to 32 taps
+/// (they share loads and index arithmetic), 1 for wider ones (whose gathered values would not fit
+/// in registers four times over).
+fn cells_per_invocation(job: &StencilJob) -> usize {
+    if job.stencil.taps().len() <= UNROLL_TAPS {
+        4
+    } else {
+        1
+    }
+}
+
 /// The shape of the on-chip temporal blocking pass (`shaders/stencil_tiled.wgsl`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TileConfig {
@@ -451,39 +465,92 @@ pub fn source(job: &StencilJob, tile: Option<TileConfig>) -> String {
     s.push_str(crate::shaders::COMMON);
     s.push('\n');
     let plane = (ny * nx) as i64;
-    let (mut direct, mut fetch, mut sum) = (String::new(), String::new(), String::new());
-    for (k, t) in taps.iter().enumerate() {
-        let [dz, dy, dx] = t.offset;
-        let off = dz as i64 * plane + dy as i64 * nx as i64 + dx as i64;
-        direct.push_str(&format!("        v[{k}] = src[c + {off}];\n"));
-        fetch.push_str(&format!(
-            "        v[{k}] = fetch(zr + {dz}, y + {dy}, x + {dx});\n"
-        ));
-        sum.push_str(&format!("    acc = acc + weights[{k}] * v[{k}];\n"));
-    }
+    let cx = cells_per_invocation(job);
+    s.insert_str(0, &format!("const CX: i32 = {cx};\n"));
+    let unrolled = taps.len() <= UNROLL_TAPS;
+    // One cell's sum: the same text in every kernel of a job, so every path rounds alike.
+    let sum = if unrolled {
+        (0..taps.len())
+            .map(|k| format!("acc = acc + weights[{k}] * v[{k}];\n"))
+            .collect::<String>()
+    } else {
+        "for (var k = 0u; k < NTAPS; k++) {\n    acc = acc + weights[k] * v[k];\n}\n".to_string()
+    };
+    // Gathers: one statement per tap, or a loop over the tap table for wide stencils (whose
+    // unrolled code takes a software compiler minutes).
+    let gather = |one: &dyn Fn(&Tap, usize) -> String, looped: &str| -> String {
+        if unrolled {
+            taps.iter()
+                .enumerate()
+                .map(|(k, t)| format!("v[{k}] = {};\n", one(t, k)))
+                .collect()
+        } else {
+            format!(
+                "for (var k = 0u; k < NTAPS; k++) {{\n    let o = tap_offsets[k];\n    v[k] = {looped};\n}}\n"
+            )
+        }
+    };
+    let indent = |text: &str, n: usize| -> String {
+        text.lines()
+            .map(|l| format!("{}{l}\n", " ".repeat(n)))
+            .collect()
+    };
+    // per cell j of the invocation: gather (directly or through `fetch`), sum, store
+    let cell = |j: &str, direct: bool| {
+        let g = if direct {
+            gather(
+                &|t, _| {
+                    let [dz, dy, dx] = t.offset;
+                    let off = dz as i64 * plane + dy as i64 * nx as i64 + dx as i64;
+                    format!("src[c + {j} + {off}]")
+                },
+                &format!("src[c + {j} + o.w]"),
+            )
+        } else {
+            gather(
+                &|t, _| {
+                    let [dz, dy, dx] = t.offset;
+                    format!("fetch(zr + {dz}, y + {dy}, x + {j} + {dx})")
+                },
+                &format!("fetch(zr + o.x, y + o.y, x + {j} + o.z)"),
+            )
+        };
+        let store = if direct {
+            format!("dst[c + {j}] = acc;\n")
+        } else {
+            format!("if (x + {j} < NX) {{\n    dst[c + {j}] = acc;\n}}\n")
+        };
+        let body = format!("var v: array<T, NTAPS>;\n{g}var acc = T(0);\n{sum}{store}");
+        format!("{{\n{}}}\n", indent(&body, 4))
+    };
+    let direct: String = (0..cx).map(|j| cell(&j.to_string(), true)).collect();
+    // edge cells are few: one copy of their code in a loop keeps the shader small
+    let fetch = format!(
+        "for (var j = 0; j < CX; j++) {{\n{}}}\n",
+        indent(&cell("j", false), 4)
+    );
     let family = crate::shaders::STENCIL
-        .replace("        // @generated-direct\n", &direct)
-        .replace("        // @generated-fetch\n", &fetch)
-        .replace("    // @generated-sum\n", &sum);
+        .replace("        // @generated-direct\n", &indent(&direct, 8))
+        .replace("        // @generated-fetch\n", &indent(&fetch, 8));
     s.push_str(&family);
     if let Some(t) = tile {
         let halo = t.halo(job);
         let lw = (t.cols + 2 * halo) as i64;
-        let mut gather = String::new();
-        for (k, tap) in taps.iter().enumerate() {
-            let [dz, _, dx] = tap.offset;
-            let off = dz as i64 * lw + dx as i64;
-            gather.push_str(&format!("            v[{k}] = tile[c + {off}];\n"));
-        }
-        let indented: String = sum.lines().map(|l| format!("        {l}\n")).collect();
+        let g = gather(
+            &|tap, _| {
+                let [dz, _, dx] = tap.offset;
+                format!("tile[c + {}]", dz as i64 * lw + dx as i64)
+            },
+            "tile[c + o.x * LW + o.z]",
+        );
         s.push_str(&format!(
             "\nconst TH: i32 = {};\nconst TW: i32 = {};\nconst K: i32 = {};\nconst HALO: i32 = {halo};\n",
             t.rows, t.cols, t.steps
         ));
         s.push_str(
             &crate::shaders::STENCIL_TILED
-                .replace("            // @generated-tile\n", &gather)
-                .replace("            // @generated-sum\n", &indented),
+                .replace("            // @generated-tile\n", &indent(&g, 12))
+                .replace("            // @generated-sum\n", &indent(&sum, 12)),
         );
     }
     s
@@ -510,6 +577,7 @@ pub struct StencilKernel {
     /// constants, compilers may factor equal weights out of the sum (w·a + w·b → w·(a + b)),
     /// which overflows to ±inf for values near the type's limit where the tap-by-tap sum does not.
     weights: wgpu::Buffer,
+    tap_offsets: wgpu::Buffer,
     /// The on-chip temporal blocking pass, where it pays.
     tiled: Option<(TileConfig, wgpu::ComputePipeline)>,
 }
@@ -554,6 +622,7 @@ impl StencilKernel {
                 (1, Slot::Read),
                 (2, Slot::ReadWrite),
                 (3, Slot::Read),
+                (4, Slot::Read),
             ],
         );
         let module = kernel::module(gpu, "stencil", &source(job, tile))?;
@@ -572,11 +641,29 @@ impl StencilKernel {
                 transfer::buffer_from(gpu, "stencil weights", &w)?
             }
         };
+        // (dz, dy, dx, offset in the grid) per tap, for the looped gathers of wide stencils
+        let [_, ny, nx] = job.shape.as_3d();
+        let table: Vec<[i32; 4]> = job
+            .stencil
+            .taps
+            .iter()
+            .map(|t| {
+                let [dz, dy, dx] = t.offset;
+                [
+                    dz,
+                    dy,
+                    dx,
+                    (dz as i64 * (ny * nx) as i64 + dy as i64 * nx as i64 + dx as i64) as i32,
+                ]
+            })
+            .collect();
+        let tap_offsets = transfer::buffer_from(gpu, "stencil tap offsets", &table)?;
         Ok(StencilKernel {
             job: job.clone(),
             layout,
             pipeline,
             weights,
+            tap_offsets,
             tiled,
         })
     }
@@ -607,7 +694,8 @@ impl StencilKernel {
         src: &wgpu::Buffer,
         dst: &wgpu::Buffer,
     ) -> wgpu::BindGroup {
-        self.layout.bind(gpu, &[params, src, dst, &self.weights])
+        self.layout
+            .bind(gpu, &[params, src, dst, &self.weights, &self.tap_offsets])
     }
 
     /// Record one pass of `steps` steps (1, or the on-chip K) producing `comp_rows` resident
@@ -630,8 +718,9 @@ impl StencilKernel {
                 kernel::dispatch(gpu, pass, pipeline, bind, &[offset], groups as u32);
             }
             _ => {
-                let cells = comp_rows * self.job.shape.row_cells() as u64;
-                let groups = cells.div_ceil(WG as u64) as u32;
+                let [_, ny, nx] = self.job.shape.as_3d();
+                let row_invocations = (ny * nx.div_ceil(cells_per_invocation(&self.job))) as u64;
+                let groups = (comp_rows * row_invocations).div_ceil(WG as u64) as u32;
                 kernel::dispatch(gpu, pass, &self.pipeline, bind, &[offset], groups);
             }
         }
