@@ -103,9 +103,6 @@ fn fetch(zr: i32, y: i32, x: i32) -> T {
     return src[(rr * NY + yy) * NX + xx];
 }
 
-// Each invocation computes CX consecutive cells of a row (CX = 4 for small stencils): neighbouring
-// cells share most of their loads and all of the index arithmetic, which is what bounds a 9-tap
-// step on a large GPU. Generated per cell j: `v{j}` gathered, summed into `acc{j}`, stored.
 @compute @workgroup_size(WG)
 fn step(
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -113,19 +110,22 @@ fn step(
     @builtin(local_invocation_index) lid: u32,
 ) {
     let idx = linear_workgroup(wid, nwg) * WG + lid;
-    let nxq = (NX + CX - 1) / CX;
-    let plane_q = u32(NY * nxq);
-    if (idx >= u32(p.comp_rows) * plane_q) {
+    let plane = u32(NY * NX);
+    if (idx >= u32(p.comp_rows) * plane) {
         return;
     }
-    let zr = p.comp_lo + i32(idx / plane_q);
-    let rem = idx % plane_q;
-    let y = i32(rem / u32(nxq));
-    let x = i32(rem % u32(nxq)) * CX;
-    let c = (zr * NY + y) * NX + x;
-    if (zr >= RZ && zr + RZ < p.res_rows && y >= RY && y + RY < NY && x >= RX && x + CX - 1 + RX < NX) {
+    let zr = p.comp_lo + i32(idx / plane);
+    let rem = idx % plane;
+    let y = i32(rem / u32(NX));
+    let x = i32(rem % u32(NX));
+    let c = zr * i32(plane) + i32(rem);
+    var v: array<T, NTAPS>;
+    if (zr >= RZ && zr + RZ < p.res_rows && y >= RY && y + RY < NY && x >= RX && x + RX < NX) {
         // @generated-direct
     } else {
         // @generated-fetch
     }
+    var acc = T(0);
+    // @generated-sum
+    dst[c] = acc;
 }

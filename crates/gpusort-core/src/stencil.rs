@@ -373,17 +373,6 @@ fn literal(v: f64) -> String {
 /// Stencils of up to this many taps get unrolled code; wider ones loop over a tap table.
 const UNROLL_TAPS: usize = 32;
 
-/// Cells one invocation of the step kernel computes along x: 4 for stencils of up to 32 taps
-/// (they share loads and index arithmetic), 1 for wider ones (whose gathered values would not fit
-/// in registers four times over).
-fn cells_per_invocation(job: &StencilJob) -> usize {
-    if job.stencil.taps().len() <= UNROLL_TAPS {
-        4
-    } else {
-        1
-    }
-}
-
 /// The shape of the on-chip temporal blocking pass (`shaders/stencil_tiled.wgsl`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TileConfig {
@@ -465,8 +454,6 @@ pub fn source(job: &StencilJob, tile: Option<TileConfig>) -> String {
     s.push_str(crate::shaders::COMMON);
     s.push('\n');
     let plane = (ny * nx) as i64;
-    let cx = cells_per_invocation(job);
-    s.insert_str(0, &format!("const CX: i32 = {cx};\n"));
     let unrolled = taps.len() <= UNROLL_TAPS;
     // One cell's sum: the same text in every kernel of a job, so every path rounds alike.
     let sum = if unrolled {
@@ -478,11 +465,11 @@ pub fn source(job: &StencilJob, tile: Option<TileConfig>) -> String {
     };
     // Gathers: one statement per tap, or a loop over the tap table for wide stencils (whose
     // unrolled code takes a software compiler minutes).
-    let gather = |one: &dyn Fn(&Tap, usize) -> String, looped: &str| -> String {
+    let gather = |one: &dyn Fn(&Tap) -> String, looped: &str| -> String {
         if unrolled {
             taps.iter()
                 .enumerate()
-                .map(|(k, t)| format!("v[{k}] = {};\n", one(t, k)))
+                .map(|(k, t)| format!("v[{k}] = {};\n", one(t)))
                 .collect()
         } else {
             format!(
@@ -495,49 +482,33 @@ pub fn source(job: &StencilJob, tile: Option<TileConfig>) -> String {
             .map(|l| format!("{}{l}\n", " ".repeat(n)))
             .collect()
     };
-    // per cell j of the invocation: gather (directly or through `fetch`), sum, store
-    let cell = |j: &str, direct: bool| {
-        let g = if direct {
-            gather(
-                &|t, _| {
-                    let [dz, dy, dx] = t.offset;
-                    let off = dz as i64 * plane + dy as i64 * nx as i64 + dx as i64;
-                    format!("src[c + {j} + {off}]")
-                },
-                &format!("src[c + {j} + o.w]"),
+    let direct = gather(
+        &|t| {
+            let [dz, dy, dx] = t.offset;
+            format!(
+                "src[c + {}]",
+                dz as i64 * plane + dy as i64 * nx as i64 + dx as i64
             )
-        } else {
-            gather(
-                &|t, _| {
-                    let [dz, dy, dx] = t.offset;
-                    format!("fetch(zr + {dz}, y + {dy}, x + {j} + {dx})")
-                },
-                &format!("fetch(zr + o.x, y + o.y, x + {j} + o.z)"),
-            )
-        };
-        let store = if direct {
-            format!("dst[c + {j}] = acc;\n")
-        } else {
-            format!("if (x + {j} < NX) {{\n    dst[c + {j}] = acc;\n}}\n")
-        };
-        let body = format!("var v: array<T, NTAPS>;\n{g}var acc = T(0);\n{sum}{store}");
-        format!("{{\n{}}}\n", indent(&body, 4))
-    };
-    let direct: String = (0..cx).map(|j| cell(&j.to_string(), true)).collect();
-    // edge cells are few: one copy of their code in a loop keeps the shader small
-    let fetch = format!(
-        "for (var j = 0; j < CX; j++) {{\n{}}}\n",
-        indent(&cell("j", false), 4)
+        },
+        "src[c + o.w]",
+    );
+    let fetch = gather(
+        &|t| {
+            let [dz, dy, dx] = t.offset;
+            format!("fetch(zr + {dz}, y + {dy}, x + {dx})")
+        },
+        "fetch(zr + o.x, y + o.y, x + o.z)",
     );
     let family = crate::shaders::STENCIL
         .replace("        // @generated-direct\n", &indent(&direct, 8))
-        .replace("        // @generated-fetch\n", &indent(&fetch, 8));
+        .replace("        // @generated-fetch\n", &indent(&fetch, 8))
+        .replace("    // @generated-sum\n", &indent(&sum, 4));
     s.push_str(&family);
     if let Some(t) = tile {
         let halo = t.halo(job);
         let lw = (t.cols + 2 * halo) as i64;
         let g = gather(
-            &|tap, _| {
+            &|tap| {
                 let [dz, _, dx] = tap.offset;
                 format!("tile[c + {}]", dz as i64 * lw + dx as i64)
             },
@@ -718,9 +689,8 @@ impl StencilKernel {
                 kernel::dispatch(gpu, pass, pipeline, bind, &[offset], groups as u32);
             }
             _ => {
-                let [_, ny, nx] = self.job.shape.as_3d();
-                let row_invocations = (ny * nx.div_ceil(cells_per_invocation(&self.job))) as u64;
-                let groups = (comp_rows * row_invocations).div_ceil(WG as u64) as u32;
+                let cells = comp_rows * self.job.shape.row_cells() as u64;
+                let groups = cells.div_ceil(WG as u64) as u32;
                 kernel::dispatch(gpu, pass, &self.pipeline, bind, &[offset], groups);
             }
         }
