@@ -13,7 +13,6 @@
 //!   loop with one sub-block and no halo, so both paths run identical per-cell arithmetic.
 
 use std::str::FromStr;
-use std::sync::mpsc;
 use std::time::Instant;
 
 use gpusort_sched::stencil::{Speeds, StencilPlan, StencilProblem, Streaming};
@@ -22,7 +21,7 @@ use crate::error::{Error, Result};
 use crate::gpu::Gpu;
 use crate::kernel::{self, Layout, ParamBlocks, Slot};
 use crate::keys::KeyType;
-use crate::transfer;
+use crate::transfer::{self, StagingSlot};
 
 /// Largest radius gpusort accepts (the tap code is unrolled; a 3-D box of radius 8 has 4913 taps).
 pub const MAX_RADIUS: u32 = 8;
@@ -826,8 +825,8 @@ fn blocks_of(job: &StencilJob, plan: &StencilPlan) -> Vec<Block> {
 }
 
 /// Copy grid rows `[a, b)` (unwrapped: taken modulo the row count) out of `grid` into the
-/// mapped buffer `stage`.
-fn gather_rows(grid: &[u8], rows: i64, row_bytes: usize, a: i64, b: i64, stage: &wgpu::Buffer) {
+/// upload side of `slot`.
+fn gather_rows(grid: &[u8], rows: i64, row_bytes: usize, a: i64, b: i64, slot: &StagingSlot) {
     let mut at = 0u64;
     let mut r = a;
     while r < b {
@@ -835,48 +834,9 @@ fn gather_rows(grid: &[u8], rows: i64, row_bytes: usize, a: i64, b: i64, stage: 
         let n = (b - r).min(rows - g);
         let bytes = n as usize * row_bytes;
         let from = g as usize * row_bytes;
-        transfer::write_mapped(stage, at, &grid[from..from + bytes]);
+        slot.fill(at, &grid[from..from + bytes]);
         at += bytes as u64;
         r += n;
-    }
-}
-
-/// One staging slot: an upload and a download buffer, reused for every sub-block.
-struct StagingSlot {
-    up: wgpu::Buffer,
-    down: wgpu::Buffer,
-    up_mapped: Option<mpsc::Receiver<std::result::Result<(), wgpu::BufferAsyncError>>>,
-    down_mapped: Option<mpsc::Receiver<std::result::Result<(), wgpu::BufferAsyncError>>>,
-    submission: Option<wgpu::SubmissionIndex>,
-}
-
-fn request_map(
-    buffer: &wgpu::Buffer,
-    mode: wgpu::MapMode,
-    len: u64,
-) -> mpsc::Receiver<std::result::Result<(), wgpu::BufferAsyncError>> {
-    let (tx, rx) = mpsc::channel();
-    buffer.map_async(mode, 0..len.max(4), move |r| {
-        let _ = tx.send(r);
-    });
-    rx
-}
-
-/// Wait for a map requested after `submission`.
-fn await_map(
-    gpu: &Gpu,
-    submission: Option<&wgpu::SubmissionIndex>,
-    rx: mpsc::Receiver<std::result::Result<(), wgpu::BufferAsyncError>>,
-) -> Result<()> {
-    if let Some(idx) = submission {
-        gpu.wait_for(idx.clone())?;
-    } else {
-        gpu.wait()?;
-    }
-    match rx.recv_timeout(crate::gpu::GPU_WAIT_TIMEOUT) {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(Error::Map(e.to_string())),
-        Err(_) => Err(Error::Timeout(crate::gpu::GPU_WAIT_TIMEOUT)),
     }
 }
 
@@ -950,35 +910,9 @@ pub fn run(
         transfer::storage_buffer(gpu, "stencil resident B", max_resident * rb)?,
     ];
     let keep = transfer::storage_buffer(gpu, "stencil overlap", max_keep * rb)?;
-    let staging = |label: &str, size: u64, usage: wgpu::BufferUsages, mapped: bool| {
-        gpu.checked(|| {
-            gpu.device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some(label),
-                size: transfer::align_to(size.max(4), 4),
-                usage,
-                mapped_at_creation: mapped,
-            })
-        })
-    };
     let mut slots = Vec::new();
     for _ in 0..gpusort_sched::stencil::SLOTS_IN_FLIGHT {
-        slots.push(StagingSlot {
-            up: staging(
-                "stencil upload",
-                max_new * rb,
-                wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
-                true,
-            )?,
-            down: staging(
-                "stencil download",
-                max_out * rb,
-                wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-                false,
-            )?,
-            up_mapped: None,
-            down_mapped: None,
-            submission: None,
-        });
+        slots.push(StagingSlot::new(gpu, max_new * rb, max_out * rb)?);
     }
     let mut stats = StencilStats::default();
     let total = blocks.len() as u64;
@@ -988,16 +922,15 @@ pub fn run(
     let timed =
         |cell: &std::cell::Cell<f64>, t: Instant| cell.set(cell.get() + t.elapsed().as_secs_f64());
     let finish = |slot: &mut StagingSlot, b: &Block, dst: &mut [u8], scratch: &mut [u8]| {
-        let rx = slot.down_mapped.take().expect("download requested");
         let t = Instant::now();
-        await_map(gpu, slot.submission.as_ref(), rx)?;
+        slot.wait_download(gpu)?;
         timed(&wait_s, t);
         let t = Instant::now();
         let (_, dest) = sweep_io(b.sweep, plan.sweeps, src, dst, scratch);
         let len = (b.z1 - b.z0) as u64 * rb;
         let from = b.z0 as usize * rb as usize;
-        transfer::read_mapped(&slot.down, 0, &mut dest[from..from + len as usize]);
-        slot.down.unmap();
+        slot.drain(0, &mut dest[from..from + len as usize]);
+        slot.done_draining();
         timed(&drain_s, t);
         Ok::<(), Error>(())
     };
@@ -1011,18 +944,16 @@ pub fn run(
             }
         }
         let slot = &mut slots[s];
-        if let Some(rx) = slot.up_mapped.take() {
-            let t = Instant::now();
-            await_map(gpu, slot.submission.as_ref(), rx)?;
-            timed(&wait_s, t);
-        }
+        let t = Instant::now();
+        slot.wait_upload(gpu)?;
+        timed(&wait_s, t);
         let new_bytes = (b.hi - b.new_lo) as u64 * rb;
         let t = Instant::now();
         {
             let (source, _) = sweep_io(b.sweep, plan.sweeps, src, dst, scratch);
-            gather_rows(source, rows, rb as usize, b.new_lo, b.hi, &slot.up);
+            gather_rows(source, rows, rb as usize, b.new_lo, b.hi, slot);
         }
-        slot.up.unmap();
+        slot.done_filling();
         stats.fill_s += t.elapsed().as_secs_f64();
 
         // pass parameters: a pass ending at step t computes the rows still needed after it
@@ -1064,7 +995,7 @@ pub fn run(
             enc.copy_buffer_to_buffer(&keep, 0, &res[0], 0, kept);
         }
         if new_bytes > 0 {
-            enc.copy_buffer_to_buffer(&slot.up, 0, &res[0], kept, new_bytes);
+            enc.copy_buffer_to_buffer(slot.upload_buffer(), 0, &res[0], kept, new_bytes);
         }
         let keep_bytes = (b.hi - b.keep_lo) as u64 * rb;
         if keep_bytes > 0 {
@@ -1082,11 +1013,10 @@ pub fn run(
         }
         let out_len = (b.z1 - b.z0) as u64 * rb;
         let last = &res[passes.len() % 2];
-        enc.copy_buffer_to_buffer(last, (b.z0 - b.lo) as u64 * rb, &slot.down, 0, out_len);
+        let at = (b.z0 - b.lo) as u64 * rb;
+        enc.copy_buffer_to_buffer(last, at, slot.download_buffer(), 0, out_len);
         let idx = gpu.checked(|| gpu.queue.submit([enc.finish()]))?;
-        slot.submission = Some(idx);
-        slot.up_mapped = Some(request_map(&slot.up, wgpu::MapMode::Write, max_new * rb));
-        slot.down_mapped = Some(request_map(&slot.down, wgpu::MapMode::Read, out_len));
+        slot.submitted(idx, out_len);
         stats.bytes_up += new_bytes;
         stats.bytes_down += out_len;
         stats.blocks_run += 1;

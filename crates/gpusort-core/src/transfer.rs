@@ -221,3 +221,127 @@ pub fn read_vec<T: bytemuck::Pod>(gpu: &Gpu, src: &wgpu::Buffer, len: usize) -> 
     download(gpu, src, 0, bytemuck::cast_slice_mut(&mut out))?;
     Ok(out)
 }
+
+type MapResult = std::sync::mpsc::Receiver<std::result::Result<(), wgpu::BufferAsyncError>>;
+
+/// One slot of a staging ring: an upload and a download buffer, mapped once and reused for every
+/// chunk of a streamed job (never re-created per call). The cycle: `wait_upload`, `fill`,
+/// `done_filling`; record copies from `upload_buffer` and into `download_buffer`; submit and call
+/// `submitted`; later `wait_download`, `drain`, `done_draining`. Keeping two or more slots lets
+/// the CPU fill and drain one while the GPU works on another.
+pub struct StagingSlot {
+    up: wgpu::Buffer,
+    down: wgpu::Buffer,
+    up_len: u64,
+    up_mapped: Option<MapResult>,
+    down_mapped: Option<MapResult>,
+    submission: Option<wgpu::SubmissionIndex>,
+}
+
+fn request_map(buffer: &wgpu::Buffer, mode: wgpu::MapMode, len: u64) -> MapResult {
+    let (tx, rx) = std::sync::mpsc::channel();
+    buffer.map_async(mode, 0..len.max(4), move |r| {
+        let _ = tx.send(r);
+    });
+    rx
+}
+
+impl StagingSlot {
+    /// A slot for uploads of up to `up_bytes` and downloads of up to `down_bytes`; the upload
+    /// side starts mapped.
+    pub fn new(gpu: &Gpu, up_bytes: u64, down_bytes: u64) -> Result<StagingSlot> {
+        let make = |label: &str, size: u64, usage: wgpu::BufferUsages, mapped: bool| {
+            gpu.checked(|| {
+                gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some(label),
+                    size: align4(size.max(4)),
+                    usage,
+                    mapped_at_creation: mapped,
+                })
+            })
+        };
+        Ok(StagingSlot {
+            up: make(
+                "staging upload",
+                up_bytes,
+                wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
+                true,
+            )?,
+            down: make(
+                "staging download",
+                down_bytes,
+                wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                false,
+            )?,
+            up_len: align4(up_bytes.max(4)),
+            up_mapped: None,
+            down_mapped: None,
+            submission: None,
+        })
+    }
+
+    pub fn upload_buffer(&self) -> &wgpu::Buffer {
+        &self.up
+    }
+
+    pub fn download_buffer(&self) -> &wgpu::Buffer {
+        &self.down
+    }
+
+    fn wait(gpu: &Gpu, submission: Option<&wgpu::SubmissionIndex>, rx: MapResult) -> Result<()> {
+        match submission {
+            Some(idx) => gpu.wait_for(idx.clone())?,
+            None => gpu.wait()?,
+        }
+        match rx.recv_timeout(crate::gpu::GPU_WAIT_TIMEOUT) {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(Error::Map(e.to_string())),
+            Err(_) => Err(Error::Timeout(crate::gpu::GPU_WAIT_TIMEOUT)),
+        }
+    }
+
+    /// Wait until the upload side is mapped again (the GPU has read the last chunk).
+    pub fn wait_upload(&mut self, gpu: &Gpu) -> Result<()> {
+        match self.up_mapped.take() {
+            Some(rx) => StagingSlot::wait(gpu, self.submission.as_ref(), rx),
+            None => Ok(()),
+        }
+    }
+
+    /// Copy `data` into the upload side at byte `offset`, on all cores.
+    pub fn fill(&self, offset: u64, data: &[u8]) {
+        write_mapped(&self.up, offset, data);
+    }
+
+    /// Hand the upload side to the GPU.
+    pub fn done_filling(&mut self) {
+        self.up.unmap();
+    }
+
+    /// After submitting the copies that use this slot: map both sides again when the GPU is done
+    /// (the download side for `down_len` bytes).
+    pub fn submitted(&mut self, submission: wgpu::SubmissionIndex, down_len: u64) {
+        self.submission = Some(submission);
+        self.up_mapped = Some(request_map(&self.up, wgpu::MapMode::Write, self.up_len));
+        self.down_mapped = Some(request_map(&self.down, wgpu::MapMode::Read, down_len));
+    }
+
+    /// Wait until the download side holds the GPU's results.
+    pub fn wait_download(&mut self, gpu: &Gpu) -> Result<()> {
+        let rx = self
+            .down_mapped
+            .take()
+            .ok_or_else(|| Error::Map("no download was requested on this staging slot".into()))?;
+        StagingSlot::wait(gpu, self.submission.as_ref(), rx)
+    }
+
+    /// Copy `out.len()` bytes from the download side at byte `offset`, on all cores.
+    pub fn drain(&self, offset: u64, out: &mut [u8]) {
+        read_mapped(&self.down, offset, out);
+    }
+
+    /// Give the download side back for the next chunk.
+    pub fn done_draining(&mut self) {
+        self.down.unmap();
+    }
+}
