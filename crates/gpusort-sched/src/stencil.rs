@@ -5,7 +5,8 @@
 //! The rules, from the method:
 //! - a sub-block plus its halo fits the GPU memory budget and one storage binding;
 //! - the halo (`R·T` rows each side) is smaller than the sub-block;
-//! - there are more sub-blocks than staging buffers in flight (two), so transfers overlap compute;
+//! - there are more sub-blocks than staging buffers in flight (two), so transfers overlap compute,
+//!   and none is larger than 256 MiB (unless its halo needs it), so the staging stays small;
 //! - among the `T` that satisfy those, take the one with the least predicted time, where a
 //!   sub-block costs the larger of its transfer time and its compute time (they overlap) —
 //!   which favours `T` up to where compute catches up with transfer.
@@ -17,6 +18,8 @@ use thiserror::Error;
 
 /// Staging slots the streamer keeps in flight; a plan wants more sub-blocks than this.
 pub const SLOTS_IN_FLIGHT: u64 = 2;
+/// Largest sub-block, in bytes, the planner chooses (host staging holds two of them each way).
+pub const MAX_BLOCK_BYTES: u64 = 256 << 20;
 /// Largest time block the planner tries on its own (more rarely pays: the redundant halo work
 /// grows with `T²` while the transfer saved shrinks as `1/T`).
 pub const MAX_AUTO_TIME_BLOCK: u64 = 64;
@@ -202,6 +205,10 @@ fn block_rows(p: &StencilProblem, budget: Budget, t: u64, streaming: Streaming) 
     let by_memory = (budget.memory / row).checked_sub(4 * h + overlap)? / 2;
     let by_binding = (budget.max_binding / row).checked_sub(2 * h)?;
     let mut b = by_memory.min(by_binding).min(p.rows);
+    // sub-blocks of a modest size keep the staging slots small and the pipeline fine-grained,
+    // as long as the halo stays a small share of the block
+    let by_staging = (MAX_BLOCK_BYTES / row).max(8 * h).max(1);
+    b = b.min(by_staging);
     // more sub-blocks than slots in flight, where the grid is thick enough for that
     let for_overlap = p.rows.div_ceil(SLOTS_IN_FLIGHT + 1);
     if p.rows > SLOTS_IN_FLIGHT && for_overlap > h {
