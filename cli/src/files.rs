@@ -73,6 +73,96 @@ fn npy_descr(t: KeyType) -> &'static str {
     }
 }
 
+/// What an .npy header says, checked against the bytes that follow it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NpyLayout {
+    pub dtype: KeyType,
+    pub shape: Vec<usize>,
+    /// Elements (the product of the shape).
+    pub len: usize,
+    /// Where the elements start.
+    pub offset: usize,
+}
+
+/// Parse and check a whole .npy file's bytes: magic, version, header length, the header itself
+/// (through npyz), dtype (one gpusort handles, matching `dtype` if given), C order, at least one
+/// dimension, and a data size that matches the shape. Errors read as the end of a sentence
+/// about the file ("is not a valid .npy file: ..."). Never panics, whatever the bytes (fuzzed:
+/// fuzz/fuzz_targets/npy_header.rs).
+pub fn parse_npy(bytes: &[u8], dtype: Option<KeyType>) -> Result<NpyLayout, String> {
+    let bad = |why: String| format!("is not a valid .npy file: {why}");
+    if !bytes.starts_with(NPY_MAGIC) {
+        return Err(bad("missing the \\x93NUMPY magic".into()));
+    }
+    if bytes.len() < 10 {
+        return Err(bad("truncated header".into()));
+    }
+    let (len_bytes, header_len) = match bytes[6] {
+        1 => (2, u16::from_le_bytes([bytes[8], bytes[9]]) as usize),
+        2 | 3 if bytes.len() >= 12 => (
+            4,
+            u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
+        ),
+        v => return Err(bad(format!("unsupported format version {v}"))),
+    };
+    let offset = 8 + len_bytes + header_len;
+    if header_len > MAX_NPY_HEADER || offset > bytes.len() {
+        return Err(bad(format!(
+            "header length {header_len} does not fit the file"
+        )));
+    }
+    let mut reader: &[u8] = &bytes[..offset];
+    let header = npyz::NpyHeader::from_reader(&mut reader).map_err(|e| bad(e.to_string()))?;
+    let npy = npyz::NpyFile::with_header(header, std::io::empty());
+    let descr = match npy.dtype() {
+        npyz::DType::Plain(ts) => ts.to_string(),
+        other => {
+            return Err(bad(format!(
+                "structured dtype {} is not supported",
+                other.descr()
+            )))
+        }
+    };
+    let file_dtype = npy_dtype(&descr).ok_or_else(|| {
+        format!(
+            "holds dtype '{descr}'; gpusort handles little-endian u32, i32, f32, u64, i64 and f64"
+        )
+    })?;
+    if let Some(asked) = dtype {
+        if asked != file_dtype {
+            return Err(format!("holds {file_dtype} but --dtype {asked} was given"));
+        }
+    }
+    let shape: Vec<usize> = npy
+        .shape()
+        .iter()
+        .map(|&n| usize::try_from(n).map_err(|_| bad(format!("axis of {n} elements"))))
+        .collect::<Result<_, _>>()?;
+    if shape.is_empty() {
+        return Err("is 0-D (a single value), not an array to work on".into());
+    }
+    if npy.order() == npyz::Order::Fortran {
+        return Err("is in Fortran order; save it in C order".into());
+    }
+    let len = shape
+        .iter()
+        .try_fold(1usize, |a, &n| a.checked_mul(n))
+        .ok_or_else(|| bad(format!("the shape {shape:?} is too large")))?;
+    let data = bytes.len() - offset;
+    if Some(data) != len.checked_mul(file_dtype.size()) {
+        return Err(bad(format!(
+            "the header says {len} elements ({} bytes) but {data} bytes follow",
+            len.saturating_mul(file_dtype.size())
+        )));
+    }
+    Ok(NpyLayout {
+        dtype: file_dtype,
+        shape,
+        len,
+        offset,
+    })
+}
+
 impl Input {
     /// Open a 1-D array; `dtype` is required for raw files and, for .npy files, must match the
     /// header.
@@ -137,79 +227,15 @@ impl Input {
                 offset: 0,
             });
         }
-        let bad = |why: String| CliError::usage(format!("{shown} is not a valid .npy file: {why}"));
-        if !bytes.starts_with(NPY_MAGIC) {
-            return Err(bad("missing the \\x93NUMPY magic".into()));
-        }
-        if bytes.len() < 10 {
-            return Err(bad("truncated header".into()));
-        }
-        let (len_bytes, header_len) = match bytes[6] {
-            1 => (2, u16::from_le_bytes([bytes[8], bytes[9]]) as usize),
-            2 | 3 if bytes.len() >= 12 => (
-                4,
-                u32::from_le_bytes(bytes[8..12].try_into().unwrap()) as usize,
-            ),
-            v => return Err(bad(format!("unsupported format version {v}"))),
-        };
-        let offset = 8 + len_bytes + header_len;
-        if header_len > MAX_NPY_HEADER || offset > bytes.len() {
-            return Err(bad(format!(
-                "header length {header_len} does not fit the file"
-            )));
-        }
-        let mut reader: &[u8] = &bytes[..offset];
-        let header = npyz::NpyHeader::from_reader(&mut reader).map_err(|e| bad(e.to_string()))?;
-        let npy = npyz::NpyFile::with_header(header, std::io::empty());
-        let descr = match npy.dtype() {
-            npyz::DType::Plain(ts) => ts.to_string(),
-            other => {
-                return Err(bad(format!(
-                    "structured dtype {} is not supported",
-                    other.descr()
-                )))
-            }
-        };
-        let file_dtype = npy_dtype(&descr).ok_or_else(|| {
-            CliError::usage(format!("{shown} holds dtype '{descr}'; gpusort sorts little-endian u32, i32, f32, u64, i64 and f64"))
-        })?;
-        if let Some(asked) = dtype {
-            if asked != file_dtype {
-                return Err(CliError::usage(format!(
-                    "{shown} holds {file_dtype} but --dtype {asked} was given"
-                )));
-            }
-        }
-        let shape: Vec<usize> = npy.shape().iter().map(|&n| n as usize).collect();
-        if shape.is_empty() {
-            return Err(CliError::usage(format!(
-                "{shown} is 0-D (a single value), not an array to work on"
-            )));
-        }
-        if npy.order() == npyz::Order::Fortran {
-            return Err(CliError::usage(format!(
-                "{shown} is in Fortran order; save it in C order"
-            )));
-        }
-        let len = shape
-            .iter()
-            .try_fold(1usize, |a, &n| a.checked_mul(n))
-            .ok_or_else(|| bad(format!("the shape {shape:?} is too large")))?;
-        let data = bytes.len() - offset;
-        if Some(data) != len.checked_mul(file_dtype.size()) {
-            return Err(bad(format!(
-                "the header says {len} elements ({} bytes) but {data} bytes follow",
-                len.saturating_mul(file_dtype.size())
-            )));
-        }
+        let npy = parse_npy(bytes, dtype).map_err(|e| CliError::usage(format!("{shown} {e}")))?;
         Ok(Input {
             path: path.into(),
             format: Format::Npy,
-            dtype: file_dtype,
-            len,
-            shape,
+            dtype: npy.dtype,
+            len: npy.len,
+            shape: npy.shape,
             map,
-            offset,
+            offset: npy.offset,
         })
     }
 
