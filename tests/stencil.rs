@@ -374,3 +374,45 @@ fn on_chip_passes_are_bit_identical_to_single_steps() {
     );
     assert!(streamed >= 10, "only {streamed} streamed cases");
 }
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        // each case compiles a kernel (seconds on a software adapter): few, but varied
+        #![proptest_config(ProptestConfig::with_cases(12))]
+
+        /// Random grids, stencils, boundaries, steps and budgets: the GPU agrees with the CPU twin,
+        /// and a streamed run with the budget's plan is bit-identical to the in-core run.
+        #[test]
+        fn random_jobs_match_the_cpu_and_stream_identically(
+            dims in 2usize..=3,
+            extents in prop::collection::vec(1usize..24, 3),
+            radius in 1u32..=3,
+            boxed in any::<bool>(),
+            boundary in 0usize..5,
+            steps in 1u32..=4,
+            budget_rows in 6u64..40,
+            seed in any::<u64>(),
+        ) {
+            let shape: Vec<usize> = extents[..dims].iter().map(|&n| n.max(radius as usize)).collect();
+            let stencil = if boxed { Stencil::boxed(dims, radius) } else { Stencil::star(dims, radius) }.unwrap();
+            let j = job(&shape, stencil, BOUNDARIES[boundary], steps, KeyType::F32);
+            let gpu = gpu(false);
+            let kernel = StencilKernel::new(gpu, &j).unwrap();
+            let input = grid::<f32>(j.shape.cells(), seed);
+            let (got, _) = stencil::apply(gpu, &kernel, &in_core(&j), &input).unwrap();
+            let want = cpu::stencil::run(&input, j.shape, &j.stencil, j.boundary, j.cval, j.steps);
+            close(&got, &want, 1e-5, &format!("{} {:?}", j.shape, j.boundary));
+            let budget = Budget { memory: budget_rows * j.row_bytes(), max_binding: 1 << 30 };
+            if let Ok(p) = plan(&j.problem(), budget, SPEEDS, None, Streaming::Reuse) {
+                let (streamed, _) = stencil::apply(gpu, &kernel, &p, &input).unwrap();
+                prop_assert!(
+                    streamed.iter().zip(&got).all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "{} {:?}: {p:?}", j.shape, j.boundary
+                );
+            }
+        }
+    }
+}

@@ -14,7 +14,7 @@ pub enum Error {
     TooLarge(String),
     #[error("could not create the GPU device: {0}")]
     RequestDevice(String),
-    #[error("GPU out of memory: {0}; try a smaller input or another adapter (--adapter)")]
+    #[error("GPU out of memory: {0}; try a smaller --gpu-memory (stencil), a smaller input, or another adapter (--adapter)")]
     OutOfMemory(String),
     #[error("GPU validation error (a gpusort bug, please report it): {0}")]
     Validation(String),
