@@ -45,6 +45,14 @@ fn main() -> ExitCode {
     let _ = ctrlc::set_handler(|| {
         gpusort::files::remove_pending();
         eprintln!("gpusort: interrupted; no output was written");
+        // _exit, not exit: running atexit handlers (the GPU driver's teardown) while the main
+        // thread still uses the device can crash; the temporary files are already gone.
+        #[cfg(unix)]
+        // SAFETY: _exit only ends the process.
+        unsafe {
+            libc::_exit(130)
+        };
+        #[cfg(not(unix))]
         std::process::exit(130);
     });
     let result = gpusort::run(&cli);
