@@ -7,8 +7,9 @@
 // comp_rows) from `src` into `dst`.
 //
 // The host prepends: `alias T = f32|f64;`, `const NX: i32`, `const NY: i32`, `const MODE: u32`,
-// `const CVAL: T`, `const RZ/RY/RX: i32` (the stencil's reach per axis), `const NTAPS: u32` and
-// `const WG: u32`, and fills the three @generated blocks below from the stencil's taps.
+// `const CVAL: T`, `const RZ/RY/RX: i32` (the stencil's reach per axis), `const NTAPS: u32`,
+// `alias WEIGHTS` (vec4<f32> or vec2<f64>), `const NWEIGHTS: u32` and `const WG: u32`, and
+// fills the three @generated blocks below from the stencil's taps.
 //
 // Every cell gathers its tap values into `v` first — directly for cells whose whole neighbourhood
 // is resident and inside the grid, through `fetch` (boundary rules) otherwise — and then sums them
@@ -36,8 +37,10 @@ struct Params {
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> src: array<T>;
 @group(0) @binding(2) var<storage, read_write> dst: array<T>;
-// The tap weights, in tap order (see StencilKernel::weights for why not constants).
-@group(0) @binding(3) var<storage, read> weights: array<T>;
+// The tap weights, in tap order, four f32 (two f64) to an element (uniform arrays have a 16-byte
+// stride); a uniform buffer so they can be operands of the multiply-add directly. See
+// StencilKernel::weights for why they are not constants.
+@group(0) @binding(3) var<uniform> weights: array<WEIGHTS, NWEIGHTS>;
 // (dz, dy, dx, offset in the grid) per tap: the loop form of wide stencils reads its taps here.
 @group(0) @binding(4) var<storage, read> tap_offsets: array<vec4<i32>>;
 

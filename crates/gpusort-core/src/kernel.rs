@@ -8,6 +8,8 @@ use crate::gpu::Gpu;
 pub enum Slot {
     /// A uniform parameter block, bound with a dynamic offset into one buffer of many blocks.
     Params { size: u64 },
+    /// A whole uniform buffer (small read-only tables, e.g. stencil weights).
+    Uniform,
     /// A read-only storage buffer.
     Read,
     /// A read-write storage buffer.
@@ -35,6 +37,11 @@ impl Layout {
                         ty: wgpu::BufferBindingType::Uniform,
                         has_dynamic_offset: true,
                         min_binding_size: wgpu::BufferSize::new(size),
+                    },
+                    Slot::Uniform => wgpu::BindingType::Buffer {
+                        ty: wgpu::BufferBindingType::Uniform,
+                        has_dynamic_offset: false,
+                        min_binding_size: None,
                     },
                     Slot::Read | Slot::ReadWrite => wgpu::BindingType::Buffer {
                         ty: wgpu::BufferBindingType::Storage {

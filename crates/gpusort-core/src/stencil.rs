@@ -445,22 +445,31 @@ pub fn source(job: &StencilJob, tile: Option<TileConfig>) -> String {
     let mut s = format!(
         "alias T = {ty};\nconst NX: i32 = {nx};\nconst NY: i32 = {ny};\nconst MODE: u32 = {}u;\n\
          const CVAL: T = {};\nconst RZ: i32 = {rz};\nconst RY: i32 = {ry};\nconst RX: i32 = {rx};\n\
-         const NTAPS: u32 = {}u;\nconst WG: u32 = {WG}u;\n",
+         const NTAPS: u32 = {}u;\nconst NWEIGHTS: u32 = {}u;\nalias WEIGHTS = vec{}<T>;\nconst WG: u32 = {WG}u;\n",
         job.boundary.code(),
         literal(cval),
         taps.len().max(1),
+        taps.len().div_ceil(16 / job.cell_bytes() as usize).max(1),
+        16 / job.cell_bytes(),
     );
     s.push_str(crate::shaders::COMMON);
     s.push('\n');
     let plane = (ny * nx) as i64;
     let unrolled = taps.len() <= UNROLL_TAPS;
+    let per16 = 16 / job.cell_bytes() as usize;
     // One cell's sum: the same text in every kernel of a job, so every path rounds alike.
     let sum = if unrolled {
         (0..taps.len())
-            .map(|k| format!("acc = acc + weights[{k}] * v[{k}];\n"))
+            .map(|k| {
+                format!(
+                    "acc = acc + weights[{}][{}] * v[{k}];\n",
+                    k / per16,
+                    k % per16
+                )
+            })
             .collect::<String>()
     } else {
-        "for (var k = 0u; k < NTAPS; k++) {\n    acc = acc + weights[k] * v[k];\n}\n".to_string()
+        format!("for (var k = 0u; k < NTAPS; k++) {{\n    acc = acc + weights[k / {per16}u][k % {per16}u] * v[k];\n}}\n")
     };
     // Gathers: one statement per tap, or a loop over the tap table for wide stencils (whose
     // unrolled code takes a software compiler minutes).
@@ -591,7 +600,7 @@ impl StencilKernel {
                 ),
                 (1, Slot::Read),
                 (2, Slot::ReadWrite),
-                (3, Slot::Read),
+                (3, Slot::Uniform),
                 (4, Slot::Read),
             ],
         );
@@ -601,14 +610,19 @@ impl StencilKernel {
             Some(t) => Some((t, kernel::pipeline(gpu, &module, "steps_tiled", &layout)?)),
             None => None,
         };
+        // uniform arrays have a 16-byte stride: four f32 or two f64 weights per element
+        let per16 = 16 / job.cell_bytes() as usize;
+        let padded = job.stencil.taps.len().div_ceil(per16).max(1) * per16;
         let weights = match job.dtype {
             KeyType::F64 => {
-                let w: Vec<f64> = job.stencil.taps.iter().map(|t| t.weight).collect();
-                transfer::buffer_from(gpu, "stencil weights", &w)?
+                let mut w: Vec<f64> = job.stencil.taps.iter().map(|t| t.weight).collect();
+                w.resize(padded, 0.0);
+                uniform_buffer(gpu, "stencil weights", bytemuck::cast_slice(&w))?
             }
             _ => {
-                let w: Vec<f32> = job.stencil.taps.iter().map(|t| t.weight as f32).collect();
-                transfer::buffer_from(gpu, "stencil weights", &w)?
+                let mut w: Vec<f32> = job.stencil.taps.iter().map(|t| t.weight as f32).collect();
+                w.resize(padded, 0.0);
+                uniform_buffer(gpu, "stencil weights", bytemuck::cast_slice(&w))?
             }
         };
         // (dz, dy, dx, offset in the grid) per tap, for the looped gathers of wide stencils
@@ -738,6 +752,28 @@ impl StencilKernel {
         }
         Ok(if passes.len().is_multiple_of(2) { a } else { b })
     }
+}
+
+/// A uniform buffer holding `bytes`.
+fn uniform_buffer(gpu: &Gpu, label: &str, bytes: &[u8]) -> Result<wgpu::Buffer> {
+    if bytes.len() as u64 > gpu.limits.max_uniform_buffer_binding_size as u64 {
+        return Err(Error::InvalidInput(format!(
+            "{label}: {} bytes exceed the largest uniform binding ({} bytes) on {}",
+            bytes.len(),
+            gpu.limits.max_uniform_buffer_binding_size,
+            gpu.adapter.name
+        )));
+    }
+    let buf = gpu.checked(|| {
+        gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size: bytes.len() as u64,
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        })
+    })?;
+    gpu.queue.write_buffer(&buf, 0, bytes);
+    Ok(buf)
 }
 
 /// What a run did.
