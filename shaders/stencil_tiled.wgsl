@@ -14,7 +14,10 @@
 // The host prepends TH, TW, K, HALO (i32) as well.
 
 const LH: i32 = TH + 2 * HALO;
+// The host makes the tile 64 cells wide with its halo: each invocation owns one column and walks
+// its rows, WG / 64 rows at a time, so no cell index is ever divided out.
 const LW: i32 = TW + 2 * HALO;
+const ROWS_AT_ONCE: i32 = i32(WG) / LW;
 const TILE: i32 = LH * LW;
 
 var<workgroup> tile: array<T, 2 * TILE>;
@@ -48,9 +51,10 @@ fn steps_tiled(
 
     // tiles wholly inside the resident rows and the columns load directly, the rest through fetch
     let inside = z_base >= 0 && z_base + LH <= p.res_rows && x_base >= 0 && x_base + LW <= NX;
-    for (var i = i32(lid); i < TILE; i += i32(WG)) {
-        let lr = i / LW;
-        let lc = i % LW;
+    let lc = i32(lid) % LW;
+    let r0 = i32(lid) / LW;
+    for (var lr = r0; lr < LH; lr += ROWS_AT_ONCE) {
+        let i = lr * LW + lc;
         if (inside) {
             tile[i] = src[(z_base + lr) * NX + x_base + lc];
         } else {
@@ -59,35 +63,32 @@ fn steps_tiled(
     }
     workgroupBarrier();
 
-    // Each step walks the whole tile (constant divisors) and skips the margin it no longer needs.
+    // Step s computes the tile less a margin of R·s; columns in the margin sit the step out.
     for (var s = 1; s <= K; s++) {
         let cur = ((s - 1) % 2) * TILE;
         let nxt = (s % 2) * TILE;
-        let m = (HALO / K) * s; // margin still to shrink: R per step
-        for (var i = i32(lid); i < TILE; i += i32(WG)) {
-            let lr = i / LW;
-            let lc = i % LW;
-            if (lr < m || lr >= LH - m || lc < m || lc >= LW - m) {
-                continue;
+        let m = (HALO / K) * s;
+        let live = lc >= m && lc < LW - m;
+        if (live) {
+            for (var lr = m + r0; lr < LH - m; lr += ROWS_AT_ONCE) {
+                if (edge && outside(g_base + lr, x_base + lc)) {
+                    continue;
+                }
+                let i = lr * LW + lc;
+                let c = cur + i;
+                var v: array<T, NTAPS>;
+                // @generated-tile
+                var acc = T(0);
+                // @generated-sum
+                tile[nxt + i] = acc;
             }
-            if (edge && outside(g_base + lr, x_base + lc)) {
-                continue;
-            }
-            let c = cur + i;
-            var v: array<T, NTAPS>;
-            // @generated-tile
-            var acc = T(0);
-            // @generated-sum
-            tile[nxt + i] = acc;
         }
         workgroupBarrier();
         if (edge) {
-            for (var i = i32(lid); i < TILE; i += i32(WG)) {
-                let lr = i / LW;
-                let lc = i % LW;
+            for (var lr = m + r0; lr < LH - m; lr += ROWS_AT_ONCE) {
                 let g = g_base + lr;
                 let x = x_base + lc;
-                if (lr < m || lr >= LH - m || lc < m || lc >= LW - m || !outside(g, x)) {
+                if (!live || !outside(g, x)) {
                     continue;
                 }
                 var value = CVAL;
@@ -96,20 +97,20 @@ fn steps_tiled(
                     let mc = clamp(map_axis(x, NX) - x_base, 0, LW - 1);
                     value = tile[nxt + mr * LW + mc];
                 }
-                tile[nxt + i] = value;
+                tile[nxt + lr * LW + lc] = value;
             }
             workgroupBarrier();
         }
     }
 
     let fin = (K % 2) * TILE;
-    for (var i = i32(lid); i < TH * TW; i += i32(WG)) {
-        let lr = HALO + i / TW;
-        let lc = HALO + i % TW;
-        let zr = z_base + lr;
-        let x = x_base + lc;
-        if (zr < p.comp_lo + p.comp_rows && x < NX) {
-            dst[zr * NX + x] = tile[fin + lr * LW + lc];
+    if (lc >= HALO && lc < HALO + TW) {
+        for (var lr = HALO + r0; lr < HALO + TH; lr += ROWS_AT_ONCE) {
+            let zr = z_base + lr;
+            let x = x_base + lc;
+            if (zr < p.comp_lo + p.comp_rows && x < NX) {
+                dst[zr * NX + x] = tile[fin + lr * LW + lc];
+            }
         }
     }
 }

@@ -372,6 +372,9 @@ fn literal(v: f64) -> String {
 /// Stencils of up to this many taps get unrolled code; wider ones loop over a tap table.
 const UNROLL_TAPS: usize = 32;
 
+/// Columns of an on-chip tile including its halo: one per invocation, WG / 64 rows at a time.
+const TILE_WIDTH: u32 = 64;
+
 /// The shape of the on-chip temporal blocking pass (`shaders/stencil_tiled.wgsl`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TileConfig {
@@ -406,8 +409,10 @@ impl TileConfig {
             if halo > 8 {
                 continue;
             }
-            for (rows, cols) in [(32u32, 64u32), (16, 64), (16, 32)] {
-                let bytes = 2 * (rows + 2 * halo) * (cols + 2 * halo) * job.cell_bytes() as u32;
+            // 64 columns with the halo: one per invocation (see stencil_tiled.wgsl)
+            let cols = TILE_WIDTH - 2 * halo;
+            for rows in [32u32, 16] {
+                let bytes = 2 * (rows + 2 * halo) * TILE_WIDTH * job.cell_bytes() as u32;
                 if bytes <= workgroup_bytes {
                     return Some(TileConfig {
                         rows,
@@ -528,8 +533,8 @@ pub fn source(job: &StencilJob, tile: Option<TileConfig>) -> String {
         ));
         s.push_str(
             &crate::shaders::STENCIL_TILED
-                .replace("            // @generated-tile\n", &indent(&g, 12))
-                .replace("            // @generated-sum\n", &indent(&sum, 12)),
+                .replace("                // @generated-tile\n", &indent(&g, 16))
+                .replace("                // @generated-sum\n", &indent(&sum, 16)),
         );
     }
     s
