@@ -761,7 +761,7 @@ impl StencilKernel {
 
 /// A uniform buffer holding `bytes`.
 fn uniform_buffer(gpu: &Gpu, label: &str, bytes: &[u8]) -> Result<wgpu::Buffer> {
-    if bytes.len() as u64 > gpu.limits.max_uniform_buffer_binding_size as u64 {
+    if bytes.len() as u64 > gpu.limits.max_uniform_buffer_binding_size {
         return Err(Error::InvalidInput(format!(
             "{label}: {} bytes exceed the largest uniform binding ({} bytes) on {}",
             bytes.len(),
