@@ -15,6 +15,9 @@ use memmap2::{Mmap, MmapMut};
 use crate::error::CliError;
 
 const NPY_MAGIC: &[u8] = b"\x93NUMPY";
+/// Deepest bracket nesting accepted in an .npy header (a dict holding a tuple is 2; a structured
+/// dtype's list of tuples is 3).
+const MAX_NPY_NESTING: i32 = 3;
 /// A sane upper bound for an .npy header; real ones are under 4 KiB.
 const MAX_NPY_HEADER: usize = 1 << 20;
 
@@ -109,6 +112,27 @@ pub fn parse_npy(bytes: &[u8], dtype: Option<KeyType>) -> Result<NpyLayout, Stri
     if header_len > MAX_NPY_HEADER || offset > bytes.len() {
         return Err(bad(format!(
             "header length {header_len} does not fit the file"
+        )));
+    }
+    // npyz's header parser backtracks exponentially on deeply nested brackets (found by fuzzing:
+    // a 100-byte file held it for hours). NumPy writes a flat dict holding one shape tuple
+    // (structured dtypes, which gpusort refuses anyway, nest a little deeper), so refuse deeper
+    // nesting before parsing.
+    let depth = bytes[8 + len_bytes..offset]
+        .iter()
+        .scan(0i32, |d, &b| {
+            match b {
+                b'(' | b'[' | b'{' => *d += 1,
+                b')' | b']' | b'}' => *d -= 1,
+                _ => {}
+            }
+            Some(*d)
+        })
+        .max()
+        .unwrap_or(0);
+    if depth > MAX_NPY_NESTING {
+        return Err(bad(format!(
+            "its header nests brackets {depth} deep; NumPy headers are a flat dict"
         )));
     }
     let mut reader: &[u8] = &bytes[..offset];
