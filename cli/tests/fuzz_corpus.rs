@@ -63,7 +63,8 @@ proptest! {
     /// Corpus files with random bytes overwritten, truncated or extended.
     #[test]
     fn mutated_npy_never_panics(seed in 0usize..64, edits in prop::collection::vec((any::<usize>(), any::<u8>()), 0..8), cut in any::<usize>(), tail in prop::collection::vec(any::<u8>(), 0..16)) {
-        let files = corpus("npy_header");
+        static FILES: std::sync::OnceLock<Vec<(String, Vec<u8>)>> = std::sync::OnceLock::new();
+        let files = FILES.get_or_init(|| corpus("npy_header"));
         let mut bytes = files[seed % files.len()].1.clone();
         for (at, b) in edits {
             if !bytes.is_empty() {
