@@ -170,7 +170,7 @@ fn measure_copy(ctx: &Ctx<'_>, src: &wgpu::Buffer, dst: &wgpu::Buffer) -> Result
 
 fn sort_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
     let (gpu, timer, bar, reps) = (ctx.gpu, ctx.timer, ctx.bar, ctx.reps);
-    bar.inc_length((sizes.len() * 6) as u64);
+    bar.inc_length((sizes.len() * 7) as u64);
     let plain = PlainBitonic::new(gpu)?;
     let sorter = BitonicSorter::new(gpu)?.with_algorithm(gpusort_core::Algorithm::Bitonic);
     let radix_sorter = BitonicSorter::new(gpu)?.with_algorithm(gpusort_core::Algorithm::Radix);
@@ -489,7 +489,7 @@ fn stencil_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
     use gpusort_core::stencil::{Boundary, GridShape, Stencil, StencilJob, StencilKernel};
     const STEPS: u32 = 8;
     let (gpu, timer, bar, reps) = (ctx.gpu, ctx.timer, ctx.bar, ctx.reps);
-    bar.inc_length((sizes.len() * 6) as u64);
+    bar.inc_length((sizes.len() * 7) as u64);
     let mut cases = Vec::new();
     for &log in sizes {
         let n = 1usize << log;
@@ -498,7 +498,7 @@ fn stencil_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
                 "stencil suite: skipping 2^{log}: the grid exceeds one binding on {}",
                 gpu.adapter.name
             ));
-            bar.inc(6);
+            bar.inc(7);
             continue;
         }
         let host = gpusort_core::bench::random_unit_f32(n, log as u64 + 300);
@@ -555,7 +555,7 @@ fn stencil_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
                 "2-D star r2 (9 taps), 1 step per pass".to_string(),
             )
         }];
-        for k in [2, 4] {
+        for k in [2, 3, 4] {
             if let (job, Some(t)) = star2(k)? {
                 let name = format!(
                     "2-D star r2, {} steps per pass on chip ({}x{} tiles)",

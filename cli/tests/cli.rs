@@ -860,6 +860,7 @@ fn stencil_bad_inputs_fail_cleanly() {
     write_npy(&d.join("wu.npy"), &[3, 3], &[1u32; 9]);
     write_npy(&d.join("wr.npy"), &[3, 5], &[0.0f32; 15]);
     std::fs::write(d.join("odd.raw"), [0u8; 5]).unwrap();
+    std::fs::write(d.join("empty.raw"), []).unwrap();
     let before = listing(d);
     let s = |p: &str| d.join(p).to_string_lossy().into_owned();
     let st = |extra: &[&str]| {
@@ -921,6 +922,10 @@ fn stencil_bad_inputs_fail_cleanly() {
             "holds 32 f64",
         ),
         (st(&[&s("odd.raw"), "--shape", "1x1"]), "not a multiple"),
+        (
+            st(&[&s("empty.raw"), "--shape", "8x8"]),
+            "holds 0 f32 values",
+        ),
         (st(&[&s("one.npy")]), "1-D"),
         (st(&[&s("four.npy")]), "4-D"),
         (st(&[&s("u32.npy")]), "f32 or f64"),

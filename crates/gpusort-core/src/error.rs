@@ -39,3 +39,35 @@ impl From<wgpu::Error> for Error {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Error;
+
+    /// Driver failures name what the user can try; validation errors read as gpusort bugs.
+    #[test]
+    fn gpu_faults_say_what_to_try() {
+        let oom: Error = wgpu::Error::OutOfMemory {
+            source: Box::new(std::io::Error::other("allocation failed")),
+        }
+        .into();
+        let text = oom.to_string();
+        assert!(
+            text.contains("--gpu-memory") && text.contains("--adapter"),
+            "{text}"
+        );
+        let lost = Error::DeviceLost("Lost".into()).to_string();
+        assert!(
+            lost.contains("--adapter") && lost.contains("--backend"),
+            "{lost}"
+        );
+        let bug: Error = wgpu::Error::Validation {
+            source: Box::new(std::io::Error::other("bad binding")),
+            description: "bad binding".into(),
+        }
+        .into();
+        assert!(bug.to_string().contains("a gpusort bug"), "{bug}");
+        let timeout = Error::Timeout(crate::gpu::GPU_WAIT_TIMEOUT).to_string();
+        assert!(timeout.contains("timed out"), "{timeout}");
+    }
+}
