@@ -2,6 +2,7 @@
 """Stencil references on the GPU machine: semantics against scipy.ndimage, speed against CuPy.
 
 Usage: python3 bench/stencil_reference.py GPUSORT_BINARY [WORKDIR=/tmp] [SIDE_LOG2=14]
+                                           [PARTS=agree,incore,ooc]
 
 1. Agreement: `gpusort stencil` on small 2-D and 3-D .npy grids, every boundary mode, star,
    box and asymmetric dense weights, several steps, against scipy.ndimage.correlate applied step
@@ -187,11 +188,15 @@ def main():
     binary = sys.argv[1]
     work = sys.argv[2] if len(sys.argv) > 2 else "/tmp"
     side_log = int(sys.argv[3]) if len(sys.argv) > 3 else 14
+    parts = sys.argv[4].split(",") if len(sys.argv) > 4 else ["agree", "incore", "ooc"]
     print(cp.cuda.runtime.getDeviceProperties(0)["name"].decode(), "CuPy", cp.__version__)
-    agreement(binary, work)
-    in_core(side_log)
-    out_of_core(binary, work, side_log, 16, "256M")
-    out_of_core(binary, work, side_log + 1, 16, None)
+    if "agree" in parts:
+        agreement(binary, work)
+    if "incore" in parts:
+        in_core(side_log)
+    if "ooc" in parts:
+        out_of_core(binary, work, side_log, 16, "256M")
+        out_of_core(binary, work, side_log + 1, 16, None)
 
 
 if __name__ == "__main__":
