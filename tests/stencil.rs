@@ -218,6 +218,37 @@ fn f64_grids_where_the_device_has_them() {
     let (out, _) = stencil::apply(gpu, &kernel, &in_core(&j), &input).unwrap();
     let want = cpu::stencil::run(&input, j.shape, &j.stencil, j.boundary, j.cval, j.steps);
     close(&out, &want, 1e-12, "f64");
+    // streamed in sub-blocks: the same bits
+    let budget = Budget {
+        memory: 40 * j.row_bytes(),
+        max_binding: 1 << 30,
+    };
+    let p = plan(&j.problem(), budget, SPEEDS, Some(2), Streaming::Reuse).unwrap();
+    assert!(!p.in_core && p.blocks > 1, "{p:?}");
+    let (streamed, _) = stencil::apply(gpu, &kernel, &p, &input).unwrap();
+    assert!(streamed
+        .iter()
+        .zip(&out)
+        .all(|(a, b)| a.to_bits() == b.to_bits()));
+    // and 2-D on chip, against single steps
+    let j2 = job(
+        &[30, 70],
+        Stencil::star(2, 2).unwrap(),
+        Boundary::Reflect,
+        6,
+        KeyType::F64,
+    );
+    let limit = gpu.limits.max_compute_workgroup_storage_size;
+    let tile = stencil::TileConfig::choose_up_to(&j2, limit, 3).expect("an f64 tile fits");
+    let input2 = grid::<f64>(j2.shape.cells(), 6);
+    let plain = StencilKernel::with_tiles(gpu, &j2, None).unwrap();
+    let tiled = StencilKernel::with_tiles(gpu, &j2, Some(tile)).unwrap();
+    let (a, _) = stencil::apply(gpu, &plain, &in_core(&j2), &input2).unwrap();
+    let (b, _) = stencil::apply(gpu, &tiled, &in_core(&j2), &input2).unwrap();
+    assert!(
+        a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()),
+        "f64 on chip {tile:?}"
+    );
 }
 
 /// The out-of-core streamer under budgets that force 3..many sub-blocks and several `T`,
