@@ -203,6 +203,20 @@ impl Input {
         Ok(input)
     }
 
+    /// Open an array as [`Input::open_array`] does, reading a raw file without `dtype` as
+    /// `raw_default` (a .npy file's own dtype always wins over the default).
+    pub fn open_array_or(
+        path: &Path,
+        dtype: Option<KeyType>,
+        raw_default: KeyType,
+    ) -> Result<Input, CliError> {
+        match dtype {
+            Some(d) => Input::open_array(path, Some(d)),
+            None => Input::open_array(path, None)
+                .or_else(|_| Input::open_array(path, Some(raw_default))),
+        }
+    }
+
     /// Open an array of any number of dimensions (C order); raw files are 1-D until a caller
     /// gives them a shape.
     pub fn open_array(path: &Path, dtype: Option<KeyType>) -> Result<Input, CliError> {
@@ -288,9 +302,23 @@ impl Input {
 /// Temporary files currently being written, removed by the interrupt handler.
 static PENDING: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
+fn pending() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+    PENDING.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Remember a temporary file for the interrupt handler.
+fn track(path: &Path) {
+    pending().push(path.to_path_buf());
+}
+
+/// Forget a temporary file that was renamed into place or removed.
+fn untrack(path: &Path) {
+    pending().retain(|p| p != path);
+}
+
 /// Remove every pending temporary file (from the Ctrl-C / SIGTERM handler).
 pub fn remove_pending() {
-    for p in PENDING.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
+    for p in pending().drain(..) {
         let _ = std::fs::remove_file(p);
     }
 }
@@ -425,10 +453,7 @@ impl Output {
         if let Ok(meta) = std::fs::metadata(dest) {
             let _ = tmp.as_file().set_permissions(meta.permissions());
         }
-        PENDING
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(tmp.path().to_path_buf());
+        track(tmp.path());
         Ok(Output {
             tmp: Some(tmp),
             dest: dest.to_path_buf(),
@@ -542,10 +567,7 @@ impl Output {
                 e.error
             ))
         })?;
-        PENDING
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .retain(|p| p != &tmp_path);
+        untrack(&tmp_path);
         Ok(())
     }
 }
@@ -555,10 +577,7 @@ impl Drop for Output {
         if let Some(tmp) = self.tmp.take() {
             let path = tmp.path().to_path_buf();
             drop(tmp); // NamedTempFile removes itself
-            PENDING
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .retain(|p| p != &path);
+            untrack(&path);
         }
     }
 }
@@ -584,7 +603,7 @@ fn reserve(file: &File, len: u64) -> std::io::Result<()> {
 /// temporary file beside the output (removed on drop and by the interrupt handler).
 pub struct Scratch {
     map: MmapMut,
-    _file: Option<tempfile::NamedTempFile>,
+    file: Option<tempfile::NamedTempFile>,
 }
 
 /// Grids up to this size get anonymous memory as scratch.
@@ -599,22 +618,19 @@ impl Scratch {
         };
         if bytes <= SCRATCH_IN_MEMORY {
             let map = MmapMut::map_anon(bytes.max(1) as usize).map_err(err)?;
-            return Ok(Scratch { map, _file: None });
+            return Ok(Scratch { map, file: None });
         }
         let file = tempfile::Builder::new()
             .prefix(".gpusort-scratch-")
             .tempfile_in(parent(beside))
             .map_err(err)?;
-        PENDING
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(file.path().to_path_buf());
+        track(file.path());
         reserve(file.as_file(), bytes).map_err(err)?;
         // SAFETY: a private temporary file no one else opens.
         let map = unsafe { MmapMut::map_mut(file.as_file()) }.map_err(err)?;
         Ok(Scratch {
             map,
-            _file: Some(file),
+            file: Some(file),
         })
     }
 
@@ -625,12 +641,9 @@ impl Scratch {
 
 impl Drop for Scratch {
     fn drop(&mut self) {
-        if let Some(f) = &self._file {
+        if let Some(f) = &self.file {
             let path = f.path().to_path_buf();
-            PENDING
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .retain(|p| p != &path);
+            untrack(&path);
         }
     }
 }

@@ -127,8 +127,7 @@ pub fn parse_bytes(s: &str) -> Result<u64, CliError> {
 
 fn read_weights(path: &std::path::Path, dims: usize) -> Result<(u32, Vec<f64>), CliError> {
     let shown = path.display();
-    let w =
-        Input::open_array(path, None).or_else(|_| Input::open_array(path, Some(KeyType::F32)))?;
+    let w = Input::open_array_or(path, None, KeyType::F32)?;
     if w.format != Format::Npy {
         return Err(CliError::usage(format!(
             "--weights {shown} must be a .npy file"
@@ -160,11 +159,7 @@ pub fn run(g: &Global, args: &StencilArgs) -> CliResult {
         GridDtype::F64 => KeyType::F64,
     });
     // raw grids are f32 unless told otherwise: the common case for simulation data
-    let input = match asked_dtype {
-        Some(d) => Input::open_array(&args.input, Some(d))?,
-        None => Input::open_array(&args.input, None)
-            .or_else(|_| Input::open_array(&args.input, Some(KeyType::F32)))?,
-    };
+    let input = Input::open_array_or(&args.input, asked_dtype, KeyType::F32)?;
     if !matches!(input.dtype, KeyType::F32 | KeyType::F64) {
         return Err(CliError::usage(format!(
             "{} holds {}; stencil grids hold f32 or f64",

@@ -15,7 +15,7 @@
 use std::str::FromStr;
 use std::time::Instant;
 
-use gpusort_sched::stencil::{Speeds, StencilPlan, StencilProblem, Streaming};
+use gpusort_sched::stencil::{Speeds, StencilPlan, StencilProblem, SubBlock};
 
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
@@ -90,12 +90,12 @@ impl GridShape {
                 "grid shape {extents:?} has an empty axis"
             )));
         }
-        let mut e = [1; 3];
-        e[3 - extents.len()..].copy_from_slice(extents);
         // 2-D grids are seen as (rows, 1, x): the streaming axis stays first
-        if extents.len() == 2 {
-            e = [extents[0], 1, extents[1]];
-        }
+        let e = match *extents {
+            [y, x] => [y, 1, x],
+            [z, y, x] => [z, y, x],
+            _ => unreachable!("checked above: 2 or 3 axes"),
+        };
         Ok(GridShape {
             dims: extents.len(),
             extents: e,
@@ -170,24 +170,26 @@ impl Stencil {
         Ok(())
     }
 
-    /// The dense weights of a `(2R+1)^dims` array in C order, from a predicate on offsets.
-    fn dense(dims: usize, radius: u32, keep: impl Fn(&[i32]) -> bool) -> Vec<f64> {
+    /// The offset `[dz, dy, dx]` of element `i` of a dense `(2R+1)^dims` weights array (C order);
+    /// 2-D offsets `(dy, dx)` become `(dz, 0, dx)`, as rows stay the streaming axis.
+    fn offset_of(i: usize, dims: usize, radius: u32) -> [i32; 3] {
         let side = 2 * radius as usize + 1;
-        let r = radius as i32;
-        (0..side.pow(dims as u32))
-            .map(|i| {
-                let mut off = vec![0i32; dims];
-                let mut rest = i;
-                for d in (0..dims).rev() {
-                    off[d] = (rest % side) as i32 - r;
-                    rest /= side;
-                }
-                if keep(&off) {
-                    1.0
-                } else {
-                    0.0
-                }
-            })
+        let mut off = [0i32; 3];
+        let mut rest = i;
+        for d in (0..dims).rev() {
+            off[d] = (rest % side) as i32 - radius as i32;
+            rest /= side;
+        }
+        if dims == 2 {
+            off = [off[0], 0, off[1]];
+        }
+        off
+    }
+
+    /// The dense weights of a `(2R+1)^dims` array in C order: 1 where `keep` says so.
+    fn dense(dims: usize, radius: u32, keep: impl Fn([i32; 3]) -> bool) -> Vec<f64> {
+        (0..(2 * radius as usize + 1).pow(dims as u32))
+            .map(|i| f64::from(u8::from(keep(Stencil::offset_of(i, dims, radius)))))
             .collect()
     }
 
@@ -225,26 +227,13 @@ impl Stencil {
                 "stencil weights must be finite, found {bad}"
             )));
         }
-        let r = radius as i32;
         let taps = weights
             .iter()
             .enumerate()
             .filter(|(_, &w)| w != 0.0)
-            .map(|(i, &w)| {
-                let mut off = [0i32; 3];
-                let mut rest = i;
-                for d in (0..dims).rev() {
-                    off[d] = (rest % side) as i32 - r;
-                    rest /= side;
-                }
-                // 2-D offsets (dy, dx) become (dz, 0, dx): rows stay the streaming axis
-                if dims == 2 {
-                    off = [off[0], 0, off[1]];
-                }
-                Tap {
-                    offset: off,
-                    weight: w,
-                }
+            .map(|(i, &w)| Tap {
+                offset: Stencil::offset_of(i, dims, radius),
+                weight: w,
             })
             .collect();
         Ok(Stencil { dims, radius, taps })
@@ -359,6 +348,7 @@ impl StencilJob {
             cell_bytes: self.cell_bytes(),
             radius: self.stencil.radius as u64,
             steps: self.steps as u64,
+            periodic: self.boundary == Boundary::Wrap,
         }
     }
 }
@@ -559,6 +549,26 @@ struct StepParams {
     _pad: [i32; 3],
 }
 
+impl StepParams {
+    /// Grid rows `[lo, hi)` resident (of `rows`), rows `[c0, c1)` to compute.
+    fn region(rows: i64, lo: i64, hi: i64, c0: i64, c1: i64) -> StepParams {
+        StepParams {
+            rows: rows as i32,
+            res_lo: lo as i32,
+            res_rows: (hi - lo) as i32,
+            comp_lo: (c0 - lo) as i32,
+            comp_rows: (c1 - c0) as i32,
+            _pad: [0; 3],
+        }
+    }
+
+    /// `rows` rows, all resident and all computed.
+    fn whole(rows: u64) -> StepParams {
+        let rows = rows as i64;
+        StepParams::region(rows, 0, rows, 0, rows)
+    }
+}
+
 /// The compiled step kernel of one job.
 pub struct StencilKernel {
     job: StencilJob,
@@ -629,12 +639,12 @@ impl StencilKernel {
             KeyType::F64 => {
                 let mut w: Vec<f64> = job.stencil.taps.iter().map(|t| t.weight).collect();
                 w.resize(padded, 0.0);
-                uniform_buffer(gpu, "stencil weights", bytemuck::cast_slice(&w))?
+                transfer::uniform_buffer(gpu, "stencil weights", bytemuck::cast_slice(&w))?
             }
             _ => {
                 let mut w: Vec<f32> = job.stencil.taps.iter().map(|t| t.weight as f32).collect();
                 w.resize(padded, 0.0);
-                uniform_buffer(gpu, "stencil weights", bytemuck::cast_slice(&w))?
+                transfer::uniform_buffer(gpu, "stencil weights", bytemuck::cast_slice(&w))?
             }
         };
         // (dz, dy, dx, offset in the grid) per tap, for the looped gathers of wide stencils
@@ -744,14 +754,7 @@ impl StencilKernel {
             )));
         }
         let mut params = ParamBlocks::new(gpu);
-        let off = params.push(&StepParams {
-            rows: rows as i32,
-            res_lo: 0,
-            res_rows: rows as i32,
-            comp_lo: 0,
-            comp_rows: rows as i32,
-            _pad: [0; 3],
-        });
+        let off = params.push(&StepParams::whole(rows));
         let pbuf = params.finish(gpu, "stencil params");
         let binds = [self.bind(gpu, &pbuf, a, b), self.bind(gpu, &pbuf, b, a)];
         let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
@@ -764,28 +767,6 @@ impl StencilKernel {
         }
         Ok(if passes.len().is_multiple_of(2) { a } else { b })
     }
-}
-
-/// A uniform buffer holding `bytes`.
-fn uniform_buffer(gpu: &Gpu, label: &str, bytes: &[u8]) -> Result<wgpu::Buffer> {
-    if bytes.len() as u64 > gpu.limits.max_uniform_buffer_binding_size {
-        return Err(Error::InvalidInput(format!(
-            "{label}: {} bytes exceed the largest uniform binding ({} bytes) on {}",
-            bytes.len(),
-            gpu.limits.max_uniform_buffer_binding_size,
-            gpu.adapter.name
-        )));
-    }
-    let buf = gpu.checked(|| {
-        gpu.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some(label),
-            size: bytes.len() as u64,
-            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        })
-    })?;
-    gpu.queue.write_buffer(&buf, 0, bytes);
-    Ok(buf)
 }
 
 /// What a run did.
@@ -802,74 +783,6 @@ pub struct StencilStats {
     pub wait_s: f64,
     pub fill_s: f64,
     pub drain_s: f64,
-}
-
-/// One sub-block of one sweep.
-#[derive(Clone, Copy, Debug)]
-struct Block {
-    sweep: u64,
-    /// Index within the sweep.
-    k: u64,
-    /// Steps this sweep advances.
-    steps: u64,
-    /// Output rows.
-    z0: i64,
-    z1: i64,
-    /// Resident rows (unwrapped for `wrap` out of core).
-    lo: i64,
-    hi: i64,
-    /// First row sent from the host (rows [lo, new_lo) are the kept overlap).
-    new_lo: i64,
-    /// Rows [keep_lo, hi) are kept on the GPU for the next sub-block.
-    keep_lo: i64,
-}
-
-fn blocks_of(job: &StencilJob, plan: &StencilPlan) -> Vec<Block> {
-    let rows = job.shape.rows() as i64;
-    let r = job.stencil.radius as i64;
-    let b = plan.block_rows as i64;
-    let wrap = job.boundary == Boundary::Wrap && !plan.in_core;
-    let resident = |z0: i64, z1: i64, h: i64| {
-        if wrap {
-            (z0 - h, z1 + h)
-        } else {
-            ((z0 - h).max(0), (z1 + h).min(rows))
-        }
-    };
-    let mut out = Vec::new();
-    for sweep in 0..plan.sweeps {
-        let steps = (job.steps as u64 - sweep * plan.time_block).min(plan.time_block);
-        let h = if plan.in_core { 0 } else { r * steps as i64 };
-        let mut prev_hi = i64::MIN;
-        for k in 0..plan.blocks {
-            let z0 = k as i64 * b;
-            let z1 = (z0 + b).min(rows);
-            let (lo, hi) = resident(z0, z1, h);
-            let new_lo = if plan.streaming == Streaming::Reuse && k > 0 {
-                prev_hi.max(lo)
-            } else {
-                lo
-            };
-            let keep_lo = if plan.streaming == Streaming::Reuse && k + 1 < plan.blocks {
-                resident(z1, (z1 + b).min(rows), h).0.min(hi)
-            } else {
-                hi
-            };
-            prev_hi = hi;
-            out.push(Block {
-                sweep,
-                k,
-                steps,
-                z0,
-                z1,
-                lo,
-                hi,
-                new_lo,
-                keep_lo,
-            });
-        }
-    }
-    out
 }
 
 /// Copy grid rows `[a, b)` (unwrapped: taken modulo the row count) out of `grid` into the
@@ -939,8 +852,8 @@ pub fn run(
     let start = Instant::now();
     let rows = job.shape.rows() as i64;
     let rb = job.row_bytes();
-    let r = job.stencil.radius as i64;
-    let blocks = blocks_of(job, plan);
+    let radius = job.stencil.radius as u64;
+    let blocks = plan.sub_blocks(&job.problem());
     let max_resident = blocks.iter().map(|b| b.hi - b.lo).max().unwrap_or(1) as u64;
     let max_new = blocks.iter().map(|b| b.hi - b.new_lo).max().unwrap_or(1) as u64;
     let max_out = blocks.iter().map(|b| b.z1 - b.z0).max().unwrap_or(1) as u64;
@@ -965,11 +878,11 @@ pub fn run(
     let mut stats = StencilStats::default();
     let total = blocks.len() as u64;
     // the sub-block whose download is still to be written to the host
-    let mut pending: Option<(usize, Block)> = None;
+    let mut pending: Option<(usize, SubBlock)> = None;
     let (wait_s, drain_s) = (std::cell::Cell::new(0.0), std::cell::Cell::new(0.0));
     let timed =
         |cell: &std::cell::Cell<f64>, t: Instant| cell.set(cell.get() + t.elapsed().as_secs_f64());
-    let finish = |slot: &mut StagingSlot, b: &Block, dst: &mut [u8], scratch: &mut [u8]| {
+    let finish = |slot: &mut StagingSlot, b: &SubBlock, dst: &mut [u8], scratch: &mut [u8]| {
         let t = Instant::now();
         slot.wait_download(gpu)?;
         timed(&wait_s, t);
@@ -1005,27 +918,14 @@ pub fn run(
         stats.fill_s += t.elapsed().as_secs_f64();
 
         // pass parameters: a pass ending at step t computes the rows still needed after it
+        stats.cell_updates += b.rows_computed(radius) * job.shape.row_cells() as u64;
         let mut params = ParamBlocks::new(gpu);
         let mut passes = Vec::new();
-        let mut t = 0i64;
+        let mut t = 0u64;
         for k in kernel.passes(b.steps) {
-            for s in t + 1..=t + k as i64 {
-                let shrink = r * (b.steps as i64 - s);
-                let rows_done = (b.z1 + shrink).min(b.hi) - (b.z0 - shrink).max(b.lo);
-                stats.cell_updates += rows_done as u64 * job.shape.row_cells() as u64;
-            }
-            t += k as i64;
-            let shrink = r * (b.steps as i64 - t);
-            let c0 = (b.z0 - shrink).max(b.lo);
-            let c1 = (b.z1 + shrink).min(b.hi);
-            let off = params.push(&StepParams {
-                rows: rows as i32,
-                res_lo: b.lo as i32,
-                res_rows: (b.hi - b.lo) as i32,
-                comp_lo: (c0 - b.lo) as i32,
-                comp_rows: (c1 - c0) as i32,
-                _pad: [0; 3],
-            });
+            t += k;
+            let (c0, c1) = b.rows_after(t, radius);
+            let off = params.push(&StepParams::region(rows, b.lo, b.hi, c0, c1));
             passes.push((off, (c1 - c0) as u64, k));
         }
         let pbuf = params.finish(gpu, "stencil params");
@@ -1105,20 +1005,13 @@ pub fn measure_speeds(gpu: &Gpu, kernel: &StencilKernel, sample_bytes: u64) -> R
     let up = bytes as f64 / t.elapsed().as_secs_f64().max(1e-9);
     let mut back = vec![0u8; bytes as usize];
     transfer::download(gpu, &buf, 0, &mut back)?; // warm-up
-                                                  // into memory never touched before, as a streamed result lands in a new output file
+                                                  // timed into memory never touched before, as a streamed result lands in a new output file
     let mut fresh = vec![0u8; bytes as usize];
     let t = Instant::now();
     transfer::download(gpu, &buf, 0, &mut fresh)?;
     let down = bytes as f64 / t.elapsed().as_secs_f64().max(1e-9);
     let mut params = ParamBlocks::new(gpu);
-    let off = params.push(&StepParams {
-        rows: rows as i32,
-        res_lo: 0,
-        res_rows: rows as i32,
-        comp_lo: 0,
-        comp_rows: rows as i32,
-        _pad: [0; 3],
-    });
+    let off = params.push(&StepParams::whole(rows));
     let pbuf = params.finish(gpu, "stencil params");
     let bind = kernel.bind(gpu, &pbuf, &buf, &other);
     let mut rate = 0.0f64;

@@ -47,6 +47,28 @@ pub fn storage_buffer(gpu: &Gpu, label: &str, bytes: u64) -> Result<wgpu::Buffer
     })
 }
 
+/// A uniform buffer holding `bytes` (small read-only tables).
+pub fn uniform_buffer(gpu: &Gpu, label: &str, bytes: &[u8]) -> Result<wgpu::Buffer> {
+    if bytes.len() as u64 > gpu.limits.max_uniform_buffer_binding_size {
+        return Err(Error::InvalidInput(format!(
+            "{label}: {} bytes exceed the largest uniform binding ({} bytes) on {}",
+            bytes.len(),
+            gpu.limits.max_uniform_buffer_binding_size,
+            gpu.adapter.name
+        )));
+    }
+    let buf = gpu.checked(|| {
+        gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size: bytes.len() as u64,
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        })
+    })?;
+    gpu.queue.write_buffer(&buf, 0, bytes);
+    Ok(buf)
+}
+
 fn map_and_wait(gpu: &Gpu, buffer: &wgpu::Buffer, mode: wgpu::MapMode, len: u64) -> Result<()> {
     let (tx, rx) = std::sync::mpsc::channel();
     buffer.map_async(mode, 0..len, move |r| {

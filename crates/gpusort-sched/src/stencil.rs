@@ -51,6 +51,9 @@ pub struct StencilProblem {
     pub cell_bytes: u64,
     pub radius: u64,
     pub steps: u64,
+    /// Periodic along the streaming axis (the `wrap` boundary): resident regions then run past
+    /// the grid's ends instead of being clipped (their rows are taken modulo `rows`).
+    pub periodic: bool,
 }
 
 impl StencilProblem {
@@ -117,6 +120,102 @@ impl StencilPlan {
     /// grid's ends.
     pub fn resident_rows(&self) -> u64 {
         self.block_rows + 2 * self.halo_rows
+    }
+}
+
+/// One sub-block of one sweep, as the streamer runs it. Row numbers are along the streaming axis;
+/// resident rows run past the grid's ends only for periodic problems.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SubBlock {
+    pub sweep: u64,
+    /// Index within the sweep.
+    pub k: u64,
+    /// Steps this sweep advances.
+    pub steps: u64,
+    /// Output rows `[z0, z1)`.
+    pub z0: i64,
+    pub z1: i64,
+    /// Resident rows `[lo, hi)`.
+    pub lo: i64,
+    pub hi: i64,
+    /// First row sent from the host: rows `[lo, new_lo)` are the overlap kept on the GPU.
+    pub new_lo: i64,
+    /// Rows `[keep_lo, hi)` stay on the GPU for the next sub-block.
+    pub keep_lo: i64,
+}
+
+impl SubBlock {
+    /// The rows still needed once `step` of the sweep's steps are done (the valid region shrinks
+    /// by the radius per step until it is the sub-block's own rows).
+    pub fn rows_after(&self, step: u64, radius: u64) -> (i64, i64) {
+        let shrink = (radius * (self.steps - step)) as i64;
+        (
+            (self.z0 - shrink).max(self.lo),
+            (self.z1 + shrink).min(self.hi),
+        )
+    }
+
+    /// Rows computed over the sweep's steps, redundant halo rows included.
+    pub fn rows_computed(&self, radius: u64) -> u64 {
+        (1..=self.steps)
+            .map(|s| {
+                let (c0, c1) = self.rows_after(s, radius);
+                (c1 - c0) as u64
+            })
+            .sum()
+    }
+}
+
+impl StencilPlan {
+    /// Every sub-block of every sweep, in the order the streamer runs them: the one layout both
+    /// the prediction and the streamer use.
+    pub fn sub_blocks(&self, p: &StencilProblem) -> Vec<SubBlock> {
+        let rows = p.rows as i64;
+        let b = self.block_rows as i64;
+        let reuse = self.streaming == Streaming::Reuse;
+        let unclipped = p.periodic && !self.in_core;
+        let resident = |z0: i64, z1: i64, h: i64| {
+            if unclipped {
+                (z0 - h, z1 + h)
+            } else {
+                ((z0 - h).max(0), (z1 + h).min(rows))
+            }
+        };
+        let steps = p.steps.max(1);
+        let mut out = Vec::new();
+        for sweep in 0..self.sweeps {
+            let ts = (steps - sweep * self.time_block).min(self.time_block);
+            let h = if self.in_core {
+                0
+            } else {
+                (p.radius * ts) as i64
+            };
+            let mut prev_hi = i64::MIN;
+            for k in 0..self.blocks {
+                let z0 = k as i64 * b;
+                let z1 = (z0 + b).min(rows);
+                let (lo, hi) = resident(z0, z1, h);
+                let new_lo = if reuse && k > 0 { prev_hi.max(lo) } else { lo };
+                let keep_lo = if reuse && k + 1 < self.blocks {
+                    resident(z1, (z1 + b).min(rows), h).0.min(hi)
+                } else {
+                    hi
+                };
+                prev_hi = hi;
+                out.push(SubBlock {
+                    sweep,
+                    k,
+                    steps: ts,
+                    z0,
+                    z1,
+                    lo,
+                    hi,
+                    new_lo,
+                    keep_lo,
+                });
+            }
+        }
+        out
     }
 }
 
@@ -229,66 +328,44 @@ fn evaluate(
     in_core: bool,
     streaming: Streaming,
 ) -> StencilPlan {
-    let steps = p.steps.max(1);
-    let row = p.row_bytes();
-    let blocks = p.rows.div_ceil(b).max(1);
-    let sweeps = steps.div_ceil(t);
     let h = if in_core { 0 } else { p.radius * t };
-    let mut up = 0u64;
-    let mut down = 0u64;
-    let mut cells = 0u64;
-    let mut time = 0.0;
-    for sweep in 0..sweeps {
-        let ts = (steps - sweep * t).min(t);
-        let hs = if in_core { 0 } else { p.radius * ts };
-        let mut prev_hi = 0u64;
-        for k in 0..blocks {
-            let z0 = k * b;
-            let z1 = (z0 + b).min(p.rows);
-            let lo = z0.saturating_sub(hs);
-            let hi = (z1 + hs).min(p.rows);
-            let new_rows = match streaming {
-                Streaming::Reuse if k > 0 => hi - prev_hi.max(lo),
-                _ => hi - lo,
-            };
-            prev_hi = hi;
-            let mut computed = 0;
-            for s in 1..=ts {
-                let shrink = p.radius * (ts - s);
-                computed += (z1 + shrink).min(p.rows) - z0.saturating_sub(shrink);
-            }
-            let (bu, bd, bc) = (new_rows * row, (z1 - z0) * row, computed * p.row_cells);
-            up += bu;
-            down += bd;
-            cells += bc;
-            let transfer =
-                bu as f64 / speeds.upload_bytes_per_s + bd as f64 / speeds.download_bytes_per_s;
-            let compute = bc as f64 / speeds.cells_per_s;
-            time += if in_core {
-                transfer + compute
-            } else {
-                transfer.max(compute)
-            };
-        }
-    }
-    StencilPlan {
+    let mut plan = StencilPlan {
         in_core,
         streaming,
         block_rows: b,
-        blocks,
+        blocks: p.rows.div_ceil(b).max(1),
         time_block: t,
-        sweeps,
+        sweeps: p.steps.max(1).div_ceil(t),
         halo_rows: h,
         gpu_bytes: if in_core {
             2 * p.grid_bytes()
         } else {
             streamer_bytes(p, b, h, streaming)
         },
-        bytes_up: up,
-        bytes_down: down,
-        cell_updates: cells,
-        predicted_s: time,
+        bytes_up: 0,
+        bytes_down: 0,
+        cell_updates: 0,
+        predicted_s: 0.0,
+    };
+    let row = p.row_bytes();
+    for sb in plan.sub_blocks(p) {
+        let up = (sb.hi - sb.new_lo) as u64 * row;
+        let down = (sb.z1 - sb.z0) as u64 * row;
+        let cells = sb.rows_computed(p.radius) * p.row_cells;
+        plan.bytes_up += up;
+        plan.bytes_down += down;
+        plan.cell_updates += cells;
+        let transfer =
+            up as f64 / speeds.upload_bytes_per_s + down as f64 / speeds.download_bytes_per_s;
+        let compute = cells as f64 / speeds.cells_per_s;
+        // out of core, a sub-block's transfers overlap the GPU work of its neighbours
+        plan.predicted_s += if in_core {
+            transfer + compute
+        } else {
+            transfer.max(compute)
+        };
     }
+    plan
 }
 
 #[cfg(test)]
@@ -308,6 +385,7 @@ mod tests {
             cell_bytes: 4,
             radius,
             steps,
+            periodic: false,
         }
     }
 
