@@ -1,22 +1,25 @@
 // Stream compaction in one pass (METHODS.md method 3): keep the elements whose predicate equals
-// `keep`, in order, with their u32 payload, and count them. Each invocation tests 32 consecutive
-// elements into a bit mask; the counts are scanned with one-bit scans (pscan_bits) where
-// subgroups exist; tiles chain through the look-back (combine = add). A stable partition is two of these:
-// keep the matching elements, then the others starting at the first pass's count.
+// KEEP, in order, with their u32 payload, and count them. The tile layout is scan.wgsl's: each
+// invocation loads four vec4s of its scan group's run (4 / W elements each) and tests them into
+// bit masks; the kept counts are placed with one-bit scans (group_count_exclusive4: three
+// ballots per round) where subgroups exist, and the group totals and the look-back (combine =
+// add) place the tile. The kept elements are packed in workgroup memory at their places in the
+// tile while the look-back runs, then written out by consecutive invocations: whole lines, not
+// scattered words (scattered 4-byte writes measured 2-4x slower on the H100 at 2^28, where the
+// output no longer fits in L2 and partly written sectors go back to memory).
+// A stable partition is two of these: keep the matching elements, then the others starting at
+// the first pass's count.
 // CPU twin: crates/gpusort-core/src/cpu/scan.rs.
-// Host-prepended constants: WG, W (u32 words per element: 1 or 2), PAYLOAD (0/1), IDENTITY (0),
-// SPIN_LIMIT.
+// Host-prepended constants: WG, W (u32 words per element: 1 or 2), PAYLOAD (0/1), KIND (key
+// type code), PRED (PRED_*), KEEP (1: keep where the predicate holds, 0: the others),
+// IDENTITY (0), SPIN_LIMIT, WINDOW, NO_LOOKBACK (as in scan.wgsl: measurement only).
 // Host-composed before this file: common/grid.wgsl, common/keyorder.wgsl, one of
-// common/wgscan_{subgroup,shared}.wgsl, common/lookback.wgsl.
+// common/wgscan_{subgroup,shared}.wgsl, common/lookback.wgsl and its walk.
 
-const ITEMS: u32 = 16u; // consecutive elements per invocation: one bit each in a mask
-const TILE: u32 = WG * ITEMS;
-const STAGE_WORDS: u32 = TILE * (W + PAYLOAD);
-
-// The tile passes through workgroup memory twice: loaded coalesced, tested blocked (each
-// invocation its ITEMS consecutive elements), and the kept elements packed at their local
-// offsets, then written out coalesced. The host picks WG so STAGE_WORDS is 4096 (16 KiB).
-var<workgroup> stage: array<u32, STAGE_WORDS>;
+const ROUNDS: u32 = 4u; // vec4s per invocation
+const EPV: u32 = 4u / W; // elements per vec4
+const TILE_VECS: u32 = WG * ROUNDS;
+const TILE: u32 = TILE_VECS * EPV; // elements per tile
 const NO_SLOT: u32 = 0xffffffffu;
 const PRED_BELOW: u32 = 0u;
 const PRED_AT_LEAST: u32 = 1u;
@@ -24,9 +27,6 @@ const PRED_NONZERO: u32 = 2u;
 
 struct CompactParams {
     n: u32,
-    kind: u32,      // key type code of the elements
-    pred: u32,      // PRED_*
-    keep: u32,      // 1: keep elements where the predicate holds; 0: keep the others
     pivot_hi: u32,  // the pivot, already in sortable encoding (keyorder.wgsl)
     pivot_lo: u32,
     base_slot: u32, // where in `counts` the output offset is read (NO_SLOT: 0)
@@ -34,97 +34,130 @@ struct CompactParams {
 }
 
 @group(0) @binding(0) var<uniform> cp: CompactParams;
-@group(0) @binding(2) var<storage, read> src: array<u32>;
+@group(0) @binding(2) var<storage, read> src: array<vec4<u32>>; // rounded up to whole vec4s
 @group(0) @binding(3) var<storage, read_write> dst: array<u32>;
 @group(0) @binding(4) var<storage, read_write> counts: array<u32>;
 @group(0) @binding(5) var<storage, read> payload_in: array<u32>;
 @group(0) @binding(6) var<storage, read_write> payload_out: array<u32>;
 
+// The tile's kept words, then (PAYLOAD) their payload, packed in output order.
+var<workgroup> stage: array<u32, TILE * (W + PAYLOAD)>;
+
 fn combine(a: u32, b: u32) -> u32 {
     return a + b;
 }
 
-// The predicate of element words (hi, lo).
-fn holds(w: vec2<u32>) -> bool {
+// Whether element words (hi, lo) are kept. KIND and PRED are constants: this folds to a few
+// instructions per element.
+fn kept(hi: u32, lo: u32) -> bool {
     var p: bool;
-    if (cp.pred == PRED_NONZERO) {
+    if (PRED == PRED_NONZERO) {
         // numeric zero: for floats both +0.0 and -0.0 (NaN counts as nonzero, as in NumPy)
-        let mag = select(w, vec2<u32>(w.x & 0x7fffffffu, w.y), kind_float(cp.kind));
-        p = mag.x != 0u || mag.y != 0u;
+        var h = hi;
+        if (kind_float(KIND)) { h = hi & 0x7fffffffu; }
+        p = h != 0u || lo != 0u;
     } else {
-        let k = key_encode(cp.kind, false, w.x, w.y);
+        let k = key_encode(KIND, false, hi, lo);
         let below = k.x < cp.pivot_hi || (k.x == cp.pivot_hi && k.y < cp.pivot_lo);
-        p = select(!below, below, cp.pred == PRED_BELOW);
+        p = select(!below, below, PRED == PRED_BELOW);
     }
-    return p == (cp.keep != 0u);
+    return p == (KEEP == 1u);
 }
 
-fn global_words(e: u32) -> vec2<u32> {
-    if (W == 2u) { return vec2<u32>(src[2u * e + 1u], src[2u * e]); }
-    return vec2<u32>(src[e], 0u);
+fn first_vec(t: u32) -> u32 {
+    return t * TILE_VECS + group_index() * group_size() * ROUNDS + group_lane();
 }
 
-fn staged_words(local: u32) -> vec2<u32> {
-    if (W == 2u) { return vec2<u32>(stage[2u * local + 1u], stage[2u * local]); }
-    return vec2<u32>(stage[local], 0u);
+fn load(v: u32) -> vec4<u32> {
+    if (v * 4u < cp.n * W) { return src[v]; }
+    return vec4<u32>(0u);
 }
 
-fn first(tile: u32) -> u32 {
-    return tile * TILE + inv.li * ITEMS;
-}
-
-// Which of this invocation's ITEMS elements of tile `t` are kept, reading global memory.
-fn global_mask(t: u32) -> u32 {
+// Which elements of vec4 v (words `a`) are kept: bit j for element j.
+fn kept_mask(v: u32, a: vec4<u32>) -> u32 {
+    let e = v * EPV;
     var m = 0u;
-    for (var c = 0u; c < ITEMS; c++) {
-        let e = t * TILE + inv.li * ITEMS + c;
-        if (e < cp.n && holds(global_words(e))) { m |= 1u << c; }
+    if (W == 2u) {
+        if (e < cp.n && kept(a.y, a.x)) { m |= 1u; }
+        if (e + 1u < cp.n && kept(a.w, a.z)) { m |= 2u; }
+    } else {
+        if (e < cp.n && kept(a.x, 0u)) { m |= 1u; }
+        if (e + 1u < cp.n && kept(a.y, 0u)) { m |= 2u; }
+        if (e + 2u < cp.n && kept(a.z, 0u)) { m |= 4u; }
+        if (e + 3u < cp.n && kept(a.w, 0u)) { m |= 8u; }
     }
     return m;
 }
 
+// The fallback of the look-back: this workgroup counts tile t's kept elements itself.
 fn tile_reduce(t: u32) -> u32 {
-    return wg_exclusive(countOneBits(global_mask(t))).y;
+    let v = first_vec(t);
+    let g = group_size();
+    var count = 0u;
+    for (var k = 0u; k < ROUNDS; k++) {
+        count += countOneBits(kept_mask(v + k * g, load(v + k * g)));
+    }
+    return wg_exclusive(count).y;
+}
+
+// Pack element j of vec4 v (words `a`) at tile position `at` of the stage.
+fn pack(v: u32, a: vec4<u32>, j: u32, at: u32) {
+    if (W == 2u) {
+        stage[2u * at] = select(a.x, a.z, j == 1u);
+        stage[2u * at + 1u] = select(a.y, a.w, j == 1u);
+    } else {
+        stage[at] = select(select(a.x, a.y, j == 1u), select(a.z, a.w, j == 3u), j >= 2u);
+    }
+    if (PAYLOAD == 1u) { stage[W * TILE + at] = payload_in[v * EPV + j]; }
+}
+
+// Pack the kept elements of vec4 v (mask m) from tile position `at` on.
+fn pack_kept(v: u32, a: vec4<u32>, m: u32, at: u32) {
+    var o = at;
+    var rest = m;
+    while (rest != 0u) {
+        pack(v, a, firstTrailingBit(rest), o);
+        rest &= rest - 1u;
+        o += 1u;
+    }
 }
 
 @compute @workgroup_size(WG)
 fn compact(i: Invocation) {
     set_invocation(i);
     let tile = take_ticket();
-    let tile_first = tile * TILE;
-    let in_tile = min(TILE, cp.n - min(cp.n, tile_first));
-    // load the tile's words coalesced, then test this invocation's elements blocked
-    for (var k = inv.li; k < in_tile * W; k += WG) { stage[k] = src[W * tile_first + k]; }
+    let tiles = max((cp.n + TILE - 1u) / TILE, 1u);
+    if (tile >= tiles) { return; } // a surplus workgroup of a grid split over x and y
+    let v = first_vec(tile);
+    let g = group_size();
+    let a0 = load(v);
+    let a1 = load(v + g);
+    let a2 = load(v + 2u * g);
+    let a3 = load(v + 3u * g);
+    let m0 = kept_mask(v, a0);
+    let m1 = kept_mask(v + g, a1);
+    let m2 = kept_mask(v + 2u * g, a2);
+    let m3 = kept_mask(v + 3u * g, a3);
+    let c = vec4<u32>(countOneBits(m0), countOneBits(m1), countOneBits(m2), countOneBits(m3));
+    // s[0][k]: kept by the group's lanes before this one in round k; s[1][k]: round k's total
+    let s = group_count_exclusive4(c, 3u);
+    let r1 = s[1].x;
+    let r2 = r1 + s[1].y;
+    let r3 = r2 + s[1].z;
+    let gt = groups_exclusive(r3 + s[1].w); // (kept by the groups before, kept in the tile)
+    publish_aggregate(tile, gt.y);
+    pack_kept(v, a0, m0, gt.x + s[0].x);
+    pack_kept(v + g, a1, m1, gt.x + r1 + s[0].y);
+    pack_kept(v + 2u * g, a2, m2, gt.x + r2 + s[0].z);
+    pack_kept(v + 3u * g, a3, m3, gt.x + r3 + s[0].w);
+    var prefix = 0u;
+    if (NO_LOOKBACK == 0u) { prefix = look_back(tile, gt.y); } // its barriers publish the stage
     workgroupBarrier();
-    var mask = 0u;
-    for (var c = 0u; c < ITEMS; c++) {
-        let local = inv.li * ITEMS + c;
-        if (local < in_tile && holds(staged_words(local))) { mask |= 1u << c; }
-    }
-    // after this call's barriers every invocation has read its elements: `stage` is free
-    let s = wg_count_exclusive(countOneBits(mask), 5u);
-    publish_aggregate(tile, s.y);
-    // pack the kept elements (and payload) at their offsets inside the tile; the words come again
-    // from global memory (just read, so from cache) rather than from a private array, which
-    // drivers put in slow local memory when it is indexed by a computed bit position
-    var at = s.x;
-    var m = mask;
-    while (m != 0u) {
-        let e = tile_first + inv.li * ITEMS + firstTrailingBit(m);
-        m &= m - 1u;
-        for (var w = 0u; w < W; w++) { stage[W * at + w] = src[W * e + w]; }
-        if (PAYLOAD == 1u) { stage[W * TILE + at] = payload_in[e]; }
-        at += 1u;
-    }
-    let prefix = look_back(tile, s.y);
-    var base = 0u;
-    if (cp.base_slot != NO_SLOT) { base = counts[cp.base_slot]; }
-    let out = base + prefix;
-    workgroupBarrier();
-    for (var k = inv.li; k < s.y * W; k += WG) { dst[W * out + k] = stage[k]; }
+    var out = prefix;
+    if (cp.base_slot != NO_SLOT) { out += counts[cp.base_slot]; }
+    for (var k = inv.li; k < gt.y * W; k += WG) { dst[W * out + k] = stage[k]; }
     if (PAYLOAD == 1u) {
-        for (var k = inv.li; k < s.y; k += WG) { payload_out[out + k] = stage[W * TILE + k]; }
+        for (var k = inv.li; k < gt.y; k += WG) { payload_out[out + k] = stage[W * TILE + k]; }
     }
-    let tiles = (cp.n + TILE - 1u) / TILE;
-    if (inv.li == 0u && tile + 1u >= tiles) { counts[cp.count_slot] = prefix + s.y; }
+    if (inv.li == 0u && tile + 1u == tiles) { counts[cp.count_slot] = prefix + gt.y; }
 }

@@ -1,18 +1,22 @@
-// Device-wide scans of u32/i32/f32 in one pass (METHODS.md method 3): each workgroup scans a tile
-// of ROUNDS x WG vec4s (per round: within each vec4, then across the workgroup with
-// wg_exclusive), publishes its aggregate and looks back for its prefix (common/lookback.wgsl).
-// Loads and stores are coalesced (vec4 r * WG + li of the tile) and go straight between global
-// memory and registers. Measured on the H200 at 2^28 u32: this layout 1.6 ms; each invocation
-// scanning its own consecutive elements (one workgroup scan per tile) 2.5 ms read straight from
-// global memory and 2.6 ms staged through workgroup memory.
+// Device-wide scans of u32/i32/f32 in one pass (METHODS.md method 3). Each workgroup scans a
+// tile of ROUNDS x WG vec4s: every invocation loads ROUNDS vec4s of its scan group's run (a
+// subgroup, or the workgroup without subgroups; see group_* in common/wgscan_*.wgsl), scans
+// inside each vec4, then one group scan per four rounds places them; a scan of the group totals
+// (one barrier) places the groups; the tile publishes its aggregate and looks back for its
+// prefix (common/lookback.wgsl). Loads and stores are coalesced and go straight between global
+// memory and registers (the loops have constant trip counts and unroll: the arrays measured the
+// same as named registers on the H100).
+// H100, 2^28 u32: 1.04 ms, 69% of a copy; 88-95% with the look-back switched off, so the
+// look-back is what is left (docs/BENCHMARKS.md). The layout before (rounds interleaved across
+// the whole workgroup, a barrier-synchronised windowed look-back) ran at 40%.
 // CPU twin: crates/gpusort-core/src/cpu/scan.rs.
 // Host-prepended constants: WG, OP (operator code, see combine), IDENTITY, INCLUSIVE (0/1),
-// ROUND_GROUPS (tile = WG x 16 x ROUND_GROUPS elements), SPIN_LIMIT and WINDOW (look-back).
+// SPIN_LIMIT and WINDOW (look-back), ROUNDS, NO_LOOKBACK (1: tiles ignore their predecessors, a
+// wrong result for measuring the look-back's cost only).
 // Host-composed before this file: common/grid.wgsl, one of common/wgscan_{subgroup,shared}.wgsl,
-// common/lookback.wgsl.
+// common/lookback.wgsl and its walk.
 
-const ROUNDS: u32 = 4u * ROUND_GROUPS; // vec4s per invocation; scanned four at a time (wg_exclusive4)
-const TILE_VECS: u32 = WG * ROUNDS;
+const TILE_VECS: u32 = WG * ROUNDS; // ROUNDS (host constant, a multiple of 4): vec4s per invocation
 
 struct ScanParams { n: u32, _pad0: u32, _pad1: u32, _pad2: u32 }
 
@@ -49,48 +53,59 @@ fn vec_inclusive(x: vec4<u32>) -> vec4<u32> {
     return vec4<u32>(a, b, c, combine(c, x.w));
 }
 
+// The first vec4 of this invocation's run in tile t; round k adds k * group_size().
+fn first_vec(t: u32) -> u32 {
+    return t * TILE_VECS + group_index() * group_size() * ROUNDS + group_lane();
+}
+
 // The fallback of the look-back: this workgroup reduces tile t from its input.
 fn tile_reduce(t: u32) -> u32 {
+    let v = first_vec(t);
+    let g = group_size();
     var acc = IDENTITY;
-    for (var r = 0u; r < ROUNDS; r++) {
-        acc = combine(acc, vec_inclusive(load(t * TILE_VECS + r * WG + inv.li)).w);
+    for (var k = 0u; k < ROUNDS; k++) {
+        acc = combine(acc, vec_inclusive(load(v + k * g)).w);
     }
     return wg_exclusive(acc).y;
+}
+
+// Store vec4 v of the output: `p` combines everything before it, `x` its inclusive scan.
+fn store(v: u32, p: u32, x: vec4<u32>) {
+    if (v * 4u < sp.n) {
+        if (INCLUSIVE == 1u) {
+            dst[v] = vec4<u32>(combine(p, x.x), combine(p, x.y), combine(p, x.z), combine(p, x.w));
+        } else {
+            dst[v] = vec4<u32>(p, combine(p, x.x), combine(p, x.y), combine(p, x.z));
+        }
+    }
 }
 
 @compute @workgroup_size(WG)
 fn scan(i: Invocation) {
     set_invocation(i);
     let tile = take_ticket();
-    // all loads first, then one workgroup scan per four rounds (a vec4 of round totals)
-    var incl: array<vec4<u32>, ROUNDS>;
-    for (var r = 0u; r < ROUNDS; r++) {
-        incl[r] = vec_inclusive(load(tile * TILE_VECS + r * WG + inv.li));
+    if (tile >= max((sp.n + 4u * TILE_VECS - 1u) / (4u * TILE_VECS), 1u)) {
+        return; // a surplus workgroup of a grid split over x and y
     }
-    // before[r]: everything in the tile before this invocation's vec4 of round r
+    let v = first_vec(tile);
+    let g = group_size();
+    // constant trip counts: the loops unroll and the arrays stay in registers
+    var x: array<vec4<u32>, ROUNDS>;
+    for (var k = 0u; k < ROUNDS; k++) { x[k] = vec_inclusive(load(v + k * g)); }
+    // before[k]: everything of the group before this lane's vec4 of round k
     var before: array<u32, ROUNDS>;
-    var carry = IDENTITY;
-    for (var q = 0u; q < ROUND_GROUPS; q++) {
-        let r0 = 4u * q;
-        let s = wg_exclusive4(vec4<u32>(incl[r0].w, incl[r0 + 1u].w, incl[r0 + 2u].w, incl[r0 + 3u].w));
+    var run = IDENTITY;
+    for (var q = 0u; q < ROUNDS; q += 4u) {
+        let s = group_exclusive4(vec4<u32>(x[q].w, x[q + 1u].w, x[q + 2u].w, x[q + 3u].w));
         for (var c = 0u; c < 4u; c++) {
-            before[r0 + c] = combine(carry, s[0][c]);
-            carry = combine(carry, s[1][c]);
+            before[q + c] = combine(run, s[0][c]);
+            run = combine(run, s[1][c]);
         }
     }
-    publish_aggregate(tile, carry);
-    let prefix = look_back(tile, carry);
-    for (var r = 0u; r < ROUNDS; r++) {
-        let v = tile * TILE_VECS + r * WG + inv.li;
-        if (v * 4u < sp.n) {
-            let p = combine(prefix, before[r]);
-            var out: vec4<u32>;
-            if (INCLUSIVE == 1u) {
-                out = vec4<u32>(combine(p, incl[r].x), combine(p, incl[r].y), combine(p, incl[r].z), combine(p, incl[r].w));
-            } else {
-                out = vec4<u32>(p, combine(p, incl[r].x), combine(p, incl[r].y), combine(p, incl[r].z));
-            }
-            dst[v] = out;
-        }
-    }
+    let gt = groups_exclusive(run); // (groups before, tile total)
+    publish_aggregate(tile, gt.y);
+    var p = IDENTITY;
+    if (NO_LOOKBACK == 0u) { p = look_back(tile, gt.y); }
+    p = combine(p, gt.x);
+    for (var k = 0u; k < ROUNDS; k++) { store(v + k * g, combine(p, before[k]), x[k]); }
 }

@@ -32,6 +32,9 @@ pub struct BenchArgs {
     /// Timed repetitions per case (after one warm-up).
     #[arg(long)]
     pub reps: Option<usize>,
+    /// Skip the CPU baselines of the sort and scan suites.
+    #[arg(long)]
+    pub gpu_only: bool,
     /// Write the results as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -110,6 +113,7 @@ pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
         copy: &copy,
         bar: &bar,
         reps,
+        cpu: !args.gpu_only,
     };
     let mut cases = Vec::new();
     if args.suite.iter().any(|s| s == "sort") {
@@ -152,6 +156,8 @@ struct Ctx<'a> {
     copy: &'a CopyKernel,
     bar: &'a ProgressBar,
     reps: usize,
+    /// Measure the CPU baselines (off with --gpu-only).
+    cpu: bool,
 }
 
 /// The vec4 copy kernel from `src` to `dst`: the bandwidth bound of a suite, in the same run.
@@ -181,21 +187,8 @@ fn sort_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
         let restore = |enc: &mut wgpu::CommandEncoder| {
             enc.copy_buffer_to_buffer(&pristine, 0, &work, 0, (n * 4) as u64)
         };
-        let case = |name: &str,
-                    stats: Stats,
-                    throughput: f64,
-                    unit: &str,
-                    dispatches: Option<u64>,
-                    note: String| Case {
-            suite: "sort".into(),
-            case: name.into(),
-            n: n as u64,
-            stats,
-            throughput,
-            unit: unit.into(),
-            relative: 0.0,
-            dispatches,
-            note,
+        let case = |name: &str, stats: Stats, throughput: f64, unit: &str, d: Option<u64>, note| {
+            sort_case(n, name, stats, throughput, unit, d, note)
         };
         let mut these = Vec::new();
 
@@ -262,43 +255,11 @@ fn sort_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
             bar.inc(1);
         }
 
-        let keys: Vec<u32> = transfer::read_vec(gpu, &pristine, n)?;
-        bar.set_message(format!("2^{log}: CPU sort_unstable"));
-        let cpu_reps = if n >= 1 << 24 { reps.min(3) } else { reps };
-        let st = measure(cpu_reps, || {
-            let mut v = keys.clone();
-            let t = std::time::Instant::now();
-            v.sort_unstable();
-            Ok(t.elapsed().as_secs_f64())
-        })?;
-        these.push(case(
-            "CPU sort_unstable (1 core)",
-            st,
-            n as f64 / st.median_s / 1e9,
-            "GKeys/s",
-            None,
-            "wall clock".into(),
-        ));
-        bar.inc(1);
-        bar.set_message(format!("2^{log}: CPU par_sort_unstable"));
-        let st = measure(cpu_reps, || {
-            let mut v = keys.clone();
-            let t = std::time::Instant::now();
-            v.par_sort_unstable();
-            Ok(t.elapsed().as_secs_f64())
-        })?;
-        these.push(case(
-            &format!(
-                "CPU par_sort_unstable ({} threads)",
-                rayon::current_num_threads()
-            ),
-            st,
-            n as f64 / st.median_s / 1e9,
-            "GKeys/s",
-            None,
-            "wall clock".into(),
-        ));
-        bar.inc(1);
+        if ctx.cpu {
+            cpu_sorts(ctx, &pristine, log, &mut these)?;
+        } else {
+            bar.inc(2);
+        }
 
         let ours = these[1].stats.median_s; // the vectorised bitonic sort
         for c in &mut these {
@@ -307,6 +268,79 @@ fn sort_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
         cases.extend(these);
     }
     Ok(cases)
+}
+
+fn sort_case(
+    n: usize,
+    name: &str,
+    stats: Stats,
+    throughput: f64,
+    unit: &str,
+    dispatches: Option<u64>,
+    note: String,
+) -> Case {
+    Case {
+        suite: "sort".into(),
+        case: name.into(),
+        n: n as u64,
+        stats,
+        throughput,
+        unit: unit.into(),
+        relative: 0.0,
+        dispatches,
+        note,
+    }
+}
+
+/// The CPU sort baselines of one size: sort_unstable on one core, par_sort_unstable on all.
+fn cpu_sorts(
+    ctx: &Ctx<'_>,
+    pristine: &wgpu::Buffer,
+    log: u32,
+    these: &mut Vec<Case>,
+) -> Result<(), CliError> {
+    let (gpu, bar, reps) = (ctx.gpu, ctx.bar, ctx.reps);
+    let n = 1usize << log;
+    let keys: Vec<u32> = transfer::read_vec(gpu, pristine, n)?;
+    bar.set_message(format!("2^{log}: CPU sort_unstable"));
+    let cpu_reps = if n >= 1 << 24 { reps.min(3) } else { reps };
+    let st = measure(cpu_reps, || {
+        let mut v = keys.clone();
+        let t = std::time::Instant::now();
+        v.sort_unstable();
+        Ok(t.elapsed().as_secs_f64())
+    })?;
+    these.push(sort_case(
+        n,
+        "CPU sort_unstable (1 core)",
+        st,
+        n as f64 / st.median_s / 1e9,
+        "GKeys/s",
+        None,
+        "wall clock".into(),
+    ));
+    bar.inc(1);
+    bar.set_message(format!("2^{log}: CPU par_sort_unstable"));
+    let st = measure(cpu_reps, || {
+        let mut v = keys.clone();
+        let t = std::time::Instant::now();
+        v.par_sort_unstable();
+        Ok(t.elapsed().as_secs_f64())
+    })?;
+    these.push(sort_case(
+        n,
+        &format!(
+            "CPU par_sort_unstable ({} threads)",
+            rayon::current_num_threads()
+        ),
+        st,
+        n as f64 / st.median_s / 1e9,
+        "GKeys/s",
+        None,
+        "wall clock".into(),
+    ));
+    bar.inc(1);
+    Ok(())
 }
 
 /// Scan suite: exclusive u32 sum scan and compaction against a vec4 copy of the same data.
@@ -378,7 +412,9 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
         })?;
         let input: Vec<u32> = transfer::read_vec(gpu, &src, n)?;
         let got: Vec<u32> = transfer::read_vec(gpu, &dst, n)?;
-        if got != gpusort_core::cpu::scan::scan(&input, ScanOp::Add, false) {
+        // GPUSORT_SCAN_NO_LOOKBACK measures the scan without its look-back: wrong by design
+        let unchecked = gpusort_core::scan::experiment("GPUSORT_SCAN_NO_LOOKBACK") == 1;
+        if !unchecked && got != gpusort_core::cpu::scan::scan(&input, ScanOp::Add, false) {
             return Err(CliError::runtime(format!(
                 "bench: the scan of 2^{log} differs from the CPU's on {}",
                 gpu.adapter.name
@@ -390,12 +426,25 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
             st,
             8.0 * n as f64,
             st.median_s / copy_st.median_s,
-            format!("{:.0}% of copy bandwidth; {paths}", 100.0 * gbs / copy_gbs),
+            format!(
+                "{:.0}% of copy bandwidth; {paths}{}",
+                100.0 * gbs / copy_gbs,
+                if unchecked {
+                    "; look-back off (measurement only, unchecked)"
+                } else {
+                    ""
+                }
+            ),
         ));
         bar.inc(1);
 
         bar.set_message(format!("2^{log}: compaction"));
-        let pivot = 1u32 << 31;
+        // GPUSORT_BENCH_COMPACT_PIVOT moves the pivot (0 keeps nothing, 4294967295 nearly all):
+        // to measure the compaction's reads apart from its writes
+        let pivot = std::env::var("GPUSORT_BENCH_COMPACT_PIVOT")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1u32 << 31);
         let job = CompactJob {
             src: &src,
             dst: &dst,
@@ -412,9 +461,13 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
                 },
             )?)
         })?;
-        let kept = transfer::read_vec::<u32>(gpu, &counts, 1)?[0] as usize;
         let want: Vec<u32> = input.iter().copied().filter(|&x| x < pivot).collect();
-        if transfer::read_vec::<u32>(gpu, &dst, kept)? != want {
+        let kept = if unchecked {
+            want.len()
+        } else {
+            transfer::read_vec::<u32>(gpu, &counts, 1)?[0] as usize
+        };
+        if !unchecked && transfer::read_vec::<u32>(gpu, &dst, kept)? != want {
             return Err(CliError::runtime(format!(
                 "bench: the compaction of 2^{log} differs from the CPU's on {}",
                 gpu.adapter.name
@@ -423,56 +476,62 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
         let bytes = 4.0 * (n + kept) as f64;
         let gbs = bytes / st.median_s / 1e9;
         cases.push(case(
-            "compaction u32 (x < 2^31)",
+            &if pivot == 1 << 31 {
+                "compaction u32 (x < 2^31)".to_string()
+            } else {
+                format!("compaction u32 (x < {pivot})")
+            },
             st,
             bytes,
             st.median_s / copy_st.median_s,
             format!(
-                "kept {kept}; {:.0}% of copy bandwidth; {paths}",
+                "pivot {pivot}, kept {kept}; {:.0}% of copy bandwidth; {paths}",
                 100.0 * gbs / copy_gbs
             ),
         ));
         bar.inc(1);
 
-        // CPU baselines: a sequential loop, as a user would write it
-        bar.set_message(format!("2^{log}: CPU scan and compaction"));
-        let cpu_reps = if n >= 1 << 24 { reps.min(3) } else { reps };
-        let st = measure(cpu_reps, || {
-            let t = std::time::Instant::now();
-            let mut acc = 0u32;
-            let out: Vec<u32> = input
-                .iter()
-                .map(|&x| {
-                    let before = acc;
-                    acc = acc.wrapping_add(x);
-                    before
-                })
-                .collect();
-            std::hint::black_box(&out);
-            Ok(t.elapsed().as_secs_f64())
-        })?;
-        cases.push(case(
-            "CPU exclusive sum scan (1 core)",
-            st,
-            8.0 * n as f64,
-            st.median_s / copy_st.median_s,
-            "wall clock".into(),
-        ));
-        let st = measure(cpu_reps, || {
-            let t = std::time::Instant::now();
-            let out: Vec<u32> = input.iter().copied().filter(|&x| x < pivot).collect();
-            std::hint::black_box(&out);
-            Ok(t.elapsed().as_secs_f64())
-        })?;
-        cases.push(case(
-            "CPU compaction (1 core)",
-            st,
-            bytes,
-            st.median_s / copy_st.median_s,
-            "wall clock".into(),
-        ));
-        for c in cases.iter_mut().rev().take(2) {
-            c.dispatches = None; // the CPU cases
+        if ctx.cpu {
+            // CPU baselines: a sequential loop, as a user would write it
+            bar.set_message(format!("2^{log}: CPU scan and compaction"));
+            let cpu_reps = if n >= 1 << 24 { reps.min(3) } else { reps };
+            let st = measure(cpu_reps, || {
+                let t = std::time::Instant::now();
+                let mut acc = 0u32;
+                let out: Vec<u32> = input
+                    .iter()
+                    .map(|&x| {
+                        let before = acc;
+                        acc = acc.wrapping_add(x);
+                        before
+                    })
+                    .collect();
+                std::hint::black_box(&out);
+                Ok(t.elapsed().as_secs_f64())
+            })?;
+            cases.push(case(
+                "CPU exclusive sum scan (1 core)",
+                st,
+                8.0 * n as f64,
+                st.median_s / copy_st.median_s,
+                "wall clock".into(),
+            ));
+            let st = measure(cpu_reps, || {
+                let t = std::time::Instant::now();
+                let out: Vec<u32> = input.iter().copied().filter(|&x| x < pivot).collect();
+                std::hint::black_box(&out);
+                Ok(t.elapsed().as_secs_f64())
+            })?;
+            cases.push(case(
+                "CPU compaction (1 core)",
+                st,
+                bytes,
+                st.median_s / copy_st.median_s,
+                "wall clock".into(),
+            ));
+            for c in cases.iter_mut().rev().take(2) {
+                c.dispatches = None; // the CPU cases
+            }
         }
         bar.inc(1);
     }

@@ -2,16 +2,15 @@
 // method 3, device-wide). WebGPU promises no forward progress between workgroups, so:
 // - tiles are handed out by an atomic ticket taken when a workgroup starts, so a workgroup only
 //   ever waits on tiles whose workgroups already started;
-// - every wait is bounded (SPIN_LIMIT reads, a host-prepended constant); when a predecessor has
-//   published nothing by then, the waiting workgroup reduces that tile's input itself.
+// - every wait is bounded (SPIN_LIMIT rounds without progress, a host-prepended constant); when
+//   a predecessor has published nothing by then, the waiting workgroup reduces that tile's input
+//   itself (0 takes the fallback at once: for tests).
 // WGSL atomics are relaxed, so each published value travels inside the atomics with its flag:
 // 16 bits of value and the flag in each of two words; a reader accepts the pair only when both
 // flags agree.
-// Each round, invocation 0 first spins on the nearest unaccounted tile until it has published
-// something (tight loop, bounded by SPIN_LIMIT reads); then WINDOW invocations (a host constant,
-// <= WG) read the WINDOW nearest predecessors at once; the nearest gap or inclusive value is
-// found with a workgroup atomicMin and the values before it combined with one workgroup scan, so
-// a walk over tiles that have only published their aggregates costs one round per WINDOW tiles.
+// The walk itself (look_back_walk) is in common/lookback_subgroup.wgsl (one subgroup reads
+// WINDOW predecessors per round, no workgroup barriers) or common/lookback_shared.wgsl (one
+// invocation, tile by tile).
 // Needs from the family: combine, IDENTITY, tile_reduce(t) (cooperative), WINDOW, and
 // `state` at binding 1 (cleared to zero before the dispatch).
 
@@ -22,9 +21,7 @@ const STATE_HEADER: u32 = 4u; // [0] ticket counter, [1..3] reserved
 @group(0) @binding(1) var<storage, read_write> state: array<atomic<u32>>;
 
 var<workgroup> wg_tile: u32;
-var<workgroup> wg_stop: atomic<u32>;
-var<workgroup> wg_stop_flag: u32;
-var<workgroup> wg_step: vec4<u32>; // (stuck, stop, stop flag, -)
+var<workgroup> walk_result: vec3<u32>; // look_back_walk's answer, for the whole workgroup
 
 // The tile this workgroup works on, in start order.
 fn take_ticket() -> u32 {
@@ -59,42 +56,14 @@ fn look_back(tile: u32, aggregate: u32) -> u32 {
     var prefix = IDENTITY;
     var next = tile; // tiles [next, tile) are accounted for
     loop {
-        let limit = min(WINDOW, next);
-        if (inv.li == 0u) {
-            // wait (bounded) for the nearest unaccounted tile to publish anything
-            var ready = false;
-            for (var spin = 0u; spin < SPIN_LIMIT && !ready; spin++) {
-                ready = read_state(next - 1u).x != 0u;
-            }
-            wg_step.x = u32(!ready);
-            atomicStore(&wg_stop, select(0u, limit, ready)); // stuck: stop at once, fall back
-            wg_stop_flag = FLAG_AGGREGATE;
-        }
-        workgroupBarrier();
-        // invocation j reads tile next-1-j; the walk stops at the nearest gap or inclusive value
-        var sv = vec2<u32>(0u, IDENTITY);
-        if (inv.li < limit && wg_step.x == 0u) {
-            sv = read_state(next - 1u - inv.li);
-            if (sv.x != FLAG_AGGREGATE) { atomicMin(&wg_stop, inv.li); }
-        }
-        workgroupBarrier();
-        if (inv.li == 0u) { wg_step.y = atomicLoad(&wg_stop); }
-        let stop = workgroupUniformLoad(&wg_step).y;
-        if (inv.li == stop && stop < limit) { wg_stop_flag = sv.x; }
-        // combine the aggregates before the stop, and the inclusive value at it
-        let take = inv.li < stop || (inv.li == stop && stop < limit && sv.x == FLAG_INCLUSIVE);
-        let run = wg_exclusive(select(IDENTITY, sv.y, take)).y; // its barriers publish wg_stop_flag
-        let stop_flag = workgroupUniformLoad(&wg_stop_flag);
-        prefix = combine(run, prefix);
-        if (stop < limit && stop_flag == FLAG_INCLUSIVE) { break; }
-        next -= stop;
+        let w = look_back_walk(next);
+        prefix = combine(w.x, prefix);
+        next = w.y;
+        if (w.z == 1u) { break; }
+        // the fallback: the nearest tile published nothing within the bound; do its work here
+        prefix = combine(tile_reduce(next - 1u), prefix);
+        next -= 1u;
         if (next == 0u) { break; }
-        if (stop == 0u) {
-            // the fallback: the nearest tile published nothing within the bound; do its work here
-            prefix = combine(tile_reduce(next - 1u), prefix);
-            next -= 1u;
-            if (next == 0u) { break; }
-        }
     }
     if (inv.li == 0u) { publish(tile, FLAG_INCLUSIVE, combine(prefix, aggregate)); }
     return prefix;

@@ -60,3 +60,28 @@ fn wg_exclusive4(v: vec4<u32>) -> array<vec4<u32>, 2> {
     workgroupBarrier();
     return array<vec4<u32>, 2>(excl, total);
 }
+
+// Scan groups (see wgscan_subgroup.wgsl): without subgroups a group is the whole workgroup.
+fn group_lane() -> u32 {
+    return inv.li;
+}
+
+fn group_size() -> u32 {
+    return WG;
+}
+
+fn group_index() -> u32 {
+    return 0u;
+}
+
+fn group_exclusive4(v: vec4<u32>) -> array<vec4<u32>, 2> {
+    return wg_exclusive4(v);
+}
+
+fn group_count_exclusive4(c: vec4<u32>, bits: u32) -> array<vec4<u32>, 2> {
+    return wg_exclusive4(c);
+}
+
+fn groups_exclusive(t: u32) -> vec2<u32> {
+    return vec2<u32>(IDENTITY, t);
+}

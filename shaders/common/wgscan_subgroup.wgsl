@@ -135,3 +135,75 @@ fn wg_exclusive4(v: vec4<u32>) -> array<vec4<u32>, 2> {
     workgroupBarrier();
     return array<vec4<u32>, 2>(combine4(before, excl), total);
 }
+
+// Scan groups: the invocations that scan one run of consecutive vec4s together (scan.wgsl,
+// compact.wgsl). Here a subgroup, so a group scan needs no barrier; in wgscan_shared.wgsl the
+// whole workgroup. Group g of a tile owns its vec4s [g*G*R, (g+1)*G*R) for G invocations and R
+// rounds; in round k, lane l holds vec4 g*G*R + k*G + l (coalesced loads and stores).
+var<workgroup> group_totals: array<u32, WG / 4u>; // subgroups are at least 4 wide
+
+fn group_lane() -> u32 {
+    return inv.lane;
+}
+
+fn group_size() -> u32 {
+    return inv.sg_size;
+}
+
+fn group_index() -> u32 {
+    return inv.sg_id;
+}
+
+// Four independent scans across the group, one per component: (exclusive prefix, group total).
+fn group_exclusive4(v: vec4<u32>) -> array<vec4<u32>, 2> {
+    var x = v;
+    for (var d = 1u; d < inv.sg_size; d = d << 1u) {
+        let y = subgroupShuffleUp(x, d);
+        if (inv.lane >= d) { x = combine4(y, x); }
+    }
+    let up = subgroupShuffleUp(x, 1u);
+    let excl = select(up, vec4<u32>(IDENTITY), vec4<bool>(inv.lane == 0u));
+    return array<vec4<u32>, 2>(excl, subgroupShuffle(x, inv.sg_size - 1u));
+}
+
+// One-bit scans of a count of at most `bits` bits: (lanes below, whole subgroup). Bit b of
+// every lane's count is balloted once; the ballot masked to the lanes below gives the prefix
+// (PSCAN), the whole ballot the total.
+fn pscan_count(c: u32, bits: u32, below: vec4<u32>) -> vec2<u32> {
+    var r = vec2<u32>(0u);
+    for (var b = 0u; b < bits; b++) {
+        let bal = subgroupBallot(((c >> b) & 1u) != 0u);
+        let m = bal & below;
+        r.x += (countOneBits(m.x) + countOneBits(m.y) + countOneBits(m.z) + countOneBits(m.w)) << b;
+        r.y += (countOneBits(bal.x) + countOneBits(bal.y) + countOneBits(bal.z) + countOneBits(bal.w)) << b;
+    }
+    return r;
+}
+
+// group_exclusive4 for sums of small counts (at most `bits` bits each), from one-bit scans.
+// (Scalar calls per component: a loop indexing the vec4 by its counter measured 1.2x slower
+// on the H100, like the shuffle ladder it replaces.)
+fn group_count_exclusive4(c: vec4<u32>, bits: u32) -> array<vec4<u32>, 2> {
+    if (COUNT_LADDER == 1u) { return group_exclusive4(c); } // the shuffle ladder, to measure
+    let below = lanes_below();
+    let x = pscan_count(c.x, bits, below);
+    let y = pscan_count(c.y, bits, below);
+    let z = pscan_count(c.z, bits, below);
+    let w = pscan_count(c.w, bits, below);
+    return array<vec4<u32>, 2>(vec4<u32>(x.x, y.x, z.x, w.x), vec4<u32>(x.y, y.y, z.y, w.y));
+}
+
+// (everything in the groups before this one, the workgroup's total) from each group's total
+// `t` (the same in every lane of a group). One barrier.
+fn groups_exclusive(t: u32) -> vec2<u32> {
+    if (inv.lane == 0u) { group_totals[inv.sg_id] = t; }
+    workgroupBarrier();
+    var before = IDENTITY;
+    var total = IDENTITY;
+    for (var s = 0u; s < inv.num_sg; s++) {
+        let x = group_totals[s];
+        if (s == inv.sg_id) { before = total; }
+        total = combine(total, x);
+    }
+    return vec2<u32>(before, total);
+}

@@ -12,23 +12,42 @@ use crate::keys::{KeyType, SortKey};
 use crate::shaders;
 use crate::transfer;
 
-/// Invocations per workgroup of the scan kernel.
-pub const SCAN_WG: u32 = 256;
-
-/// Groups of four vec4 rounds each scan invocation holds (16 elements per group):
-/// `GPUSORT_SCAN_ROUND_GROUPS` (1..=8) to measure, default 1: on the H200 at 2^28 u32, 1 group
-/// ran 1.28 ms, 2 groups 1.49 ms, 4 groups 1.62 ms, 8 groups 1.67 ms.
-pub fn scan_round_groups() -> u32 {
-    std::env::var("GPUSORT_SCAN_ROUND_GROUPS")
+/// Invocations per scan workgroup: `GPUSORT_SCAN_WG` (128, 256, 512 or 1024) to measure;
+/// 512 measured fastest on the H100 (docs/BENCHMARKS.md).
+pub fn scan_wg() -> u32 {
+    std::env::var("GPUSORT_SCAN_WG")
         .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1u32)
-        .clamp(1, 8)
+        .and_then(|v| v.parse::<u32>().ok())
+        .filter(|w| [128, 256, 512, 1024].contains(w))
+        .unwrap_or(512)
+}
+
+/// Vec4s each scan invocation holds: `GPUSORT_SCAN_ROUNDS` (4, 8, 12 or 16) to measure.
+pub fn scan_rounds() -> u32 {
+    std::env::var("GPUSORT_SCAN_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .map(|r| (r.clamp(4, 16) / 4) * 4)
+        .unwrap_or(4)
 }
 
 /// Elements per scan tile.
 pub fn scan_tile() -> u32 {
-    SCAN_WG * 16 * scan_round_groups()
+    scan_wg() * 4 * scan_rounds()
+}
+
+/// A measurement-only switch of the scan kernels: 1 when the variable is set to 1.
+pub fn experiment(var: &str) -> u32 {
+    switch(var, 0)
+}
+
+/// A 0/1 tuning switch: the variable's value when it is 0 or 1, else `default`.
+pub fn switch(var: &str, default: u32) -> u32 {
+    match std::env::var(var).as_deref() {
+        Ok("0") => 0,
+        Ok("1") => 1,
+        _ => default,
+    }
 }
 
 /// The operator of a scan.
@@ -99,18 +118,16 @@ struct ScanParams {
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 struct CompactParams {
     n: u32,
-    kind: u32,
-    pred: u32,
-    keep: u32,
     pivot_hi: u32,
     pivot_lo: u32,
     base_slot: u32,
     count_slot: u32,
+    pad: [u32; 3],
 }
 
 const NO_SLOT: u32 = u32::MAX;
-/// Atomic reads a workgroup spends waiting on a predecessor's published value before it reduces
-/// that tile itself. On GPUs that run started workgroups concurrently (NVIDIA) the value is
+/// Rounds of reads (one atomic read per look-back lane) a workgroup spends waiting on a
+/// predecessor's published value before it reduces that tile itself. On GPUs that run started workgroups concurrently (NVIDIA) the value is
 /// normally there within a few reads; the bound only matters where workgroups do not progress.
 pub const DEFAULT_SPIN_LIMIT: u32 = 4096;
 const STATE_HEADER: u64 = 4;
@@ -128,7 +145,8 @@ pub struct Scanner {
     pipelines: Mutex<HashMap<PipelineKey, Arc<wgpu::ComputePipeline>>>,
 }
 
-/// Predecessors the look-back reads per round: `GPUSORT_LOOKBACK_WINDOW` (1..=64), default 32.
+/// Predecessors the look-back reads per round on subgroups (at most the subgroup's width):
+/// `GPUSORT_LOOKBACK_WINDOW` (1..=64), default 32.
 /// A tuning knob for measuring; 1 is the classic tile-by-tile walk.
 fn lookback_window() -> u32 {
     std::env::var("GPUSORT_LOOKBACK_WINDOW")
@@ -138,10 +156,14 @@ fn lookback_window() -> u32 {
         .clamp(1, 64)
 }
 
-/// Invocations per compaction workgroup: the tile (16 elements per invocation) stages its words
-/// and payload in 16 KiB of workgroup memory.
-fn compact_wg(words: u32, payload: bool) -> u32 {
-    256 / (words + payload as u32).next_power_of_two()
+/// Invocations per compaction workgroup; a tile is four vec4s per invocation, packed in
+/// workgroup memory with its payload (at most 16 KiB of words plus 8 or 16 KiB of payload).
+pub(crate) fn compact_wg(payload: bool) -> u32 {
+    if payload {
+        128
+    } else {
+        256
+    }
 }
 
 fn tiles(n: u32, tile: u32) -> u32 {
@@ -218,9 +240,9 @@ impl Scanner {
                     b,
                     c != 0,
                     self.subgroups,
-                    SCAN_WG,
+                    scan_wg(),
                     self.spin_limit,
-                    self.window.min(SCAN_WG),
+                    self.window,
                 ),
                 "scan",
                 &self.scan_layout,
@@ -230,10 +252,11 @@ impl Scanner {
                 shaders::compact(
                     a,
                     b != 0,
+                    c,
                     self.subgroups,
-                    compact_wg(a, b != 0),
+                    compact_wg(b != 0),
                     self.spin_limit,
-                    self.window.min(compact_wg(a, b != 0)),
+                    self.window,
                 ),
                 "compact",
                 &self.compact_layout,
@@ -329,27 +352,28 @@ impl Scanner {
         count_slot: u32,
     ) -> Result<()> {
         let words = T::TYPE.size() as u32 / 4;
-        let pipeline = self.pipeline(gpu, (1, words, job.payload.is_some() as u32, 0))?;
-        let t = tiles(job.n, compact_wg(words, job.payload.is_some()) * 16);
-        let state = Self::state_buffer(gpu, t)?;
         let (pred, pivot) = match predicate {
             Predicate::Below(p) => (0, Some(p)),
             Predicate::AtLeast(p) => (1, Some(p)),
             Predicate::NonZero => (2, None),
         };
+        // the element type and predicate are compile-time constants of the kernel
+        let variant = T::TYPE.code() << 3 | pred << 1 | keep as u32;
+        let payload = job.payload.is_some();
+        let pipeline = self.pipeline(gpu, (1, words, payload as u32, variant))?;
+        let t = tiles(job.n, compact_wg(payload) * 16 / words);
+        let state = Self::state_buffer(gpu, t)?;
         let (pivot_hi, pivot_lo) = pivot
             .map(|p| crate::cpu::keys::encode_key(&p, false))
             .unwrap_or((0, 0));
         let mut params = ParamBlocks::new(gpu);
         let off = params.push(&CompactParams {
             n: job.n,
-            kind: T::TYPE.code(),
-            pred,
-            keep: keep as u32,
             pivot_hi,
             pivot_lo,
             base_slot: base_slot.unwrap_or(NO_SLOT),
             count_slot,
+            pad: [0; 3],
         });
         let params = params.finish(gpu, "compact params");
         let dummy_in;
@@ -460,6 +484,7 @@ impl Scanner {
 
 /// Buffers of one compaction.
 pub struct CompactJob<'a> {
+    /// The elements, the buffer rounded up to whole 16 bytes (read as vec4s; storage_buffer does).
     pub src: &'a wgpu::Buffer,
     pub dst: &'a wgpu::Buffer,
     /// At least two u32: counts written (and read, for a second pass) by the kernel.

@@ -18,6 +18,8 @@ pub const RADIX: &str = include_str!("../../../shaders/radix.wgsl");
 pub const STENCIL: &str = include_str!("../../../shaders/stencil.wgsl");
 pub const STENCIL_TILED: &str = include_str!("../../../shaders/stencil_tiled.wgsl");
 pub const LOOKBACK: &str = include_str!("../../../shaders/common/lookback.wgsl");
+pub const LOOKBACK_SUBGROUP: &str = include_str!("../../../shaders/common/lookback_subgroup.wgsl");
+pub const LOOKBACK_SHARED: &str = include_str!("../../../shaders/common/lookback_shared.wgsl");
 
 /// Source of one kernel family with its compile-time constants.
 pub fn compose(family: &str, consts: &[(&str, u32)]) -> String {
@@ -52,6 +54,15 @@ pub fn wgscan(subgroups: bool) -> &'static str {
     }
 }
 
+/// The look-back of the single-pass families and its walk for a device.
+pub fn lookback(subgroups: bool) -> [&'static str; 2] {
+    if subgroups {
+        [LOOKBACK, LOOKBACK_SUBGROUP]
+    } else {
+        [LOOKBACK, LOOKBACK_SHARED]
+    }
+}
+
 /// The scan family for operator code `op` (see scan.wgsl's `combine`).
 pub fn scan(
     op: u32,
@@ -71,9 +82,21 @@ pub fn scan(
             ("INCLUSIVE", inclusive as u32),
             ("SPIN_LIMIT", spin),
             ("WINDOW", window),
-            ("ROUND_GROUPS", crate::scan::scan_round_groups()),
+            ("ROUNDS", crate::scan::scan_rounds()),
+            (
+                "NO_LOOKBACK",
+                crate::scan::experiment("GPUSORT_SCAN_NO_LOOKBACK"),
+            ),
+            (
+                "WAIT_NEAREST",
+                crate::scan::switch("GPUSORT_SCAN_WAIT_NEAREST", 1),
+            ),
         ],
-        &[wgscan(subgroups), LOOKBACK],
+        &[
+            wgscan(subgroups),
+            lookback(subgroups)[0],
+            lookback(subgroups)[1],
+        ],
     )
 }
 
@@ -87,9 +110,11 @@ pub fn radix(planes: u32, subgroups: bool, wg: u32) -> String {
 }
 
 /// The compaction family for elements of `words` u32 words.
+/// `variant` is kind << 3 | predicate << 1 | keep (see compact.wgsl's constants).
 pub fn compact(
     words: u32,
     payload: bool,
+    variant: u32,
     subgroups: bool,
     wg: u32,
     spin: u32,
@@ -101,11 +126,27 @@ pub fn compact(
             ("WG", wg),
             ("W", words),
             ("PAYLOAD", payload as u32),
+            ("KIND", variant >> 3),
+            ("PRED", (variant >> 1) & 3),
+            ("KEEP", variant & 1),
             ("IDENTITY", 0),
             ("SPIN_LIMIT", spin),
             ("WINDOW", window),
+            (
+                "WAIT_NEAREST",
+                crate::scan::switch("GPUSORT_COMPACT_WAIT_NEAREST", 0),
+            ),
+            (
+                "NO_LOOKBACK",
+                crate::scan::experiment("GPUSORT_SCAN_NO_LOOKBACK"),
+            ),
         ],
-        &[KEY_ORDER, wgscan(subgroups), LOOKBACK],
+        &[
+            KEY_ORDER,
+            wgscan(subgroups),
+            lookback(subgroups)[0],
+            lookback(subgroups)[1],
+        ],
     )
 }
 
@@ -144,19 +185,23 @@ pub fn all_configurations() -> Vec<(String, String)> {
                 ));
             }
         }
-        for words in [1, 2] {
-            for payload in [false, true] {
-                out.push((
-                    format!("compact W={words} payload={payload} subgroups={sg}"),
-                    compact(
-                        words,
-                        payload,
-                        sg,
-                        256 / (words + payload as u32).next_power_of_two(),
-                        4096,
-                        32,
-                    ),
-                ));
+        for kind in 0..6u32 {
+            let words = if kind >= 3 { 2 } else { 1 };
+            for variant in (0..6).map(|pk| kind << 3 | pk) {
+                for payload in [false, true] {
+                    out.push((
+                        format!("compact kind={kind} variant={variant} payload={payload} subgroups={sg}"),
+                        compact(
+                            words,
+                            payload,
+                            variant,
+                            sg,
+                            crate::scan::compact_wg(payload),
+                            4096,
+                            32,
+                        ),
+                    ));
+                }
             }
         }
     }
