@@ -5,8 +5,8 @@
 // stably in workgroup memory with three multi-way splits (3, 3 and 2 bits), and writes each record to scanned_hist[d * tiles + t] + its rank among
 // the tile's keys of digit d. Stable, so LSD order over the digits sorts the keys.
 // CPU twin: crates/gpusort-core/src/cpu/radix.rs.
-// Host-prepended constants: WG (256: one histogram bin per invocation), NW (planes), IDENTITY (0),
-// COUNT_LADDER. Host-composed before this file: common/grid.wgsl, one of
+// Host-prepended constants: WG (256: one histogram bin per invocation), NW (planes), IDENTITY (0).
+// Host-composed before this file: common/grid.wgsl, one of
 // common/wgscan_{subgroup,shared}.wgsl.
 
 const ITEMS: u32 = 16u;

@@ -302,44 +302,36 @@ fn cpu_sorts(
     let (gpu, bar, reps) = (ctx.gpu, ctx.bar, ctx.reps);
     let n = 1usize << log;
     let keys: Vec<u32> = transfer::read_vec(gpu, pristine, n)?;
-    bar.set_message(format!("2^{log}: CPU sort_unstable"));
     let cpu_reps = if n >= 1 << 24 { reps.min(3) } else { reps };
-    let st = measure(cpu_reps, || {
-        let mut v = keys.clone();
-        let t = std::time::Instant::now();
-        v.sort_unstable();
-        Ok(t.elapsed().as_secs_f64())
-    })?;
-    these.push(sort_case(
-        n,
-        "CPU sort_unstable (1 core)",
-        st,
-        n as f64 / st.median_s / 1e9,
-        "GKeys/s",
-        None,
-        "wall clock".into(),
-    ));
-    bar.inc(1);
-    bar.set_message(format!("2^{log}: CPU par_sort_unstable"));
-    let st = measure(cpu_reps, || {
-        let mut v = keys.clone();
-        let t = std::time::Instant::now();
-        v.par_sort_unstable();
-        Ok(t.elapsed().as_secs_f64())
-    })?;
-    these.push(sort_case(
-        n,
-        &format!(
-            "CPU par_sort_unstable ({} threads)",
-            rayon::current_num_threads()
-        ),
-        st,
-        n as f64 / st.median_s / 1e9,
-        "GKeys/s",
-        None,
-        "wall clock".into(),
-    ));
-    bar.inc(1);
+    let all_cores = format!(
+        "CPU par_sort_unstable ({} threads)",
+        rayon::current_num_threads()
+    );
+    type Sort = fn(&mut [u32]);
+    let sorts: [(&str, Sort); 2] = [
+        ("CPU sort_unstable (1 core)", |v| v.sort_unstable()),
+        (&all_cores, |v| v.par_sort_unstable()),
+    ];
+    for (name, sort) in sorts {
+        bar.set_message(format!("2^{log}: {name}"));
+        let st = measure(cpu_reps, || {
+            let mut v = keys.clone();
+            let t = std::time::Instant::now();
+            sort(&mut v);
+            Ok(t.elapsed().as_secs_f64())
+        })?;
+        let rate = n as f64 / st.median_s / 1e9;
+        these.push(sort_case(
+            n,
+            name,
+            st,
+            rate,
+            "GKeys/s",
+            None,
+            "wall clock".into(),
+        ));
+        bar.inc(1);
+    }
     Ok(())
 }
 
@@ -413,7 +405,7 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
         let input: Vec<u32> = transfer::read_vec(gpu, &src, n)?;
         let got: Vec<u32> = transfer::read_vec(gpu, &dst, n)?;
         // GPUSORT_SCAN_NO_LOOKBACK measures the scan without its look-back: wrong by design
-        let unchecked = gpusort_core::scan::experiment("GPUSORT_SCAN_NO_LOOKBACK") == 1;
+        let unchecked = scanner.tuning().no_lookback;
         if !unchecked && got != gpusort_core::cpu::scan::scan(&input, ScanOp::Add, false) {
             return Err(CliError::runtime(format!(
                 "bench: the scan of 2^{log} differs from the CPU's on {}",

@@ -35,10 +35,6 @@ fn wg_exclusive(v: u32) -> vec2<u32> {
     return vec2<u32>(excl, total);
 }
 
-fn wg_count_exclusive(v: u32, bits: u32) -> vec2<u32> {
-    return wg_exclusive(v);
-}
-
 fn combine4(a: vec4<u32>, b: vec4<u32>) -> vec4<u32> {
     return vec4<u32>(combine(a.x, b.x), combine(a.y, b.y), combine(a.z, b.z), combine(a.w, b.w));
 }

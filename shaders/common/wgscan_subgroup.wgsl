@@ -35,21 +35,6 @@ fn lanes_below() -> vec4<u32> {
     return m;
 }
 
-// PSCAN: how many lower lanes of the subgroup have `p` set (inactive lanes count as 0).
-fn pscan(p: bool) -> u32 {
-    let b = subgroupBallot(p) & lanes_below();
-    return countOneBits(b.x) + countOneBits(b.y) + countOneBits(b.z) + countOneBits(b.w);
-}
-
-// Exclusive subgroup sum of a `bits`-bit value from one-bit scans: sum_b PSCAN(bit b) << b.
-fn pscan_bits(v: u32, bits: u32) -> u32 {
-    var s = 0u;
-    for (var b = 0u; b < bits; b++) {
-        s += pscan(((v >> b) & 1u) != 0u) << b;
-    }
-    return s;
-}
-
 // Inclusive scan inside the subgroup with `combine` (shuffle-up ladder; any associative op).
 fn sg_inclusive(v: u32) -> u32 {
     var x = v;
@@ -82,28 +67,6 @@ fn wg_exclusive(v: u32) -> vec2<u32> {
     return vec2<u32>(combine(before, excl), total);
 }
 
-// Exclusive sum of small counts (at most `bits` bits each) across the workgroup, from one-bit
-// scans inside each subgroup.
-fn wg_count_exclusive(v: u32, bits: u32) -> vec2<u32> {
-    if (COUNT_LADDER == 1u) { return wg_exclusive(v); } // the shuffle ladder instead, to measure
-    let excl = pscan_bits(v, bits);
-    if (inv.lane == inv.sg_size - 1u) { sg_totals[inv.sg_id] = excl + v; }
-    workgroupBarrier();
-    if (inv.li == 0u) {
-        var acc = 0u;
-        for (var s = 0u; s < inv.num_sg; s++) {
-            let t = sg_totals[s];
-            sg_totals[s] = acc;
-            acc += t;
-        }
-        sg_totals[WG - 1u] = acc;
-    }
-    workgroupBarrier();
-    let r = vec2<u32>(sg_totals[inv.sg_id] + excl, sg_totals[WG - 1u]);
-    workgroupBarrier();
-    return r;
-}
-
 fn combine4(a: vec4<u32>, b: vec4<u32>) -> vec4<u32> {
     return vec4<u32>(combine(a.x, b.x), combine(a.y, b.y), combine(a.z, b.z), combine(a.w, b.w));
 }
@@ -111,18 +74,14 @@ fn combine4(a: vec4<u32>, b: vec4<u32>) -> vec4<u32> {
 // Four independent workgroup scans at once (one per component), with the barriers of one:
 // (exclusive prefix of `v` in invocation order, workgroup total), per component.
 fn wg_exclusive4(v: vec4<u32>) -> array<vec4<u32>, 2> {
-    var x = v;
-    for (var d = 1u; d < inv.sg_size; d = d << 1u) {
-        let y = subgroupShuffleUp(x, d);
-        if (inv.lane >= d) { x = combine4(y, x); }
-    }
-    if (inv.lane == inv.sg_size - 1u) { sg_totals4[inv.sg_id] = x; }
+    let s = group_exclusive4(v); // within the subgroup
+    if (inv.lane == 0u) { sg_totals4[inv.sg_id] = s[1]; }
     workgroupBarrier();
     if (inv.li == 0u) {
         var acc = vec4<u32>(IDENTITY);
-        for (var s = 0u; s < inv.num_sg; s++) {
-            let t = sg_totals4[s];
-            sg_totals4[s] = acc;
+        for (var g = 0u; g < inv.num_sg; g++) {
+            let t = sg_totals4[g];
+            sg_totals4[g] = acc;
             acc = combine4(acc, t);
         }
         sg_totals4[WG - 1u] = acc;
@@ -130,10 +89,8 @@ fn wg_exclusive4(v: vec4<u32>) -> array<vec4<u32>, 2> {
     workgroupBarrier();
     let before = sg_totals4[inv.sg_id];
     let total = sg_totals4[WG - 1u];
-    let up = subgroupShuffleUp(x, 1u);
-    let excl = select(up, vec4<u32>(IDENTITY), vec4<bool>(inv.lane == 0u));
     workgroupBarrier();
-    return array<vec4<u32>, 2>(combine4(before, excl), total);
+    return array<vec4<u32>, 2>(combine4(before, s[0]), total);
 }
 
 // Scan groups: the invocations that scan one run of consecutive vec4s together (scan.wgsl,
@@ -166,9 +123,10 @@ fn group_exclusive4(v: vec4<u32>) -> array<vec4<u32>, 2> {
     return array<vec4<u32>, 2>(excl, subgroupShuffle(x, inv.sg_size - 1u));
 }
 
-// One-bit scans of a count of at most `bits` bits: (lanes below, whole subgroup). Bit b of
-// every lane's count is balloted once; the ballot masked to the lanes below gives the prefix
-// (PSCAN), the whole ballot the total.
+// PSCAN over the bits of a count of at most `bits` bits: (sum over the lanes below, sum over
+// the subgroup). Bit b of every lane's count is balloted once; the ballot masked to the lanes
+// below, counted with countOneBits, gives that bit's prefix (METHODS.md's one-bit scan), the
+// whole ballot its total; inactive lanes count as 0.
 fn pscan_count(c: u32, bits: u32, below: vec4<u32>) -> vec2<u32> {
     var r = vec2<u32>(0u);
     for (var b = 0u; b < bits; b++) {
@@ -181,8 +139,8 @@ fn pscan_count(c: u32, bits: u32, below: vec4<u32>) -> vec2<u32> {
 }
 
 // group_exclusive4 for sums of small counts (at most `bits` bits each), from one-bit scans.
-// (Scalar calls per component: a loop indexing the vec4 by its counter measured 1.2x slower
-// on the H100, like the shuffle ladder it replaces.)
+// Scalar calls per component: a loop indexing the vec4 by its counter measured 151 µs against
+// 136 µs for a 2^24 compaction on the H100 (the shuffle ladder: 122 µs; docs/BENCHMARKS.md).
 fn group_count_exclusive4(c: vec4<u32>, bits: u32) -> array<vec4<u32>, 2> {
     if (COUNT_LADDER == 1u) { return group_exclusive4(c); } // the shuffle ladder, to measure
     let below = lanes_below();

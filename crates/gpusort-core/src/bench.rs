@@ -204,15 +204,7 @@ impl PlainBitonic {
         let layout = Layout::new(
             gpu,
             "plain bitonic",
-            &[
-                (
-                    0,
-                    Slot::Params {
-                        size: std::mem::size_of::<PlainParams>() as u64,
-                    },
-                ),
-                (1, Slot::ReadWrite),
-            ],
+            &[(0, Slot::params::<PlainParams>()), (1, Slot::ReadWrite)],
         );
         let pipeline = kernel::pipeline(gpu, &module, "plain_step", &layout)?;
         Ok(PlainBitonic { layout, pipeline })

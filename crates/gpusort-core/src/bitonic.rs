@@ -216,9 +216,7 @@ pub struct BitonicSorter {
 
 impl BitonicSorter {
     pub fn new(gpu: &Gpu) -> Result<BitonicSorter> {
-        let params = Slot::Params {
-            size: std::mem::size_of::<KeyParams>() as u64,
-        };
+        let params = Slot::params::<KeyParams>();
         let module = kernel::module(
             gpu,
             "keys",
@@ -325,15 +323,7 @@ impl BitonicSorter {
         let layout = Layout::new(
             gpu,
             "bitonic",
-            &[
-                (
-                    0,
-                    Slot::Params {
-                        size: std::mem::size_of::<BitonicParams>() as u64,
-                    },
-                ),
-                (1, Slot::ReadWrite),
-            ],
+            &[(0, Slot::params::<BitonicParams>()), (1, Slot::ReadWrite)],
         );
         let kernels = Arc::new(NetworkKernels {
             wg,

@@ -16,6 +16,15 @@ pub enum Slot {
     ReadWrite,
 }
 
+impl Slot {
+    /// The parameter-block slot for blocks of type `T`.
+    pub fn params<T>() -> Slot {
+        Slot::Params {
+            size: std::mem::size_of::<T>() as u64,
+        }
+    }
+}
+
 /// A bind-group layout made from a declared binding list (binding number, kind), shared by the
 /// kernels of one family so one bind group serves all of them.
 pub struct Layout {

@@ -58,12 +58,7 @@ impl RadixKernels {
             gpu,
             "radix",
             &[
-                (
-                    0,
-                    Slot::Params {
-                        size: std::mem::size_of::<RadixParams>() as u64,
-                    },
-                ),
+                (0, Slot::params::<RadixParams>()),
                 (1, Slot::Read),
                 (2, Slot::ReadWrite),
                 (3, Slot::ReadWrite),

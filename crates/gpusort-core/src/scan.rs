@@ -12,42 +12,84 @@ use crate::keys::{KeyType, SortKey};
 use crate::shaders;
 use crate::transfer;
 
-/// Invocations per scan workgroup: `GPUSORT_SCAN_WG` (128, 256, 512 or 1024) to measure;
-/// 512 measured fastest on the H100 (docs/BENCHMARKS.md).
-pub fn scan_wg() -> u32 {
-    std::env::var("GPUSORT_SCAN_WG")
-        .ok()
-        .and_then(|v| v.parse::<u32>().ok())
-        .filter(|w| [128, 256, 512, 1024].contains(w))
-        .unwrap_or(512)
+/// How the single-pass kernels are built. The defaults are what measured fastest on the H100
+/// (docs/BENCHMARKS.md); each can be overridden by an environment variable, for measuring only,
+/// read once when a [`Scanner`] is built.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tuning {
+    /// Invocations per scan workgroup: `GPUSORT_SCAN_WG` (128, 256, 512 or 1024).
+    pub scan_wg: u32,
+    /// Vec4s each scan invocation holds: `GPUSORT_SCAN_ROUNDS` (4, 8, 12 or 16).
+    pub scan_rounds: u32,
+    /// Predecessors the look-back reads per round on subgroups (at most the subgroup's width):
+    /// `GPUSORT_LOOKBACK_WINDOW` (1..=64); 1 is the classic tile-by-tile walk.
+    pub window: u32,
+    /// Rounds without progress a workgroup waits on a predecessor before it reduces that tile
+    /// itself; 0 takes the fallback every time (for tests). Set with [`Scanner::with_spin_limit`].
+    pub spin_limit: u32,
+    /// After a round that found the nearest tile silent, wait on that tile alone:
+    /// `GPUSORT_SCAN_WAIT_NEAREST` and `GPUSORT_COMPACT_WAIT_NEAREST` (0 or 1).
+    pub scan_wait_nearest: bool,
+    pub compact_wait_nearest: bool,
+    /// Count compaction's kept elements with the shuffle ladder instead of one-bit scans:
+    /// `GPUSORT_COUNT_LADDER=1`.
+    pub count_ladder: bool,
+    /// Tiles ignore their predecessors (wrong results; to measure what the look-back costs):
+    /// `GPUSORT_SCAN_NO_LOOKBACK=1`.
+    pub no_lookback: bool,
 }
 
-/// Vec4s each scan invocation holds: `GPUSORT_SCAN_ROUNDS` (4, 8, 12 or 16) to measure.
-pub fn scan_rounds() -> u32 {
-    std::env::var("GPUSORT_SCAN_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse::<u32>().ok())
-        .map(|r| (r.clamp(4, 16) / 4) * 4)
-        .unwrap_or(4)
-}
-
-/// Elements per scan tile.
-pub fn scan_tile() -> u32 {
-    scan_wg() * 4 * scan_rounds()
-}
-
-/// A measurement-only switch of the scan kernels: 1 when the variable is set to 1.
-pub fn experiment(var: &str) -> u32 {
-    switch(var, 0)
-}
-
-/// A 0/1 tuning switch: the variable's value when it is 0 or 1, else `default`.
-pub fn switch(var: &str, default: u32) -> u32 {
-    match std::env::var(var).as_deref() {
-        Ok("0") => 0,
-        Ok("1") => 1,
-        _ => default,
+impl Default for Tuning {
+    fn default() -> Tuning {
+        Tuning {
+            scan_wg: 512,
+            scan_rounds: 4,
+            window: 32,
+            spin_limit: DEFAULT_SPIN_LIMIT,
+            scan_wait_nearest: true,
+            compact_wait_nearest: false,
+            count_ladder: false,
+            no_lookback: false,
+        }
     }
+}
+
+impl Tuning {
+    /// The defaults with the environment's overrides.
+    pub fn from_env() -> Tuning {
+        let d = Tuning::default();
+        let flag = |var: &str, default: bool| env_u32(var, default as u32, |v| v <= 1) == 1;
+        Tuning {
+            scan_wg: env_u32("GPUSORT_SCAN_WG", d.scan_wg, |w| {
+                [128, 256, 512, 1024].contains(&w)
+            }),
+            scan_rounds: env_u32("GPUSORT_SCAN_ROUNDS", d.scan_rounds, |r| {
+                [4, 8, 12, 16].contains(&r)
+            }),
+            window: env_u32("GPUSORT_LOOKBACK_WINDOW", d.window, |w| {
+                (1..=64).contains(&w)
+            }),
+            spin_limit: d.spin_limit,
+            scan_wait_nearest: flag("GPUSORT_SCAN_WAIT_NEAREST", d.scan_wait_nearest),
+            compact_wait_nearest: flag("GPUSORT_COMPACT_WAIT_NEAREST", d.compact_wait_nearest),
+            count_ladder: flag("GPUSORT_COUNT_LADDER", d.count_ladder),
+            no_lookback: flag("GPUSORT_SCAN_NO_LOOKBACK", d.no_lookback),
+        }
+    }
+
+    /// Elements per scan tile.
+    pub fn scan_tile(&self) -> u32 {
+        self.scan_wg * 4 * self.scan_rounds
+    }
+}
+
+/// `var` as a number when it parses and `ok` accepts it, else `default`.
+fn env_u32(var: &str, default: u32, ok: impl Fn(u32) -> bool) -> u32 {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|v| ok(*v))
+        .unwrap_or(default)
 }
 
 /// The operator of a scan.
@@ -127,8 +169,9 @@ struct CompactParams {
 
 const NO_SLOT: u32 = u32::MAX;
 /// Rounds of reads (one atomic read per look-back lane) a workgroup spends waiting on a
-/// predecessor's published value before it reduces that tile itself. On GPUs that run started workgroups concurrently (NVIDIA) the value is
-/// normally there within a few reads; the bound only matters where workgroups do not progress.
+/// predecessor's published value before it reduces that tile itself. On GPUs that run started
+/// workgroups concurrently (NVIDIA) the value is normally there within a few reads; the bound
+/// only matters where workgroups do not progress.
 pub const DEFAULT_SPIN_LIMIT: u32 = 4096;
 const STATE_HEADER: u64 = 4;
 
@@ -138,22 +181,10 @@ type PipelineKey = (u8, u32, u32, u32);
 /// Builds scan and compaction pipelines on first use and records them.
 pub struct Scanner {
     subgroups: bool,
-    spin_limit: u32,
-    window: u32,
+    tuning: Tuning,
     scan_layout: Layout,
     compact_layout: Layout,
     pipelines: Mutex<HashMap<PipelineKey, Arc<wgpu::ComputePipeline>>>,
-}
-
-/// Predecessors the look-back reads per round on subgroups (at most the subgroup's width):
-/// `GPUSORT_LOOKBACK_WINDOW` (1..=64), default 32.
-/// A tuning knob for measuring; 1 is the classic tile-by-tile walk.
-fn lookback_window() -> u32 {
-    std::env::var("GPUSORT_LOOKBACK_WINDOW")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(32u32)
-        .clamp(1, 64)
 }
 
 /// Invocations per compaction workgroup; a tile is four vec4s per invocation, packed in
@@ -176,12 +207,7 @@ impl Scanner {
             gpu,
             "scan",
             &[
-                (
-                    0,
-                    Slot::Params {
-                        size: std::mem::size_of::<ScanParams>() as u64,
-                    },
-                ),
+                (0, Slot::params::<ScanParams>()),
                 (1, Slot::ReadWrite),
                 (2, Slot::Read),
                 (3, Slot::ReadWrite),
@@ -191,12 +217,7 @@ impl Scanner {
             gpu,
             "compact",
             &[
-                (
-                    0,
-                    Slot::Params {
-                        size: std::mem::size_of::<CompactParams>() as u64,
-                    },
-                ),
+                (0, Slot::params::<CompactParams>()),
                 (1, Slot::ReadWrite),
                 (2, Slot::Read),
                 (3, Slot::ReadWrite),
@@ -207,8 +228,7 @@ impl Scanner {
         );
         Ok(Scanner {
             subgroups: gpu.subgroups().is_some(),
-            spin_limit: DEFAULT_SPIN_LIMIT,
-            window: lookback_window(),
+            tuning: Tuning::from_env(),
             scan_layout,
             compact_layout,
             pipelines: Mutex::new(HashMap::new()),
@@ -218,8 +238,13 @@ impl Scanner {
     /// Bound the look-back's wait on a predecessor to `reads` atomic reads before the waiting
     /// workgroup does that tile's work itself. 0 takes the fallback every time (for tests).
     pub fn with_spin_limit(mut self, reads: u32) -> Self {
-        self.spin_limit = reads;
+        self.tuning.spin_limit = reads;
         self
+    }
+
+    /// How this scanner's kernels are built.
+    pub fn tuning(&self) -> &Tuning {
+        &self.tuning
     }
 
     /// Whether these kernels use subgroups on this device.
@@ -235,29 +260,13 @@ impl Scanner {
         let (family, a, b, c) = key;
         let (source, entry, layout) = if family == 0 {
             (
-                shaders::scan(
-                    a,
-                    b,
-                    c != 0,
-                    self.subgroups,
-                    scan_wg(),
-                    self.spin_limit,
-                    self.window,
-                ),
+                shaders::scan(a, b, c != 0, self.subgroups, &self.tuning),
                 "scan",
                 &self.scan_layout,
             )
         } else {
             (
-                shaders::compact(
-                    a,
-                    b != 0,
-                    c,
-                    self.subgroups,
-                    compact_wg(b != 0),
-                    self.spin_limit,
-                    self.window,
-                ),
+                shaders::compact(a, b != 0, c, self.subgroups, &self.tuning),
                 "compact",
                 &self.compact_layout,
             )
@@ -294,7 +303,7 @@ impl Scanner {
             .code(elem)
             .ok_or_else(|| Error::InvalidInput(format!("a {op:?} scan of {elem} is not supported (integers: add, max, min, and, or, xor; f32: add)")))?;
         let pipeline = self.pipeline(gpu, (0, code, identity, inclusive as u32))?;
-        let t = tiles(n, scan_tile());
+        let t = tiles(n, self.tuning.scan_tile());
         let state = Self::state_buffer(gpu, t)?;
         let mut params = ParamBlocks::new(gpu);
         let off = params.push(&ScanParams { n, pad: [0; 3] });

@@ -4,6 +4,8 @@
 //! `shaders/common/grid.wgsl`, then the family's file. Plain constants, not pipeline overrides,
 //! because they size workgroup arrays and private register arrays.
 
+use crate::scan::Tuning;
+
 pub const COMMON: &str = include_str!("../../../shaders/common/grid.wgsl");
 pub const BITONIC: &str = include_str!("../../../shaders/bitonic.wgsl");
 pub const BITONIC_PLAIN: &str = include_str!("../../../shaders/bitonic_plain.wgsl");
@@ -29,10 +31,10 @@ pub fn compose(family: &str, consts: &[(&str, u32)]) -> String {
 /// Like [`compose`], with shared pieces from `shaders/common/` between the helpers and the family.
 pub fn compose_with(family: &str, consts: &[(&str, u32)], commons: &[&str]) -> String {
     let mut s = String::new();
-    // how small counts are scanned on subgroups: one-bit scans (0) or the shuffle ladder (1)
+    // wgscan_subgroup.wgsl names COUNT_LADDER (compaction's counts through one-bit scans, 0, or
+    // the shuffle ladder, 1) in every family that includes it; only compaction chooses
     if !consts.iter().any(|(n, _)| *n == "COUNT_LADDER") {
-        let ladder = std::env::var("GPUSORT_COUNT_LADDER").is_ok_and(|v| v == "1");
-        s.push_str(&format!("const COUNT_LADDER: u32 = {}u;\n", ladder as u32));
+        s.push_str("const COUNT_LADDER: u32 = 0u;\n");
     }
     for (name, value) in consts {
         s.push_str(&format!("const {name}: u32 = {value}u;\n"));
@@ -54,49 +56,31 @@ pub fn wgscan(subgroups: bool) -> &'static str {
     }
 }
 
-/// The look-back of the single-pass families and its walk for a device.
-pub fn lookback(subgroups: bool) -> [&'static str; 2] {
+/// The workgroup scans, the look-back and its walk of the single-pass families for a device.
+pub fn single_pass(subgroups: bool) -> [&'static str; 3] {
     if subgroups {
-        [LOOKBACK, LOOKBACK_SUBGROUP]
+        [WGSCAN_SUBGROUP, LOOKBACK, LOOKBACK_SUBGROUP]
     } else {
-        [LOOKBACK, LOOKBACK_SHARED]
+        [WGSCAN_SHARED, LOOKBACK, LOOKBACK_SHARED]
     }
 }
 
 /// The scan family for operator code `op` (see scan.wgsl's `combine`).
-pub fn scan(
-    op: u32,
-    identity: u32,
-    inclusive: bool,
-    subgroups: bool,
-    wg: u32,
-    spin: u32,
-    window: u32,
-) -> String {
+pub fn scan(op: u32, identity: u32, inclusive: bool, subgroups: bool, t: &Tuning) -> String {
     compose_with(
         SCAN,
         &[
-            ("WG", wg),
+            ("WG", t.scan_wg),
             ("OP", op),
             ("IDENTITY", identity),
             ("INCLUSIVE", inclusive as u32),
-            ("SPIN_LIMIT", spin),
-            ("WINDOW", window),
-            ("ROUNDS", crate::scan::scan_rounds()),
-            (
-                "NO_LOOKBACK",
-                crate::scan::experiment("GPUSORT_SCAN_NO_LOOKBACK"),
-            ),
-            (
-                "WAIT_NEAREST",
-                crate::scan::switch("GPUSORT_SCAN_WAIT_NEAREST", 1),
-            ),
+            ("SPIN_LIMIT", t.spin_limit),
+            ("WINDOW", t.window),
+            ("ROUNDS", t.scan_rounds),
+            ("NO_LOOKBACK", t.no_lookback as u32),
+            ("WAIT_NEAREST", t.scan_wait_nearest as u32),
         ],
-        &[
-            wgscan(subgroups),
-            lookback(subgroups)[0],
-            lookback(subgroups)[1],
-        ],
+        &single_pass(subgroups),
     )
 }
 
@@ -111,42 +95,25 @@ pub fn radix(planes: u32, subgroups: bool, wg: u32) -> String {
 
 /// The compaction family for elements of `words` u32 words.
 /// `variant` is kind << 3 | predicate << 1 | keep (see compact.wgsl's constants).
-pub fn compact(
-    words: u32,
-    payload: bool,
-    variant: u32,
-    subgroups: bool,
-    wg: u32,
-    spin: u32,
-    window: u32,
-) -> String {
+pub fn compact(words: u32, payload: bool, variant: u32, subgroups: bool, t: &Tuning) -> String {
+    let [wgscan, lookback, walk] = single_pass(subgroups);
     compose_with(
         COMPACT,
         &[
-            ("WG", wg),
+            ("WG", crate::scan::compact_wg(payload)),
             ("W", words),
             ("PAYLOAD", payload as u32),
             ("KIND", variant >> 3),
             ("PRED", (variant >> 1) & 3),
             ("KEEP", variant & 1),
             ("IDENTITY", 0),
-            ("SPIN_LIMIT", spin),
-            ("WINDOW", window),
-            (
-                "WAIT_NEAREST",
-                crate::scan::switch("GPUSORT_COMPACT_WAIT_NEAREST", 0),
-            ),
-            (
-                "NO_LOOKBACK",
-                crate::scan::experiment("GPUSORT_SCAN_NO_LOOKBACK"),
-            ),
+            ("SPIN_LIMIT", t.spin_limit),
+            ("WINDOW", t.window),
+            ("WAIT_NEAREST", t.compact_wait_nearest as u32),
+            ("NO_LOOKBACK", t.no_lookback as u32),
+            ("COUNT_LADDER", t.count_ladder as u32),
         ],
-        &[
-            KEY_ORDER,
-            wgscan(subgroups),
-            lookback(subgroups)[0],
-            lookback(subgroups)[1],
-        ],
+        &[KEY_ORDER, wgscan, lookback, walk],
     )
 }
 
@@ -163,6 +130,7 @@ pub fn bitonic(nw: u32, wg: u32) -> String {
 /// each through naga's validator without a GPU.
 pub fn all_configurations() -> Vec<(String, String)> {
     let mut out = Vec::new();
+    let tuning = Tuning::default();
     for nw in 1..=4 {
         for wg in [64, 128, 256] {
             out.push((format!("bitonic NW={nw} WG={wg}"), bitonic(nw, wg)));
@@ -181,7 +149,7 @@ pub fn all_configurations() -> Vec<(String, String)> {
             for inclusive in [false, true] {
                 out.push((
                     format!("scan op={op} inclusive={inclusive} subgroups={sg}"),
-                    scan(op, 0, inclusive, sg, 256, 4096, 256),
+                    scan(op, 0, inclusive, sg, &tuning),
                 ));
             }
         }
@@ -191,15 +159,7 @@ pub fn all_configurations() -> Vec<(String, String)> {
                 for payload in [false, true] {
                     out.push((
                         format!("compact kind={kind} variant={variant} payload={payload} subgroups={sg}"),
-                        compact(
-                            words,
-                            payload,
-                            variant,
-                            sg,
-                            crate::scan::compact_wg(payload),
-                            4096,
-                            32,
-                        ),
+                        compact(words, payload, variant, sg, &tuning),
                     ));
                 }
             }

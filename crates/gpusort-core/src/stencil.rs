@@ -614,12 +614,7 @@ impl StencilKernel {
             gpu,
             "stencil",
             &[
-                (
-                    0,
-                    Slot::Params {
-                        size: std::mem::size_of::<StepParams>() as u64,
-                    },
-                ),
+                (0, Slot::params::<StepParams>()),
                 (1, Slot::Read),
                 (2, Slot::ReadWrite),
                 (3, Slot::Uniform),
