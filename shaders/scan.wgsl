@@ -13,7 +13,7 @@
 // Host-prepended constants: WG, OP (operator code, see combine), IDENTITY, INCLUSIVE (0/1),
 // SPIN_LIMIT and WINDOW (look-back), ROUNDS, NO_LOOKBACK (1: tiles ignore their predecessors, a
 // wrong result for measuring the look-back's cost only).
-// Host-composed before this file: common/grid.wgsl, one of common/wgscan_{subgroup,shared}.wgsl,
+// Host-composed before this file: common/grid.wgsl, common/scanop.wgsl, one of common/wgscan_{subgroup,shared}.wgsl,
 // common/lookback.wgsl and its walk.
 
 const TILE_VECS: u32 = WG * ROUNDS; // ROUNDS (host constant, a multiple of 4): vec4s per invocation
@@ -24,19 +24,7 @@ struct ScanParams { n: u32, _pad0: u32, _pad1: u32, _pad2: u32 }
 @group(0) @binding(2) var<storage, read> src: array<vec4<u32>>;
 @group(0) @binding(3) var<storage, read_write> dst: array<vec4<u32>>;
 
-fn combine(a: u32, b: u32) -> u32 {
-    switch OP {
-        case 1u: { return bitcast<u32>(bitcast<f32>(a) + bitcast<f32>(b)); }
-        case 2u: { return max(a, b); }
-        case 3u: { return min(a, b); }
-        case 4u: { return bitcast<u32>(max(bitcast<i32>(a), bitcast<i32>(b))); }
-        case 5u: { return bitcast<u32>(min(bitcast<i32>(a), bitcast<i32>(b))); }
-        case 6u: { return a & b; }
-        case 7u: { return a | b; }
-        case 8u: { return a ^ b; }
-        default: { return a + b; } // 0: wrapping add of u32 and i32
-    }
-}
+fn combine(a: u32, b: u32) -> u32 { return scan_op(OP, a, b); }
 
 fn load(v: u32) -> vec4<u32> {
     let e = v * 4u;

@@ -191,8 +191,11 @@ impl ParamBlocks {
     /// Append one block; returns its dynamic offset.
     pub fn push<T: bytemuck::Pod>(&mut self, block: &T) -> u32 {
         let offset = self.bytes.len();
-        self.bytes.extend_from_slice(bytemuck::bytes_of(block));
-        self.bytes.resize(offset + self.stride as usize, 0);
+        let block = bytemuck::bytes_of(block);
+        self.bytes.extend_from_slice(block);
+        // the next block starts at the next multiple of the offset alignment
+        let len = (block.len() as u64).div_ceil(self.stride) * self.stride;
+        self.bytes.resize(offset + len as usize, 0);
         offset as u32
     }
 

@@ -5,6 +5,7 @@
 //! - [`kernel`]: pipelines and bind groups from declared binding lists.
 //! - [`bitonic`]: the vectorised bitonic sort (METHODS.md method 1) and its plan.
 //! - [`scan`]: scans, compaction and partition (METHODS.md method 3).
+//! - [`schedule`]: many small sorts and scans in merged launches (METHODS.md method 5).
 //! - [`stencil`]: in-core and out-of-core stencils on 2-D/3-D grids (METHODS.md method 4).
 //! - [`cpu`]: CPU twins of the kernels, the references tests compare against.
 //! - [`shaders`]: the embedded WGSL sources.
@@ -20,6 +21,7 @@ pub mod keys;
 mod merge;
 mod radix;
 pub mod scan;
+pub mod schedule;
 pub mod shaders;
 pub mod stencil;
 pub mod transfer;

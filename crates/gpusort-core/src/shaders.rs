@@ -19,6 +19,8 @@ pub const WGSCAN_SHARED: &str = include_str!("../../../shaders/common/wgscan_sha
 pub const RADIX: &str = include_str!("../../../shaders/radix.wgsl");
 pub const STENCIL: &str = include_str!("../../../shaders/stencil.wgsl");
 pub const STENCIL_TILED: &str = include_str!("../../../shaders/stencil_tiled.wgsl");
+pub const SCAN_OP: &str = include_str!("../../../shaders/common/scanop.wgsl");
+pub const MERGED: &str = include_str!("../../../shaders/merged.wgsl");
 pub const LOOKBACK: &str = include_str!("../../../shaders/common/lookback.wgsl");
 pub const LOOKBACK_SUBGROUP: &str = include_str!("../../../shaders/common/lookback_subgroup.wgsl");
 pub const LOOKBACK_SHARED: &str = include_str!("../../../shaders/common/lookback_shared.wgsl");
@@ -65,8 +67,9 @@ pub fn single_pass(subgroups: bool) -> [&'static str; 3] {
     }
 }
 
-/// The scan family for operator code `op` (see scan.wgsl's `combine`).
+/// The scan family for operator code `op` (see common/scanop.wgsl).
 pub fn scan(op: u32, identity: u32, inclusive: bool, subgroups: bool, t: &Tuning) -> String {
+    let [wgscan, lookback, walk] = single_pass(subgroups);
     compose_with(
         SCAN,
         &[
@@ -80,7 +83,7 @@ pub fn scan(op: u32, identity: u32, inclusive: bool, subgroups: bool, t: &Tuning
             ("NO_LOOKBACK", t.no_lookback as u32),
             ("WAIT_NEAREST", t.scan_wait_nearest as u32),
         ],
-        &single_pass(subgroups),
+        &[SCAN_OP, wgscan, lookback, walk],
     )
 }
 
@@ -114,6 +117,20 @@ pub fn compact(words: u32, payload: bool, variant: u32, subgroups: bool, t: &Tun
             ("COUNT_LADDER", t.count_ladder as u32),
         ],
         &[KEY_ORDER, wgscan, lookback, walk],
+    )
+}
+
+/// The merged launch (scheduler) for blocks of `cap` words of workgroup memory.
+pub fn merged(cap: u32, spin_limit: u32, max_groups: u32) -> String {
+    compose_with(
+        MERGED,
+        &[
+            ("CAP", cap),
+            ("WG", crate::schedule::workgroup_size(cap)),
+            ("SPIN_LIMIT", spin_limit),
+            ("MAX_GROUPS", max_groups),
+        ],
+        &[KEY_ORDER, SCAN_OP],
     )
 }
 
@@ -172,6 +189,12 @@ pub fn all_configurations() -> Vec<(String, String)> {
                 radix(planes, sg, 256),
             ));
         }
+    }
+    for cap in crate::schedule::CAPACITIES {
+        out.push((
+            format!("merged CAP={cap} subgroups=false"),
+            merged(cap, 4096, 65535),
+        ));
     }
     out.push(("copy".into(), compose(COPY, &[("WG", 256)])));
     out.extend(stencil_configurations());

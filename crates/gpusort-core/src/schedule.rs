@@ -1,0 +1,795 @@
+//! Many small tasks in shared GPU launches (METHODS.md method 5): the merged launch of
+//! shaders/merged.wgsl, fed by gpusort-sched's plans.
+//!
+//! A [`Batch`] lists tasks (sorts and scans of regions of one u32 data buffer) and their
+//! dependencies. Each task becomes one or more phases (a sort longer than one block runs the
+//! bitonic plan's passes, a scan longer than one block reduces then applies), each phase a
+//! gpusort-sched task split into blocks of `CAP` words. The plan groups phases into launches by
+//! workgroup memory and orders them; the [`Scheduler`] records each launch either
+//!
+//! - **merged**: one dispatch for every block of the launch (workgroups take tickets, wait on
+//!   their producers with bounded spins, and defer when a wait runs out), then one indirect
+//!   "resume" dispatch per dependency level that runs whatever was deferred (usually nothing:
+//!   zero workgroups); or
+//! - **safe**: one plain dispatch per dependency level, no waiting at all.
+//!
+//! [`Mode::Auto`] picks merged where a self-test on this device ([`Scheduler::merged_proven`])
+//! gave the CPU reference's results, else safe.
+//!
+//! Keys: the merged kernels sort 32-bit keys (u32, i32, f32, with the library's key order: NaN
+//! last both ways, -0.0 before +0.0) and scan u32/i32/f32 with the scan operators. 64-bit keys
+//! and payloads go through [`crate::BitonicSorter`].
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use gpusort_sched::{Plan, Task, TaskGraph};
+
+use crate::bitonic::{BitonicPlan, Pass};
+use crate::error::{Error, Result};
+use crate::gpu::Gpu;
+use crate::kernel::{self, Layout, ParamBlocks, Slot};
+use crate::keys::KeyType;
+use crate::scan::ScanOp;
+use crate::shaders;
+use crate::transfer;
+
+/// Block capacities (words of workgroup memory) the merged kernel is built for. A task uses the
+/// smallest that holds it; longer tasks are split into blocks of the largest.
+pub const CAPACITIES: [u32; 3] = [256, 1024, 4096];
+const MAX_CAP: u32 = 4096;
+const TASK_WORDS: usize = 12;
+const FLAG_MIRROR: u32 = 1;
+const FLAG_ENCODE: u32 = 2;
+const FLAG_DECODE: u32 = 4;
+const FLAG_DESCENDING: u32 = 8;
+const FLAG_INCLUSIVE: u32 = 1;
+const FLAG_FAIL: u32 = 0x10000;
+
+/// Invocations per workgroup for blocks of `cap` words: one per compare-exchange pair up to 256.
+pub fn workgroup_size(cap: u32) -> u32 {
+    (cap / 2).clamp(1, 256)
+}
+
+/// Bytes of workgroup memory a block of `cap` words declares (the tile and the scan sums).
+fn workgroup_memory(cap: u32) -> u32 {
+    (cap + workgroup_size(cap)) * 4
+}
+
+/// What a task does to its region.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Work {
+    /// Sort the region's keys in place.
+    Sort { key_type: KeyType, descending: bool },
+    /// Scan the region in place.
+    Scan {
+        key_type: KeyType,
+        op: ScanOp,
+        inclusive: bool,
+    },
+}
+
+/// One task of a batch: `work` on data words `offset..offset + n`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BatchTask {
+    pub work: Work,
+    pub offset: u32,
+    pub n: u32,
+    /// Tasks (indices into the batch) that must finish first.
+    pub deps: Vec<usize>,
+    fail_first: bool,
+}
+
+/// Tasks over one data buffer, with dependencies.
+#[derive(Clone, Debug, Default)]
+pub struct Batch {
+    pub tasks: Vec<BatchTask>,
+}
+
+impl Batch {
+    /// Add a task; returns its index (for later tasks' `deps`).
+    pub fn add(&mut self, work: Work, offset: u32, n: u32, deps: &[usize]) -> usize {
+        self.tasks.push(BatchTask {
+            work,
+            offset,
+            n,
+            deps: deps.to_vec(),
+            fail_first: false,
+        });
+        self.tasks.len() - 1
+    }
+
+    /// Testing the fallback: every block of `task` gives up in the merged launch, as a failed or
+    /// stalled producer would, and must be finished by the resume dispatches.
+    #[doc(hidden)]
+    pub fn fail_in_merged_launch(&mut self, task: usize) {
+        self.tasks[task].fail_first = true;
+    }
+
+    /// Data words the batch touches.
+    pub fn words(&self) -> u64 {
+        self.tasks
+            .iter()
+            .map(|t| t.offset as u64 + t.n as u64)
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+/// How launches are recorded.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Merged where this device passed the self-test, else safe.
+    #[default]
+    Auto,
+    /// One dispatch per launch (plus the resume dispatches of the fallback).
+    Merged,
+    /// One dispatch per dependency level.
+    Safe,
+}
+
+/// What a recorded batch did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct RunStats {
+    /// The mode that ran (`Auto` resolved).
+    pub mode: Mode,
+    pub tasks: usize,
+    /// Phases: gpusort-sched tasks after splitting sorts and scans into passes.
+    pub phases: usize,
+    pub launches: usize,
+    /// Workgroups over all launches (blocks of all phases).
+    pub blocks: usize,
+    /// Dispatches recorded (merged: one per launch plus the resume dispatches).
+    pub dispatches: usize,
+    /// Blocks the merged launch deferred to the resume dispatches (host runs only).
+    pub deferred: u64,
+}
+
+/// One phase: a gpusort-sched task with the kernel's descriptor.
+struct Phase {
+    kind: u32,
+    offset: u32,
+    n: u32,
+    blocks: u32,
+    a: u32,
+    b: u32,
+    flags: u32,
+    cap: u32,
+    partials: u32,
+}
+
+/// The phases of every task, as a graph for gpusort-sched.
+struct Expanded {
+    phases: Vec<Phase>,
+    graph: TaskGraph,
+    /// First partial of each phase (scans).
+    partial_at: Vec<u32>,
+    partials: u32,
+}
+
+fn capacity_for(n: u32) -> u32 {
+    CAPACITIES.into_iter().find(|&c| n <= c).unwrap_or(MAX_CAP)
+}
+
+fn expand(batch: &Batch, data_words: u64) -> Result<Expanded> {
+    // the task-level graph first, for errors that name the user's tasks
+    let mut user = TaskGraph::default();
+    for (i, t) in batch.tasks.iter().enumerate() {
+        if t.offset as u64 + t.n as u64 > data_words {
+            return Err(Error::InvalidInput(format!(
+                "task {i} covers words {}..{} of a {data_words}-word buffer",
+                t.offset,
+                t.offset as u64 + t.n as u64
+            )));
+        }
+        user.add(Task {
+            name: format!("task {i}"),
+            blocks: 1,
+            workgroup_memory: 0,
+            deps: t.deps.clone(),
+        });
+    }
+    user.topological_order()
+        .map_err(|e| Error::InvalidInput(e.to_string()))?;
+
+    let mut phases: Vec<Phase> = Vec::new();
+    let mut chain: Vec<(usize, usize)> = Vec::new(); // (first, last) phase of each task
+    for t in &batch.tasks {
+        let first = phases.len();
+        let fail = if t.fail_first { FLAG_FAIL } else { 0 };
+        match t.work {
+            Work::Sort {
+                key_type,
+                descending,
+            } => {
+                let kind = match key_type {
+                    KeyType::U32 | KeyType::I32 | KeyType::F32 => key_type.code(),
+                    _ => {
+                        return Err(Error::InvalidInput(format!(
+                            "the merged launch sorts 32-bit keys, not {key_type}"
+                        )))
+                    }
+                };
+                let key_flags = fail | kind << 8 | if descending { FLAG_DESCENDING } else { 0 };
+                let cap = capacity_for(t.n);
+                let blocks = t.n.div_ceil(cap).max(1);
+                let span = t.n.max(1).next_power_of_two().min(cap);
+                let plan = BitonicPlan::new(t.n.max(2), t.n.max(2).next_power_of_two(), cap, 1);
+                for pass in &plan.passes {
+                    let (kind, blocks, a, b, flags) = match *pass {
+                        Pass::LocalSort => (0, blocks, span, 0, FLAG_ENCODE),
+                        Pass::Global { j, mirror, .. } => (
+                            1,
+                            (t.n.div_ceil(2 * j) * j).div_ceil(cap / 2),
+                            0,
+                            j,
+                            if mirror { FLAG_MIRROR } else { 0 },
+                        ),
+                        Pass::LocalMerge { .. } => (2, blocks, 0, 0, 0),
+                    };
+                    phases.push(Phase {
+                        kind,
+                        offset: t.offset,
+                        n: t.n,
+                        blocks,
+                        a,
+                        b,
+                        flags: flags | key_flags,
+                        cap,
+                        partials: 0,
+                    });
+                }
+                phases.last_mut().expect("a sort has a phase").flags |= FLAG_DECODE;
+            }
+            Work::Scan {
+                key_type,
+                op,
+                inclusive,
+            } => {
+                let (code, identity) = op.code(key_type).ok_or_else(|| {
+                    Error::InvalidInput(format!("no {op:?} scan of {key_type} elements"))
+                })?;
+                let cap = capacity_for(t.n);
+                let blocks = t.n.div_ceil(cap).max(1);
+                let flags = fail | if inclusive { FLAG_INCLUSIVE } else { 0 };
+                if blocks > 1 {
+                    phases.push(Phase {
+                        kind: 3,
+                        offset: t.offset,
+                        n: t.n,
+                        blocks,
+                        a: code,
+                        b: identity,
+                        flags,
+                        cap,
+                        partials: blocks,
+                    });
+                }
+                phases.push(Phase {
+                    kind: 4,
+                    offset: t.offset,
+                    n: t.n,
+                    blocks,
+                    a: code,
+                    b: identity,
+                    flags,
+                    cap,
+                    partials: 0,
+                });
+            }
+        }
+        chain.push((first, phases.len() - 1));
+    }
+    let mut graph = TaskGraph::default();
+    let mut partial_at = Vec::with_capacity(phases.len());
+    let mut partials = 0;
+    for (i, t) in batch.tasks.iter().enumerate() {
+        let (first, last) = chain[i];
+        for p in first..=last {
+            let deps = if p == first {
+                t.deps.iter().map(|&d| chain[d].1).collect()
+            } else {
+                vec![p - 1]
+            };
+            graph.add(Task {
+                name: format!("task {i} phase {}", p - first),
+                blocks: phases[p].blocks,
+                workgroup_memory: workgroup_memory(phases[p].cap),
+                deps,
+            });
+            // a scan's apply phase reads the partials its reduce phase wrote
+            if phases[p].partials > 0 {
+                partial_at.push(partials);
+                partials += phases[p].partials;
+            } else if phases[p].kind == 4 && p > first {
+                partial_at.push(partial_at[p - 1]);
+            } else {
+                partial_at.push(0);
+            }
+        }
+    }
+    Ok(Expanded {
+        phases,
+        graph,
+        partial_at,
+        partials,
+    })
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
+struct Params {
+    mode: u32,
+    begin: u32,
+    end: u32,
+    level: u32,
+    tasks_at: u32,
+    deps_at: u32,
+    table_at: u32,
+    ticket_at: u32,
+    marks_at: u32,
+    dcount_at: u32,
+    dlist_at: u32,
+    partials_at: u32,
+    args_at: u32,
+    pad: [u32; 3],
+}
+
+const MODE_MERGED: u32 = 0;
+const MODE_LEVEL: u32 = 1;
+const MODE_RESUME: u32 = 2;
+
+/// One launch laid out in the plan, state and args buffers.
+struct LaunchLayout {
+    cap: u32,
+    base: Params,
+    levels: Vec<std::ops::Range<u32>>,
+    slots: u32,
+}
+
+/// The buffers' contents for a whole batch.
+struct Layouts {
+    plan_words: Vec<u32>,
+    state_words: u64,
+    args_words: Vec<u32>,
+    launches: Vec<LaunchLayout>,
+    /// (state word of the launch's deferred counts, levels) to read back the deferred total.
+    dcounts: Vec<(u32, u32)>,
+}
+
+fn lay_out(ex: &Expanded, plan: &Plan) -> Layouts {
+    let mut plan_words: Vec<u32> = Vec::new();
+    let mut state = 0u32;
+    let mut args_words: Vec<u32> = Vec::new();
+    let mut launches = Vec::new();
+    let mut dcounts = Vec::new();
+    for launch in &plan.launches {
+        let t_count = launch.tasks.len() as u32;
+        let levels = launch.levels.len() as u32;
+        let tasks_at = plan_words.len() as u32;
+        let deps_at = tasks_at + t_count * TASK_WORDS as u32;
+        let mut deps: Vec<u32> = Vec::new();
+        let mut descriptors = Vec::with_capacity(launch.tasks.len() * TASK_WORDS);
+        for (local, &g) in launch.tasks.iter().enumerate() {
+            let ph = &ex.phases[g];
+            let level = launch.task_levels[local];
+            descriptors.extend_from_slice(&[
+                ph.kind,
+                ph.offset,
+                ph.n,
+                ph.blocks,
+                ph.a,
+                ph.b,
+                ph.flags,
+                deps.len() as u32,
+                launch.deps[local].len() as u32,
+                ex.partial_at[g],
+                level,
+                launch.levels[level as usize].start,
+            ]);
+            deps.extend_from_slice(&launch.deps[local]);
+        }
+        plan_words.extend_from_slice(&descriptors);
+        plan_words.extend_from_slice(&deps);
+        let table_at = plan_words.len() as u32;
+        for s in &launch.table {
+            plan_words.extend_from_slice(&[s.task, s.block]);
+        }
+        let slots = launch.table.len() as u32;
+        let base = Params {
+            tasks_at,
+            deps_at,
+            table_at,
+            ticket_at: state,
+            marks_at: state + 1,
+            dcount_at: state + 1 + t_count,
+            dlist_at: state + 1 + t_count + levels,
+            partials_at: 0, // filled below, after every launch's state
+            args_at: args_words.len() as u32,
+            end: slots,
+            ..Params::default()
+        };
+        dcounts.push((base.dcount_at, levels));
+        state = base.dlist_at + slots;
+        for _ in 0..levels {
+            args_words.extend_from_slice(&[0, 1, 1]);
+        }
+        launches.push(LaunchLayout {
+            cap: launch
+                .tasks
+                .iter()
+                .map(|&g| ex.phases[g].cap)
+                .max()
+                .unwrap_or(CAPACITIES[0]),
+            base,
+            levels: launch.levels.clone(),
+            slots,
+        });
+    }
+    for l in &mut launches {
+        l.base.partials_at = state;
+    }
+    Layouts {
+        plan_words,
+        state_words: state as u64 + ex.partials as u64,
+        args_words,
+        launches,
+        dcounts,
+    }
+}
+
+/// Builds the merged kernel once per block capacity; records and runs batches.
+pub struct Scheduler {
+    layout: Layout,
+    pipelines: Mutex<HashMap<u32, Arc<wgpu::ComputePipeline>>>,
+    mode: Mode,
+    spin_limit: u32,
+    proven: OnceLock<bool>,
+}
+
+/// Reads a waiting block makes of its producer's mark before it defers. NVIDIA runs started
+/// workgroups concurrently and producers hold lower tickets, so waits end within a few reads;
+/// the bound matters where workgroups do not progress.
+pub const DEFAULT_SPIN_LIMIT: u32 = 1 << 14;
+
+impl Scheduler {
+    pub fn new(gpu: &Gpu) -> Result<Scheduler> {
+        let layout = Layout::new(
+            gpu,
+            "merged launch",
+            &[
+                (0, Slot::params::<Params>()),
+                (1, Slot::Read),
+                (2, Slot::ReadWrite),
+                (3, Slot::ReadWrite),
+                (4, Slot::ReadWrite),
+            ],
+        );
+        Ok(Scheduler {
+            layout,
+            pipelines: Mutex::new(HashMap::new()),
+            mode: Mode::Auto,
+            spin_limit: DEFAULT_SPIN_LIMIT,
+            proven: OnceLock::new(),
+        })
+    }
+
+    pub fn with_mode(mut self, mode: Mode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Bound on a waiting block's reads (0: every block with a producer defers at once; tests).
+    pub fn with_spin_limit(mut self, reads: u32) -> Self {
+        self.spin_limit = reads;
+        self.pipelines = Mutex::new(HashMap::new());
+        self
+    }
+
+    fn pipeline(&self, gpu: &Gpu, cap: u32) -> Result<Arc<wgpu::ComputePipeline>> {
+        let mut cache = self.pipelines.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(p) = cache.get(&cap) {
+            return Ok(p.clone());
+        }
+        let source = shaders::merged(
+            cap,
+            self.spin_limit,
+            gpu.limits.max_compute_workgroups_per_dimension.max(1),
+        );
+        let module = kernel::module(gpu, "merged launch", &source)?;
+        let p = Arc::new(kernel::pipeline(gpu, &module, "run", &self.layout)?);
+        cache.insert(cap, p.clone());
+        Ok(p)
+    }
+
+    /// The mode `Auto` resolves to on `gpu`.
+    pub fn resolved_mode(&self, gpu: &Gpu) -> Result<Mode> {
+        Ok(match self.mode {
+            Mode::Auto => {
+                if self.merged_proven(gpu)? {
+                    Mode::Merged
+                } else {
+                    Mode::Safe
+                }
+            }
+            m => m,
+        })
+    }
+
+    /// Whether the merged launch gave the CPU reference's results on this device: a batch of
+    /// dependent multi-block sorts and scans, run once per scheduler (a few milliseconds).
+    pub fn merged_proven(&self, gpu: &Gpu) -> Result<bool> {
+        if let Some(&p) = self.proven.get() {
+            return Ok(p);
+        }
+        let (batch, data) = self_test_batch();
+        let mut got = data.clone();
+        let probe = Scheduler {
+            layout: Layout::new(
+                gpu,
+                "merged launch",
+                &[
+                    (0, Slot::params::<Params>()),
+                    (1, Slot::Read),
+                    (2, Slot::ReadWrite),
+                    (3, Slot::ReadWrite),
+                    (4, Slot::ReadWrite),
+                ],
+            ),
+            pipelines: Mutex::new(HashMap::new()),
+            mode: Mode::Merged,
+            spin_limit: self.spin_limit,
+            proven: OnceLock::new(),
+        };
+        probe.run_host(gpu, &batch, &mut got)?;
+        let ok = got == reference(&batch, &data);
+        tracing::info!(ok, "merged-launch self-test");
+        Ok(*self.proven.get_or_init(|| ok))
+    }
+
+    /// Record `batch` on `data` (u32 words, at least `batch.words()`) into `encoder`.
+    pub fn record(
+        &self,
+        gpu: &Gpu,
+        encoder: &mut wgpu::CommandEncoder,
+        batch: &Batch,
+        data: &wgpu::Buffer,
+    ) -> Result<(RunStats, Recorded)> {
+        let mode = self.resolved_mode(gpu)?;
+        let ex = expand(batch, data.size() / 4)?;
+        let plan = ex
+            .graph
+            .plan()
+            .map_err(|e| Error::InvalidInput(e.to_string()))?;
+        let lay = lay_out(&ex, &plan);
+        let mut stats = RunStats {
+            mode,
+            tasks: batch.tasks.len(),
+            phases: ex.phases.len(),
+            launches: plan.launches.len(),
+            blocks: plan.slots(),
+            ..RunStats::default()
+        };
+        let plan_buf = transfer::buffer_from(gpu, "merged plan", &lay.plan_words)?;
+        let state = transfer::storage_buffer(gpu, "merged state", lay.state_words * 4)?;
+        let args_bytes: &[u8] = bytemuck::cast_slice(&lay.args_words);
+        let args = gpu.checked(|| {
+            gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("merged resume args"),
+                size: transfer::align_to(args_bytes.len() as u64, 16).max(16),
+                usage: wgpu::BufferUsages::STORAGE
+                    | wgpu::BufferUsages::INDIRECT
+                    | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            })
+        })?;
+        transfer::upload(gpu, &args, 0, args_bytes)?;
+        // resume dispatches read `args` as INDIRECT, so they bind a stand-in for it (they never
+        // defer, so never write it)
+        let no_args = transfer::storage_buffer(gpu, "merged resume no args", 16)?;
+        let mut params = ParamBlocks::new(gpu);
+        // (pipeline cap, params offset, how to dispatch)
+        enum Launch {
+            Groups(u32),
+            Indirect(u64),
+        }
+        let mut dispatches: Vec<(u32, u32, Launch)> = Vec::new();
+        for l in &lay.launches {
+            match mode {
+                Mode::Safe => {
+                    for r in &l.levels {
+                        let p = Params {
+                            mode: MODE_LEVEL,
+                            begin: r.start,
+                            end: r.end,
+                            ..l.base
+                        };
+                        dispatches.push((l.cap, params.push(&p), Launch::Groups(r.end - r.start)));
+                    }
+                }
+                _ => {
+                    let p = Params {
+                        mode: MODE_MERGED,
+                        ..l.base
+                    };
+                    dispatches.push((l.cap, params.push(&p), Launch::Groups(l.slots)));
+                    for (level, r) in l.levels.iter().enumerate() {
+                        let p = Params {
+                            mode: MODE_RESUME,
+                            begin: r.start,
+                            level: level as u32,
+                            ..l.base
+                        };
+                        let at = (l.base.args_at as u64 + 3 * level as u64) * 4;
+                        dispatches.push((l.cap, params.push(&p), Launch::Indirect(at)));
+                    }
+                }
+            }
+        }
+        let params = params.finish(gpu, "merged params");
+        stats.dispatches = dispatches.len();
+        let pipelines: HashMap<u32, Arc<wgpu::ComputePipeline>> = lay
+            .launches
+            .iter()
+            .map(|l| Ok((l.cap, self.pipeline(gpu, l.cap)?)))
+            .collect::<Result<_>>()?;
+        gpu.checked(|| {
+            let with_args = self
+                .layout
+                .bind(gpu, &[&params, &plan_buf, &state, &args, data]);
+            let without_args = self
+                .layout
+                .bind(gpu, &[&params, &plan_buf, &state, &no_args, data]);
+            encoder.clear_buffer(&state, 0, None);
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("merged launch"),
+                timestamp_writes: None,
+            });
+            for (cap, offset, launch) in &dispatches {
+                let pipeline = &pipelines[cap];
+                match *launch {
+                    Launch::Groups(groups) => {
+                        kernel::dispatch(gpu, &mut pass, pipeline, &with_args, &[*offset], groups)
+                    }
+                    Launch::Indirect(at) => {
+                        pass.set_pipeline(pipeline);
+                        pass.set_bind_group(0, &without_args, &[*offset]);
+                        pass.dispatch_workgroups_indirect(&args, at);
+                    }
+                }
+            }
+        })?;
+        Ok((
+            stats,
+            Recorded {
+                state,
+                dcounts: lay.dcounts,
+            },
+        ))
+    }
+
+    /// Run `batch` on host data (u32 words) and wait: upload, one submit, download.
+    pub fn run_host(&self, gpu: &Gpu, batch: &Batch, data: &mut [u32]) -> Result<RunStats> {
+        if data.len() as u64 * 4 > gpu.max_binding() {
+            return Err(Error::TooLarge(format!(
+                "{} data words exceed one {} MiB binding on {}",
+                data.len(),
+                gpu.max_binding() >> 20,
+                gpu.adapter.name
+            )));
+        }
+        let buf = transfer::buffer_from(gpu, "merged data", data)?;
+        let mut encoder = gpu.device.create_command_encoder(&Default::default());
+        let (mut stats, recorded) = self.record(gpu, &mut encoder, batch, &buf)?;
+        gpu.queue.submit([encoder.finish()]);
+        gpu.wait()?;
+        transfer::download(gpu, &buf, 0, bytemuck::cast_slice_mut(data))?;
+        stats.deferred = recorded.deferred(gpu)?;
+        Ok(stats)
+    }
+}
+
+/// What a recording leaves to inspect after it ran.
+pub struct Recorded {
+    state: wgpu::Buffer,
+    dcounts: Vec<(u32, u32)>,
+}
+
+impl Recorded {
+    /// Blocks the merged launches deferred to their resume dispatches (after the work is done).
+    pub fn deferred(&self, gpu: &Gpu) -> Result<u64> {
+        let mut total = 0;
+        for &(at, levels) in &self.dcounts {
+            let mut counts = vec![0u32; levels as usize];
+            transfer::download(
+                gpu,
+                &self.state,
+                at as u64 * 4,
+                bytemuck::cast_slice_mut(&mut counts),
+            )?;
+            total += counts.iter().map(|&c| c as u64).sum::<u64>();
+        }
+        Ok(total)
+    }
+}
+
+fn cast<T: bytemuck::Pod>(words: &[u32]) -> &[T] {
+    bytemuck::cast_slice(words)
+}
+
+fn words_of<T: bytemuck::Pod>(values: &[T]) -> Vec<u32> {
+    bytemuck::cast_slice(values).to_vec()
+}
+
+/// The CPU reference of a batch: each task in dependency order on a copy of `data`.
+pub fn reference(batch: &Batch, data: &[u32]) -> Vec<u32> {
+    use crate::cpu::{keys::sorted, scan::scan};
+    let mut out = data.to_vec();
+    let mut g = TaskGraph::default();
+    for t in &batch.tasks {
+        g.add(Task {
+            name: String::new(),
+            blocks: 1,
+            workgroup_memory: 0,
+            deps: t.deps.clone(),
+        });
+    }
+    let order = g.topological_order().expect("an acyclic batch");
+    for i in order {
+        let t = &batch.tasks[i];
+        let region = &mut out[t.offset as usize..(t.offset + t.n) as usize];
+        match t.work {
+            Work::Sort {
+                key_type,
+                descending,
+            } => {
+                let order = crate::SortOrder {
+                    descending,
+                    segment_size: None,
+                };
+                let sorted: Vec<u32> = match key_type {
+                    KeyType::F32 => words_of(&sorted(cast::<f32>(region), order)),
+                    KeyType::I32 => words_of(&sorted(cast::<i32>(region), order)),
+                    _ => sorted::<u32>(region, order),
+                };
+                region.copy_from_slice(&sorted);
+            }
+            Work::Scan {
+                key_type,
+                op,
+                inclusive,
+            } => {
+                let scanned: Vec<u32> = match key_type {
+                    KeyType::F32 => words_of(&scan(cast::<f32>(region), op, inclusive)),
+                    KeyType::I32 => words_of(&scan(cast::<i32>(region), op, inclusive)),
+                    _ => scan::<u32>(region, op, inclusive),
+                };
+                region.copy_from_slice(&scanned);
+            }
+        }
+    }
+    out
+}
+
+/// The self-test: chains of multi-block sorts and scans over shared regions, so a block that ran
+/// before its producer finished would change the result.
+fn self_test_batch() -> (Batch, Vec<u32>) {
+    let n = 3 * MAX_CAP + 123;
+    let data = crate::bench::random_u32(2 * n as usize, 7);
+    let mut b = Batch::default();
+    let sort = Work::Sort {
+        key_type: KeyType::U32,
+        descending: false,
+    };
+    let scan = Work::Scan {
+        key_type: KeyType::U32,
+        op: ScanOp::Xor,
+        inclusive: true,
+    };
+    let a = b.add(sort, 0, n, &[]);
+    let c = b.add(scan, 0, n, &[a]);
+    let d = b.add(sort, n, n, &[]);
+    b.add(scan, n, n, &[c, d]);
+    (b, data)
+}

@@ -1,0 +1,329 @@
+// The merged launch (METHODS.md method 5): one dispatch runs the blocks of many tasks. Each
+// workgroup takes a ticket from an atomic counter when it starts and looks its work up in the
+// mapping table by ticket (the table lists producers first), so it only ever waits on blocks that
+// already started. A block of a task with dependencies first waits, on one invocation, for each
+// producer task's mark: one atomic u32 per task packing the count of finished blocks with a
+// DEFERRED bit. Waits are bounded (SPIN_LIMIT reads); a block whose wait runs out, or whose
+// producer was deferred, does no work: it sets its own task's DEFERRED bit (so its dependants
+// give up at once) and appends itself to its level's deferred list, whose length is also the
+// workgroup count of an indirect "resume" dispatch the host records after the merged one, one
+// per dependency level, in order. By the time level l resumes, every level below it has
+// finished, so resumed blocks never wait. Safe mode runs the same blocks with one plain dispatch
+// per level and no waits at all.
+//
+// The method's per-block completion flags, with the task's last block waiting on all of them
+// before setting the task mark, become one atomicAdd per block on the task's mark: the same
+// information with no waiting on the producer side.
+//
+// Memory ordering: WGSL atomics are relaxed, so data crosses workgroups through atomic loads and
+// stores (which do not stop in a non-coherent cache), and a storageBarrier (device-scope
+// acquire/release in naga's SPIR-V) separates a block's data writes from its mark and a waiting
+// block's mark read from its data reads.
+//
+// Kernel families, per task `kind` (the CPU twins: sort = cpu::bitonic / slice sort with the key
+// order of cpu::keys, scan = cpu::scan):
+//   0 sort_local   sort each CAP-word block ascending (the "all ascending" bitonic form of
+//                  bitonic.wgsl), keys encoded to their sortable words on load
+//   1 sort_global  one global step of a stage (partners CAP or more apart), CAP/2 pairs a block
+//   2 sort_merge   the steps of a stage below CAP inside one block
+//   3 scan_reduce  a block's aggregate into the task's partials
+//   4 scan_apply   a block's scan, after the aggregates of the blocks before it
+// A sort's last phase decodes the keys on store. Positions past a task's end behave as +inf.
+//
+// Host-prepended constants: CAP (words of workgroup memory per block, a power of two), WG,
+// SPIN_LIMIT, MAX_GROUPS (largest indirect dispatch width). Composed before this file:
+// common/grid.wgsl, common/keyorder.wgsl, common/scanop.wgsl.
+
+const MODE_MERGED: u32 = 0u;
+const MODE_LEVEL: u32 = 1u;
+const MODE_RESUME: u32 = 2u;
+
+const KIND_SORT_LOCAL: u32 = 0u;
+const KIND_SORT_GLOBAL: u32 = 1u;
+const KIND_SORT_MERGE: u32 = 2u;
+const KIND_SCAN_REDUCE: u32 = 3u;
+
+const FLAG_MIRROR: u32 = 1u;      // sort_global: the stage's mirrored first step
+const FLAG_ENCODE: u32 = 2u;      // sort: the first phase encodes keys on load
+const FLAG_DECODE: u32 = 4u;      // sort: the last phase decodes keys on store
+const FLAG_DESCENDING: u32 = 8u;
+const FLAG_INCLUSIVE: u32 = 1u;   // scan_apply
+const FLAG_FAIL: u32 = 0x10000u;  // tests: the block defers in the merged launch, as if it failed
+
+const DEFERRED: u32 = 0x80000000u;
+const TASK_WORDS: u32 = 12u;
+const PER_INVOCATION: u32 = CAP / WG;
+
+struct Params {
+    mode: u32,
+    begin: u32,        // level mode: first slot; resume: first deferred-list entry of the level
+    end: u32,          // merged and level modes: one past the last slot
+    level: u32,        // resume mode
+    tasks_at: u32,     // plan words: task descriptors, dependency lists, mapping table
+    deps_at: u32,
+    table_at: u32,
+    ticket_at: u32,    // state words: ticket, task marks, deferred counts and lists, partials
+    marks_at: u32,
+    dcount_at: u32,
+    dlist_at: u32,
+    partials_at: u32,
+    args_at: u32,      // args words: this launch's (x, 1, 1) per level
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
+}
+
+struct Task {
+    kind: u32,
+    offset: u32,       // first data word
+    n: u32,            // words
+    blocks: u32,
+    a: u32,            // sort_local: last stage; scan: operator code
+    b: u32,            // sort_global: step distance; scan: identity
+    flags: u32,        // FLAG_*; bits 8..11: key kind (keyorder.wgsl)
+    dep_begin: u32,
+    dep_count: u32,
+    partial: u32,      // scan: first of the task's `blocks` partials
+    level: u32,
+    defer_base: u32,   // the level's first deferred-list entry
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> plan: array<u32>;
+@group(0) @binding(2) var<storage, read_write> state: array<atomic<u32>>;
+@group(0) @binding(3) var<storage, read_write> args: array<atomic<u32>>;
+@group(0) @binding(4) var<storage, read_write> data: array<atomic<u32>>;
+
+var<workgroup> tile: array<u32, CAP>;
+var<workgroup> sums: array<u32, WG>;
+var<workgroup> ticket_wg: u32;
+var<workgroup> go_wg: u32;
+
+fn task(t: u32) -> Task {
+    let w = p.tasks_at + t * TASK_WORDS;
+    return Task(plan[w], plan[w + 1u], plan[w + 2u], plan[w + 3u], plan[w + 4u], plan[w + 5u],
+                plan[w + 6u], plan[w + 7u], plan[w + 8u], plan[w + 9u], plan[w + 10u],
+                plan[w + 11u]);
+}
+
+// One invocation: 1 when every producer of `d` has finished, 0 when one was deferred or the
+// bounded wait ran out.
+fn producers_done(d: Task) -> u32 {
+    for (var i = 0u; i < d.dep_count; i++) {
+        let dep = plan[p.deps_at + d.dep_begin + i];
+        let need = plan[p.tasks_at + dep * TASK_WORDS + 3u];
+        var reads = 0u;
+        loop {
+            let mark = atomicLoad(&state[p.marks_at + dep]);
+            if ((mark & DEFERRED) != 0u) { return 0u; }
+            if (mark >= need) { break; }
+            reads++;
+            if (reads >= SPIN_LIMIT) { return 0u; }
+        }
+    }
+    return 1u;
+}
+
+// One invocation: leave block `slot` of task `t` to the resume dispatch of its level.
+fn defer_slot(slot: u32, t: u32, d: Task) {
+    atomicOr(&state[p.marks_at + t], DEFERRED);
+    let i = atomicAdd(&state[p.dcount_at + d.level], 1u);
+    atomicStore(&state[p.dlist_at + d.defer_base + i], slot);
+    atomicMax(&args[p.args_at + 3u * d.level], min(i + 1u, MAX_GROUPS));
+}
+
+// Inclusive scan of one word per invocation over the workgroup; sums[WG - 1] is the total.
+fn wg_inclusive(op: u32, li: u32, v: u32) -> u32 {
+    workgroupBarrier();
+    sums[li] = v;
+    for (var o = 1u; o < WG; o = o << 1u) {
+        workgroupBarrier();
+        var x = sums[li];
+        if (li >= o) { x = scan_op(op, sums[li - o], x); }
+        workgroupBarrier();
+        sums[li] = x;
+    }
+    workgroupBarrier();
+    return sums[li];
+}
+
+fn key_kind(d: Task) -> u32 { return (d.flags >> 8u) & 15u; }
+
+// Words [0, span) of the tile from block words [base, base + count), the rest +inf.
+fn load_keys(d: Task, base: u32, count: u32, span: u32, li: u32) {
+    let encode = (d.flags & FLAG_ENCODE) != 0u;
+    let descending = (d.flags & FLAG_DESCENDING) != 0u;
+    for (var i = li; i < span; i += WG) {
+        var w = INF;
+        if (i < count) {
+            w = atomicLoad(&data[base + i]);
+            if (encode) { w = key_encode(key_kind(d), descending, w, 0u).x; }
+        }
+        tile[i] = w;
+    }
+}
+
+fn store_keys(d: Task, base: u32, count: u32, li: u32) {
+    let decode = (d.flags & FLAG_DECODE) != 0u;
+    let descending = (d.flags & FLAG_DESCENDING) != 0u;
+    for (var i = li; i < count; i += WG) {
+        var w = tile[i];
+        if (decode) { w = key_decode(key_kind(d), descending, w, 0u).x; }
+        atomicStore(&data[base + i], w);
+    }
+}
+
+// Pair q of a step at distance j: the lower index, and its partner (the mirror for a stage's
+// first step, else i + j). The smaller word goes to the lower index.
+fn pair(q: u32, j: u32, mirror: bool) -> vec2<u32> {
+    let lj = firstTrailingBit(j);
+    let i = ((q >> lj) << (lj + 1u)) | (q & (j - 1u));
+    return vec2<u32>(i, select(i | j, i ^ (2u * j - 1u), mirror));
+}
+
+fn tile_step(span: u32, j: u32, mirror: bool, li: u32) {
+    workgroupBarrier();
+    for (var q = li; q < span / 2u; q += WG) {
+        let ij = pair(q, j, mirror);
+        let x = tile[ij.x];
+        let y = tile[ij.y];
+        if (x > y) { tile[ij.x] = y; tile[ij.y] = x; }
+    }
+}
+
+fn block_count(d: Task, b: u32) -> u32 { return min(CAP, d.n - min(d.n, b * CAP)); }
+
+fn sort_local(d: Task, b: u32, li: u32) {
+    let base = d.offset + b * CAP;
+    let count = block_count(d, b);
+    let span = d.a; // the last stage: the block, or the next power of two of a short task
+    load_keys(d, base, count, span, li);
+    for (var k = 2u; k <= span; k = k << 1u) {
+        for (var j = k >> 1u; j > 0u; j = j >> 1u) { tile_step(span, j, j == (k >> 1u), li); }
+    }
+    workgroupBarrier();
+    store_keys(d, base, count, li);
+}
+
+fn sort_merge(d: Task, b: u32, li: u32) {
+    let base = d.offset + b * CAP;
+    let count = block_count(d, b);
+    load_keys(d, base, count, CAP, li);
+    for (var j = CAP >> 1u; j > 0u; j = j >> 1u) { tile_step(CAP, j, false, li); }
+    workgroupBarrier();
+    store_keys(d, base, count, li);
+}
+
+fn sort_global(d: Task, b: u32, li: u32) {
+    let mirror = (d.flags & FLAG_MIRROR) != 0u;
+    let first = b * (CAP / 2u);
+    for (var q = first + li; q < first + CAP / 2u; q += WG) {
+        let ij = pair(q, d.b, mirror);
+        if (ij.y < d.n) {
+            let x = atomicLoad(&data[d.offset + ij.x]);
+            let y = atomicLoad(&data[d.offset + ij.y]);
+            if (x > y) {
+                atomicStore(&data[d.offset + ij.x], y);
+                atomicStore(&data[d.offset + ij.y], x);
+            }
+        }
+    }
+}
+
+fn scan_reduce(d: Task, b: u32, li: u32) {
+    let base = d.offset + b * CAP;
+    let count = block_count(d, b);
+    var acc = d.b;
+    for (var i = li; i < count; i += WG) { acc = scan_op(d.a, acc, atomicLoad(&data[base + i])); }
+    let total = wg_inclusive(d.a, li, acc);
+    if (li == WG - 1u) { atomicStore(&state[p.partials_at + d.partial + b], total); }
+}
+
+fn scan_apply(d: Task, b: u32, li: u32) {
+    let op = d.a;
+    let identity = d.b;
+    // everything before this block: the aggregates of blocks 0..b
+    var acc = identity;
+    for (var i = li; i < b; i += WG) {
+        acc = scan_op(op, acc, atomicLoad(&state[p.partials_at + d.partial + i]));
+    }
+    _ = wg_inclusive(op, li, acc);
+    let carry = sums[WG - 1u];
+    let base = d.offset + b * CAP;
+    let count = block_count(d, b);
+    for (var i = li; i < CAP; i += WG) { // coalesced
+        var w = identity;
+        if (i < count) { w = atomicLoad(&data[base + i]); }
+        tile[i] = w;
+    }
+    workgroupBarrier();
+    // each invocation scans its own PER_INVOCATION consecutive words
+    let first = li * PER_INVOCATION;
+    var run = identity;
+    for (var k = 0u; k < PER_INVOCATION; k++) {
+        run = scan_op(op, run, tile[first + k]);
+        tile[first + k] = run;
+    }
+    _ = wg_inclusive(op, li, run);
+    var before = carry;
+    if (li > 0u) { before = scan_op(op, carry, sums[li - 1u]); }
+    let keep_inclusive = (d.flags & FLAG_INCLUSIVE) != 0u;
+    var prev = before;
+    for (var k = 0u; k < PER_INVOCATION; k++) {
+        let s = tile[first + k];
+        let out = scan_op(op, before, s);
+        tile[first + k] = select(prev, out, keep_inclusive);
+        prev = out;
+    }
+    workgroupBarrier();
+    for (var i = li; i < count; i += WG) { atomicStore(&data[base + i], tile[i]); }
+}
+
+fn run_slot(slot: u32, merged: bool, li: u32) {
+    let t = plan[p.table_at + 2u * slot];
+    let b = plan[p.table_at + 2u * slot + 1u];
+    let d = task(t);
+    if (merged) {
+        if (li == 0u) {
+            go_wg = select(producers_done(d), 0u, (d.flags & FLAG_FAIL) != 0u);
+        }
+        if (workgroupUniformLoad(&go_wg) == 0u) {
+            if (li == 0u) { defer_slot(slot, t, d); }
+            return;
+        }
+        storageBarrier(); // acquire: the producers' data after their marks
+    }
+    switch d.kind {
+        case 0u: { sort_local(d, b, li); }
+        case 1u: { sort_global(d, b, li); }
+        case 2u: { sort_merge(d, b, li); }
+        case 3u: { scan_reduce(d, b, li); }
+        default: { scan_apply(d, b, li); }
+    }
+    storageBarrier(); // release: every invocation's data before the mark
+    if (li == 0u) { atomicAdd(&state[p.marks_at + t], 1u); }
+}
+
+@compute @workgroup_size(WG)
+fn run(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+       @builtin(local_invocation_index) li: u32) {
+    if (p.mode == MODE_MERGED) {
+        if (li == 0u) { ticket_wg = atomicAdd(&state[p.ticket_at], 1u); }
+        let slot = workgroupUniformLoad(&ticket_wg);
+        if (slot >= p.end) { return; }
+        run_slot(slot, true, li);
+    } else if (p.mode == MODE_LEVEL) {
+        let slot = p.begin + linear_workgroup(wid, nwg);
+        if (slot >= p.end) { return; }
+        run_slot(slot, false, li);
+    } else {
+        // MODE_RESUME: the level's deferred blocks, strided over the indirect grid
+        if (li == 0u) { ticket_wg = atomicLoad(&state[p.dcount_at + p.level]); }
+        let count = workgroupUniformLoad(&ticket_wg);
+        for (var i = wid.x; i < count; i += nwg.x) {
+            if (li == 0u) { go_wg = atomicLoad(&state[p.dlist_at + p.begin + i]); }
+            let slot = workgroupUniformLoad(&go_wg);
+            run_slot(slot, false, li);
+        }
+    }
+}
