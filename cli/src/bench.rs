@@ -5,6 +5,8 @@
 //! (sort_unstable, and rayon's par_sort_unstable on all cores). GPU cases are GPU-resident and
 //! timed with GPU timestamps where the device has them. Every GPU result is checked once.
 
+mod sched;
+
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -23,7 +25,7 @@ pub struct BenchArgs {
     /// Small sizes and few repetitions (under a minute on a software adapter).
     #[arg(long)]
     pub quick: bool,
-    /// Suites to run: sort, scan, transfer, stencil.
+    /// Suites to run: sort, scan, transfer, stencil, sched.
     #[arg(long, value_delimiter = ',', default_value = "sort")]
     pub suite: Vec<String>,
     /// Sizes as powers of two, e.g. 16,20,24 (default 16..26 step 2; quick: 12,14,16).
@@ -32,6 +34,9 @@ pub struct BenchArgs {
     /// Timed repetitions per case (after one warm-up).
     #[arg(long)]
     pub reps: Option<usize>,
+    /// Tasks per case of the sched suite (default 1000; quick: 100).
+    #[arg(long)]
+    pub tasks: Option<usize>,
     /// Skip the CPU baselines of the sort and scan suites.
     #[arg(long)]
     pub gpu_only: bool,
@@ -75,9 +80,9 @@ fn measure(reps: usize, mut f: impl FnMut() -> Result<f64, CliError>) -> Result<
 
 pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
     for s in &args.suite {
-        if !["sort", "scan", "transfer", "stencil"].contains(&s.as_str()) {
+        if !["sort", "scan", "transfer", "stencil", "sched"].contains(&s.as_str()) {
             return Err(CliError::usage(format!(
-                "unknown suite '{s}' (available: sort, scan, transfer, stencil)"
+                "unknown suite '{s}' (available: sort, scan, transfer, stencil, sched)"
             )));
         }
     }
@@ -127,6 +132,20 @@ pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
     }
     if args.suite.iter().any(|s| s == "stencil") {
         cases.extend(stencil_suite(&ctx, &sizes_for(&[24, 28]))?);
+    }
+    if args.suite.iter().any(|s| s == "sched") {
+        let tasks = args
+            .tasks
+            .unwrap_or(if args.quick { 100 } else { 1000 })
+            .max(1);
+        let sizes = if !args.sizes.is_empty() {
+            args.sizes.clone()
+        } else if args.quick {
+            vec![12, 14]
+        } else {
+            vec![12, 16]
+        };
+        cases.extend(sched::suite(&ctx, tasks, &sizes)?);
     }
     bar.finish_and_clear();
     let report = Report {
@@ -814,7 +833,8 @@ fn rows(r: &Report) -> Vec<[String; 7]> {
         .collect()
 }
 
-/// "relative time": in the sort suite, over the vectorised bitonic sort's; in the scan suite,
+/// "relative time": in the sort suite, over the vectorised bitonic sort's; in the sched suite,
+/// over the merged launch's; in the scan suite,
 /// over the copy's.
 const HEADER: [&str; 7] = [
     "n",

@@ -7,6 +7,7 @@ pub mod error;
 pub mod files;
 pub mod fuzzing;
 pub mod info;
+pub mod many;
 pub mod progress;
 pub mod scan;
 pub mod sort;

@@ -13,7 +13,7 @@ use gpusort_core::{Gpu, KeyType, SortKey};
 use crate::error::{CliError, CliResult};
 use crate::files::{check_extra_output, open_values, resolve_output, Format, Input, Output};
 use crate::sort::Dtype;
-use crate::{for_dtype, progress, Global};
+use crate::{for_dtype, many, progress, Global};
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
 pub enum Op {
@@ -41,11 +41,16 @@ impl From<Op> for ScanOp {
 /// Input, output and checking flags the three commands share.
 #[derive(clap::Args, Debug)]
 pub struct Io {
-    /// Input: raw little-endian binary (needs --dtype) or .npy (1-D, C order).
-    pub input: PathBuf,
+    /// Inputs: raw little-endian binary (needs --dtype) or .npy (1-D, C order). Several inputs
+    /// run as one job and need --out-dir.
+    #[arg(required = true, value_name = "INPUT")]
+    pub inputs: Vec<PathBuf>,
     /// Output file (the input's format). Default: INPUT's name with a suffix before the extension.
     #[arg(short, long)]
     pub output: Option<PathBuf>,
+    /// Write each result to DIR under its input's file name.
+    #[arg(long, value_name = "DIR")]
+    pub out_dir: Option<PathBuf>,
     /// Element type of a raw input; for .npy it must match the header if given.
     #[arg(long, value_enum)]
     pub dtype: Option<Dtype>,
@@ -117,11 +122,12 @@ fn prepare(
     values: Option<&Path>,
     values_out: Option<&Path>,
 ) -> Result<Prepared, CliError> {
-    let input = Input::open(&io.input, io.dtype.map(Into::into))?;
-    let dest = resolve_output(&io.input, io.output.as_deref(), false, suffix)?;
+    let path = &io.inputs[0];
+    let input = Input::open(path, io.dtype.map(Into::into))?;
+    let dest = resolve_output(path, io.output.as_deref(), false, suffix)?;
     let values = values.map(|p| open_values(p, &input)).transpose()?;
     if let Some(p) = values_out {
-        check_extra_output(p, &io.input)?;
+        check_extra_output(p, path)?;
     }
     Ok(Prepared {
         input,
@@ -130,20 +136,32 @@ fn prepare(
     })
 }
 
-fn start(
+/// The GPU and the scan kernels, started once per command.
+struct Device {
+    gpu: Gpu,
+    scanner: Scanner,
+}
+
+impl Device {
+    fn start(g: &Global) -> Result<Device, CliError> {
+        let gpu = g.gpu()?;
+        let scanner = Scanner::new(&gpu)?;
+        Ok(Device { gpu, scanner })
+    }
+}
+
+fn start<'a>(
     g: &Global,
     what: &str,
     p: &Prepared,
-) -> Result<(indicatif::ProgressBar, Gpu, Scanner), CliError> {
+    dev: &'a Device,
+) -> (indicatif::ProgressBar, &'a Gpu, &'a Scanner) {
     let bar = progress::spinner(g.progress, g.quiet);
-    bar.set_message("starting the GPU");
-    let gpu = g.gpu()?;
-    let scanner = Scanner::new(&gpu)?;
     bar.set_message(format!(
         "{what} {} {} elements on {}",
-        p.input.len, p.input.dtype, gpu.adapter.name
+        p.input.len, p.input.dtype, dev.gpu.adapter.name
     ));
-    Ok((bar, gpu, scanner))
+    (bar, &dev.gpu, &dev.scanner)
 }
 
 fn write(p: &Prepared, dtype: KeyType, data: &[u8]) -> CliResult {
@@ -162,23 +180,144 @@ fn write_values(values_out: Option<&Path>, v: Option<Vec<u32>>) -> CliResult {
     Ok(())
 }
 
-pub fn run_scan(g: &Global, a: &ScanArgs) -> CliResult {
-    let p = prepare(&a.io, "scan", None, None)?;
-    let op: ScanOp = a.op.into();
-    if op.code(p.input.dtype).is_none() {
+fn check_op(op: Op, dtype: KeyType) -> CliResult {
+    if ScanOp::from(op).code(dtype).is_none() {
         return Err(CliError::usage(format!(
-            "a {:?} scan of {} is not supported (integers u32/i32: add, max, min, and, or, xor; f32: add)",
-            a.op, p.input.dtype
+            "a {op:?} scan of {dtype} is not supported (integers u32/i32: add, max, min, and, or, xor; f32: add)"
         )));
     }
-    for_dtype!(p.input.dtype, scan_typed(g, a, &p, op); u32, i32, f32)
+    Ok(())
+}
+
+pub fn run_scan(g: &Global, a: &ScanArgs) -> CliResult {
+    if many::is_many(&a.io.inputs, a.io.out_dir.as_deref()) {
+        return scan_many(g, a);
+    }
+    let p = prepare(&a.io, "scan", None, None)?;
+    check_op(a.op, p.input.dtype)?;
+    for_dtype!(p.input.dtype, scan_typed(g, a, &p, a.op.into()); u32, i32, f32)
+}
+
+/// Files up to this many elements are scanned together in the scheduler's merged launch when a
+/// job has several; larger ones go one by one through the single-pass scan, which reads and
+/// writes each element once (the merged scan reads twice).
+pub const MERGED_SCAN_MAX: usize = 1 << 20;
+
+/// `gpusort scan a b c --out-dir DIR`.
+fn scan_many(g: &Global, a: &ScanArgs) -> CliResult {
+    many::reject_single_file_flags(&[("-o/--output", a.io.output.is_some())])?;
+    let files = many::open_all(
+        &a.io.inputs,
+        a.io.dtype.map(Into::into),
+        a.io.out_dir.as_deref(),
+        false,
+    )?;
+    for input in &files.inputs {
+        check_op(a.op, input.dtype)?;
+    }
+    let start = Instant::now();
+    let bar = progress::bar(g.progress, g.quiet, files.inputs.len() as u64, "files");
+    let gpu = g.gpu()?;
+    let sched = gpusort_core::schedule::Scheduler::new(&gpu)?;
+    let lens: Vec<usize> = files.inputs.iter().map(|i| i.len).collect();
+    let (small, large): (Vec<usize>, Vec<usize>) =
+        (0..files.inputs.len()).partition(|&f| lens[f] <= MERGED_SCAN_MAX);
+    for batch in many::batches(&small, &lens, gpu.max_binding() / 4) {
+        let inputs: Vec<&Input> = batch.iter().map(|&f| &files.inputs[f]).collect();
+        let (results, _) = many::run_batch(&gpu, &sched, &inputs, |input, offset| {
+            let work = gpusort_core::schedule::Work::Scan {
+                key_type: input.dtype,
+                op: a.op.into(),
+                inclusive: !a.exclusive,
+            };
+            vec![(work, offset, input.len as u32)]
+        })?;
+        for (&f, words) in batch.iter().zip(&results) {
+            let input = &files.inputs[f];
+            if a.io.verify {
+                let data: Vec<u32> = input.to_vec();
+                verify_scan_words(input.dtype, &data, words, a.op.into(), !a.exclusive)?;
+            }
+            Output::write_all(
+                &files.dests[f],
+                input.format,
+                input.dtype,
+                bytemuck::cast_slice(words),
+            )?;
+            bar.inc(1);
+        }
+    }
+    if !large.is_empty() {
+        let scanner = Scanner::new(&gpu)?;
+        for &f in &large {
+            let input = &files.inputs[f];
+            let dest = &files.dests[f];
+            (|| for_dtype!(input.dtype, scan_file(&gpu, &scanner, a, input, dest); u32, i32, f32))(
+            )?;
+            bar.inc(1);
+        }
+    }
+    bar.finish_and_clear();
+    note(
+        g,
+        format!(
+            "scanned {} files in {:.3} s: {} together in merged GPU launches, {} one by one{}",
+            files.inputs.len(),
+            start.elapsed().as_secs_f64(),
+            small.len(),
+            large.len(),
+            if a.io.verify { " (verified)" } else { "" }
+        ),
+    );
+    Ok(())
+}
+
+/// One file through the single-pass scan (many-file jobs' large files).
+fn scan_file<T: SortKey>(
+    gpu: &Gpu,
+    scanner: &Scanner,
+    a: &ScanArgs,
+    input: &Input,
+    dest: &Path,
+) -> CliResult {
+    let data: Vec<T> = input.to_vec();
+    let out = scanner.scan(gpu, &data, a.op.into(), !a.exclusive)?;
+    if a.io.verify {
+        verify_scan(&data, &out, a.op.into(), !a.exclusive)?;
+    }
+    Output::write_all(dest, input.format, T::TYPE, bytemuck::cast_slice(&out))
+}
+
+fn verify_scan_words(
+    dtype: KeyType,
+    data: &[u32],
+    out: &[u32],
+    op: ScanOp,
+    inclusive: bool,
+) -> CliResult {
+    match dtype {
+        KeyType::F32 => verify_scan::<f32>(
+            bytemuck::cast_slice(data),
+            bytemuck::cast_slice(out),
+            op,
+            inclusive,
+        ),
+        KeyType::I32 => verify_scan::<i32>(
+            bytemuck::cast_slice(data),
+            bytemuck::cast_slice(out),
+            op,
+            inclusive,
+        ),
+        _ => verify_scan::<u32>(data, out, op, inclusive),
+    }
 }
 
 fn scan_typed<T: SortKey>(g: &Global, a: &ScanArgs, p: &Prepared, op: ScanOp) -> CliResult {
-    let (bar, gpu, scanner) = start(g, "scanning", p)?;
+    let dev = Device::start(g)?;
+    let (bar, gpu, scanner) = start(g, "scanning", p, &dev);
     let t = Instant::now();
     let data: Vec<T> = p.input.to_vec();
-    let out = scanner.scan(&gpu, &data, op, !a.exclusive)?;
+    let out = scanner.scan(gpu, &data, op, !a.exclusive)?;
     if a.io.verify {
         verify_scan(&data, &out, op, !a.exclusive)?;
     }
@@ -230,6 +369,33 @@ fn verify_scan<T: SortKey>(data: &[T], out: &[T], op: ScanOp, inclusive: bool) -
     }
 }
 
+/// Partition or compaction of many files: every input opened and every destination checked
+/// first, then one file after another on one GPU context. (The merged launch has no partition
+/// kernel yet; each file is one single-pass partition or compaction.) Prints "COUNT<TAB>INPUT"
+/// per file.
+fn each_file(
+    g: &Global,
+    io: &Io,
+    mut run: impl FnMut(&Prepared, &Device) -> CliResult,
+) -> CliResult {
+    let files = many::open_all(
+        &io.inputs,
+        io.dtype.map(Into::into),
+        io.out_dir.as_deref(),
+        false,
+    )?;
+    let dev = Device::start(g)?;
+    for (input, dest) in files.inputs.into_iter().zip(files.dests) {
+        let p = Prepared {
+            input,
+            dest,
+            values: None,
+        };
+        run(&p, &dev)?;
+    }
+    Ok(())
+}
+
 /// `--verify` for partition and compaction: the GPU's elements and payload, bit for bit.
 fn check_same<T: SortKey>(
     what: &str,
@@ -248,6 +414,15 @@ fn check_same<T: SortKey>(
     Ok(())
 }
 
+/// The split index or kept count on stdout: alone for one file, with the input's path for many.
+fn print_count(many: bool, count: usize, p: &Prepared) {
+    if many {
+        println!("{count}\t{}", p.input.path.display());
+    } else {
+        println!("{count}");
+    }
+}
+
 fn note(g: &Global, s: String) {
     if !g.quiet {
         eprintln!("{s}");
@@ -255,26 +430,39 @@ fn note(g: &Global, s: String) {
 }
 
 pub fn run_partition(g: &Global, a: &PartitionArgs) -> CliResult {
+    if many::is_many(&a.io.inputs, a.io.out_dir.as_deref()) {
+        many::reject_single_file_flags(&[
+            ("-o/--output", a.io.output.is_some()),
+            ("--values", a.values.is_some()),
+        ])?;
+        return each_file(
+            g,
+            &a.io,
+            |p, dev| for_dtype!(p.input.dtype, partition_typed(g, a, p, dev); u32, i32, f32, u64, i64, f64),
+        );
+    }
     let p = prepare(
         &a.io,
         "partitioned",
         a.values.as_deref(),
         a.values_out.as_deref(),
     )?;
-    for_dtype!(p.input.dtype, partition_typed(g, a, &p); u32, i32, f32, u64, i64, f64)
+    let dev = Device::start(g)?;
+    for_dtype!(p.input.dtype, partition_typed(g, a, &p, &dev); u32, i32, f32, u64, i64, f64)
 }
 
 fn partition_typed<T: SortKey + FromStr + PartialEq>(
     g: &Global,
     a: &PartitionArgs,
     p: &Prepared,
+    dev: &Device,
 ) -> CliResult {
     let pivot: T = parse_pivot(&a.pivot)?;
-    let (bar, gpu, scanner) = start(g, "partitioning", p)?;
+    let (bar, gpu, scanner) = start(g, "partitioning", p, dev);
     let data: Vec<T> = p.input.to_vec();
     let values: Option<Vec<u32>> = p.values.as_ref().map(|v| v.to_vec());
     let pred = Predicate::Below(pivot);
-    let (out, vals, split) = scanner.partition(&gpu, &data, values.as_deref(), pred)?;
+    let (out, vals, split) = scanner.partition(gpu, &data, values.as_deref(), pred)?;
     if a.io.verify {
         let (want, wvals, wsplit) = reference::partition(&data, values.as_deref(), &pred);
         check_same("partition", &out, &want, &vals, &wvals)?;
@@ -287,7 +475,7 @@ fn partition_typed<T: SortKey + FromStr + PartialEq>(
     write(p, T::TYPE, bytemuck::cast_slice(&out))?;
     write_values(a.values_out.as_deref(), vals)?;
     bar.finish_and_clear();
-    println!("{split}");
+    print_count(a.io.inputs.len() > 1 || a.io.out_dir.is_some(), split, p);
     note(
         g,
         format!(
@@ -301,29 +489,42 @@ fn partition_typed<T: SortKey + FromStr + PartialEq>(
 }
 
 pub fn run_compact(g: &Global, a: &CompactArgs) -> CliResult {
+    if many::is_many(&a.io.inputs, a.io.out_dir.as_deref()) {
+        many::reject_single_file_flags(&[
+            ("-o/--output", a.io.output.is_some()),
+            ("--values", a.values.is_some()),
+        ])?;
+        return each_file(
+            g,
+            &a.io,
+            |p, dev| for_dtype!(p.input.dtype, compact_typed(g, a, p, dev); u32, i32, f32, u64, i64, f64),
+        );
+    }
     let p = prepare(
         &a.io,
         "compacted",
         a.values.as_deref(),
         a.values_out.as_deref(),
     )?;
-    for_dtype!(p.input.dtype, compact_typed(g, a, &p); u32, i32, f32, u64, i64, f64)
+    let dev = Device::start(g)?;
+    for_dtype!(p.input.dtype, compact_typed(g, a, &p, &dev); u32, i32, f32, u64, i64, f64)
 }
 
 fn compact_typed<T: SortKey + FromStr + PartialEq>(
     g: &Global,
     a: &CompactArgs,
     p: &Prepared,
+    dev: &Device,
 ) -> CliResult {
     let pred: Predicate<T> = match (&a.below, &a.at_least) {
         (Some(b), _) => Predicate::Below(parse_pivot(b)?),
         (_, Some(x)) => Predicate::AtLeast(parse_pivot(x)?),
         _ => Predicate::NonZero,
     };
-    let (bar, gpu, scanner) = start(g, "compacting", p)?;
+    let (bar, gpu, scanner) = start(g, "compacting", p, dev);
     let data: Vec<T> = p.input.to_vec();
     let values: Option<Vec<u32>> = p.values.as_ref().map(|v| v.to_vec());
-    let (out, vals) = scanner.compact(&gpu, &data, values.as_deref(), pred)?;
+    let (out, vals) = scanner.compact(gpu, &data, values.as_deref(), pred)?;
     if a.io.verify {
         let (want, wvals) = reference::compact(&data, values.as_deref(), &pred);
         check_same("compaction", &out, &want, &vals, &wvals)?;
@@ -331,7 +532,11 @@ fn compact_typed<T: SortKey + FromStr + PartialEq>(
     write(p, T::TYPE, bytemuck::cast_slice(&out))?;
     write_values(a.values_out.as_deref(), vals)?;
     bar.finish_and_clear();
-    println!("{}", out.len());
+    print_count(
+        a.io.inputs.len() > 1 || a.io.out_dir.is_some(),
+        out.len(),
+        p,
+    );
     note(
         g,
         format!(

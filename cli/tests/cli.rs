@@ -950,3 +950,275 @@ fn stencil_bad_inputs_fail_cleanly() {
     assert_refused(&cases);
     assert_eq!(listing(d), before, "nothing written");
 }
+
+/// `gpusort sort a b c --out-dir DIR`: small 32-bit files share merged launches, a large one and
+/// a 64-bit one go one by one; every result equals the CPU's, and with segments too.
+#[test]
+fn many_files_sort_as_one_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let sizes = [0usize, 1, 31, 4096, 4097, 65536, 70_001];
+    let mut inputs = Vec::new();
+    for (i, &n) in sizes.iter().enumerate() {
+        let p = dir.path().join(format!("k{i}.bin"));
+        write_u32(&p, &random_u32(n, i as u64));
+        inputs.push(p);
+    }
+    let f64_keys: Vec<f64> = f64_specials().into_iter().cycle().take(500).collect();
+    let wide = dir.path().join("wide.npy");
+    write_npy(&wide, &[f64_keys.len() as u64], &f64_keys);
+    for (segment, desc) in [(None, false), (Some("1000"), true)] {
+        let mut cmd = gpusort();
+        cmd.args(["-q", "sort", "--dtype", "u32", "--verify", "--out-dir"])
+            .arg(&out)
+            .args(&inputs)
+            .arg(&wide);
+        if let Some(s) = segment {
+            cmd.args(["--segment-size", s]);
+        }
+        if desc {
+            cmd.arg("--descending");
+        }
+        cmd.assert().success();
+        let order = SortOrder {
+            descending: desc,
+            segment_size: segment.map(|s| s.parse().unwrap()),
+        };
+        for (i, p) in inputs.iter().enumerate() {
+            let keys = read_u32(p);
+            let want: Vec<u32> = match order.segment_size {
+                Some(s) => keys
+                    .chunks(s as usize)
+                    .flat_map(|c| reference::sorted(c, order))
+                    .collect(),
+                None => reference::sorted(&keys, order),
+            };
+            assert_eq!(read_u32(&out.join(format!("k{i}.bin"))), want, "file {i}");
+        }
+        let (_, got) = read_npy::<f64>(&out.join("wide.npy"));
+        let want = match order.segment_size {
+            Some(s) => f64_keys
+                .chunks(s as usize)
+                .flat_map(|c| reference::sorted(c, order))
+                .collect::<Vec<f64>>(),
+            None => reference::sorted(&f64_keys, order),
+        };
+        assert_eq!(
+            bytemuck::cast_slice::<f64, u64>(&got),
+            bytemuck::cast_slice::<f64, u64>(&want)
+        );
+    }
+    // --in-place over several files
+    let a = dir.path().join("a.bin");
+    let b = dir.path().join("b.bin");
+    write_u32(&a, &[3, 1, 2]);
+    write_u32(&b, &[9, 8]);
+    gpusort()
+        .args(["-q", "sort", "--dtype", "u32", "--in-place"])
+        .arg(&a)
+        .arg(&b)
+        .assert()
+        .success();
+    assert_eq!((read_u32(&a), read_u32(&b)), (vec![1, 2, 3], vec![8, 9]));
+}
+
+#[test]
+fn many_files_scan_and_compact() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let sizes = [0usize, 5, 4095, 9000, (1 << 20) + 3];
+    let inputs: Vec<PathBuf> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| {
+            let p = dir.path().join(format!("s{i}.bin"));
+            write_u32(&p, &random_u32(n, 40 + i as u64));
+            p
+        })
+        .collect();
+    gpusort()
+        .args([
+            "-q",
+            "scan",
+            "--dtype",
+            "u32",
+            "--exclusive",
+            "--verify",
+            "--out-dir",
+        ])
+        .arg(&out)
+        .args(&inputs)
+        .assert()
+        .success();
+    for (i, p) in inputs.iter().enumerate() {
+        let keys = read_u32(p);
+        let want = gpusort_core::cpu::scan::scan(&keys, gpusort_core::scan::ScanOp::Add, false);
+        assert_eq!(read_u32(&out.join(format!("s{i}.bin"))), want, "file {i}");
+    }
+    let run = gpusort()
+        .args([
+            "-q",
+            "compact",
+            "--dtype",
+            "u32",
+            "--below",
+            "1000000",
+            "--out-dir",
+        ])
+        .arg(&out)
+        .args(&inputs[..3])
+        .output()
+        .unwrap();
+    assert!(run.status.success());
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    for (i, p) in inputs[..3].iter().enumerate() {
+        let keys = read_u32(p);
+        let kept: Vec<u32> = keys.iter().copied().filter(|&k| k < 1_000_000).collect();
+        assert_eq!(read_u32(&out.join(format!("s{i}.bin"))), kept);
+        assert!(
+            stdout.contains(&format!("{}\t{}", kept.len(), p.display())),
+            "{stdout}"
+        );
+    }
+}
+
+/// A bad input or a clash among many: exit 2, one line, nothing written.
+#[test]
+fn many_files_bad_inputs_write_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let good = dir.path().join("good.bin");
+    write_u32(&good, &[5, 4, 3]);
+    let odd = dir.path().join("odd.bin");
+    std::fs::write(&odd, [1u8, 2, 3]).unwrap();
+    let sub = dir.path().join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    let twin = sub.join("good.bin");
+    write_u32(&twin, &[1]);
+    let s = |p: &Path| p.display().to_string();
+    let o = s(&out);
+    assert_refused(&[
+        (
+            vec![
+                "sort".into(),
+                "--dtype".into(),
+                "u32".into(),
+                s(&good),
+                s(&twin),
+            ],
+            "several inputs need --out-dir",
+        ),
+        (
+            vec![
+                "sort".into(),
+                "--dtype".into(),
+                "u32".into(),
+                "--out-dir".into(),
+                o.clone(),
+                s(&good),
+                s(&odd),
+            ],
+            "not a multiple of the 4-byte size",
+        ),
+        (
+            vec![
+                "sort".into(),
+                "--dtype".into(),
+                "u32".into(),
+                "--out-dir".into(),
+                o.clone(),
+                s(&good),
+                s(&twin),
+            ],
+            "two inputs would both be written",
+        ),
+        (
+            vec![
+                "sort".into(),
+                "--dtype".into(),
+                "u32".into(),
+                "--out-dir".into(),
+                s(dir.path()),
+                s(&good),
+            ],
+            "would be written over its input",
+        ),
+        (
+            vec![
+                "sort".into(),
+                "--dtype".into(),
+                "u32".into(),
+                "--out-dir".into(),
+                s(&dir.path().join("nowhere")),
+                s(&good),
+            ],
+            "is not an existing folder",
+        ),
+        (
+            vec![
+                "sort".into(),
+                "--dtype".into(),
+                "u32".into(),
+                "--out-dir".into(),
+                o.clone(),
+                "--argsort".into(),
+                s(&dir.path().join("p.bin")),
+                s(&good),
+            ],
+            "--argsort takes one input",
+        ),
+        (
+            vec![
+                "scan".into(),
+                "--dtype".into(),
+                "u32".into(),
+                "--out-dir".into(),
+                o.clone(),
+                s(&good),
+                s(&odd),
+            ],
+            "not a multiple of the 4-byte size",
+        ),
+    ]);
+    assert!(listing(&out).is_empty(), "{:?}", listing(&out));
+    assert_eq!(read_u32(&good), vec![5, 4, 3]);
+}
+
+#[test]
+fn bench_sched_suite_reports_merged_and_baselines() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("sched.json");
+    let out = gpusort()
+        .args([
+            "-q", "bench", "--suite", "sched", "--tasks", "12", "--sizes", "8,13", "--reps", "1",
+            "--json",
+        ])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let cases = v["cases"].as_array().unwrap();
+    for name in [
+        "12 sorts: merged launch",
+        "12 sorts: safe mode",
+        "12 sorts: one dispatch chain per task",
+        "12 sorts: segmented sort (equal sizes only)",
+        "12 sort→scan pairs: merged launch",
+        "12 sort→scan pairs: one dispatch chain per task",
+    ] {
+        let hits: Vec<_> = cases.iter().filter(|c| c["case"] == name).collect();
+        assert!(!hits.is_empty(), "{name} missing");
+        for c in hits {
+            assert!(c["stats"]["median_s"].as_f64().unwrap() > 0.0, "{c}");
+            assert!(c["dispatches"].as_u64().unwrap() >= 1, "{c}");
+        }
+    }
+}

@@ -1,0 +1,242 @@
+//! Scheduler suite (METHODS.md method 5): many small independent sorts, and dependent
+//! sort → scan pairs, as one merged launch against one dispatch chain per task recorded into
+//! the same single submit (the honest baseline: what a caller without the scheduler records),
+//! safe mode, and, for equal sizes, the segmented sort. GPU-resident, GPU timestamps.
+
+use gpusort_core::bench::random_u32;
+use gpusort_core::scan::{ScanOp, Scanner};
+use gpusort_core::schedule::{Batch, Mode, Scheduler, Work};
+use gpusort_core::{transfer, BitonicSorter, GpuSortJob, KeyType, SortOrder};
+
+use super::{measure, Case, Ctx};
+use crate::error::{CliError, CliResult};
+
+const SORT: Work = Work::Sort {
+    key_type: KeyType::U32,
+    descending: false,
+};
+const SCAN: Work = Work::Scan {
+    key_type: KeyType::U32,
+    op: ScanOp::Add,
+    inclusive: false,
+};
+
+/// `tasks` tasks per case; `sizes` keys per task (as powers of two).
+pub(super) fn suite(ctx: &Ctx<'_>, tasks: usize, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
+    let (gpu, timer, bar, reps) = (ctx.gpu, ctx.timer, ctx.bar, ctx.reps);
+    let merged = Scheduler::new(gpu)?.with_mode(Mode::Merged);
+    let safe = Scheduler::new(gpu)?.with_mode(Mode::Safe);
+    let sorter = BitonicSorter::new(gpu)?.with_algorithm(gpusort_core::Algorithm::Bitonic);
+    let scanner = Scanner::new(gpu)?;
+    let mut cases = Vec::new();
+    let mut pairs: Vec<(u32, bool)> = sizes.iter().map(|&s| (s, false)).collect();
+    pairs.push((sizes[0], true)); // the dependent case at the smallest size
+    bar.inc_length(pairs.len() as u64 * 4);
+    for (log, dependent) in pairs {
+        let n = 1usize << log;
+        let words = tasks * n;
+        if words as u64 * 4 > gpu.max_binding() {
+            eprintln!(
+                "sched suite: skipping {tasks} x 2^{log}: exceeds one binding on {}",
+                gpu.adapter.name
+            );
+            bar.inc(4);
+            continue;
+        }
+        let data = random_u32(words, log as u64);
+        let pristine = transfer::buffer_from(gpu, "sched pristine", &data)?;
+        let work = transfer::storage_buffer(gpu, "sched work", words as u64 * 4)?;
+        let restore = |enc: &mut wgpu::CommandEncoder| {
+            enc.copy_buffer_to_buffer(&pristine, 0, &work, 0, words as u64 * 4)
+        };
+        let mut batch = Batch::default();
+        for t in 0..tasks {
+            let off = (t * n) as u32;
+            let s = batch.add(SORT, off, n as u32, &[]);
+            if dependent {
+                batch.add(SCAN, off, n as u32, &[s]);
+            }
+        }
+        let what = if dependent {
+            format!("{tasks} sort→scan pairs")
+        } else {
+            format!("{tasks} sorts")
+        };
+        let mut these = Vec::new();
+        for (name, sched) in [("merged launch", &merged), ("safe mode", &safe)] {
+            bar.set_message(format!("{what} of 2^{log}: {name}"));
+            let mut stats = None;
+            let st = measure(reps, || {
+                Ok(timer.time(gpu, restore, |enc| {
+                    stats = Some(sched.record(gpu, enc, &batch, &work)?.0);
+                    Ok(())
+                })?)
+            })?;
+            check_segments(gpu, &work, n, tasks, dependent, name)?;
+            let stats = stats.expect("measured at least once");
+            these.push(case(
+                &what,
+                n,
+                name,
+                st,
+                tasks,
+                stats.dispatches as u64,
+                format!(
+                    "{} phases, {} workgroups, {} launches",
+                    stats.phases, stats.blocks, stats.launches
+                ),
+            ));
+            bar.inc(1);
+        }
+
+        // the baseline: each task's own buffer and its own chain of dispatches, one submit
+        bar.set_message(format!("{what} of 2^{log}: one chain per task"));
+        let bufs: Vec<wgpu::Buffer> = (0..tasks)
+            .map(|_| transfer::storage_buffer(gpu, "sched task", n as u64 * 4))
+            .collect::<Result<_, _>>()?;
+        let outs: Vec<wgpu::Buffer> = if dependent {
+            (0..tasks)
+                .map(|_| transfer::storage_buffer(gpu, "sched task scan", n as u64 * 4))
+                .collect::<Result<_, _>>()?
+        } else {
+            Vec::new()
+        };
+        let restore_all = |enc: &mut wgpu::CommandEncoder| {
+            for (t, b) in bufs.iter().enumerate() {
+                enc.copy_buffer_to_buffer(&pristine, (t * n * 4) as u64, b, 0, n as u64 * 4);
+            }
+        };
+        let mut dispatches = 0u64;
+        let st = measure(reps, || {
+            Ok(timer.time(gpu, restore_all, |enc| {
+                dispatches = 0;
+                for (t, b) in bufs.iter().enumerate() {
+                    let job = GpuSortJob {
+                        key_type: KeyType::U32,
+                        order: SortOrder::default(),
+                        keys: b,
+                        n: n as u32,
+                        values: None,
+                        permutation: None,
+                    };
+                    let s = sorter.record(gpu, enc, &job)?;
+                    dispatches += (s.network_dispatches + s.codec_dispatches) as u64;
+                    if dependent {
+                        scanner.record_scan(
+                            gpu,
+                            enc,
+                            b,
+                            &outs[t],
+                            n as u32,
+                            KeyType::U32,
+                            ScanOp::Add,
+                            false,
+                        )?;
+                        dispatches += 1;
+                    }
+                }
+                Ok(())
+            })?)
+        })?;
+        check_segments(gpu, &bufs[tasks - 1], n, 1, false, "one chain per task")?;
+        these.push(case(
+            &what,
+            n,
+            "one dispatch chain per task",
+            st,
+            tasks,
+            dispatches,
+            "BitonicSorter (+ Scanner) per task, one submit".into(),
+        ));
+        bar.inc(1);
+
+        if !dependent {
+            bar.set_message(format!("{what} of 2^{log}: segmented sort"));
+            let job = GpuSortJob {
+                key_type: KeyType::U32,
+                order: SortOrder {
+                    descending: false,
+                    segment_size: Some(n as u32),
+                },
+                keys: &work,
+                n: words as u32,
+                values: None,
+                permutation: None,
+            };
+            let mut dispatches = 0u64;
+            let st = measure(reps, || {
+                Ok(timer.time(gpu, restore, |enc| {
+                    let s = sorter.record(gpu, enc, &job)?;
+                    dispatches = (s.network_dispatches + s.codec_dispatches) as u64;
+                    Ok(())
+                })?)
+            })?;
+            check_segments(gpu, &work, n, tasks, false, "segmented sort")?;
+            these.push(case(
+                &what,
+                n,
+                "segmented sort (equal sizes only)",
+                st,
+                tasks,
+                dispatches,
+                "one BitonicSorter call with --segment-size".into(),
+            ));
+        }
+        bar.inc(1);
+        let ours = these[0].stats.median_s;
+        for c in &mut these {
+            c.relative = c.stats.median_s / ours;
+        }
+        cases.extend(these);
+    }
+    Ok(cases)
+}
+
+fn case(
+    what: &str,
+    n: usize,
+    name: &str,
+    stats: gpusort_core::bench::Stats,
+    tasks: usize,
+    dispatches: u64,
+    note: String,
+) -> Case {
+    Case {
+        suite: "sched".into(),
+        case: format!("{what}: {name}"),
+        n: n as u64,
+        stats,
+        throughput: (tasks * n) as f64 / stats.median_s / 1e9,
+        unit: "GKeys/s".into(),
+        relative: 0.0,
+        dispatches: Some(dispatches),
+        note,
+    }
+}
+
+/// Each of `tasks` segments of `n` sorted (or, after the exclusive sum scan of a sorted
+/// segment, non-decreasing with a first element of 0 as long as the sum did not wrap).
+fn check_segments(
+    gpu: &gpusort_core::Gpu,
+    buf: &wgpu::Buffer,
+    n: usize,
+    tasks: usize,
+    scanned: bool,
+    what: &str,
+) -> CliResult {
+    let v: Vec<u32> = transfer::read_vec(gpu, buf, n * tasks)?;
+    let bad = v.chunks(n).position(|seg| {
+        if scanned {
+            seg[0] != 0
+        } else {
+            seg.windows(2).any(|w| w[0] > w[1])
+        }
+    });
+    match bad {
+        Some(s) => Err(CliError::runtime(format!(
+            "bench: {what} gave a wrong segment {s} on {}",
+            gpu.adapter.name
+        ))),
+        None => Ok(()),
+    }
+}

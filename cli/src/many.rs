@@ -1,0 +1,164 @@
+//! Many input files as one job: `gpusort sort a.bin b.bin … --out-dir DIR` and `gpusort scan`,
+//! `partition`, `compact` likewise. Small files (where per-dispatch overhead dominates) go to
+//! the scheduler's merged launch together (gpusort-core `schedule`), packed into as few data
+//! buffers as the binding limit allows; larger ones, and 64-bit ones, run one by one through
+//! the single-file path, which is faster for them.
+//!
+//! Every input is opened and checked, and every destination worked out and checked, before any
+//! GPU work or any write: a bad input or a clash stops the job with nothing written. Outputs are
+//! written crash-safely one by one as their batch finishes.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use gpusort_core::schedule::{Batch, RunStats, Scheduler, Work};
+use gpusort_core::{Gpu, KeyType};
+
+use crate::error::CliError;
+use crate::files::{check_output_path, same_file, Format, Input};
+
+/// The inputs of a job and where each result goes.
+pub struct Files {
+    pub inputs: Vec<Input>,
+    pub dests: Vec<PathBuf>,
+}
+
+/// Whether these flags make a many-file job (several inputs, or an output folder).
+pub fn is_many(inputs: &[PathBuf], out_dir: Option<&Path>) -> bool {
+    inputs.len() > 1 || out_dir.is_some()
+}
+
+/// Open every input (raw ones as `dtype`, .npy ones as their header says) and work out every
+/// destination: `DIR/<input's file name>`, or the input
+/// itself with `--in-place`.
+pub fn open_all(
+    paths: &[PathBuf],
+    dtype: Option<KeyType>,
+    out_dir: Option<&Path>,
+    in_place: bool,
+) -> Result<Files, CliError> {
+    let dir = match (out_dir, in_place) {
+        (Some(_), true) => {
+            return Err(CliError::usage(
+                "--out-dir and --in-place exclude each other",
+            ))
+        }
+        (None, false) => {
+            return Err(CliError::usage(
+                "several inputs need --out-dir DIR (or --in-place)",
+            ))
+        }
+        (Some(d), false) => {
+            if !d.is_dir() {
+                return Err(CliError::usage(format!(
+                    "--out-dir {} is not an existing folder",
+                    d.display()
+                )));
+            }
+            Some(d)
+        }
+        (None, true) => None,
+    };
+    let mut inputs = Vec::with_capacity(paths.len());
+    let mut dests = Vec::with_capacity(paths.len());
+    let mut seen = HashSet::new();
+    for p in paths {
+        // --dtype names what raw inputs hold; .npy inputs carry their own
+        let input = if Format::for_output(p) == Format::Npy {
+            Input::open(p, None)?
+        } else {
+            Input::open(p, dtype)?
+        };
+        let dest = match dir {
+            None => p.clone(),
+            Some(d) => {
+                let name = p
+                    .file_name()
+                    .ok_or_else(|| CliError::usage(format!("{} names no file", p.display())))?;
+                let dest = d.join(name);
+                if same_file(&dest, p) {
+                    return Err(CliError::usage(format!(
+                        "{} would be written over its input; choose another --out-dir or pass --in-place",
+                        dest.display()
+                    )));
+                }
+                dest
+            }
+        };
+        if !seen.insert(dest.clone()) {
+            return Err(CliError::usage(format!(
+                "two inputs would both be written to {}",
+                dest.display()
+            )));
+        }
+        check_output_path(&dest)?;
+        inputs.push(input);
+        dests.push(dest);
+    }
+    Ok(Files { inputs, dests })
+}
+
+/// The flags a many-file job cannot take (they name one output each).
+pub fn reject_single_file_flags(flags: &[(&str, bool)]) -> Result<(), CliError> {
+    match flags.iter().find(|(_, given)| *given) {
+        Some((name, _)) => Err(CliError::usage(format!(
+            "{name} takes one input; with several inputs or --out-dir, leave it out"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Group files (by index) into batches whose data fit one binding of `max_words` words.
+pub fn batches(files: &[usize], lens: &[usize], max_words: u64) -> Vec<Vec<usize>> {
+    let mut out: Vec<Vec<usize>> = Vec::new();
+    let mut words = 0u64;
+    for &f in files {
+        let n = lens[f] as u64;
+        if out.is_empty() || words + n > max_words {
+            out.push(Vec::new());
+            words = 0;
+        }
+        out.last_mut().expect("just pushed").push(f);
+        words += n;
+    }
+    out
+}
+
+/// Run one batch: the files' 32-bit words side by side in one buffer, `tasks(file, offset)`
+/// giving each file's tasks (work, first word, words). Returns each file's result words.
+pub fn run_batch(
+    gpu: &Gpu,
+    sched: &Scheduler,
+    inputs: &[&Input],
+    tasks: impl Fn(&Input, u32) -> Vec<(Work, u32, u32)>,
+) -> Result<(Vec<Vec<u32>>, RunStats), CliError> {
+    let total: usize = inputs.iter().map(|i| i.len).sum();
+    let mut data: Vec<u32> = Vec::with_capacity(total);
+    let mut batch = Batch::default();
+    let mut spans = Vec::with_capacity(inputs.len());
+    for input in inputs {
+        let offset = data.len() as u32;
+        data.extend(input.to_vec::<u32>());
+        for (work, at, n) in tasks(input, offset) {
+            batch.add(work, at, n, &[]);
+        }
+        spans.push(offset as usize..data.len());
+    }
+    let stats = sched.run_host(gpu, &batch, &mut data)?;
+    Ok((spans.into_iter().map(|r| data[r].to_vec()).collect(), stats))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batches_respect_the_binding() {
+        let lens = [5, 3, 9, 2, 2];
+        assert_eq!(
+            batches(&[0, 1, 2, 3, 4], &lens, 9),
+            vec![vec![0, 1], vec![2], vec![3, 4]]
+        );
+        assert_eq!(batches(&[], &lens, 9), Vec::<Vec<usize>>::new());
+    }
+}
