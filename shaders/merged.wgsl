@@ -28,6 +28,10 @@
 //   2 sort_merge   the steps of a stage below CAP inside one block
 //   3 scan_reduce  a block's aggregate into the task's partials
 //   4 scan_apply   a block's scan, after the aggregates of the blocks before it
+//   5 split_count  a block's count of elements passing the test, into the task's partials
+//   6 split_apply  a block's stable split into the task's destination: passing elements after
+//                  those of the blocks before it, the rest (partition) after every passing one;
+//                  block 0 stores the passing count
 // A sort's last phase decodes the keys on store. Positions past a task's end behave as +inf.
 //
 // Host-prepended constants: CAP (words of workgroup memory per block, a power of two), WG,
@@ -48,10 +52,11 @@ const FLAG_ENCODE: u32 = 2u;      // sort: the first phase encodes keys on load
 const FLAG_DECODE: u32 = 4u;      // sort: the last phase decodes keys on store
 const FLAG_DESCENDING: u32 = 8u;
 const FLAG_INCLUSIVE: u32 = 1u;   // scan_apply
+const FLAG_KEEP_REST: u32 = 1u;   // split_apply: a partition (the rest follow), not a compaction
 const FLAG_FAIL: u32 = 0x10000u;  // tests: the block defers in the merged launch, as if it failed
 
 const DEFERRED: u32 = 0x80000000u;
-const TASK_WORDS: u32 = 12u;
+const TASK_WORDS: u32 = 14u;
 const PER_INVOCATION: u32 = CAP / WG;
 
 struct Params {
@@ -78,14 +83,17 @@ struct Task {
     offset: u32,       // first data word
     n: u32,            // words
     blocks: u32,
-    a: u32,            // sort_local: last stage; scan: operator code
-    b: u32,            // sort_global: step distance; scan: identity
+    a: u32,            // sort_local: last stage; scan: operator code; split: test (0 below,
+                       // 1 at least, 2 nonzero)
+    b: u32,            // sort_global: step distance; scan: identity; split: pivot bits
     flags: u32,        // FLAG_*; bits 8..11: key kind (keyorder.wgsl)
     dep_begin: u32,
     dep_count: u32,
     partial: u32,      // scan: first of the task's `blocks` partials
     level: u32,
     defer_base: u32,   // the level's first deferred-list entry
+    dst: u32,          // split: first destination word
+    count_at: u32,     // split: the data word that receives the passing count
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -103,7 +111,7 @@ fn task(t: u32) -> Task {
     let w = p.tasks_at + t * TASK_WORDS;
     return Task(plan[w], plan[w + 1u], plan[w + 2u], plan[w + 3u], plan[w + 4u], plan[w + 5u],
                 plan[w + 6u], plan[w + 7u], plan[w + 8u], plan[w + 9u], plan[w + 10u],
-                plan[w + 11u]);
+                plan[w + 11u], plan[w + 12u], plan[w + 13u]);
 }
 
 // One invocation: 1 when every producer of `d` has finished, 0 when one was deferred or the
@@ -279,6 +287,75 @@ fn scan_apply(d: Task, b: u32, li: u32) {
     for (var i = li; i < count; i += WG) { atomicStore(&data[base + i], tile[i]); }
 }
 
+// Whether word `w` passes the split's test (scan.rs Predicate; cpu::scan::holds).
+fn passes(d: Task, w: u32) -> bool {
+    let kind = key_kind(d);
+    if (d.a == 2u) {
+        return select(w, w & 0x7fffffffu, kind == KIND_F32) != 0u;
+    }
+    let below = key_encode(kind, false, w, 0u).x < key_encode(kind, false, d.b, 0u).x;
+    return below == (d.a == 0u);
+}
+
+fn split_count(d: Task, b: u32, li: u32) {
+    let base = d.offset + b * CAP;
+    let count = block_count(d, b);
+    var c = 0u;
+    for (var i = li; i < count; i += WG) { c += select(0u, 1u, passes(d, atomicLoad(&data[base + i]))); }
+    let total = wg_inclusive(0u, li, c);
+    if (li == WG - 1u) { atomicStore(&state[p.partials_at + d.partial + b], total); }
+}
+
+fn split_apply(d: Task, b: u32, li: u32) {
+    let base = d.offset + b * CAP;
+    let count = block_count(d, b);
+    for (var i = li; i < CAP; i += WG) { // coalesced
+        var w = 0u;
+        if (i < count) { w = atomicLoad(&data[base + i]); }
+        tile[i] = w;
+    }
+    // passing elements before this block, and in all blocks (single-block tasks count here)
+    var before = 0u;
+    var all = 0u;
+    if (d.blocks > 1u) {
+        for (var i = li; i < d.blocks; i += WG) {
+            let c = atomicLoad(&state[p.partials_at + d.partial + i]);
+            all += c;
+            if (i < b) { before += c; }
+        }
+    }
+    _ = wg_inclusive(0u, li, before);
+    before = sums[WG - 1u];
+    _ = wg_inclusive(0u, li, all);
+    all = sums[WG - 1u];
+    // each invocation's own PER_INVOCATION consecutive words
+    let first = li * PER_INVOCATION;
+    var mine = 0u;
+    for (var k = 0u; k < PER_INVOCATION; k++) {
+        let i = first + k;
+        if (i < count && passes(d, tile[i])) { mine++; }
+    }
+    let inclusive = wg_inclusive(0u, li, mine);
+    let block_total = sums[WG - 1u];
+    if (d.blocks == 1u) { all = block_total; }
+    var t = before + inclusive - mine; // passing elements before this invocation's first
+    let keep_rest = (d.flags & FLAG_KEEP_REST) != 0u;
+    for (var k = 0u; k < PER_INVOCATION; k++) {
+        let i = first + k;
+        if (i < count) {
+            let w = tile[i];
+            if (passes(d, w)) {
+                atomicStore(&data[d.dst + t], w);
+                t++;
+            } else if (keep_rest) {
+                // failing elements before it: all elements before it minus the passing ones
+                atomicStore(&data[d.dst + all + (b * CAP + i) - t], w);
+            }
+        }
+    }
+    if (b == 0u && li == 0u) { atomicStore(&data[d.count_at], all); }
+}
+
 fn run_slot(slot: u32, merged: bool, li: u32) {
     let t = plan[p.table_at + 2u * slot];
     let b = plan[p.table_at + 2u * slot + 1u];
@@ -298,6 +375,8 @@ fn run_slot(slot: u32, merged: bool, li: u32) {
         case 1u: { sort_global(d, b, li); }
         case 2u: { sort_merge(d, b, li); }
         case 3u: { scan_reduce(d, b, li); }
+        case 5u: { split_count(d, b, li); }
+        case 6u: { split_apply(d, b, li); }
         default: { scan_apply(d, b, li); }
     }
     storageBarrier(); // release: every invocation's data before the mark

@@ -4,7 +4,7 @@
 
 use gpusort_core::keys::KeyType;
 use gpusort_core::scan::ScanOp;
-use gpusort_core::schedule::{reference, Batch, Mode, Scheduler, Work};
+use gpusort_core::schedule::{reference, Batch, Mode, Scheduler, Test, Work};
 use gpusort_core::Gpu;
 use gpusort_tests::*;
 use rand::Rng;
@@ -55,12 +55,12 @@ fn words(n: usize, r: &mut impl Rng) -> Vec<u32> {
 }
 
 /// Regions of random sizes; each gets a chain of tasks (each depending on the one before, on the
-/// same data), plus dependencies on random earlier tasks of other regions.
+/// same data), plus dependencies on random earlier tasks of other regions. A split writes a new
+/// region (and a count word) that later tasks work on, so data also flows between regions.
 fn random_graph(seed: u64, regions: usize, max_len: u32) -> (Batch, Vec<u32>) {
     let mut r = rng(seed);
     let mut batch = Batch::default();
     let mut offset = 0u32;
-    let mut last: Vec<Option<usize>> = vec![None; regions];
     let mut spans = Vec::new();
     for _ in 0..regions {
         let n = match r.random_range(0..4) {
@@ -71,9 +71,9 @@ fn random_graph(seed: u64, regions: usize, max_len: u32) -> (Batch, Vec<u32>) {
         spans.push((offset, n));
         offset += n + r.random_range(0..5); // gaps stay untouched
     }
-    let data = words(offset as usize, &mut r);
+    let mut last: Vec<Option<usize>> = vec![None; regions];
     for _ in 0..regions * 3 {
-        let g = r.random_range(0..regions);
+        let g = r.random_range(0..spans.len());
         let (off, n) = spans[g];
         let mut deps: Vec<usize> = last[g].into_iter().collect();
         for _ in 0..r.random_range(0..3) {
@@ -83,8 +83,35 @@ fn random_graph(seed: u64, regions: usize, max_len: u32) -> (Batch, Vec<u32>) {
         }
         deps.sort_unstable();
         deps.dedup();
-        last[g] = Some(batch.add(random_work(&mut r), off, n, &deps));
+        let work = if r.random_range(0..4) == 0 {
+            let key_type = SORT_TYPES[r.random_range(0..3)];
+            let specials = f32_specials();
+            let pivot = match key_type {
+                KeyType::F32 => specials[r.random_range(0..specials.len())].to_bits(),
+                _ => r.random(),
+            };
+            let dst = offset;
+            let count_at = dst + n;
+            offset = count_at + 1;
+            Work::Split {
+                key_type,
+                test: [Test::Below(pivot), Test::AtLeast(pivot), Test::NonZero]
+                    [r.random_range(0..3)],
+                keep_rest: r.random_bool(0.5),
+                dst,
+                count_at,
+            }
+        } else {
+            random_work(&mut r)
+        };
+        let t = batch.add(work, off, n, &deps);
+        last[g] = Some(t);
+        if let Work::Split { dst, .. } = work {
+            spans.push((dst, n));
+            last.push(Some(t));
+        }
     }
+    let data = words(offset as usize, &mut r);
     (batch, data)
 }
 
@@ -143,7 +170,21 @@ fn every_size_around_the_block_capacities() {
             n,
             &[sort],
         );
-        offset += n;
+        // a stable split of the sorted keys into a fresh region
+        let pivot = [0x8000_0000u32, 3, f32::NAN.to_bits()][i % 3];
+        batch.add(
+            Work::Split {
+                key_type,
+                test: [Test::Below(pivot), Test::AtLeast(pivot), Test::NonZero][i % 3],
+                keep_rest: i % 2 == 0,
+                dst: offset + n,
+                count_at: offset + 2 * n,
+            },
+            offset - n,
+            n,
+            &[sort],
+        );
+        offset += 2 * n + 1;
     }
     let data = words(offset as usize, &mut rng(3));
     let want = reference(&batch, &data);
@@ -267,7 +308,26 @@ fn bad_batches_are_rejected_with_clear_errors() {
         &[],
     );
     let err = s.run_host(gpu, &wide, &mut [0; 8]).unwrap_err().to_string();
-    assert!(err.contains("32-bit keys"), "{err}");
+    assert!(err.contains("32-bit elements"), "{err}");
+
+    let mut overlapping = Batch::default();
+    overlapping.add(
+        Work::Split {
+            key_type: KeyType::U32,
+            test: Test::NonZero,
+            keep_rest: true,
+            dst: 2,
+            count_at: 7,
+        },
+        0,
+        4,
+        &[],
+    );
+    let err = s
+        .run_host(gpu, &overlapping, &mut [0; 8])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("must not overlap"), "{err}");
 }
 
 #[test]

@@ -124,22 +124,26 @@ pub fn batches(files: &[usize], lens: &[usize], max_words: u64) -> Vec<Vec<usize
     out
 }
 
-/// Run one batch: the files' 32-bit words side by side in one buffer, `tasks(file, offset)`
-/// giving each file's tasks (work, first word, words). Returns each file's result words.
+/// Run one batch: each file's 32-bit words followed by `extra(input)` words (a split's
+/// destination and count), side by side in one buffer; `tasks(k, input, offset)` gives the
+/// tasks (work, first word, words) of `inputs[k]`. Returns each file's words after the run, extra words
+/// included.
 pub fn run_batch(
     gpu: &Gpu,
     sched: &Scheduler,
     inputs: &[&Input],
-    tasks: impl Fn(&Input, u32) -> Vec<(Work, u32, u32)>,
+    extra: impl Fn(&Input) -> usize,
+    tasks: impl Fn(usize, &Input, u32) -> Vec<(Work, u32, u32)>,
 ) -> Result<(Vec<Vec<u32>>, RunStats), CliError> {
-    let total: usize = inputs.iter().map(|i| i.len).sum();
+    let total: usize = inputs.iter().map(|i| i.len + extra(i)).sum();
     let mut data: Vec<u32> = Vec::with_capacity(total);
     let mut batch = Batch::default();
     let mut spans = Vec::with_capacity(inputs.len());
-    for input in inputs {
+    for (k, input) in inputs.iter().enumerate() {
         let offset = data.len() as u32;
         data.extend(input.to_vec::<u32>());
-        for (work, at, n) in tasks(input, offset) {
+        data.resize(data.len() + extra(input), 0);
+        for (work, at, n) in tasks(k, input, offset) {
             batch.add(work, at, n, &[]);
         }
         spans.push(offset as usize..data.len());

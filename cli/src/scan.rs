@@ -8,6 +8,7 @@ use std::time::Instant;
 use clap::ValueEnum;
 use gpusort_core::cpu::scan as reference;
 use gpusort_core::scan::{Predicate, ScanOp, Scanner};
+use gpusort_core::schedule::Test;
 use gpusort_core::{Gpu, KeyType, SortKey};
 
 use crate::error::{CliError, CliResult};
@@ -224,14 +225,20 @@ fn scan_many(g: &Global, a: &ScanArgs) -> CliResult {
         (0..files.inputs.len()).partition(|&f| lens[f] <= MERGED_SCAN_MAX);
     for batch in many::batches(&small, &lens, gpu.max_binding() / 4) {
         let inputs: Vec<&Input> = batch.iter().map(|&f| &files.inputs[f]).collect();
-        let (results, _) = many::run_batch(&gpu, &sched, &inputs, |input, offset| {
-            let work = gpusort_core::schedule::Work::Scan {
-                key_type: input.dtype,
-                op: a.op.into(),
-                inclusive: !a.exclusive,
-            };
-            vec![(work, offset, input.len as u32)]
-        })?;
+        let (results, _) = many::run_batch(
+            &gpu,
+            &sched,
+            &inputs,
+            |_| 0,
+            |_, input, offset| {
+                let work = gpusort_core::schedule::Work::Scan {
+                    key_type: input.dtype,
+                    op: a.op.into(),
+                    inclusive: !a.exclusive,
+                };
+                vec![(work, offset, input.len as u32)]
+            },
+        )?;
         for (&f, words) in batch.iter().zip(&results) {
             let input = &files.inputs[f];
             if a.io.verify {
@@ -369,14 +376,29 @@ fn verify_scan<T: SortKey>(data: &[T], out: &[T], op: ScanOp, inclusive: bool) -
     }
 }
 
-/// Partition or compaction of many files: every input opened and every destination checked
-/// first, then one file after another on one GPU context. (The merged launch has no partition
-/// kernel yet; each file is one single-pass partition or compaction.) Prints "COUNT<TAB>INPUT"
-/// per file.
-fn each_file(
+/// A pivot's bits for a split of `dtype` elements (64-bit types: 0; they are checked by
+/// parsing, and split one file at a time).
+fn pivot_bits(s: &str, dtype: KeyType) -> Result<u32, CliError> {
+    Ok(match dtype {
+        KeyType::U32 => parse_pivot::<u32>(s)?,
+        KeyType::I32 => parse_pivot::<i32>(s)? as u32,
+        KeyType::F32 => parse_pivot::<f32>(s)?.to_bits(),
+        KeyType::U64 => parse_pivot::<u64>(s).map(|_| 0)?,
+        KeyType::I64 => parse_pivot::<i64>(s).map(|_| 0)?,
+        KeyType::F64 => parse_pivot::<f64>(s).map(|_| 0)?,
+    })
+}
+
+/// Partition (`keep_rest`) or compaction of many files. Every input is opened, every
+/// destination checked and every pivot parsed first. Files of 32-bit elements up to
+/// [`MERGED_SCAN_MAX`] are split together in merged launches; the others one
+/// after another on the same GPU context (`single`). Prints "COUNT<TAB>INPUT" per file.
+fn split_many(
     g: &Global,
     io: &Io,
-    mut run: impl FnMut(&Prepared, &Device) -> CliResult,
+    keep_rest: bool,
+    test_for: impl Fn(KeyType) -> Result<Test, CliError>,
+    mut single: impl FnMut(&Prepared, &Device) -> CliResult,
 ) -> CliResult {
     let files = many::open_all(
         &io.inputs,
@@ -384,15 +406,73 @@ fn each_file(
         io.out_dir.as_deref(),
         false,
     )?;
+    let tests = files
+        .inputs
+        .iter()
+        .map(|i| test_for(i.dtype))
+        .collect::<Result<Vec<_>, _>>()?;
+    let bar = progress::bar(g.progress, g.quiet, files.inputs.len() as u64, "files");
     let dev = Device::start(g)?;
-    for (input, dest) in files.inputs.into_iter().zip(files.dests) {
+    let sched = gpusort_core::schedule::Scheduler::new(&dev.gpu)?;
+    let spans: Vec<usize> = files.inputs.iter().map(|i| 2 * i.len + 1).collect();
+    let (small, large): (Vec<usize>, Vec<usize>) = (0..files.inputs.len()).partition(|&f| {
+        let i = &files.inputs[f];
+        !i.dtype.is_wide() && i.len <= MERGED_SCAN_MAX
+    });
+    for batch in many::batches(&small, &spans, dev.gpu.max_binding() / 4) {
+        let inputs: Vec<&Input> = batch.iter().map(|&f| &files.inputs[f]).collect();
+        let (results, _) = many::run_batch(
+            &dev.gpu,
+            &sched,
+            &inputs,
+            |i| i.len + 1,
+            |k, input, offset| {
+                let n = input.len as u32;
+                let work = gpusort_core::schedule::Work::Split {
+                    key_type: input.dtype,
+                    test: tests[batch[k]],
+                    keep_rest,
+                    dst: offset + n,
+                    count_at: offset + 2 * n,
+                };
+                vec![(work, offset, n)]
+            },
+        )?;
+        for (&f, span) in batch.iter().zip(&results) {
+            let input = &files.inputs[f];
+            let n = input.len;
+            let count = span[2 * n] as usize;
+            let out = &span[n..if keep_rest { 2 * n } else { n + count }];
+            if io.verify {
+                let (want, wcount) =
+                    gpusort_core::schedule::split(input.dtype, &span[..n], tests[f], keep_rest);
+                if want != out || wcount as usize != count {
+                    return Err(CliError::runtime(format!(
+                        "verification failed for {}: the result differs from the CPU's; it was not written",
+                        input.path.display()
+                    )));
+                }
+            }
+            Output::write_all(
+                &files.dests[f],
+                input.format,
+                input.dtype,
+                bytemuck::cast_slice(out),
+            )?;
+            println!("{count}\t{}", input.path.display());
+            bar.inc(1);
+        }
+    }
+    for f in large {
         let p = Prepared {
-            input,
-            dest,
+            input: Input::open(&files.inputs[f].path, Some(files.inputs[f].dtype))?,
+            dest: files.dests[f].clone(),
             values: None,
         };
-        run(&p, &dev)?;
+        single(&p, &dev)?;
+        bar.inc(1);
     }
+    bar.finish_and_clear();
     Ok(())
 }
 
@@ -435,9 +515,11 @@ pub fn run_partition(g: &Global, a: &PartitionArgs) -> CliResult {
             ("-o/--output", a.io.output.is_some()),
             ("--values", a.values.is_some()),
         ])?;
-        return each_file(
+        return split_many(
             g,
             &a.io,
+            true,
+            |dtype| Ok(Test::Below(pivot_bits(&a.pivot, dtype)?)),
             |p, dev| for_dtype!(p.input.dtype, partition_typed(g, a, p, dev); u32, i32, f32, u64, i64, f64),
         );
     }
@@ -494,9 +576,17 @@ pub fn run_compact(g: &Global, a: &CompactArgs) -> CliResult {
             ("-o/--output", a.io.output.is_some()),
             ("--values", a.values.is_some()),
         ])?;
-        return each_file(
+        return split_many(
             g,
             &a.io,
+            false,
+            |dtype| {
+                Ok(match (&a.below, &a.at_least) {
+                    (Some(b), _) => Test::Below(pivot_bits(b, dtype)?),
+                    (_, Some(x)) => Test::AtLeast(pivot_bits(x, dtype)?),
+                    _ => Test::NonZero,
+                })
+            },
             |p, dev| for_dtype!(p.input.dtype, compact_typed(g, a, p, dev); u32, i32, f32, u64, i64, f64),
         );
     }

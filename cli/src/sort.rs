@@ -254,17 +254,23 @@ fn sort_many(g: &Global, args: &SortArgs) -> CliResult {
             gpu.adapter.name
         ));
         let inputs: Vec<&Input> = batch.iter().map(|&f| &files.inputs[f]).collect();
-        let (results, stats) = many::run_batch(&gpu, &sched, &inputs, |input, offset| {
-            let work = gpusort_core::schedule::Work::Sort {
-                key_type: input.dtype,
-                descending: args.descending,
-            };
-            let n = input.len as u32;
-            let seg = args.segment_size.unwrap_or(n.max(1));
-            (0..n.div_ceil(seg).max(1))
-                .map(|s| (work, offset + s * seg, seg.min(n - s * seg)))
-                .collect()
-        })?;
+        let (results, stats) = many::run_batch(
+            &gpu,
+            &sched,
+            &inputs,
+            |_| 0,
+            |_, input, offset| {
+                let work = gpusort_core::schedule::Work::Sort {
+                    key_type: input.dtype,
+                    descending: args.descending,
+                };
+                let n = input.len as u32;
+                let seg = args.segment_size.unwrap_or(n.max(1));
+                (0..n.div_ceil(seg).max(1))
+                    .map(|s| (work, offset + s * seg, seg.min(n - s * seg)))
+                    .collect()
+            },
+        )?;
         launches += stats.launches;
         mode = Some(stats.mode);
         for (&f, words) in batch.iter().zip(&results) {

@@ -1082,6 +1082,53 @@ fn many_files_scan_and_compact() {
             "{stdout}"
         );
     }
+    // partition: 32-bit files merged, the largest one by one; a float file as .npy
+    let floats: Vec<f32> = f32_specials().into_iter().cycle().take(777).collect();
+    let fpath = dir.path().join("f.npy");
+    write_npy(&fpath, &[floats.len() as u64], &floats);
+    let run = gpusort()
+        .args([
+            "-q",
+            "partition",
+            "--dtype",
+            "u32",
+            "--pivot",
+            "7",
+            "--verify",
+            "--out-dir",
+        ])
+        .arg(&out)
+        .args(&inputs)
+        .arg(&fpath)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    for (i, p) in inputs.iter().enumerate() {
+        let keys = read_u32(p);
+        let split = keys.iter().filter(|&&k| k < 7).count();
+        let want: Vec<u32> = keys
+            .iter()
+            .copied()
+            .filter(|&k| k < 7)
+            .chain(keys.iter().copied().filter(|&k| k >= 7))
+            .collect();
+        assert_eq!(read_u32(&out.join(format!("s{i}.bin"))), want, "file {i}");
+        assert!(String::from_utf8_lossy(&run.stdout).contains(&format!("{split}\t{}", p.display())));
+    }
+    let (_, got) = read_npy::<f32>(&out.join("f.npy"));
+    let (want, _, _) = gpusort_core::cpu::scan::partition(
+        &floats,
+        None,
+        &gpusort_core::scan::Predicate::Below(7.0f32),
+    );
+    assert_eq!(
+        bytemuck::cast_slice::<f32, u32>(&got),
+        bytemuck::cast_slice::<f32, u32>(&want)
+    );
 }
 
 /// A bad input or a clash among many: exit 2, one line, nothing written.

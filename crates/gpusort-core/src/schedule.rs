@@ -1,9 +1,10 @@
 //! Many small tasks in shared GPU launches (METHODS.md method 5): the merged launch of
 //! shaders/merged.wgsl, fed by gpusort-sched's plans.
 //!
-//! A [`Batch`] lists tasks (sorts and scans of regions of one u32 data buffer) and their
-//! dependencies. Each task becomes one or more phases (a sort longer than one block runs the
-//! bitonic plan's passes, a scan longer than one block reduces then applies), each phase a
+//! A [`Batch`] lists tasks (sorts, scans and stable splits of regions of one u32 data buffer)
+//! and their dependencies. Each task becomes one or more phases (a sort longer than one block
+//! runs the bitonic plan's passes, a scan or split longer than one block counts or reduces, then
+//! applies), each phase a
 //! gpusort-sched task split into blocks of `CAP` words. The plan groups phases into launches by
 //! workgroup memory and orders them; the [`Scheduler`] records each launch either
 //!
@@ -16,9 +17,10 @@
 //! [`Mode::Auto`] picks merged where a self-test on this device ([`Scheduler::merged_proven`])
 //! gave the CPU reference's results, else safe.
 //!
-//! Keys: the merged kernels sort 32-bit keys (u32, i32, f32, with the library's key order: NaN
-//! last both ways, -0.0 before +0.0) and scan u32/i32/f32 with the scan operators. 64-bit keys
-//! and payloads go through [`crate::BitonicSorter`].
+//! Elements: the merged kernels take 32-bit elements (u32, i32, f32), sort them in the library's
+//! key order (NaN last both ways, -0.0 before +0.0), scan them with the scan operators, and split
+//! them with the compaction predicates. 64-bit elements and payloads go through
+//! [`crate::BitonicSorter`] and [`crate::scan::Scanner`].
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -38,12 +40,13 @@ use crate::transfer;
 /// smallest that holds it; longer tasks are split into blocks of the largest.
 pub const CAPACITIES: [u32; 3] = [256, 1024, 4096];
 const MAX_CAP: u32 = 4096;
-const TASK_WORDS: usize = 12;
+const TASK_WORDS: usize = 14;
 const FLAG_MIRROR: u32 = 1;
 const FLAG_ENCODE: u32 = 2;
 const FLAG_DECODE: u32 = 4;
 const FLAG_DESCENDING: u32 = 8;
 const FLAG_INCLUSIVE: u32 = 1;
+const FLAG_KEEP_REST: u32 = 1;
 const FLAG_FAIL: u32 = 0x10000;
 
 /// Invocations per workgroup for blocks of `cap` words: one per compare-exchange pair up to 256.
@@ -67,6 +70,36 @@ pub enum Work {
         op: ScanOp,
         inclusive: bool,
     },
+    /// Stable split of the region into `dst..dst + n` (which must not overlap it): the elements
+    /// passing `test` first, in order, then — for a partition (`keep_rest`) — the others, in
+    /// order; a compaction leaves the rest of the destination as it was. The passing count is
+    /// stored at data word `count_at`.
+    Split {
+        key_type: KeyType,
+        test: Test,
+        keep_rest: bool,
+        dst: u32,
+        count_at: u32,
+    },
+}
+
+/// What a split keeps first, with pivots as the element's bits (`f32::to_bits` etc.); the
+/// semantics of [`crate::scan::Predicate`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Test {
+    Below(u32),
+    AtLeast(u32),
+    NonZero,
+}
+
+impl Work {
+    fn key_type(&self) -> KeyType {
+        match *self {
+            Work::Sort { key_type, .. }
+            | Work::Scan { key_type, .. }
+            | Work::Split { key_type, .. } => key_type,
+        }
+    }
 }
 
 /// One task of a batch: `work` on data words `offset..offset + n`.
@@ -157,6 +190,8 @@ struct Phase {
     flags: u32,
     cap: u32,
     partials: u32,
+    dst: u32,
+    count_at: u32,
 }
 
 /// The phases of every task, as a graph for gpusort-sched.
@@ -183,6 +218,37 @@ fn expand(batch: &Batch, data_words: u64) -> Result<Expanded> {
                 t.offset as u64 + t.n as u64
             )));
         }
+        if !matches!(
+            t.work.key_type(),
+            KeyType::U32 | KeyType::I32 | KeyType::F32
+        ) {
+            return Err(Error::InvalidInput(format!(
+                "the merged launch takes 32-bit elements, not {}",
+                t.work.key_type()
+            )));
+        }
+        if let Work::Split { dst, count_at, .. } = t.work {
+            let (src, out) = (
+                t.offset as u64..t.offset as u64 + t.n as u64,
+                dst as u64..dst as u64 + t.n as u64,
+            );
+            let overlaps = |a: &std::ops::Range<u64>, b: &std::ops::Range<u64>| {
+                a.start < b.end && b.start < a.end
+            };
+            if out.end > data_words || count_at as u64 >= data_words {
+                return Err(Error::InvalidInput(format!(
+                    "task {i}'s destination or count lies outside the {data_words}-word buffer"
+                )));
+            }
+            if overlaps(&src, &out)
+                || src.contains(&(count_at as u64))
+                || out.contains(&(count_at as u64))
+            {
+                return Err(Error::InvalidInput(format!(
+                    "task {i}'s source, destination and count word must not overlap"
+                )));
+            }
+        }
         user.add(Task {
             name: format!("task {i}"),
             blocks: 1,
@@ -203,15 +269,8 @@ fn expand(batch: &Batch, data_words: u64) -> Result<Expanded> {
                 key_type,
                 descending,
             } => {
-                let kind = match key_type {
-                    KeyType::U32 | KeyType::I32 | KeyType::F32 => key_type.code(),
-                    _ => {
-                        return Err(Error::InvalidInput(format!(
-                            "the merged launch sorts 32-bit keys, not {key_type}"
-                        )))
-                    }
-                };
-                let key_flags = fail | kind << 8 | if descending { FLAG_DESCENDING } else { 0 };
+                let key_flags =
+                    fail | key_type.code() << 8 | if descending { FLAG_DESCENDING } else { 0 };
                 let cap = capacity_for(t.n);
                 let blocks = t.n.div_ceil(cap).max(1);
                 let span = t.n.max(1).next_power_of_two().min(cap);
@@ -238,6 +297,8 @@ fn expand(batch: &Batch, data_words: u64) -> Result<Expanded> {
                         flags: flags | key_flags,
                         cap,
                         partials: 0,
+                        dst: 0,
+                        count_at: 0,
                     });
                 }
                 phases.last_mut().expect("a sort has a phase").flags |= FLAG_DECODE;
@@ -264,6 +325,8 @@ fn expand(batch: &Batch, data_words: u64) -> Result<Expanded> {
                         flags,
                         cap,
                         partials: blocks,
+                        dst: 0,
+                        count_at: 0,
                     });
                 }
                 phases.push(Phase {
@@ -276,7 +339,43 @@ fn expand(batch: &Batch, data_words: u64) -> Result<Expanded> {
                     flags,
                     cap,
                     partials: 0,
+                    dst: 0,
+                    count_at: 0,
                 });
+            }
+            Work::Split {
+                key_type,
+                test,
+                keep_rest,
+                dst,
+                count_at,
+            } => {
+                let (a, b) = match test {
+                    Test::Below(p) => (0, p),
+                    Test::AtLeast(p) => (1, p),
+                    Test::NonZero => (2, 0),
+                };
+                let cap = capacity_for(t.n);
+                let blocks = t.n.div_ceil(cap).max(1);
+                let flags =
+                    fail | key_type.code() << 8 | if keep_rest { FLAG_KEEP_REST } else { 0 };
+                let phase = |kind, partials| Phase {
+                    kind,
+                    offset: t.offset,
+                    n: t.n,
+                    blocks,
+                    a,
+                    b,
+                    flags,
+                    cap,
+                    partials,
+                    dst,
+                    count_at,
+                };
+                if blocks > 1 {
+                    phases.push(phase(5, blocks));
+                }
+                phases.push(phase(6, 0));
             }
         }
         chain.push((first, phases.len() - 1));
@@ -302,7 +401,7 @@ fn expand(batch: &Batch, data_words: u64) -> Result<Expanded> {
             if phases[p].partials > 0 {
                 partial_at.push(partials);
                 partials += phases[p].partials;
-            } else if phases[p].kind == 4 && p > first {
+            } else if matches!(phases[p].kind, 4 | 6) && p > first {
                 partial_at.push(partial_at[p - 1]);
             } else {
                 partial_at.push(0);
@@ -387,6 +486,8 @@ fn lay_out(ex: &Expanded, plan: &Plan) -> Layouts {
                 ex.partial_at[g],
                 level,
                 launch.levels[level as usize].start,
+                ph.dst,
+                ph.count_at,
             ]);
             deps.extend_from_slice(&launch.deps[local]);
         }
@@ -767,9 +868,51 @@ pub fn reference(batch: &Batch, data: &[u32]) -> Vec<u32> {
                 };
                 region.copy_from_slice(&scanned);
             }
+            Work::Split {
+                key_type,
+                test,
+                keep_rest,
+                dst,
+                count_at,
+            } => {
+                let src = out[t.offset as usize..(t.offset + t.n) as usize].to_vec();
+                let (words, count) = split(key_type, &src, test, keep_rest);
+                out[dst as usize..dst as usize + words.len()].copy_from_slice(&words);
+                out[count_at as usize] = count;
+            }
         }
     }
     out
+}
+
+/// The CPU twin of a split task on 32-bit words of `key_type`: what it writes to its
+/// destination (the passing elements, then for a partition the rest), and the passing count.
+pub fn split(key_type: KeyType, src: &[u32], test: Test, keep_rest: bool) -> (Vec<u32>, u32) {
+    match key_type {
+        KeyType::F32 => split_words::<f32>(src, test, keep_rest),
+        KeyType::I32 => split_words::<i32>(src, test, keep_rest),
+        _ => split_words::<u32>(src, test, keep_rest),
+    }
+}
+
+fn split_words<T: crate::SortKey>(src: &[u32], test: Test, keep_rest: bool) -> (Vec<u32>, u32) {
+    use crate::scan::Predicate;
+    let pivot = |bits: u32| bytemuck::cast::<u32, T>(bits);
+    let pred = match test {
+        Test::Below(p) => Predicate::Below(pivot(p)),
+        Test::AtLeast(p) => Predicate::AtLeast(pivot(p)),
+        Test::NonZero => Predicate::NonZero,
+    };
+    let values: &[T] = bytemuck::cast_slice(src);
+    let (kept, split) = if keep_rest {
+        let (all, _, split) = crate::cpu::scan::partition(values, None, &pred);
+        (all, split)
+    } else {
+        let (kept, _) = crate::cpu::scan::compact(values, None, &pred);
+        let n = kept.len();
+        (kept, n)
+    };
+    (words_of(&kept), split as u32)
 }
 
 /// The self-test: chains of multi-block sorts and scans over shared regions, so a block that ran
