@@ -102,10 +102,14 @@ struct Task {
 @group(0) @binding(3) var<storage, read_write> args: array<atomic<u32>>;
 @group(0) @binding(4) var<storage, read_write> data: array<atomic<u32>>;
 
-var<workgroup> tile: array<u32, CAP>;
+// One padding word per 32 (`pad`): an invocation's own PER_INVOCATION consecutive words then
+// fall in distinct banks across a subgroup of 32.
+var<workgroup> tile: array<u32, CAP + CAP / 32u>;
 var<workgroup> sums: array<u32, WG>;
 var<workgroup> ticket_wg: u32;
 var<workgroup> go_wg: u32;
+
+fn pad(i: u32) -> u32 { return i + (i >> 5u); }
 
 fn task(t: u32) -> Task {
     let w = p.tasks_at + t * TASK_WORDS;
@@ -167,7 +171,7 @@ fn load_keys(d: Task, base: u32, count: u32, span: u32, li: u32) {
             w = atomicLoad(&data[base + i]);
             if (encode) { w = key_encode(key_kind(d), descending, w, 0u).x; }
         }
-        tile[i] = w;
+        tile[pad(i)] = w;
     }
 }
 
@@ -175,7 +179,7 @@ fn store_keys(d: Task, base: u32, count: u32, li: u32) {
     let decode = (d.flags & FLAG_DECODE) != 0u;
     let descending = (d.flags & FLAG_DESCENDING) != 0u;
     for (var i = li; i < count; i += WG) {
-        var w = tile[i];
+        var w = tile[pad(i)];
         if (decode) { w = key_decode(key_kind(d), descending, w, 0u).x; }
         atomicStore(&data[base + i], w);
     }
@@ -193,21 +197,28 @@ fn tile_step(span: u32, j: u32, mirror: bool, li: u32) {
     workgroupBarrier();
     for (var q = li; q < span / 2u; q += WG) {
         let ij = pair(q, j, mirror);
-        let x = tile[ij.x];
-        let y = tile[ij.y];
-        if (x > y) { tile[ij.x] = y; tile[ij.y] = x; }
+        let x = tile[pad(ij.x)];
+        let y = tile[pad(ij.y)];
+        if (x > y) { tile[pad(ij.x)] = y; tile[pad(ij.y)] = x; }
     }
 }
 
 fn block_count(d: Task, b: u32) -> u32 { return min(CAP, d.n - min(d.n, b * CAP)); }
 
+// Stages up to PER_INVOCATION, and every step below it, run in registers on each invocation's
+// own consecutive words (own_sort, own_merge: generated straight-line code, see
+// schedule::own_networks); longer steps go through workgroup memory, one barrier each.
 fn sort_local(d: Task, b: u32, li: u32) {
     let base = d.offset + b * CAP;
     let count = block_count(d, b);
     let span = d.a; // the last stage: the block, or the next power of two of a short task
     load_keys(d, base, count, span, li);
-    for (var k = 2u; k <= span; k = k << 1u) {
-        for (var j = k >> 1u; j > 0u; j = j >> 1u) { tile_step(span, j, j == (k >> 1u), li); }
+    workgroupBarrier();
+    own_sort(li, span);
+    for (var k = 2u * PER_INVOCATION; k <= span; k = k << 1u) {
+        for (var j = k >> 1u; j >= PER_INVOCATION; j = j >> 1u) { tile_step(span, j, j == (k >> 1u), li); }
+        workgroupBarrier();
+        own_merge(li);
     }
     workgroupBarrier();
     store_keys(d, base, count, li);
@@ -217,7 +228,9 @@ fn sort_merge(d: Task, b: u32, li: u32) {
     let base = d.offset + b * CAP;
     let count = block_count(d, b);
     load_keys(d, base, count, CAP, li);
-    for (var j = CAP >> 1u; j > 0u; j = j >> 1u) { tile_step(CAP, j, false, li); }
+    for (var j = CAP >> 1u; j >= PER_INVOCATION; j = j >> 1u) { tile_step(CAP, j, false, li); }
+    workgroupBarrier();
+    own_merge(li);
     workgroupBarrier();
     store_keys(d, base, count, li);
 }
@@ -262,15 +275,15 @@ fn scan_apply(d: Task, b: u32, li: u32) {
     for (var i = li; i < CAP; i += WG) { // coalesced
         var w = identity;
         if (i < count) { w = atomicLoad(&data[base + i]); }
-        tile[i] = w;
+        tile[pad(i)] = w;
     }
     workgroupBarrier();
     // each invocation scans its own PER_INVOCATION consecutive words
     let first = li * PER_INVOCATION;
     var run = identity;
     for (var k = 0u; k < PER_INVOCATION; k++) {
-        run = scan_op(op, run, tile[first + k]);
-        tile[first + k] = run;
+        run = scan_op(op, run, tile[pad(first + k)]);
+        tile[pad(first + k)] = run;
     }
     _ = wg_inclusive(op, li, run);
     var before = carry;
@@ -278,13 +291,13 @@ fn scan_apply(d: Task, b: u32, li: u32) {
     let keep_inclusive = (d.flags & FLAG_INCLUSIVE) != 0u;
     var prev = before;
     for (var k = 0u; k < PER_INVOCATION; k++) {
-        let s = tile[first + k];
+        let s = tile[pad(first + k)];
         let out = scan_op(op, before, s);
-        tile[first + k] = select(prev, out, keep_inclusive);
+        tile[pad(first + k)] = select(prev, out, keep_inclusive);
         prev = out;
     }
     workgroupBarrier();
-    for (var i = li; i < count; i += WG) { atomicStore(&data[base + i], tile[i]); }
+    for (var i = li; i < count; i += WG) { atomicStore(&data[base + i], tile[pad(i)]); }
 }
 
 // Whether word `w` passes the split's test (scan.rs Predicate; cpu::scan::holds).
@@ -312,7 +325,7 @@ fn split_apply(d: Task, b: u32, li: u32) {
     for (var i = li; i < CAP; i += WG) { // coalesced
         var w = 0u;
         if (i < count) { w = atomicLoad(&data[base + i]); }
-        tile[i] = w;
+        tile[pad(i)] = w;
     }
     // passing elements before this block, and in all blocks (single-block tasks count here)
     var before = 0u;
@@ -333,7 +346,7 @@ fn split_apply(d: Task, b: u32, li: u32) {
     var mine = 0u;
     for (var k = 0u; k < PER_INVOCATION; k++) {
         let i = first + k;
-        if (i < count && passes(d, tile[i])) { mine++; }
+        if (i < count && passes(d, tile[pad(i)])) { mine++; }
     }
     let inclusive = wg_inclusive(0u, li, mine);
     let block_total = sums[WG - 1u];
@@ -343,7 +356,7 @@ fn split_apply(d: Task, b: u32, li: u32) {
     for (var k = 0u; k < PER_INVOCATION; k++) {
         let i = first + k;
         if (i < count) {
-            let w = tile[i];
+            let w = tile[pad(i)];
             if (passes(d, w)) {
                 atomicStore(&data[d.dst + t], w);
                 t++;

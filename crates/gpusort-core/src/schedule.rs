@@ -54,9 +54,67 @@ pub fn workgroup_size(cap: u32) -> u32 {
     (cap / 2).clamp(1, 256)
 }
 
-/// Bytes of workgroup memory a block of `cap` words declares (the tile and the scan sums).
+/// Bytes of workgroup memory a block of `cap` words declares (the padded tile and the sums).
 fn workgroup_memory(cap: u32) -> u32 {
-    (cap + workgroup_size(cap)) * 4
+    (cap + cap / 32 + workgroup_size(cap)) * 4
+}
+
+/// The register networks of shaders/merged.wgsl for `per` words per invocation: `own_sort(li,
+/// kmax)` runs every stage up to min(kmax, per) on the invocation's own consecutive words,
+/// `own_merge(li)` the steps below `per` of a later stage. Straight-line code over named
+/// variables, as in bitonic_wgsl.rs, so no key sits in a dynamically indexed array (drivers put
+/// those in slow local memory).
+pub fn own_networks(per: u32) -> String {
+    use std::fmt::Write;
+    let per = per as usize;
+    let cx = |out: &mut String, a: usize, b: usize| {
+        let _ = writeln!(
+            out,
+            "        {{ let x = r{a}; r{a} = min(x, r{b}); r{b} = max(x, r{b}); }}"
+        );
+    };
+    let load = |out: &mut String| {
+        out.push_str("    let base = li * PER_INVOCATION;\n");
+        for m in 0..per {
+            let _ = writeln!(out, "    var r{m} = tile[pad(base + {m}u)];");
+        }
+    };
+    let store = |out: &mut String| {
+        for m in 0..per {
+            let _ = writeln!(out, "    tile[pad(base + {m}u)] = r{m};");
+        }
+    };
+    let mut s = String::from("fn own_sort(li: u32, kmax: u32) {\n");
+    load(&mut s);
+    let mut k = 2;
+    while k <= per {
+        let _ = writeln!(s, "    if (kmax >= {k}u) {{");
+        let mut j = k / 2;
+        while j >= 1 {
+            for m in 0..per {
+                let partner = if j == k / 2 { m ^ (k - 1) } else { m | j };
+                if partner > m && (j == k / 2 || m & j == 0) {
+                    cx(&mut s, m, partner);
+                }
+            }
+            j /= 2;
+        }
+        s.push_str("    }\n");
+        k *= 2;
+    }
+    store(&mut s);
+    s.push_str("}\n\nfn own_merge(li: u32) {\n");
+    load(&mut s);
+    let mut j = per / 2;
+    while j >= 1 {
+        for m in (0..per).filter(|m| m & j == 0) {
+            cx(&mut s, m, m | j);
+        }
+        j /= 2;
+    }
+    store(&mut s);
+    s.push_str("}\n");
+    s
 }
 
 /// What a task does to its region.

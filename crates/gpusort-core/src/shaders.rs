@@ -120,18 +120,23 @@ pub fn compact(words: u32, payload: bool, variant: u32, subgroups: bool, t: &Tun
     )
 }
 
-/// The merged launch (scheduler) for blocks of `cap` words of workgroup memory.
+/// The merged launch (scheduler) for blocks of `cap` words of workgroup memory, with its
+/// generated register networks.
 pub fn merged(cap: u32, spin_limit: u32, max_groups: u32) -> String {
-    compose_with(
+    let wg = crate::schedule::workgroup_size(cap);
+    let mut s = compose_with(
         MERGED,
         &[
             ("CAP", cap),
-            ("WG", crate::schedule::workgroup_size(cap)),
+            ("WG", wg),
             ("SPIN_LIMIT", spin_limit),
             ("MAX_GROUPS", max_groups),
         ],
         &[KEY_ORDER, SCAN_OP],
-    )
+    );
+    s.push('\n');
+    s.push_str(&crate::schedule::own_networks(cap / wg));
+    s
 }
 
 /// The bitonic family for records of `nw` planes: the file plus its generated networks.
