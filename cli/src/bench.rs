@@ -746,6 +746,7 @@ fn transfer_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
             let up = measure(reps, || {
                 let t = std::time::Instant::now();
                 transfer::upload_chunked(gpu, &buf, 0, bytemuck::cast_slice(&host), chunk)?;
+                gpu.wait()?; // until the last chunk is on the GPU
                 Ok(t.elapsed().as_secs_f64())
             })?;
             let down = measure(reps, || {
@@ -778,8 +779,9 @@ fn transfer_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
                     relative: 1.0,
                     dispatches: None,
                     note: format!(
-                        "{} MiB, wall clock, {} CPU threads",
+                        "{} MiB, wall clock, ring of {} staging buffers, {} CPU threads",
                         bytes >> 20,
+                        transfer::RING_SLOTS,
                         rayon::current_num_threads()
                     ),
                 });

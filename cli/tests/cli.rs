@@ -1269,3 +1269,42 @@ fn bench_sched_suite_reports_merged_and_baselines() {
         }
     }
 }
+
+/// The plain sort (no payload, permutation or --verify) uploads from the input's map and writes
+/// on all cores: the same results, raw and .npy, in place too.
+#[test]
+fn plain_sorts_upload_from_the_mapped_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = random_u32(300_007, 9);
+    let raw = dir.path().join("k.bin");
+    write_u32(&raw, &keys);
+    let out = dir.path().join("k.out.bin");
+    gpusort()
+        .args(["-q", "sort", "--dtype", "u32", "--descending"])
+        .arg(&raw)
+        .arg("-o")
+        .arg(&out)
+        .assert()
+        .success();
+    let desc = SortOrder {
+        descending: true,
+        segment_size: None,
+    };
+    assert_eq!(read_u32(&out), reference::sorted(&keys, desc));
+    let floats: Vec<f64> = f64_specials().into_iter().cycle().take(10_001).collect();
+    let npy = dir.path().join("f.npy");
+    write_npy(&npy, &[floats.len() as u64], &floats);
+    gpusort()
+        .args(["-q", "sort", "--in-place"])
+        .arg(&npy)
+        .assert()
+        .success();
+    let (shape, got) = read_npy::<f64>(&npy);
+    assert_eq!(shape, vec![floats.len() as u64]);
+    let want = reference::sorted(&floats, SortOrder::default());
+    assert_eq!(
+        bytemuck::cast_slice::<f64, u64>(&got),
+        bytemuck::cast_slice::<f64, u64>(&want)
+    );
+    assert_eq!(listing(dir.path()).len(), 3, "no temporary files left");
+}

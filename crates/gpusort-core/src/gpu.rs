@@ -190,6 +190,8 @@ pub struct Gpu {
     pub features: wgpu::Features,
     subgroups: Option<SubgroupInfo>,
     lost: Arc<Mutex<Option<String>>>,
+    /// The staging ring every host<->GPU copy goes through (crate::transfer).
+    pub(crate) staging: Mutex<crate::transfer::Ring>,
 }
 
 impl std::fmt::Debug for Gpu {
@@ -256,6 +258,7 @@ impl Gpu {
             features,
             subgroups,
             lost,
+            staging: Mutex::new(Default::default()),
         })
     }
 

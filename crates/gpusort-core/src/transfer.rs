@@ -69,29 +69,6 @@ pub fn uniform_buffer(gpu: &Gpu, label: &str, bytes: &[u8]) -> Result<wgpu::Buff
     Ok(buf)
 }
 
-fn map_and_wait(gpu: &Gpu, buffer: &wgpu::Buffer, mode: wgpu::MapMode, len: u64) -> Result<()> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    buffer.map_async(mode, 0..len, move |r| {
-        let _ = tx.send(r);
-    });
-    gpu.wait()?;
-    // Another thread's poll may have taken our callback and be about to run it: wait for it.
-    match rx.recv_timeout(crate::gpu::GPU_WAIT_TIMEOUT) {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(Error::Map(e.to_string())),
-        Err(_) => Err(Error::Timeout(crate::gpu::GPU_WAIT_TIMEOUT)),
-    }
-}
-
-fn staging(gpu: &Gpu, label: &str, size: u64, usage: wgpu::BufferUsages) -> wgpu::Buffer {
-    gpu.device.create_buffer(&wgpu::BufferDescriptor {
-        label: Some(label),
-        size,
-        usage,
-        mapped_at_creation: false,
-    })
-}
-
 /// Pieces of `len` bytes starting at buffer byte `offset`, cut at multiples of the piece size
 /// so every piece but the first starts map-aligned: (buffer start, range within the data).
 fn pieces(offset: u64, len: usize) -> Vec<(u64, std::ops::Range<usize>)> {
@@ -149,12 +126,120 @@ pub fn read_mapped(stage: &wgpu::Buffer, offset: u64, out: &mut [u8]) {
     });
 }
 
+/// Staging buffers per direction in the ring: while the GPU copies one chunk, the CPU fills (or
+/// drains) the next.
+pub const RING_SLOTS: usize = 3;
+
+/// One staging buffer of the ring and its map state.
+struct RingSlot {
+    buf: wgpu::Buffer,
+    size: u64,
+    upload: bool,
+    mapped: bool,
+    /// A map requested after a submission that uses the buffer.
+    pending: Option<(MapResult, Option<wgpu::SubmissionIndex>)>,
+}
+
+impl RingSlot {
+    fn new(gpu: &Gpu, size: u64, upload: bool) -> Result<RingSlot> {
+        let usage = if upload {
+            wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC
+        } else {
+            wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST
+        };
+        let buf = gpu.checked(|| {
+            gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(if upload {
+                    "ring upload"
+                } else {
+                    "ring download"
+                }),
+                size,
+                usage,
+                mapped_at_creation: upload,
+            })
+        })?;
+        Ok(RingSlot {
+            buf,
+            size,
+            upload,
+            mapped: upload,
+            pending: None,
+        })
+    }
+
+    /// Wait for a requested map (the GPU has finished with the buffer).
+    fn settle(&mut self, gpu: &Gpu) -> Result<()> {
+        if let Some((rx, submission)) = self.pending.take() {
+            StagingSlot::wait(gpu, submission.as_ref(), rx)?;
+            self.mapped = true;
+        }
+        Ok(())
+    }
+
+    /// Ready for the CPU to fill: mapped for writing.
+    fn ready_to_fill(&mut self, gpu: &Gpu) -> Result<()> {
+        self.settle(gpu)?;
+        if !self.mapped {
+            self.pending = Some((
+                request_map(&self.buf, wgpu::MapMode::Write, self.size),
+                None,
+            ));
+            self.settle(gpu)?;
+        }
+        Ok(())
+    }
+
+    /// Ready for the GPU to copy into: unmapped.
+    fn ready_to_receive(&mut self, gpu: &Gpu) -> Result<()> {
+        self.settle(gpu)?;
+        if self.mapped {
+            self.buf.unmap();
+            self.mapped = false;
+        }
+        Ok(())
+    }
+
+    fn unmap(&mut self) {
+        self.buf.unmap();
+        self.mapped = false;
+    }
+}
+
+/// The staging ring the device keeps for its whole life: up to [`RING_SLOTS`] buffers each way,
+/// created on first use, re-created only to grow past the largest chunk asked of them (never per
+/// call). Every host<->GPU copy of the library goes through it.
+#[derive(Default)]
+pub(crate) struct Ring {
+    up: Vec<RingSlot>,
+    down: Vec<RingSlot>,
+}
+
+impl Ring {
+    /// Slot `i % RING_SLOTS` of one direction, holding at least `size` bytes.
+    fn slot(&mut self, gpu: &Gpu, i: usize, size: u64, upload: bool) -> Result<&mut RingSlot> {
+        let slots = if upload { &mut self.up } else { &mut self.down };
+        let k = i % RING_SLOTS;
+        if k == slots.len() {
+            slots.push(RingSlot::new(gpu, size, upload)?);
+        } else if slots[k].size < size {
+            slots[k].settle(gpu)?;
+            slots[k] = RingSlot::new(gpu, size, upload)?;
+        }
+        debug_assert_eq!(slots[k].upload, upload);
+        Ok(&mut slots[k])
+    }
+}
+
 /// Copy `data` into `dst` at byte `offset`. `data.len()` and `offset` must be multiples of 4.
 pub fn upload(gpu: &Gpu, dst: &wgpu::Buffer, offset: u64, data: &[u8]) -> Result<()> {
     upload_chunked(gpu, dst, offset, data, CHUNK_BYTES)
 }
 
-/// [`upload`] through staging chunks of `chunk` bytes (for measuring).
+/// [`upload`] through staging chunks of `chunk` bytes (for measuring). Chunk i is written into
+/// ring slot i % RING_SLOTS on all cores while the GPU still copies the chunks before it; a slot
+/// is only waited for when it comes round again. The copies are queued in order before any
+/// later submission, so the caller need not wait for them.
 pub fn upload_chunked(
     gpu: &Gpu,
     dst: &wgpu::Buffer,
@@ -166,27 +251,27 @@ pub fn upload_chunked(
         return Ok(());
     }
     debug_assert!(data.len().is_multiple_of(4) && offset.is_multiple_of(4));
-    let chunk = chunk.min(data.len() as u64);
-    let stage = staging(
-        gpu,
-        "upload staging",
-        chunk,
-        wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
-    );
+    let chunk = align4(chunk.min(data.len() as u64));
+    let mut ring = gpu.staging.lock().unwrap_or_else(|p| p.into_inner());
     for (i, part) in data.chunks(chunk as usize).enumerate() {
         let len = part.len() as u64;
-        map_and_wait(gpu, &stage, wgpu::MapMode::Write, len)?;
-        write_mapped(&stage, 0, part);
-        stage.unmap();
+        let slot = ring.slot(gpu, i, chunk, true)?;
+        slot.ready_to_fill(gpu)?;
+        write_mapped(&slot.buf, 0, part);
+        slot.unmap();
         let mut enc = gpu
             .device
             .create_command_encoder(&wgpu::CommandEncoderDescriptor {
                 label: Some("upload"),
             });
-        enc.copy_buffer_to_buffer(&stage, 0, dst, offset + i as u64 * chunk, len);
-        gpu.queue.submit([enc.finish()]);
+        enc.copy_buffer_to_buffer(&slot.buf, 0, dst, offset + i as u64 * chunk, len);
+        let submission = gpu.queue.submit([enc.finish()]);
+        slot.pending = Some((
+            request_map(&slot.buf, wgpu::MapMode::Write, slot.size),
+            Some(submission),
+        ));
     }
-    gpu.wait()
+    Ok(())
 }
 
 /// Copy `out.len()` bytes of `src` starting at byte `offset` into `out` (multiples of 4).
@@ -194,7 +279,9 @@ pub fn download(gpu: &Gpu, src: &wgpu::Buffer, offset: u64, out: &mut [u8]) -> R
     download_chunked(gpu, src, offset, out, CHUNK_BYTES)
 }
 
-/// [`download`] through staging chunks of `chunk` bytes (for measuring).
+/// [`download`] through staging chunks of `chunk` bytes (for measuring). The copies of the first
+/// RING_SLOTS chunks are queued at once; each time the CPU has drained a slot (on all cores),
+/// the copy of the chunk that slot takes next is queued, so the GPU copies while the CPU drains.
 pub fn download_chunked(
     gpu: &Gpu,
     src: &wgpu::Buffer,
@@ -206,25 +293,39 @@ pub fn download_chunked(
         return Ok(());
     }
     debug_assert!(out.len().is_multiple_of(4) && offset.is_multiple_of(4));
-    let chunk = chunk.min(out.len() as u64);
-    let stage = staging(
-        gpu,
-        "download staging",
-        chunk,
-        wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-    );
-    for (i, part) in out.chunks_mut(chunk as usize).enumerate() {
-        let len = part.len() as u64;
+    let chunk = align4(chunk.min(out.len() as u64));
+    let total = out.len() as u64;
+    let chunks = total.div_ceil(chunk) as usize;
+    let mut ring = gpu.staging.lock().unwrap_or_else(|p| p.into_inner());
+    let queue_copy = |ring: &mut Ring, i: usize| -> Result<()> {
+        let at = i as u64 * chunk;
+        let len = chunk.min(total - at);
+        let slot = ring.slot(gpu, i, chunk, false)?;
+        slot.ready_to_receive(gpu)?;
         let mut enc = gpu
             .device
             .create_command_encoder(&wgpu::CommandEncoderDescriptor {
                 label: Some("download"),
             });
-        enc.copy_buffer_to_buffer(src, offset + i as u64 * chunk, &stage, 0, len);
-        gpu.queue.submit([enc.finish()]);
-        map_and_wait(gpu, &stage, wgpu::MapMode::Read, len)?;
-        read_mapped(&stage, 0, part);
-        stage.unmap();
+        enc.copy_buffer_to_buffer(src, offset + at, &slot.buf, 0, len);
+        let submission = gpu.queue.submit([enc.finish()]);
+        slot.pending = Some((
+            request_map(&slot.buf, wgpu::MapMode::Read, len),
+            Some(submission),
+        ));
+        Ok(())
+    };
+    for i in 0..chunks.min(RING_SLOTS) {
+        queue_copy(&mut ring, i)?;
+    }
+    for (i, part) in out.chunks_mut(chunk as usize).enumerate() {
+        let slot = ring.slot(gpu, i, chunk, false)?;
+        slot.settle(gpu)?;
+        read_mapped(&slot.buf, 0, part);
+        slot.unmap();
+        if i + RING_SLOTS < chunks {
+            queue_copy(&mut ring, i + RING_SLOTS)?;
+        }
     }
     Ok(())
 }
