@@ -5,15 +5,18 @@
 // producer task's mark: one atomic u32 per task packing the count of finished blocks with a
 // DEFERRED bit. Waits are bounded (SPIN_LIMIT reads); a block whose wait runs out, or whose
 // producer was deferred, does no work: it sets its own task's DEFERRED bit (so its dependants
-// give up at once) and appends itself to its level's deferred list, whose length is also the
-// workgroup count of an indirect "resume" dispatch the host records after the merged one, one
-// per dependency level, in order. By the time level l resumes, every level below it has
-// finished, so resumed blocks never wait. Safe mode runs the same blocks with one plain dispatch
-// per level and no waits at all.
+// give up at once) and raises the launch's resume flag, which is the workgroup count (0 or 1)
+// of the indirect "resume" dispatch the host records after the merged one. Every finished block
+// also sets its bit in the launch's per-block completion bits. The resume dispatch is a single
+// workgroup that walks the mapping table in order and runs every block whose bit is clear:
+// producers come first in the table, so it never waits, and one workgroup needs no forward
+// progress from any other. Where nothing was deferred (NVIDIA, in every measurement) it has no
+// workgroups at all. Safe mode runs the same blocks with one plain dispatch per dependency
+// level and no waits.
 //
-// The method's per-block completion flags, with the task's last block waiting on all of them
-// before setting the task mark, become one atomicAdd per block on the task's mark: the same
-// information with no waiting on the producer side.
+// The method's "last block waits for all its blocks' flags, then sets the task mark" became one
+// atomicAdd per block on the task's mark: the same information with no waiting on the producer
+// side; the per-block flags serve the resume walk.
 //
 // Memory ordering: WGSL atomics are relaxed, so data crosses workgroups through atomic loads and
 // stores (which do not stop in a non-coherent cache), and a storageBarrier (device-scope
@@ -35,7 +38,7 @@
 // A sort's last phase decodes the keys on store. Positions past a task's end behave as +inf.
 //
 // Host-prepended constants: CAP (words of workgroup memory per block, a power of two), WG,
-// SPIN_LIMIT, MAX_GROUPS (largest indirect dispatch width). Composed before this file:
+// SPIN_LIMIT. Composed before this file:
 // common/grid.wgsl, common/keyorder.wgsl, common/scanop.wgsl.
 
 const MODE_MERGED: u32 = 0u;
@@ -56,26 +59,26 @@ const FLAG_KEEP_REST: u32 = 1u;   // split_apply: a partition (the rest follow),
 const FLAG_FAIL: u32 = 0x10000u;  // tests: the block defers in the merged launch, as if it failed
 
 const DEFERRED: u32 = 0x80000000u;
-const TASK_WORDS: u32 = 14u;
+const TASK_WORDS: u32 = 12u;
 const PER_INVOCATION: u32 = CAP / WG;
 
 struct Params {
     mode: u32,
-    begin: u32,        // level mode: first slot; resume: first deferred-list entry of the level
-    end: u32,          // merged and level modes: one past the last slot
-    level: u32,        // resume mode
+    begin: u32,        // level mode: first slot
+    end: u32,          // one past the last slot (of the level, or of the launch)
+    deferred_at: u32,  // state word counting deferred blocks (for reports)
     tasks_at: u32,     // plan words: task descriptors, dependency lists, mapping table
     deps_at: u32,
     table_at: u32,
-    ticket_at: u32,    // state words: ticket, task marks, deferred counts and lists, partials
+    ticket_at: u32,    // state words: ticket, task marks, per-block completion bits, partials
     marks_at: u32,
-    dcount_at: u32,
-    dlist_at: u32,
+    done_at: u32,
     partials_at: u32,
-    args_at: u32,      // args words: this launch's (x, 1, 1) per level
+    args_at: u32,      // args words: this launch's resume dispatch (x, 1, 1)
     _pad0: u32,
     _pad1: u32,
     _pad2: u32,
+    _pad3: u32,
 }
 
 struct Task {
@@ -90,8 +93,6 @@ struct Task {
     dep_begin: u32,
     dep_count: u32,
     partial: u32,      // scan: first of the task's `blocks` partials
-    level: u32,
-    defer_base: u32,   // the level's first deferred-list entry
     dst: u32,          // split: first destination word
     count_at: u32,     // split: the data word that receives the passing count
 }
@@ -115,7 +116,7 @@ fn task(t: u32) -> Task {
     let w = p.tasks_at + t * TASK_WORDS;
     return Task(plan[w], plan[w + 1u], plan[w + 2u], plan[w + 3u], plan[w + 4u], plan[w + 5u],
                 plan[w + 6u], plan[w + 7u], plan[w + 8u], plan[w + 9u], plan[w + 10u],
-                plan[w + 11u], plan[w + 12u], plan[w + 13u]);
+                plan[w + 11u]);
 }
 
 // One invocation: 1 when every producer of `d` has finished, 0 when one was deferred or the
@@ -136,12 +137,11 @@ fn producers_done(d: Task) -> u32 {
     return 1u;
 }
 
-// One invocation: leave block `slot` of task `t` to the resume dispatch of its level.
-fn defer_slot(slot: u32, t: u32, d: Task) {
+// One invocation: leave task `t`'s block to the resume dispatch.
+fn defer_slot(t: u32) {
     atomicOr(&state[p.marks_at + t], DEFERRED);
-    let i = atomicAdd(&state[p.dcount_at + d.level], 1u);
-    atomicStore(&state[p.dlist_at + d.defer_base + i], slot);
-    atomicMax(&args[p.args_at + 3u * d.level], min(i + 1u, MAX_GROUPS));
+    atomicAdd(&state[p.deferred_at], 1u);
+    atomicStore(&args[p.args_at], 1u);
 }
 
 // Inclusive scan of one word per invocation over the workgroup; sums[WG - 1] is the total.
@@ -378,7 +378,7 @@ fn run_slot(slot: u32, merged: bool, li: u32) {
             go_wg = select(producers_done(d), 0u, (d.flags & FLAG_FAIL) != 0u);
         }
         if (workgroupUniformLoad(&go_wg) == 0u) {
-            if (li == 0u) { defer_slot(slot, t, d); }
+            if (li == 0u) { defer_slot(t); }
             return;
         }
         storageBarrier(); // acquire: the producers' data after their marks
@@ -393,7 +393,10 @@ fn run_slot(slot: u32, merged: bool, li: u32) {
         default: { scan_apply(d, b, li); }
     }
     storageBarrier(); // release: every invocation's data before the mark
-    if (li == 0u) { atomicAdd(&state[p.marks_at + t], 1u); }
+    if (li == 0u) {
+        atomicOr(&state[p.done_at + slot / 32u], 1u << (slot % 32u));
+        atomicAdd(&state[p.marks_at + t], 1u);
+    }
 }
 
 @compute @workgroup_size(WG)
@@ -409,13 +412,15 @@ fn run(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3
         if (slot >= p.end) { return; }
         run_slot(slot, false, li);
     } else {
-        // MODE_RESUME: the level's deferred blocks, strided over the indirect grid
-        if (li == 0u) { ticket_wg = atomicLoad(&state[p.dcount_at + p.level]); }
-        let count = workgroupUniformLoad(&ticket_wg);
-        for (var i = wid.x; i < count; i += nwg.x) {
-            if (li == 0u) { go_wg = atomicLoad(&state[p.dlist_at + p.begin + i]); }
-            let slot = workgroupUniformLoad(&go_wg);
-            run_slot(slot, false, li);
+        // MODE_RESUME, one workgroup: every block not yet done, in table order
+        for (var w = 0u; w * 32u < p.end; w++) {
+            if (li == 0u) { ticket_wg = ~atomicLoad(&state[p.done_at + w]); }
+            var todo = workgroupUniformLoad(&ticket_wg);
+            while (todo != 0u) {
+                let slot = w * 32u + firstTrailingBit(todo);
+                todo &= todo - 1u;
+                if (slot < p.end) { run_slot(slot, false, li); }
+            }
         }
     }
 }

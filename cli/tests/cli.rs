@@ -1260,6 +1260,8 @@ fn bench_sched_suite_reports_merged_and_baselines() {
         "12 sorts: segmented sort (equal sizes only)",
         "12 sort→scan pairs: merged launch",
         "12 sort→scan pairs: one dispatch chain per task",
+        "2 chains of 10 sorts: merged launch",
+        "2 chains of 10 sorts: safe mode",
     ] {
         let hits: Vec<_> = cases.iter().filter(|c| c["case"] == name).collect();
         assert!(!hits.is_empty(), "{name} missing");

@@ -1,5 +1,5 @@
-//! Scheduler suite (METHODS.md method 5): many small independent sorts, and dependent
-//! sort → scan pairs, as one merged launch against one dispatch chain per task recorded into
+//! Scheduler suite (METHODS.md method 5): many small independent sorts, dependent sort → scan
+//! pairs, and chains of CHAIN dependent sorts, as one merged launch against one dispatch chain per task recorded into
 //! the same single submit (the honest baseline: what a caller without the scheduler records),
 //! safe mode, and, for equal sizes, the segmented sort. GPU-resident, GPU timestamps.
 
@@ -21,6 +21,16 @@ const SCAN: Work = Work::Scan {
     inclusive: false,
 };
 
+/// Tasks per chain in the chained case (each sorts its predecessor's result the other way).
+const CHAIN: usize = 10;
+
+#[derive(Clone, Copy, PartialEq)]
+enum Shape {
+    Independent,
+    Pairs,
+    Chains,
+}
+
 /// `tasks` tasks per case; `sizes` keys per task (as powers of two).
 pub(super) fn suite(ctx: &Ctx<'_>, tasks: usize, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
     let (gpu, timer, bar, reps) = (ctx.gpu, ctx.timer, ctx.bar, ctx.reps);
@@ -29,12 +39,22 @@ pub(super) fn suite(ctx: &Ctx<'_>, tasks: usize, sizes: &[u32]) -> Result<Vec<Ca
     let sorter = BitonicSorter::new(gpu)?.with_algorithm(gpusort_core::Algorithm::Bitonic);
     let scanner = Scanner::new(gpu)?;
     let mut cases = Vec::new();
-    let mut pairs: Vec<(u32, bool)> = sizes.iter().map(|&s| (s, false)).collect();
-    pairs.push((sizes[0], true)); // the dependent case at the smallest size
-    bar.inc_length(pairs.len() as u64 * 4);
-    for (log, dependent) in pairs {
+    let mut cases_to_run: Vec<(u32, Shape)> =
+        sizes.iter().map(|&s| (s, Shape::Independent)).collect();
+    // the dependent cases at the smallest size
+    cases_to_run.push((sizes[0], Shape::Pairs));
+    cases_to_run.push((sizes[0], Shape::Chains));
+    bar.inc_length(cases_to_run.len() as u64 * 4);
+    for (log, shape) in cases_to_run {
+        let dependent = shape == Shape::Pairs;
         let n = 1usize << log;
-        let words = tasks * n;
+        // regions of data: one per task, per pair, or per chain
+        let regions = if shape == Shape::Chains {
+            tasks.div_ceil(CHAIN)
+        } else {
+            tasks
+        };
+        let words = regions * n;
         if words as u64 * 4 > gpu.max_binding() {
             eprintln!(
                 "sched suite: skipping {tasks} x 2^{log}: exceeds one binding on {}",
@@ -50,17 +70,28 @@ pub(super) fn suite(ctx: &Ctx<'_>, tasks: usize, sizes: &[u32]) -> Result<Vec<Ca
             enc.copy_buffer_to_buffer(&pristine, 0, &work, 0, words as u64 * 4)
         };
         let mut batch = Batch::default();
-        for t in 0..tasks {
+        for t in 0..regions {
             let off = (t * n) as u32;
-            let s = batch.add(SORT, off, n as u32, &[]);
-            if dependent {
-                batch.add(SCAN, off, n as u32, &[s]);
+            match shape {
+                Shape::Independent => {
+                    batch.add(SORT, off, n as u32, &[]);
+                }
+                Shape::Pairs => {
+                    let s = batch.add(SORT, off, n as u32, &[]);
+                    batch.add(SCAN, off, n as u32, &[s]);
+                }
+                Shape::Chains => {
+                    let mut prev: Vec<usize> = Vec::new();
+                    for d in 0..CHAIN {
+                        prev = vec![batch.add(chain_sort(d), off, n as u32, &prev)];
+                    }
+                }
             }
         }
-        let what = if dependent {
-            format!("{tasks} sort→scan pairs")
-        } else {
-            format!("{tasks} sorts")
+        let what = match shape {
+            Shape::Independent => format!("{tasks} sorts"),
+            Shape::Pairs => format!("{tasks} sort→scan pairs"),
+            Shape::Chains => format!("{} chains of {CHAIN} sorts", regions),
         };
         let mut these = Vec::new();
         for (name, sched) in [("merged launch", &merged), ("safe mode", &safe)] {
@@ -72,14 +103,14 @@ pub(super) fn suite(ctx: &Ctx<'_>, tasks: usize, sizes: &[u32]) -> Result<Vec<Ca
                     Ok(())
                 })?)
             })?;
-            check_segments(gpu, &work, n, tasks, dependent, name)?;
+            check_segments(gpu, &work, n, regions, dependent, name)?;
             let stats = stats.expect("measured at least once");
             these.push(case(
                 &what,
                 n,
                 name,
                 st,
-                tasks,
+                batch.tasks.len(),
                 stats.dispatches as u64,
                 format!(
                     "{} phases, {} workgroups, {} launches",
@@ -91,11 +122,11 @@ pub(super) fn suite(ctx: &Ctx<'_>, tasks: usize, sizes: &[u32]) -> Result<Vec<Ca
 
         // the baseline: each task's own buffer and its own chain of dispatches, one submit
         bar.set_message(format!("{what} of 2^{log}: one chain per task"));
-        let bufs: Vec<wgpu::Buffer> = (0..tasks)
+        let bufs: Vec<wgpu::Buffer> = (0..regions)
             .map(|_| transfer::storage_buffer(gpu, "sched task", n as u64 * 4))
             .collect::<Result<_, _>>()?;
         let outs: Vec<wgpu::Buffer> = if dependent {
-            (0..tasks)
+            (0..regions)
                 .map(|_| transfer::storage_buffer(gpu, "sched task scan", n as u64 * 4))
                 .collect::<Result<_, _>>()?
         } else {
@@ -111,16 +142,30 @@ pub(super) fn suite(ctx: &Ctx<'_>, tasks: usize, sizes: &[u32]) -> Result<Vec<Ca
             Ok(timer.time(gpu, restore_all, |enc| {
                 dispatches = 0;
                 for (t, b) in bufs.iter().enumerate() {
-                    let job = GpuSortJob {
-                        key_type: KeyType::U32,
-                        order: SortOrder::default(),
-                        keys: b,
-                        n: n as u32,
-                        values: None,
-                        permutation: None,
-                    };
-                    let s = sorter.record(gpu, enc, &job)?;
-                    dispatches += (s.network_dispatches + s.codec_dispatches) as u64;
+                    let sorts = if shape == Shape::Chains { CHAIN } else { 1 };
+                    for d in 0..sorts {
+                        let descending = shape == Shape::Chains
+                            && matches!(
+                                chain_sort(d),
+                                Work::Sort {
+                                    descending: true,
+                                    ..
+                                }
+                            );
+                        let job = GpuSortJob {
+                            key_type: KeyType::U32,
+                            order: SortOrder {
+                                descending,
+                                segment_size: None,
+                            },
+                            keys: b,
+                            n: n as u32,
+                            values: None,
+                            permutation: None,
+                        };
+                        let s = sorter.record(gpu, enc, &job)?;
+                        dispatches += (s.network_dispatches + s.codec_dispatches) as u64;
+                    }
                     if dependent {
                         scanner.record_scan(
                             gpu,
@@ -138,19 +183,26 @@ pub(super) fn suite(ctx: &Ctx<'_>, tasks: usize, sizes: &[u32]) -> Result<Vec<Ca
                 Ok(())
             })?)
         })?;
-        check_segments(gpu, &bufs[tasks - 1], n, 1, false, "one chain per task")?;
+        check_segments(
+            gpu,
+            bufs.last().expect("one task at least"),
+            n,
+            1,
+            false,
+            "one chain per task",
+        )?;
         these.push(case(
             &what,
             n,
             "one dispatch chain per task",
             st,
-            tasks,
+            batch.tasks.len(),
             dispatches,
             "BitonicSorter (+ Scanner) per task, one submit".into(),
         ));
         bar.inc(1);
 
-        if !dependent {
+        if shape == Shape::Independent {
             bar.set_message(format!("{what} of 2^{log}: segmented sort"));
             let job = GpuSortJob {
                 key_type: KeyType::U32,
@@ -190,6 +242,14 @@ pub(super) fn suite(ctx: &Ctx<'_>, tasks: usize, sizes: &[u32]) -> Result<Vec<Ca
         cases.extend(these);
     }
     Ok(cases)
+}
+
+/// Sort `d` of a chain: alternately descending and ascending, ending ascending.
+fn chain_sort(d: usize) -> Work {
+    Work::Sort {
+        key_type: KeyType::U32,
+        descending: (CHAIN - 1 - d) % 2 == 1,
+    }
 }
 
 fn case(

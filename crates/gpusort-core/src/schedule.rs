@@ -10,8 +10,8 @@
 //!
 //! - **merged**: one dispatch for every block of the launch (workgroups take tickets, wait on
 //!   their producers with bounded spins, and defer when a wait runs out), then one indirect
-//!   "resume" dispatch per dependency level that runs whatever was deferred (usually nothing:
-//!   zero workgroups); or
+//!   "resume" dispatch of one workgroup that runs whatever was deferred, in table order (zero
+//!   workgroups when nothing was): two dispatches per launch however deep the graph; or
 //! - **safe**: one plain dispatch per dependency level, no waiting at all.
 //!
 //! [`Mode::Auto`] picks merged where a self-test on this device ([`Scheduler::merged_proven`])
@@ -40,7 +40,7 @@ use crate::transfer;
 /// smallest that holds it; longer tasks are split into blocks of the largest.
 pub const CAPACITIES: [u32; 3] = [256, 1024, 4096];
 const MAX_CAP: u32 = 4096;
-const TASK_WORDS: usize = 14;
+const TASK_WORDS: usize = 12;
 const FLAG_MIRROR: u32 = 1;
 const FLAG_ENCODE: u32 = 2;
 const FLAG_DECODE: u32 = 4;
@@ -231,7 +231,8 @@ pub struct RunStats {
     pub launches: usize,
     /// Workgroups over all launches (blocks of all phases).
     pub blocks: usize,
-    /// Dispatches recorded (merged: one per launch plus the resume dispatches).
+    /// Dispatches recorded (merged: two per launch, the launch and its resume dispatch; safe: one
+    /// per dependency level).
     pub dispatches: usize,
     /// Blocks the merged launch deferred to the resume dispatches (host runs only).
     pub deferred: u64,
@@ -480,17 +481,16 @@ struct Params {
     mode: u32,
     begin: u32,
     end: u32,
-    level: u32,
+    deferred_at: u32,
     tasks_at: u32,
     deps_at: u32,
     table_at: u32,
     ticket_at: u32,
     marks_at: u32,
-    dcount_at: u32,
-    dlist_at: u32,
+    done_at: u32,
     partials_at: u32,
     args_at: u32,
-    pad: [u32; 3],
+    pad: [u32; 4],
 }
 
 const MODE_MERGED: u32 = 0;
@@ -511,8 +511,6 @@ struct Layouts {
     state_words: u64,
     args_words: Vec<u32>,
     launches: Vec<LaunchLayout>,
-    /// (state word of the launch's deferred counts, levels) to read back the deferred total.
-    dcounts: Vec<(u32, u32)>,
 }
 
 fn lay_out(ex: &Expanded, plan: &Plan) -> Layouts {
@@ -520,17 +518,14 @@ fn lay_out(ex: &Expanded, plan: &Plan) -> Layouts {
     let mut state = 0u32;
     let mut args_words: Vec<u32> = Vec::new();
     let mut launches = Vec::new();
-    let mut dcounts = Vec::new();
     for launch in &plan.launches {
         let t_count = launch.tasks.len() as u32;
-        let levels = launch.levels.len() as u32;
         let tasks_at = plan_words.len() as u32;
         let deps_at = tasks_at + t_count * TASK_WORDS as u32;
         let mut deps: Vec<u32> = Vec::new();
         let mut descriptors = Vec::with_capacity(launch.tasks.len() * TASK_WORDS);
         for (local, &g) in launch.tasks.iter().enumerate() {
             let ph = &ex.phases[g];
-            let level = launch.task_levels[local];
             descriptors.extend_from_slice(&[
                 ph.kind,
                 ph.offset,
@@ -542,8 +537,6 @@ fn lay_out(ex: &Expanded, plan: &Plan) -> Layouts {
                 deps.len() as u32,
                 launch.deps[local].len() as u32,
                 ex.partial_at[g],
-                level,
-                launch.levels[level as usize].start,
                 ph.dst,
                 ph.count_at,
             ]);
@@ -556,24 +549,22 @@ fn lay_out(ex: &Expanded, plan: &Plan) -> Layouts {
             plan_words.extend_from_slice(&[s.task, s.block]);
         }
         let slots = launch.table.len() as u32;
+        // state: [ticket][deferred count][task marks][per-block completion bits]
         let base = Params {
             tasks_at,
             deps_at,
             table_at,
             ticket_at: state,
-            marks_at: state + 1,
-            dcount_at: state + 1 + t_count,
-            dlist_at: state + 1 + t_count + levels,
+            deferred_at: state + 1,
+            marks_at: state + 2,
+            done_at: state + 2 + t_count,
             partials_at: 0, // filled below, after every launch's state
             args_at: args_words.len() as u32,
             end: slots,
             ..Params::default()
         };
-        dcounts.push((base.dcount_at, levels));
-        state = base.dlist_at + slots;
-        for _ in 0..levels {
-            args_words.extend_from_slice(&[0, 1, 1]);
-        }
+        state = base.done_at + slots.div_ceil(32);
+        args_words.extend_from_slice(&[0, 1, 1]);
         launches.push(LaunchLayout {
             cap: launch
                 .tasks
@@ -594,7 +585,6 @@ fn lay_out(ex: &Expanded, plan: &Plan) -> Layouts {
         state_words: state as u64 + ex.partials as u64,
         args_words,
         launches,
-        dcounts,
     }
 }
 
@@ -651,11 +641,7 @@ impl Scheduler {
         if let Some(p) = cache.get(&cap) {
             return Ok(p.clone());
         }
-        let source = shaders::merged(
-            cap,
-            self.spin_limit,
-            gpu.limits.max_compute_workgroups_per_dimension.max(1),
-        );
+        let source = shaders::merged(cap, self.spin_limit);
         let module = kernel::module(gpu, "merged launch", &source)?;
         let p = Arc::new(kernel::pipeline(gpu, &module, "run", &self.layout)?);
         cache.insert(cap, p.clone());
@@ -773,16 +759,12 @@ impl Scheduler {
                         ..l.base
                     };
                     dispatches.push((l.cap, params.push(&p), Launch::Groups(l.slots)));
-                    for (level, r) in l.levels.iter().enumerate() {
-                        let p = Params {
-                            mode: MODE_RESUME,
-                            begin: r.start,
-                            level: level as u32,
-                            ..l.base
-                        };
-                        let at = (l.base.args_at as u64 + 3 * level as u64) * 4;
-                        dispatches.push((l.cap, params.push(&p), Launch::Indirect(at)));
-                    }
+                    let p = Params {
+                        mode: MODE_RESUME,
+                        ..l.base
+                    };
+                    let at = l.base.args_at as u64 * 4;
+                    dispatches.push((l.cap, params.push(&p), Launch::Indirect(at)));
                 }
             }
         }
@@ -823,7 +805,7 @@ impl Scheduler {
             stats,
             Recorded {
                 state,
-                dcounts: lay.dcounts,
+                deferred_at: lay.launches.iter().map(|l| l.base.deferred_at).collect(),
             },
         ))
     }
@@ -852,22 +834,22 @@ impl Scheduler {
 /// What a recording leaves to inspect after it ran.
 pub struct Recorded {
     state: wgpu::Buffer,
-    dcounts: Vec<(u32, u32)>,
+    deferred_at: Vec<u32>,
 }
 
 impl Recorded {
     /// Blocks the merged launches deferred to their resume dispatches (after the work is done).
     pub fn deferred(&self, gpu: &Gpu) -> Result<u64> {
         let mut total = 0;
-        for &(at, levels) in &self.dcounts {
-            let mut counts = vec![0u32; levels as usize];
+        for &at in &self.deferred_at {
+            let mut count = [0u32];
             transfer::download(
                 gpu,
                 &self.state,
                 at as u64 * 4,
-                bytemuck::cast_slice_mut(&mut counts),
+                bytemuck::cast_slice_mut(&mut count),
             )?;
-            total += counts.iter().map(|&c| c as u64).sum::<u64>();
+            total += count[0] as u64;
         }
         Ok(total)
     }

@@ -122,16 +122,11 @@ pub fn compact(words: u32, payload: bool, variant: u32, subgroups: bool, t: &Tun
 
 /// The merged launch (scheduler) for blocks of `cap` words of workgroup memory, with its
 /// generated register networks.
-pub fn merged(cap: u32, spin_limit: u32, max_groups: u32) -> String {
+pub fn merged(cap: u32, spin_limit: u32) -> String {
     let wg = crate::schedule::workgroup_size(cap);
     let mut s = compose_with(
         MERGED,
-        &[
-            ("CAP", cap),
-            ("WG", wg),
-            ("SPIN_LIMIT", spin_limit),
-            ("MAX_GROUPS", max_groups),
-        ],
+        &[("CAP", cap), ("WG", wg), ("SPIN_LIMIT", spin_limit)],
         &[KEY_ORDER, SCAN_OP],
     );
     s.push('\n');
@@ -198,7 +193,7 @@ pub fn all_configurations() -> Vec<(String, String)> {
     for cap in crate::schedule::CAPACITIES {
         out.push((
             format!("merged CAP={cap} subgroups=false"),
-            merged(cap, 4096, 65535),
+            merged(cap, 4096),
         ));
     }
     out.push(("copy".into(), compose(COPY, &[("WG", 256)])));

@@ -5,8 +5,7 @@
 //! - [`TaskGraph::plan`]: many tasks, each split into workgroup-sized blocks and possibly
 //!   depending on others, planned into merged launches: each launch's mapping table (launch slot →
 //!   task, block) in topological order, its dependency levels (what safe mode dispatches one by
-//!   one, and what the merged launch's fallback resumes level by level) and the workgroup memory
-//!   it declares. gpusort-core's `schedule` module runs the plans.
+//!   one) and the workgroup memory it declares. gpusort-core's `schedule` module runs the plans.
 //!
 //! Workgroup memory: one launch declares the largest amount any of its tasks needs, so a task
 //! that needs far less would run at the big task's occupancy. Needs are banded by powers of
