@@ -341,5 +341,33 @@ fn auto_mode_proves_merged_on_this_device() {
         "the merged launch failed its self-test on {}",
         gpu.adapter.name
     );
-    assert_eq!(s.resolved_mode(gpu).unwrap(), Mode::Merged);
+    use gpusort_core::schedule::MERGED_FROM_LEVELS;
+    assert_eq!(
+        s.launch_mode(gpu, MERGED_FROM_LEVELS).unwrap(),
+        Mode::Merged
+    );
+    assert_eq!(s.launch_mode(gpu, 3).unwrap(), Mode::Safe);
+    // a deep chain runs merged under Auto, a shallow batch safe; both give the CPU's result
+    let mut deep = Batch::default();
+    let mut prev: Vec<usize> = Vec::new();
+    for d in 0..MERGED_FROM_LEVELS {
+        let work = Work::Sort {
+            key_type: KeyType::U32,
+            descending: d % 2 == 0,
+        };
+        prev = vec![deep.add(work, 0, 300, &prev)];
+    }
+    let data = words(300, &mut rng(5));
+    let mut got = data.clone();
+    let stats = s.run_host(gpu, &deep, &mut got).unwrap();
+    assert_eq!(
+        (stats.mode, stats.merged_launches, stats.dispatches),
+        (Mode::Merged, 1, 2)
+    );
+    assert!(got == reference(&deep, &data));
+    let (shallow, data) = random_graph(3, 4, 5000);
+    let mut got = data.clone();
+    let stats = s.run_host(gpu, &shallow, &mut got).unwrap();
+    assert_eq!((stats.mode, stats.merged_launches), (Mode::Safe, 0));
+    assert!(got == reference(&shallow, &data));
 }

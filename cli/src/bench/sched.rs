@@ -1,5 +1,5 @@
 //! Scheduler suite (METHODS.md method 5): many small independent sorts, dependent sort → scan
-//! pairs, and chains of CHAIN dependent sorts, as one merged launch against one dispatch chain per task recorded into
+//! pairs, and chains of dependent sorts (10 each, or GPUSORT_BENCH_CHAIN), as one merged launch against one dispatch chain per task recorded into
 //! the same single submit (the honest baseline: what a caller without the scheduler records),
 //! safe mode, and, for equal sizes, the segmented sort. GPU-resident, GPU timestamps.
 
@@ -21,8 +21,15 @@ const SCAN: Work = Work::Scan {
     inclusive: false,
 };
 
-/// Tasks per chain in the chained case (each sorts its predecessor's result the other way).
-const CHAIN: usize = 10;
+/// Tasks per chain in the chained case (each sorts its predecessor's result the other way):
+/// 10, or `GPUSORT_BENCH_CHAIN` (a measurement knob).
+fn chain_len() -> usize {
+    std::env::var("GPUSORT_BENCH_CHAIN")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&c| c >= 1)
+        .unwrap_or(10)
+}
 
 #[derive(Clone, Copy, PartialEq)]
 enum Shape {
@@ -45,12 +52,13 @@ pub(super) fn suite(ctx: &Ctx<'_>, tasks: usize, sizes: &[u32]) -> Result<Vec<Ca
     cases_to_run.push((sizes[0], Shape::Pairs));
     cases_to_run.push((sizes[0], Shape::Chains));
     bar.inc_length(cases_to_run.len() as u64 * 4);
+    let chain = chain_len();
     for (log, shape) in cases_to_run {
         let dependent = shape == Shape::Pairs;
         let n = 1usize << log;
         // regions of data: one per task, per pair, or per chain
         let regions = if shape == Shape::Chains {
-            tasks.div_ceil(CHAIN)
+            tasks.div_ceil(chain)
         } else {
             tasks
         };
@@ -82,8 +90,8 @@ pub(super) fn suite(ctx: &Ctx<'_>, tasks: usize, sizes: &[u32]) -> Result<Vec<Ca
                 }
                 Shape::Chains => {
                     let mut prev: Vec<usize> = Vec::new();
-                    for d in 0..CHAIN {
-                        prev = vec![batch.add(chain_sort(d), off, n as u32, &prev)];
+                    for d in 0..chain {
+                        prev = vec![batch.add(chain_sort(chain, d), off, n as u32, &prev)];
                     }
                 }
             }
@@ -91,7 +99,7 @@ pub(super) fn suite(ctx: &Ctx<'_>, tasks: usize, sizes: &[u32]) -> Result<Vec<Ca
         let what = match shape {
             Shape::Independent => format!("{tasks} sorts"),
             Shape::Pairs => format!("{tasks} sort→scan pairs"),
-            Shape::Chains => format!("{} chains of {CHAIN} sorts", regions),
+            Shape::Chains => format!("{regions} chains of {chain} sorts"),
         };
         let mut these = Vec::new();
         for (name, sched) in [("merged launch", &merged), ("safe mode", &safe)] {
@@ -99,12 +107,13 @@ pub(super) fn suite(ctx: &Ctx<'_>, tasks: usize, sizes: &[u32]) -> Result<Vec<Ca
             let mut stats = None;
             let st = measure(reps, || {
                 Ok(timer.time(gpu, restore, |enc| {
-                    stats = Some(sched.record(gpu, enc, &batch, &work)?.0);
+                    stats = Some(sched.record(gpu, enc, &batch, &work)?);
                     Ok(())
                 })?)
             })?;
             check_segments(gpu, &work, n, regions, dependent, name)?;
-            let stats = stats.expect("measured at least once");
+            let (stats, recorded) = stats.expect("measured at least once");
+            let deferred = recorded.deferred(gpu)?;
             these.push(case(
                 &what,
                 n,
@@ -113,7 +122,7 @@ pub(super) fn suite(ctx: &Ctx<'_>, tasks: usize, sizes: &[u32]) -> Result<Vec<Ca
                 batch.tasks.len(),
                 stats.dispatches as u64,
                 format!(
-                    "{} phases, {} workgroups, {} launches",
+                    "{} phases, {} workgroups, {} launches, {deferred} deferred",
                     stats.phases, stats.blocks, stats.launches
                 ),
             ));
@@ -142,11 +151,11 @@ pub(super) fn suite(ctx: &Ctx<'_>, tasks: usize, sizes: &[u32]) -> Result<Vec<Ca
             Ok(timer.time(gpu, restore_all, |enc| {
                 dispatches = 0;
                 for (t, b) in bufs.iter().enumerate() {
-                    let sorts = if shape == Shape::Chains { CHAIN } else { 1 };
+                    let sorts = if shape == Shape::Chains { chain } else { 1 };
                     for d in 0..sorts {
                         let descending = shape == Shape::Chains
                             && matches!(
-                                chain_sort(d),
+                                chain_sort(chain, d),
                                 Work::Sort {
                                     descending: true,
                                     ..
@@ -244,11 +253,11 @@ pub(super) fn suite(ctx: &Ctx<'_>, tasks: usize, sizes: &[u32]) -> Result<Vec<Ca
     Ok(cases)
 }
 
-/// Sort `d` of a chain: alternately descending and ascending, ending ascending.
-fn chain_sort(d: usize) -> Work {
+/// Sort `d` of a chain of `chain`: alternately descending and ascending, ending ascending.
+fn chain_sort(chain: usize, d: usize) -> Work {
     Work::Sort {
         key_type: KeyType::U32,
-        descending: (CHAIN - 1 - d) % 2 == 1,
+        descending: (chain - 1 - d) % 2 == 1,
     }
 }
 
