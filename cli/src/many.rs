@@ -124,32 +124,51 @@ pub fn batches(files: &[usize], lens: &[usize], max_words: u64) -> Vec<Vec<usize
     out
 }
 
-/// Run one batch: each file's 32-bit words followed by `extra(input)` words (a split's
-/// destination and count), side by side in one buffer; `tasks(k, input, offset)` gives the
-/// tasks (work, first word, words) of `inputs[k]`. Returns each file's words after the run, extra words
-/// included.
-pub fn run_batch(
+/// What the merged runs of a job did, for its summary line.
+#[derive(Default)]
+pub struct Merged {
+    pub launches: usize,
+    pub mode: Option<gpusort_core::schedule::Mode>,
+}
+
+/// Run the files `chosen` (indices into `files.inputs`) in the scheduler's merged launches, as
+/// few batches as one binding allows. Each file's 32-bit words are followed by `extra(input)`
+/// words (a split's destination and count); `tasks(f, input, offset)` gives file f's tasks
+/// (work, first word, words); `done(f, words)` receives file f's words after its batch ran,
+/// extra words included.
+pub fn run_merged(
     gpu: &Gpu,
     sched: &Scheduler,
-    inputs: &[&Input],
+    files: &Files,
+    chosen: &[usize],
     extra: impl Fn(&Input) -> usize,
     tasks: impl Fn(usize, &Input, u32) -> Vec<(Work, u32, u32)>,
-) -> Result<(Vec<Vec<u32>>, RunStats), CliError> {
-    let total: usize = inputs.iter().map(|i| i.len + extra(i)).sum();
-    let mut data: Vec<u32> = Vec::with_capacity(total);
-    let mut batch = Batch::default();
-    let mut spans = Vec::with_capacity(inputs.len());
-    for (k, input) in inputs.iter().enumerate() {
-        let offset = data.len() as u32;
-        data.extend(input.to_vec::<u32>());
-        data.resize(data.len() + extra(input), 0);
-        for (work, at, n) in tasks(k, input, offset) {
-            batch.add(work, at, n, &[]);
+    mut done: impl FnMut(usize, &[u32]) -> Result<(), CliError>,
+) -> Result<Merged, CliError> {
+    let spans: Vec<usize> = files.inputs.iter().map(|i| i.len + extra(i)).collect();
+    let mut merged = Merged::default();
+    for group in batches(chosen, &spans, gpu.max_binding() / 4) {
+        let mut data: Vec<u32> = Vec::with_capacity(group.iter().map(|&f| spans[f]).sum());
+        let mut batch = Batch::default();
+        let mut at = Vec::with_capacity(group.len());
+        for &f in &group {
+            let input = &files.inputs[f];
+            let offset = data.len() as u32;
+            data.extend(input.to_vec::<u32>());
+            data.resize(data.len() + extra(input), 0);
+            for (work, first, n) in tasks(f, input, offset) {
+                batch.add(work, first, n, &[]);
+            }
+            at.push(offset as usize..data.len());
         }
-        spans.push(offset as usize..data.len());
+        let stats: RunStats = sched.run_host(gpu, &batch, &mut data)?;
+        merged.launches += stats.launches;
+        merged.mode = Some(stats.mode);
+        for (&f, r) in group.iter().zip(at) {
+            done(f, &data[r])?;
+        }
     }
-    let stats = sched.run_host(gpu, &batch, &mut data)?;
-    Ok((spans.into_iter().map(|r| data[r].to_vec()).collect(), stats))
+    Ok(merged)
 }
 
 #[cfg(test)]

@@ -223,23 +223,21 @@ fn scan_many(g: &Global, a: &ScanArgs) -> CliResult {
     let lens: Vec<usize> = files.inputs.iter().map(|i| i.len).collect();
     let (small, large): (Vec<usize>, Vec<usize>) =
         (0..files.inputs.len()).partition(|&f| lens[f] <= MERGED_SCAN_MAX);
-    for batch in many::batches(&small, &lens, gpu.max_binding() / 4) {
-        let inputs: Vec<&Input> = batch.iter().map(|&f| &files.inputs[f]).collect();
-        let (results, _) = many::run_batch(
-            &gpu,
-            &sched,
-            &inputs,
-            |_| 0,
-            |_, input, offset| {
-                let work = gpusort_core::schedule::Work::Scan {
-                    key_type: input.dtype,
-                    op: a.op.into(),
-                    inclusive: !a.exclusive,
-                };
-                vec![(work, offset, input.len as u32)]
-            },
-        )?;
-        for (&f, words) in batch.iter().zip(&results) {
+    many::run_merged(
+        &gpu,
+        &sched,
+        &files,
+        &small,
+        |_| 0,
+        |_, input, offset| {
+            let work = gpusort_core::schedule::Work::Scan {
+                key_type: input.dtype,
+                op: a.op.into(),
+                inclusive: !a.exclusive,
+            };
+            vec![(work, offset, input.len as u32)]
+        },
+        |f, words| {
             let input = &files.inputs[f];
             if a.io.verify {
                 let data: Vec<u32> = input.to_vec();
@@ -252,8 +250,9 @@ fn scan_many(g: &Global, a: &ScanArgs) -> CliResult {
                 bytemuck::cast_slice(words),
             )?;
             bar.inc(1);
-        }
-    }
+            Ok(())
+        },
+    )?;
     if !large.is_empty() {
         let scanner = Scanner::new(&gpu)?;
         for &f in &large {
@@ -414,31 +413,28 @@ fn split_many(
     let bar = progress::bar(g.progress, g.quiet, files.inputs.len() as u64, "files");
     let dev = Device::start(g)?;
     let sched = gpusort_core::schedule::Scheduler::new(&dev.gpu)?;
-    let spans: Vec<usize> = files.inputs.iter().map(|i| 2 * i.len + 1).collect();
     let (small, large): (Vec<usize>, Vec<usize>) = (0..files.inputs.len()).partition(|&f| {
         let i = &files.inputs[f];
         !i.dtype.is_wide() && i.len <= MERGED_SCAN_MAX
     });
-    for batch in many::batches(&small, &spans, dev.gpu.max_binding() / 4) {
-        let inputs: Vec<&Input> = batch.iter().map(|&f| &files.inputs[f]).collect();
-        let (results, _) = many::run_batch(
-            &dev.gpu,
-            &sched,
-            &inputs,
-            |i| i.len + 1,
-            |k, input, offset| {
-                let n = input.len as u32;
-                let work = gpusort_core::schedule::Work::Split {
-                    key_type: input.dtype,
-                    test: tests[batch[k]],
-                    keep_rest,
-                    dst: offset + n,
-                    count_at: offset + 2 * n,
-                };
-                vec![(work, offset, n)]
-            },
-        )?;
-        for (&f, span) in batch.iter().zip(&results) {
+    many::run_merged(
+        &dev.gpu,
+        &sched,
+        &files,
+        &small,
+        |i| i.len + 1,
+        |f, input, offset| {
+            let n = input.len as u32;
+            let work = gpusort_core::schedule::Work::Split {
+                key_type: input.dtype,
+                test: tests[f],
+                keep_rest,
+                dst: offset + n,
+                count_at: offset + 2 * n,
+            };
+            vec![(work, offset, n)]
+        },
+        |f, span| {
             let input = &files.inputs[f];
             let n = input.len;
             let count = span[2 * n] as usize;
@@ -461,8 +457,9 @@ fn split_many(
             )?;
             println!("{count}\t{}", input.path.display());
             bar.inc(1);
-        }
-    }
+            Ok(())
+        },
+    )?;
     for f in large {
         let p = Prepared {
             input: Input::open(&files.inputs[f].path, Some(files.inputs[f].dtype))?,

@@ -352,38 +352,31 @@ fn sort_many(g: &Global, args: &SortArgs) -> CliResult {
     bar.set_message("starting the GPU");
     let gpu = g.gpu()?;
     let sched = gpusort_core::schedule::Scheduler::new(&gpu)?;
-    let lens: Vec<usize> = files.inputs.iter().map(|i| i.len).collect();
     let (small, large): (Vec<usize>, Vec<usize>) =
         (0..files.inputs.len()).partition(|&f| merged_ok(&files.inputs[f]));
-    let mut launches = 0;
-    let mut mode = None;
-    for batch in many::batches(&small, &lens, gpu.max_binding() / 4) {
-        bar.set_message(format!(
-            "sorting {} files on {}",
-            batch.len(),
-            gpu.adapter.name
-        ));
-        let inputs: Vec<&Input> = batch.iter().map(|&f| &files.inputs[f]).collect();
-        let (results, stats) = many::run_batch(
-            &gpu,
-            &sched,
-            &inputs,
-            |_| 0,
-            |_, input, offset| {
-                let work = gpusort_core::schedule::Work::Sort {
-                    key_type: input.dtype,
-                    descending: args.descending,
-                };
-                let n = input.len as u32;
-                let seg = args.segment_size.unwrap_or(n.max(1));
-                (0..n.div_ceil(seg).max(1))
-                    .map(|s| (work, offset + s * seg, seg.min(n - s * seg)))
-                    .collect()
-            },
-        )?;
-        launches += stats.launches;
-        mode = Some(stats.mode);
-        for (&f, words) in batch.iter().zip(&results) {
+    bar.set_message(format!(
+        "sorting {} files on {}",
+        small.len(),
+        gpu.adapter.name
+    ));
+    let merged = many::run_merged(
+        &gpu,
+        &sched,
+        &files,
+        &small,
+        |_| 0,
+        |_, input, offset| {
+            let work = gpusort_core::schedule::Work::Sort {
+                key_type: input.dtype,
+                descending: args.descending,
+            };
+            let n = input.len as u32;
+            let seg = args.segment_size.unwrap_or(n.max(1));
+            (0..n.div_ceil(seg).max(1))
+                .map(|s| (work, offset + s * seg, seg.min(n - s * seg)))
+                .collect()
+        },
+        |f, words| {
             let input = &files.inputs[f];
             if args.verify {
                 let original: Vec<u32> = input.to_vec();
@@ -396,8 +389,10 @@ fn sort_many(g: &Global, args: &SortArgs) -> CliResult {
                 bytemuck::cast_slice(words),
             )?;
             bar.inc(1);
-        }
-    }
+            Ok(())
+        },
+    )?;
+    let (launches, mode) = (merged.launches, merged.mode);
     for &f in &large {
         let input = &files.inputs[f];
         bar.set_message(format!("sorting {}", input.path.display()));

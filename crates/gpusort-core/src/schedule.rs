@@ -680,23 +680,9 @@ impl Scheduler {
         }
         let (batch, data) = self_test_batch();
         let mut got = data.clone();
-        let probe = Scheduler {
-            layout: Layout::new(
-                gpu,
-                "merged launch",
-                &[
-                    (0, Slot::params::<Params>()),
-                    (1, Slot::Read),
-                    (2, Slot::ReadWrite),
-                    (3, Slot::ReadWrite),
-                    (4, Slot::ReadWrite),
-                ],
-            ),
-            pipelines: Mutex::new(HashMap::new()),
-            mode: Mode::Merged,
-            spin_limit: self.spin_limit,
-            proven: OnceLock::new(),
-        };
+        let probe = Scheduler::new(gpu)?
+            .with_mode(Mode::Merged)
+            .with_spin_limit(self.spin_limit);
         probe.run_host(gpu, &batch, &mut got)?;
         let ok = got == reference(&batch, &data);
         tracing::info!(ok, "merged-launch self-test");
