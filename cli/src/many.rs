@@ -1,6 +1,6 @@
 //! Many input files as one job: `gpusort sort a.bin b.bin … --out-dir DIR` and `gpusort scan`,
 //! `partition`, `compact` likewise. Small files (where per-dispatch overhead dominates) go to
-//! the scheduler's merged launch together (gpusort-core `schedule`), packed into as few data
+//! the scheduler's shared launches together (gpusort-core `schedule`), packed into as few data
 //! buffers as the binding limit allows; larger ones, and 64-bit ones, run one by one through
 //! the single-file path, which is faster for them.
 //!
@@ -131,7 +131,7 @@ pub struct Merged {
     pub mode: Option<gpusort_core::schedule::Mode>,
 }
 
-/// Run the files `chosen` (indices into `files.inputs`) in the scheduler's merged launches, as
+/// Run the files `chosen` (indices into `files.inputs`) in the scheduler's shared launches, as
 /// few batches as one binding allows. Each file's 32-bit words are followed by `extra(input)`
 /// words (a split's destination and count); `tasks(f, input, offset)` gives file f's tasks
 /// (work, first word, words); `done(f, words)` receives file f's words after its batch ran,

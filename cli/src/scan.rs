@@ -267,7 +267,7 @@ fn scan_many(g: &Global, a: &ScanArgs) -> CliResult {
     note(
         g,
         format!(
-            "scanned {} files in {:.3} s: {} together in merged GPU launches, {} one by one{}",
+            "scanned {} files in {:.3} s: {} together in shared GPU launches, {} one by one{}",
             files.inputs.len(),
             start.elapsed().as_secs_f64(),
             small.len(),
