@@ -27,7 +27,8 @@
 // order of cpu::keys, scan = cpu::scan):
 //   0 sort_local   sort each CAP-word block ascending (the "all ascending" bitonic form of
 //                  bitonic.wgsl), keys encoded to their sortable words on load
-//   1 sort_global  one global step of a stage (partners CAP or more apart), CAP/2 pairs a block
+//   1 sort_global  up to three global steps of a stage (partners CAP or more apart), fused in
+//                  registers over groups of 2^r elements, CAP elements a block
 //   2 sort_merge   the steps of a stage below CAP inside one block
 //   3 scan_reduce  a block's aggregate into the task's partials
 //   4 scan_apply   a block's scan, after the aggregates of the blocks before it
@@ -56,7 +57,8 @@ const FLAG_DECODE: u32 = 4u;      // sort: the last phase decodes keys on store
 const FLAG_DESCENDING: u32 = 8u;
 const FLAG_INCLUSIVE: u32 = 1u;   // scan_apply
 const FLAG_KEEP_REST: u32 = 1u;   // split_apply: a partition (the rest follow), not a compaction
-const FLAG_FAIL: u32 = 0x10000u;  // tests: the block defers in the merged launch, as if it failed
+const FLAG_FAIL: u32 = 0x10000u;
+const FLAG_STEPS_SHIFT: u32 = 4u; // sort_global: bits 4..5, fused steps (1 to 3)  // tests: the block defers in the merged launch, as if it failed
 
 const DEFERRED: u32 = 0x80000000u;
 const TASK_WORDS: u32 = 12u;
@@ -235,18 +237,39 @@ fn sort_merge(d: Task, b: u32, li: u32) {
     store_keys(d, base, count, li);
 }
 
+// Element `m` of group `g` for `r` fused steps whose last distance is 2^lo: bits [lo, lo + r)
+// of the index are m, g fills the others; for a mirrored first step the upper half of the group
+// takes the partner base, whose bits below lo are flipped (bitonic.wgsl's group_vec), so every
+// pair of every step meets inside one group.
+fn group_index(g: u32, lo: u32, r: u32, mirror: bool, m: u32) -> u32 {
+    let low_mask = (1u << lo) - 1u;
+    let b = ((g >> lo) << (lo + r)) | (g & low_mask);
+    let base = select(b, b ^ low_mask, mirror && m >= (1u << (r - 1u)));
+    return base | (m << lo);
+}
+
+fn load_elem(d: Task, i: u32) -> u32 {
+    if (i < d.n) { return atomicLoad(&data[d.offset + i]); }
+    return INF; // past the end: +inf, never stored
+}
+
+fn store_elem(d: Task, i: u32, w: u32) {
+    if (i < d.n) { atomicStore(&data[d.offset + i], w); }
+}
+
+// 1 to 3 global steps (distances d.b, d.b / 2, ...) fused: each invocation holds groups of
+// 2^r elements in registers (global_group_r, generated: schedule::global_networks).
 fn sort_global(d: Task, b: u32, li: u32) {
     let mirror = (d.flags & FLAG_MIRROR) != 0u;
-    let first = b * (CAP / 2u);
-    for (var q = first + li; q < first + CAP / 2u; q += WG) {
-        let ij = pair(q, d.b, mirror);
-        if (ij.y < d.n) {
-            let x = atomicLoad(&data[d.offset + ij.x]);
-            let y = atomicLoad(&data[d.offset + ij.y]);
-            if (x > y) {
-                atomicStore(&data[d.offset + ij.x], y);
-                atomicStore(&data[d.offset + ij.y], x);
-            }
+    let r = (d.flags >> FLAG_STEPS_SHIFT) & 3u;
+    let lo = firstTrailingBit(d.b) + 1u - r;
+    let per_block = CAP >> r;
+    for (var q = li; q < per_block; q += WG) {
+        let g = b * per_block + q;
+        switch r {
+            case 1u: { global_group_1(d, g, lo, mirror); }
+            case 2u: { global_group_2(d, g, lo, mirror); }
+            default: { global_group_3(d, g, lo, mirror); }
         }
     }
 }

@@ -48,6 +48,9 @@ const FLAG_DESCENDING: u32 = 8;
 const FLAG_INCLUSIVE: u32 = 1;
 const FLAG_KEEP_REST: u32 = 1;
 const FLAG_FAIL: u32 = 0x10000;
+const FLAG_STEPS_SHIFT: u32 = 4;
+/// Global steps one sort phase fuses in registers (groups of up to 8 elements).
+const MAX_FUSED_STEPS: u32 = 3;
 
 /// Invocations per workgroup for blocks of `cap` words: one per compare-exchange pair up to 256.
 pub fn workgroup_size(cap: u32) -> u32 {
@@ -57,6 +60,54 @@ pub fn workgroup_size(cap: u32) -> u32 {
 /// Bytes of workgroup memory a block of `cap` words declares (the padded tile and the sums).
 fn workgroup_memory(cap: u32) -> u32 {
     (cap + cap / 32 + workgroup_size(cap)) * 4
+}
+
+/// `global_group_r(d, g, lo, mirror)` for r = 1..=3: the fused global steps of
+/// shaders/merged.wgsl on one group of 2^r elements, straight-line (see `own_networks`).
+pub fn global_networks() -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    for r in 1..=MAX_FUSED_STEPS as usize {
+        let size = 1usize << r;
+        let _ = writeln!(
+            s,
+            "fn global_group_{r}(d: Task, g: u32, lo: u32, mirror: bool) {{"
+        );
+        for m in 0..size {
+            let _ = writeln!(
+                s,
+                "    let i{m} = group_index(g, lo, {r}u, mirror, {m}u);\n    var x{m} = load_elem(d, i{m});"
+            );
+        }
+        let cx = |s: &mut String, a: usize, b: usize| {
+            let _ = writeln!(
+                s,
+                "        {{ let t = x{a}; x{a} = min(t, x{b}); x{b} = max(t, x{b}); }}"
+            );
+        };
+        // the first step: mirrored (m with m ^ (size - 1)) or plain (m with m | size / 2)
+        s.push_str("    if (mirror) {\n");
+        for m in 0..size / 2 {
+            cx(&mut s, m, m ^ (size - 1));
+        }
+        s.push_str("    } else {\n");
+        for m in (0..size).filter(|m| m & (size / 2) == 0) {
+            cx(&mut s, m, m | (size / 2));
+        }
+        s.push_str("    }\n");
+        let mut j = size / 4;
+        while j >= 1 {
+            for m in (0..size).filter(|m| m & j == 0) {
+                cx(&mut s, m, m | j);
+            }
+            j /= 2;
+        }
+        for m in 0..size {
+            let _ = writeln!(s, "    store_elem(d, i{m}, x{m});");
+        }
+        s.push_str("}\n\n");
+    }
+    s
 }
 
 /// The register networks of shaders/merged.wgsl for `per` words per invocation: `own_sort(li,
@@ -342,16 +393,24 @@ fn expand(batch: &Batch, data_words: u64) -> Result<Expanded> {
                 let cap = capacity_for(t.n);
                 let blocks = t.n.div_ceil(cap).max(1);
                 let span = t.n.max(1).next_power_of_two().min(cap);
-                let plan = BitonicPlan::new(t.n.max(2), t.n.max(2).next_power_of_two(), cap, 1);
+                let plan = BitonicPlan::new(
+                    t.n.max(2),
+                    t.n.max(2).next_power_of_two(),
+                    cap,
+                    MAX_FUSED_STEPS,
+                );
                 for pass in &plan.passes {
                     let (kind, blocks, a, b, flags) = match *pass {
                         Pass::LocalSort => (0, blocks, span, 0, FLAG_ENCODE),
-                        Pass::Global { j, mirror, .. } => (
+                        Pass::Global {
+                            j, mirror, steps, ..
+                        } => (
                             1,
-                            (t.n.div_ceil(2 * j) * j).div_ceil(cap / 2),
+                            // groups of 2^steps over the spans of 2j indices covering n
+                            ((t.n.div_ceil(2 * j) * 2 * j) >> steps).div_ceil(cap >> steps),
                             0,
                             j,
-                            if mirror { FLAG_MIRROR } else { 0 },
+                            steps << FLAG_STEPS_SHIFT | if mirror { FLAG_MIRROR } else { 0 },
                         ),
                         Pass::LocalMerge { .. } => (2, blocks, 0, 0, 0),
                     };

@@ -131,6 +131,7 @@ pub fn merged(cap: u32, spin_limit: u32) -> String {
     );
     s.push('\n');
     s.push_str(&crate::schedule::own_networks(cap / wg));
+    s.push_str(&crate::schedule::global_networks());
     s
 }
 
