@@ -299,6 +299,7 @@ pub struct RunStats {
 }
 
 /// One phase: a gpusort-sched task with the kernel's descriptor.
+#[derive(Clone, Copy)]
 struct Phase {
     kind: u32,
     offset: u32,
@@ -382,16 +383,41 @@ fn expand(batch: &Batch, data_words: u64) -> Result<Expanded> {
     let mut chain: Vec<(usize, usize)> = Vec::new(); // (first, last) phase of each task
     for t in &batch.tasks {
         let first = phases.len();
-        let fail = if t.fail_first { FLAG_FAIL } else { 0 };
+        let cap = capacity_for(t.n);
+        let blocks = t.n.div_ceil(cap).max(1);
+        let base = Phase {
+            kind: 0,
+            offset: t.offset,
+            n: t.n,
+            blocks,
+            a: 0,
+            b: 0,
+            flags: if t.fail_first { FLAG_FAIL } else { 0 },
+            cap,
+            partials: 0,
+            dst: 0,
+            count_at: 0,
+        };
+        // scans and splits: a per-block count (reduce) phase when there is more than one block,
+        // then the apply phase, which reads the counts
+        let mut counted = |count_kind: u32, apply: Phase| {
+            if blocks > 1 {
+                phases.push(Phase {
+                    kind: count_kind,
+                    partials: blocks,
+                    ..apply
+                });
+            }
+            phases.push(apply);
+        };
         match t.work {
             Work::Sort {
                 key_type,
                 descending,
             } => {
-                let key_flags =
-                    fail | key_type.code() << 8 | if descending { FLAG_DESCENDING } else { 0 };
-                let cap = capacity_for(t.n);
-                let blocks = t.n.div_ceil(cap).max(1);
+                let key_flags = base.flags
+                    | key_type.code() << 8
+                    | if descending { FLAG_DESCENDING } else { 0 };
                 let span = t.n.max(1).next_power_of_two().min(cap);
                 let plan = BitonicPlan::new(
                     t.n.max(2),
@@ -400,32 +426,29 @@ fn expand(batch: &Batch, data_words: u64) -> Result<Expanded> {
                     MAX_FUSED_STEPS,
                 );
                 for pass in &plan.passes {
-                    let (kind, blocks, a, b, flags) = match *pass {
-                        Pass::LocalSort => (0, blocks, span, 0, FLAG_ENCODE),
+                    phases.push(match *pass {
+                        Pass::LocalSort => Phase {
+                            a: span,
+                            flags: key_flags | FLAG_ENCODE,
+                            ..base
+                        },
                         Pass::Global {
                             j, mirror, steps, ..
-                        } => (
-                            1,
+                        } => Phase {
+                            kind: 1,
                             // groups of 2^steps over the spans of 2j indices covering n
-                            ((t.n.div_ceil(2 * j) * 2 * j) >> steps).div_ceil(cap >> steps),
-                            0,
-                            j,
-                            steps << FLAG_STEPS_SHIFT | if mirror { FLAG_MIRROR } else { 0 },
-                        ),
-                        Pass::LocalMerge { .. } => (2, blocks, 0, 0, 0),
-                    };
-                    phases.push(Phase {
-                        kind,
-                        offset: t.offset,
-                        n: t.n,
-                        blocks,
-                        a,
-                        b,
-                        flags: flags | key_flags,
-                        cap,
-                        partials: 0,
-                        dst: 0,
-                        count_at: 0,
+                            blocks: ((t.n.div_ceil(2 * j) * 2 * j) >> steps).div_ceil(cap >> steps),
+                            b: j,
+                            flags: key_flags
+                                | steps << FLAG_STEPS_SHIFT
+                                | if mirror { FLAG_MIRROR } else { 0 },
+                            ..base
+                        },
+                        Pass::LocalMerge { .. } => Phase {
+                            kind: 2,
+                            flags: key_flags,
+                            ..base
+                        },
                     });
                 }
                 phases.last_mut().expect("a sort has a phase").flags |= FLAG_DECODE;
@@ -438,37 +461,16 @@ fn expand(batch: &Batch, data_words: u64) -> Result<Expanded> {
                 let (code, identity) = op.code(key_type).ok_or_else(|| {
                     Error::InvalidInput(format!("no {op:?} scan of {key_type} elements"))
                 })?;
-                let cap = capacity_for(t.n);
-                let blocks = t.n.div_ceil(cap).max(1);
-                let flags = fail | if inclusive { FLAG_INCLUSIVE } else { 0 };
-                if blocks > 1 {
-                    phases.push(Phase {
-                        kind: 3,
-                        offset: t.offset,
-                        n: t.n,
-                        blocks,
+                counted(
+                    3,
+                    Phase {
+                        kind: 4,
                         a: code,
                         b: identity,
-                        flags,
-                        cap,
-                        partials: blocks,
-                        dst: 0,
-                        count_at: 0,
-                    });
-                }
-                phases.push(Phase {
-                    kind: 4,
-                    offset: t.offset,
-                    n: t.n,
-                    blocks,
-                    a: code,
-                    b: identity,
-                    flags,
-                    cap,
-                    partials: 0,
-                    dst: 0,
-                    count_at: 0,
-                });
+                        flags: base.flags | if inclusive { FLAG_INCLUSIVE } else { 0 },
+                        ..base
+                    },
+                );
             }
             Work::Split {
                 key_type,
@@ -482,27 +484,20 @@ fn expand(batch: &Batch, data_words: u64) -> Result<Expanded> {
                     Test::AtLeast(p) => (1, p),
                     Test::NonZero => (2, 0),
                 };
-                let cap = capacity_for(t.n);
-                let blocks = t.n.div_ceil(cap).max(1);
-                let flags =
-                    fail | key_type.code() << 8 | if keep_rest { FLAG_KEEP_REST } else { 0 };
-                let phase = |kind, partials| Phase {
-                    kind,
-                    offset: t.offset,
-                    n: t.n,
-                    blocks,
-                    a,
-                    b,
-                    flags,
-                    cap,
-                    partials,
-                    dst,
-                    count_at,
-                };
-                if blocks > 1 {
-                    phases.push(phase(5, blocks));
-                }
-                phases.push(phase(6, 0));
+                counted(
+                    5,
+                    Phase {
+                        kind: 6,
+                        a,
+                        b,
+                        flags: base.flags
+                            | key_type.code() << 8
+                            | if keep_rest { FLAG_KEEP_REST } else { 0 },
+                        dst,
+                        count_at,
+                        ..base
+                    },
+                );
             }
         }
         chain.push((first, phases.len() - 1));
