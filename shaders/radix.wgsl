@@ -1,120 +1,330 @@
-// LSD radix sort passes over 8-bit digits (METHODS.md method 3: LSD radix sort as stable
-// splits), on the u32 planes the key transforms produce ([key hi][key lo][index]).
-// One pass = `upsweep` (each tile's digit histogram, digit-major: hist[d * tiles + t]), an
-// exclusive scan of those histograms (scan.wgsl), then `downsweep`: each tile sorts its digits
-// stably in workgroup memory with three multi-way splits (3, 3 and 2 bits), and writes each record to scanned_hist[d * tiles + t] + its rank among
-// the tile's keys of digit d. Stable, so LSD order over the digits sorts the keys.
+// LSD radix sort, one sweep per 8-bit digit (METHODS.md method 3: LSD radix sort as stable splits,
+// with whole digits ranked at once). Works on the user's keys in place: the order-preserving
+// transform (common/keyorder.wgsl) is applied when a digit is read, never stored, so there is no
+// encode or decode pass. Per sort:
+//   count_digits  one read of the keys: the digit histograms of every pass at once
+//   prepare       one workgroup: digit starts per pass, which passes can be skipped (one digit
+//                 holds every key), ping-pong sides, indirect dispatch sizes
+//   sweep         per pass (indirect; 0 workgroups when skipped): a tile of TILE keys is loaded,
+//                 ranked stably by digit inside the workgroup (common/radix_rank_*.wgsl),
+//                 its digit counts are published and the counts of the tiles before it are
+//                 looked back at (decoupled look-back, digit by digit), then keys (and the u32
+//                 payload) are written to their places through workgroup memory, so writes of one
+//                 digit's run are consecutive
+//   finish        indirect: copies the alternate buffers back when an odd number of passes ran
+// No workgroup waits on another without a bound: tiles take tickets in launch order, and a tile
+// whose predecessor stays silent for SPIN_LIMIT reads counts that digit in that tile itself.
 // CPU twin: crates/gpusort-core/src/cpu/radix.rs.
-// Host-prepended constants: WG (256: one histogram bin per invocation), NW (planes), IDENTITY (0).
-// Host-composed before this file: common/grid.wgsl, one of
-// common/wgscan_{subgroup,shared}.wgsl.
+// Host-prepended constants: WG (256, one digit per invocation), ITEMS, KEY_WORDS (1|2), PAYLOAD
+// (0|1), SCRATCH (workgroup words), SPIN_LIMIT, MAX_DIM (workgroups per dimension), IDENTITY (0),
+// MIN_SG (smallest subgroup size, for the rank tables).
+// Host-composed before this file: common/grid.wgsl, common/keyorder.wgsl, one of
+// common/wgscan_{subgroup,shared}.wgsl and the matching common/radix_rank_{subgroup,shared}.wgsl.
 
-const ITEMS: u32 = 16u;
 const TILE: u32 = WG * ITEMS;
 const RADIX: u32 = 256u;
+const MAX_PASSES: u32 = 8u;
+// The control buffer (u32 words).
+const C_N: u32 = 0u;
+const C_TILES: u32 = 1u;
+const C_RUNS: u32 = 2u;
+const C_TICKETS: u32 = 4u;   // [MAX_PASSES]
+const C_FLIP: u32 = 12u;     // [MAX_PASSES]: the pass reads the alternate buffers
+const C_FIRST: u32 = 20u;    // [MAX_PASSES]: the first pass that runs (makes the index payload)
+const C_HIST: u32 = 32u;     // [MAX_PASSES][RADIX]: digit counts
+const C_STARTS: u32 = 32u + MAX_PASSES * RADIX; // [MAX_PASSES][RADIX]: exclusive digit starts
+// Status words of the look-back: flag in the top two bits, a count below.
+const AGGREGATE: u32 = 0x40000000u;
+const INCLUSIVE: u32 = 0x80000000u;
+const VALUE: u32 = 0x3fffffffu;
 
 struct RadixParams {
-    n: u32,
-    plane_stride: u32, // u32 words per plane
-    plane: u32,        // the key plane this pass reads its digit from
-    shift: u32,        // the digit's lowest bit in that word
-    tiles: u32,
+    capacity: u32,   // keys in the buffers; the count when there is no GPU-resident count
+    gpu_count: u32,  // 1: the count is count_in[0] (clamped to capacity)
+    kind: u32,       // key kind (keyorder.wgsl)
+    descending: u32,
+    begin_bit: u32,  // the sortable key bits [begin_bit, end_bit) are sorted on
+    end_bit: u32,
+    passes: u32,     // ceil((end_bit - begin_bit) / 8)
+    this_pass: u32,  // this sweep's pass
+    make_index: u32, // 1: the payload is the input index, made by the first pass that runs
     _pad0: u32,
     _pad1: u32,
     _pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> rp: RadixParams;
-@group(0) @binding(1) var<storage, read> src: array<u32>;
-@group(0) @binding(2) var<storage, read_write> dst: array<u32>;
-@group(0) @binding(3) var<storage, read_write> hist: array<u32>;
-@group(0) @binding(4) var<storage, read> offsets: array<u32>;
+@group(0) @binding(1) var<storage, read_write> keys: array<u32>;
+@group(0) @binding(2) var<storage, read_write> keys_alt: array<u32>;
+@group(0) @binding(3) var<storage, read_write> payload: array<u32>;
+@group(0) @binding(4) var<storage, read_write> payload_alt: array<u32>;
+@group(0) @binding(5) var<storage, read_write> ctl: array<atomic<u32>>;
+@group(0) @binding(6) var<storage, read_write> status: array<atomic<u32>>;
+@group(0) @binding(7) var<storage, read> count_in: array<u32>;
+@group(0) @binding(8) var<storage, read_write> args: array<u32>;
 
-var<workgroup> bins: array<atomic<u32>, RADIX>;
-var<workgroup> bin_start: array<u32, RADIX>;
-var<workgroup> packed: array<u32, TILE>; // (local index << 8) | digit, in local sort order
+// Rank tables, then the tile in sorted order (the two are never live at once).
+var<workgroup> scratch: array<atomic<u32>, SCRATCH>;
+var<workgroup> digit_total: array<u32, RADIX>; // keys of each digit in the tile (positions)
+var<workgroup> digit_start: array<u32, RADIX>; // where each digit's run starts in the tile
+var<workgroup> dst_base: array<u32, RADIX>;    // output index of a run's first key, less its start
+var<workgroup> job: vec4<u32>;                 // tile, n, flip, first
 
 fn combine(a: u32, b: u32) -> u32 {
     return a + b;
 }
 
-fn digit_of(e: u32) -> u32 {
-    return (src[rp.plane * rp.plane_stride + e] >> rp.shift) & 0xffu;
+fn job_n() -> u32 {
+    if (rp.gpu_count != 0u) { return min(count_in[0], rp.capacity); }
+    return rp.capacity;
 }
 
-fn count_tile(tile: u32) {
-    atomicStore(&bins[inv.li], 0u);
+// The key at `e` as (hi, lo) native words, NaNs made canonical (the bitonic sort returns the
+// canonical NaN too, so --algorithm never changes a result).
+fn load_key(e: u32, alt: bool) -> vec2<u32> {
+    var hi: u32;
+    var lo = 0u;
+    if (KEY_WORDS == 2u) {
+        if (alt) { lo = keys_alt[2u * e]; hi = keys_alt[2u * e + 1u]; }
+        else { lo = keys[2u * e]; hi = keys[2u * e + 1u]; }
+    } else {
+        if (alt) { hi = keys_alt[e]; } else { hi = keys[e]; }
+    }
+    if (key_is_nan(rp.kind, hi, lo)) {
+        return select(vec2<u32>(0x7fc00000u, 0u), vec2<u32>(0x7ff80000u, 0u), kind_wide(rp.kind));
+    }
+    return vec2<u32>(hi, lo);
+}
+
+// The digit of pass `p` of a native key: bits [shift, shift + 8) of the sortable value (the
+// high word above the low word for 64-bit keys; the one word for 32-bit keys), cut at end_bit.
+fn digit_of(k: vec2<u32>, p: u32) -> u32 {
+    let s = key_encode(rp.kind, rp.descending != 0u, k.x, k.y);
+    var lo = s.x;
+    var hi = 0u;
+    if (KEY_WORDS == 2u) { lo = s.y; hi = s.x; }
+    let shift = rp.begin_bit + 8u * p;
+    let bits = min(8u, rp.end_bit - shift);
+    var v: u32;
+    if (shift >= 32u) {
+        v = hi >> (shift - 32u);
+    } else if (shift == 0u) {
+        v = lo;
+    } else {
+        v = (lo >> shift) | (hi << (32u - shift));
+    }
+    return v & ((1u << bits) - 1u);
+}
+
+fn store_word(out: u32, v: u32, to_alt: bool) {
+    if (to_alt) { keys_alt[out] = v; } else { keys[out] = v; }
+}
+
+// ---- count_digits: the histograms of every pass in one read -----------------------------------
+// (scratch holds MAX_PASSES * RADIX counters here)
+
+@compute @workgroup_size(WG)
+fn count_digits(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                @builtin(local_invocation_index) li: u32) {
+    for (var b = li; b < MAX_PASSES * RADIX; b += WG) { atomicStore(&scratch[b], 0u); }
     workgroupBarrier();
-    for (var i = 0u; i < ITEMS; i++) {
-        let e = tile * TILE + i * WG + inv.li; // coalesced
-        if (e < rp.n) { atomicAdd(&bins[digit_of(e)], 1u); }
+    let n = job_n();
+    let group = linear_workgroup(wid, nwg);
+    for (var j = 0u; j < ITEMS; j++) {
+        let e = (group * ITEMS + j) * WG + li; // coalesced
+        if (e < n) {
+            let k = load_key(e, false);
+            for (var p = 0u; p < rp.passes; p++) { atomicAdd(&scratch[p * RADIX + digit_of(k, p)], 1u); }
+        }
     }
     workgroupBarrier();
+    for (var b = li; b < rp.passes * RADIX; b += WG) {
+        let c = atomicLoad(&scratch[b]);
+        if (c != 0u) { atomicAdd(&ctl[C_HIST + b], c); }
+    }
+}
+
+// ---- prepare: one workgroup -------------------------------------------------------------------
+
+var<workgroup> one_digit: u32;
+
+fn write_args(at: u32, groups: u32) {
+    var x = groups;
+    var y = 1u;
+    if (groups > MAX_DIM) { y = (groups + MAX_DIM - 1u) / MAX_DIM; x = (groups + y - 1u) / y; }
+    args[at] = x;
+    args[at + 1u] = y;
+    args[at + 2u] = 1u;
 }
 
 @compute @workgroup_size(WG)
-fn upsweep(i: Invocation) {
+fn prepare(i: Invocation) {
     set_invocation(i);
-    let tile = linear_workgroup(inv.wid, inv.nwg);
-    if (tile >= rp.tiles) { return; }
-    count_tile(tile);
-    hist[inv.li * rp.tiles + tile] = atomicLoad(&bins[inv.li]);
-}
-
-@compute @workgroup_size(WG)
-fn downsweep(i: Invocation) {
-    set_invocation(i);
-    let tile = linear_workgroup(inv.wid, inv.nwg);
-    if (tile >= rp.tiles) { return; }
-    let first = tile * TILE;
-    let in_tile = min(TILE, rp.n - first);
-    // where each digit's run starts inside the tile once it is sorted
-    count_tile(tile);
-    bin_start[inv.li] = wg_exclusive(atomicLoad(&bins[inv.li])).x;
-    // the tile's digits with their local indices; positions past the end get digit 255 and stay
-    // last (the splits are stable and they come last to begin with)
-    for (var k = inv.li; k < TILE; k += WG) {
-        var d = 0xffu;
-        if (k < in_tile) { d = digit_of(first + k); }
-        packed[k] = (k << 8u) | d;
-    }
-    // three stable splits on the digit, 3 + 3 + 2 bits: each invocation counts its ITEMS
-    // consecutive entries per category (eight 16-bit counters packed in a vec4), one workgroup
-    // scan of that vec4 places every entry. (Eight one-bit splits measured 4.8 ms for 2^24 keys
-    // on the H200, dominated by their sixteen workgroup scans per pass.)
-    for (var b = 0u; b < 8u; b += 3u) {
+    let n = job_n();
+    let tiles = (n + TILE - 1u) / TILE;
+    var skip: array<bool, MAX_PASSES>;
+    for (var p = 0u; p < MAX_PASSES; p++) {
+        if (inv.li == 0u) { one_digit = 0u; }
         workgroupBarrier();
-        let mask = (1u << min(3u, 8u - b)) - 1u;
-        var mine: array<u32, ITEMS>;
-        var counts = vec4<u32>(0u);
-        for (var j = 0u; j < ITEMS; j++) {
-            mine[j] = packed[inv.li * ITEMS + j];
-            let c = (mine[j] >> b) & mask;
-            counts[c >> 1u] += 1u << ((c & 1u) * 16u);
+        var c = 0u;
+        if (p < rp.passes) { c = atomicLoad(&ctl[C_HIST + p * RADIX + inv.li]); }
+        if (c == n) { one_digit = 1u; } // every key has this digit: the pass cannot reorder
+        let s = wg_exclusive(c);
+        atomicStore(&ctl[C_STARTS + p * RADIX + inv.li], s.x);
+        skip[p] = workgroupUniformLoad(&one_digit) != 0u;
+        workgroupBarrier();
+    }
+    if (inv.li != 0u) { return; }
+    atomicStore(&ctl[C_N], n);
+    atomicStore(&ctl[C_TILES], tiles);
+    var any = false;
+    for (var p = 0u; p < rp.passes; p++) { any = any || !skip[p]; }
+    // With every pass skipped one still runs when there are keys, so NaNs come out canonical and
+    // the index payload is made, as in every other sort.
+    if (!any && n > 0u) { skip[0] = false; }
+    var runs = 0u;
+    for (var p = 0u; p < rp.passes; p++) {
+        atomicStore(&ctl[C_FLIP + p], runs & 1u);
+        atomicStore(&ctl[C_FIRST + p], select(0u, 1u, runs == 0u));
+        write_args(3u * p, select(tiles, 0u, skip[p]));
+        if (!skip[p]) { runs += 1u; }
+    }
+    atomicStore(&ctl[C_RUNS], runs);
+    write_args(3u * MAX_PASSES, select(0u, (n + WG - 1u) / WG, (runs & 1u) == 1u));
+}
+
+// ---- sweep: one pass --------------------------------------------------------------------------
+
+// Tile `t`'s keys with digit `d`, counted directly: what a silent predecessor would publish.
+fn count_in_tile(t: u32, d: u32, alt: bool) -> u32 {
+    var c = 0u;
+    for (var k = 0u; k < TILE; k++) {
+        if (digit_of(load_key(t * TILE + k, alt), rp.this_pass) == d) { c += 1u; }
+    }
+    return c;
+}
+
+// Invocation `d`: the keys of digit `d` in the tiles before `tile` (decoupled look-back).
+fn look_back(tile: u32, d: u32, mine: u32, alt: bool) -> u32 {
+    let at = tile * RADIX + d;
+    if (tile == 0u) {
+        atomicStore(&status[at], INCLUSIVE | mine);
+        return 0u;
+    }
+    atomicStore(&status[at], AGGREGATE | mine);
+    var prefix = 0u;
+    var k = tile;
+    loop {
+        k -= 1u;
+        var v = 0u;
+        for (var spins = 0u; spins <= SPIN_LIMIT; spins++) {
+            v = atomicLoad(&status[k * RADIX + d]);
+            if (v != 0u) { break; }
         }
-        let s = wg_exclusive4(counts); // (packed counts before this invocation, packed totals)
-        var next: array<u32, 8>;
-        var base = 0u;
-        for (var c = 0u; c < 8u; c++) {
-            let half = (c & 1u) * 16u;
-            next[c] = base + ((s[0][c >> 1u] >> half) & 0xffffu);
-            base += (s[1][c >> 1u] >> half) & 0xffffu;
+        if (v == 0u) {
+            prefix += count_in_tile(k, d, alt);
+        } else {
+            prefix += v & VALUE;
+            if ((v & INCLUSIVE) != 0u) { break; }
         }
-        for (var j = 0u; j < ITEMS; j++) {
-            let c = (mine[j] >> b) & mask;
-            packed[next[c]] = mine[j];
-            next[c] += 1u;
+        if (k == 0u) { break; }
+    }
+    atomicStore(&status[at], INCLUSIVE | (prefix + mine));
+    return prefix;
+}
+
+@compute @workgroup_size(WG)
+fn sweep(i: Invocation) {
+    set_invocation(i);
+    if (inv.li == 0u) {
+        let p = rp.this_pass;
+        job = vec4<u32>(atomicAdd(&ctl[C_TICKETS + p], 1u), atomicLoad(&ctl[C_N]),
+                        atomicLoad(&ctl[C_FLIP + p]), atomicLoad(&ctl[C_FIRST + p]));
+    }
+    let jb = workgroupUniformLoad(&job);
+    let tile = jb.x;
+    let n = jb.y;
+    let from_alt = jb.z != 0u;
+    let first = jb.w != 0u;
+    if (tile * TILE >= n) { return; } // surplus workgroups of the grid
+    let base = tile * TILE;
+    let in_tile = min(TILE, n - base);
+
+    var k: array<vec2<u32>, ITEMS>;
+    var digits: array<u32, ITEMS>;
+    for (var j = 0u; j < ITEMS; j++) {
+        let l = local_index(j);
+        if (l < in_tile) {
+            k[j] = load_key(base + l, from_alt);
+            digits[j] = digit_of(k[j], rp.this_pass);
+        } else {
+            digits[j] = RADIX - 1u; // past the end: last digit, after every real key
         }
+    }
+    var pos = rank_tile(digits); // sets digit_total and digit_start
+
+    // publish, look back, and find where each digit's run goes
+    let d = inv.li;
+    var mine = digit_total[d];
+    if (d == RADIX - 1u) { mine -= TILE - in_tile; }
+    let before = look_back(tile, d, mine, from_alt);
+    dst_base[d] = atomicLoad(&ctl[C_STARTS + rp.this_pass * RADIX + d]) + before - digit_start[d];
+    workgroupBarrier();
+
+    // keys through workgroup memory in tile order, then out in runs
+    var out: array<u32, ITEMS>;
+    for (var j = 0u; j < ITEMS; j++) {
+        if (local_index(j) < in_tile) { atomicStore(&scratch[pos[j]], digits[j]); }
     }
     workgroupBarrier();
-    // scatter: position p holds the p-th record of the tile in digit order
-    for (var p = inv.li; p < in_tile; p += WG) {
-        let v = packed[p];
-        let d = v & 0xffu;
-        let e = first + (v >> 8u);
-        let out = offsets[d * rp.tiles + tile] + p - bin_start[d];
-        for (var q = 0u; q < NW; q++) {
-            dst[q * rp.plane_stride + out] = src[q * rp.plane_stride + e];
+    for (var j = 0u; j < ITEMS; j++) {
+        let p = inv.li + j * WG;
+        if (p < in_tile) { out[j] = dst_base[atomicLoad(&scratch[p])] + p; }
+    }
+    for (var w = 0u; w < KEY_WORDS; w++) {
+        workgroupBarrier();
+        for (var j = 0u; j < ITEMS; j++) {
+            if (local_index(j) < in_tile) {
+                // (hi, lo) in registers; memory holds lo first for 64-bit keys
+                var v = k[j].x;
+                if (KEY_WORDS == 2u && w == 0u) { v = k[j].y; }
+                atomicStore(&scratch[pos[j]], v);
+            }
+        }
+        workgroupBarrier();
+        for (var j = 0u; j < ITEMS; j++) {
+            let p = inv.li + j * WG;
+            if (p < in_tile) { store_word(out[j] * KEY_WORDS + w, atomicLoad(&scratch[p]), !from_alt); }
         }
     }
+    if (PAYLOAD == 1u) {
+        workgroupBarrier();
+        for (var j = 0u; j < ITEMS; j++) {
+            let l = local_index(j);
+            if (l < in_tile) {
+                var v = base + l; // the first pass makes the index payload
+                if (!first || rp.make_index == 0u) { if (from_alt) { v = payload_alt[base + l]; } else { v = payload[base + l]; } }
+                atomicStore(&scratch[pos[j]], v);
+            }
+        }
+        workgroupBarrier();
+        for (var j = 0u; j < ITEMS; j++) {
+            let p = inv.li + j * WG;
+            if (p < in_tile) {
+                let v = atomicLoad(&scratch[p]);
+                if (from_alt) { payload[out[j]] = v; } else { payload_alt[out[j]] = v; }
+            }
+        }
+    }
+}
+
+// ---- finish: back from the alternate buffers after an odd number of passes --------------------
+
+@compute @workgroup_size(WG)
+fn finish(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+          @builtin(local_invocation_index) li: u32) {
+    let e = linear_workgroup(wid, nwg) * WG + li;
+    if (e >= atomicLoad(&ctl[C_N])) { return; }
+    for (var w = 0u; w < KEY_WORDS; w++) { keys[e * KEY_WORDS + w] = keys_alt[e * KEY_WORDS + w]; }
+    if (PAYLOAD == 1u) { payload[e] = payload_alt[e]; }
 }

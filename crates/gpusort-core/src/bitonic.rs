@@ -210,8 +210,8 @@ pub struct BitonicSorter {
     keys: KeyKernels,
     piece_limit: Option<usize>,
     algorithm: Algorithm,
-    scanner: crate::scan::Scanner,
     radix: crate::radix::RadixKernels,
+    key_bits: Option<std::ops::Range<u32>>,
 }
 
 impl BitonicSorter {
@@ -258,9 +258,25 @@ impl BitonicSorter {
             keys,
             piece_limit: None,
             algorithm: Algorithm::Auto,
-            scanner: crate::scan::Scanner::new(gpu)?,
-            radix: crate::radix::RadixKernels::new(gpu),
+            radix: crate::radix::RadixKernels::new(gpu, crate::scan::DEFAULT_SPIN_LIMIT),
+            key_bits: None,
         })
+    }
+
+    /// Sort on the bits `bits` of the sortable key only (the key itself for unsigned keys; after
+    /// the order-preserving transform for signed and float keys, and for descending sorts), as
+    /// CUB's begin_bit/end_bit do: keys equal on those bits keep their input order. Radix only:
+    /// `Auto` then always picks it, and an explicit `Bitonic` is refused.
+    pub fn with_key_bits(mut self, bits: std::ops::Range<u32>) -> Self {
+        self.key_bits = Some(bits);
+        self
+    }
+
+    /// How many reads the radix look-back waits on a silent tile before counting that tile's
+    /// digits itself (0: always count; for tests).
+    pub fn with_radix_spin_limit(mut self, gpu: &Gpu, reads: u32) -> Self {
+        self.radix = crate::radix::RadixKernels::new(gpu, reads);
+        self
     }
 
     /// Sort with `algorithm` (default: `Auto`).
@@ -278,6 +294,7 @@ impl BitonicSorter {
         order: SortOrder,
     ) -> Algorithm {
         match self.algorithm {
+            Algorithm::Auto if self.key_bits.is_some() => Algorithm::Radix,
             Algorithm::Auto => {
                 let software = gpu.adapter.device_type == format!("{:?}", wgpu::DeviceType::Cpu);
                 if order.segment_size.is_none()
@@ -363,6 +380,15 @@ impl BitonicSorter {
         job: &GpuSortJob<'_>,
     ) -> Result<SortStats> {
         let n = job.n;
+        let algorithm = self.algorithm_for(gpu, n, job.key_type, job.order);
+        if algorithm == Algorithm::Radix && job.order.segment_size.is_none() {
+            return self.record_radix(gpu, encoder, job, None);
+        }
+        if self.key_bits.is_some() {
+            return Err(Error::InvalidInput(
+                "key-bit ranges are a radix sort option (--algorithm radix or auto)".into(),
+            ));
+        }
         let want_index = job.values.is_some() || job.permutation.is_some();
         let max = Self::max_len(gpu, job.key_type, want_index, job.order);
         if n as u64 > max {
@@ -378,7 +404,6 @@ impl BitonicSorter {
                 "segment size must be at least 1".into(),
             ));
         }
-        let algorithm = self.algorithm_for(gpu, n, job.key_type, job.order);
         if algorithm == Algorithm::Radix && seg.is_some() {
             return Err(Error::InvalidInput(
                 "the radix sort does not do segmented sorts; use --algorithm bitonic or auto"
@@ -462,7 +487,7 @@ impl BitonicSorter {
         let element_groups = n.div_ceil(ELEMENTWISE_WG);
         let tiles = plane_vecs.div_ceil(net.wg * 4);
         let mut codec_dispatches = 0;
-        let mut network_dispatches = plan.dispatches();
+        let network_dispatches = plan.dispatches();
         gpu.checked(|| -> Result<()> {
             let codec = self
                 .keys
@@ -484,19 +509,7 @@ impl BitonicSorter {
                 );
                 codec_dispatches += 1;
             }
-            if algorithm == Algorithm::Radix {
-                let key_words = 1 + job.key_type.is_wide() as u32;
-                network_dispatches = self.radix.record(
-                    gpu,
-                    encoder,
-                    &self.scanner,
-                    &scratch,
-                    n,
-                    plane_stride,
-                    planes,
-                    key_words,
-                )?;
-            } else {
+            {
                 let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                     label: Some("bitonic sort"),
                     timestamp_writes: None,
@@ -531,27 +544,8 @@ impl BitonicSorter {
                 codec_dispatches += 1;
             }
             if let (Some(values), true) = (job.values, n > 0) {
-                let sorted = transfer::storage_buffer(gpu, "sorted values", n as u64 * 4)?;
-                let gather = self
-                    .keys
-                    .gather_layout
-                    .bind(gpu, &[&key_params, perm, values, &sorted]);
-                {
-                    let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                        label: Some("gather values"),
-                        timestamp_writes: None,
-                    });
-                    kernel::dispatch(
-                        gpu,
-                        &mut pass,
-                        &self.keys.gather,
-                        &gather,
-                        &[kp],
-                        element_groups,
-                    );
-                    codec_dispatches += 1;
-                }
-                encoder.copy_buffer_to_buffer(&sorted, 0, values, 0, n as u64 * 4);
+                self.gather(gpu, encoder, n, perm, values)?;
+                codec_dispatches += 1;
             }
             Ok(())
         })??;
@@ -560,17 +554,140 @@ impl BitonicSorter {
             planes,
             tile,
             network_dispatches,
-            global_dispatches: if algorithm == Algorithm::Radix {
-                0
-            } else {
-                plan.global_dispatches()
-            },
+            global_dispatches: plan.global_dispatches(),
             algorithm,
             codec_dispatches,
             upload_s: 0.0,
             gpu_s: 0.0,
             download_s: 0.0,
         })
+    }
+
+    /// Record a radix sort of the first `count[0]` keys of `job` (a u32 in a GPU buffer, clamped to
+    /// `job.n`, which is the buffers' capacity): for callers whose key count is only known on the
+    /// GPU (e.g. splat renderers after culling). Keys past the count are left as they are. With a
+    /// GPU count, ask for the values or the permutation, not both.
+    pub fn record_counted(
+        &self,
+        gpu: &Gpu,
+        encoder: &mut wgpu::CommandEncoder,
+        job: &GpuSortJob<'_>,
+        count: &wgpu::Buffer,
+    ) -> Result<SortStats> {
+        if self.algorithm == Algorithm::Bitonic || job.order.segment_size.is_some() {
+            return Err(Error::InvalidInput(
+                "a GPU-resident count needs the radix sort (no segments)".into(),
+            ));
+        }
+        if job.values.is_some() && job.permutation.is_some() {
+            return Err(Error::InvalidInput(
+                "with a GPU-resident count, ask for the values or the permutation, not both".into(),
+            ));
+        }
+        self.record_radix(gpu, encoder, job, Some(count))
+    }
+
+    fn record_radix(
+        &self,
+        gpu: &Gpu,
+        encoder: &mut wgpu::CommandEncoder,
+        job: &GpuSortJob<'_>,
+        count: Option<&wgpu::Buffer>,
+    ) -> Result<SortStats> {
+        use crate::radix::{Payload, RadixJob};
+        let n = job.n;
+        let max = (gpu.max_binding() / job.key_type.size() as u64)
+            .min(crate::radix::RADIX_MAX_KEYS as u64);
+        if n as u64 > max {
+            return Err(Error::TooLarge(format!(
+                "{n} keys exceed the {max} one radix sort can hold on {}",
+                gpu.adapter.name
+            )));
+        }
+        let width = 8 * job.key_type.size() as u32;
+        let key_bits = self.key_bits.clone().unwrap_or(0..width);
+        // values alone travel with the keys; with the permutation too they are gathered after
+        let payload = match (job.values, job.permutation) {
+            (Some(v), None) => Payload::Values(v),
+            (_, Some(p)) => Payload::Index(p),
+            (None, None) => Payload::None,
+        };
+        let mut codec_dispatches = 0;
+        let network_dispatches = gpu.checked(|| -> Result<usize> {
+            let d = self.radix.record(
+                gpu,
+                encoder,
+                &RadixJob {
+                    key_type: job.key_type,
+                    descending: job.order.descending,
+                    keys: job.keys,
+                    capacity: n,
+                    count,
+                    payload,
+                    key_bits: key_bits.clone(),
+                },
+            )?;
+            if let (Some(values), Some(perm), true) = (job.values, job.permutation, n > 1) {
+                self.gather(gpu, encoder, n, perm, values)?;
+                codec_dispatches += 1;
+            }
+            Ok(d)
+        })??;
+        Ok(SortStats {
+            n,
+            planes: job.key_type.is_wide() as u32 + 1 + !matches!(payload, Payload::None) as u32,
+            tile: self.radix.tile(),
+            network_dispatches,
+            global_dispatches: 0,
+            codec_dispatches,
+            algorithm: Algorithm::Radix,
+            upload_s: 0.0,
+            gpu_s: 0.0,
+            download_s: 0.0,
+        })
+    }
+
+    /// values[i] = values[perm[i]] for the first `n` values.
+    fn gather(
+        &self,
+        gpu: &Gpu,
+        encoder: &mut wgpu::CommandEncoder,
+        n: u32,
+        perm: &wgpu::Buffer,
+        values: &wgpu::Buffer,
+    ) -> Result<()> {
+        let mut key_params = ParamBlocks::new(gpu);
+        let kp = key_params.push(&KeyParams {
+            n,
+            plane_stride: 0,
+            kind: 0,
+            descending: 0,
+            seg_size: 1,
+            flags: 0,
+            pad: [0; 2],
+        });
+        let key_params = key_params.finish(gpu, "gather params");
+        let sorted = transfer::storage_buffer(gpu, "sorted values", n as u64 * 4)?;
+        let gather = self
+            .keys
+            .gather_layout
+            .bind(gpu, &[&key_params, perm, values, &sorted]);
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("gather values"),
+                timestamp_writes: None,
+            });
+            kernel::dispatch(
+                gpu,
+                &mut pass,
+                &self.keys.gather,
+                &gather,
+                &[kp],
+                n.div_ceil(ELEMENTWISE_WG),
+            );
+        }
+        encoder.copy_buffer_to_buffer(&sorted, 0, values, 0, n as u64 * 4);
+        Ok(())
     }
 
     /// Sort host keys (and optionally a u32 payload) on the GPU; returns the permutation when

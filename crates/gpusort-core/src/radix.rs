@@ -1,167 +1,300 @@
-//! LSD radix sort passes (shaders/radix.wgsl) over the sortable planes the key transforms
-//! produce. Used by the sorter in place of the bitonic network; the encode and decode around it,
-//! and so the order, stability and NaN rules, are the same.
+//! LSD radix sort (shaders/radix.wgsl): one histogram read, then one sweep per 8-bit digit that
+//! ranks a whole tile by digit at once and finds its output places by a decoupled look-back. The
+//! sorter (`BitonicSorter` with `Algorithm::Radix`) records it; the order, stability and NaN rules
+//! are the bitonic sort's. CPU twin: `cpu::radix`.
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::gpu::Gpu;
 use crate::kernel::{self, Layout, ParamBlocks, Slot};
 use crate::keys::KeyType;
-use crate::scan::{ScanOp, Scanner};
 use crate::shaders;
 use crate::transfer;
 
-/// Invocations per radix workgroup: one per histogram bin.
+/// Invocations per radix workgroup: one per digit value.
 const RADIX_WG: u32 = 256;
-/// Keys per radix tile (16 per invocation).
-pub const RADIX_TILE: u32 = RADIX_WG * 16;
+/// Keys each invocation holds in a sweep (`GPUSORT_RADIX_ITEMS` overrides, for measuring).
+const DEFAULT_ITEMS: u32 = 16;
+/// Digit passes one sort can have (64-bit keys, 8 bits a pass).
+const MAX_PASSES: u32 = 8;
+/// Control words: see the C_* constants of radix.wgsl.
+const CONTROL_WORDS: u64 = 32 + 2 * (MAX_PASSES as u64) * 256;
+/// Keys one radix sort can hold: the look-back's status words keep counts in 30 bits.
+pub const RADIX_MAX_KEYS: u32 = (1 << 30) - 1;
 
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 struct RadixParams {
-    n: u32,
-    plane_stride: u32,
-    plane: u32,
-    shift: u32,
-    tiles: u32,
+    capacity: u32,
+    gpu_count: u32,
+    kind: u32,
+    descending: u32,
+    begin_bit: u32,
+    end_bit: u32,
+    passes: u32,
+    pass: u32,
+    make_index: u32,
     pad: [u32; 3],
 }
 
+/// What travels with the keys.
+#[derive(Clone, Copy)]
+pub(crate) enum Payload<'a> {
+    None,
+    /// u32 values, permuted along with the keys.
+    Values(&'a wgpu::Buffer),
+    /// Filled with the sorting permutation (the input index of each output key).
+    Index(&'a wgpu::Buffer),
+}
+
+/// One radix sort of GPU-resident keys, in place.
+pub(crate) struct RadixJob<'a> {
+    pub key_type: KeyType,
+    pub descending: bool,
+    /// `capacity` keys of `key_type` (the first `count` of them are sorted).
+    pub keys: &'a wgpu::Buffer,
+    pub capacity: u32,
+    /// A GPU-resident count (u32 at offset 0), clamped to `capacity`; None sorts `capacity`.
+    pub count: Option<&'a wgpu::Buffer>,
+    pub payload: Payload<'a>,
+    /// The bits of the sortable key sorted on (see [`key_bits_error`]).
+    pub key_bits: Range<u32>,
+}
+
 struct Pipelines {
-    upsweep: wgpu::ComputePipeline,
-    downsweep: wgpu::ComputePipeline,
+    count_digits: wgpu::ComputePipeline,
+    prepare: wgpu::ComputePipeline,
+    sweep: wgpu::ComputePipeline,
+    finish: wgpu::ComputePipeline,
 }
 
 pub(crate) struct RadixKernels {
-    subgroups: bool,
+    /// The smallest subgroup size when the subgroup ranking is used.
+    min_subgroup: Option<u32>,
+    items: u32,
+    spin_limit: u32,
     layout: Layout,
-    by_planes: Mutex<HashMap<u32, Arc<Pipelines>>>,
+    by_shape: Mutex<HashMap<(u32, bool), Arc<Pipelines>>>,
 }
 
-/// The digit passes of an LSD sort of keys of `key_words` u32 words: (plane, shift), least
-/// significant first. Plane 0 is the key's high word, plane 1 its low word.
-pub fn digit_passes(key_words: u32) -> Vec<(u32, u32)> {
-    let mut v = Vec::new();
-    for plane in (0..key_words).rev() {
-        for shift in [0, 8, 16, 24] {
-            v.push((plane, shift));
-        }
-    }
-    v
+/// Why a key-bit range is refused for keys of `key_type`, if it is.
+pub fn key_bits_error(key_type: KeyType, bits: &Range<u32>) -> Option<String> {
+    let width = 8 * key_type.size() as u32;
+    (bits.start >= bits.end || bits.end > width).then(|| {
+        format!(
+            "key bits {}..{} are not a non-empty range within the {width} bits of {key_type} keys",
+            bits.start, bits.end
+        )
+    })
 }
 
 impl RadixKernels {
-    pub(crate) fn new(gpu: &Gpu) -> RadixKernels {
+    pub(crate) fn new(gpu: &Gpu, spin_limit: u32) -> RadixKernels {
         let layout = Layout::new(
             gpu,
             "radix",
             &[
                 (0, Slot::params::<RadixParams>()),
-                (1, Slot::Read),
+                (1, Slot::ReadWrite),
                 (2, Slot::ReadWrite),
                 (3, Slot::ReadWrite),
-                (4, Slot::Read),
+                (4, Slot::ReadWrite),
+                (5, Slot::ReadWrite),
+                (6, Slot::ReadWrite),
+                (7, Slot::Read),
+                (8, Slot::ReadWrite),
             ],
         );
+        let min_subgroup = gpu.subgroups().map(|s| s.min_size.clamp(4, RADIX_WG));
+        let mut items = std::env::var("GPUSORT_RADIX_ITEMS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(DEFAULT_ITEMS)
+            .clamp(1, 64);
+        // fewer keys per invocation where workgroup memory is small
+        while items > 1
+            && scratch_words(items, min_subgroup) * 4 + 8 * 1024
+                > gpu.limits.max_compute_workgroup_storage_size
+        {
+            items -= 1;
+        }
         RadixKernels {
-            subgroups: gpu.subgroups().is_some(),
+            min_subgroup,
+            items,
+            spin_limit,
             layout,
-            by_planes: Mutex::new(HashMap::new()),
+            by_shape: Mutex::new(HashMap::new()),
         }
     }
 
-    fn pipelines(&self, gpu: &Gpu, planes: u32) -> Result<Arc<Pipelines>> {
-        let mut cache = self.by_planes.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(p) = cache.get(&planes) {
+    /// Keys per sweep tile.
+    pub(crate) fn tile(&self) -> u32 {
+        RADIX_WG * self.items
+    }
+
+    fn pipelines(&self, gpu: &Gpu, key_words: u32, payload: bool) -> Result<Arc<Pipelines>> {
+        let mut cache = self.by_shape.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(p) = cache.get(&(key_words, payload)) {
             return Ok(p.clone());
         }
-        let source = shaders::radix(planes, self.subgroups, RADIX_WG);
+        let source = shaders::radix(&shaders::RadixConfig {
+            items: self.items,
+            key_words,
+            payload,
+            min_subgroup: self.min_subgroup,
+            spin_limit: self.spin_limit,
+            max_dim: gpu.limits.max_compute_workgroups_per_dimension,
+        });
         let module = kernel::module(gpu, "radix", &source)?;
         let p = Arc::new(Pipelines {
-            upsweep: kernel::pipeline(gpu, &module, "upsweep", &self.layout)?,
-            downsweep: kernel::pipeline(gpu, &module, "downsweep", &self.layout)?,
+            count_digits: kernel::pipeline(gpu, &module, "count_digits", &self.layout)?,
+            prepare: kernel::pipeline(gpu, &module, "prepare", &self.layout)?,
+            sweep: kernel::pipeline(gpu, &module, "sweep", &self.layout)?,
+            finish: kernel::pipeline(gpu, &module, "finish", &self.layout)?,
         });
-        cache.insert(planes, p.clone());
+        cache.insert((key_words, payload), p.clone());
         Ok(p)
     }
 
-    /// Record the digit passes sorting the `planes` planes of `records` (stride `plane_stride`
-    /// words) by their first `key_words` planes. The result ends in `records` (an even number of
-    /// passes). Returns the number of dispatches.
-    #[allow(clippy::too_many_arguments)]
+    /// Record `job` into `enc`. Returns the number of dispatches recorded (sweeps of skipped
+    /// passes and an unneeded finish dispatch zero workgroups).
     pub(crate) fn record(
         &self,
         gpu: &Gpu,
         enc: &mut wgpu::CommandEncoder,
-        scanner: &Scanner,
-        records: &wgpu::Buffer,
-        n: u32,
-        plane_stride: u32,
-        planes: u32,
-        key_words: u32,
+        job: &RadixJob<'_>,
     ) -> Result<usize> {
-        if n <= 1 {
+        if let Some(e) = key_bits_error(job.key_type, &job.key_bits) {
+            return Err(Error::InvalidInput(e));
+        }
+        if job.capacity > RADIX_MAX_KEYS {
+            return Err(Error::TooLarge(format!(
+                "{} keys exceed the {RADIX_MAX_KEYS} one radix sort holds",
+                job.capacity
+            )));
+        }
+        if job.capacity <= 1 {
             return Ok(0);
         }
-        let pipes = self.pipelines(gpu, planes)?;
-        let tiles = n.div_ceil(RADIX_TILE);
-        let other = transfer::storage_buffer(gpu, "radix planes", records.size())?;
-        let hist_len = 256 * tiles;
-        let hist = transfer::storage_buffer(gpu, "radix histograms", hist_len as u64 * 4)?;
-        let offsets = transfer::storage_buffer(gpu, "radix offsets", hist_len as u64 * 4)?;
-        let passes = digit_passes(key_words);
-        let mut params = ParamBlocks::new(gpu);
-        let offs: Vec<u32> = passes
-            .iter()
-            .map(|&(plane, shift)| {
-                params.push(&RadixParams {
-                    n,
-                    plane_stride,
-                    plane,
-                    shift,
-                    tiles,
-                    pad: [0; 3],
-                })
+        let key_words = job.key_type.is_wide() as u32 + 1;
+        let with_payload = !matches!(job.payload, Payload::None);
+        let pipes = self.pipelines(gpu, key_words, with_payload)?;
+        let cap = job.capacity as u64;
+        let tiles = job.capacity.div_ceil(self.tile());
+        let keys_alt = transfer::storage_buffer(gpu, "radix keys", cap * 4 * key_words as u64)?;
+        let (payload, payload_alt) = match job.payload {
+            Payload::None => (
+                transfer::storage_buffer(gpu, "radix no payload", 16)?,
+                transfer::storage_buffer(gpu, "radix no payload", 16)?,
+            ),
+            Payload::Values(b) | Payload::Index(b) => (
+                b.clone(),
+                transfer::storage_buffer(gpu, "radix payload", cap * 4)?,
+            ),
+        };
+        let control = transfer::storage_buffer(gpu, "radix control", CONTROL_WORDS * 4)?;
+        let status = transfer::storage_buffer(gpu, "radix look-back", tiles as u64 * 256 * 4)?;
+        let no_count;
+        let count = match job.count {
+            Some(c) => c,
+            None => {
+                no_count = transfer::storage_buffer(gpu, "radix count", 16)?;
+                &no_count
+            }
+        };
+        let args = gpu.checked(|| {
+            gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("radix dispatch sizes"),
+                size: transfer::align_to((MAX_PASSES as u64 + 1) * 12, 16),
+                usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::INDIRECT,
+                mapped_at_creation: false,
             })
+        })?;
+        // indirect dispatches read `args`, so they bind a stand-in for it
+        let no_args = transfer::storage_buffer(gpu, "radix no dispatch sizes", 16)?;
+
+        let passes = job.key_bits.len().div_ceil(8) as u32;
+        let base = RadixParams {
+            capacity: job.capacity,
+            gpu_count: job.count.is_some() as u32,
+            kind: job.key_type.code(),
+            descending: job.descending as u32,
+            begin_bit: job.key_bits.start,
+            end_bit: job.key_bits.end,
+            passes,
+            pass: 0,
+            make_index: matches!(job.payload, Payload::Index(_)) as u32,
+            pad: [0; 3],
+        };
+        let mut params = ParamBlocks::new(gpu);
+        let offsets: Vec<u32> = (0..passes)
+            .map(|pass| params.push(&RadixParams { pass, ..base }))
             .collect();
         let params = params.finish(gpu, "radix params");
-        let there = self
-            .layout
-            .bind(gpu, &[&params, records, &other, &hist, &offsets]);
-        let back = self
-            .layout
-            .bind(gpu, &[&params, &other, records, &hist, &offsets]);
-        let mut dispatches = 0;
-        for (i, &off) in offs.iter().enumerate() {
-            let bg = if i % 2 == 0 { &there } else { &back };
-            {
-                let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                    label: Some("radix upsweep"),
-                    timestamp_writes: None,
-                });
-                kernel::dispatch(gpu, &mut pass, &pipes.upsweep, bg, &[off], tiles);
-            }
-            scanner.record_scan(
+        let buffers = |args: &wgpu::Buffer| {
+            self.layout.bind(
                 gpu,
-                enc,
-                &hist,
-                &offsets,
-                hist_len,
-                KeyType::U32,
-                ScanOp::Add,
-                false,
-            )?;
-            {
-                let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                    label: Some("radix downsweep"),
-                    timestamp_writes: None,
-                });
-                kernel::dispatch(gpu, &mut pass, &pipes.downsweep, bg, &[off], tiles);
-            }
-            dispatches += 3;
+                &[
+                    &params,
+                    job.keys,
+                    &keys_alt,
+                    &payload,
+                    &payload_alt,
+                    &control,
+                    &status,
+                    count,
+                    args,
+                ],
+            )
+        };
+        let (prep, run) = (buffers(&args), buffers(&no_args));
+        let count_groups = job.capacity.div_ceil(RADIX_WG * self.items);
+        {
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("radix count digits"),
+                timestamp_writes: None,
+            });
+            kernel::dispatch(
+                gpu,
+                &mut pass,
+                &pipes.count_digits,
+                &prep,
+                &[offsets[0]],
+                count_groups,
+            );
+            kernel::dispatch(gpu, &mut pass, &pipes.prepare, &prep, &[offsets[0]], 1);
         }
-        Ok(dispatches)
+        for (p, &off) in offsets.iter().enumerate() {
+            if p > 0 {
+                enc.clear_buffer(&status, 0, None);
+            }
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("radix sweep"),
+                timestamp_writes: None,
+            });
+            pass.set_pipeline(&pipes.sweep);
+            pass.set_bind_group(0, &run, &[off]);
+            pass.dispatch_workgroups_indirect(&args, p as u64 * 12);
+        }
+        {
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("radix finish"),
+                timestamp_writes: None,
+            });
+            pass.set_pipeline(&pipes.finish);
+            pass.set_bind_group(0, &run, &[offsets[0]]);
+            pass.dispatch_workgroups_indirect(&args, MAX_PASSES as u64 * 12);
+        }
+        Ok(3 + passes as usize)
     }
+}
+
+/// Workgroup words the sweep's scratch needs: the sorted tile, the subgroup rank tables (two
+/// 16-bit counters a word, a row per subgroup) and count_digits' histograms share it.
+pub(crate) fn scratch_words(items: u32, min_subgroup: Option<u32>) -> u32 {
+    let rows = RADIX_WG / min_subgroup.unwrap_or(RADIX_WG);
+    (RADIX_WG * items).max(rows * 128).max(MAX_PASSES * 256)
 }

@@ -87,12 +87,49 @@ pub fn scan(op: u32, identity: u32, inclusive: bool, subgroups: bool, t: &Tuning
     )
 }
 
-/// The radix-sort passes for records of `planes` planes.
-pub fn radix(planes: u32, subgroups: bool, wg: u32) -> String {
+pub const RADIX_RANK_SUBGROUP: &str =
+    include_str!("../../../shaders/common/radix_rank_subgroup.wgsl");
+pub const RADIX_RANK_SHARED: &str = include_str!("../../../shaders/common/radix_rank_shared.wgsl");
+
+/// One compiled shape of the radix sort.
+pub struct RadixConfig {
+    pub items: u32,
+    pub key_words: u32,
+    pub payload: bool,
+    /// Smallest subgroup size for the subgroup ranking; None ranks in workgroup memory.
+    pub min_subgroup: Option<u32>,
+    pub spin_limit: u32,
+    pub max_dim: u32,
+}
+
+/// The radix-sort kernels for one shape.
+pub fn radix(c: &RadixConfig) -> String {
+    let sg = c.min_subgroup.is_some();
     compose_with(
         RADIX,
-        &[("WG", wg), ("NW", planes), ("IDENTITY", 0)],
-        &[wgscan(subgroups)],
+        &[
+            ("WG", 256),
+            ("ITEMS", c.items),
+            ("KEY_WORDS", c.key_words),
+            ("PAYLOAD", c.payload as u32),
+            ("MIN_SG", c.min_subgroup.unwrap_or(256)),
+            (
+                "SCRATCH",
+                crate::radix::scratch_words(c.items, c.min_subgroup),
+            ),
+            ("SPIN_LIMIT", c.spin_limit),
+            ("MAX_DIM", c.max_dim),
+            ("IDENTITY", 0),
+        ],
+        &[
+            KEY_ORDER,
+            wgscan(sg),
+            if sg {
+                RADIX_RANK_SUBGROUP
+            } else {
+                RADIX_RANK_SHARED
+            },
+        ],
     )
 }
 
@@ -183,12 +220,24 @@ pub fn all_configurations() -> Vec<(String, String)> {
             }
         }
     }
-    for sg in [false, true] {
-        for planes in 1..=3 {
-            out.push((
-                format!("radix NW={planes} subgroups={sg}"),
-                radix(planes, sg, 256),
-            ));
+    for min_subgroup in [None, Some(8), Some(32)] {
+        for key_words in [1, 2] {
+            for payload in [false, true] {
+                out.push((
+                    format!(
+                        "radix words={key_words} payload={payload} min_sg={min_subgroup:?} subgroups={}",
+                        min_subgroup.is_some()
+                    ),
+                    radix(&RadixConfig {
+                        items: 16,
+                        key_words,
+                        payload,
+                        min_subgroup,
+                        spin_limit: 4096,
+                        max_dim: 65535,
+                    }),
+                ));
+            }
         }
     }
     for cap in crate::schedule::CAPACITIES {

@@ -3,5 +3,6 @@
 
 pub mod bitonic;
 pub mod keys;
+pub mod radix;
 pub mod scan;
 pub mod stencil;

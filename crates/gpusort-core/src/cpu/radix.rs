@@ -1,0 +1,127 @@
+//! CPU twin of shaders/radix.wgsl: the same digit passes (bits of the sortable key, a key-bit
+//! range, 8 bits a pass), the same rule for skipping a pass (one digit holds every key) and for
+//! running one anyway (nothing would run but there are keys), each pass a stable counting sort.
+
+use std::ops::Range;
+
+use crate::cpu::keys::sortable;
+use crate::keys::SortKey;
+
+/// The digit passes over sortable bits `bits` (least significant first): (shift, width).
+pub fn passes(bits: Range<u32>) -> Vec<(u32, u32)> {
+    bits.clone()
+        .step_by(8)
+        .map(|shift| (shift, (bits.end - shift).min(8)))
+        .collect()
+}
+
+/// The sortable value of a key as the radix sort sees it: the one word of a 32-bit key in the
+/// low bits, the (hi, lo) words of a 64-bit key as one u64.
+pub fn sortable_bits<T: SortKey>(key: &T, descending: bool) -> u64 {
+    let s = sortable(key, descending);
+    if T::TYPE.is_wide() {
+        s
+    } else {
+        s >> 32
+    }
+}
+
+fn digit(v: u64, (shift, width): (u32, u32)) -> usize {
+    ((v >> shift) & ((1u64 << width) - 1)) as usize
+}
+
+/// The permutation the GPU passes produce, and which passes ran.
+pub fn argsort<T: SortKey>(
+    keys: &[T],
+    descending: bool,
+    bits: Range<u32>,
+) -> (Vec<u32>, Vec<bool>) {
+    let values: Vec<u64> = keys.iter().map(|k| sortable_bits(k, descending)).collect();
+    let passes = passes(bits);
+    let n = keys.len();
+    let mut ran: Vec<bool> = passes
+        .iter()
+        .map(|&p| {
+            let mut hist = [0usize; 256];
+            for &v in &values {
+                hist[digit(v, p)] += 1;
+            }
+            !hist.contains(&n)
+        })
+        .collect();
+    if n > 0 && !ran.iter().any(|&r| r) {
+        if let Some(r) = ran.first_mut() {
+            *r = true;
+        }
+    }
+    let mut perm: Vec<u32> = (0..n as u32).collect();
+    for (&p, _) in passes.iter().zip(&ran).filter(|(_, &r)| r) {
+        let mut starts = [0usize; 256];
+        for &i in &perm {
+            starts[digit(values[i as usize], p)] += 1;
+        }
+        let mut acc = 0;
+        for s in starts.iter_mut() {
+            let c = *s;
+            *s = acc;
+            acc += c;
+        }
+        let mut next = vec![0u32; n];
+        for &i in &perm {
+            let d = digit(values[i as usize], p);
+            next[starts[d]] = i;
+            starts[d] += 1;
+        }
+        perm = next;
+    }
+    (perm, ran)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keys::SortOrder;
+
+    #[test]
+    fn full_range_is_the_stable_reference_sort() {
+        let keys: Vec<f32> = vec![
+            3.0,
+            -0.0,
+            0.0,
+            f32::NAN,
+            -1.5,
+            f32::INFINITY,
+            3.0,
+            -f32::INFINITY,
+        ];
+        for descending in [false, true] {
+            let order = SortOrder {
+                descending,
+                segment_size: None,
+            };
+            let (perm, ran) = argsort(&keys, descending, 0..32);
+            assert_eq!(perm, crate::cpu::keys::argsort(&keys, order));
+            assert_eq!(ran.len(), 4);
+        }
+    }
+
+    #[test]
+    fn passes_skip_and_ranges() {
+        assert_eq!(passes(0..32), vec![(0, 8), (8, 8), (16, 8), (24, 8)]);
+        assert_eq!(passes(4..21), vec![(4, 8), (12, 8), (20, 1)]);
+        // keys that differ only in the lowest digit: the three upper passes are skipped
+        let keys: Vec<u32> = (0..300u32).map(|i| 0xabcd_ef00 | (i * 7 % 256)).collect();
+        let (perm, ran) = argsort(&keys, false, 0..32);
+        assert_eq!(ran, vec![true, false, false, false]);
+        let sorted: Vec<u32> = perm.iter().map(|&i| keys[i as usize]).collect();
+        assert!(sorted.is_sorted());
+        // all keys equal: one pass still runs (identity)
+        let (perm, ran) = argsort(&[5u64; 10], false, 0..64);
+        assert_eq!(ran.iter().filter(|&&r| r).count(), 1);
+        assert_eq!(perm, (0..10).collect::<Vec<u32>>());
+        // a range: only bits 8..16 count, ties keep their order
+        let keys = [0x0201u32, 0x0102, 0x0203, 0x0104];
+        let (perm, _) = argsort(&keys, false, 8..16);
+        assert_eq!(perm, vec![1, 3, 0, 2]);
+    }
+}

@@ -1,0 +1,77 @@
+// Stable in-tile ranking of radix digits from subgroup ballots (a multisplit; used by
+// shaders/radix.wgsl). Each subgroup owns a run of consecutive keys of the tile; for each of its
+// ITEMS rounds, eight ballots on the digit's bits give every lane the mask of lanes with the same
+// digit, so its rank among them is a popcount, and the lowest such lane adds the group's size to
+// the subgroup's counter for that digit. The counters (two 16-bit digits per word, one row per
+// subgroup) are then scanned over the subgroups and over the digits. Any subgroup size works; the
+// ballot is a vec4<u32>. Twin without subgroups: common/radix_rank_shared.wgsl.
+// Needs: WG, ITEMS, TILE, RADIX, MIN_SG, scratch, digit_total, digit_start, wg_exclusive,
+// lanes_below (common/wgscan_subgroup.wgsl).
+
+// Tile-local index of this invocation's key of round j: subgroup-major, so a subgroup's keys are
+// consecutive and round j of it reads sg_size consecutive keys.
+fn local_index(j: u32) -> u32 {
+    return (inv.sg_id * ITEMS + j) * inv.sg_size + inv.lane;
+}
+
+fn popcount4(m: vec4<u32>) -> u32 {
+    let c = countOneBits(m);
+    return c.x + c.y + c.z + c.w;
+}
+
+fn lowest_lane(m: vec4<u32>) -> u32 {
+    for (var w = 0u; w < 4u; w++) {
+        if (m[w] != 0u) { return w * 32u + countTrailingZeros(m[w]); }
+    }
+    return 0u;
+}
+
+// Positions of this invocation's keys in the tile sorted stably by digit; fills digit_total and
+// digit_start. Uniform control flow.
+fn rank_tile(digits: array<u32, ITEMS>) -> array<u32, ITEMS> {
+    let words = (WG / MIN_SG) * (RADIX / 2u);
+    for (var w = inv.li; w < words; w += WG) { atomicStore(&scratch[w], 0u); }
+    workgroupBarrier();
+    let row = inv.sg_id * (RADIX / 2u);
+    let below = lanes_below();
+    var pos: array<u32, ITEMS>;
+    for (var j = 0u; j < ITEMS; j++) {
+        let d = digits[j];
+        var peers = subgroupBallot(true);
+        for (var b = 0u; b < 8u; b++) {
+            let one = ((d >> b) & 1u) != 0u;
+            let m = subgroupBallot(one);
+            peers &= select(~m, m, one);
+        }
+        let rank = popcount4(peers & below);
+        let half = (d & 1u) * 16u;
+        var start = 0u;
+        if (rank == 0u) {
+            start = atomicAdd(&scratch[row + (d >> 1u)], popcount4(peers) << half) >> half;
+        }
+        pos[j] = (subgroupShuffle(start, lowest_lane(peers)) & 0xffffu) + rank;
+    }
+    workgroupBarrier();
+    // per pair of digits: exclusive over the subgroups' rows (both halves at once: sums <= TILE)
+    if (inv.li < RADIX / 2u) {
+        var run = 0u;
+        for (var s = 0u; s < inv.num_sg; s++) {
+            let at = s * (RADIX / 2u) + inv.li;
+            let c = atomicLoad(&scratch[at]);
+            atomicStore(&scratch[at], run);
+            run += c;
+        }
+        digit_total[2u * inv.li] = run & 0xffffu;
+        digit_total[2u * inv.li + 1u] = run >> 16u;
+    }
+    workgroupBarrier();
+    digit_start[inv.li] = wg_exclusive(digit_total[inv.li]).x;
+    workgroupBarrier();
+    for (var j = 0u; j < ITEMS; j++) {
+        let d = digits[j];
+        let before = (atomicLoad(&scratch[row + (d >> 1u)]) >> ((d & 1u) * 16u)) & 0xffffu;
+        pos[j] += digit_start[d] + before;
+    }
+    workgroupBarrier(); // scratch is the tile next
+    return pos;
+}
