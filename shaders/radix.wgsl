@@ -204,7 +204,15 @@ fn count_in_tile(t: u32, d: u32, alt: bool) -> u32 {
     return c;
 }
 
-// Invocation `d`: the keys of digit `d` in the tiles before `tile` (decoupled look-back).
+// The status of tile k - 1 - i for digit d, or "inclusive 0" before the first tile.
+fn status_before(k: u32, i: u32, d: u32) -> u32 {
+    if (i >= k) { return INCLUSIVE; }
+    return atomicLoad(&status[(k - 1u - i) * RADIX + d]);
+}
+
+// Invocation `d`: the keys of digit `d` in the tiles before `tile` (decoupled look-back). The
+// predecessors are read LB_WINDOW at a time (lines ending in //@LB are written out per window
+// slot, @L its number): independent loads, one memory latency per window instead of one per tile.
 fn look_back(tile: u32, d: u32, mine: u32, alt: bool) -> u32 {
     let at = tile * RADIX + d;
     if (tile == 0u) {
@@ -213,26 +221,33 @@ fn look_back(tile: u32, d: u32, mine: u32, alt: bool) -> u32 {
     }
     atomicStore(&status[at], AGGREGATE | mine);
     var prefix = 0u;
-    var k = tile;
+    var k = tile; // tiles below k are still to add
     loop {
-        k -= 1u;
-        var v = 0u;
-        for (var spins = 0u; spins <= SPIN_LIMIT; spins++) {
-            v = atomicLoad(&status[k * RADIX + d]);
-            if (v != 0u) { break; }
+        let s@L = status_before(k, @Lu, d); //@LB
+        var stop = false;
+        var silent = false;
+        var added = 0u;
+        if (!stop) { if (s@L == 0u) { silent = true; stop = true; } else { prefix += s@L & VALUE; added += 1u; stop = (s@L & INCLUSIVE) != 0u; } } //@LB
+        if (stop && !silent) { break; }
+        k -= added;
+        if (silent) {
+            // wait on the nearest silent tile alone; if it stays silent, count its digit here
+            var v = 0u;
+            for (var spins = 0u; spins <= SPIN_LIMIT && v == 0u; spins++) { v = status_before(k, 0u, d); }
+            if (v == 0u) {
+                prefix += count_in_tile(k - 1u, d, alt);
+                k -= 1u;
+                if (k == 0u) { break; }
+            }
         }
-        if (v == 0u) {
-            prefix += count_in_tile(k, d, alt);
-        } else {
-            prefix += v & VALUE;
-            if ((v & INCLUSIVE) != 0u) { break; }
-        }
-        if (k == 0u) { break; }
     }
     atomicStore(&status[at], INCLUSIVE | (prefix + mine));
     return prefix;
 }
 
+// Lines ending in //@ITEM are written out once per key an invocation holds (@J: 0..ITEMS-1) by
+// the host (shaders::radix): straight-line code keeps the keys in registers, where loops over
+// private arrays measured spilling to local memory on the H100 (ITEMS 8 -> 16 doubled the time).
 @compute @workgroup_size(WG)
 fn sweep(i: Invocation) {
     set_invocation(i);
@@ -250,18 +265,17 @@ fn sweep(i: Invocation) {
     let base = tile * TILE;
     let in_tile = min(TILE, n - base);
 
-    var k: array<vec2<u32>, ITEMS>;
-    var digits: array<u32, ITEMS>;
-    for (var j = 0u; j < ITEMS; j++) {
-        let l = local_index(j);
-        if (l < in_tile) {
-            k[j] = load_key(base + l, from_alt);
-            digits[j] = digit_of(k[j], rp.this_pass);
-        } else {
-            digits[j] = RADIX - 1u; // past the end: last digit, after every real key
-        }
-    }
-    var pos = rank_tile(digits); // sets digit_total and digit_start
+    // load; keys past the end get the last digit, so they rank after every real key
+    var k@J = vec2<u32>(0u); //@ITEM
+    var d@J = RADIX - 1u; //@ITEM
+    let l@J = local_index(@Ju); //@ITEM
+    if (l@J < in_tile) { k@J = load_key(base + l@J, from_alt); d@J = digit_of(k@J, rp.this_pass); } //@ITEM
+    // rank inside the tile (common/radix_rank_*.wgsl); sets digit_total and digit_start
+    rank_begin();
+    var p@J = rank_item(@Ju, d@J); //@ITEM
+    rank_middle();
+    p@J += rank_end(@Ju, d@J); //@ITEM
+    workgroupBarrier(); // scratch is the tile next
 
     // publish, look back, and find where each digit's run goes
     let d = inv.li;
@@ -269,53 +283,49 @@ fn sweep(i: Invocation) {
     if (d == RADIX - 1u) { mine -= TILE - in_tile; }
     let before = look_back(tile, d, mine, from_alt);
     dst_base[d] = atomicLoad(&ctl[C_STARTS + rp.this_pass * RADIX + d]) + before - digit_start[d];
-    workgroupBarrier();
 
-    // keys through workgroup memory in tile order, then out in runs
-    var out: array<u32, ITEMS>;
-    for (var j = 0u; j < ITEMS; j++) {
-        if (local_index(j) < in_tile) { atomicStore(&scratch[pos[j]], digits[j]); }
-    }
-    workgroupBarrier();
-    for (var j = 0u; j < ITEMS; j++) {
-        let p = inv.li + j * WG;
-        if (p < in_tile) { out[j] = dst_base[atomicLoad(&scratch[p])] + p; }
-    }
-    for (var w = 0u; w < KEY_WORDS; w++) {
+    // through workgroup memory in tile order, then out in runs: position q of the tile goes to
+    // o = dst_base[its digit] + q
+    let q@J = inv.li + @Ju * WG; //@ITEM
+    var o@J = 0u; //@ITEM
+    if (KEY_WORDS == 1u) {
+        // the key word gives its digit back
         workgroupBarrier();
-        for (var j = 0u; j < ITEMS; j++) {
-            if (local_index(j) < in_tile) {
-                // (hi, lo) in registers; memory holds lo first for 64-bit keys
-                var v = k[j].x;
-                if (KEY_WORDS == 2u && w == 0u) { v = k[j].y; }
-                atomicStore(&scratch[pos[j]], v);
-            }
-        }
+        if (l@J < in_tile) { atomicStore(&scratch[p@J], k@J.x); } //@ITEM
         workgroupBarrier();
-        for (var j = 0u; j < ITEMS; j++) {
-            let p = inv.li + j * WG;
-            if (p < in_tile) { store_word(out[j] * KEY_WORDS + w, atomicLoad(&scratch[p]), !from_alt); }
-        }
+        if (q@J < in_tile) { let v = atomicLoad(&scratch[q@J]); o@J = dst_base[digit_of(vec2<u32>(v, 0u), rp.this_pass)] + q@J; store_word(o@J, v, !from_alt); } //@ITEM
+    } else {
+        workgroupBarrier();
+        if (l@J < in_tile) { atomicStore(&scratch[p@J], d@J); } //@ITEM
+        workgroupBarrier();
+        if (q@J < in_tile) { o@J = dst_base[atomicLoad(&scratch[q@J])] + q@J; } //@ITEM
+        // memory holds the low word first
+        workgroupBarrier();
+        if (l@J < in_tile) { atomicStore(&scratch[p@J], k@J.y); } //@ITEM
+        workgroupBarrier();
+        if (q@J < in_tile) { store_word(2u * o@J, atomicLoad(&scratch[q@J]), !from_alt); } //@ITEM
+        workgroupBarrier();
+        if (l@J < in_tile) { atomicStore(&scratch[p@J], k@J.x); } //@ITEM
+        workgroupBarrier();
+        if (q@J < in_tile) { store_word(2u * o@J + 1u, atomicLoad(&scratch[q@J]), !from_alt); } //@ITEM
     }
     if (PAYLOAD == 1u) {
         workgroupBarrier();
-        for (var j = 0u; j < ITEMS; j++) {
-            let l = local_index(j);
-            if (l < in_tile) {
-                var v = base + l; // the first pass makes the index payload
-                if (!first || rp.make_index == 0u) { if (from_alt) { v = payload_alt[base + l]; } else { v = payload[base + l]; } }
-                atomicStore(&scratch[pos[j]], v);
-            }
-        }
+        if (l@J < in_tile) { atomicStore(&scratch[p@J], load_payload(base + l@J, from_alt, first)); } //@ITEM
         workgroupBarrier();
-        for (var j = 0u; j < ITEMS; j++) {
-            let p = inv.li + j * WG;
-            if (p < in_tile) {
-                let v = atomicLoad(&scratch[p]);
-                if (from_alt) { payload[out[j]] = v; } else { payload_alt[out[j]] = v; }
-            }
-        }
+        if (q@J < in_tile) { store_payload(o@J, atomicLoad(&scratch[q@J]), !from_alt); } //@ITEM
     }
+}
+
+// The payload of element `e`: its index in the first pass that runs, when an index is made.
+fn load_payload(e: u32, alt: bool, first: bool) -> u32 {
+    if (first && rp.make_index == 1u) { return e; }
+    if (alt) { return payload_alt[e]; }
+    return payload[e];
+}
+
+fn store_payload(out: u32, v: u32, to_alt: bool) {
+    if (to_alt) { payload_alt[out] = v; } else { payload[out] = v; }
 }
 
 // ---- finish: back from the alternate buffers after an odd number of passes --------------------

@@ -395,6 +395,201 @@ mod radix {
     }
 }
 
+/// The radix sort's own options and paths: key-bit ranges and skipped passes against the CPU
+/// twin, GPU-resident counts, the look-back's fallback, canonical NaNs when every pass is skipped,
+/// and an input beyond lavapipe's 128 MiB binding sorted in pieces.
+mod radix_options {
+    use super::*;
+    use gpusort_core::cpu::radix as twin;
+    use gpusort_core::{transfer, Algorithm, GpuSortJob, KeyType};
+
+    fn radix(gpu: &Gpu) -> BitonicSorter {
+        BitonicSorter::new(gpu)
+            .unwrap()
+            .with_algorithm(Algorithm::Radix)
+    }
+
+    fn bit_range_case<T: SortKey + PartialEq>(gpu: &Gpu, keys: &[T], bits: std::ops::Range<u32>) {
+        for descending in [false, true] {
+            let order = SortOrder {
+                descending,
+                segment_size: None,
+            };
+            let s = radix(gpu).with_key_bits(bits.clone());
+            let (want, _) = twin::argsort(keys, descending, bits.clone());
+            let got = s.argsort(gpu, keys, order).unwrap();
+            assert_eq!(got, want, "{} bits {bits:?} desc={descending}", T::TYPE);
+            let mut sorted = keys.to_vec();
+            s.sort(gpu, &mut sorted, order).unwrap();
+            let want_keys: Vec<T> = want
+                .iter()
+                .map(|&i| reference::canonical(&keys[i as usize]))
+                .collect();
+            assert!(
+                bytemuck::cast_slice::<T, u8>(&sorted) == bytemuck::cast_slice::<T, u8>(&want_keys),
+                "{} keys, bits {bits:?}",
+                T::TYPE
+            );
+        }
+    }
+
+    #[test]
+    fn key_bit_ranges_and_skipped_passes_match_the_twin() {
+        for no_sg in MODES {
+            let gpu = gpu(no_sg);
+            let mut r = rng(5);
+            let u: Vec<u32> = (0..20_000).map(|_| r.random()).collect();
+            for bits in [0..32, 4..21, 24..32, 0..8, 31..32] {
+                bit_range_case(gpu, &u, bits);
+            }
+            let w: Vec<u64> = (0..9_000)
+                .map(|_| r.random::<u64>() >> r.random_range(0..40))
+                .collect();
+            for bits in [0..64, 28..44, 40..64] {
+                bit_range_case(gpu, &w, bits);
+            }
+            let f: Vec<f32> = from_bits::<f32>(&bits(9_000, Shape::Random, 3));
+            bit_range_case(gpu, &f, 16..32);
+            // digits equal in every key but the lowest: the twin skips three passes; so must the GPU
+            let low: Vec<u32> = (0..12_000u32)
+                .map(|i| 0x5a5a_5a00 | (i * 13 % 256))
+                .collect();
+            let (_, ran) = twin::argsort(&low, false, 0..32);
+            assert_eq!(ran, vec![true, false, false, false]);
+            bit_range_case(gpu, &low, 0..32);
+            // refused: empty, reversed or too wide ranges; bitonic with a range
+            for bad in [3..3, 9..4, 0..33] {
+                assert!(matches!(
+                    radix(gpu)
+                        .with_key_bits(bad)
+                        .sort(gpu, &mut [1u32, 2], SortOrder::default()),
+                    Err(gpusort_core::Error::InvalidInput(_))
+                ));
+            }
+            let bitonic = BitonicSorter::new(gpu)
+                .unwrap()
+                .with_algorithm(Algorithm::Bitonic)
+                .with_key_bits(0..8);
+            assert!(bitonic
+                .sort(gpu, &mut [1u32, 2], SortOrder::default())
+                .is_err());
+        }
+    }
+
+    /// Every pass skipped (all keys equal): one still runs, so NaNs come back canonical as from
+    /// the bitonic sort, and the permutation is the identity.
+    #[test]
+    fn all_equal_keys_and_nan_payloads() {
+        for no_sg in MODES {
+            let gpu = gpu(no_sg);
+            let odd_nan = f32::from_bits(0x7fa0_0001);
+            for n in [1usize, 2, 4097, 9000] {
+                let keys = vec![odd_nan; n];
+                check_sort(gpu, &radix(gpu), &keys, SortOrder::default(), "all one NaN");
+                let same = vec![7u64; n];
+                let perm = radix(gpu)
+                    .argsort(gpu, &same, SortOrder::default())
+                    .unwrap();
+                assert_eq!(perm, (0..n as u32).collect::<Vec<_>>());
+            }
+        }
+    }
+
+    /// The look-back waits on a silent tile for 0 reads: every tile then counts its
+    /// predecessors' digits itself, and the result is the same.
+    #[test]
+    fn look_back_fallback_gives_the_same_result() {
+        for no_sg in MODES {
+            let gpu = gpu(no_sg);
+            let s = radix(gpu).with_radix_spin_limit(gpu, 0);
+            let mut r = rng(11);
+            let keys: Vec<i32> = (0..40_000).map(|_| r.random_range(-1000..1000)).collect();
+            check_sort(gpu, &s, &keys, SortOrder::default(), "spin limit 0");
+            assert_eq!(
+                s.argsort(gpu, &keys, SortOrder::default()).unwrap(),
+                reference::argsort(&keys, SortOrder::default())
+            );
+        }
+    }
+
+    /// A count known only on the GPU: the first `count` keys (clamped to the capacity) are
+    /// sorted, the rest left alone, values or the permutation carried along.
+    #[test]
+    fn gpu_resident_count() {
+        for no_sg in MODES {
+            let gpu = gpu(no_sg);
+            let s = radix(gpu);
+            let cap = 10_000usize;
+            let mut r = rng(21);
+            let keys: Vec<f32> = (0..cap).map(|_| r.random_range(-50.0..50.0f32)).collect();
+            for count in [0u32, 1, 2, 4096, 6001, 10_000, 20_000] {
+                let used = (count as usize).min(cap);
+                let key_buf = transfer::buffer_from(gpu, "keys", &keys).unwrap();
+                let count_buf = transfer::buffer_from(gpu, "count", &[count]).unwrap();
+                let perm_buf = transfer::storage_buffer(gpu, "perm", cap as u64 * 4).unwrap();
+                let mut enc = gpu.device.create_command_encoder(&Default::default());
+                s.record_counted(
+                    gpu,
+                    &mut enc,
+                    &GpuSortJob {
+                        key_type: KeyType::F32,
+                        order: SortOrder::default(),
+                        keys: &key_buf,
+                        n: cap as u32,
+                        values: None,
+                        permutation: Some(&perm_buf),
+                    },
+                    &count_buf,
+                )
+                .unwrap();
+                gpu.queue.submit([enc.finish()]);
+                let got: Vec<f32> = transfer::read_vec(gpu, &key_buf, cap).unwrap();
+                let want = reference::sorted(&keys[..used], SortOrder::default());
+                assert_eq!(&got[..used], &want[..], "count {count}");
+                assert_eq!(&got[used..], &keys[used..], "past the count, untouched");
+                if used > 1 {
+                    let perm: Vec<u32> = transfer::read_vec(gpu, &perm_buf, used).unwrap();
+                    assert_eq!(
+                        perm,
+                        reference::argsort(&keys[..used], SortOrder::default())
+                    );
+                }
+            }
+            let both = s.record_counted(
+                gpu,
+                &mut gpu.device.create_command_encoder(&Default::default()),
+                &GpuSortJob {
+                    key_type: KeyType::U32,
+                    order: SortOrder::default(),
+                    keys: &transfer::storage_buffer(gpu, "k", 64).unwrap(),
+                    n: 16,
+                    values: Some(&transfer::storage_buffer(gpu, "v", 64).unwrap()),
+                    permutation: Some(&transfer::storage_buffer(gpu, "p", 64).unwrap()),
+                },
+                &transfer::storage_buffer(gpu, "c", 16).unwrap(),
+            );
+            assert!(matches!(both, Err(gpusort_core::Error::InvalidInput(_))));
+        }
+    }
+
+    /// More keys than lavapipe's 128 MiB binding holds: sorted in pieces and merged (one mode:
+    /// the pieces are ordinary radix sorts, tested in both modes above).
+    #[test]
+    fn beyond_one_binding_in_pieces() {
+        let gpu = gpu(false);
+        let n = (gpu.max_binding() / 4) as usize + 4099;
+        let mut r = rng(31);
+        let keys: Vec<u32> = (0..n).map(|_| r.random::<u32>() >> 4).collect();
+        let mut got = keys.clone();
+        radix(gpu)
+            .sort(gpu, &mut got, SortOrder::default())
+            .unwrap();
+        let mut want = keys;
+        want.sort_unstable();
+        assert!(got == want, "{n} keys in pieces");
+    }
+}
+
 /// The staging ring: round trips bit-exact for sizes around chunk boundaries, many chunks, more
 /// chunks than the ring has slots, at offsets, with slots growing between calls.
 #[test]

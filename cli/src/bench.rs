@@ -195,7 +195,7 @@ fn measure_copy(ctx: &Ctx<'_>, src: &wgpu::Buffer, dst: &wgpu::Buffer) -> Result
 
 fn sort_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
     let (gpu, timer, bar, reps) = (ctx.gpu, ctx.timer, ctx.bar, ctx.reps);
-    bar.inc_length((sizes.len() * 7) as u64);
+    bar.inc_length((sizes.len() * 8) as u64);
     let plain = PlainBitonic::new(gpu)?;
     let sorter = BitonicSorter::new(gpu)?.with_algorithm(gpusort_core::Algorithm::Bitonic);
     let radix_sorter = BitonicSorter::new(gpu)?.with_algorithm(gpusort_core::Algorithm::Radix);
@@ -231,15 +231,25 @@ fn sort_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
             values: None,
             permutation: None,
         };
+        let perm = transfer::storage_buffer(gpu, "bench permutation", n as u64 * 4)?;
+        let argsort_job = GpuSortJob {
+            permutation: Some(&perm),
+            ..job
+        };
         let copy_t = these[0].stats.median_s;
         let tile = BitonicSorter::workgroup_size(gpu, 1) * 16;
         let formula = method_host_syncs(n as u64, 4, tile / 16);
-        let gpu_sorts: [(&str, &RecordSort); 3] = [
+        let gpu_sorts: [(&str, &RecordSort); 4] = [
             ("bitonic (vectorised)", &|enc| {
                 Ok(sorter.record(gpu, enc, &job)?.network_dispatches)
             }),
             ("radix (8-bit digits)", &|enc| {
                 Ok(radix_sorter.record(gpu, enc, &job)?.network_dispatches)
+            }),
+            ("radix argsort (key + index)", &|enc| {
+                Ok(radix_sorter
+                    .record(gpu, enc, &argsort_job)?
+                    .network_dispatches)
             }),
             ("bitonic (plain, method 2)", &|enc| {
                 Ok(plain.record(gpu, enc, &work))
@@ -260,7 +270,9 @@ fn sort_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
                     "tile {tile}; method formula (2 vec4/thread) {formula} global syncs; {:.1} copies of time",
                     st.median_s / copy_t
                 ),
-                "radix (8-bit digits)" => "4 passes of upsweep, scan, downsweep".into(),
+                "radix (8-bit digits)" | "radix argsort (key + index)" => {
+                    "one histogram read + 4 one-sweep passes".into()
+                }
                 _ => String::new(),
             };
             these.push(case(
@@ -559,7 +571,7 @@ fn stencil_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
     use gpusort_core::stencil::{Boundary, GridShape, Stencil, StencilJob, StencilKernel};
     const STEPS: u32 = 8;
     let (gpu, timer, bar, reps) = (ctx.gpu, ctx.timer, ctx.bar, ctx.reps);
-    bar.inc_length((sizes.len() * 7) as u64);
+    bar.inc_length((sizes.len() * 8) as u64);
     let mut cases = Vec::new();
     for &log in sizes {
         let n = 1usize << log;

@@ -13,13 +13,20 @@ fn local_index(j: u32) -> u32 {
     return j * WG + inv.li;
 }
 
-fn rank_tile(digits: array<u32, ITEMS>) -> array<u32, ITEMS> {
+// The rank interface (see common/radix_rank_subgroup.wgsl): here rank_item only records the key
+// and rank_end reads its whole position.
+fn rank_begin() {
     atomicStore(&bins[inv.li], 0u);
     workgroupBarrier();
-    for (var j = 0u; j < ITEMS; j++) {
-        atomicAdd(&bins[digits[j]], 1u);
-        atomicStore(&scratch[local_index(j)], (local_index(j) << 8u) | digits[j]);
-    }
+}
+
+fn rank_item(j: u32, d: u32) -> u32 {
+    atomicAdd(&bins[d], 1u);
+    atomicStore(&scratch[local_index(j)], (local_index(j) << 8u) | d);
+    return 0u;
+}
+
+fn rank_middle() {
     workgroupBarrier();
     digit_total[inv.li] = atomicLoad(&bins[inv.li]);
     digit_start[inv.li] = wg_exclusive(digit_total[inv.li]).x;
@@ -54,8 +61,8 @@ fn rank_tile(digits: array<u32, ITEMS>) -> array<u32, ITEMS> {
     workgroupBarrier();
     for (var j = 0u; j < ITEMS; j++) { atomicStore(&scratch[at[j]], local_index(j)); }
     workgroupBarrier();
-    var pos: array<u32, ITEMS>;
-    for (var j = 0u; j < ITEMS; j++) { pos[j] = atomicLoad(&scratch[local_index(j)]); }
-    workgroupBarrier(); // scratch is the tile next
-    return pos;
+}
+
+fn rank_end(j: u32, d: u32) -> u32 {
+    return atomicLoad(&scratch[local_index(j)]);
 }

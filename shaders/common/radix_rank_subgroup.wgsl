@@ -26,31 +26,36 @@ fn lowest_lane(m: vec4<u32>) -> u32 {
     return 0u;
 }
 
-// Positions of this invocation's keys in the tile sorted stably by digit; fills digit_total and
-// digit_start. Uniform control flow.
-fn rank_tile(digits: array<u32, ITEMS>) -> array<u32, ITEMS> {
+var<private> below_mask: vec4<u32>;
+
+// The rank interface (shaders/radix.wgsl): rank_begin(); per key rank_item; rank_middle(); per key
+// rank_end. A key's position in the tile sorted stably by digit is rank_item + rank_end.
+// Uniform control flow throughout.
+fn rank_begin() {
     let words = (WG / MIN_SG) * (RADIX / 2u);
     for (var w = inv.li; w < words; w += WG) { atomicStore(&scratch[w], 0u); }
+    below_mask = lanes_below();
     workgroupBarrier();
-    let row = inv.sg_id * (RADIX / 2u);
-    let below = lanes_below();
-    var pos: array<u32, ITEMS>;
-    for (var j = 0u; j < ITEMS; j++) {
-        let d = digits[j];
-        var peers = subgroupBallot(true);
-        for (var b = 0u; b < 8u; b++) {
-            let one = ((d >> b) & 1u) != 0u;
-            let m = subgroupBallot(one);
-            peers &= select(~m, m, one);
-        }
-        let rank = popcount4(peers & below);
-        let half = (d & 1u) * 16u;
-        var start = 0u;
-        if (rank == 0u) {
-            start = atomicAdd(&scratch[row + (d >> 1u)], popcount4(peers) << half) >> half;
-        }
-        pos[j] = (subgroupShuffle(start, lowest_lane(peers)) & 0xffffu) + rank;
+}
+
+// Round j: this key's place among the keys of its digit in this subgroup's rounds so far.
+fn rank_item(j: u32, d: u32) -> u32 {
+    var peers = subgroupBallot(true);
+    for (var b = 0u; b < 8u; b++) {
+        let one = ((d >> b) & 1u) != 0u;
+        let m = subgroupBallot(one);
+        peers &= select(~m, m, one);
     }
+    let rank = popcount4(peers & below_mask);
+    let half = (d & 1u) * 16u;
+    var start = 0u;
+    if (rank == 0u) {
+        start = atomicAdd(&scratch[inv.sg_id * (RADIX / 2u) + (d >> 1u)], popcount4(peers) << half) >> half;
+    }
+    return (subgroupShuffle(start, lowest_lane(peers)) & 0xffffu) + rank;
+}
+
+fn rank_middle() {
     workgroupBarrier();
     // per pair of digits: exclusive over the subgroups' rows (both halves at once: sums <= TILE)
     if (inv.li < RADIX / 2u) {
@@ -67,11 +72,10 @@ fn rank_tile(digits: array<u32, ITEMS>) -> array<u32, ITEMS> {
     workgroupBarrier();
     digit_start[inv.li] = wg_exclusive(digit_total[inv.li]).x;
     workgroupBarrier();
-    for (var j = 0u; j < ITEMS; j++) {
-        let d = digits[j];
-        let before = (atomicLoad(&scratch[row + (d >> 1u)]) >> ((d & 1u) * 16u)) & 0xffffu;
-        pos[j] += digit_start[d] + before;
-    }
-    workgroupBarrier(); // scratch is the tile next
-    return pos;
+}
+
+// Where this subgroup's keys of digit d start in the tile.
+fn rank_end(j: u32, d: u32) -> u32 {
+    let before = (atomicLoad(&scratch[inv.sg_id * (RADIX / 2u) + (d >> 1u)]) >> ((d & 1u) * 16u)) & 0xffffu;
+    return digit_start[d] + before;
 }

@@ -4,6 +4,7 @@
 //! - [`transfer`]: host <-> GPU copies through mapped staging buffers.
 //! - [`kernel`]: pipelines and bind groups from declared binding lists.
 //! - [`bitonic`]: the vectorised bitonic sort (METHODS.md method 1) and its plan.
+//! - [`radix`]: the one-sweep LSD radix sort (METHODS.md method 3, digits ranked at once).
 //! - [`scan`]: scans, compaction and partition (METHODS.md method 3).
 //! - [`schedule`]: many small sorts and scans in merged launches (METHODS.md method 5).
 //! - [`stencil`]: in-core and out-of-core stencils on 2-D/3-D grids (METHODS.md method 4).
@@ -19,7 +20,7 @@ pub mod gpu;
 pub mod kernel;
 pub mod keys;
 mod merge;
-mod radix;
+pub mod radix;
 pub mod scan;
 pub mod schedule;
 pub mod shaders;

@@ -18,6 +18,8 @@ use crate::transfer;
 const RADIX_WG: u32 = 256;
 /// Keys each invocation holds in a sweep (`GPUSORT_RADIX_ITEMS` overrides, for measuring).
 const DEFAULT_ITEMS: u32 = 16;
+/// Predecessor tiles the look-back reads at once (`GPUSORT_RADIX_WINDOW` overrides).
+const DEFAULT_WINDOW: u32 = 16;
 /// Digit passes one sort can have (64-bit keys, 8 bits a pass).
 const MAX_PASSES: u32 = 8;
 /// Control words: see the C_* constants of radix.wgsl.
@@ -75,6 +77,7 @@ pub(crate) struct RadixKernels {
     /// The smallest subgroup size when the subgroup ranking is used.
     min_subgroup: Option<u32>,
     items: u32,
+    window: u32,
     spin_limit: u32,
     layout: Layout,
     by_shape: Mutex<HashMap<(u32, bool), Arc<Pipelines>>>,
@@ -109,11 +112,14 @@ impl RadixKernels {
             ],
         );
         let min_subgroup = gpu.subgroups().map(|s| s.min_size.clamp(4, RADIX_WG));
-        let mut items = std::env::var("GPUSORT_RADIX_ITEMS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(DEFAULT_ITEMS)
-            .clamp(1, 64);
+        let knob = |name: &str, default: u32, max: u32| {
+            std::env::var(name)
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(default)
+                .clamp(1, max)
+        };
+        let mut items = knob("GPUSORT_RADIX_ITEMS", DEFAULT_ITEMS, 64);
         // fewer keys per invocation where workgroup memory is small
         while items > 1
             && scratch_words(items, min_subgroup) * 4 + 8 * 1024
@@ -124,6 +130,7 @@ impl RadixKernels {
         RadixKernels {
             min_subgroup,
             items,
+            window: knob("GPUSORT_RADIX_WINDOW", DEFAULT_WINDOW, 64),
             spin_limit,
             layout,
             by_shape: Mutex::new(HashMap::new()),
@@ -147,6 +154,7 @@ impl RadixKernels {
             min_subgroup: self.min_subgroup,
             spin_limit: self.spin_limit,
             max_dim: gpu.limits.max_compute_workgroups_per_dimension,
+            window: self.window,
         });
         let module = kernel::module(gpu, "radix", &source)?;
         let p = Arc::new(Pipelines {

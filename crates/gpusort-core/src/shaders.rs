@@ -100,12 +100,14 @@ pub struct RadixConfig {
     pub min_subgroup: Option<u32>,
     pub spin_limit: u32,
     pub max_dim: u32,
+    /// Predecessor tiles the look-back reads at once.
+    pub window: u32,
 }
 
 /// The radix-sort kernels for one shape.
 pub fn radix(c: &RadixConfig) -> String {
     let sg = c.min_subgroup.is_some();
-    compose_with(
+    let source = compose_with(
         RADIX,
         &[
             ("WG", 256),
@@ -130,7 +132,29 @@ pub fn radix(c: &RadixConfig) -> String {
                 RADIX_RANK_SHARED
             },
         ],
-    )
+    );
+    let source = per_item_lines(&source, "//@ITEM", "@J", c.items);
+    per_item_lines(&source, "//@LB", "@L", c.window)
+}
+
+/// Write each line ending in `marker` out `items` times, `var` replaced by the copy's number.
+fn per_item_lines(source: &str, marker: &str, var: &str, items: u32) -> String {
+    let mut out = String::with_capacity(source.len() * 2);
+    for line in source.lines() {
+        match line.strip_suffix(marker) {
+            Some(body) => {
+                for j in 0..items {
+                    out.push_str(&body.replace(var, &j.to_string()));
+                    out.push('\n');
+                }
+            }
+            None => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    out
 }
 
 /// The compaction family for elements of `words` u32 words.
@@ -235,6 +259,7 @@ pub fn all_configurations() -> Vec<(String, String)> {
                         min_subgroup,
                         spin_limit: 4096,
                         max_dim: 65535,
+                        window: 16,
                     }),
                 ));
             }
