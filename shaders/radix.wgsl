@@ -15,7 +15,8 @@
 // No workgroup waits on another without a bound: tiles take tickets in launch order, and a tile
 // whose predecessor stays silent for SPIN_LIMIT reads counts that digit in that tile itself.
 // CPU twin: crates/gpusort-core/src/cpu/radix.rs.
-// Host-prepended constants: WG (256, one digit per invocation), ITEMS, KEY_WORDS (1|2), PAYLOAD
+// Host-prepended constants: PROBE (0; measuring only: 1 skips the look-back, 2 the ranking, 4 the
+// global writes, results then wrong), WG (256, one digit per invocation), ITEMS, KEY_WORDS (1|2), PAYLOAD
 // (0|1), SCRATCH (workgroup words), SPIN_LIMIT, MAX_DIM (workgroups per dimension), IDENTITY (0),
 // MIN_SG (smallest subgroup size, for the rank tables).
 // Host-composed before this file: common/grid.wgsl, common/keyorder.wgsl, one of
@@ -24,15 +25,18 @@
 const TILE: u32 = WG * ITEMS;
 const RADIX: u32 = 256u;
 const MAX_PASSES: u32 = 8u;
-// The control buffer (u32 words).
-const C_N: u32 = 0u;
-const C_TILES: u32 = 1u;
-const C_RUNS: u32 = 2u;
-const C_TICKETS: u32 = 4u;   // [MAX_PASSES]
-const C_FLIP: u32 = 12u;     // [MAX_PASSES]: the pass reads the alternate buffers
-const C_FIRST: u32 = 20u;    // [MAX_PASSES]: the first pass that runs (makes the index payload)
+// The atomic control words.
+const C_TICKETS: u32 = 0u;   // [MAX_PASSES]
 const C_HIST: u32 = 32u;     // [MAX_PASSES][RADIX]: digit counts
-const C_STARTS: u32 = 32u + MAX_PASSES * RADIX; // [MAX_PASSES][RADIX]: exclusive digit starts
+// The plan prepare writes and later dispatches only read (plain words, so reads are plain loads).
+const P_N: u32 = 0u;
+const P_TILES: u32 = 1u;
+const P_RUNS: u32 = 2u;
+const P_FLIP: u32 = 4u;      // [MAX_PASSES]: the pass reads the alternate buffers
+const P_FIRST: u32 = 12u;    // [MAX_PASSES]: the first pass that runs (makes the index payload)
+const P_STARTS: u32 = 32u;   // [MAX_PASSES][RADIX]: exclusive digit starts
+// count_digits: keys per workgroup = HIST_CHUNKS * ITEMS * WG, so fewer global atomics
+const HIST_CHUNKS: u32 = 8u;
 // Status words of the look-back: flag in the top two bits, a count below.
 const AGGREGATE: u32 = 0x40000000u;
 const INCLUSIVE: u32 = 0x80000000u;
@@ -62,8 +66,11 @@ struct RadixParams {
 @group(0) @binding(6) var<storage, read_write> status: array<atomic<u32>>;
 @group(0) @binding(7) var<storage, read> count_in: array<u32>;
 @group(0) @binding(8) var<storage, read_write> args: array<u32>;
+@group(0) @binding(9) var<storage, read_write> plan: array<u32>;
 
-// Rank tables, then the tile in sorted order (the two are never live at once).
+// The subgroup rank tables, then the tile in sorted order; count_digits' histograms (never live at
+// once). One array: separate plain and atomic arrays measured slower on the H100 (more workgroup
+// memory per tile).
 var<workgroup> scratch: array<atomic<u32>, SCRATCH>;
 var<workgroup> digit_total: array<u32, RADIX>; // keys of each digit in the tile (positions)
 var<workgroup> digit_start: array<u32, RADIX>; // where each digit's run starts in the tile
@@ -117,11 +124,11 @@ fn digit_of(k: vec2<u32>, p: u32) -> u32 {
 }
 
 fn store_word(out: u32, v: u32, to_alt: bool) {
+    if ((PROBE & 4u) != 0u && v != 0x12345678u) { return; }
     if (to_alt) { keys_alt[out] = v; } else { keys[out] = v; }
 }
 
 // ---- count_digits: the histograms of every pass in one read -----------------------------------
-// (scratch holds MAX_PASSES * RADIX counters here)
 
 @compute @workgroup_size(WG)
 fn count_digits(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -130,11 +137,13 @@ fn count_digits(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
     workgroupBarrier();
     let n = job_n();
     let group = linear_workgroup(wid, nwg);
-    for (var j = 0u; j < ITEMS; j++) {
-        let e = (group * ITEMS + j) * WG + li; // coalesced
-        if (e < n) {
-            let k = load_key(e, false);
-            for (var p = 0u; p < rp.passes; p++) { atomicAdd(&scratch[p * RADIX + digit_of(k, p)], 1u); }
+    for (var c = 0u; c < HIST_CHUNKS; c++) {
+        // every load of a chunk issued before any is used (written out per item, see sweep)
+        let e@J = ((group * HIST_CHUNKS + c) * ITEMS + @Ju) * WG + li; //@ITEM
+        var k@J = vec2<u32>(0u); //@ITEM
+        if (e@J < n) { k@J = load_key(e@J, false); } //@ITEM
+        for (var p = 0u; p < rp.passes; p++) {
+            if (e@J < n) { atomicAdd(&scratch[p * RADIX + digit_of(k@J, p)], 1u); } //@ITEM
         }
     }
     workgroupBarrier();
@@ -170,13 +179,13 @@ fn prepare(i: Invocation) {
         if (p < rp.passes) { c = atomicLoad(&ctl[C_HIST + p * RADIX + inv.li]); }
         if (c == n) { one_digit = 1u; } // every key has this digit: the pass cannot reorder
         let s = wg_exclusive(c);
-        atomicStore(&ctl[C_STARTS + p * RADIX + inv.li], s.x);
+        plan[P_STARTS + p * RADIX + inv.li] = s.x;
         skip[p] = workgroupUniformLoad(&one_digit) != 0u;
         workgroupBarrier();
     }
     if (inv.li != 0u) { return; }
-    atomicStore(&ctl[C_N], n);
-    atomicStore(&ctl[C_TILES], tiles);
+    plan[P_N] = n;
+    plan[P_TILES] = tiles;
     var any = false;
     for (var p = 0u; p < rp.passes; p++) { any = any || !skip[p]; }
     // With every pass skipped one still runs when there are keys, so NaNs come out canonical and
@@ -184,12 +193,12 @@ fn prepare(i: Invocation) {
     if (!any && n > 0u) { skip[0] = false; }
     var runs = 0u;
     for (var p = 0u; p < rp.passes; p++) {
-        atomicStore(&ctl[C_FLIP + p], runs & 1u);
-        atomicStore(&ctl[C_FIRST + p], select(0u, 1u, runs == 0u));
+        plan[P_FLIP + p] = runs & 1u;
+        plan[P_FIRST + p] = select(0u, 1u, runs == 0u);
         write_args(3u * p, select(tiles, 0u, skip[p]));
         if (!skip[p]) { runs += 1u; }
     }
-    atomicStore(&ctl[C_RUNS], runs);
+    plan[P_RUNS] = runs;
     write_args(3u * MAX_PASSES, select(0u, (n + WG - 1u) / WG, (runs & 1u) == 1u));
 }
 
@@ -253,8 +262,8 @@ fn sweep(i: Invocation) {
     set_invocation(i);
     if (inv.li == 0u) {
         let p = rp.this_pass;
-        job = vec4<u32>(atomicAdd(&ctl[C_TICKETS + p], 1u), atomicLoad(&ctl[C_N]),
-                        atomicLoad(&ctl[C_FLIP + p]), atomicLoad(&ctl[C_FIRST + p]));
+        job = vec4<u32>(atomicAdd(&ctl[C_TICKETS + p], 1u), plan[P_N], plan[P_FLIP + p],
+                        plan[P_FIRST + p]);
     }
     let jb = workgroupUniformLoad(&job);
     let tile = jb.x;
@@ -275,14 +284,17 @@ fn sweep(i: Invocation) {
     var p@J = rank_item(@Ju, d@J); //@ITEM
     rank_middle();
     p@J += rank_end(@Ju, d@J); //@ITEM
-    workgroupBarrier(); // scratch is the tile next
+    if ((PROBE & 2u) != 0u) { p@J = l@J; } //@ITEM
+    workgroupBarrier(); // the rank tables are read; scratch is free
 
     // publish, look back, and find where each digit's run goes
     let d = inv.li;
     var mine = digit_total[d];
     if (d == RADIX - 1u) { mine -= TILE - in_tile; }
-    let before = look_back(tile, d, mine, from_alt);
-    dst_base[d] = atomicLoad(&ctl[C_STARTS + rp.this_pass * RADIX + d]) + before - digit_start[d];
+    let start = plan[P_STARTS + rp.this_pass * RADIX + d]; // in flight during the walk
+    var before = 0u;
+    if ((PROBE & 1u) == 0u) { before = look_back(tile, d, mine, from_alt); }
+    dst_base[d] = start + before - digit_start[d];
 
     // through workgroup memory in tile order, then out in runs: position q of the tile goes to
     // o = dst_base[its digit] + q
@@ -325,6 +337,7 @@ fn load_payload(e: u32, alt: bool, first: bool) -> u32 {
 }
 
 fn store_payload(out: u32, v: u32, to_alt: bool) {
+    if ((PROBE & 4u) != 0u && v != 0x12345678u) { return; }
     if (to_alt) { payload_alt[out] = v; } else { payload[out] = v; }
 }
 
@@ -334,7 +347,7 @@ fn store_payload(out: u32, v: u32, to_alt: bool) {
 fn finish(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
           @builtin(local_invocation_index) li: u32) {
     let e = linear_workgroup(wid, nwg) * WG + li;
-    if (e >= atomicLoad(&ctl[C_N])) { return; }
+    if (e >= plan[P_N]) { return; }
     for (var w = 0u; w < KEY_WORDS; w++) { keys[e * KEY_WORDS + w] = keys_alt[e * KEY_WORDS + w]; }
     if (PAYLOAD == 1u) { payload[e] = payload_alt[e]; }
 }

@@ -19,11 +19,12 @@ fn popcount4(m: vec4<u32>) -> u32 {
     return c.x + c.y + c.z + c.w;
 }
 
+// Branch-free: a loop with an early return would let lanes leave at different times, and the
+// shuffle that follows needs them together.
 fn lowest_lane(m: vec4<u32>) -> u32 {
-    for (var w = 0u; w < 4u; w++) {
-        if (m[w] != 0u) { return w * 32u + countTrailingZeros(m[w]); }
-    }
-    return 0u;
+    let tz = countTrailingZeros(m);
+    return select(select(select(96u + tz.w, 64u + tz.z, m.z != 0u), 32u + tz.y, m.y != 0u),
+                  tz.x, m.x != 0u);
 }
 
 var<private> below_mask: vec4<u32>;
@@ -48,10 +49,11 @@ fn rank_item(j: u32, d: u32) -> u32 {
     }
     let rank = popcount4(peers & below_mask);
     let half = (d & 1u) * 16u;
-    var start = 0u;
-    if (rank == 0u) {
-        start = atomicAdd(&scratch[inv.sg_id * (RADIX / 2u) + (d >> 1u)], popcount4(peers) << half) >> half;
-    }
+    // every lane adds (the lowest of each group its group's size, the others 0) so no branch
+    // separates the lanes before the shuffle: without maximal reconvergence a shuffle after a
+    // divergent branch may run with lanes missing (seen as unsorted output on the H100)
+    let add = select(0u, popcount4(peers) << half, rank == 0u);
+    let start = atomicAdd(&scratch[inv.sg_id * (RADIX / 2u) + (d >> 1u)], add) >> half;
     return (subgroupShuffle(start, lowest_lane(peers)) & 0xffffu) + rank;
 }
 

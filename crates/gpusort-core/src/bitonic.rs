@@ -258,7 +258,13 @@ impl BitonicSorter {
             keys,
             piece_limit: None,
             algorithm: Algorithm::Auto,
-            radix: crate::radix::RadixKernels::new(gpu, crate::scan::DEFAULT_SPIN_LIMIT),
+            radix: crate::radix::RadixKernels::new(
+                gpu,
+                std::env::var("GPUSORT_RADIX_SPIN")
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(crate::scan::DEFAULT_SPIN_LIMIT),
+            ),
             key_bits: None,
         })
     }

@@ -16,14 +16,17 @@ use crate::transfer;
 
 /// Invocations per radix workgroup: one per digit value.
 const RADIX_WG: u32 = 256;
-/// Keys each invocation holds in a sweep (`GPUSORT_RADIX_ITEMS` overrides, for measuring).
-const DEFAULT_ITEMS: u32 = 16;
-/// Predecessor tiles the look-back reads at once (`GPUSORT_RADIX_WINDOW` overrides).
-const DEFAULT_WINDOW: u32 = 16;
+/// Keys each invocation holds in a sweep (`GPUSORT_RADIX_ITEMS` overrides, for measuring). H100,
+/// 2^24 / 2^26 u32 keys: 4 -> 2.91 / 11.4 ms, 8 -> 2.07 / 7.77 ms, 16 -> 2.32 / 8.63 ms.
+const DEFAULT_ITEMS: u32 = 8;
+/// Predecessor tiles the look-back reads at once (`GPUSORT_RADIX_WINDOW` overrides). Wider windows
+/// measured no faster on the H100 (2^26, 8 keys an invocation: window 1 7.77 ms, 16 8.6 ms): the
+/// predecessors have mostly published by the time a tile looks.
+const DEFAULT_WINDOW: u32 = 1;
 /// Digit passes one sort can have (64-bit keys, 8 bits a pass).
 const MAX_PASSES: u32 = 8;
-/// Control words: see the C_* constants of radix.wgsl.
-const CONTROL_WORDS: u64 = 32 + 2 * (MAX_PASSES as u64) * 256;
+/// Control and plan words: see the C_* and P_* constants of radix.wgsl.
+const CONTROL_WORDS: u64 = 32 + (MAX_PASSES as u64) * 256;
 /// Keys one radix sort can hold: the look-back's status words keep counts in 30 bits.
 pub const RADIX_MAX_KEYS: u32 = (1 << 30) - 1;
 
@@ -109,6 +112,7 @@ impl RadixKernels {
                 (6, Slot::ReadWrite),
                 (7, Slot::Read),
                 (8, Slot::ReadWrite),
+                (9, Slot::ReadWrite),
             ],
         );
         let min_subgroup = gpu.subgroups().map(|s| s.min_size.clamp(4, RADIX_WG));
@@ -155,6 +159,10 @@ impl RadixKernels {
             spin_limit: self.spin_limit,
             max_dim: gpu.limits.max_compute_workgroups_per_dimension,
             window: self.window,
+            probe: std::env::var("GPUSORT_RADIX_PROBE")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0),
         });
         let module = kernel::module(gpu, "radix", &source)?;
         let p = Arc::new(Pipelines {
@@ -204,6 +212,7 @@ impl RadixKernels {
             ),
         };
         let control = transfer::storage_buffer(gpu, "radix control", CONTROL_WORDS * 4)?;
+        let plan = transfer::storage_buffer(gpu, "radix plan", CONTROL_WORDS * 4)?;
         let status = transfer::storage_buffer(gpu, "radix look-back", tiles as u64 * 256 * 4)?;
         let no_count;
         let count = match job.count {
@@ -255,11 +264,12 @@ impl RadixKernels {
                     &status,
                     count,
                     args,
+                    &plan,
                 ],
             )
         };
         let (prep, run) = (buffers(&args), buffers(&no_args));
-        let count_groups = job.capacity.div_ceil(RADIX_WG * self.items);
+        let count_groups = job.capacity.div_ceil(keys_per_count_group(self.items));
         {
             let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some("radix count digits"),
@@ -275,6 +285,14 @@ impl RadixKernels {
             );
             kernel::dispatch(gpu, &mut pass, &pipes.prepare, &prep, &[offsets[0]], 1);
         }
+        // measuring only (GPUSORT_RADIX_STOP): 1 records the histograms alone, 2 adds the sweeps
+        let stop: u32 = std::env::var("GPUSORT_RADIX_STOP")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        if stop == 1 {
+            return Ok(2);
+        }
         for (p, &off) in offsets.iter().enumerate() {
             if p > 0 {
                 enc.clear_buffer(&status, 0, None);
@@ -286,6 +304,9 @@ impl RadixKernels {
             pass.set_pipeline(&pipes.sweep);
             pass.set_bind_group(0, &run, &[off]);
             pass.dispatch_workgroups_indirect(&args, p as u64 * 12);
+        }
+        if stop == 2 {
+            return Ok(2 + passes as usize);
         }
         {
             let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
@@ -300,9 +321,14 @@ impl RadixKernels {
     }
 }
 
-/// Workgroup words the sweep's scratch needs: the sorted tile, the subgroup rank tables (two
-/// 16-bit counters a word, a row per subgroup) and count_digits' histograms share it.
+/// Workgroup words of the sweep's scratch: the sorted tile, the subgroup rank tables (two 16-bit
+/// counters a word, a row per subgroup) and count_digits' histograms share it.
 pub(crate) fn scratch_words(items: u32, min_subgroup: Option<u32>) -> u32 {
     let rows = RADIX_WG / min_subgroup.unwrap_or(RADIX_WG);
     (RADIX_WG * items).max(rows * 128).max(MAX_PASSES * 256)
+}
+
+/// Keys a count_digits workgroup reads (HIST_CHUNKS in radix.wgsl).
+fn keys_per_count_group(items: u32) -> u32 {
+    8 * items * RADIX_WG
 }

@@ -102,6 +102,8 @@ pub struct RadixConfig {
     pub max_dim: u32,
     /// Predecessor tiles the look-back reads at once.
     pub window: u32,
+    /// Measuring only (`GPUSORT_RADIX_PROBE`): parts switched off, results wrong; 0 otherwise.
+    pub probe: u32,
 }
 
 /// The radix-sort kernels for one shape.
@@ -122,6 +124,7 @@ pub fn radix(c: &RadixConfig) -> String {
             ("SPIN_LIMIT", c.spin_limit),
             ("MAX_DIM", c.max_dim),
             ("IDENTITY", 0),
+            ("PROBE", c.probe),
         ],
         &[
             KEY_ORDER,
@@ -260,6 +263,7 @@ pub fn all_configurations() -> Vec<(String, String)> {
                         spin_limit: 4096,
                         max_dim: 65535,
                         window: 16,
+                        probe: 0,
                     }),
                 ));
             }
