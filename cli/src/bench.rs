@@ -198,8 +198,7 @@ fn sort_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
     bar.inc_length((sizes.len() * 8) as u64);
     let plain = PlainBitonic::new(gpu)?;
     let sorter = BitonicSorter::new(gpu)?.with_algorithm(gpusort_core::Algorithm::Bitonic);
-    let mut radix_sorter =
-        BitonicSorter::new(gpu)?.with_algorithm(gpusort_core::Algorithm::Radix);
+    let mut radix_sorter = BitonicSorter::new(gpu)?.with_algorithm(gpusort_core::Algorithm::Radix);
     // measuring knob: the radix sort on a key-bit range only, e.g. "24..32" for one pass
     let radix_bits: Option<(u32, u32)> = std::env::var("GPUSORT_BENCH_RADIX_BITS")
         .ok()

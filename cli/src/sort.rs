@@ -36,11 +36,11 @@ impl From<Dtype> for KeyType {
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
 pub enum Algorithm {
-    /// The faster one as measured: radix for 2^25 or more 32-bit keys on a hardware GPU, else bitonic.
+    /// The faster one as measured: radix for 2^23 or more 32-bit keys on a hardware GPU, else bitonic.
     Auto,
     /// Vectorised bitonic sort.
     Bitonic,
-    /// LSD radix sort (8-bit digits); not for segmented sorts.
+    /// LSD radix sort (8-bit digits, one sweep a digit, passes that cannot reorder skipped); not for segmented sorts.
     Radix,
 }
 
