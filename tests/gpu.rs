@@ -487,6 +487,14 @@ mod radix_options {
             for n in [1usize, 2, 4097, 9000] {
                 let keys = vec![odd_nan; n];
                 check_sort(gpu, &radix(gpu), &keys, SortOrder::default(), "all one NaN");
+                let mut got = keys.clone();
+                radix(gpu)
+                    .sort(gpu, &mut got, SortOrder::default())
+                    .unwrap();
+                assert!(
+                    got.iter().all(|x| x.to_bits() == 0x7fc0_0000),
+                    "canonical NaN, n={n}"
+                );
                 let same = vec![7u64; n];
                 let perm = radix(gpu)
                     .argsort(gpu, &same, SortOrder::default())

@@ -192,7 +192,8 @@ impl RadixKernels {
                 job.capacity
             )));
         }
-        if job.capacity <= 1 {
+        // one key still runs a pass: it makes the permutation and canonical NaNs
+        if job.capacity == 0 {
             return Ok(0);
         }
         let key_words = job.key_type.is_wide() as u32 + 1;
