@@ -450,6 +450,14 @@ mod radix_options {
             }
             let f: Vec<f32> = from_bits::<f32>(&bits(9_000, Shape::Random, 3));
             bit_range_case(gpu, &f, 16..32);
+            // in pieces merged on the host: the merge compares the same bits
+            let pieces = radix(gpu).with_key_bits(4..21).with_piece_limit(3000);
+            let (want, _) = twin::argsort(&u, false, 4..21);
+            assert_eq!(
+                pieces.argsort(gpu, &u, SortOrder::default()).unwrap(),
+                want,
+                "pieces, bits 4..21"
+            );
             // digits equal in every key but the lowest: the twin skips three passes; so must the GPU
             let low: Vec<u32> = (0..12_000u32)
                 .map(|i| 0x5a5a_5a00 | (i * 13 % 256))

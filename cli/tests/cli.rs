@@ -390,6 +390,55 @@ fn bad_inputs_fail_cleanly() {
     assert_eq!(after, before_bytes, "inputs untouched");
 }
 
+/// `--key-bits A..B`: the radix sort on those bits only, in the CPU twin's stable order (with and
+/// without --verify, and through the plain path); wrong ranges and combinations refused.
+#[test]
+fn key_bits_sort_on_a_bit_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("k.bin");
+    let keys = random_u32(30_000, 8);
+    write_u32(&input, &keys);
+    let (perm, _) = gpusort_core::cpu::radix::argsort(&keys, false, 8..20);
+    let want: Vec<u32> = perm.iter().map(|&i| keys[i as usize]).collect();
+    for verify in [false, true] {
+        let out = dir.path().join(format!("out{verify}.bin"));
+        let mut cmd = gpusort();
+        cmd.args(["sort", "--dtype", "u32", "--key-bits", "8..20", "-q"])
+            .arg(&input)
+            .arg("-o")
+            .arg(&out);
+        if verify {
+            cmd.arg("--verify");
+        }
+        cmd.assert().success();
+        assert_eq!(read_u32(&out), want, "--key-bits 8..20 verify={verify}");
+    }
+    let out = dir.path().join("refused.bin");
+    for (extra, why) in [
+        (vec!["--key-bits", "3..3"], "empty range"),
+        (vec!["--key-bits", "0..33"], "wider than the key"),
+        (vec!["--key-bits", "8"], "not a range"),
+        (
+            vec!["--key-bits", "0..8", "--algorithm", "bitonic"],
+            "bitonic",
+        ),
+        (
+            vec!["--key-bits", "0..8", "--segment-size", "10"],
+            "segments",
+        ),
+    ] {
+        gpusort()
+            .args(["sort", "--dtype", "u32", "-q"])
+            .args(&extra)
+            .arg(&input)
+            .arg("-o")
+            .arg(&out)
+            .assert()
+            .code(2);
+        assert!(!out.exists(), "{why}: nothing written");
+    }
+}
+
 #[test]
 fn info_lists_the_adapter() {
     let out = gpusort().args(["info", "--json"]).output().unwrap();

@@ -280,6 +280,11 @@ impl BitonicSorter {
         self
     }
 
+    /// The key-bit range sorts are limited to, if any.
+    pub fn key_bits(&self) -> Option<std::ops::Range<u32>> {
+        self.key_bits.clone()
+    }
+
     /// How many reads the radix look-back waits on a silent tile before counting that tile's
     /// digits itself (0: always count; for tests).
     pub fn with_radix_spin_limit(mut self, gpu: &Gpu, reads: u32) -> Self {

@@ -44,6 +44,20 @@ pub(crate) fn sort_in_pieces<T: SortKey>(
         perm.extend(p.unwrap_or_default().into_iter().map(|x| x + offset));
         stats.get_or_insert(s);
     }
+    // the merge compares what the sort compared: the key-bit range only, when there is one
+    let bits = sorter.key_bits();
+    let merge_key = |k: &T| match &bits {
+        Some(r) => {
+            let width = r.end - r.start;
+            let mask = if width >= 64 {
+                u64::MAX
+            } else {
+                (1u64 << width) - 1
+            };
+            (crate::cpu::radix::sortable_bits(k, order.descending) >> r.start) & mask
+        }
+        None => sortable(k, order.descending),
+    };
     if order.segment_size.is_none() {
         // Pairwise merges of the sorted pieces, the pairs of a round in parallel, on (sort order
         // as u64, position in the piece-sorted array); ties take the earlier piece, so the order
@@ -55,7 +69,7 @@ pub(crate) fn sort_in_pieces<T: SortKey>(
             .map(|(c, k)| {
                 k.iter()
                     .enumerate()
-                    .map(|(j, k)| (sortable(k, order.descending), (c * piece + j) as u32))
+                    .map(|(j, k)| (merge_key(k), (c * piece + j) as u32))
                     .collect()
             })
             .collect();
