@@ -30,8 +30,6 @@ const C_TICKETS: u32 = 0u;   // [MAX_PASSES]
 const C_HIST: u32 = 32u;     // [MAX_PASSES][RADIX]: digit counts
 // The plan prepare writes and later dispatches only read (plain words, so reads are plain loads).
 const P_N: u32 = 0u;
-const P_TILES: u32 = 1u;
-const P_RUNS: u32 = 2u;
 const P_FLIP: u32 = 4u;      // [MAX_PASSES]: the pass reads the alternate buffers
 const P_FIRST: u32 = 12u;    // [MAX_PASSES]: the first pass that runs (makes the index payload)
 const P_STARTS: u32 = 32u;   // [MAX_PASSES][RADIX]: exclusive digit starts
@@ -185,7 +183,6 @@ fn prepare(i: Invocation) {
     }
     if (inv.li != 0u) { return; }
     plan[P_N] = n;
-    plan[P_TILES] = tiles;
     var any = false;
     for (var p = 0u; p < rp.passes; p++) { any = any || !skip[p]; }
     // With every pass skipped one still runs when there are keys, so NaNs come out canonical and
@@ -198,7 +195,6 @@ fn prepare(i: Invocation) {
         write_args(3u * p, select(tiles, 0u, skip[p]));
         if (!skip[p]) { runs += 1u; }
     }
-    plan[P_RUNS] = runs;
     write_args(3u * MAX_PASSES, select(0u, (n + WG - 1u) / WG, (runs & 1u) == 1u));
 }
 

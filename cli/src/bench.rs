@@ -200,12 +200,11 @@ fn sort_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
     let sorter = BitonicSorter::new(gpu)?.with_algorithm(gpusort_core::Algorithm::Bitonic);
     let mut radix_sorter = BitonicSorter::new(gpu)?.with_algorithm(gpusort_core::Algorithm::Radix);
     // measuring knob: the radix sort on a key-bit range only, e.g. "24..32" for one pass
-    let radix_bits: Option<(u32, u32)> = std::env::var("GPUSORT_BENCH_RADIX_BITS")
+    let radix_bits = std::env::var("GPUSORT_BENCH_RADIX_BITS")
         .ok()
-        .and_then(|v| v.split_once("..").map(|(a, b)| (a.parse(), b.parse())))
-        .and_then(|(a, b)| Some((a.ok()?, b.ok()?)));
-    if let Some((a, b)) = radix_bits {
-        radix_sorter = radix_sorter.with_key_bits(a..b);
+        .and_then(|v| crate::sort::parse_key_bits(&v).ok());
+    if let Some(bits) = &radix_bits {
+        radix_sorter = radix_sorter.with_key_bits(bits.clone());
     }
     let mut cases = Vec::new();
     for &log in sizes {
@@ -272,7 +271,7 @@ fn sort_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
                     Ok(())
                 })?)
             })?;
-            let bits = radix_bits.filter(|_| name.starts_with("radix"));
+            let bits = radix_bits.clone().filter(|_| name.starts_with("radix"));
             // GPUSORT_RADIX_PROBE switches parts of the radix sort off to time the rest
             let probing = ["GPUSORT_RADIX_PROBE", "GPUSORT_RADIX_STOP"]
                 .iter()
@@ -825,12 +824,12 @@ fn check_sorted(
     buf: &wgpu::Buffer,
     n: usize,
     what: &str,
-    bits: Option<(u32, u32)>,
+    bits: Option<std::ops::Range<u32>>,
 ) -> CliResult {
     let v: Vec<u32> = transfer::read_vec(gpu, buf, n)?;
-    let (a, b) = bits.unwrap_or((0, 32));
-    let key = |x: u32| ((x as u64) >> a) & ((1u64 << (b - a)) - 1);
-    if v.windows(2).any(|w| key(w[0]) > key(w[1])) {
+    let bits = bits.unwrap_or(0..32);
+    let key = |x: &u32| gpusort_core::cpu::radix::key_on_bits(x, false, &bits);
+    if v.windows(2).any(|w| key(&w[0]) > key(&w[1])) {
         return Err(CliError::runtime(format!(
             "bench: {what} produced an unsorted result on {}",
             gpu.adapter.name

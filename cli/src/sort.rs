@@ -100,7 +100,7 @@ pub struct SortArgs {
     pub verify: bool,
 }
 
-fn parse_key_bits(s: &str) -> Result<std::ops::Range<u32>, String> {
+pub(crate) fn parse_key_bits(s: &str) -> Result<std::ops::Range<u32>, String> {
     let (a, b) = s
         .split_once("..")
         .ok_or_else(|| format!("expected A..B (e.g. 0..20), got {s:?}"))?;
@@ -126,7 +126,7 @@ pub fn run(g: &Global, args: &SortArgs) -> CliResult {
             "--algorithm radix does not do segmented sorts; use bitonic or auto",
         ));
     }
-    if let Some(bits) = &args.key_bits {
+    if args.key_bits.is_some() {
         if matches!(args.algorithm, Algorithm::Bitonic) || args.segment_size.is_some() {
             return Err(CliError::usage(
                 "--key-bits is a radix sort option: use --algorithm radix or auto, no segments",
@@ -135,16 +135,16 @@ pub fn run(g: &Global, args: &SortArgs) -> CliResult {
         if args.inputs.len() > 1 {
             return Err(CliError::usage("--key-bits takes one input"));
         }
-        let input = Input::open(&args.inputs[0], args.dtype.map(Into::into))?;
-        if let Some(e) = gpusort_core::radix::key_bits_error(input.dtype, bits) {
-            return Err(CliError::usage(format!("--key-bits: {e}")));
-        }
     }
     if many::is_many(&args.inputs, args.out_dir.as_deref()) {
         return sort_many(g, args);
     }
     let path = &args.inputs[0];
     let input = Input::open(path, args.dtype.map(Into::into))?;
+    let bad_bits = args.key_bits.as_ref();
+    if let Some(e) = bad_bits.and_then(|b| gpusort_core::radix::key_bits_error(input.dtype, b)) {
+        return Err(CliError::usage(format!("--key-bits: {e}")));
+    }
     let dest = resolve_output(path, args.output.as_deref(), args.in_place, "sorted")?;
     let values = args
         .values

@@ -6,17 +6,12 @@
 // subgroup) are then scanned over the subgroups and over the digits. Any subgroup size works; the
 // ballot is a vec4<u32>. Twin without subgroups: common/radix_rank_shared.wgsl.
 // Needs: WG, ITEMS, TILE, RADIX, MIN_SG, scratch, digit_total, digit_start, wg_exclusive,
-// lanes_below (common/wgscan_subgroup.wgsl).
+// lanes_below, popcount4 (common/wgscan_subgroup.wgsl).
 
 // Tile-local index of this invocation's key of round j: subgroup-major, so a subgroup's keys are
 // consecutive and round j of it reads sg_size consecutive keys.
 fn local_index(j: u32) -> u32 {
     return (inv.sg_id * ITEMS + j) * inv.sg_size + inv.lane;
-}
-
-fn popcount4(m: vec4<u32>) -> u32 {
-    let c = countOneBits(m);
-    return c.x + c.y + c.z + c.w;
 }
 
 // Branch-free: a loop with an early return would let lanes leave at different times, and the

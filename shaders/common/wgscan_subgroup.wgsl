@@ -35,6 +35,12 @@ fn lanes_below() -> vec4<u32> {
     return m;
 }
 
+// Set bits of a ballot, over all four words.
+fn popcount4(m: vec4<u32>) -> u32 {
+    let c = countOneBits(m);
+    return c.x + c.y + c.z + c.w;
+}
+
 // Inclusive scan inside the subgroup with `combine` (shuffle-up ladder; any associative op).
 fn sg_inclusive(v: u32) -> u32 {
     var x = v;
@@ -132,8 +138,8 @@ fn pscan_count(c: u32, bits: u32, below: vec4<u32>) -> vec2<u32> {
     for (var b = 0u; b < bits; b++) {
         let bal = subgroupBallot(((c >> b) & 1u) != 0u);
         let m = bal & below;
-        r.x += (countOneBits(m.x) + countOneBits(m.y) + countOneBits(m.z) + countOneBits(m.w)) << b;
-        r.y += (countOneBits(bal.x) + countOneBits(bal.y) + countOneBits(bal.z) + countOneBits(bal.w)) << b;
+        r.x += popcount4(m) << b;
+        r.y += popcount4(bal) << b;
     }
     return r;
 }

@@ -260,13 +260,7 @@ impl BitonicSorter {
             keys,
             piece_limit: None,
             algorithm: Algorithm::Auto,
-            radix: crate::radix::RadixKernels::new(
-                gpu,
-                std::env::var("GPUSORT_RADIX_SPIN")
-                    .ok()
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(crate::scan::DEFAULT_SPIN_LIMIT),
-            ),
+            radix: crate::radix::RadixKernels::new(gpu, crate::radix::RadixTuning::from_env()),
             key_bits: None,
         })
     }
@@ -288,7 +282,11 @@ impl BitonicSorter {
     /// How many reads the radix look-back waits on a silent tile before counting that tile's
     /// digits itself (0: always count; for tests).
     pub fn with_radix_spin_limit(mut self, gpu: &Gpu, reads: u32) -> Self {
-        self.radix = crate::radix::RadixKernels::new(gpu, reads);
+        let tuning = crate::radix::RadixTuning {
+            spin_limit: reads,
+            ..crate::radix::RadixTuning::from_env()
+        };
+        self.radix = crate::radix::RadixKernels::new(gpu, tuning);
         self
     }
 

@@ -47,15 +47,7 @@ pub(crate) fn sort_in_pieces<T: SortKey>(
     // the merge compares what the sort compared: the key-bit range only, when there is one
     let bits = sorter.key_bits();
     let merge_key = |k: &T| match &bits {
-        Some(r) => {
-            let width = r.end - r.start;
-            let mask = if width >= 64 {
-                u64::MAX
-            } else {
-                (1u64 << width) - 1
-            };
-            (crate::cpu::radix::sortable_bits(k, order.descending) >> r.start) & mask
-        }
+        Some(r) => crate::cpu::radix::key_on_bits(k, order.descending, r),
         None => sortable(k, order.descending),
     };
     if order.segment_size.is_none() {

@@ -16,7 +16,7 @@ use crate::transfer;
 
 /// Invocations per radix workgroup: one per digit value.
 const RADIX_WG: u32 = 256;
-/// Keys each invocation holds in a sweep (`GPUSORT_RADIX_ITEMS` overrides, for measuring). H100,
+/// Keys each invocation holds in a sweep (`GPUSORT_RADIX_ITEMS` overrides). H100,
 /// 2^24 / 2^26 u32 keys: 4 -> 2.91 / 11.4 ms, 8 -> 2.07 / 7.77 ms, 16 -> 2.32 / 8.63 ms.
 const DEFAULT_ITEMS: u32 = 8;
 /// Predecessor tiles the look-back reads at once (`GPUSORT_RADIX_WINDOW` overrides). Wider windows
@@ -76,12 +76,50 @@ struct Pipelines {
     finish: wgpu::ComputePipeline,
 }
 
+/// The radix sort's tuning, read once (defaults = what measured fastest on the H100; the
+/// environment overrides them for measuring, see docs/ARCHITECTURE.md).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RadixTuning {
+    /// Keys each invocation holds in a sweep: `GPUSORT_RADIX_ITEMS`.
+    pub items: u32,
+    /// Predecessor tiles the look-back reads at once: `GPUSORT_RADIX_WINDOW`.
+    pub window: u32,
+    /// Reads of a silent predecessor before counting its digit here: `GPUSORT_RADIX_SPIN`.
+    pub spin_limit: u32,
+    /// Parts switched off (results wrong; measuring only): `GPUSORT_RADIX_PROBE`.
+    pub probe: u32,
+    /// Stop recording early (measuring only): `GPUSORT_RADIX_STOP`, 1 after the histograms, 2
+    /// after the sweeps.
+    pub stop: u32,
+}
+
+impl RadixTuning {
+    pub(crate) fn from_env() -> RadixTuning {
+        use crate::scan::env_u32;
+        RadixTuning {
+            items: env_u32("GPUSORT_RADIX_ITEMS", DEFAULT_ITEMS, |v| {
+                (1..=64).contains(&v)
+            }),
+            window: env_u32("GPUSORT_RADIX_WINDOW", DEFAULT_WINDOW, |v| {
+                (1..=64).contains(&v)
+            }),
+            spin_limit: env_u32(
+                "GPUSORT_RADIX_SPIN",
+                crate::scan::DEFAULT_SPIN_LIMIT,
+                |_| true,
+            ),
+            probe: env_u32("GPUSORT_RADIX_PROBE", 0, |v| v < 8),
+            stop: env_u32("GPUSORT_RADIX_STOP", 0, |v| v <= 2),
+        }
+    }
+}
+
 pub(crate) struct RadixKernels {
     /// The smallest subgroup size when the subgroup ranking is used.
     min_subgroup: Option<u32>,
+    /// `tuning.items` cut to what the device's workgroup memory holds.
     items: u32,
-    window: u32,
-    spin_limit: u32,
+    tuning: RadixTuning,
     layout: Layout,
     by_shape: Mutex<HashMap<(u32, bool), Arc<Pipelines>>>,
 }
@@ -98,7 +136,7 @@ pub fn key_bits_error(key_type: KeyType, bits: &Range<u32>) -> Option<String> {
 }
 
 impl RadixKernels {
-    pub(crate) fn new(gpu: &Gpu, spin_limit: u32) -> RadixKernels {
+    pub(crate) fn new(gpu: &Gpu, tuning: RadixTuning) -> RadixKernels {
         let layout = Layout::new(
             gpu,
             "radix",
@@ -116,14 +154,7 @@ impl RadixKernels {
             ],
         );
         let min_subgroup = gpu.subgroups().map(|s| s.min_size.clamp(4, RADIX_WG));
-        let knob = |name: &str, default: u32, max: u32| {
-            std::env::var(name)
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(default)
-                .clamp(1, max)
-        };
-        let mut items = knob("GPUSORT_RADIX_ITEMS", DEFAULT_ITEMS, 64);
+        let mut items = tuning.items;
         // fewer keys per invocation where workgroup memory is small
         while items > 1
             && scratch_words(items, min_subgroup) * 4 + 8 * 1024
@@ -134,8 +165,7 @@ impl RadixKernels {
         RadixKernels {
             min_subgroup,
             items,
-            window: knob("GPUSORT_RADIX_WINDOW", DEFAULT_WINDOW, 64),
-            spin_limit,
+            tuning,
             layout,
             by_shape: Mutex::new(HashMap::new()),
         }
@@ -156,13 +186,10 @@ impl RadixKernels {
             key_words,
             payload,
             min_subgroup: self.min_subgroup,
-            spin_limit: self.spin_limit,
+            spin_limit: self.tuning.spin_limit,
             max_dim: gpu.limits.max_compute_workgroups_per_dimension,
-            window: self.window,
-            probe: std::env::var("GPUSORT_RADIX_PROBE")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0),
+            window: self.tuning.window,
+            probe: self.tuning.probe,
         });
         let module = kernel::module(gpu, "radix", &source)?;
         let p = Arc::new(Pipelines {
@@ -186,12 +213,7 @@ impl RadixKernels {
         if let Some(e) = key_bits_error(job.key_type, &job.key_bits) {
             return Err(Error::InvalidInput(e));
         }
-        if job.capacity > RADIX_MAX_KEYS {
-            return Err(Error::TooLarge(format!(
-                "{} keys exceed the {RADIX_MAX_KEYS} one radix sort holds",
-                job.capacity
-            )));
-        }
+        debug_assert!(job.capacity <= RADIX_MAX_KEYS, "the sorter checks the size");
         // one key still runs a pass: it makes the permutation and canonical NaNs
         if job.capacity == 0 {
             return Ok(0);
@@ -286,11 +308,7 @@ impl RadixKernels {
             );
             kernel::dispatch(gpu, &mut pass, &pipes.prepare, &prep, &[offsets[0]], 1);
         }
-        // measuring only (GPUSORT_RADIX_STOP): 1 records the histograms alone, 2 adds the sweeps
-        let stop: u32 = std::env::var("GPUSORT_RADIX_STOP")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
+        let stop = self.tuning.stop; // measuring only
         if stop == 1 {
             return Ok(2);
         }

@@ -85,7 +85,7 @@ impl Tuning {
 }
 
 /// `var` as a number when it parses and `ok` accepts it, else `default`.
-fn env_u32(var: &str, default: u32, ok: impl Fn(u32) -> bool) -> u32 {
+pub(crate) fn env_u32(var: &str, default: u32, ok: impl Fn(u32) -> bool) -> u32 {
     std::env::var(var)
         .ok()
         .and_then(|v| v.parse().ok())

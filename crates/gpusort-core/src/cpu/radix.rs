@@ -26,6 +26,15 @@ pub fn sortable_bits<T: SortKey>(key: &T, descending: bool) -> u64 {
     }
 }
 
+/// What a sort on `bits` compares: those bits of the sortable value, shifted down.
+pub fn key_on_bits<T: SortKey>(key: &T, descending: bool, bits: &Range<u32>) -> u64 {
+    let v = sortable_bits(key, descending) >> bits.start;
+    match bits.end - bits.start {
+        w if w >= 64 => v,
+        w => v & ((1u64 << w) - 1),
+    }
+}
+
 fn digit(v: u64, (shift, width): (u32, u32)) -> usize {
     ((v >> shift) & ((1u64 << width) - 1)) as usize
 }
