@@ -641,3 +641,243 @@ fn transfers_round_trip_through_the_staging_ring() {
         }
     }
 }
+
+/// The external sort (runs on disk, streaming merge) under budgets far below the input's size.
+mod external_sort {
+    use super::*;
+    use gpusort_core::external::{self, ExternalSort, Phase, Sink, MIN_MEMORY_BUDGET};
+    use gpusort_core::{Algorithm, Error};
+
+    struct Result<T> {
+        keys: Vec<T>,
+        values: Vec<u32>,
+        perm: Vec<u32>,
+        phases: Vec<Phase>,
+    }
+
+    fn run<T: SortKey>(
+        s: &BitonicSorter,
+        gpu: &Gpu,
+        keys: &[T],
+        order: SortOrder,
+        budget: u64,
+    ) -> Result<T> {
+        let dir = tempfile::tempdir().unwrap();
+        let values: Vec<u32> = (0..keys.len() as u32).map(|i| i ^ 0x5a5a).collect();
+        let (mut k, mut v, mut p) = (Vec::new(), Vec::new(), Vec::new());
+        let mut phases = Vec::new();
+        external::sort_external::<T>(
+            s,
+            gpu,
+            bytemuck::cast_slice(keys),
+            Some(bytemuck::cast_slice(&values)),
+            &ExternalSort {
+                order,
+                memory_budget: budget,
+                run_dir: dir.path(),
+                verify: true,
+            },
+            Sink {
+                keys: &mut k,
+                values: Some(&mut v),
+                permutation: Some(&mut p),
+            },
+            &mut |ph, _| {
+                if phases.last() != Some(&ph) {
+                    phases.push(ph)
+                }
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "run files left behind"
+        );
+        Result {
+            keys: bytemuck::pod_collect_to_vec(&k),
+            values: bytemuck::pod_collect_to_vec(&v),
+            perm: bytemuck::pod_collect_to_vec(&p),
+            phases,
+        }
+    }
+
+    /// Keys canonical and in the reference's stable order; the payload and permutation follow.
+    fn check<T: SortKey>(got: &Result<T>, keys: &[T], order: SortOrder, what: &str) {
+        let want = reference::argsort(keys, order);
+        assert_eq!(got.perm, want, "{what}: permutation, n={}", keys.len());
+        let want_keys: Vec<T> = want
+            .iter()
+            .map(|&i| reference::canonical(&keys[i as usize]))
+            .collect();
+        assert!(
+            bytemuck::cast_slice::<T, u8>(&got.keys) == bytemuck::cast_slice::<T, u8>(&want_keys),
+            "{what}: keys"
+        );
+        let want_values: Vec<u32> = want.iter().map(|&i| i ^ 0x5a5a).collect();
+        assert_eq!(got.values, want_values, "{what}: values");
+    }
+
+    #[test]
+    fn runs_and_merge_levels_give_the_stable_order() {
+        for no_sg in MODES {
+            let gpu = gpu(no_sg);
+            let s = sorter(gpu);
+            // u32 + value + position = 12 bytes a key: the smallest budget makes runs of 2730
+            // keys and merges 2 at a time; 1 MiB one level of many runs
+            let few: Vec<u32> = from_bits::<u32>(&bits(100_000, Shape::FewDistinct, 1));
+            for (budget, desc) in [(MIN_MEMORY_BUDGET, false), (1 << 20, true)] {
+                let order = SortOrder {
+                    descending: desc,
+                    segment_size: None,
+                };
+                let got = run(&s, gpu, &few, order, budget);
+                check(
+                    &got,
+                    &few,
+                    order,
+                    &format!("u32 few distinct, budget {budget}"),
+                );
+                let merges = got
+                    .phases
+                    .iter()
+                    .filter(|p| matches!(p, Phase::Merge { .. }))
+                    .count();
+                assert!(merges >= 1, "{budget}: merged ({:?})", got.phases);
+                if budget == MIN_MEMORY_BUDGET {
+                    assert!(merges > 2, "several merge levels: {:?}", got.phases);
+                }
+            }
+            // floats with every special, both directions
+            let mut f: Vec<f64> = from_bits::<f64>(&bits(20_000, Shape::Random, 2));
+            for (i, x) in f64_specials().into_iter().cycle().take(3000).enumerate() {
+                f[i * 6 + 1] = x;
+            }
+            for desc in [false, true] {
+                let order = SortOrder {
+                    descending: desc,
+                    segment_size: None,
+                };
+                check(
+                    &run(&s, gpu, &f, order, MIN_MEMORY_BUDGET),
+                    &f,
+                    order,
+                    "f64 specials",
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn sizes_around_run_boundaries() {
+        let gpu = gpu(false);
+        let s = sorter(gpu);
+        // budget 64 KiB, 12-byte records: runs of 65536 / 24 = 2730 keys
+        for n in [0, 1, 2729, 2730, 2731, 2 * 2730, 3 * 2730 + 1] {
+            let keys: Vec<i32> = from_bits::<i32>(&bits(n, Shape::Random, n as u64));
+            let order = SortOrder::default();
+            check(
+                &run(&s, gpu, &keys, order, MIN_MEMORY_BUDGET),
+                &keys,
+                order,
+                "i32 sizes",
+            );
+        }
+        let equal = vec![7u64; 9000];
+        check(
+            &run(&s, gpu, &equal, SortOrder::default(), MIN_MEMORY_BUDGET),
+            &equal,
+            SortOrder::default(),
+            "all equal",
+        );
+    }
+
+    #[test]
+    fn segments_and_key_bits() {
+        for no_sg in MODES {
+            let gpu = gpu(no_sg);
+            let keys: Vec<u32> = from_bits::<u32>(&bits(12_345, Shape::Random, 9));
+            let order = SortOrder {
+                descending: false,
+                segment_size: Some(1000),
+            };
+            let got = run(&sorter(gpu), gpu, &keys, order, MIN_MEMORY_BUDGET);
+            check(&got, &keys, order, "segments");
+            assert!(!got.phases.iter().any(|p| matches!(p, Phase::Merge { .. })));
+            // a key-bit range: runs and merge compare the same bits as the radix twin
+            let radix = sorter(gpu)
+                .with_algorithm(Algorithm::Radix)
+                .with_key_bits(4..12);
+            let got = run(&radix, gpu, &keys, SortOrder::default(), MIN_MEMORY_BUDGET);
+            let (want, _) = gpusort_core::cpu::radix::argsort(&keys, false, 4..12);
+            assert_eq!(got.perm, want, "key bits 4..12");
+        }
+    }
+
+    /// A sink that fails part-way: the error comes back and no run file stays behind.
+    #[test]
+    fn a_failing_write_is_an_error_and_leaves_no_runs() {
+        struct Failing(usize);
+        impl std::io::Write for Failing {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                if self.0 < b.len() {
+                    return Err(std::io::Error::other("disk full"));
+                }
+                self.0 -= b.len();
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let gpu = gpu(false);
+        let dir = tempfile::tempdir().unwrap();
+        let keys: Vec<u32> = from_bits::<u32>(&bits(30_000, Shape::Random, 4));
+        let job = ExternalSort {
+            order: SortOrder::default(),
+            memory_budget: MIN_MEMORY_BUDGET,
+            run_dir: dir.path(),
+            verify: false,
+        };
+        let mut sink = Failing(40_000);
+        let err = external::sort_external::<u32>(
+            &sorter(gpu),
+            gpu,
+            bytemuck::cast_slice(&keys),
+            None,
+            &job,
+            Sink {
+                keys: &mut sink,
+                values: None,
+                permutation: None,
+            },
+            &mut |_, _| {},
+        )
+        .unwrap_err();
+        assert!(
+            matches!(err, Error::Io(ref m) if m.contains("disk full")),
+            "{err}"
+        );
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        // a budget below the floor is refused
+        let small = ExternalSort {
+            memory_budget: MIN_MEMORY_BUDGET - 1,
+            ..job
+        };
+        let err = external::sort_external::<u32>(
+            &sorter(gpu),
+            gpu,
+            bytemuck::cast_slice(&keys),
+            None,
+            &small,
+            Sink {
+                keys: &mut Vec::new(),
+                values: None,
+                permutation: None,
+            },
+            &mut |_, _| {},
+        )
+        .unwrap_err();
+        assert!(matches!(err, Error::InvalidInput(_)), "{err}");
+    }
+}

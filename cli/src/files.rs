@@ -316,10 +316,48 @@ fn untrack(path: &Path) {
     pending().retain(|p| p != path);
 }
 
-/// Remove every pending temporary file (from the Ctrl-C / SIGTERM handler).
+/// Remove every pending temporary file or run directory (from the Ctrl-C / SIGTERM handler).
 pub fn remove_pending() {
     for p in pending().drain(..) {
-        let _ = std::fs::remove_file(p);
+        if p.is_dir() {
+            let _ = std::fs::remove_dir_all(p);
+        } else {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// A private directory for an external sort's run files: in `dir` when given, else beside the
+/// destination (the system temp directory is often a small in-memory filesystem, which would
+/// defeat a sort larger than memory). Removed with everything in it on drop and on interrupt.
+pub struct RunDir {
+    dir: tempfile::TempDir,
+}
+
+impl RunDir {
+    pub fn new(dir: Option<&Path>, dest: &Path) -> Result<RunDir, CliError> {
+        let base = dir.map(Path::to_path_buf).unwrap_or_else(|| parent(dest));
+        let dir = tempfile::Builder::new()
+            .prefix(".gpusort-runs-")
+            .tempdir_in(&base)
+            .map_err(|e| {
+                CliError::usage(format!(
+                    "cannot create a run directory in {} (--tmp-dir): {e}",
+                    base.display()
+                ))
+            })?;
+        track(dir.path());
+        Ok(RunDir { dir })
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for RunDir {
+    fn drop(&mut self) {
+        untrack(self.dir.path()); // TempDir removes the directory itself
     }
 }
 
@@ -482,13 +520,31 @@ impl Output {
     }
 
     pub fn write(&mut self, format: Format, dtype: KeyType, data: &[u8]) -> Result<(), CliError> {
+        let dest = self.dest.clone();
+        let err =
+            |e: std::io::Error| CliError::runtime(format!("cannot write {}: {e}", dest.display()));
+        let mut header = self.stream(format, dtype, (data.len() / dtype.size()) as u64)?;
+        header.flush().map_err(err)?;
+        drop(header);
         let tmp = self.tmp.as_mut().expect("not yet committed");
-        let err = |e: std::io::Error| {
-            CliError::runtime(format!("cannot write {}: {e}", self.dest.display()))
-        };
-        let mut w = BufWriter::with_capacity(8 << 20, tmp.as_file_mut());
+        write_parallel(tmp.as_file_mut(), data).map_err(err)
+    }
+
+    /// Start writing `len` elements of `dtype` in `format` piece by piece: the header (for .npy)
+    /// goes out now, the elements through the returned writer; [`Output::commit`] after it is
+    /// flushed and dropped.
+    pub fn stream(
+        &mut self,
+        format: Format,
+        dtype: KeyType,
+        len: u64,
+    ) -> Result<BufWriter<&mut File>, CliError> {
+        let dest = self.dest.clone();
+        let err =
+            |e: std::io::Error| CliError::runtime(format!("cannot write {}: {e}", dest.display()));
+        let file = self.tmp.as_mut().expect("not yet committed").as_file_mut();
+        let mut w = BufWriter::with_capacity(8 << 20, file);
         if format == Format::Npy {
-            let len = (data.len() / dtype.size()) as u64;
             let dt = npyz::DType::Plain(npy_descr(dtype).parse().expect("valid type string"));
             use npyz::WriterBuilder;
             npyz::WriteOptions::new_header_only()
@@ -498,9 +554,7 @@ impl Output {
                 .write_header_only()
                 .map_err(err)?;
         }
-        w.flush().map_err(err)?;
-        drop(w);
-        write_parallel(tmp.as_file_mut(), data).map_err(err)
+        Ok(w)
     }
 
     /// Size the output for an array of `shape` and map its element bytes for writing in place

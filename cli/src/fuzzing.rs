@@ -4,7 +4,8 @@
 use clap::Parser;
 
 use crate::files::parse_npy;
-use crate::stencil::{parse_bytes, parse_shape};
+use crate::parse_bytes;
+use crate::stencil::parse_shape;
 
 /// The .npy parser on arbitrary bytes, with each dtype expectation.
 pub fn npy_header(data: &[u8]) {
@@ -32,7 +33,7 @@ pub fn args(data: &[u8]) {
                 let _ = parse_shape(s);
             }
             if let Some(b) = &a.gpu_memory {
-                let _ = parse_bytes(b);
+                let _ = parse_bytes("--gpu-memory", b);
             }
         }
     }
@@ -41,7 +42,7 @@ pub fn args(data: &[u8]) {
             assert!((2..=3).contains(&shape.len()) && !shape.contains(&0));
             let _ = gpusort_core::stencil::GridShape::new(&shape);
         }
-        if let Ok(b) = parse_bytes(piece) {
+        if let Ok(b) = parse_bytes("--gpu-memory", piece) {
             assert!(b > 0);
         }
         let _ = piece.parse::<gpusort_core::stencil::Boundary>();

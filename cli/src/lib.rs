@@ -29,6 +29,30 @@ macro_rules! for_dtype {
     }};
 }
 
+/// A size given to `flag`: `1048576`, `512K`, `512M`, `8G`, `8GiB`, `1T` (binary multiples).
+pub fn parse_bytes(flag: &str, s: &str) -> Result<u64, CliError> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        _ => u32::MAX,
+    };
+    match num.parse::<u64>() {
+        Ok(n) if n > 0 && shift != u32::MAX => n.checked_mul(1u64 << shift).ok_or(()),
+        _ => Err(()),
+    }
+    .map_err(|_| {
+        CliError::usage(format!(
+            "{flag} '{s}' is not a positive size (examples: 536870912, 512M, 8G)"
+        ))
+    })
+}
+
 #[derive(Parser, Debug)]
 #[command(
     name = "gpusort",

@@ -34,7 +34,7 @@ pub fn bar(when: When, quiet: bool, total: u64, unit: &str) -> ProgressBar {
     bar.set_length(total);
     bar.set_style(
         ProgressStyle::with_template(&format!(
-            "{{bar:40}} {{pos}}/{{len}} {unit} [{{elapsed_precise}}, eta {{eta}}]"
+            "{{msg}} {{bar:40}} {{pos}}/{{len}} {unit} [{{elapsed_precise}}, eta {{eta}}]"
         ))
         .expect("valid template"),
     );

@@ -4,11 +4,13 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clap::ValueEnum;
-use gpusort_core::cpu::keys::{canonical, sortable, words};
-use gpusort_core::{transfer, BitonicSorter, GpuSortJob, KeyType, SortKey, SortOrder};
+use gpusort_core::cpu::keys::{canonical, fingerprint, sortable};
+use gpusort_core::{external, transfer, BitonicSorter, GpuSortJob, KeyType, SortKey, SortOrder};
 
 use crate::error::{CliError, CliResult};
-use crate::files::{check_extra_output, open_values, resolve_output, Format, Input, Output};
+use crate::files::{
+    check_extra_output, open_values, resolve_output, Format, Input, Output, RunDir,
+};
 use crate::{for_dtype, many, progress, Global};
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
@@ -96,8 +98,18 @@ pub struct SortArgs {
     #[arg(long, value_name = "A..B", value_parser = parse_key_bits)]
     pub key_bits: Option<std::ops::Range<u32>>,
     /// Check the result on the CPU (sorted, and a permutation of the input) before writing it.
+    /// Sorts larger than --memory-budget check while writing (order, and the same keys).
     #[arg(long)]
     pub verify: bool,
+    /// Host memory the sort may hold, e.g. 512M or 16G (at least 64K). A job that would need
+    /// more is sorted externally: GPU-sorted runs go to disk and a streaming merge writes the
+    /// result. Default: 3/4 of the memory available now (Linux; elsewhere no limit unless given).
+    #[arg(long, value_name = "BYTES")]
+    pub memory_budget: Option<String>,
+    /// Where an external sort's run files go (default: the output's directory). They need about
+    /// the input's size on disk and are removed as the merge consumes them.
+    #[arg(long, value_name = "DIR")]
+    pub tmp_dir: Option<PathBuf>,
 }
 
 pub(crate) fn parse_key_bits(s: &str) -> Result<std::ops::Range<u32>, String> {
@@ -126,16 +138,14 @@ pub fn run(g: &Global, args: &SortArgs) -> CliResult {
             "--algorithm radix does not do segmented sorts; use bitonic or auto",
         ));
     }
-    if args.key_bits.is_some() {
-        if matches!(args.algorithm, Algorithm::Bitonic) || args.segment_size.is_some() {
-            return Err(CliError::usage(
-                "--key-bits is a radix sort option: use --algorithm radix or auto, no segments",
-            ));
-        }
-        if args.inputs.len() > 1 {
-            return Err(CliError::usage("--key-bits takes one input"));
-        }
+    if args.key_bits.is_some()
+        && (matches!(args.algorithm, Algorithm::Bitonic) || args.segment_size.is_some())
+    {
+        return Err(CliError::usage(
+            "--key-bits is a radix sort option: use --algorithm radix or auto, no segments",
+        ));
     }
+    memory_budget(args)?; // a bad size is a usage error before any work
     if many::is_many(&args.inputs, args.out_dir.as_deref()) {
         return sort_many(g, args);
     }
@@ -168,6 +178,17 @@ fn sort_typed<T: SortKey>(
         descending: args.descending,
         segment_size: args.segment_size,
     };
+    if let Some(budget) = memory_budget(args)? {
+        let need = in_memory_bytes::<T>(
+            input.len,
+            values.is_some(),
+            args.argsort.is_some(),
+            args.verify,
+        );
+        if need > budget {
+            return sort_external::<T>(g, args, input, values, dest, order, budget);
+        }
+    }
     if values.is_none() && args.argsort.is_none() && !args.verify {
         return sort_direct::<T>(g, args, input, dest, order);
     }
@@ -328,6 +349,145 @@ fn sort_direct<T: SortKey>(
     Ok(())
 }
 
+/// --memory-budget, or the default from the memory available now (None: no limit known).
+fn memory_budget(args: &SortArgs) -> Result<Option<u64>, CliError> {
+    let Some(text) = &args.memory_budget else {
+        return Ok(external::default_memory_budget());
+    };
+    let b = crate::parse_bytes("--memory-budget", text)?;
+    if b < external::MIN_MEMORY_BUDGET {
+        return Err(CliError::usage(format!(
+            "--memory-budget {text} is below the smallest budget, {}K",
+            external::MIN_MEMORY_BUDGET >> 10
+        )));
+    }
+    Ok(Some(b))
+}
+
+/// What an in-memory sort of `n` keys holds, roughly: the plain sort one host copy of the keys
+/// (the input itself stays a memory map); with a payload, permutation or --verify the arrays,
+/// their gathered copies and the kept input; past one GPU binding (2 GiB on NVIDIA) the piece
+/// merge's (key, position) runs as well.
+fn in_memory_bytes<T: SortKey>(n: usize, values: bool, perm: bool, verify: bool) -> u64 {
+    let (n, s) = (n as u64, std::mem::size_of::<T>() as u64);
+    let pieces = n * s > 2 << 30;
+    let mut need = if values || perm || verify || pieces {
+        2 * n * (s + 4 * values as u64 + 4 * perm as u64)
+    } else {
+        n * s
+    };
+    if verify {
+        need += n * s;
+    }
+    if pieces {
+        need += 32 * n;
+    }
+    need
+}
+
+/// A sort larger than the memory budget: runs sorted on the GPU into files in a private
+/// directory, then a streaming merge into the outputs; every output is a temporary file until
+/// all of them are written (gpusort_core::external has the method).
+#[allow(clippy::too_many_arguments)]
+fn sort_external<T: SortKey>(
+    g: &Global,
+    args: &SortArgs,
+    input: &Input,
+    values: Option<&Input>,
+    dest: &Path,
+    order: SortOrder,
+    budget: u64,
+) -> CliResult {
+    let start = Instant::now();
+    let n = input.len as u64;
+    let bar = progress::bar(g.progress, g.quiet, n, "keys");
+    bar.set_message("starting the GPU");
+    let gpu = g.gpu()?;
+    let sorter = sorter(&gpu, args)?;
+    let runs = RunDir::new(args.tmp_dir.as_deref(), dest)?;
+    let mut keys_out = Output::create(dest)?;
+    let mut values_out = match (&args.values_out, values) {
+        (Some(p), Some(_)) => Some((p, Output::create(p)?)),
+        _ => None,
+    };
+    let mut perm_out = match &args.argsort {
+        Some(p) => Some((p, Output::create(p)?)),
+        None => None,
+    };
+    let stats = {
+        let mut kw = keys_out.stream(input.format, T::TYPE, n)?;
+        let mut vw = match &mut values_out {
+            Some((p, o)) => Some(o.stream(Format::for_output(p), KeyType::U32, n)?),
+            None => None,
+        };
+        let mut pw = match &mut perm_out {
+            Some((p, o)) => Some(o.stream(Format::for_output(p), KeyType::U32, n)?),
+            None => None,
+        };
+        let sink = external::Sink {
+            keys: &mut kw,
+            values: vw.as_mut().map(|w| w as &mut dyn std::io::Write),
+            permutation: pw.as_mut().map(|w| w as &mut dyn std::io::Write),
+        };
+        let job = external::ExternalSort {
+            order,
+            memory_budget: budget,
+            run_dir: runs.path(),
+            verify: args.verify,
+        };
+        let mut phase = None;
+        external::sort_external::<T>(
+            &sorter,
+            &gpu,
+            input.bytes(),
+            values.map(Input::bytes),
+            &job,
+            sink,
+            &mut |p, done| {
+                if phase != Some(p) {
+                    phase = Some(p);
+                    bar.set_position(0);
+                    bar.set_message(match p {
+                        external::Phase::Runs => "sorting runs".to_string(),
+                        external::Phase::Merge { level, levels } => {
+                            format!("merging ({level}/{levels})")
+                        }
+                    });
+                }
+                bar.set_position(done);
+            },
+        )?
+    };
+    drop(runs);
+    for (_, o) in [values_out, perm_out].into_iter().flatten() {
+        o.commit()?;
+    }
+    keys_out.commit()?;
+    bar.finish_and_clear();
+    if !g.quiet {
+        eprintln!(
+            "sorted {n} {} keys externally in {:.3} s -> {}{}",
+            T::TYPE,
+            start.elapsed().as_secs_f64(),
+            dest.display(),
+            if args.verify { " (verified)" } else { "" }
+        );
+        eprintln!(
+            "  {} run{} of up to {} keys ({:.3} s), {} merge level{} of up to {} runs ({:.3} s), memory budget {} KiB",
+            stats.runs,
+            if stats.runs == 1 { "" } else { "s" },
+            stats.run_keys,
+            stats.run_s,
+            stats.merge_levels,
+            if stats.merge_levels == 1 { "" } else { "s" },
+            stats.fan_in,
+            stats.merge_s,
+            budget >> 10
+        );
+    }
+    Ok(())
+}
+
 /// The summary line and time split of a single-file sort.
 fn report<T: SortKey>(
     g: &Global,
@@ -380,10 +540,23 @@ fn sort_many(g: &Global, args: &SortArgs) -> CliResult {
         descending: args.descending,
         segment_size: args.segment_size,
     };
+    if let Some(bits) = &args.key_bits {
+        for input in &files.inputs {
+            if let Some(e) = gpusort_core::radix::key_bits_error(input.dtype, bits) {
+                return Err(CliError::usage(format!(
+                    "--key-bits: {} ({})",
+                    e,
+                    input.path.display()
+                )));
+            }
+        }
+    }
     let piece = args.segment_size.map(|s| s as usize);
+    // the merged launches run bitonic block sorts: radix and key-bit jobs go one by one
     let merged_ok = |i: &Input| {
         !i.dtype.is_wide()
             && !matches!(args.algorithm, Algorithm::Radix)
+            && args.key_bits.is_none()
             && piece.unwrap_or(i.len) <= MERGED_SORT_MAX
     };
     let start = Instant::now();
@@ -478,15 +651,6 @@ fn verify_words(dtype: KeyType, input: &[u32], output: &[u32], order: SortOrder)
         ),
         _ => verify::<u32>(input, output, order),
     }
-}
-
-/// Order-independent fingerprint of a multiset of keys (NaNs canonical).
-fn fingerprint<T: SortKey>(keys: &[T]) -> (u64, u64) {
-    keys.iter().fold((0u64, 0u64), |(a, b), k| {
-        let (hi, lo) = words(&canonical(k));
-        let x = ((hi as u64) << 32 | lo as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        (a.wrapping_add(x ^ (x >> 29)), b ^ x.rotate_left(17))
-    })
 }
 
 /// [`verify`] for a sort on key bits `bits`: the output is the CPU twin's stable order.

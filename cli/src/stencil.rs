@@ -101,30 +101,6 @@ pub fn parse_shape(s: &str) -> Result<Vec<usize>, CliError> {
     }
 }
 
-/// `1048576`, `512K`, `512M`, `8G`, `8GiB`, `1T` (binary multiples).
-pub fn parse_bytes(s: &str) -> Result<u64, CliError> {
-    let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let shift = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "kb" | "kib" => 10,
-        "m" | "mb" | "mib" => 20,
-        "g" | "gb" | "gib" => 30,
-        "t" | "tb" | "tib" => 40,
-        _ => u32::MAX,
-    };
-    match num.parse::<u64>() {
-        Ok(n) if n > 0 && shift != u32::MAX => n.checked_mul(1u64 << shift).ok_or(()),
-        _ => Err(()),
-    }
-    .map_err(|_| {
-        CliError::usage(format!(
-            "--gpu-memory '{s}' is not a positive size (examples: 536870912, 512M, 8G)"
-        ))
-    })
-}
-
 fn read_weights(path: &std::path::Path, dims: usize) -> Result<(u32, Vec<f64>), CliError> {
     let shown = path.display();
     let w = Input::open_array_or(path, None, KeyType::F32)?;
@@ -238,7 +214,11 @@ pub fn run(g: &Global, args: &StencilArgs) -> CliResult {
         dtype: input.dtype,
     };
     job.validate()?;
-    let budget_bytes = args.gpu_memory.as_deref().map(parse_bytes).transpose()?;
+    let budget_bytes = args
+        .gpu_memory
+        .as_deref()
+        .map(|b| crate::parse_bytes("--gpu-memory", b))
+        .transpose()?;
     let dest = resolve_output(
         &args.input,
         args.output.as_deref(),

@@ -439,6 +439,137 @@ fn key_bits_sort_on_a_bit_range() {
     }
 }
 
+/// Past --memory-budget the sort is external (runs on disk, streaming merge): the same result,
+/// payload and permutation as in memory, .npy kept, run files gone afterwards, wherever they
+/// went; bad budgets and run directories refused with nothing written.
+#[test]
+fn external_sort_under_a_low_memory_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("k.bin");
+    let values = dir.path().join("v.bin");
+    let keys: Vec<u32> = random_u32(50_000, 21).iter().map(|k| k % 5000).collect();
+    let vals = random_u32(50_000, 22);
+    write_u32(&input, &keys);
+    write_u32(&values, &vals);
+    let mut perm: Vec<u32> = (0..keys.len() as u32).collect();
+    perm.sort_by_key(|&i| std::cmp::Reverse(keys[i as usize]));
+    let runs = dir.path().join("runs");
+    std::fs::create_dir(&runs).unwrap();
+    for (budget, tmp) in [("64K", false), ("128K", true)] {
+        let (out, vout, pout) = (
+            dir.path().join(format!("s{budget}.bin")),
+            dir.path().join(format!("v{budget}.bin")),
+            dir.path().join(format!("p{budget}.npy")),
+        );
+        let mut cmd = gpusort();
+        cmd.args(["sort", "--dtype", "u32", "--descending", "--verify"])
+            .args(["--memory-budget", budget])
+            .arg(&input)
+            .arg("-o")
+            .arg(&out)
+            .arg("--values")
+            .arg(&values)
+            .arg("--values-out")
+            .arg(&vout)
+            .arg("--argsort")
+            .arg(&pout);
+        if tmp {
+            cmd.arg("--tmp-dir").arg(&runs);
+        }
+        let done = cmd.assert().success();
+        let err = String::from_utf8_lossy(&done.get_output().stderr).to_string();
+        assert!(
+            err.contains("externally") && err.contains("merge level"),
+            "{err}"
+        );
+        let want: Vec<u32> = perm.iter().map(|&i| keys[i as usize]).collect();
+        assert_eq!(read_u32(&out), want, "{budget}: keys");
+        let want_v: Vec<u32> = perm.iter().map(|&i| vals[i as usize]).collect();
+        assert_eq!(read_u32(&vout), want_v, "{budget}: values");
+        assert_eq!(
+            read_npy::<u32>(&pout),
+            (vec![50_000], perm.clone()),
+            "{budget}"
+        );
+        assert!(temp_files(dir.path()).is_empty() && listing(&runs).is_empty());
+    }
+    // .npy in, .npy out, f32 with the in-memory result
+    let f = random_f32(30_000, 5);
+    let npy = dir.path().join("f.npy");
+    write_npy(&npy, &[30_000], &f);
+    for budget in ["64K", "1G"] {
+        let out = dir.path().join(format!("f{budget}.npy"));
+        gpusort()
+            .args(["sort", "-q", "--memory-budget", budget])
+            .arg(&npy)
+            .arg("-o")
+            .arg(&out)
+            .assert()
+            .success();
+    }
+    assert_eq!(
+        read_npy::<f32>(&dir.path().join("f64K.npy")).1,
+        read_npy::<f32>(&dir.path().join("f1G.npy")).1
+    );
+    let before = listing(dir.path());
+    let out = dir.path().join("refused.bin");
+    for (extra, why) in [
+        (vec!["--memory-budget", "1K"], "below the floor"),
+        (vec!["--memory-budget", "lots"], "not a size"),
+        (
+            vec![
+                "--memory-budget",
+                "64K",
+                "--tmp-dir",
+                "/nonexistent/gpusort",
+            ],
+            "no run directory",
+        ),
+    ] {
+        gpusort()
+            .args(["sort", "--dtype", "u32", "-q"])
+            .args(&extra)
+            .arg(&input)
+            .arg("-o")
+            .arg(&out)
+            .assert()
+            .code(2);
+        assert_eq!(listing(dir.path()), before, "{why}: nothing written");
+    }
+}
+
+/// `--key-bits` with several inputs: each file sorted on those bits.
+#[test]
+fn key_bits_for_many_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let mut cmd = gpusort();
+    cmd.args([
+        "sort",
+        "-q",
+        "--dtype",
+        "u32",
+        "--key-bits",
+        "4..12",
+        "--out-dir",
+    ])
+    .arg(&out);
+    let mut want = Vec::new();
+    for f in 0..3 {
+        let keys = random_u32(3000 + 1000 * f, 30 + f as u64);
+        let path = dir.path().join(format!("k{f}.bin"));
+        write_u32(&path, &keys);
+        cmd.arg(&path);
+        let (perm, _) = gpusort_core::cpu::radix::argsort(&keys, false, 4..12);
+        want.push(perm.iter().map(|&i| keys[i as usize]).collect::<Vec<u32>>());
+    }
+    cmd.assert().success();
+    for (f, w) in want.iter().enumerate() {
+        assert_eq!(&read_u32(&out.join(format!("k{f}.bin"))), w, "file {f}");
+    }
+}
+
 #[test]
 fn info_lists_the_adapter() {
     let out = gpusort().args(["info", "--json"]).output().unwrap();
@@ -750,7 +881,12 @@ fn a_failing_write_leaves_nothing_behind() {
     write_u32(&input, &keys);
     let bin = assert_cmd::cargo::cargo_bin("gpusort");
     // sort writes through a buffered file; stencil reserves the output and writes through a map
-    for command in ["sort --dtype u32", "stencil --shape 400x250"] {
+    // and the external sort's run files and streamed output
+    for command in [
+        "sort --dtype u32",
+        "stencil --shape 400x250",
+        "sort --dtype u32 --memory-budget 64K",
+    ] {
         let out = std::process::Command::new("sh")
             .arg("-c")
             .arg(format!(

@@ -26,6 +26,10 @@ pub enum Error {
     Timeout(std::time::Duration),
     #[error("could not map a GPU buffer: {0}")]
     Map(String),
+    #[error("{0}")]
+    Io(String),
+    #[error("verification failed: {0}; nothing was written")]
+    VerificationFailed(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

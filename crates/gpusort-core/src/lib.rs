@@ -4,6 +4,7 @@
 //! - [`transfer`]: host <-> GPU copies through mapped staging buffers.
 //! - [`kernel`]: pipelines and bind groups from declared binding lists.
 //! - [`bitonic`]: the vectorised bitonic sort (METHODS.md method 1) and its plan.
+//! - [`external`]: sorts larger than host memory (GPU-sorted runs on disk, streaming merge).
 //! - [`radix`]: the one-sweep LSD radix sort (METHODS.md method 3, digits ranked at once).
 //! - [`scan`]: scans, compaction and partition (METHODS.md method 3).
 //! - [`schedule`]: many small sorts and scans in merged launches (METHODS.md method 5).
@@ -16,6 +17,7 @@ pub mod bitonic;
 mod bitonic_wgsl;
 pub mod cpu;
 pub mod error;
+pub mod external;
 pub mod gpu;
 pub mod kernel;
 pub mod keys;

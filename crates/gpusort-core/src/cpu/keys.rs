@@ -110,6 +110,35 @@ pub fn argsort<T: SortKey>(keys: &[T], order: SortOrder) -> Vec<u32> {
     idx
 }
 
+/// An order-independent fingerprint of a multiset of keys (NaNs canonical); fingerprints of
+/// disjoint parts [`combine`](Fingerprint::combine) into the fingerprint of the whole.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Fingerprint {
+    sum: u64,
+    xor: u64,
+}
+
+impl Fingerprint {
+    pub fn combine(self, other: Fingerprint) -> Fingerprint {
+        Fingerprint {
+            sum: self.sum.wrapping_add(other.sum),
+            xor: self.xor ^ other.xor,
+        }
+    }
+}
+
+/// The [`Fingerprint`] of `keys`.
+pub fn fingerprint<T: SortKey>(keys: &[T]) -> Fingerprint {
+    keys.iter().fold(Fingerprint::default(), |f, k| {
+        let (hi, lo) = words(&canonical(k));
+        let x = ((hi as u64) << 32 | lo as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        f.combine(Fingerprint {
+            sum: x ^ (x >> 29),
+            xor: x.rotate_left(17),
+        })
+    })
+}
+
 /// Canonical form of a key for comparing results: NaNs collapse to the canonical NaN.
 pub fn canonical<T: SortKey>(key: &T) -> T {
     let (hi, lo) = words(key);

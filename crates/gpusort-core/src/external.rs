@@ -1,0 +1,593 @@
+//! External sort: inputs larger than the host memory gpusort may use.
+//!
+//! Runs of the input that fit the memory budget are sorted on the GPU (stably, by whichever
+//! algorithm the sorter picks) and written to run files; the runs are then merged by a streaming
+//! k-way merge that holds one block of each run. When one merge cannot give every run a useful
+//! block, consecutive groups of runs merge first (merge levels). Ties take the earlier run, so the
+//! result is the same stable order one in-memory sort gives. Segmented sorts need no merge: runs
+//! are cut on segment boundaries and go straight to the output.
+//!
+//! Memory: the budget covers the arrays this module holds (a run's keys, payload and permutation
+//! while it is sorted; the run blocks, merge keys and output batch while merging). Fixed costs
+//! are not in it: the GPU's staging ring and the pages of a memory-mapped input, which the kernel
+//! can evict.
+//!
+//! The merge works in batches rather than one heap pop per key (a binary-heap merge ran at about
+//! 20 M keys/s on the GPU machine's CPU): the smallest last-buffered key among runs that still
+//! have data on disk bounds what can be emitted now; everything below it (and equal to it from
+//! runs up to the one holding it, for stability) is cut from every block, sorted stably by merge
+//! key on all cores (the pieces are sorted runs, which the stable sort merges) and written.
+
+use std::fs::File;
+use std::io::{BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use rayon::prelude::*;
+
+use crate::bitonic::{BitonicSorter, SortStats};
+use crate::cpu::keys::{fingerprint, sortable, Fingerprint};
+use crate::error::{Error, Result};
+use crate::gpu::Gpu;
+use crate::keys::{SortKey, SortOrder};
+
+/// The smallest memory budget an external sort accepts.
+pub const MIN_MEMORY_BUDGET: u64 = 64 << 10;
+/// Runs hold at least this many keys, whatever the budget.
+const MIN_RUN: usize = 1024;
+/// A merge gives each run a block of at least this many records...
+const MIN_BLOCK: usize = 64;
+/// ...and merges fewer runs at once (more levels) rather than give them blocks smaller than this.
+const GOOD_BLOCK: usize = 4096;
+/// Open run files per merge, at most.
+const MAX_FAN_IN: usize = 256;
+
+/// How an external sort runs.
+#[derive(Clone, Debug)]
+pub struct ExternalSort<'a> {
+    pub order: SortOrder,
+    /// Bytes of host memory the sort's own arrays may hold (at least [`MIN_MEMORY_BUDGET`]).
+    pub memory_budget: u64,
+    /// An existing directory for the run files (on a disk with room for the input's size, twice
+    /// while a merge level rewrites runs). Files are removed as they are consumed.
+    pub run_dir: &'a Path,
+    /// Check the result while writing it: in order, and the same multiset of keys as the input.
+    pub verify: bool,
+}
+
+/// Where the result goes, in sorted order, as raw little-endian elements.
+pub struct Sink<'a> {
+    pub keys: &'a mut dyn Write,
+    /// The u32 payload reordered with the keys (needs `values` input).
+    pub values: Option<&'a mut dyn Write>,
+    /// The sorting permutation (u32 input positions).
+    pub permutation: Option<&'a mut dyn Write>,
+}
+
+/// What an external sort is doing, for progress displays: keys done of the input's count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Sorting runs on the GPU and writing them out.
+    Runs,
+    /// Merging: level `level` of `levels` (the last writes the output).
+    Merge { level: usize, levels: usize },
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct ExternalStats {
+    /// Runs written (1: the input fit one run and was written directly).
+    pub runs: usize,
+    /// Keys a run holds (the last may hold fewer).
+    pub run_keys: usize,
+    /// Runs merged at once, and the merge levels that took.
+    pub fan_in: usize,
+    pub merge_levels: usize,
+    /// The first run's GPU sort.
+    pub sort: Option<SortStats>,
+    /// Wall-clock seconds sorting runs and merging.
+    pub run_s: f64,
+    pub merge_s: f64,
+}
+
+/// The record a run file holds per key: the key, then its value, then its input position.
+#[derive(Clone, Copy, Debug)]
+struct Record {
+    key: usize,
+    values: bool,
+    index: bool,
+}
+
+impl Record {
+    fn size(self) -> usize {
+        self.key + 4 * self.values as usize + 4 * self.index as usize
+    }
+}
+
+/// Sort the `keys` bytes (elements of `T`; `values` u32 bytes carried along) into `sink`,
+/// holding at most about `job.memory_budget` bytes, with run files in `job.run_dir`.
+#[allow(clippy::too_many_arguments)]
+pub fn sort_external<T: SortKey>(
+    sorter: &BitonicSorter,
+    gpu: &Gpu,
+    keys: &[u8],
+    values: Option<&[u8]>,
+    job: &ExternalSort<'_>,
+    sink: Sink<'_>,
+    progress: &mut dyn FnMut(Phase, u64),
+) -> Result<ExternalStats> {
+    let s = std::mem::size_of::<T>();
+    if !keys.len().is_multiple_of(s) {
+        return Err(Error::InvalidInput(format!(
+            "{} key bytes are not a whole number of {s}-byte keys",
+            keys.len()
+        )));
+    }
+    let n = keys.len() / s;
+    if let Some(v) = values {
+        if v.len() != n * 4 {
+            return Err(Error::InvalidInput(format!(
+                "{n} keys but {} bytes of u32 values",
+                v.len()
+            )));
+        }
+    }
+    if job.memory_budget < MIN_MEMORY_BUDGET {
+        return Err(Error::InvalidInput(format!(
+            "a memory budget of {} bytes is below the {MIN_MEMORY_BUDGET} an external sort needs",
+            job.memory_budget
+        )));
+    }
+    let want_index = sink.permutation.is_some();
+    if want_index && n as u64 > u32::MAX as u64 + 1 {
+        return Err(Error::InvalidInput(format!(
+            "{n} keys: a permutation of u32 positions holds at most 2^32"
+        )));
+    }
+    let record = Record {
+        key: s,
+        values: values.is_some(),
+        index: want_index,
+    };
+    // while a run sorts it is held as keys + payload, and the permutation comes back beside it
+    let mut run_len = ((job.memory_budget / (2 * record.size() as u64)) as usize).max(MIN_RUN);
+    // one GPU sort a run: pieces merged in memory would hold far more than the run itself
+    let one_sort = BitonicSorter::max_len(gpu, T::TYPE, want_index || values.is_some(), job.order);
+    run_len = run_len.min(one_sort as usize);
+    if let Some(seg) = job.order.segment_size {
+        let seg = seg.max(1) as usize;
+        run_len = (run_len / seg).max(1) * seg;
+    }
+    let merge_key = merge_key_fn::<T>(sorter, job.order);
+    let mut out = Emitter::new(sink, job.verify, job.order);
+    let mut stats = ExternalStats {
+        run_keys: run_len,
+        ..Default::default()
+    };
+    let mut input_print = Fingerprint::default();
+    let direct = job.order.segment_size.is_some() || n <= run_len;
+    let mut runs: Vec<RunFile> = Vec::new();
+    let t = Instant::now();
+    for (r, start) in (0..n).step_by(run_len.max(1)).enumerate() {
+        let end = (start + run_len).min(n);
+        let mut k: Vec<T> = bytemuck::pod_collect_to_vec(&keys[start * s..end * s]);
+        let mut v: Option<Vec<u32>> =
+            values.map(|v| bytemuck::pod_collect_to_vec(&v[start * 4..end * 4]));
+        if job.verify {
+            input_print = input_print.combine(fingerprint(&k));
+        }
+        let (perm, st) = sorter.sort_host(gpu, &mut k, v.as_deref_mut(), want_index, job.order)?;
+        stats.sort.get_or_insert(st);
+        let index: Option<Vec<u32>> =
+            perm.map(|p| p.into_iter().map(|i| i + start as u32).collect());
+        if direct {
+            out.emit_sorted(&k, v.as_deref(), index.as_deref(), &merge_key)?;
+        } else {
+            let path = job.run_dir.join(format!("run-0-{r:06}.bin"));
+            let mut w = create(&path)?;
+            runs.push(RunFile {
+                path: path.clone(),
+                len: k.len() as u64,
+            });
+            let mut buf = Vec::with_capacity(record.size() << 16);
+            for c in (0..k.len()).step_by(1 << 16) {
+                let e = (c + (1 << 16)).min(k.len());
+                buf.clear();
+                for i in c..e {
+                    buf.extend_from_slice(bytemuck::bytes_of(&k[i]));
+                    if let Some(v) = &v {
+                        buf.extend_from_slice(&v[i].to_le_bytes());
+                    }
+                    if let Some(p) = &index {
+                        buf.extend_from_slice(&p[i].to_le_bytes());
+                    }
+                }
+                w.write_all(&buf).map_err(|e| io_error(&path, e))?;
+            }
+            w.flush().map_err(|e| io_error(&path, e))?;
+        }
+        progress(Phase::Runs, end as u64);
+    }
+    stats.runs = if direct { 1 } else { runs.len() };
+    stats.run_s = t.elapsed().as_secs_f64();
+
+    let t = Instant::now();
+    if !direct {
+        // the memory a merge of k runs holds per block record: the block, its merge key, the
+        // batch entry (key, run, position) and the gathered output
+        let per = (2 * record.size() + 24) as u64;
+        let fan_in =
+            ((job.memory_budget / (GOOD_BLOCK as u64 * per)) as usize).clamp(2, MAX_FAN_IN);
+        let mut levels = 1;
+        let mut count = runs.len();
+        while count > fan_in {
+            count = count.div_ceil(fan_in);
+            levels += 1;
+        }
+        stats.fan_in = fan_in;
+        stats.merge_levels = levels;
+        let mut level = 1;
+        while runs.len() > fan_in {
+            let mut next = Vec::new();
+            let mut done = 0u64;
+            for (g, group) in runs.chunks(fan_in).enumerate() {
+                let path = job.run_dir.join(format!("run-{level}-{g:06}.bin"));
+                let mut w = create(&path)?;
+                let len = group.iter().map(|r| r.len).sum();
+                next.push(RunFile {
+                    path: path.clone(),
+                    len,
+                });
+                merge_runs(group, record, job.memory_budget, &merge_key, &mut |batch| {
+                    w.write_all(batch.records).map_err(|e| io_error(&path, e))?;
+                    done += batch.count as u64;
+                    progress(Phase::Merge { level, levels }, done);
+                    Ok(())
+                })?;
+                w.flush().map_err(|e| io_error(&path, e))?;
+            }
+            runs = next; // the merged runs' files go here
+            level += 1;
+        }
+        let mut done = 0u64;
+        merge_runs(&runs, record, job.memory_budget, &merge_key, &mut |batch| {
+            out.emit_records::<T>(batch.records, record, &merge_key)?;
+            done += batch.count as u64;
+            progress(Phase::Merge { level, levels }, done);
+            Ok(())
+        })?;
+    }
+    drop(runs);
+    stats.merge_s = t.elapsed().as_secs_f64();
+    out.finish(job.verify.then_some(input_print), n)?;
+    Ok(stats)
+}
+
+/// What the merge compares: the sort order as one u64 (the key-bit range only, when the sorter
+/// has one), as the in-memory piece merge does.
+fn merge_key_fn<T: SortKey>(sorter: &BitonicSorter, order: SortOrder) -> impl Fn(&T) -> u64 + Sync {
+    let bits = sorter.key_bits();
+    move |k: &T| match &bits {
+        Some(r) => crate::cpu::radix::key_on_bits(k, order.descending, r),
+        None => sortable(k, order.descending),
+    }
+}
+
+fn io_error(path: &Path, e: std::io::Error) -> Error {
+    Error::Io(format!("cannot write run file {}: {e}", path.display()))
+}
+
+fn create(path: &Path) -> Result<BufWriter<File>> {
+    let f = File::create(path).map_err(|e| io_error(path, e))?;
+    Ok(BufWriter::with_capacity(1 << 20, f))
+}
+
+/// A run on disk; the file goes when the run does (consumed, or the sort failed).
+struct RunFile {
+    path: PathBuf,
+    len: u64,
+}
+
+impl Drop for RunFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// One merge batch: records in sorted order.
+struct Batch<'a> {
+    records: &'a [u8],
+    count: usize,
+}
+
+/// A run being merged: a block of its records (from `pos` on) with their merge keys.
+struct RunReader {
+    file: File,
+    path: PathBuf,
+    /// Records still on disk.
+    remaining: u64,
+    block: Vec<u8>,
+    keys: Vec<u64>,
+    pos: usize,
+}
+
+impl RunReader {
+    fn buffered(&self) -> usize {
+        self.keys.len() - self.pos
+    }
+
+    /// Move the unconsumed records to the front and read up to `cap` records in all.
+    fn top_up<T: SortKey>(
+        &mut self,
+        record: Record,
+        cap: usize,
+        merge_key: &(impl Fn(&T) -> u64 + Sync),
+    ) -> Result<()> {
+        let rs = record.size();
+        let keep = self.buffered();
+        self.block.copy_within(self.pos * rs.., 0);
+        self.block.truncate(keep * rs);
+        self.keys.drain(..self.pos);
+        self.pos = 0;
+        let want = (cap.saturating_sub(keep) as u64).min(self.remaining) as usize;
+        if want == 0 {
+            return Ok(());
+        }
+        self.block.resize((keep + want) * rs, 0);
+        self.file
+            .read_exact(&mut self.block[keep * rs..])
+            .map_err(|e| Error::Io(format!("cannot read run file {}: {e}", self.path.display())))?;
+        self.remaining -= want as u64;
+        let fresh = &self.block[keep * rs..];
+        self.keys.extend(
+            fresh
+                .chunks_exact(rs)
+                .map(|c| merge_key(&bytemuck::pod_read_unaligned::<T>(&c[..record.key]))),
+        );
+        Ok(())
+    }
+}
+
+/// Merge `runs` (consecutive pieces of the input, each sorted) into batches handed to `emit`.
+fn merge_runs<T: SortKey>(
+    runs: &[RunFile],
+    record: Record,
+    budget: u64,
+    merge_key: &(impl Fn(&T) -> u64 + Sync),
+    emit: &mut dyn FnMut(Batch<'_>) -> Result<()>,
+) -> Result<()> {
+    let rs = record.size();
+    let per = (2 * rs + 24) as u64;
+    let block = ((budget / (runs.len() as u64 * per)) as usize).max(MIN_BLOCK);
+    let mut readers = Vec::with_capacity(runs.len());
+    for r in runs {
+        let file = File::open(&r.path)
+            .map_err(|e| Error::Io(format!("cannot read run file {}: {e}", r.path.display())))?;
+        let mut rd = RunReader {
+            file,
+            path: r.path.clone(),
+            remaining: r.len,
+            block: Vec::new(),
+            keys: Vec::new(),
+            pos: 0,
+        };
+        rd.top_up::<T>(record, block, merge_key)?;
+        readers.push(rd);
+    }
+    let mut entries: Vec<(u64, u32, u32)> = Vec::new();
+    let mut gathered: Vec<u8> = Vec::new();
+    let mut takes: Vec<usize> = Vec::new();
+    loop {
+        // The bound: the smallest last-buffered key of a run with more on disk (the earliest
+        // such run on ties). Records below it can all go now, and records equal to it from runs
+        // up to that one (later runs' equal keys come after its unread ones).
+        let mut bound: Option<(u64, usize)> = None;
+        for (r, rd) in readers.iter().enumerate() {
+            if rd.remaining > 0 {
+                let last = *rd.keys.last().expect("a run with more on disk has a block");
+                if bound.is_none_or(|(b, _)| last < b) {
+                    bound = Some((last, r));
+                }
+            }
+        }
+        entries.clear();
+        takes.clear();
+        for (r, rd) in readers.iter().enumerate() {
+            let ks = &rd.keys[rd.pos..];
+            let take = match bound {
+                None => ks.len(),
+                Some((b, br)) if r <= br => ks.partition_point(|&k| k <= b),
+                Some((b, _)) => ks.partition_point(|&k| k < b),
+            };
+            takes.push(take);
+            entries.extend(
+                ks[..take]
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &k)| (k, r as u32, (rd.pos + i) as u32)),
+            );
+        }
+        if entries.is_empty() {
+            debug_assert!(bound.is_none());
+            return Ok(());
+        }
+        // stable: equal keys keep run order, and within a run their order
+        entries.par_sort_by_key(|e| e.0);
+        gathered.resize(entries.len() * rs, 0);
+        gathered
+            .par_chunks_mut(rs)
+            .zip(entries.par_iter())
+            .for_each(|(dst, &(_, r, i))| {
+                let i = i as usize;
+                dst.copy_from_slice(&readers[r as usize].block[i * rs..(i + 1) * rs]);
+            });
+        for (rd, &took) in readers.iter_mut().zip(&takes) {
+            rd.pos += took;
+        }
+        emit(Batch {
+            records: &gathered,
+            count: entries.len(),
+        })?;
+        for rd in readers.iter_mut() {
+            if rd.remaining > 0 && rd.buffered() < block / 2 {
+                rd.top_up::<T>(record, block, merge_key)?;
+            }
+        }
+    }
+}
+
+/// Writes sorted keys (and payloads) to the sink, checking order and counting what went out.
+struct Emitter<'a> {
+    sink: Sink<'a>,
+    verify: bool,
+    order: SortOrder,
+    last: Option<u64>,
+    written: usize,
+    print: Fingerprint,
+    keys: Vec<u8>,
+    values: Vec<u8>,
+    index: Vec<u8>,
+}
+
+impl<'a> Emitter<'a> {
+    fn new(sink: Sink<'a>, verify: bool, order: SortOrder) -> Self {
+        Emitter {
+            sink,
+            verify,
+            order,
+            last: None,
+            written: 0,
+            print: Fingerprint::default(),
+            keys: Vec::new(),
+            values: Vec::new(),
+            index: Vec::new(),
+        }
+    }
+
+    fn check<T: SortKey>(&mut self, keys: &[T], merge_key: &impl Fn(&T) -> u64) -> Result<()> {
+        if !self.verify {
+            return Ok(());
+        }
+        let seg = self.order.segment_size.map(|s| s.max(1) as usize);
+        for (i, k) in keys.iter().enumerate() {
+            let at = self.written + i;
+            let m = merge_key(k);
+            let fresh_segment = seg.is_some_and(|s| at.is_multiple_of(s));
+            if let Some(prev) = self.last {
+                if !fresh_segment && m < prev {
+                    return Err(Error::VerificationFailed(format!(
+                        "out of order at position {at}"
+                    )));
+                }
+            }
+            self.last = Some(m);
+        }
+        self.print = self.print.combine(fingerprint(keys));
+        Ok(())
+    }
+
+    fn write_all(&mut self, keys: &[u8], values: &[u8], index: &[u8]) -> Result<()> {
+        let err =
+            |what: &str, e: std::io::Error| Error::Io(format!("cannot write the {what}: {e}"));
+        self.sink.keys.write_all(keys).map_err(|e| err("keys", e))?;
+        if let Some(w) = self.sink.values.as_deref_mut() {
+            w.write_all(values).map_err(|e| err("values", e))?;
+        }
+        if let Some(w) = self.sink.permutation.as_deref_mut() {
+            w.write_all(index).map_err(|e| err("permutation", e))?;
+        }
+        Ok(())
+    }
+
+    /// A sorted run (or segments) straight from the GPU.
+    fn emit_sorted<T: SortKey>(
+        &mut self,
+        keys: &[T],
+        values: Option<&[u32]>,
+        index: Option<&[u32]>,
+        merge_key: &impl Fn(&T) -> u64,
+    ) -> Result<()> {
+        self.check(keys, merge_key)?;
+        self.write_all(
+            bytemuck::cast_slice(keys),
+            values.map(bytemuck::cast_slice).unwrap_or(&[]),
+            index.map(bytemuck::cast_slice).unwrap_or(&[]),
+        )?;
+        self.written += keys.len();
+        Ok(())
+    }
+
+    /// A merge batch: split records into the sink's streams.
+    fn emit_records<T: SortKey>(
+        &mut self,
+        records: &[u8],
+        record: Record,
+        merge_key: &impl Fn(&T) -> u64,
+    ) -> Result<()> {
+        let rs = record.size();
+        let count = records.len() / rs;
+        let mut keys = std::mem::take(&mut self.keys);
+        let mut values = std::mem::take(&mut self.values);
+        let mut index = std::mem::take(&mut self.index);
+        keys.clear();
+        values.clear();
+        index.clear();
+        for r in records.chunks_exact(rs) {
+            keys.extend_from_slice(&r[..record.key]);
+            let mut at = record.key;
+            if record.values {
+                values.extend_from_slice(&r[at..at + 4]);
+                at += 4;
+            }
+            if record.index {
+                index.extend_from_slice(&r[at..at + 4]);
+            }
+        }
+        let typed: Vec<T> = bytemuck::pod_collect_to_vec(&keys);
+        self.check(&typed, merge_key)?;
+        self.write_all(&keys, &values, &index)?;
+        self.written += count;
+        (self.keys, self.values, self.index) = (keys, values, index);
+        Ok(())
+    }
+
+    fn finish(mut self, input: Option<Fingerprint>, n: usize) -> Result<()> {
+        if self.written != n {
+            return Err(Error::VerificationFailed(format!(
+                "{n} keys in, {} out",
+                self.written
+            )));
+        }
+        if let Some(input) = input {
+            if input != self.print {
+                return Err(Error::VerificationFailed(
+                    "the output is not a permutation of the input".into(),
+                ));
+            }
+        }
+        let err = |e: std::io::Error| Error::Io(format!("cannot write the result: {e}"));
+        self.sink.keys.flush().map_err(err)?;
+        if let Some(w) = self.sink.values.as_deref_mut() {
+            w.flush().map_err(err)?;
+        }
+        if let Some(w) = self.sink.permutation.as_deref_mut() {
+            w.flush().map_err(err)?;
+        }
+        Ok(())
+    }
+}
+
+/// The default memory budget: three quarters of the memory available now (Linux's
+/// MemAvailable: free memory plus page cache the kernel can drop). None where that is not known
+/// (other systems): callers then sort in memory unless given a budget.
+pub fn default_memory_budget() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib * 1024 / 4 * 3)
+}
