@@ -529,6 +529,26 @@ mod radix_options {
         }
     }
 
+    /// lavapipe's subgroups have 8 lanes, so its ballots are one word by default; the vec4
+    /// ballots that devices with wider subgroups use must rank the same.
+    #[test]
+    fn wide_and_narrow_ballots_rank_the_same() {
+        let gpu = gpu(false);
+        let mut r = rng(12);
+        let keys: Vec<u32> = (0..30_000).map(|_| r.random_range(0..5000)).collect();
+        let wide64: Vec<u64> = from_bits::<u64>(&bits(9000, Shape::Random, 13));
+        let want = reference::argsort(&keys, SortOrder::default());
+        let want64 = reference::argsort(&wide64, SortOrder::default());
+        for s in [radix(gpu), radix(gpu).with_wide_radix_ballots(gpu)] {
+            assert_eq!(s.argsort(gpu, &keys, SortOrder::default()).unwrap(), want);
+            assert_eq!(
+                s.argsort(gpu, &wide64, SortOrder::default()).unwrap(),
+                want64
+            );
+            check_sort(gpu, &s, &keys, SortOrder::default(), "ballot width");
+        }
+    }
+
     /// A count known only on the GPU: the first `count` keys (clamped to the capacity) are
     /// sorted, the rest left alone, values or the permutation carried along.
     #[test]

@@ -654,12 +654,36 @@ fn write_parallel(file: &mut File, data: &[u8]) -> std::io::Result<()> {
         data.par_chunks(WRITE_PIECE)
             .enumerate()
             .try_for_each(|(i, piece)| {
-                file.write_all_at(piece, start + (i * WRITE_PIECE) as u64)
+                let at = start + (i * WRITE_PIECE) as u64;
+                file.write_all_at(piece, at)?;
+                start_writeback(file, at, piece.len());
+                Ok::<(), std::io::Error>(())
             })?;
         file.seek(std::io::SeekFrom::Start(start + data.len() as u64))?;
         return Ok(());
     }
     file.write_all(data)
+}
+
+/// Ask the kernel to start writing a just-written range to disk now, so the fsync before the
+/// rename waits only for the tail instead of the whole file (Linux; a hint, errors ignored: the
+/// fsync still decides). On the GPU machine the fsync of 1 GiB alone took 0.40-0.53 s after the
+/// writes.
+#[allow(unused_variables)]
+fn start_writeback(file: &File, at: u64, len: usize) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::io::AsRawFd;
+        // SAFETY: a plain syscall on an open descriptor we own.
+        unsafe {
+            libc::sync_file_range(
+                file.as_raw_fd(),
+                at as libc::off64_t,
+                len as libc::off64_t,
+                libc::SYNC_FILE_RANGE_WRITE,
+            )
+        };
+    }
 }
 
 fn reserve(file: &File, len: u64) -> std::io::Result<()> {

@@ -286,10 +286,10 @@ fn sort_direct<T: SortKey>(
     let start = Instant::now();
     bar.set_message("starting the GPU");
     let gpu = g.gpu()?;
-    let sorter = sorter(&gpu, args)?;
     let gpu_start_s = start.elapsed().as_secs_f64();
     if input.len as u64 > BitonicSorter::max_len(&gpu, T::TYPE, false, order) {
         // pieces merged on the host: the general path
+        let sorter = sorter(&gpu, args)?;
         let mut keys: Vec<T> = input.to_vec();
         let stats = sorter.sort(&gpu, &mut keys, order)?;
         Output::write_all(dest, input.format, T::TYPE, bytemuck::cast_slice(&keys))?;
@@ -305,9 +305,23 @@ fn sort_direct<T: SortKey>(
     ));
     let bytes = input.bytes();
     let t = Instant::now();
-    let keys = transfer::storage_buffer(&gpu, "keys", bytes.len() as u64)?;
-    transfer::upload(&gpu, &keys, 0, bytes)?;
-    gpu.wait()?;
+    // the shaders compile on another thread while the keys upload
+    let (sorter, keys) = std::thread::scope(|s| {
+        let warm = s.spawn(|| -> Result<BitonicSorter, CliError> {
+            let sorter = sorter(&gpu, args)?;
+            sorter.warm_up(&gpu, T::TYPE, input.len as u32, order, false, false)?;
+            Ok(sorter)
+        });
+        let keys = (|| -> Result<wgpu::Buffer, CliError> {
+            let keys = transfer::storage_buffer(&gpu, "keys", bytes.len() as u64)?;
+            transfer::upload(&gpu, &keys, 0, bytes)?;
+            gpu.wait()?;
+            Ok(keys)
+        })();
+        let sorter = warm.join().expect("the pipeline thread does not panic");
+        (sorter, keys)
+    });
+    let (sorter, keys) = (sorter?, keys?);
     let upload_s = t.elapsed().as_secs_f64();
     let t = Instant::now();
     let mut encoder = gpu.device.create_command_encoder(&Default::default());
@@ -511,7 +525,7 @@ fn report<T: SortKey>(
     );
     if let Some((gpu_start_s, write_s)) = split {
         eprintln!(
-            "  read 0.000 s (uploaded from the input's map), GPU start {gpu_start_s:.3} s, upload {:.3} s, sort {:.3} s, download {:.3} s, write {write_s:.3} s (parallel writes, fsync, rename)",
+            "  read 0.000 s (uploaded from the input's map), GPU start {gpu_start_s:.3} s, upload {:.3} s (shaders built meanwhile), sort {:.3} s, download {:.3} s, write {write_s:.3} s (parallel writes, fsync, rename)",
             stats.upload_s, stats.gpu_s, stats.download_s
         );
     }

@@ -4,7 +4,7 @@
 // digit, so its rank among them is a popcount, and the lowest such lane adds the group's size to
 // the subgroup's counter for that digit. The counters (two 16-bit digits per word, one row per
 // subgroup) are then scanned over the subgroups and over the digits. Any subgroup size works; the
-// ballot is a vec4<u32>. Twin without subgroups: common/radix_rank_shared.wgsl.
+// ballot is a vec4<u32>, cut to its first word where the device's subgroups never exceed 32 lanes. Twin without subgroups: common/radix_rank_shared.wgsl.
 // Needs: WG, ITEMS, TILE, RADIX, MIN_SG, scratch, digit_total, digit_start, wg_exclusive,
 // lanes_below, popcount4 (common/wgscan_subgroup.wgsl).
 
@@ -14,15 +14,27 @@ fn local_index(j: u32) -> u32 {
     return (inv.sg_id * ITEMS + j) * inv.sg_size + inv.lane;
 }
 
+// A ballot as this device needs it: lines marked //@WIDE are kept where a subgroup may have more
+// than 32 lanes (the whole vec4<u32>), lines marked //@NARROW where every subgroup has at most 32
+// (its first word alone: a quarter of the mask work per key). shaders.rs keeps one set.
+alias Mask = vec4<u32>; //@WIDE
+alias Mask = u32; //@NARROW
+fn ballot(p: bool) -> Mask { return subgroupBallot(p); } //@WIDE
+fn ballot(p: bool) -> Mask { return subgroupBallot(p).x; } //@NARROW
+fn popc(m: Mask) -> u32 { return popcount4(m); } //@WIDE
+fn popc(m: Mask) -> u32 { return countOneBits(m); } //@NARROW
+fn mask_below() -> Mask { return lanes_below(); } //@WIDE
+fn mask_below() -> Mask { return lanes_below().x; } //@NARROW
+
 // Branch-free: a loop with an early return would let lanes leave at different times, and the
 // shuffle that follows needs them together.
-fn lowest_lane(m: vec4<u32>) -> u32 {
+fn lowest_lane(m: Mask) -> u32 {
     let tz = countTrailingZeros(m);
-    return select(select(select(96u + tz.w, 64u + tz.z, m.z != 0u), 32u + tz.y, m.y != 0u),
-                  tz.x, m.x != 0u);
+    return select(select(select(96u + tz.w, 64u + tz.z, m.z != 0u), 32u + tz.y, m.y != 0u), tz.x, m.x != 0u); //@WIDE
+    return tz; //@NARROW
 }
 
-var<private> below_mask: vec4<u32>;
+var<private> below_mask: Mask;
 
 // The rank interface (shaders/radix.wgsl): rank_begin(); per key rank_item; rank_middle(); per key
 // rank_end. A key's position in the tile sorted stably by digit is rank_item + rank_end.
@@ -30,24 +42,24 @@ var<private> below_mask: vec4<u32>;
 fn rank_begin() {
     let words = (WG / MIN_SG) * (RADIX / 2u);
     for (var w = inv.li; w < words; w += WG) { atomicStore(&scratch[w], 0u); }
-    below_mask = lanes_below();
+    below_mask = mask_below();
     workgroupBarrier();
 }
 
 // Round j: this key's place among the keys of its digit in this subgroup's rounds so far.
 fn rank_item(j: u32, d: u32) -> u32 {
-    var peers = subgroupBallot(true);
+    var peers = ballot(true);
     for (var b = 0u; b < 8u; b++) {
         let one = ((d >> b) & 1u) != 0u;
-        let m = subgroupBallot(one);
+        let m = ballot(one);
         peers &= select(~m, m, one);
     }
-    let rank = popcount4(peers & below_mask);
+    let rank = popc(peers & below_mask);
     let half = (d & 1u) * 16u;
     // every lane adds (the lowest of each group its group's size, the others 0) so no branch
     // separates the lanes before the shuffle: without maximal reconvergence a shuffle after a
     // divergent branch may run with lanes missing (seen as unsorted output on the H100)
-    let add = select(0u, popcount4(peers) << half, rank == 0u);
+    let add = select(0u, popc(peers) << half, rank == 0u);
     let start = atomicAdd(&scratch[inv.sg_id * (RADIX / 2u) + (d >> 1u)], add) >> half;
     return (subgroupShuffle(start, lowest_lane(peers)) & 0xffffu) + rank;
 }

@@ -290,6 +290,17 @@ impl BitonicSorter {
         self
     }
 
+    /// Rank radix digits with whole vec4 ballots even where the device's subgroups never exceed
+    /// 32 lanes (where one word is used by default); for tests of the wide path on such devices.
+    pub fn with_wide_radix_ballots(mut self, gpu: &Gpu) -> Self {
+        let tuning = crate::radix::RadixTuning {
+            wide_ballot: true,
+            ..crate::radix::RadixTuning::from_env()
+        };
+        self.radix = crate::radix::RadixKernels::new(gpu, tuning);
+        self
+    }
+
     /// Sort with `algorithm` (default: `Auto`).
     pub fn with_algorithm(mut self, algorithm: Algorithm) -> Self {
         self.algorithm = algorithm;
@@ -381,6 +392,35 @@ impl BitonicSorter {
         let by_planes = gpu.max_binding() / (4 * planes);
         let by_keys = gpu.max_binding() / key_type.size() as u64;
         by_planes.min(by_keys).min(u32::MAX as u64 / 2) & !3
+    }
+
+    /// Build the pipelines a sort of `n` keys of `key_type` will use, so that a caller can do it
+    /// while the keys are still uploading (first use compiles shaders: about 0.1 s on the GPU
+    /// machine, as long as the upload of 1 GiB).
+    pub fn warm_up(
+        &self,
+        gpu: &Gpu,
+        key_type: KeyType,
+        n: u32,
+        order: SortOrder,
+        values: bool,
+        permutation: bool,
+    ) -> Result<()> {
+        let algorithm = self.algorithm_for(gpu, n, key_type, order);
+        if algorithm == Algorithm::Radix && order.segment_size.is_none() {
+            let key_words = key_type.size() as u32 / 4;
+            self.radix
+                .pipelines(gpu, key_words, values || permutation)?;
+        } else {
+            let segment_plane = order
+                .segment_size
+                .is_some_and(|s| !s.is_power_of_two() && s < n);
+            self.network(
+                gpu,
+                Self::planes(key_type, segment_plane, values || permutation),
+            )?;
+        }
+        Ok(())
     }
 
     /// Record a sort of `job` into `encoder`. Nothing is submitted; the caller submits.

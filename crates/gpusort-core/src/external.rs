@@ -91,7 +91,7 @@ pub struct ExternalStats {
 
 /// The record a run file holds per key: the key, then its value, then its input position.
 #[derive(Clone, Copy, Debug)]
-struct Record {
+pub(crate) struct Record {
     key: usize,
     values: bool,
     index: bool,
@@ -237,7 +237,9 @@ pub fn sort_external<T: SortKey>(
                     path: path.clone(),
                     len,
                 });
-                merge_runs(group, record, job.memory_budget, &merge_key, &mut |batch| {
+                let readers = group.iter().map(RunReader::file).collect::<Result<_>>()?;
+                let block = block_records(job.memory_budget, group.len(), record);
+                merge_runs(readers, record, block, &merge_key, &mut |batch| {
                     w.write_all(batch.records).map_err(|e| io_error(&path, e))?;
                     done += batch.count as u64;
                     progress(Phase::Merge { level, levels }, done);
@@ -249,7 +251,9 @@ pub fn sort_external<T: SortKey>(
             level += 1;
         }
         let mut done = 0u64;
-        merge_runs(&runs, record, job.memory_budget, &merge_key, &mut |batch| {
+        let readers = runs.iter().map(RunReader::file).collect::<Result<_>>()?;
+        let block = block_records(job.memory_budget, runs.len(), record);
+        merge_runs(readers, record, block, &merge_key, &mut |batch| {
             out.emit_records::<T>(batch.records, record, &merge_key)?;
             done += batch.count as u64;
             progress(Phase::Merge { level, levels }, done);
@@ -260,6 +264,13 @@ pub fn sort_external<T: SortKey>(
     stats.merge_s = t.elapsed().as_secs_f64();
     out.finish(job.verify.then_some(input_print), n)?;
     Ok(stats)
+}
+
+/// Records a merge of `runs` runs gives each run: the memory it holds per block record is the
+/// block, its merge key, the batch entry and its merged copy, and the gathered output.
+fn block_records(budget: u64, runs: usize, record: Record) -> usize {
+    let per = (2 * record.size() + 40) as u64;
+    (budget / (runs.max(1) as u64 * per)) as usize
 }
 
 /// What the merge compares: the sort order as one u64 (the key-bit range only, when the sorter
@@ -299,18 +310,50 @@ struct Batch<'a> {
     count: usize,
 }
 
+/// Where a run's records come from: a run file, or sorted pieces in memory (merge.rs).
+pub(crate) enum Source<'a> {
+    File(File, PathBuf),
+    Memory(&'a [u8]),
+}
+
 /// A run being merged: a block of its records (from `pos` on) with their merge keys.
-struct RunReader {
-    file: File,
-    path: PathBuf,
-    /// Records still on disk.
+pub(crate) struct RunReader<'a> {
+    source: Source<'a>,
+    /// Records not yet in the block.
     remaining: u64,
     block: Vec<u8>,
     keys: Vec<u64>,
     pos: usize,
 }
 
-impl RunReader {
+impl<'a> RunReader<'a> {
+    fn file(run: &RunFile) -> Result<RunReader<'static>> {
+        let file = File::open(&run.path)
+            .map_err(|e| Error::Io(format!("cannot read run file {}: {e}", run.path.display())))?;
+        Ok(RunReader::new(
+            Source::File(file, run.path.clone()),
+            run.len,
+        ))
+    }
+
+    /// A sorted run of `records` held in memory.
+    pub(crate) fn memory(records: &'a [u8], record: Record) -> RunReader<'a> {
+        RunReader::new(
+            Source::Memory(records),
+            (records.len() / record.size()) as u64,
+        )
+    }
+
+    fn new(source: Source<'a>, len: u64) -> RunReader<'a> {
+        RunReader {
+            source,
+            remaining: len,
+            block: Vec::new(),
+            keys: Vec::new(),
+            pos: 0,
+        }
+    }
+
     fn buffered(&self) -> usize {
         self.keys.len() - self.pos
     }
@@ -333,57 +376,53 @@ impl RunReader {
             return Ok(());
         }
         self.block.resize((keep + want) * rs, 0);
-        self.file
-            .read_exact(&mut self.block[keep * rs..])
-            .map_err(|e| Error::Io(format!("cannot read run file {}: {e}", self.path.display())))?;
+        let dst = &mut self.block[keep * rs..];
+        match &mut self.source {
+            Source::File(f, path) => f
+                .read_exact(dst)
+                .map_err(|e| Error::Io(format!("cannot read run file {}: {e}", path.display())))?,
+            Source::Memory(data) => {
+                dst.copy_from_slice(&data[..dst.len()]);
+                *data = &data[dst.len()..];
+            }
+        }
         self.remaining -= want as u64;
         let fresh = &self.block[keep * rs..];
-        self.keys.extend(
+        self.keys.par_extend(
             fresh
-                .chunks_exact(rs)
+                .par_chunks_exact(rs)
                 .map(|c| merge_key(&bytemuck::pod_read_unaligned::<T>(&c[..record.key]))),
         );
         Ok(())
     }
 }
 
-/// Merge `runs` (consecutive pieces of the input, each sorted) into batches handed to `emit`.
+/// Merge `runs` (consecutive pieces of the input, each sorted) into batches handed to `emit`,
+/// giving each run blocks of `block` records.
 fn merge_runs<T: SortKey>(
-    runs: &[RunFile],
+    mut readers: Vec<RunReader<'_>>,
     record: Record,
-    budget: u64,
+    block: usize,
     merge_key: &(impl Fn(&T) -> u64 + Sync),
     emit: &mut dyn FnMut(Batch<'_>) -> Result<()>,
 ) -> Result<()> {
     let rs = record.size();
-    let per = (2 * rs + 24) as u64;
-    let block = ((budget / (runs.len() as u64 * per)) as usize).max(MIN_BLOCK);
-    let mut readers = Vec::with_capacity(runs.len());
-    for r in runs {
-        let file = File::open(&r.path)
-            .map_err(|e| Error::Io(format!("cannot read run file {}: {e}", r.path.display())))?;
-        let mut rd = RunReader {
-            file,
-            path: r.path.clone(),
-            remaining: r.len,
-            block: Vec::new(),
-            keys: Vec::new(),
-            pos: 0,
-        };
+    let block = block.max(MIN_BLOCK);
+    for rd in readers.iter_mut() {
         rd.top_up::<T>(record, block, merge_key)?;
-        readers.push(rd);
     }
-    let mut entries: Vec<(u64, u32, u32)> = Vec::new();
+    let mut entries: Vec<Entry> = Vec::new();
+    let mut spare: Vec<Entry> = Vec::new();
     let mut gathered: Vec<u8> = Vec::new();
     let mut takes: Vec<usize> = Vec::new();
     loop {
-        // The bound: the smallest last-buffered key of a run with more on disk (the earliest
-        // such run on ties). Records below it can all go now, and records equal to it from runs
-        // up to that one (later runs' equal keys come after its unread ones).
+        // The bound: the smallest last-buffered key of a run with more still to read (the
+        // earliest such run on ties). Records below it can all go now, and records equal to it
+        // from runs up to that one (later runs' equal keys come after its unread ones).
         let mut bound: Option<(u64, usize)> = None;
         for (r, rd) in readers.iter().enumerate() {
             if rd.remaining > 0 {
-                let last = *rd.keys.last().expect("a run with more on disk has a block");
+                let last = *rd.keys.last().expect("a run with more to read has a block");
                 if bound.is_none_or(|(b, _)| last < b) {
                     bound = Some((last, r));
                 }
@@ -410,12 +449,11 @@ fn merge_runs<T: SortKey>(
             debug_assert!(bound.is_none());
             return Ok(());
         }
-        // stable: equal keys keep run order, and within a run their order
-        entries.par_sort_by_key(|e| e.0);
-        gathered.resize(entries.len() * rs, 0);
+        let sorted = merge_pieces(&mut entries, &mut spare, &takes);
+        gathered.resize(sorted.len() * rs, 0);
         gathered
             .par_chunks_mut(rs)
-            .zip(entries.par_iter())
+            .zip(sorted.par_iter())
             .for_each(|(dst, &(_, r, i))| {
                 let i = i as usize;
                 dst.copy_from_slice(&readers[r as usize].block[i * rs..(i + 1) * rs]);
@@ -425,7 +463,7 @@ fn merge_runs<T: SortKey>(
         }
         emit(Batch {
             records: &gathered,
-            count: entries.len(),
+            count: sorted.len(),
         })?;
         for rd in readers.iter_mut() {
             if rd.remaining > 0 && rd.buffered() < block / 2 {
@@ -433,6 +471,170 @@ fn merge_runs<T: SortKey>(
             }
         }
     }
+}
+
+/// A batch entry: merge key, run, position in the run's block.
+type Entry = (u64, u32, u32);
+
+/// Stably merge the consecutive sorted pieces of `a` (lengths `lens`, in run order) by pairwise
+/// rounds, each merge split across threads; returns the buffer holding the result.
+fn merge_pieces<'a>(a: &'a mut Vec<Entry>, b: &'a mut Vec<Entry>, lens: &[usize]) -> &'a [Entry] {
+    let mut bounds: Vec<usize> = std::iter::once(0)
+        .chain(lens.iter().scan(0, |at, &l| {
+            *at += l;
+            Some(*at)
+        }))
+        .collect();
+    bounds.dedup();
+    b.resize(a.len(), (0, 0, 0));
+    let (mut src, mut dst) = (a, b);
+    while bounds.len() > 2 {
+        let pairs: Vec<(usize, usize, usize)> = bounds
+            .windows(2)
+            .step_by(2)
+            .enumerate()
+            .map(|(p, w)| {
+                let end = bounds.get(2 * p + 2).copied().unwrap_or(w[1]);
+                (w[0], w[1], end)
+            })
+            .collect();
+        // split dst into the pairs' output ranges and merge them in parallel
+        let mut outs: Vec<&mut [Entry]> = Vec::with_capacity(pairs.len());
+        let mut rest: &mut [Entry] = &mut dst[..];
+        for &(lo, _, hi) in &pairs {
+            let (head, tail) = rest.split_at_mut(hi - lo);
+            outs.push(head);
+            rest = tail;
+        }
+        let src_ref: &[Entry] = src;
+        outs.into_par_iter()
+            .zip(pairs.par_iter())
+            .for_each(|(out, &(lo, mid, hi))| par_merge(&src_ref[lo..mid], &src_ref[mid..hi], out));
+        bounds = pairs
+            .iter()
+            .map(|p| p.0)
+            .chain(std::iter::once(*bounds.last().expect("bounds")))
+            .collect();
+        std::mem::swap(&mut src, &mut dst);
+    }
+    src
+}
+
+/// Stable merge of sorted `a` and `b` into `out` (equal keys: `a`'s first), split recursively at
+/// the middle of the longer side so every thread merges a part.
+fn par_merge(a: &[Entry], b: &[Entry], out: &mut [Entry]) {
+    if a.len() + b.len() <= 1 << 16 {
+        let (mut i, mut j) = (0, 0);
+        for o in out.iter_mut() {
+            if j >= b.len() || (i < a.len() && a[i].0 <= b[j].0) {
+                *o = a[i];
+                i += 1;
+            } else {
+                *o = b[j];
+                j += 1;
+            }
+        }
+        return;
+    }
+    // cut at a pivot of the longer side; elements of the other side go left when they must come
+    // before it in the stable order
+    let (ma, mb) = if a.len() >= b.len() {
+        let ma = a.len() / 2;
+        (ma, b.partition_point(|e| e.0 < a[ma].0))
+    } else {
+        let mb = b.len() / 2;
+        (a.partition_point(|e| e.0 <= b[mb].0), mb)
+    };
+    let (lo, hi) = out.split_at_mut(ma + mb);
+    rayon::join(
+        || par_merge(&a[..ma], &b[..mb], lo),
+        || par_merge(&a[ma..], &b[mb..], hi),
+    );
+}
+
+/// Split `records` into their key, value and index streams (on all cores; `values` and `index`
+/// are empty when the record has none).
+fn split_records(
+    records: &[u8],
+    record: Record,
+    keys: &mut [u8],
+    values: &mut [u8],
+    index: &mut [u8],
+) {
+    const CHUNK: usize = 1 << 14;
+    let rs = record.size();
+    let vw = 4 * record.values as usize;
+    let iw = 4 * record.index as usize;
+    records
+        .par_chunks(CHUNK * rs)
+        .zip(keys.par_chunks_mut(CHUNK * record.key))
+        .for_each(|(recs, ks)| {
+            for (i, r) in recs.chunks_exact(rs).enumerate() {
+                ks[i * record.key..(i + 1) * record.key].copy_from_slice(&r[..record.key]);
+            }
+        });
+    if vw > 0 {
+        values
+            .par_chunks_mut(CHUNK * 4)
+            .zip(records.par_chunks(CHUNK * rs))
+            .for_each(|(vs, recs)| {
+                for (i, r) in recs.chunks_exact(rs).enumerate() {
+                    vs[i * 4..i * 4 + 4].copy_from_slice(&r[record.key..record.key + 4]);
+                }
+            });
+    }
+    if iw > 0 {
+        let at = record.key + vw;
+        index
+            .par_chunks_mut(CHUNK * 4)
+            .zip(records.par_chunks(CHUNK * rs))
+            .for_each(|(xs, recs)| {
+                for (i, r) in recs.chunks_exact(rs).enumerate() {
+                    xs[i * 4..i * 4 + 4].copy_from_slice(&r[at..at + 4]);
+                }
+            });
+    }
+}
+
+/// Merge `pieces` consecutive sorted pieces of `keys` (each `piece` keys; `positions` their
+/// input positions, in the same piece-sorted order) into one stable order, in place: the batch
+/// merge of the external sort over pieces held in memory (merge.rs's inputs beyond one binding).
+pub(crate) fn merge_in_memory<T: SortKey>(
+    keys: &mut [T],
+    positions: &mut [u32],
+    piece: usize,
+    merge_key: &(impl Fn(&T) -> u64 + Sync),
+) -> Result<()> {
+    let record = Record {
+        key: std::mem::size_of::<T>(),
+        values: false,
+        index: true,
+    };
+    let rs = record.size();
+    let mut records = vec![0u8; keys.len() * rs];
+    records
+        .par_chunks_mut(rs)
+        .zip(keys.par_iter().zip(positions.par_iter()))
+        .for_each(|(r, (k, p))| {
+            r[..record.key].copy_from_slice(bytemuck::bytes_of(k));
+            r[record.key..].copy_from_slice(&p.to_le_bytes());
+        });
+    let readers: Vec<RunReader<'_>> = records
+        .chunks(piece * rs)
+        .map(|c| RunReader::memory(c, record))
+        .collect();
+    let mut written = 0;
+    let key_bytes: &mut [u8] = bytemuck::cast_slice_mut(keys);
+    let pos_bytes: &mut [u8] = bytemuck::cast_slice_mut(positions);
+    merge_runs(readers, record, 1 << 20, merge_key, &mut |batch| {
+        let (k, p) = (
+            &mut key_bytes[written * record.key..(written + batch.count) * record.key],
+            &mut pos_bytes[written * 4..(written + batch.count) * 4],
+        );
+        split_records(batch.records, record, k, &mut [], p);
+        written += batch.count;
+        Ok(())
+    })
 }
 
 /// Writes sorted keys (and payloads) to the sink, checking order and counting what went out.
@@ -523,27 +725,26 @@ impl<'a> Emitter<'a> {
         record: Record,
         merge_key: &impl Fn(&T) -> u64,
     ) -> Result<()> {
-        let rs = record.size();
-        let count = records.len() / rs;
+        let count = records.len() / record.size();
+        if !record.values && !record.index {
+            // keys alone: the records are the keys
+            if self.verify {
+                self.check(&bytemuck::pod_collect_to_vec::<u8, T>(records), merge_key)?;
+            }
+            self.write_all(records, &[], &[])?;
+            self.written += count;
+            return Ok(());
+        }
         let mut keys = std::mem::take(&mut self.keys);
         let mut values = std::mem::take(&mut self.values);
         let mut index = std::mem::take(&mut self.index);
-        keys.clear();
-        values.clear();
-        index.clear();
-        for r in records.chunks_exact(rs) {
-            keys.extend_from_slice(&r[..record.key]);
-            let mut at = record.key;
-            if record.values {
-                values.extend_from_slice(&r[at..at + 4]);
-                at += 4;
-            }
-            if record.index {
-                index.extend_from_slice(&r[at..at + 4]);
-            }
+        keys.resize(count * record.key, 0);
+        values.resize(count * 4 * record.values as usize, 0);
+        index.resize(count * 4 * record.index as usize, 0);
+        split_records(records, record, &mut keys, &mut values, &mut index);
+        if self.verify {
+            self.check(&bytemuck::pod_collect_to_vec::<u8, T>(&keys), merge_key)?;
         }
-        let typed: Vec<T> = bytemuck::pod_collect_to_vec(&keys);
-        self.check(&typed, merge_key)?;
         self.write_all(&keys, &values, &index)?;
         self.written += count;
         (self.keys, self.values, self.index) = (keys, values, index);
@@ -590,4 +791,35 @@ pub fn default_memory_budget() -> Option<u64> {
         .parse()
         .ok()?;
     Some(kib * 1024 / 4 * 3)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    /// The parallel pairwise merge is the stable order of the concatenated pieces: pieces past
+    /// the sequential cut-off (2^16), empty pieces, few distinct keys (ties across pieces).
+    #[test]
+    fn merge_pieces_is_a_stable_sort_of_sorted_pieces() {
+        let mut r = rand::rngs::StdRng::seed_from_u64(3);
+        for lens in [
+            vec![0, 5, 0],
+            vec![100_000, 3],
+            vec![70_000, 90_000, 0, 150_000, 1, 40_000],
+            vec![1; 9],
+        ] {
+            let mut entries: Vec<Entry> = Vec::new();
+            for (p, &len) in lens.iter().enumerate() {
+                let mut keys: Vec<u64> = (0..len).map(|_| r.random_range(0..50)).collect();
+                keys.sort();
+                entries.extend(keys.iter().enumerate().map(|(i, &k)| (k, p as u32, i as u32)));
+            }
+            let mut want = entries.clone();
+            want.sort_by_key(|e| e.0);
+            let mut spare = Vec::new();
+            let got = merge_pieces(&mut entries, &mut spare, &lens).to_vec();
+            assert_eq!(got, want, "pieces {lens:?}");
+        }
+    }
 }

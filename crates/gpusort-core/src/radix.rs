@@ -69,7 +69,7 @@ pub(crate) struct RadixJob<'a> {
     pub key_bits: Range<u32>,
 }
 
-struct Pipelines {
+pub(crate) struct Pipelines {
     count_digits: wgpu::ComputePipeline,
     prepare: wgpu::ComputePipeline,
     sweep: wgpu::ComputePipeline,
@@ -91,6 +91,9 @@ pub(crate) struct RadixTuning {
     /// Stop recording early (measuring only): `GPUSORT_RADIX_STOP`, 1 after the histograms, 2
     /// after the sweeps.
     pub stop: u32,
+    /// Keep whole vec4 ballots even where subgroups have at most 32 lanes: `GPUSORT_RADIX_WIDE=1`
+    /// (measuring, and tests of the wide path on lavapipe).
+    pub wide_ballot: bool,
 }
 
 impl RadixTuning {
@@ -110,6 +113,7 @@ impl RadixTuning {
             ),
             probe: env_u32("GPUSORT_RADIX_PROBE", 0, |v| v < 8),
             stop: env_u32("GPUSORT_RADIX_STOP", 0, |v| v <= 2),
+            wide_ballot: env_u32("GPUSORT_RADIX_WIDE", 0, |v| v <= 1) == 1,
         }
     }
 }
@@ -117,6 +121,8 @@ impl RadixTuning {
 pub(crate) struct RadixKernels {
     /// The smallest subgroup size when the subgroup ranking is used.
     min_subgroup: Option<u32>,
+    /// Whether ballots are one word (no subgroup of the device exceeds 32 lanes).
+    narrow_ballot: bool,
     /// `tuning.items` cut to what the device's workgroup memory holds.
     items: u32,
     tuning: RadixTuning,
@@ -162,8 +168,11 @@ impl RadixKernels {
         {
             items -= 1;
         }
+        let narrow_ballot =
+            !tuning.wide_ballot && gpu.subgroups().is_some_and(|s| s.max_size <= 32);
         RadixKernels {
             min_subgroup,
+            narrow_ballot,
             items,
             tuning,
             layout,
@@ -176,7 +185,12 @@ impl RadixKernels {
         RADIX_WG * self.items
     }
 
-    fn pipelines(&self, gpu: &Gpu, key_words: u32, payload: bool) -> Result<Arc<Pipelines>> {
+    pub(crate) fn pipelines(
+        &self,
+        gpu: &Gpu,
+        key_words: u32,
+        payload: bool,
+    ) -> Result<Arc<Pipelines>> {
         let mut cache = self.by_shape.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(p) = cache.get(&(key_words, payload)) {
             return Ok(p.clone());
@@ -190,6 +204,7 @@ impl RadixKernels {
             max_dim: gpu.limits.max_compute_workgroups_per_dimension,
             window: self.tuning.window,
             probe: self.tuning.probe,
+            narrow_ballot: self.narrow_ballot,
         });
         let module = kernel::module(gpu, "radix", &source)?;
         let p = Arc::new(Pipelines {

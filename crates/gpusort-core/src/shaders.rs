@@ -104,6 +104,8 @@ pub struct RadixConfig {
     pub window: u32,
     /// Measuring only (`GPUSORT_RADIX_PROBE`): parts switched off, results wrong; 0 otherwise.
     pub probe: u32,
+    /// Ballots of one word: every subgroup of the device has at most 32 lanes.
+    pub narrow_ballot: bool,
 }
 
 /// The radix-sort kernels for one shape.
@@ -137,10 +139,16 @@ pub fn radix(c: &RadixConfig) -> String {
         ],
     );
     let source = per_item_lines(&source, "//@ITEM", "@J", c.items);
-    per_item_lines(&source, "//@LB", "@L", c.window)
+    let source = per_item_lines(&source, "//@LB", "@L", c.window);
+    let (keep, drop) = match c.narrow_ballot {
+        true => ("//@NARROW", "//@WIDE"),
+        false => ("//@WIDE", "//@NARROW"),
+    };
+    per_item_lines(&per_item_lines(&source, keep, "@NONE", 1), drop, "@NONE", 0)
 }
 
-/// Write each line ending in `marker` out `items` times, `var` replaced by the copy's number.
+/// Write each line ending in `marker` out `items` times, `var` replaced by the copy's number
+/// (0 times drops the lines, once with a `var` that never occurs keeps them as they are).
 fn per_item_lines(source: &str, marker: &str, var: &str, items: u32) -> String {
     let mut out = String::with_capacity(source.len() * 2);
     for line in source.lines() {
@@ -250,22 +258,25 @@ pub fn all_configurations() -> Vec<(String, String)> {
     for min_subgroup in [None, Some(8), Some(32)] {
         for key_words in [1, 2] {
             for payload in [false, true] {
-                out.push((
-                    format!(
-                        "radix words={key_words} payload={payload} min_sg={min_subgroup:?} subgroups={}",
-                        min_subgroup.is_some()
-                    ),
-                    radix(&RadixConfig {
-                        items: 16,
-                        key_words,
-                        payload,
-                        min_subgroup,
-                        spin_limit: 4096,
-                        max_dim: 65535,
-                        window: 16,
-                        probe: 0,
-                    }),
-                ));
+                for narrow_ballot in [false, true] {
+                    out.push((
+                        format!(
+                            "radix words={key_words} payload={payload} min_sg={min_subgroup:?} narrow={narrow_ballot} subgroups={}",
+                            min_subgroup.is_some()
+                        ),
+                        radix(&RadixConfig {
+                            items: 16,
+                            key_words,
+                            payload,
+                            min_subgroup,
+                            spin_limit: 4096,
+                            max_dim: 65535,
+                            window: 16,
+                            probe: 0,
+                            narrow_ballot,
+                        }),
+                    ));
+                }
             }
         }
     }
