@@ -520,14 +520,33 @@ impl Output {
     }
 
     pub fn write(&mut self, format: Format, dtype: KeyType, data: &[u8]) -> Result<(), CliError> {
+        let len = (data.len() / dtype.size()) as u64;
+        self.positioned(format, dtype, len)?.write_at(0, data)
+    }
+
+    /// Write the header (for .npy) of `len` elements of `dtype` now and return a writer that
+    /// puts element bytes at any position, from any thread (results written while later parts
+    /// still download); [`Output::commit`] after it is dropped.
+    pub fn positioned(
+        &mut self,
+        format: Format,
+        dtype: KeyType,
+        len: u64,
+    ) -> Result<PositionedWriter<'_>, CliError> {
+        use std::io::Seek;
         let dest = self.dest.clone();
         let err =
             |e: std::io::Error| CliError::runtime(format!("cannot write {}: {e}", dest.display()));
-        let mut header = self.stream(format, dtype, (data.len() / dtype.size()) as u64)?;
+        let mut header = self.stream(format, dtype, len)?;
         header.flush().map_err(err)?;
         drop(header);
-        let tmp = self.tmp.as_mut().expect("not yet committed");
-        write_parallel(tmp.as_file_mut(), data).map_err(err)
+        let file = self.tmp.as_mut().expect("not yet committed").as_file_mut();
+        let start = file.stream_position().map_err(err)?;
+        Ok(PositionedWriter {
+            file: self.tmp.as_ref().expect("not yet committed").as_file(),
+            start,
+            dest: &self.dest,
+        })
     }
 
     /// Start writing `len` elements of `dtype` in `format` piece by piece: the header (for .npy)
@@ -636,33 +655,58 @@ impl Drop for Output {
     }
 }
 
-/// Give `file` its final length with the disk space really allocated, so writes through a memory
-/// map cannot hit a full disk later (that would be SIGBUS, not an error we can clean up after).
-/// Bytes each thread writes at a time in [`write_parallel`].
+/// Bytes each thread writes at a time in [`write_at`].
 const WRITE_PIECE: usize = 8 << 20;
 
-/// Append `data` at the file's current end. Large data is written by positioned writes on all
-/// cores: copying 1 GiB into the page cache on one thread took longer than the GPU sort of it
-/// (docs/BENCHMARKS.md).
-fn write_parallel(file: &mut File, data: &[u8]) -> std::io::Result<()> {
-    use std::io::Seek;
-    #[cfg(unix)]
-    if data.len() > 4 * WRITE_PIECE {
-        use rayon::prelude::*;
-        use std::os::unix::fs::FileExt;
-        let start = file.stream_position()?;
-        data.par_chunks(WRITE_PIECE)
-            .enumerate()
-            .try_for_each(|(i, piece)| {
-                let at = start + (i * WRITE_PIECE) as u64;
-                file.write_all_at(piece, at)?;
-                start_writeback(file, at, piece.len());
-                Ok::<(), std::io::Error>(())
-            })?;
-        file.seek(std::io::SeekFrom::Start(start + data.len() as u64))?;
-        return Ok(());
+/// Write `data` at byte `at` of `file` by positioned writes, in pieces on all cores, starting
+/// each piece's writeback at once: copying 1 GiB into the page cache on one thread took longer
+/// than the GPU sort of it (docs/BENCHMARKS.md). Safe to call from several threads at once.
+fn write_at(file: &File, at: u64, data: &[u8]) -> std::io::Result<()> {
+    use rayon::prelude::*;
+    data.par_chunks(WRITE_PIECE)
+        .enumerate()
+        .try_for_each(|(i, piece)| {
+            let pos = at + (i * WRITE_PIECE) as u64;
+            pwrite_all(file, piece, pos)?;
+            start_writeback(file, pos, piece.len());
+            Ok(())
+        })
+}
+
+#[cfg(unix)]
+fn pwrite_all(file: &File, buf: &[u8], at: u64) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    file.write_all_at(buf, at)
+}
+
+#[cfg(windows)]
+fn pwrite_all(file: &File, mut buf: &[u8], mut at: u64) -> std::io::Result<()> {
+    use std::os::windows::fs::FileExt;
+    while !buf.is_empty() {
+        let n = file.seek_write(buf, at)?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        buf = &buf[n..];
+        at += n as u64;
     }
-    file.write_all(data)
+    Ok(())
+}
+
+/// Where an output's elements go, written at positions from any thread (see
+/// [`Output::positioned`]).
+pub struct PositionedWriter<'a> {
+    file: &'a File,
+    start: u64,
+    dest: &'a Path,
+}
+
+impl PositionedWriter<'_> {
+    /// Write `data` at byte `at` of the elements.
+    pub fn write_at(&self, at: u64, data: &[u8]) -> Result<(), CliError> {
+        write_at(self.file, self.start + at, data)
+            .map_err(|e| CliError::runtime(format!("cannot write {}: {e}", self.dest.display())))
+    }
 }
 
 /// Ask the kernel to start writing a just-written range to disk now, so the fsync before the
@@ -686,6 +730,8 @@ fn start_writeback(file: &File, at: u64, len: usize) {
     }
 }
 
+/// Give `file` its final length with the disk space really allocated, so writes through a memory
+/// map cannot hit a full disk later (that would be SIGBUS, not an error we can clean up after).
 fn reserve(file: &File, len: u64) -> std::io::Result<()> {
     file.set_len(len)?;
     #[cfg(target_os = "linux")]

@@ -813,7 +813,11 @@ mod tests {
             for (p, &len) in lens.iter().enumerate() {
                 let mut keys: Vec<u64> = (0..len).map(|_| r.random_range(0..50)).collect();
                 keys.sort();
-                entries.extend(keys.iter().enumerate().map(|(i, &k)| (k, p as u32, i as u32)));
+                entries.extend(
+                    keys.iter()
+                        .enumerate()
+                        .map(|(i, &k)| (k, p as u32, i as u32)),
+                );
             }
             let mut want = entries.clone();
             want.sort_by_key(|e| e.0);

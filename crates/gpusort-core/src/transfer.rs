@@ -289,6 +289,19 @@ pub fn download_chunked(
     out: &mut [u8],
     chunk: u64,
 ) -> Result<()> {
+    download_each(gpu, src, offset, out, chunk, &mut |_, _| Ok(()))
+}
+
+/// [`download_chunked`], handing each chunk to `landed` (its offset in `out`, its bytes) as soon
+/// as it is in `out`, so the caller can write it out while later chunks still download.
+pub fn download_each<'a>(
+    gpu: &Gpu,
+    src: &wgpu::Buffer,
+    offset: u64,
+    out: &'a mut [u8],
+    chunk: u64,
+    landed: &mut dyn FnMut(usize, &'a [u8]) -> Result<()>,
+) -> Result<()> {
     if out.is_empty() {
         return Ok(());
     }
@@ -326,6 +339,7 @@ pub fn download_chunked(
         if i + RING_SLOTS < chunks {
             queue_copy(&mut ring, i + RING_SLOTS)?;
         }
+        landed(i * chunk as usize, part)?;
     }
     Ok(())
 }
