@@ -257,9 +257,12 @@ fn stalled_and_failed_producers_fall_back_without_hanging() {
         for seed in 10..13 {
             let (batch, data) = random_graph(seed, 8, 12_000);
             let want = reference(&batch, &data);
-            let (got, deferred) = run(gpu, &stalled, &batch, &data);
+            // No wait at all: a dependent block defers when its producer is not done at its one
+            // look, which depends on how the device schedules workgroups (on a loaded 2-core
+            // lavapipe every producer may already be done), so only the result is asserted here;
+            // the failing producers below defer for certain.
+            let (got, _) = run(gpu, &stalled, &batch, &data);
             assert!(got == want, "stalled, seed {seed}");
-            assert!(deferred > 0, "every dependent block deferred");
 
             let mut failing = batch.clone();
             for t in (0..failing.tasks.len()).step_by(4) {
@@ -267,7 +270,7 @@ fn stalled_and_failed_producers_fall_back_without_hanging() {
             }
             let (got, deferred) = run(gpu, &normal, &failing, &data);
             assert!(got == want, "failed producers, seed {seed}");
-            assert!(deferred > 0);
+            assert!(deferred > 0, "failed producers' dependants deferred");
         }
     }
 }
