@@ -275,7 +275,10 @@ fn block_records(budget: u64, runs: usize, record: Record) -> usize {
 
 /// What the merge compares: the sort order as one u64 (the key-bit range only, when the sorter
 /// has one), as the in-memory piece merge does.
-fn merge_key_fn<T: SortKey>(sorter: &BitonicSorter, order: SortOrder) -> impl Fn(&T) -> u64 + Sync {
+pub(crate) fn merge_key_fn<T: SortKey>(
+    sorter: &BitonicSorter,
+    order: SortOrder,
+) -> impl Fn(&T) -> u64 + Sync {
     let bits = sorter.key_bits();
     move |k: &T| match &bits {
         Some(r) => crate::cpu::radix::key_on_bits(k, order.descending, r),
@@ -596,28 +599,31 @@ fn split_records(
     }
 }
 
-/// Merge `pieces` consecutive sorted pieces of `keys` (each `piece` keys; `positions` their
-/// input positions, in the same piece-sorted order) into one stable order, in place: the batch
+/// Merge the consecutive sorted pieces of `keys` (each `piece` keys; `positions`, when given,
+/// their input positions in the same order, merged along) into one stable order, in place: the batch
 /// merge of the external sort over pieces held in memory (merge.rs's inputs beyond one binding).
 pub(crate) fn merge_in_memory<T: SortKey>(
     keys: &mut [T],
-    positions: &mut [u32],
+    mut positions: Option<&mut [u32]>,
     piece: usize,
     merge_key: &(impl Fn(&T) -> u64 + Sync),
 ) -> Result<()> {
     let record = Record {
         key: std::mem::size_of::<T>(),
         values: false,
-        index: true,
+        index: positions.is_some(),
     };
     let rs = record.size();
     let mut records = vec![0u8; keys.len() * rs];
     records
         .par_chunks_mut(rs)
-        .zip(keys.par_iter().zip(positions.par_iter()))
-        .for_each(|(r, (k, p))| {
+        .zip(keys.par_iter())
+        .enumerate()
+        .for_each(|(i, (r, k))| {
             r[..record.key].copy_from_slice(bytemuck::bytes_of(k));
-            r[record.key..].copy_from_slice(&p.to_le_bytes());
+            if let Some(p) = positions.as_deref() {
+                r[record.key..].copy_from_slice(&p[i].to_le_bytes());
+            }
         });
     let readers: Vec<RunReader<'_>> = records
         .chunks(piece * rs)
@@ -625,14 +631,15 @@ pub(crate) fn merge_in_memory<T: SortKey>(
         .collect();
     let mut written = 0;
     let key_bytes: &mut [u8] = bytemuck::cast_slice_mut(keys);
-    let pos_bytes: &mut [u8] = bytemuck::cast_slice_mut(positions);
     merge_runs(readers, record, 1 << 20, merge_key, &mut |batch| {
-        let (k, p) = (
-            &mut key_bytes[written * record.key..(written + batch.count) * record.key],
-            &mut pos_bytes[written * 4..(written + batch.count) * 4],
-        );
+        let (from, to) = (written, written + batch.count);
+        let k = &mut key_bytes[from * record.key..to * record.key];
+        let p = match positions.as_deref_mut() {
+            Some(p) => bytemuck::cast_slice_mut(&mut p[from..to]),
+            None => &mut [][..],
+        };
         split_records(batch.records, record, k, &mut [], p);
-        written += batch.count;
+        written = to;
         Ok(())
     })
 }

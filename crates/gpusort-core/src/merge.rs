@@ -5,7 +5,6 @@
 //! need no merge at all.
 
 use crate::bitonic::{BitonicSorter, SortStats};
-use crate::cpu::keys::sortable;
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
 use crate::keys::{SortKey, SortOrder};
@@ -34,25 +33,24 @@ pub(crate) fn sort_in_pieces<T: SortKey>(
         piece,
         "input exceeds one binding: sorting in pieces"
     );
-    let mut perm: Vec<u32> = Vec::with_capacity(keys.len());
+    // positions travel with the keys only when a payload or the permutation needs them
+    let want_index = values.is_some() || want_permutation;
+    let mut perm: Vec<u32> = Vec::with_capacity(if want_index { keys.len() } else { 0 });
     let mut stats = None;
     for (i, chunk) in keys.chunks_mut(piece).enumerate() {
-        let (p, s) = sorter.sort_host(gpu, chunk, None, true, order)?;
+        let (p, s) = sorter.sort_host(gpu, chunk, None, want_index, order)?;
         let offset = (i * piece) as u32;
         perm.extend(p.unwrap_or_default().into_iter().map(|x| x + offset));
         stats.get_or_insert(s);
     }
-    // the merge compares what the sort compared: the key-bit range only, when there is one
-    let bits = sorter.key_bits();
-    let merge_key = |k: &T| match &bits {
-        Some(r) => crate::cpu::radix::key_on_bits(k, order.descending, r),
-        None => sortable(k, order.descending),
-    };
     if order.segment_size.is_none() {
-        // the external sort's batch merge over the pieces in memory: ties take the earlier
-        // piece, so the order stays stable (a whole 4 GiB file sort in four pieces took 139 s on
-        // the GPU machine with pairwise merges of (key, position) vectors, 28 s with this merge)
-        crate::external::merge_in_memory(keys, &mut perm, piece, &merge_key)?;
+        // the external sort's batch merge over the pieces in memory, on what the sort compared:
+        // ties take the earlier piece, so the order stays stable (a whole 4 GiB file sort in
+        // four pieces took 139 s on the GPU machine with pairwise merges of (key, position)
+        // vectors, 28 s with this merge)
+        let merge_key = crate::external::merge_key_fn::<T>(sorter, order);
+        let positions = want_index.then_some(&mut perm[..]);
+        crate::external::merge_in_memory(keys, positions, piece, &merge_key)?;
     }
     if let Some(v) = values {
         let src = v.to_vec();
