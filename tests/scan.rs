@@ -2,7 +2,7 @@
 //! subgroups, including the look-back's fallback path.
 
 use gpusort_core::cpu::scan as reference;
-use gpusort_core::scan::{Predicate, ScanOp, Scanner};
+use gpusort_core::scan::{Predicate, ScanOp, Scanner, Tuning};
 use gpusort_core::{Gpu, SortKey};
 use gpusort_tests::*;
 use rand::Rng;
@@ -130,6 +130,55 @@ fn look_back_fallback_gives_the_same_results() {
                 got,
                 reference::compact(&u, None, &Predicate::Below(1u32 << 31)).0
             );
+        }
+    }
+}
+
+#[test]
+fn look_back_and_tile_shapes_give_the_same_results() {
+    // the look-back's other shapes (tile by tile, windows of 8, waiting on the nearest silent
+    // tile or not) and scan tiles of 128 invocations and 8 rounds
+    for no_sg in MODES {
+        let gpu = gpu(no_sg);
+        for (window, wait, wg, rounds) in [(1, false, 128, 8), (8, true, 256, 4)] {
+            let s = Scanner::new(gpu).unwrap().with_tuning(Tuning {
+                window,
+                scan_wait_nearest: wait,
+                compact_wait_nearest: wait,
+                scan_wg: wg,
+                scan_rounds: rounds,
+                ..Tuning::default()
+            });
+            let mut r = rng(window as u64);
+            for n in [0usize, 1, 4095, 4097, 300_001, (1 << 20) + 3] {
+                let u: Vec<u32> = (0..n).map(|_| r.random()).collect();
+                check_scan(gpu, &s, &u, ScanOp::Add, false, "look-back shapes");
+                check_scan(gpu, &s, &u, ScanOp::Max, true, "look-back shapes");
+                for p in [Predicate::Below(1u32 << 31), Predicate::NonZero] {
+                    let payload: Vec<u32> = (0..n as u32).collect();
+                    let (got, gp) = s.compact(gpu, &u, Some(&payload), p).unwrap();
+                    let (want, wp) = reference::compact(&u, Some(&payload), &p);
+                    assert!(
+                        got == want && gp == wp,
+                        "compact {p:?} n={n} window={window}"
+                    );
+                    let (got, _) = s.compact(gpu, &u, None, p).unwrap();
+                    assert!(
+                        got == want,
+                        "compact without payload {p:?} n={n} window={window}"
+                    );
+                }
+                let f: Vec<f32> = u.iter().map(|&x| (x >> 9) as f32 - 4e6).collect();
+                let (got, _, split) = s.partition(gpu, &f, None, Predicate::Below(0.0)).unwrap();
+                let (want, _, wsplit) = reference::partition(&f, None, &Predicate::Below(0.0));
+                assert!(
+                    got.iter()
+                        .map(|x| x.to_bits())
+                        .eq(want.iter().map(|x| x.to_bits()))
+                        && split == wsplit,
+                    "partition f32 n={n} window={window}"
+                );
+            }
         }
     }
 }

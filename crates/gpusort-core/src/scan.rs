@@ -250,6 +250,13 @@ impl Scanner {
         self
     }
 
+    /// Build this scanner's kernels with `tuning` (every shape gives the same results; for
+    /// tests and measurements).
+    pub fn with_tuning(mut self, tuning: Tuning) -> Self {
+        self.tuning = tuning;
+        self
+    }
+
     /// How this scanner's kernels are built.
     pub fn tuning(&self) -> &Tuning {
         &self.tuning
