@@ -18,11 +18,18 @@
 
 const TILE_VECS: u32 = WG * ROUNDS; // ROUNDS (host constant, a multiple of 4): vec4s per invocation
 
-struct ScanParams { n: u32, _pad0: u32, _pad1: u32, _pad2: u32 }
+const NO_SLOT: u32 = 0xffffffffu;
+
+// carry_in: where in `carry` the value everything before this array combines to is read (a
+// streamed scan's earlier chunks; NO_SLOT: none); carry_out: where the last tile writes that
+// value with this array included (NO_SLOT: nowhere). Different slots: every tile reads carry_in
+// while the last one writes.
+struct ScanParams { n: u32, carry_in: u32, carry_out: u32, _pad: u32 }
 
 @group(0) @binding(0) var<uniform> sp: ScanParams;
 @group(0) @binding(2) var<storage, read> src: array<vec4<u32>>;
 @group(0) @binding(3) var<storage, read_write> dst: array<vec4<u32>>;
+@group(0) @binding(4) var<storage, read_write> carry: array<u32>;
 
 fn combine(a: u32, b: u32) -> u32 { return scan_op(OP, a, b); }
 
@@ -72,7 +79,8 @@ fn store(v: u32, p: u32, x: vec4<u32>) {
 fn scan(i: Invocation) {
     set_invocation(i);
     let tile = take_ticket();
-    if (tile >= max((sp.n + 4u * TILE_VECS - 1u) / (4u * TILE_VECS), 1u)) {
+    let tiles = max((sp.n + 4u * TILE_VECS - 1u) / (4u * TILE_VECS), 1u);
+    if (tile >= tiles) {
         return; // a surplus workgroup of a grid split over x and y
     }
     let v = first_vec(tile);
@@ -94,6 +102,15 @@ fn scan(i: Invocation) {
     publish_aggregate(tile, gt.y);
     var p = IDENTITY;
     if (NO_LOOKBACK == 0u) { p = look_back(tile, gt.y); }
+    var through = combine(p, gt.y); // everything up to this tile's end
     p = combine(p, gt.x);
+    if (sp.carry_in != NO_SLOT) {
+        let before_array = carry[sp.carry_in];
+        p = combine(before_array, p);
+        through = combine(before_array, through);
+    }
+    if (inv.li == 0u && tile + 1u == tiles && sp.carry_out != NO_SLOT) {
+        carry[sp.carry_out] = through;
+    }
     for (var k = 0u; k < ROUNDS; k++) { store(v + k * g, combine(p, before[k]), x[k]); }
 }

@@ -154,7 +154,9 @@ pub enum Predicate<T> {
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 struct ScanParams {
     n: u32,
-    pad: [u32; 3],
+    carry_in: u32,
+    carry_out: u32,
+    pad: u32,
 }
 
 #[repr(C)]
@@ -212,6 +214,7 @@ impl Scanner {
                 (1, Slot::ReadWrite),
                 (2, Slot::Read),
                 (3, Slot::ReadWrite),
+                (4, Slot::ReadWrite),
             ],
         );
         let compact_layout = Layout::new(
@@ -314,17 +317,51 @@ impl Scanner {
         op: ScanOp,
         inclusive: bool,
     ) -> Result<()> {
+        self.record_scan_carried(gpu, enc, src, dst, n, elem, op, inclusive, None)
+    }
+
+    /// [`Scanner::record_scan`] of one piece of a longer array: with `carry`, every element
+    /// also combines the value in `carry.buffer[carry.read]` (everything before the piece), and
+    /// the value through the piece's end is written to `carry.buffer[carry.write]`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn record_scan_carried(
+        &self,
+        gpu: &Gpu,
+        enc: &mut wgpu::CommandEncoder,
+        src: &wgpu::Buffer,
+        dst: &wgpu::Buffer,
+        n: u32,
+        elem: KeyType,
+        op: ScanOp,
+        inclusive: bool,
+        carry: Option<Carry<'_>>,
+    ) -> Result<()> {
         let (code, identity) = op
             .code(elem)
             .ok_or_else(|| Error::InvalidInput(format!("a {op:?} scan of {elem} is not supported (integers: add, max, min, and, or, xor; f32: add)")))?;
         let pipeline = self.pipeline(gpu, (0, code, identity, inclusive as u32))?;
         let t = tiles(n, self.tuning.scan_tile());
         let state = Self::state_buffer(gpu, t)?;
+        let no_carry;
+        let (carry_buffer, carry_in, carry_out) = match carry {
+            Some(c) => (c.buffer, c.read.unwrap_or(NO_SLOT), c.write),
+            None => {
+                no_carry = transfer::storage_buffer(gpu, "no carry", 16)?;
+                (&no_carry, NO_SLOT, NO_SLOT)
+            }
+        };
         let mut params = ParamBlocks::new(gpu);
-        let off = params.push(&ScanParams { n, pad: [0; 3] });
+        let off = params.push(&ScanParams {
+            n,
+            carry_in,
+            carry_out,
+            pad: 0,
+        });
         let params = params.finish(gpu, "scan params");
         gpu.checked(|| {
-            let bg = self.scan_layout.bind(gpu, &[&params, &state, src, dst]);
+            let bg = self
+                .scan_layout
+                .bind(gpu, &[&params, &state, src, dst, carry_buffer]);
             enc.clear_buffer(&state, 0, None);
             let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some("scan"),
@@ -504,6 +541,15 @@ impl Scanner {
         };
         Ok((out, pay_out, count))
     }
+}
+
+/// Where a piece of a longer scan finds what came before it and leaves what it adds up to
+/// (u32 slots of `buffer`; `read` None for the first piece, `write` another slot than `read`).
+#[derive(Clone, Copy)]
+pub struct Carry<'a> {
+    pub buffer: &'a wgpu::Buffer,
+    pub read: Option<u32>,
+    pub write: u32,
 }
 
 /// Buffers of one compaction.

@@ -1,0 +1,265 @@
+//! Scans and compactions of host arrays of any length, piece by piece (issue 8's pipelined jobs).
+//!
+//! The array goes through the GPU in chunks: while the GPU scans (or compacts) chunk k, the CPU
+//! fills the other staging slot with chunk k + 1 and drains chunk k - 1, and a writer thread
+//! hands finished chunks to the caller's sink. So file reading, PCIe copies, the kernels and
+//! file writing overlap, and neither the input nor the output has to fit in one storage
+//! binding or in GPU memory: a 10 GiB file scans through two chunk-sized GPU buffers.
+//! A scan carries the value through each chunk's end to the next chunk on the GPU
+//! ([`Carry`]), so chunks never wait for the host; a compaction's chunks are independent (each
+//! keeps its own elements, in order).
+//! One queue runs everything in submission order, so one GPU buffer per role suffices; the two
+//! staging slots ([`StagingSlot`]) are what lets the CPU and the GPU work at once.
+
+use std::sync::mpsc;
+
+use crate::error::{Error, Result};
+use crate::gpu::Gpu;
+use crate::keys::SortKey;
+use crate::scan::{Carry, CompactJob, Predicate, ScanOp, Scanner};
+use crate::transfer::{self, StagingSlot};
+
+/// Bytes of input per chunk unless the caller asks otherwise: big enough that a chunk's kernel
+/// and copies dwarf the per-chunk submit and map (tens of microseconds), small enough that
+/// the first chunk's upload and the last chunk's download, which do not overlap anything, stay
+/// short.
+pub const DEFAULT_CHUNK_BYTES: u64 = 64 << 20;
+
+/// Elements of `elem_bytes` per chunk: `bytes` (or [`DEFAULT_CHUNK_BYTES`]) capped by the
+/// device's largest storage binding, a whole number of vec4s, at least one.
+pub fn chunk_elements(gpu: &Gpu, elem_bytes: usize, bytes: Option<u64>) -> usize {
+    let bytes = bytes.unwrap_or(DEFAULT_CHUNK_BYTES).min(gpu.max_binding());
+    let elems = (bytes / elem_bytes as u64) as usize;
+    (elems / 4 * 4).max(4)
+}
+
+/// What the writer thread passes on: a chunk's elements and (compaction) payload.
+type Finished<T> = (Vec<T>, Vec<u32>);
+
+/// The chunk loop both jobs share. For chunk k: `fill(k, slot)` copies its input into the
+/// slot's upload side; `record(k, encoder, slot)` records the copies and kernels and returns
+/// how many bytes of the download side to map; after the GPU is done, `drain(k, slot)` copies
+/// the results out of the mapped download side. Drained chunks go, in order, to `sink` on a
+/// writer thread while later chunks run.
+fn run_chunks<T: Send, F, R, D, S>(
+    gpu: &Gpu,
+    chunks: usize,
+    (up_bytes, down_bytes): (u64, u64),
+    mut fill: F,
+    mut record: R,
+    mut drain: D,
+    mut sink: S,
+) -> Result<()>
+where
+    F: FnMut(usize, &StagingSlot),
+    R: FnMut(usize, &mut wgpu::CommandEncoder, &StagingSlot) -> Result<u64>,
+    D: FnMut(usize, &StagingSlot) -> Finished<T>,
+    S: FnMut(usize, Finished<T>) -> Result<()> + Send,
+{
+    let mut slots = [
+        StagingSlot::new(gpu, up_bytes, down_bytes)?,
+        StagingSlot::new(gpu, up_bytes, down_bytes)?,
+    ];
+    std::thread::scope(|scope| {
+        // two chunks may wait for the writer: enough to keep it busy, bounded memory
+        let (tx, rx) = mpsc::sync_channel::<(usize, Finished<T>)>(2);
+        let writer = scope.spawn(move || -> Result<()> {
+            for (k, done) in rx {
+                sink(k, done)?;
+            }
+            Ok(())
+        });
+        let mut take = |k: usize, slot: &mut StagingSlot| -> Result<()> {
+            slot.wait_download(gpu)?;
+            let done = drain(k, slot);
+            slot.done_draining();
+            // a closed channel means the writer failed: stop; its error is the one reported
+            tx.send((k, done))
+                .map_err(|_| Error::Io("the writer stopped".into()))
+        };
+        let mut result = Ok(());
+        for k in 0..chunks {
+            let step = (|| -> Result<()> {
+                let slot = &mut slots[k % 2];
+                slot.wait_upload(gpu)?;
+                fill(k, slot);
+                slot.done_filling();
+                let mut enc = gpu.device.create_command_encoder(&Default::default());
+                let down = record(k, &mut enc, slot)?;
+                let idx = gpu.queue.submit([enc.finish()]);
+                slot.submitted(idx, down);
+                if k > 0 {
+                    take(k - 1, &mut slots[(k - 1) % 2])?;
+                }
+                Ok(())
+            })();
+            if step.is_err() {
+                result = step;
+                break;
+            }
+        }
+        if result.is_ok() && chunks > 0 {
+            result = take(chunks - 1, &mut slots[(chunks - 1) % 2]);
+        }
+        drop(tx);
+        let written = writer
+            .join()
+            .unwrap_or_else(|_| Err(Error::Io("the writer thread panicked".into())));
+        written.and(result)
+    })
+}
+
+impl Scanner {
+    /// Scan `input` of any length in chunks of `chunk` elements (see [`chunk_elements`]),
+    /// handing each chunk's results to `sink(first element, results)` in order, on another
+    /// thread, while later chunks are still on the GPU. Same results as [`Scanner::scan`].
+    pub fn scan_streamed<T: SortKey>(
+        &self,
+        gpu: &Gpu,
+        input: &[T],
+        op: ScanOp,
+        inclusive: bool,
+        chunk: usize,
+        mut sink: impl FnMut(usize, &[T]) -> Result<()> + Send,
+    ) -> Result<()> {
+        if T::TYPE.is_wide() {
+            return Err(Error::InvalidInput(format!(
+                "scans of {} are not supported (u32, i32, f32)",
+                T::TYPE
+            )));
+        }
+        let chunk = chunk.max(4) / 4 * 4;
+        let chunks = input.len().div_ceil(chunk);
+        let bytes = chunk as u64 * 4;
+        let src = transfer::storage_buffer(gpu, "scan chunk", bytes)?;
+        let dst = transfer::storage_buffer(gpu, "scan chunk out", bytes)?;
+        let carry = transfer::storage_buffer(gpu, "scan carry", 16)?;
+        let piece = |k: usize| &input[k * chunk..((k + 1) * chunk).min(input.len())];
+        run_chunks(
+            gpu,
+            chunks,
+            (bytes, bytes),
+            |k, slot| slot.fill(0, bytemuck::cast_slice(piece(k))),
+            |k, enc, slot| {
+                let len = piece(k).len() as u64 * 4;
+                enc.copy_buffer_to_buffer(slot.upload_buffer(), 0, &src, 0, len);
+                // chunk k reads slot k % 2 and writes the other: never the slot its tiles read
+                let c = Carry {
+                    buffer: &carry,
+                    read: (k > 0).then_some((k % 2) as u32),
+                    write: ((k + 1) % 2) as u32,
+                };
+                let n = len as u32 / 4;
+                self.record_scan_carried(gpu, enc, &src, &dst, n, T::TYPE, op, inclusive, Some(c))?;
+                enc.copy_buffer_to_buffer(&dst, 0, slot.download_buffer(), 0, len);
+                Ok(len)
+            },
+            |k, slot| {
+                let mut out = vec![T::zeroed(); piece(k).len()];
+                slot.drain(0, bytemuck::cast_slice_mut(&mut out));
+                (out, Vec::new())
+            },
+            |k, (out, _)| sink(k * chunk, &out),
+        )
+    }
+
+    /// Keep the elements of `input` (any length) matching `predicate`, in order, with their
+    /// payload, in chunks of `chunk` elements: `sink(kept, kept payload)` gets each chunk's
+    /// survivors in order, on another thread, while later chunks are still on the GPU. Returns
+    /// how many were kept. Same results as [`Scanner::compact`].
+    /// Each chunk's whole output area is copied back (the kept count is only known on the GPU
+    /// then): downloads move up to the input's size, whatever is kept.
+    pub fn compact_streamed<T: SortKey>(
+        &self,
+        gpu: &Gpu,
+        input: &[T],
+        payload: Option<&[u32]>,
+        predicate: Predicate<T>,
+        chunk: usize,
+        mut sink: impl FnMut(&[T], Option<&[u32]>) -> Result<()> + Send,
+    ) -> Result<usize> {
+        if let Some(p) = payload {
+            if p.len() != input.len() {
+                return Err(Error::InvalidInput(format!(
+                    "{} elements but {} payload values",
+                    input.len(),
+                    p.len()
+                )));
+            }
+        }
+        let size = T::TYPE.size() as u64;
+        let chunk = chunk.max(4) / 4 * 4;
+        let chunks = input.len().div_ceil(chunk);
+        let elem_bytes = chunk as u64 * size;
+        let pay_bytes = if payload.is_some() {
+            chunk as u64 * 4
+        } else {
+            0
+        };
+        // upload side: elements, then payload; download side: the same, then the count
+        let count_at = elem_bytes + pay_bytes;
+        let src = transfer::storage_buffer(gpu, "compact chunk", elem_bytes)?;
+        let dst = transfer::storage_buffer(gpu, "compact chunk out", elem_bytes)?;
+        let counts = transfer::storage_buffer(gpu, "compact counts", 16)?;
+        let pay = match payload {
+            Some(_) => Some((
+                transfer::storage_buffer(gpu, "payload chunk", pay_bytes)?,
+                transfer::storage_buffer(gpu, "payload chunk out", pay_bytes)?,
+            )),
+            None => None,
+        };
+        let piece = |k: usize| k * chunk..((k + 1) * chunk).min(input.len());
+        let kept = std::sync::atomic::AtomicUsize::new(0);
+        run_chunks(
+            gpu,
+            chunks,
+            (count_at, count_at + 16),
+            |k, slot| {
+                slot.fill(0, bytemuck::cast_slice(&input[piece(k)]));
+                if let Some(p) = payload {
+                    slot.fill(elem_bytes, bytemuck::cast_slice(&p[piece(k)]));
+                }
+            },
+            |k, enc, slot| {
+                let n = piece(k).len() as u64;
+                enc.copy_buffer_to_buffer(slot.upload_buffer(), 0, &src, 0, n * size);
+                if let Some((pin, _)) = &pay {
+                    enc.copy_buffer_to_buffer(slot.upload_buffer(), elem_bytes, pin, 0, n * 4);
+                }
+                let job = CompactJob {
+                    src: &src,
+                    dst: &dst,
+                    counts: &counts,
+                    n: n as u32,
+                    payload: pay.as_ref().map(|(a, b)| (a, b)),
+                };
+                self.record_compact(gpu, enc, &job, predicate, true, None, 0)?;
+                let down = slot.download_buffer();
+                enc.copy_buffer_to_buffer(&dst, 0, down, 0, n * size);
+                if let Some((_, pout)) = &pay {
+                    enc.copy_buffer_to_buffer(pout, 0, down, elem_bytes, n * 4);
+                }
+                enc.copy_buffer_to_buffer(&counts, 0, down, count_at, 4);
+                Ok(count_at + 4)
+            },
+            |_, slot| {
+                let mut c = [0u8; 4];
+                slot.drain(count_at, &mut c);
+                let count = u32::from_le_bytes(c) as usize;
+                let mut out = vec![T::zeroed(); count];
+                slot.drain(0, bytemuck::cast_slice_mut(&mut out));
+                let mut vals = Vec::new();
+                if payload.is_some() {
+                    vals = vec![0u32; count];
+                    slot.drain(elem_bytes, bytemuck::cast_slice_mut(&mut vals));
+                }
+                (out, vals)
+            },
+            |_, (out, vals)| {
+                kept.fetch_add(out.len(), std::sync::atomic::Ordering::Relaxed);
+                sink(&out, payload.map(|_| vals.as_slice()))
+            },
+        )?;
+        Ok(kept.into_inner())
+    }
+}
