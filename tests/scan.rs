@@ -356,7 +356,8 @@ fn streamed_scans_and_compactions_match_whole_ones() {
                 ] {
                     let (mut got, mut gp) = (Vec::new(), Vec::new());
                     let kept = s
-                        .compact_streamed(gpu, &u, Some(&payload), p, chunk, |k, v| {
+                        .compact_streamed(gpu, &u, Some(&payload), p, chunk, |range, k, v| {
+                            assert_eq!(range.start % chunk, 0);
                             got.extend_from_slice(k);
                             gp.extend_from_slice(v.unwrap());
                             Ok(())
@@ -370,7 +371,7 @@ fn streamed_scans_and_compactions_match_whole_ones() {
                 }
                 let mut got = Vec::new();
                 let p = Predicate::AtLeast(0.0f64);
-                s.compact_streamed(gpu, &w, None, p, chunk, |k, v| {
+                s.compact_streamed(gpu, &w, None, p, chunk, |_, k, v| {
                     assert!(v.is_none());
                     got.extend_from_slice(k);
                     Ok(())

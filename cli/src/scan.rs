@@ -9,7 +9,7 @@ use clap::ValueEnum;
 use gpusort_core::cpu::scan as reference;
 use gpusort_core::scan::{Predicate, ScanOp, Scanner};
 use gpusort_core::schedule::Test;
-use gpusort_core::{Gpu, KeyType, SortKey};
+use gpusort_core::{Error as CoreError, Gpu, KeyType, SortKey};
 
 use crate::error::{CliError, CliResult};
 use crate::files::{check_extra_output, open_values, resolve_output, Format, Input, Output};
@@ -258,7 +258,9 @@ fn scan_many(g: &Global, a: &ScanArgs) -> CliResult {
         for &f in &large {
             let input = &files.inputs[f];
             let dest = &files.dests[f];
-            (|| for_dtype!(input.dtype, scan_file(&gpu, &scanner, a, input, dest); u32, i32, f32))(
+            let hidden = indicatif::ProgressBar::hidden();
+            let (op, inclusive, verify) = (a.op.into(), !a.exclusive, a.io.verify);
+            (|| for_dtype!(input.dtype, scan_file(&gpu, &scanner, input, dest, op, inclusive, verify, &hidden); u32, i32, f32))(
             )?;
             bar.inc(1);
         }
@@ -278,20 +280,97 @@ fn scan_many(g: &Global, a: &ScanArgs) -> CliResult {
     Ok(())
 }
 
-/// One file through the single-pass scan (many-file jobs' large files).
+/// Elements per chunk of a streamed job: `GPUSORT_STREAM_CHUNK_BYTES` (for tests and
+/// measurements) or the library's default, capped by the device's largest binding.
+fn chunk_elements(gpu: &Gpu, dtype: KeyType) -> usize {
+    let bytes = std::env::var("GPUSORT_STREAM_CHUNK_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok());
+    gpusort_core::streamed::chunk_elements(gpu, dtype.size(), bytes)
+}
+
+/// Scan one file in chunks (gpusort_core::streamed): each chunk's results are checked
+/// (--verify) and written while later chunks are on the GPU, so files of any size scan in
+/// bounded GPU memory. Returns the number of elements.
+#[allow(clippy::too_many_arguments)]
 fn scan_file<T: SortKey>(
     gpu: &Gpu,
     scanner: &Scanner,
-    a: &ScanArgs,
     input: &Input,
     dest: &Path,
-) -> CliResult {
-    let data: Vec<T> = input.to_vec();
-    let out = scanner.scan(gpu, &data, a.op.into(), !a.exclusive)?;
-    if a.io.verify {
-        verify_scan(&data, &out, a.op.into(), !a.exclusive)?;
+    op: ScanOp,
+    inclusive: bool,
+    verify: bool,
+    bar: &indicatif::ProgressBar,
+) -> CliResult<usize> {
+    let data = input.elements::<T>();
+    let mut out = Output::create(dest)?;
+    {
+        let w = out.positioned(input.format, T::TYPE, data.len() as u64)?;
+        let mut check = verify.then(|| ScanCheck::new::<T>(op, inclusive));
+        let chunk = chunk_elements(gpu, T::TYPE);
+        scanner.scan_streamed(gpu, &data, op, inclusive, chunk, |at, piece| {
+            if let Some(c) = check.as_mut() {
+                c.check(&data[at..at + piece.len()], piece, at)?;
+            }
+            w.write_at(at as u64 * 4, bytemuck::cast_slice(piece))
+                .map_err(|e| CoreError::Io(e.message))?;
+            bar.inc(piece.len() as u64);
+            Ok(())
+        })?;
     }
-    Output::write_all(dest, input.format, T::TYPE, bytemuck::cast_slice(&out))
+    out.commit()?;
+    Ok(data.len())
+}
+
+/// --verify of a scan, piece by piece: the CPU's sequential scan carried from piece to piece.
+struct ScanCheck {
+    op: ScanOp,
+    inclusive: bool,
+    carry: u32,
+    abs: f64,
+}
+
+impl ScanCheck {
+    fn new<T: SortKey>(op: ScanOp, inclusive: bool) -> ScanCheck {
+        let (_, identity) = op.code(T::TYPE).expect("checked operator");
+        ScanCheck {
+            op,
+            inclusive,
+            carry: identity,
+            abs: 0.0,
+        }
+    }
+
+    /// Check `got` for the elements `data` that start at element `at`.
+    fn check<T: SortKey>(&mut self, data: &[T], got: &[T], at: usize) -> Result<(), CoreError> {
+        let (want, carry) = reference::scan_from(data, self.op, self.inclusive, self.carry);
+        self.carry = carry;
+        let fail = |i: usize| CoreError::VerificationFailed(format!("element {}", at + i));
+        if T::TYPE == KeyType::F32 {
+            // additions in another order: compare within a tolerance of the running sum of |x|
+            let (got, want): (&[f32], &[f32]) =
+                (bytemuck::cast_slice(got), bytemuck::cast_slice(&want));
+            for (i, x) in bytemuck::cast_slice::<T, f32>(data).iter().enumerate() {
+                self.abs += x.abs() as f64;
+                let tol = 1e-5 * self.abs + 1e-6;
+                if !((got[i] as f64 - want[i] as f64).abs() <= tol
+                    || (got[i].is_nan() && want[i].is_nan()))
+                {
+                    return Err(fail(i));
+                }
+            }
+            return Ok(());
+        }
+        match bytemuck::cast_slice::<T, u32>(got)
+            .iter()
+            .zip(bytemuck::cast_slice::<T, u32>(&want))
+            .position(|(a, b)| a != b)
+        {
+            Some(i) => Err(fail(i)),
+            None => Ok(()),
+        }
+    }
 }
 
 fn verify_scan_words(
@@ -320,59 +399,38 @@ fn verify_scan_words(
 
 fn scan_typed<T: SortKey>(g: &Global, a: &ScanArgs, p: &Prepared, op: ScanOp) -> CliResult {
     let dev = Device::start(g)?;
-    let (bar, gpu, scanner) = start(g, "scanning", p, &dev);
+    let bar = progress::bar(g.progress, g.quiet, p.input.len as u64, "elements");
+    bar.set_message(format!(
+        "scanning {} on {}",
+        p.input.dtype, dev.gpu.adapter.name
+    ));
     let t = Instant::now();
-    let data: Vec<T> = p.input.to_vec();
-    let out = scanner.scan(gpu, &data, op, !a.exclusive)?;
-    if a.io.verify {
-        verify_scan(&data, &out, op, !a.exclusive)?;
-    }
-    write(p, T::TYPE, bytemuck::cast_slice(&out))?;
+    let n = scan_file::<T>(
+        &dev.gpu,
+        &dev.scanner,
+        &p.input,
+        &p.dest,
+        op,
+        !a.exclusive,
+        a.io.verify,
+        &bar,
+    )?;
     bar.finish_and_clear();
     note(
         g,
         format!(
-            "scanned {} {} elements in {:.3} s -> {}",
-            data.len(),
+            "scanned {n} {} elements in {:.3} s -> {}{}",
             T::TYPE,
             t.elapsed().as_secs_f64(),
-            p.dest.display()
+            p.dest.display(),
+            if a.io.verify { " (verified)" } else { "" }
         ),
     );
     Ok(())
 }
 
 fn verify_scan<T: SortKey>(data: &[T], out: &[T], op: ScanOp, inclusive: bool) -> CliResult {
-    let want = reference::scan(data, op, inclusive);
-    let fail = |i: usize| {
-        CliError::runtime(format!(
-            "verification failed at element {i}; nothing was written"
-        ))
-    };
-    if T::TYPE == KeyType::F32 {
-        // additions in another order: compare within a tolerance of the running sum of |x|
-        let (got, want): (&[f32], &[f32]) =
-            (bytemuck::cast_slice(out), bytemuck::cast_slice(&want));
-        let mut abs = 0f64;
-        for (i, x) in bytemuck::cast_slice::<T, f32>(data).iter().enumerate() {
-            abs += x.abs() as f64;
-            let tol = 1e-5 * abs + 1e-6;
-            if !((got[i] as f64 - want[i] as f64).abs() <= tol
-                || (got[i].is_nan() && want[i].is_nan()))
-            {
-                return Err(fail(i));
-            }
-        }
-        return Ok(());
-    }
-    match bytemuck::cast_slice::<T, u32>(out)
-        .iter()
-        .zip(bytemuck::cast_slice::<T, u32>(&want))
-        .position(|(a, b)| a != b)
-    {
-        Some(i) => Err(fail(i)),
-        None => Ok(()),
-    }
+    Ok(ScanCheck::new::<T>(op, inclusive).check(data, out, 0)?)
 }
 
 /// A pivot's bits for a split of `dtype` elements (64-bit types: 0; they are checked by
@@ -608,29 +666,76 @@ fn compact_typed<T: SortKey + FromStr + PartialEq>(
         (_, Some(x)) => Predicate::AtLeast(parse_pivot(x)?),
         _ => Predicate::NonZero,
     };
-    let (bar, gpu, scanner) = start(g, "compacting", p, dev);
-    let data: Vec<T> = p.input.to_vec();
-    let values: Option<Vec<u32>> = p.values.as_ref().map(|v| v.to_vec());
-    let (out, vals) = scanner.compact(gpu, &data, values.as_deref(), pred)?;
-    if a.io.verify {
-        let (want, wvals) = reference::compact(&data, values.as_deref(), &pred);
-        check_same("compaction", &out, &want, &vals, &wvals)?;
+    let (gpu, scanner) = (&dev.gpu, &dev.scanner);
+    let bar = progress::bar(g.progress, g.quiet, p.input.len as u64, "elements");
+    bar.set_message(format!(
+        "compacting {} on {}",
+        p.input.dtype, gpu.adapter.name
+    ));
+    let data = p.input.elements::<T>();
+    let values = p.values.as_ref().map(|v| v.elements::<u32>());
+    // chunk by chunk (gpusort_core::streamed): each chunk's survivors are checked and appended
+    // while later chunks are on the GPU; the .npy headers are written last, with the count
+    let mut out = Output::create(&p.dest)?;
+    let mut vals_out = match a.values_out.as_deref() {
+        Some(path) => Some((Output::create(path)?, Format::for_output(path))),
+        None => None,
+    };
+    let n = data.len() as u64;
+    let kept = {
+        let mut w = out.appender(p.input.format, T::TYPE, n)?;
+        let mut vw = match vals_out.as_mut() {
+            Some((o, format)) => Some(o.appender(*format, KeyType::U32, n)?),
+            None => None,
+        };
+        let io = |e: CliError| CoreError::Io(e.message);
+        let chunk = chunk_elements(gpu, T::TYPE);
+        let kept = scanner.compact_streamed(
+            gpu,
+            &data,
+            values.as_deref(),
+            pred,
+            chunk,
+            |range, kept, vals| {
+                if a.io.verify {
+                    let vin = values.as_ref().map(|v| &v[range.clone()]);
+                    let (want, wvals) = reference::compact(&data[range.clone()], vin, &pred);
+                    if bytemuck::cast_slice::<T, u8>(kept) != bytemuck::cast_slice::<T, u8>(&want)
+                        || vals.map(|v| v.to_vec()) != wvals
+                    {
+                        return Err(CoreError::VerificationFailed(format!(
+                            "the compaction of elements {}..{} differs from the CPU's",
+                            range.start, range.end
+                        )));
+                    }
+                }
+                w.append(bytemuck::cast_slice(kept)).map_err(io)?;
+                if let (Some(vw), Some(v)) = (vw.as_mut(), vals) {
+                    vw.append(bytemuck::cast_slice(v)).map_err(io)?;
+                }
+                bar.inc(range.len() as u64);
+                Ok(())
+            },
+        )?;
+        w.finish()?;
+        if let Some(vw) = vw {
+            vw.finish()?;
+        }
+        kept
+    };
+    out.commit()?;
+    if let Some((o, _)) = vals_out {
+        o.commit()?;
     }
-    write(p, T::TYPE, bytemuck::cast_slice(&out))?;
-    write_values(a.values_out.as_deref(), vals)?;
     bar.finish_and_clear();
-    print_count(
-        a.io.inputs.len() > 1 || a.io.out_dir.is_some(),
-        out.len(),
-        p,
-    );
+    print_count(a.io.inputs.len() > 1 || a.io.out_dir.is_some(), kept, p);
     note(
         g,
         format!(
-            "kept {} of {} elements; written to {}",
-            out.len(),
+            "kept {kept} of {} elements; written to {}{}",
             data.len(),
-            p.dest.display()
+            p.dest.display(),
+            if a.io.verify { " (verified)" } else { "" }
         ),
     );
     Ok(())

@@ -676,6 +676,72 @@ fn scan_partition_compact_on_files() {
 }
 
 #[test]
+fn scan_and_compact_stream_in_chunks() {
+    // 4 KiB chunks (1024 u32): a 100_003-element file takes 98 chunks, the scan carrying its
+    // sum across them; the compaction's .npy header is written last for the count kept (its
+    // room was sized for every element, so it is padded) and NumPy-style readers accept it
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let data: Vec<u32> = random_u32(100_003, 9);
+    let input = d.join("x.npy");
+    write_npy(&input, &[data.len() as u64], &data);
+    let vals: Vec<u32> = (0..data.len() as u32).collect();
+    write_u32(&d.join("v.bin"), &vals);
+    let run = |args: &[&str]| {
+        let out = gpusort()
+            .env("GPUSORT_STREAM_CHUNK_BYTES", "4096")
+            .args(args)
+            .arg(&input)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    run(&["-q", "scan", "--verify"]);
+    let (shape, got): (_, Vec<u32>) = read_npy(&d.join("x.scan.npy"));
+    assert_eq!(shape, vec![data.len() as u64]);
+    assert_eq!(
+        got,
+        gpusort_core::cpu::scan::scan(&data, gpusort_core::scan::ScanOp::Add, true)
+    );
+    let vo = d.join("vo.npy");
+    let printed = run(&[
+        "-q",
+        "compact",
+        "--at-least",
+        "4000000000",
+        "--verify",
+        "--values",
+        d.join("v.bin").to_str().unwrap(),
+        "--values-out",
+        vo.to_str().unwrap(),
+    ]);
+    let pred = gpusort_core::scan::Predicate::AtLeast(4_000_000_000u32);
+    let (want, wv) = gpusort_core::cpu::scan::compact(&data, Some(&vals), &pred);
+    assert!(want.len() < data.len() / 10, "a small fraction kept");
+    assert_eq!(printed, want.len().to_string());
+    let (shape, got): (_, Vec<u32>) = read_npy(&d.join("x.compacted.npy"));
+    assert_eq!((shape, got), (vec![want.len() as u64], want));
+    let (_, got_vals): (_, Vec<u32>) = read_npy(&vo);
+    assert_eq!(got_vals, wv.unwrap());
+    // nothing kept: a header for zero elements
+    run(&[
+        "-q",
+        "compact",
+        "--below",
+        "0",
+        "-o",
+        d.join("none.npy").to_str().unwrap(),
+    ]);
+    let (shape, got): (_, Vec<u32>) = read_npy(&d.join("none.npy"));
+    assert_eq!((shape, got.len()), (vec![0], 0));
+}
+
+#[test]
 fn scan_family_bad_inputs() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();

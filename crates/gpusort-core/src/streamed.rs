@@ -164,9 +164,9 @@ impl Scanner {
     }
 
     /// Keep the elements of `input` (any length) matching `predicate`, in order, with their
-    /// payload, in chunks of `chunk` elements: `sink(kept, kept payload)` gets each chunk's
-    /// survivors in order, on another thread, while later chunks are still on the GPU. Returns
-    /// how many were kept. Same results as [`Scanner::compact`].
+    /// payload, in chunks of `chunk` elements: `sink(the chunk's input range, kept, kept
+    /// payload)` gets each chunk's survivors in order, on another thread, while later chunks are
+    /// still on the GPU. Returns how many were kept. Same results as [`Scanner::compact`].
     /// Each chunk's whole output area is copied back (the kept count is only known on the GPU
     /// then): downloads move up to the input's size, whatever is kept.
     pub fn compact_streamed<T: SortKey>(
@@ -176,7 +176,7 @@ impl Scanner {
         payload: Option<&[u32]>,
         predicate: Predicate<T>,
         chunk: usize,
-        mut sink: impl FnMut(&[T], Option<&[u32]>) -> Result<()> + Send,
+        mut sink: impl FnMut(std::ops::Range<usize>, &[T], Option<&[u32]>) -> Result<()> + Send,
     ) -> Result<usize> {
         if let Some(p) = payload {
             if p.len() != input.len() {
@@ -255,9 +255,9 @@ impl Scanner {
                 }
                 (out, vals)
             },
-            |_, (out, vals)| {
+            |k, (out, vals)| {
                 kept.fetch_add(out.len(), std::sync::atomic::Ordering::Relaxed);
-                sink(&out, payload.map(|_| vals.as_slice()))
+                sink(piece(k), &out, payload.map(|_| vals.as_slice()))
             },
         )?;
         Ok(kept.into_inner())

@@ -6,7 +6,14 @@ use crate::scan::{Predicate, ScanOp};
 
 /// The scan with the kernel's semantics: wrapping integer adds, f32 adds in f32, in order.
 pub fn scan<T: SortKey>(data: &[T], op: ScanOp, inclusive: bool) -> Vec<T> {
-    let (code, identity) = op.code(T::TYPE).expect("supported operator");
+    let (_, identity) = op.code(T::TYPE).expect("supported operator");
+    scan_from(data, op, inclusive, identity).0
+}
+
+/// [`scan`] of a piece of a longer array: `carry` (bits) is what everything before the piece
+/// combines to; returns the results and the value through the piece's end.
+pub fn scan_from<T: SortKey>(data: &[T], op: ScanOp, inclusive: bool, carry: u32) -> (Vec<T>, u32) {
+    let (code, _) = op.code(T::TYPE).expect("supported operator");
     let combine = |a: u32, b: u32| -> u32 {
         match code {
             1 => (f32::from_bits(a) + f32::from_bits(b)).to_bits(),
@@ -21,7 +28,7 @@ pub fn scan<T: SortKey>(data: &[T], op: ScanOp, inclusive: bool) -> Vec<T> {
         }
     };
     let bits: &[u32] = bytemuck::cast_slice(data);
-    let mut acc = identity;
+    let mut acc = carry;
     let out: Vec<u32> = bits
         .iter()
         .map(|&x| {
@@ -34,7 +41,7 @@ pub fn scan<T: SortKey>(data: &[T], op: ScanOp, inclusive: bool) -> Vec<T> {
             }
         })
         .collect();
-    bytemuck::cast_slice(&out).to_vec()
+    (bytemuck::cast_slice(&out).to_vec(), acc)
 }
 
 /// Whether `x` satisfies the predicate, with the kernel's semantics (sort order for pivots).
