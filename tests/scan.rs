@@ -369,6 +369,26 @@ fn streamed_scans_and_compactions_match_whole_ones() {
                         "streamed compaction {name} n={n} chunk={chunk}"
                     );
                 }
+                // a streamed partition: every chunk's matching part, then every chunk's rest
+                let (mut front, mut back, mut fp, mut bp) = (vec![], vec![], vec![], vec![]);
+                let pred = Predicate::Below(1u32 << 31);
+                let split = s
+                    .split_streamed(gpu, &u, Some(&payload), pred, chunk, true, |c| {
+                        assert_eq!(c.elements.len(), c.range.len());
+                        front.extend_from_slice(&c.elements[..c.kept]);
+                        back.extend_from_slice(&c.elements[c.kept..]);
+                        fp.extend_from_slice(&c.payload.unwrap()[..c.kept]);
+                        bp.extend_from_slice(&c.payload.unwrap()[c.kept..]);
+                        Ok(())
+                    })
+                    .unwrap();
+                front.extend(back);
+                fp.extend(bp);
+                let (want, wp, wsplit) = reference::partition(&u, Some(&payload), &pred);
+                assert!(
+                    front == want && Some(fp) == wp && split == wsplit,
+                    "streamed partition n={n} chunk={chunk}"
+                );
                 let mut got = Vec::new();
                 let p = Predicate::AtLeast(0.0f64);
                 s.compact_streamed(gpu, &w, None, p, chunk, |_, k, v| {

@@ -742,6 +742,27 @@ impl Appender<'_> {
         Ok(())
     }
 
+    /// Add the first `len` bytes of `other`'s temporary file (a part written aside until its
+    /// place was known), in pieces.
+    pub fn append_output(&mut self, other: &Output, len: u64) -> Result<(), CliError> {
+        use std::os::unix::fs::FileExt;
+        let from = other.tmp.as_ref().expect("not yet committed").as_file();
+        let mut buf = vec![0u8; WRITE_PIECE.min(len as usize)];
+        let mut at = 0u64;
+        while at < len {
+            let piece = &mut buf[..(len - at).min(WRITE_PIECE as u64) as usize];
+            from.read_exact_at(piece, at).map_err(|e| {
+                CliError::runtime(format!(
+                    "cannot read back a part of {}: {e}",
+                    other.dest.display()
+                ))
+            })?;
+            self.append(piece)?;
+            at += piece.len() as u64;
+        }
+        Ok(())
+    }
+
     /// Write the header for the elements appended (.npy; padded to the room left for it).
     pub fn finish(self) -> Result<(), CliError> {
         if self.format == Format::Npy {

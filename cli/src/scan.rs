@@ -151,34 +151,11 @@ impl Device {
     }
 }
 
-fn start<'a>(
-    g: &Global,
-    what: &str,
-    p: &Prepared,
-    dev: &'a Device,
-) -> (indicatif::ProgressBar, &'a Gpu, &'a Scanner) {
-    let bar = progress::spinner(g.progress, g.quiet);
-    bar.set_message(format!(
-        "{what} {} {} elements on {}",
-        p.input.len, p.input.dtype, dev.gpu.adapter.name
-    ));
-    (bar, &dev.gpu, &dev.scanner)
-}
-
-fn write(p: &Prepared, dtype: KeyType, data: &[u8]) -> CliResult {
-    Output::write_all(&p.dest, p.input.format, dtype, data)
-}
-
-fn write_values(values_out: Option<&Path>, v: Option<Vec<u32>>) -> CliResult {
-    if let (Some(path), Some(v)) = (values_out, v) {
-        Output::write_all(
-            path,
-            Format::for_output(path),
-            KeyType::U32,
-            bytemuck::cast_slice(&v),
-        )?;
-    }
-    Ok(())
+/// The progress bar of a one-file job, in elements.
+fn job_bar(g: &Global, what: &str, p: &Prepared, gpu: &Gpu) -> indicatif::ProgressBar {
+    let bar = progress::bar(g.progress, g.quiet, p.input.len as u64, "elements");
+    bar.set_message(format!("{what} {} on {}", p.input.dtype, gpu.adapter.name));
+    bar
 }
 
 fn check_op(op: Op, dtype: KeyType) -> CliResult {
@@ -399,11 +376,7 @@ fn verify_scan_words(
 
 fn scan_typed<T: SortKey>(g: &Global, a: &ScanArgs, p: &Prepared, op: ScanOp) -> CliResult {
     let dev = Device::start(g)?;
-    let bar = progress::bar(g.progress, g.quiet, p.input.len as u64, "elements");
-    bar.set_message(format!(
-        "scanning {} on {}",
-        p.input.dtype, dev.gpu.adapter.name
-    ));
+    let bar = job_bar(g, "scanning", p, &dev.gpu);
     let t = Instant::now();
     let n = scan_file::<T>(
         &dev.gpu,
@@ -531,24 +504,6 @@ fn split_many(
     Ok(())
 }
 
-/// `--verify` for partition and compaction: the GPU's elements and payload, bit for bit.
-fn check_same<T: SortKey>(
-    what: &str,
-    got: &[T],
-    want: &[T],
-    vals: &Option<Vec<u32>>,
-    want_vals: &Option<Vec<u32>>,
-) -> CliResult {
-    if bytemuck::cast_slice::<T, u8>(got) != bytemuck::cast_slice::<T, u8>(want)
-        || vals != want_vals
-    {
-        return Err(CliError::runtime(format!(
-            "verification failed: the {what} differs from the CPU's; nothing was written"
-        )));
-    }
-    Ok(())
-}
-
 /// The split index or kept count on stdout: alone for one file, with the input's path for many.
 fn print_count(many: bool, count: usize, p: &Prepared) {
     if many {
@@ -595,31 +550,94 @@ fn partition_typed<T: SortKey + FromStr + PartialEq>(
     dev: &Device,
 ) -> CliResult {
     let pivot: T = parse_pivot(&a.pivot)?;
-    let (bar, gpu, scanner) = start(g, "partitioning", p, dev);
-    let data: Vec<T> = p.input.to_vec();
-    let values: Option<Vec<u32>> = p.values.as_ref().map(|v| v.to_vec());
     let pred = Predicate::Below(pivot);
-    let (out, vals, split) = scanner.partition(gpu, &data, values.as_deref(), pred)?;
-    if a.io.verify {
-        let (want, wvals, wsplit) = reference::partition(&data, values.as_deref(), &pred);
-        check_same("partition", &out, &want, &vals, &wvals)?;
-        if split != wsplit {
-            return Err(CliError::runtime(format!(
-                "verification failed: split index {split}, the CPU's {wsplit}; nothing was written"
-            )));
+    let (gpu, scanner) = (&dev.gpu, &dev.scanner);
+    let bar = job_bar(g, "partitioning", p, gpu);
+    let data = p.input.elements::<T>();
+    let values = p.values.as_ref().map(|v| v.elements::<u32>());
+    let n = data.len() as u64;
+    // chunk by chunk (gpusort_core::streamed): each chunk's elements before the pivot are
+    // appended to the output, the others to a temporary file beside it (never committed,
+    // removed when dropped), which follows them once every chunk is through
+    let mut out = Output::create(&p.dest)?;
+    let mut aside = Output::create(&p.dest)?;
+    let mut vals_out = match a.values_out.as_deref() {
+        Some(path) => Some((Output::create(path)?, Format::for_output(path))),
+        None => None,
+    };
+    let mut vals_aside = match a.values_out.as_deref() {
+        Some(path) => Some(Output::create(path)?),
+        None => None,
+    };
+    let split = {
+        let mut w = out.appender(p.input.format, T::TYPE, n)?;
+        let mut vw = match vals_out.as_mut() {
+            Some((o, format)) => Some(o.appender(*format, KeyType::U32, n)?),
+            None => None,
+        };
+        let (split, rest_bytes) = {
+            let mut r = aside.appender(Format::Raw, T::TYPE, n)?;
+            let mut vr = match vals_aside.as_mut() {
+                Some(o) => Some(o.appender(Format::Raw, KeyType::U32, n)?),
+                None => None,
+            };
+            let io = |e: CliError| CoreError::Io(e.message);
+            let mut rest_bytes = 0u64;
+            let chunk = chunk_elements(gpu, T::TYPE);
+            let split =
+                scanner.split_streamed(gpu, &data, values.as_deref(), pred, chunk, true, |c| {
+                    if a.io.verify {
+                        let vin = values.as_ref().map(|v| &v[c.range.clone()]);
+                        let (want, wvals, wsplit) =
+                            reference::partition(&data[c.range.clone()], vin, &pred);
+                        if bytemuck::cast_slice::<T, u8>(c.elements)
+                            != bytemuck::cast_slice::<T, u8>(&want)
+                            || c.payload.map(|v| v.to_vec()) != wvals
+                            || c.kept != wsplit
+                        {
+                            return Err(CoreError::VerificationFailed(format!(
+                                "the partition of elements {}..{} differs from the CPU's",
+                                c.range.start, c.range.end
+                            )));
+                        }
+                    }
+                    let (before, after) = c.elements.split_at(c.kept);
+                    w.append(bytemuck::cast_slice(before)).map_err(io)?;
+                    r.append(bytemuck::cast_slice(after)).map_err(io)?;
+                    rest_bytes += std::mem::size_of_val(after) as u64;
+                    if let (Some(vw), Some(vr), Some(v)) = (vw.as_mut(), vr.as_mut(), c.payload) {
+                        let (before, after) = v.split_at(c.kept);
+                        vw.append(bytemuck::cast_slice(before)).map_err(io)?;
+                        vr.append(bytemuck::cast_slice(after)).map_err(io)?;
+                    }
+                    bar.inc(c.range.len() as u64);
+                    Ok(())
+                })?;
+            (split, rest_bytes)
+        };
+        w.append_output(&aside, rest_bytes)?;
+        w.finish()?;
+        if let (Some(mut vw), Some(vaside)) = (vw, vals_aside.as_ref()) {
+            vw.append_output(vaside, rest_bytes / T::TYPE.size() as u64 * 4)?;
+            vw.finish()?;
         }
+        split
+    };
+    drop((aside, vals_aside));
+    out.commit()?;
+    if let Some((o, _)) = vals_out {
+        o.commit()?;
     }
-    write(p, T::TYPE, bytemuck::cast_slice(&out))?;
-    write_values(a.values_out.as_deref(), vals)?;
     bar.finish_and_clear();
     print_count(a.io.inputs.len() > 1 || a.io.out_dir.is_some(), split, p);
     note(
         g,
         format!(
-            "{split} of {} elements are below {}; written to {}",
+            "{split} of {} elements are below {}; written to {}{}",
             data.len(),
             a.pivot,
-            p.dest.display()
+            p.dest.display(),
+            if a.io.verify { " (verified)" } else { "" }
         ),
     );
     Ok(())
@@ -667,11 +685,7 @@ fn compact_typed<T: SortKey + FromStr + PartialEq>(
         _ => Predicate::NonZero,
     };
     let (gpu, scanner) = (&dev.gpu, &dev.scanner);
-    let bar = progress::bar(g.progress, g.quiet, p.input.len as u64, "elements");
-    bar.set_message(format!(
-        "compacting {} on {}",
-        p.input.dtype, gpu.adapter.name
-    ));
+    let bar = job_bar(g, "compacting", p, gpu);
     let data = p.input.elements::<T>();
     let values = p.values.as_ref().map(|v| v.elements::<u32>());
     // chunk by chunk (gpusort_core::streamed): each chunk's survivors are checked and appended

@@ -676,7 +676,7 @@ fn scan_partition_compact_on_files() {
 }
 
 #[test]
-fn scan_and_compact_stream_in_chunks() {
+fn scan_partition_and_compact_stream_in_chunks() {
     // 4 KiB chunks (1024 u32): a 100_003-element file takes 98 chunks, the scan carrying its
     // sum across them; the compaction's .npy header is written last for the count kept (its
     // room was sized for every element, so it is padded) and NumPy-style readers accept it
@@ -728,6 +728,26 @@ fn scan_and_compact_stream_in_chunks() {
     assert_eq!((shape, got), (vec![want.len() as u64], want));
     let (_, got_vals): (_, Vec<u32>) = read_npy(&vo);
     assert_eq!(got_vals, wv.unwrap());
+    // the partition: each chunk's elements below the pivot, then the others from a part
+    // written aside, with the payload the same way
+    let printed = run(&[
+        "-q",
+        "partition",
+        "--pivot",
+        "3000000000",
+        "--verify",
+        "--values",
+        d.join("v.bin").to_str().unwrap(),
+        "--values-out",
+        vo.to_str().unwrap(),
+    ]);
+    let pred = gpusort_core::scan::Predicate::Below(3_000_000_000u32);
+    let (want, wv, split) = gpusort_core::cpu::scan::partition(&data, Some(&vals), &pred);
+    assert_eq!(printed, split.to_string());
+    let (shape, got): (_, Vec<u32>) = read_npy(&d.join("x.partitioned.npy"));
+    assert_eq!((shape, got), (vec![data.len() as u64], want));
+    let (_, got_vals): (_, Vec<u32>) = read_npy(&vo);
+    assert_eq!(got_vals, wv.unwrap());
     // nothing kept: a header for zero elements
     run(&[
         "-q",
@@ -739,6 +759,14 @@ fn scan_and_compact_stream_in_chunks() {
     ]);
     let (shape, got): (_, Vec<u32>) = read_npy(&d.join("none.npy"));
     assert_eq!((shape, got.len()), (vec![0], 0));
+    // the parts written aside are gone
+    assert!(
+        listing(d)
+            .iter()
+            .all(|f| !f.to_string_lossy().contains(".gpusort-")),
+        "{:?}",
+        listing(d)
+    );
 }
 
 #[test]

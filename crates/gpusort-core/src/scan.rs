@@ -493,15 +493,7 @@ impl Scanner {
         predicate: Predicate<T>,
         both: bool,
     ) -> Result<(Vec<T>, Option<Vec<u32>>, usize)> {
-        if let Some(p) = payload {
-            if p.len() != data.len() {
-                return Err(Error::InvalidInput(format!(
-                    "{} elements but {} payload values",
-                    data.len(),
-                    p.len()
-                )));
-            }
-        }
+        check_payload(data.len(), payload)?;
         let n = u32::try_from(data.len())
             .map_err(|_| Error::TooLarge(format!("{} elements", data.len())))?;
         let bytes = data.len() as u64 * T::TYPE.size() as u64;
@@ -562,6 +554,17 @@ pub struct CompactJob<'a> {
     pub n: u32,
     /// (payload in, payload out), u32 each.
     pub payload: Option<(&'a wgpu::Buffer, &'a wgpu::Buffer)>,
+}
+
+/// A payload, where given, has one value per element.
+pub(crate) fn check_payload(elements: usize, payload: Option<&[u32]>) -> Result<()> {
+    match payload {
+        Some(p) if p.len() != elements => Err(Error::InvalidInput(format!(
+            "{elements} elements but {} payload values",
+            p.len()
+        ))),
+        _ => Ok(()),
+    }
 }
 
 fn check_binding(gpu: &Gpu, bytes: u64) -> Result<()> {

@@ -33,8 +33,13 @@ pub fn chunk_elements(gpu: &Gpu, elem_bytes: usize, bytes: Option<u64>) -> usize
     (elems / 4 * 4).max(4)
 }
 
-/// What the writer thread passes on: a chunk's elements and (compaction) payload.
-type Finished<T> = (Vec<T>, Vec<u32>);
+/// What the writer thread passes on: a chunk's elements, (splits) their payload and how many
+/// of them were kept (the others follow).
+struct Finished<T> {
+    elements: Vec<T>,
+    payload: Vec<u32>,
+    kept: usize,
+}
 
 /// The chunk loop both jobs share. For chunk k: `fill(k, slot)` copies its input into the
 /// slot's upload side; `record(k, encoder, slot)` records the copies and kernels and returns
@@ -109,6 +114,15 @@ where
     })
 }
 
+/// One chunk of a streamed split: its input range, its elements (the matching ones first, then,
+/// when the rest was asked for, the others) with their payload, and how many matched.
+pub struct ChunkSplit<'a, T> {
+    pub range: std::ops::Range<usize>,
+    pub elements: &'a [T],
+    pub payload: Option<&'a [u32]>,
+    pub kept: usize,
+}
+
 impl Scanner {
     /// Scan `input` of any length in chunks of `chunk` elements (see [`chunk_elements`]),
     /// handing each chunk's results to `sink(first element, results)` in order, on another
@@ -157,9 +171,13 @@ impl Scanner {
             |k, slot| {
                 let mut out = vec![T::zeroed(); piece(k).len()];
                 slot.drain(0, bytemuck::cast_slice_mut(&mut out));
-                (out, Vec::new())
+                Finished {
+                    kept: out.len(),
+                    elements: out,
+                    payload: Vec::new(),
+                }
             },
-            |k, (out, _)| sink(k * chunk, &out),
+            |k, done| sink(k * chunk, &done.elements),
         )
     }
 
@@ -178,15 +196,28 @@ impl Scanner {
         chunk: usize,
         mut sink: impl FnMut(std::ops::Range<usize>, &[T], Option<&[u32]>) -> Result<()> + Send,
     ) -> Result<usize> {
-        if let Some(p) = payload {
-            if p.len() != input.len() {
-                return Err(Error::InvalidInput(format!(
-                    "{} elements but {} payload values",
-                    input.len(),
-                    p.len()
-                )));
-            }
-        }
+        self.split_streamed(gpu, input, payload, predicate, chunk, false, |s| {
+            sink(s.range, s.elements, s.payload)
+        })
+    }
+
+    /// Split each chunk of `input` stably: the elements matching `predicate` first, then (with
+    /// `rest`) the others, both in order, with their payload; `sink` gets each chunk's
+    /// [`ChunkSplit`] in order, on another thread, while later chunks are on the GPU. Returns
+    /// how many matched in all. A partition of the whole input is every chunk's matching part,
+    /// then every chunk's rest (what `gpusort partition` writes).
+    #[allow(clippy::too_many_arguments)]
+    pub fn split_streamed<T: SortKey>(
+        &self,
+        gpu: &Gpu,
+        input: &[T],
+        payload: Option<&[u32]>,
+        predicate: Predicate<T>,
+        chunk: usize,
+        rest: bool,
+        mut sink: impl FnMut(ChunkSplit<'_, T>) -> Result<()> + Send,
+    ) -> Result<usize> {
+        crate::scan::check_payload(input.len(), payload)?;
         let size = T::TYPE.size() as u64;
         let chunk = chunk.max(4) / 4 * 4;
         let chunks = input.len().div_ceil(chunk);
@@ -234,6 +265,10 @@ impl Scanner {
                     payload: pay.as_ref().map(|(a, b)| (a, b)),
                 };
                 self.record_compact(gpu, enc, &job, predicate, true, None, 0)?;
+                if rest {
+                    // the others after the matching ones: the count in slot 0 is their offset
+                    self.record_compact(gpu, enc, &job, predicate, false, Some(0), 1)?;
+                }
                 let down = slot.download_buffer();
                 enc.copy_buffer_to_buffer(&dst, 0, down, 0, n * size);
                 if let Some((_, pout)) = &pay {
@@ -242,22 +277,32 @@ impl Scanner {
                 enc.copy_buffer_to_buffer(&counts, 0, down, count_at, 4);
                 Ok(count_at + 4)
             },
-            |_, slot| {
+            |k, slot| {
                 let mut c = [0u8; 4];
                 slot.drain(count_at, &mut c);
                 let count = u32::from_le_bytes(c) as usize;
-                let mut out = vec![T::zeroed(); count];
+                let len = if rest { piece(k).len() } else { count };
+                let mut out = vec![T::zeroed(); len];
                 slot.drain(0, bytemuck::cast_slice_mut(&mut out));
                 let mut vals = Vec::new();
                 if payload.is_some() {
-                    vals = vec![0u32; count];
+                    vals = vec![0u32; len];
                     slot.drain(elem_bytes, bytemuck::cast_slice_mut(&mut vals));
                 }
-                (out, vals)
+                Finished {
+                    elements: out,
+                    payload: vals,
+                    kept: count,
+                }
             },
-            |k, (out, vals)| {
-                kept.fetch_add(out.len(), std::sync::atomic::Ordering::Relaxed);
-                sink(piece(k), &out, payload.map(|_| vals.as_slice()))
+            |k, done| {
+                kept.fetch_add(done.kept, std::sync::atomic::Ordering::Relaxed);
+                sink(ChunkSplit {
+                    range: piece(k),
+                    elements: &done.elements,
+                    payload: payload.map(|_| done.payload.as_slice()),
+                    kept: done.kept,
+                })
             },
         )?;
         Ok(kept.into_inner())
