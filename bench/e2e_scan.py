@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
-"""End-to-end file scan and compaction: `gpusort scan` / `gpusort compact` (streamed in chunks)
+"""End-to-end file scan, compaction and partition: `gpusort scan` / `compact` / `partition`
+(streamed in chunks)
 against NumPy + CuPy and NumPy alone on the same machine and file.
 
 Usage: python3 bench/e2e_scan.py GPUSORT_BINARY [SIZE_LOG2=28] [WORKDIR=/tmp]
 Writes 2^SIZE_LOG2 random u32 (1 GiB at 28), warms the page cache, then times, best of three:
   gpusort scan FILE --dtype u32 -o OUT          (inclusive sum, wrapping)
   gpusort compact FILE --dtype u32 --below 2147483648 -o OUT
-  np.fromfile -> cp.asarray -> cp.cumsum / x[x < 2^31] -> .get() -> tofile (+ fsync, as gpusort)
-  NumPy alone: np.cumsum / x[x < 2^31] on the CPU, then tofile (+ fsync)
+  gpusort partition FILE --dtype u32 --pivot 2147483648 -o OUT
+  np.fromfile -> cp.asarray -> cp.cumsum / x[x < 2^31] / concatenate(x[x < 2^31], x[x >= 2^31])
+    -> .get() -> tofile (+ fsync, as gpusort)
+  NumPy alone: the same on the CPU, then tofile (+ fsync)
 and checks that the outputs agree. GPUSORT_STREAM_CHUNK_BYTES in the environment sets
 gpusort's chunk size.
 """
@@ -48,6 +51,8 @@ def main():
     jobs = {
         "scan": (["scan"], lambda x: np.cumsum(x, dtype=np.uint32)),
         "compact": (["compact", "--below", str(pivot)], lambda x: x[x < pivot]),
+        "partition": (["partition", "--pivot", str(pivot)],
+                      lambda x: np.concatenate((x[x < pivot], x[x >= pivot]))),
     }
     try:
         import cupy as cp
@@ -57,6 +62,7 @@ def main():
         out_g = os.path.join(work, f"e2e_{name}_gpusort.u32")
         cmd = [binary, *args, path, "--dtype", "u32", "-o", out_g, "--progress", "never", "-q"]
         subprocess.run(cmd, check=True, capture_output=True)  # driver shader cache warm
+        # (partition prints the split index on stdout: captured)
         tg = best(lambda: subprocess.run(cmd, check=True, capture_output=True))
         print(f"gpusort {name}: {tg:.3f} s end to end")
         x = np.fromfile(path, dtype=np.uint32)
@@ -64,7 +70,8 @@ def main():
         print(f"  output equals NumPy's: {np.array_equal(np.fromfile(out_g, dtype=np.uint32), want)}")
         out_r = os.path.join(work, f"e2e_{name}_ref.u32")
         if cp is not None:
-            cref = {"scan": lambda d: cp.cumsum(d, dtype=cp.uint32), "compact": lambda d: d[d < pivot]}[name]
+            cref = {"scan": lambda d: cp.cumsum(d, dtype=cp.uint32), "compact": lambda d: d[d < pivot],
+                    "partition": lambda d: cp.concatenate((d[d < pivot], d[d >= pivot]))}[name]
             parts = {}
 
             def cupy_job(sync=True):
