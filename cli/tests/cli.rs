@@ -975,11 +975,15 @@ fn a_failing_write_leaves_nothing_behind() {
     write_u32(&input, &keys);
     let bin = assert_cmd::cargo::cargo_bin("gpusort");
     // sort writes through a buffered file; stencil reserves the output and writes through a map
-    // and the external sort's run files and streamed output
+    // and the external sort's run files and streamed output; scan, compaction and partition
+    // write each chunk as it comes back (the partition a part aside too)
     for command in [
         "sort --dtype u32",
         "stencil --shape 400x250",
         "sort --dtype u32 --memory-budget 64K",
+        "scan --dtype u32",
+        "compact --dtype u32 --nonzero",
+        "partition --dtype u32 --pivot 5",
     ] {
         let out = std::process::Command::new("sh")
             .arg("-c")
