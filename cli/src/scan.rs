@@ -543,6 +543,111 @@ pub fn run_partition(g: &Global, a: &PartitionArgs) -> CliResult {
     for_dtype!(p.input.dtype, partition_typed(g, a, &p, &dev); u32, i32, f32, u64, i64, f64)
 }
 
+/// Partition (`rest`) or compaction of one file, chunk by chunk (gpusort_core::streamed): each
+/// chunk's matching elements are checked (`verify`) and appended to the output while later
+/// chunks are on the GPU; with `rest` the others go to a temporary file beside it (never
+/// committed, removed when dropped), which follows them once every chunk is through. The .npy
+/// headers are written last, with the count. Returns (elements matched, elements in all).
+fn split_file<T: SortKey>(
+    p: &Prepared,
+    dev: &Device,
+    pred: Predicate<T>,
+    rest: bool,
+    values_out: Option<&Path>,
+    verify: bool,
+    bar: &indicatif::ProgressBar,
+) -> CliResult<(usize, usize)> {
+    let (gpu, scanner) = (&dev.gpu, &dev.scanner);
+    let data = p.input.elements::<T>();
+    let values = p.values.as_ref().map(|v| v.elements::<u32>());
+    let n = data.len() as u64;
+    let mut out = Output::create(&p.dest)?;
+    let mut vals_out = match values_out {
+        Some(path) => Some((Output::create(path)?, Format::for_output(path))),
+        None => None,
+    };
+    let aside_for = |path: &Path| {
+        if rest {
+            Output::create(path).map(Some)
+        } else {
+            Ok(None)
+        }
+    };
+    let mut aside = aside_for(&p.dest)?;
+    let mut vals_aside = match values_out {
+        Some(path) => aside_for(path)?,
+        None => None,
+    };
+    let mut w = out.appender(p.input.format, T::TYPE, n)?;
+    let mut vw = match vals_out.as_mut() {
+        Some((o, format)) => Some(o.appender(*format, KeyType::U32, n)?),
+        None => None,
+    };
+    let mut rest_len = 0u64;
+    let matched = {
+        let mut r = match aside.as_mut() {
+            Some(o) => Some(o.appender(Format::Raw, T::TYPE, n)?),
+            None => None,
+        };
+        let mut vr = match vals_aside.as_mut() {
+            Some(o) => Some(o.appender(Format::Raw, KeyType::U32, n)?),
+            None => None,
+        };
+        let io = |e: CliError| CoreError::Io(e.message);
+        let chunk = chunk_elements(gpu, T::TYPE);
+        scanner.split_streamed(gpu, &data, values.as_deref(), pred, chunk, rest, |c| {
+            if verify {
+                // a compaction is the partition's first part
+                let vin = values.as_ref().map(|v| &v[c.range.clone()]);
+                let (want, wvals, wsplit) =
+                    reference::partition(&data[c.range.clone()], vin, &pred);
+                let len = c.elements.len();
+                if bytemuck::cast_slice::<T, u8>(c.elements)
+                    != bytemuck::cast_slice::<T, u8>(&want[..len])
+                    || c.payload.map(|v| v.to_vec()) != wvals.map(|v| v[..len].to_vec())
+                    || c.kept != wsplit
+                {
+                    return Err(CoreError::VerificationFailed(format!(
+                        "the split of elements {}..{} differs from the CPU's",
+                        c.range.start, c.range.end
+                    )));
+                }
+            }
+            let (before, after) = c.elements.split_at(c.kept);
+            w.append(bytemuck::cast_slice(before)).map_err(io)?;
+            if let Some(r) = r.as_mut() {
+                r.append(bytemuck::cast_slice(after)).map_err(io)?;
+                rest_len += after.len() as u64;
+            }
+            if let (Some(vw), Some(v)) = (vw.as_mut(), c.payload) {
+                let (before, after) = v.split_at(c.kept);
+                vw.append(bytemuck::cast_slice(before)).map_err(io)?;
+                if let Some(vr) = vr.as_mut() {
+                    vr.append(bytemuck::cast_slice(after)).map_err(io)?;
+                }
+            }
+            bar.inc(c.range.len() as u64);
+            Ok(())
+        })?
+    };
+    if let Some(aside) = &aside {
+        w.append_output(aside, rest_len * T::TYPE.size() as u64)?;
+    }
+    w.finish()?;
+    if let Some(mut vw) = vw {
+        if let Some(vaside) = &vals_aside {
+            vw.append_output(vaside, rest_len * 4)?;
+        }
+        vw.finish()?;
+    }
+    drop((aside, vals_aside));
+    out.commit()?;
+    if let Some((o, _)) = vals_out {
+        o.commit()?;
+    }
+    Ok((matched, data.len()))
+}
+
 fn partition_typed<T: SortKey + FromStr + PartialEq>(
     g: &Global,
     a: &PartitionArgs,
@@ -551,90 +656,22 @@ fn partition_typed<T: SortKey + FromStr + PartialEq>(
 ) -> CliResult {
     let pivot: T = parse_pivot(&a.pivot)?;
     let pred = Predicate::Below(pivot);
-    let (gpu, scanner) = (&dev.gpu, &dev.scanner);
-    let bar = job_bar(g, "partitioning", p, gpu);
-    let data = p.input.elements::<T>();
-    let values = p.values.as_ref().map(|v| v.elements::<u32>());
-    let n = data.len() as u64;
-    // chunk by chunk (gpusort_core::streamed): each chunk's elements before the pivot are
-    // appended to the output, the others to a temporary file beside it (never committed,
-    // removed when dropped), which follows them once every chunk is through
-    let mut out = Output::create(&p.dest)?;
-    let mut aside = Output::create(&p.dest)?;
-    let mut vals_out = match a.values_out.as_deref() {
-        Some(path) => Some((Output::create(path)?, Format::for_output(path))),
-        None => None,
-    };
-    let mut vals_aside = match a.values_out.as_deref() {
-        Some(path) => Some(Output::create(path)?),
-        None => None,
-    };
-    let split = {
-        let mut w = out.appender(p.input.format, T::TYPE, n)?;
-        let mut vw = match vals_out.as_mut() {
-            Some((o, format)) => Some(o.appender(*format, KeyType::U32, n)?),
-            None => None,
-        };
-        let (split, rest_bytes) = {
-            let mut r = aside.appender(Format::Raw, T::TYPE, n)?;
-            let mut vr = match vals_aside.as_mut() {
-                Some(o) => Some(o.appender(Format::Raw, KeyType::U32, n)?),
-                None => None,
-            };
-            let io = |e: CliError| CoreError::Io(e.message);
-            let mut rest_bytes = 0u64;
-            let chunk = chunk_elements(gpu, T::TYPE);
-            let split =
-                scanner.split_streamed(gpu, &data, values.as_deref(), pred, chunk, true, |c| {
-                    if a.io.verify {
-                        let vin = values.as_ref().map(|v| &v[c.range.clone()]);
-                        let (want, wvals, wsplit) =
-                            reference::partition(&data[c.range.clone()], vin, &pred);
-                        if bytemuck::cast_slice::<T, u8>(c.elements)
-                            != bytemuck::cast_slice::<T, u8>(&want)
-                            || c.payload.map(|v| v.to_vec()) != wvals
-                            || c.kept != wsplit
-                        {
-                            return Err(CoreError::VerificationFailed(format!(
-                                "the partition of elements {}..{} differs from the CPU's",
-                                c.range.start, c.range.end
-                            )));
-                        }
-                    }
-                    let (before, after) = c.elements.split_at(c.kept);
-                    w.append(bytemuck::cast_slice(before)).map_err(io)?;
-                    r.append(bytemuck::cast_slice(after)).map_err(io)?;
-                    rest_bytes += std::mem::size_of_val(after) as u64;
-                    if let (Some(vw), Some(vr), Some(v)) = (vw.as_mut(), vr.as_mut(), c.payload) {
-                        let (before, after) = v.split_at(c.kept);
-                        vw.append(bytemuck::cast_slice(before)).map_err(io)?;
-                        vr.append(bytemuck::cast_slice(after)).map_err(io)?;
-                    }
-                    bar.inc(c.range.len() as u64);
-                    Ok(())
-                })?;
-            (split, rest_bytes)
-        };
-        w.append_output(&aside, rest_bytes)?;
-        w.finish()?;
-        if let (Some(mut vw), Some(vaside)) = (vw, vals_aside.as_ref()) {
-            vw.append_output(vaside, rest_bytes / T::TYPE.size() as u64 * 4)?;
-            vw.finish()?;
-        }
-        split
-    };
-    drop((aside, vals_aside));
-    out.commit()?;
-    if let Some((o, _)) = vals_out {
-        o.commit()?;
-    }
+    let bar = job_bar(g, "partitioning", p, &dev.gpu);
+    let (split, n) = split_file(
+        p,
+        dev,
+        pred,
+        true,
+        a.values_out.as_deref(),
+        a.io.verify,
+        &bar,
+    )?;
     bar.finish_and_clear();
     print_count(a.io.inputs.len() > 1 || a.io.out_dir.is_some(), split, p);
     note(
         g,
         format!(
-            "{split} of {} elements are below {}; written to {}{}",
-            data.len(),
+            "{split} of {n} elements are below {}; written to {}{}",
             a.pivot,
             p.dest.display(),
             if a.io.verify { " (verified)" } else { "" }
@@ -684,70 +721,22 @@ fn compact_typed<T: SortKey + FromStr + PartialEq>(
         (_, Some(x)) => Predicate::AtLeast(parse_pivot(x)?),
         _ => Predicate::NonZero,
     };
-    let (gpu, scanner) = (&dev.gpu, &dev.scanner);
-    let bar = job_bar(g, "compacting", p, gpu);
-    let data = p.input.elements::<T>();
-    let values = p.values.as_ref().map(|v| v.elements::<u32>());
-    // chunk by chunk (gpusort_core::streamed): each chunk's survivors are checked and appended
-    // while later chunks are on the GPU; the .npy headers are written last, with the count
-    let mut out = Output::create(&p.dest)?;
-    let mut vals_out = match a.values_out.as_deref() {
-        Some(path) => Some((Output::create(path)?, Format::for_output(path))),
-        None => None,
-    };
-    let n = data.len() as u64;
-    let kept = {
-        let mut w = out.appender(p.input.format, T::TYPE, n)?;
-        let mut vw = match vals_out.as_mut() {
-            Some((o, format)) => Some(o.appender(*format, KeyType::U32, n)?),
-            None => None,
-        };
-        let io = |e: CliError| CoreError::Io(e.message);
-        let chunk = chunk_elements(gpu, T::TYPE);
-        let kept = scanner.compact_streamed(
-            gpu,
-            &data,
-            values.as_deref(),
-            pred,
-            chunk,
-            |range, kept, vals| {
-                if a.io.verify {
-                    let vin = values.as_ref().map(|v| &v[range.clone()]);
-                    let (want, wvals) = reference::compact(&data[range.clone()], vin, &pred);
-                    if bytemuck::cast_slice::<T, u8>(kept) != bytemuck::cast_slice::<T, u8>(&want)
-                        || vals.map(|v| v.to_vec()) != wvals
-                    {
-                        return Err(CoreError::VerificationFailed(format!(
-                            "the compaction of elements {}..{} differs from the CPU's",
-                            range.start, range.end
-                        )));
-                    }
-                }
-                w.append(bytemuck::cast_slice(kept)).map_err(io)?;
-                if let (Some(vw), Some(v)) = (vw.as_mut(), vals) {
-                    vw.append(bytemuck::cast_slice(v)).map_err(io)?;
-                }
-                bar.inc(range.len() as u64);
-                Ok(())
-            },
-        )?;
-        w.finish()?;
-        if let Some(vw) = vw {
-            vw.finish()?;
-        }
-        kept
-    };
-    out.commit()?;
-    if let Some((o, _)) = vals_out {
-        o.commit()?;
-    }
+    let bar = job_bar(g, "compacting", p, &dev.gpu);
+    let (kept, n) = split_file(
+        p,
+        dev,
+        pred,
+        false,
+        a.values_out.as_deref(),
+        a.io.verify,
+        &bar,
+    )?;
     bar.finish_and_clear();
     print_count(a.io.inputs.len() > 1 || a.io.out_dir.is_some(), kept, p);
     note(
         g,
         format!(
-            "kept {kept} of {} elements; written to {}{}",
-            data.len(),
+            "kept {kept} of {n} elements; written to {}{}",
             p.dest.display(),
             if a.io.verify { " (verified)" } else { "" }
         ),

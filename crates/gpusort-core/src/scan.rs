@@ -188,6 +188,9 @@ pub struct Scanner {
     scan_layout: Layout,
     compact_layout: Layout,
     pipelines: Mutex<HashMap<PipelineKey, Arc<wgpu::ComputePipeline>>>,
+    /// Bound where a job has no carry or no payload (the kernels never touch them then); two,
+    /// since one buffer may not be bound read-only and read-write at once.
+    placeholders: [wgpu::Buffer; 2],
 }
 
 /// Invocations per compaction workgroup; a tile is four vec4s per invocation, packed in
@@ -236,6 +239,10 @@ impl Scanner {
             scan_layout,
             compact_layout,
             pipelines: Mutex::new(HashMap::new()),
+            placeholders: [
+                transfer::storage_buffer(gpu, "unused binding", 16)?,
+                transfer::storage_buffer(gpu, "unused binding", 16)?,
+            ],
         })
     }
 
@@ -342,13 +349,9 @@ impl Scanner {
         let pipeline = self.pipeline(gpu, (0, code, identity, inclusive as u32))?;
         let t = tiles(n, self.tuning.scan_tile());
         let state = Self::state_buffer(gpu, t)?;
-        let no_carry;
         let (carry_buffer, carry_in, carry_out) = match carry {
             Some(c) => (c.buffer, c.read.unwrap_or(NO_SLOT), c.write),
-            None => {
-                no_carry = transfer::storage_buffer(gpu, "no carry", 16)?;
-                (&no_carry, NO_SLOT, NO_SLOT)
-            }
+            None => (&self.placeholders[0], NO_SLOT, NO_SLOT),
         };
         let mut params = ParamBlocks::new(gpu);
         let off = params.push(&ScanParams {
@@ -437,15 +440,9 @@ impl Scanner {
             pad: [0; 3],
         });
         let params = params.finish(gpu, "compact params");
-        let dummy_in;
-        let dummy_out;
         let (pin, pout) = match job.payload {
             Some((a, b)) => (a, b),
-            None => {
-                dummy_in = transfer::storage_buffer(gpu, "no payload", 16)?;
-                dummy_out = transfer::storage_buffer(gpu, "no payload out", 16)?;
-                (&dummy_in, &dummy_out)
-            }
+            None => (&self.placeholders[0], &self.placeholders[1]),
         };
         gpu.checked(|| {
             let bg = self.compact_layout.bind(

@@ -33,6 +33,12 @@ pub fn chunk_elements(gpu: &Gpu, elem_bytes: usize, bytes: Option<u64>) -> usize
     (elems / 4 * 4).max(4)
 }
 
+/// (elements per chunk: `chunk` cut to whole vec4s, at least one; chunks of `len` elements).
+fn chunking(len: usize, chunk: usize) -> (usize, usize) {
+    let chunk = chunk.max(4) / 4 * 4;
+    (chunk, len.div_ceil(chunk))
+}
+
 /// What the writer thread passes on: a chunk's elements, (splits) their payload and how many
 /// of them were kept (the others follow).
 struct Finished<T> {
@@ -142,8 +148,7 @@ impl Scanner {
                 T::TYPE
             )));
         }
-        let chunk = chunk.max(4) / 4 * 4;
-        let chunks = input.len().div_ceil(chunk);
+        let (chunk, chunks) = chunking(input.len(), chunk);
         let bytes = chunk as u64 * 4;
         let src = transfer::storage_buffer(gpu, "scan chunk", bytes)?;
         let dst = transfer::storage_buffer(gpu, "scan chunk out", bytes)?;
@@ -219,8 +224,7 @@ impl Scanner {
     ) -> Result<usize> {
         crate::scan::check_payload(input.len(), payload)?;
         let size = T::TYPE.size() as u64;
-        let chunk = chunk.max(4) / 4 * 4;
-        let chunks = input.len().div_ceil(chunk);
+        let (chunk, chunks) = chunking(input.len(), chunk);
         let elem_bytes = chunk as u64 * size;
         let pay_bytes = if payload.is_some() {
             chunk as u64 * 4
