@@ -15,9 +15,11 @@
 // No workgroup waits on another without a bound: tiles take tickets in launch order, and a tile
 // whose predecessor stays silent for SPIN_LIMIT reads counts that digit in that tile itself.
 // CPU twin: crates/gpusort-core/src/cpu/radix.rs.
-// Host-prepended constants: PROBE (0; measuring only: 1 skips the look-back, 2 the ranking, 4 the
-// global writes, results then wrong), WG (256, one digit per invocation), ITEMS, KEY_WORDS (1|2), PAYLOAD
-// (0|1), SCRATCH (workgroup words), SPIN_LIMIT, MAX_DIM (workgroups per dimension), IDENTITY (0),
+// Host-prepended constants: PROBE (0; measuring only: 1 skips the look-back, 2 the ranking's
+// result, 4 the global writes, 8 the ranking itself, 16 the trip through workgroup memory; results
+// then wrong), WG (256, one digit per invocation), ITEMS, KIND and DESCENDING (the key order,
+// keyorder.wgsl: constants, so each key's transform folds to its few instructions), KEY_WORDS
+// (1|2), PAYLOAD (0|1), SCRATCH (workgroup words), SPIN_LIMIT, MAX_DIM (workgroups per dimension), IDENTITY (0),
 // MIN_SG (smallest subgroup size, for the rank tables).
 // Host-composed before this file: common/grid.wgsl, common/keyorder.wgsl, one of
 // common/wgscan_{subgroup,shared}.wgsl and the matching common/radix_rank_{subgroup,shared}.wgsl.
@@ -43,16 +45,12 @@ const VALUE: u32 = 0x3fffffffu;
 struct RadixParams {
     capacity: u32,   // keys in the buffers; the count when there is no GPU-resident count
     gpu_count: u32,  // 1: the count is count_in[0] (clamped to capacity)
-    kind: u32,       // key kind (keyorder.wgsl)
-    descending: u32,
     begin_bit: u32,  // the sortable key bits [begin_bit, end_bit) are sorted on
     end_bit: u32,
     passes: u32,     // ceil((end_bit - begin_bit) / 8)
     this_pass: u32,  // this sweep's pass
     make_index: u32, // 1: the payload is the input index, made by the first pass that runs
     _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> rp: RadixParams;
@@ -95,8 +93,8 @@ fn load_key(e: u32, alt: bool) -> vec2<u32> {
     } else {
         if (alt) { hi = keys_alt[e]; } else { hi = keys[e]; }
     }
-    if (key_is_nan(rp.kind, hi, lo)) {
-        return select(vec2<u32>(0x7fc00000u, 0u), vec2<u32>(0x7ff80000u, 0u), kind_wide(rp.kind));
+    if (key_is_nan(KIND, hi, lo)) {
+        return select(vec2<u32>(0x7fc00000u, 0u), vec2<u32>(0x7ff80000u, 0u), kind_wide(KIND));
     }
     return vec2<u32>(hi, lo);
 }
@@ -104,7 +102,7 @@ fn load_key(e: u32, alt: bool) -> vec2<u32> {
 // The digit of pass `p` of a native key: bits [shift, shift + 8) of the sortable value (the
 // high word above the low word for 64-bit keys; the one word for 32-bit keys), cut at end_bit.
 fn digit_of(k: vec2<u32>, p: u32) -> u32 {
-    let s = key_encode(rp.kind, rp.descending != 0u, k.x, k.y);
+    let s = key_encode(KIND, DESCENDING == 1u, k.x, k.y);
     var lo = s.x;
     var hi = 0u;
     if (KEY_WORDS == 2u) { lo = s.y; hi = s.x; }
@@ -276,10 +274,13 @@ fn sweep(i: Invocation) {
     let l@J = local_index(@Ju); //@ITEM
     if (l@J < in_tile) { k@J = load_key(base + l@J, from_alt); d@J = digit_of(k@J, rp.this_pass); } //@ITEM
     // rank inside the tile (common/radix_rank_*.wgsl); sets digit_total and digit_start
-    rank_begin();
-    var p@J = rank_item(@Ju, d@J); //@ITEM
-    rank_middle();
-    p@J += rank_end(@Ju, d@J); //@ITEM
+    var p@J = l@J; //@ITEM
+    if ((PROBE & 8u) == 0u) {
+        rank_begin();
+        p@J = rank_item(@Ju, d@J); //@ITEM
+        rank_middle();
+        p@J += rank_end(@Ju, d@J); //@ITEM
+    }
     if ((PROBE & 2u) != 0u) { p@J = l@J; } //@ITEM
     workgroupBarrier(); // the rank tables are read; scratch is free
 
@@ -296,7 +297,9 @@ fn sweep(i: Invocation) {
     // o = dst_base[its digit] + q
     let q@J = inv.li + @Ju * WG; //@ITEM
     var o@J = 0u; //@ITEM
-    if (KEY_WORDS == 1u) {
+    if ((PROBE & 16u) != 0u) {
+        if (l@J < in_tile) { store_word(base + l@J, k@J.x, !from_alt); } //@ITEM
+    } else if (KEY_WORDS == 1u) {
         // the key word gives its digit back
         workgroupBarrier();
         if (l@J < in_tile) { atomicStore(&scratch[p@J], k@J.x); } //@ITEM

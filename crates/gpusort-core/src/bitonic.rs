@@ -408,9 +408,8 @@ impl BitonicSorter {
     ) -> Result<()> {
         let algorithm = self.algorithm_for(gpu, n, key_type, order);
         if algorithm == Algorithm::Radix && order.segment_size.is_none() {
-            let key_words = key_type.size() as u32 / 4;
             self.radix
-                .pipelines(gpu, key_words, values || permutation)?;
+                .pipelines(gpu, key_type, order.descending, values || permutation)?;
         } else {
             let segment_plane = order
                 .segment_size

@@ -35,14 +35,12 @@ pub const RADIX_MAX_KEYS: u32 = (1 << 30) - 1;
 struct RadixParams {
     capacity: u32,
     gpu_count: u32,
-    kind: u32,
-    descending: u32,
     begin_bit: u32,
     end_bit: u32,
     passes: u32,
     pass: u32,
     make_index: u32,
-    pad: [u32; 3],
+    pad: u32,
 }
 
 /// What travels with the keys.
@@ -111,7 +109,7 @@ impl RadixTuning {
                 crate::scan::DEFAULT_SPIN_LIMIT,
                 |_| true,
             ),
-            probe: env_u32("GPUSORT_RADIX_PROBE", 0, |v| v < 8),
+            probe: env_u32("GPUSORT_RADIX_PROBE", 0, |v| v < 32),
             stop: env_u32("GPUSORT_RADIX_STOP", 0, |v| v <= 2),
             wide_ballot: env_u32("GPUSORT_RADIX_WIDE", 0, |v| v <= 1) == 1,
         }
@@ -127,7 +125,8 @@ pub(crate) struct RadixKernels {
     items: u32,
     tuning: RadixTuning,
     layout: Layout,
-    by_shape: Mutex<HashMap<(u32, bool), Arc<Pipelines>>>,
+    /// Compiled per key type, direction and payload: the key order is a shader constant.
+    by_shape: Mutex<HashMap<(KeyType, bool, bool), Arc<Pipelines>>>,
 }
 
 /// Why a key-bit range is refused for keys of `key_type`, if it is.
@@ -188,16 +187,19 @@ impl RadixKernels {
     pub(crate) fn pipelines(
         &self,
         gpu: &Gpu,
-        key_words: u32,
+        key_type: KeyType,
+        descending: bool,
         payload: bool,
     ) -> Result<Arc<Pipelines>> {
+        let shape = (key_type, descending, payload);
         let mut cache = self.by_shape.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(p) = cache.get(&(key_words, payload)) {
+        if let Some(p) = cache.get(&shape) {
             return Ok(p.clone());
         }
         let source = shaders::radix(&shaders::RadixConfig {
             items: self.items,
-            key_words,
+            kind: key_type.code(),
+            descending,
             payload,
             min_subgroup: self.min_subgroup,
             spin_limit: self.tuning.spin_limit,
@@ -213,7 +215,7 @@ impl RadixKernels {
             sweep: kernel::pipeline(gpu, &module, "sweep", &self.layout)?,
             finish: kernel::pipeline(gpu, &module, "finish", &self.layout)?,
         });
-        cache.insert((key_words, payload), p.clone());
+        cache.insert(shape, p.clone());
         Ok(p)
     }
 
@@ -235,7 +237,7 @@ impl RadixKernels {
         }
         let key_words = job.key_type.is_wide() as u32 + 1;
         let with_payload = !matches!(job.payload, Payload::None);
-        let pipes = self.pipelines(gpu, key_words, with_payload)?;
+        let pipes = self.pipelines(gpu, job.key_type, job.descending, with_payload)?;
         let cap = job.capacity as u64;
         let tiles = job.capacity.div_ceil(self.tile());
         let keys_alt = transfer::storage_buffer(gpu, "radix keys", cap * 4 * key_words as u64)?;
@@ -275,14 +277,12 @@ impl RadixKernels {
         let base = RadixParams {
             capacity: job.capacity,
             gpu_count: job.count.is_some() as u32,
-            kind: job.key_type.code(),
-            descending: job.descending as u32,
             begin_bit: job.key_bits.start,
             end_bit: job.key_bits.end,
             passes,
             pass: 0,
             make_index: matches!(job.payload, Payload::Index(_)) as u32,
-            pad: [0; 3],
+            pad: 0,
         };
         let mut params = ParamBlocks::new(gpu);
         let offsets: Vec<u32> = (0..passes)

@@ -94,7 +94,9 @@ pub const RADIX_RANK_SHARED: &str = include_str!("../../../shaders/common/radix_
 /// One compiled shape of the radix sort.
 pub struct RadixConfig {
     pub items: u32,
-    pub key_words: u32,
+    /// The key type's code (keyorder.wgsl's KIND_*): 64-bit kinds take two words a key.
+    pub kind: u32,
+    pub descending: bool,
     pub payload: bool,
     /// Smallest subgroup size for the subgroup ranking; None ranks in workgroup memory.
     pub min_subgroup: Option<u32>,
@@ -116,7 +118,9 @@ pub fn radix(c: &RadixConfig) -> String {
         &[
             ("WG", 256),
             ("ITEMS", c.items),
-            ("KEY_WORDS", c.key_words),
+            ("KIND", c.kind),
+            ("DESCENDING", c.descending as u32),
+            ("KEY_WORDS", if c.kind >= 3 { 2 } else { 1 }),
             ("PAYLOAD", c.payload as u32),
             ("MIN_SG", c.min_subgroup.unwrap_or(256)),
             (
@@ -256,17 +260,19 @@ pub fn all_configurations() -> Vec<(String, String)> {
         }
     }
     for min_subgroup in [None, Some(8), Some(32)] {
-        for key_words in [1, 2] {
+        for kind in 0..6u32 {
             for payload in [false, true] {
                 for narrow_ballot in [false, true] {
+                    let descending = (kind + payload as u32) % 2 == 1;
                     out.push((
                         format!(
-                            "radix words={key_words} payload={payload} min_sg={min_subgroup:?} narrow={narrow_ballot} subgroups={}",
+                            "radix kind={kind} descending={descending} payload={payload} min_sg={min_subgroup:?} narrow={narrow_ballot} subgroups={}",
                             min_subgroup.is_some()
                         ),
                         radix(&RadixConfig {
                             items: 16,
-                            key_words,
+                            kind,
+                            descending,
                             payload,
                             min_subgroup,
                             spin_limit: 4096,
