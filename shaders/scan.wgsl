@@ -6,8 +6,8 @@
 // prefix (common/lookback.wgsl). Loads and stores are coalesced and go straight between global
 // memory and registers (the loops have constant trip counts and unroll: the arrays measured the
 // same as named registers on the H100).
-// H100, 2^28 u32: 1.04 ms, 69% of a copy; 88-95% with the look-back switched off, so the
-// look-back is what is left (docs/BENCHMARKS.md). The layout before (rounds interleaved across
+// H100, 2^28 u32: 1.05 ms, 68% of a copy (256 invocations); 98% with the look-back switched off,
+// so the look-back is what is left (docs/BENCHMARKS.md). The layout before (rounds interleaved across
 // the whole workgroup, a barrier-synchronised windowed look-back) ran at 40%.
 // CPU twin: crates/gpusort-core/src/cpu/scan.rs.
 // Host-prepended constants: WG, OP (operator code, see combine), IDENTITY, INCLUSIVE (0/1),

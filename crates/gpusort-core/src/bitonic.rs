@@ -30,12 +30,13 @@ pub enum Algorithm {
 }
 
 /// Where `Auto` switches from the bitonic network to the radix sort, in keys, for 32-bit keys on
-/// a hardware GPU. Measured on the H100 (docs/BENCHMARKS.md, docs/bench/h100-radix.json):
-/// radix/bitonic time 1.63 at 2^20, 1.12 at 2^22, 0.98 at 2^23, 0.71 at 2^24, 0.48 at 2^28.
+/// a hardware GPU. Measured on the H100 (docs/BENCHMARKS.md, docs/bench/h100-s8-sort.json):
+/// radix/bitonic time 1.10 at 2^20, 0.73 at 2^22, 0.46 at 2^24, 0.30 at 2^28; 2^21 is where the
+/// two lines cross between the measured sizes.
 /// 64-bit keys take twice the digit passes and stay bitonic; on software adapters (lavapipe) the
 /// radix sort measured slower at every size (1.7x at 2^16) and is not chosen. A key-bit range
 /// always takes the radix sort.
-pub const RADIX_FROM: u32 = 1 << 23;
+pub const RADIX_FROM: u32 = 1 << 21;
 
 /// Global steps fused into one dispatch (each invocation holds 2^3 vec4s in registers).
 pub const MAX_FUSED_GLOBAL_STEPS: u32 = 3;

@@ -17,7 +17,9 @@ use crate::transfer;
 /// read once when a [`Scanner`] is built.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Tuning {
-    /// Invocations per scan workgroup: `GPUSORT_SCAN_WG` (128, 256, 512 or 1024).
+    /// Invocations per scan workgroup: `GPUSORT_SCAN_WG` (128, 256, 512 or 1024). 256 since
+    /// shaders lost wgpu's loop bounding: on the H100 at 2^28 it measured 1.047-1.049 ms against
+    /// 1.102-1.111 ms for 512 (three processes each).
     pub scan_wg: u32,
     /// Vec4s each scan invocation holds: `GPUSORT_SCAN_ROUNDS` (4, 8, 12 or 16).
     pub scan_rounds: u32,
@@ -25,7 +27,8 @@ pub struct Tuning {
     /// `GPUSORT_LOOKBACK_WINDOW` (1..=64); 1 is the classic tile-by-tile walk.
     pub window: u32,
     /// Rounds without progress a workgroup waits on a predecessor before it reduces that tile
-    /// itself; 0 takes the fallback every time (for tests). Set with [`Scanner::with_spin_limit`].
+    /// itself; 0 takes the fallback every time (for tests). Set with [`Scanner::with_spin_limit`]
+    /// or, for measuring, `GPUSORT_SCAN_SPIN`.
     pub spin_limit: u32,
     /// After a round that found the nearest tile silent, wait on that tile alone:
     /// `GPUSORT_SCAN_WAIT_NEAREST` and `GPUSORT_COMPACT_WAIT_NEAREST` (0 or 1).
@@ -43,7 +46,7 @@ pub struct Tuning {
 impl Default for Tuning {
     fn default() -> Tuning {
         Tuning {
-            scan_wg: 512,
+            scan_wg: 256,
             scan_rounds: 4,
             window: 32,
             spin_limit: DEFAULT_SPIN_LIMIT,
@@ -70,7 +73,7 @@ impl Tuning {
             window: env_u32("GPUSORT_LOOKBACK_WINDOW", d.window, |w| {
                 (1..=64).contains(&w)
             }),
-            spin_limit: d.spin_limit,
+            spin_limit: env_u32("GPUSORT_SCAN_SPIN", d.spin_limit, |_| true),
             scan_wait_nearest: flag("GPUSORT_SCAN_WAIT_NEAREST", d.scan_wait_nearest),
             compact_wait_nearest: flag("GPUSORT_COMPACT_WAIT_NEAREST", d.compact_wait_nearest),
             count_ladder: flag("GPUSORT_COUNT_LADDER", d.count_ladder),
