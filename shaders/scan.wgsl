@@ -4,8 +4,7 @@
 // inside each vec4, then one group scan per four rounds places them; a scan of the group totals
 // (one barrier) places the groups; the tile publishes its aggregate and looks back for its
 // prefix (common/lookback.wgsl). Loads and stores are coalesced and go straight between global
-// memory and registers (the loops have constant trip counts and unroll: the arrays measured the
-// same as named registers on the H100).
+// memory and registers (the rounds are straight-line code written out by the host).
 // H100, 2^28 u32: 1.05 ms, 68% of a copy (256 invocations); 98% with the look-back switched off,
 // so the look-back is what is left (docs/BENCHMARKS.md). The layout before (rounds interleaved across
 // the whole workgroup, a barrier-synchronised windowed look-back) ran at 40%.
@@ -85,19 +84,16 @@ fn scan(i: Invocation) {
     }
     let v = first_vec(tile);
     let g = group_size();
-    // constant trip counts: the loops unroll and the arrays stay in registers
-    var x: array<vec4<u32>, ROUNDS>;
-    for (var k = 0u; k < ROUNDS; k++) { x[k] = vec_inclusive(load(v + k * g)); }
-    // before[k]: everything of the group before this lane's vec4 of round k
-    var before: array<u32, ROUNDS>;
+    // Lines ending in //@ROUND are written out once per round by the host (@R: the round, @Q its
+    // group of four, @C its place in the group), //@QUAD once per group of four rounds (@Q0..@Q3:
+    // its rounds): named registers, where loops over private arrays stop unrolling and spill to
+    // local memory on the H100 beyond four rounds.
+    let x@R = vec_inclusive(load(v + @Ru * g)); //@ROUND
+    // s@Q: the group scan of the four rounds' totals (exclusive, total)
+    let s@Q = group_exclusive4(vec4<u32>(x@Q0.w, x@Q1.w, x@Q2.w, x@Q3.w)); //@QUAD
+    // before@R: everything of the group before this lane's vec4 of round @R
     var run = IDENTITY;
-    for (var q = 0u; q < ROUNDS; q += 4u) {
-        let s = group_exclusive4(vec4<u32>(x[q].w, x[q + 1u].w, x[q + 2u].w, x[q + 3u].w));
-        for (var c = 0u; c < 4u; c++) {
-            before[q + c] = combine(run, s[0][c]);
-            run = combine(run, s[1][c]);
-        }
-    }
+    let before@R = combine(run, s@Q[0][@C]); run = combine(run, s@Q[1][@C]); //@ROUND
     let gt = groups_exclusive(run); // (groups before, tile total)
     publish_aggregate(tile, gt.y);
     var p = IDENTITY;
@@ -112,5 +108,5 @@ fn scan(i: Invocation) {
     if (inv.li == 0u && tile + 1u == tiles && sp.carry_out != NO_SLOT) {
         carry[sp.carry_out] = through;
     }
-    for (var k = 0u; k < ROUNDS; k++) { store(v + k * g, combine(p, before[k]), x[k]); }
+    store(v + @Ru * g, combine(p, before@R), x@R); //@ROUND
 }

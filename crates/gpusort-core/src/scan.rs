@@ -21,7 +21,9 @@ pub struct Tuning {
     /// shaders lost wgpu's loop bounding: on the H100 at 2^28 it measured 1.047-1.049 ms against
     /// 1.102-1.111 ms for 512 (three processes each).
     pub scan_wg: u32,
-    /// Vec4s each scan invocation holds: `GPUSORT_SCAN_ROUNDS` (4, 8, 12 or 16).
+    /// Vec4s each scan invocation holds: `GPUSORT_SCAN_ROUNDS` (4, 8, 12 or 16). H100, 256
+    /// invocations, 2^28: 4 -> 1.051 ms, 8 -> 1.067, 16 -> 1.028; 2^24 the same within 1 us; 4
+    /// keeps more tiles for small arrays.
     pub scan_rounds: u32,
     /// Predecessors the look-back reads per round on subgroups (at most the subgroup's width):
     /// `GPUSORT_LOOKBACK_WINDOW` (1..=64); 1 is the classic tile-by-tile walk.

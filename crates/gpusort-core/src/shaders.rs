@@ -70,7 +70,7 @@ pub fn single_pass(subgroups: bool) -> [&'static str; 3] {
 /// The scan family for operator code `op` (see common/scanop.wgsl).
 pub fn scan(op: u32, identity: u32, inclusive: bool, subgroups: bool, t: &Tuning) -> String {
     let [wgscan, lookback, walk] = single_pass(subgroups);
-    compose_with(
+    let source = compose_with(
         SCAN,
         &[
             ("WG", t.scan_wg),
@@ -84,7 +84,38 @@ pub fn scan(op: u32, identity: u32, inclusive: bool, subgroups: bool, t: &Tuning
             ("WAIT_NEAREST", t.scan_wait_nearest as u32),
         ],
         &[SCAN_OP, wgscan, lookback, walk],
-    )
+    );
+    per_round_lines(&source, t.scan_rounds)
+}
+
+/// scan.wgsl's rounds as straight-line code: lines ending in `//@ROUND` once per round (`@R` the
+/// round, `@Q` its group of four, `@C` its place in the group), lines ending in `//@QUAD` once per
+/// group of four rounds (`@Q0`..`@Q3` its rounds, `@Q` the group).
+fn per_round_lines(source: &str, rounds: u32) -> String {
+    let mut out = String::with_capacity(source.len() * 2);
+    for line in source.lines() {
+        if let Some(body) = line.strip_suffix("//@ROUND") {
+            for r in 0..rounds {
+                let l = body.replace("@R", &r.to_string());
+                let l = l.replace("@Q", &(r / 4).to_string());
+                out.push_str(&l.replace("@C", &(r % 4).to_string()));
+                out.push('\n');
+            }
+        } else if let Some(body) = line.strip_suffix("//@QUAD") {
+            for q in 0..rounds / 4 {
+                let mut l = body.to_string();
+                for c in 0..4 {
+                    l = l.replace(&format!("@Q{c}"), &(4 * q + c).to_string());
+                }
+                out.push_str(&l.replace("@Q", &q.to_string()));
+                out.push('\n');
+            }
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
 }
 
 pub const RADIX_RANK_SUBGROUP: &str =
