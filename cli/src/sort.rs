@@ -38,7 +38,8 @@ impl From<Dtype> for KeyType {
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
 pub enum Algorithm {
-    /// The faster one as measured: radix for 2^21 or more 32-bit keys on a hardware GPU, else bitonic.
+    /// The faster one as measured: radix for 2^21 or more 32-bit keys (2^23 or more 64-bit keys)
+    /// on a hardware GPU, else bitonic.
     Auto,
     /// Vectorised bitonic sort.
     Bitonic,

@@ -32,11 +32,16 @@ pub enum Algorithm {
 /// Where `Auto` switches from the bitonic network to the radix sort, in keys, for 32-bit keys on
 /// a hardware GPU. Measured on the H100 (docs/BENCHMARKS.md, docs/bench/h100-s8-sort.json):
 /// radix/bitonic time 1.10 at 2^20, 0.73 at 2^22, 0.46 at 2^24, 0.30 at 2^28; 2^21 is where the
-/// two lines cross between the measured sizes.
-/// 64-bit keys take twice the digit passes and stay bitonic; on software adapters (lavapipe) the
-/// radix sort measured slower at every size (1.7x at 2^16) and is not chosen. A key-bit range
-/// always takes the radix sort.
+/// two lines cross between the measured sizes. On software adapters (lavapipe) the radix sort
+/// measured slower at every size (1.7x at 2^16) and is not chosen. A key-bit range always takes
+/// the radix sort.
 pub const RADIX_FROM: u32 = 1 << 21;
+
+/// The same for 64-bit keys (twice the digit passes). H100, the sort phase of `gpusort sort`
+/// (wall clock, u64 keys, three runs each): 2 ms both at 2^22, radix 9-10 ms against 12-14 ms at
+/// 2^24 and 36-45 ms against 57-59 ms at 2^26; f64 at 2^24 8-10 against 12-14 ms. 2^23 lies
+/// between the size where they tie and the first where radix is faster.
+pub const RADIX_FROM_WIDE: u32 = 1 << 23;
 
 /// Global steps fused into one dispatch (each invocation holds 2^3 vec4s in registers).
 pub const MAX_FUSED_GLOBAL_STEPS: u32 = 3;
@@ -320,11 +325,12 @@ impl BitonicSorter {
             Algorithm::Auto if self.key_bits.is_some() => Algorithm::Radix,
             Algorithm::Auto => {
                 let software = gpu.adapter.device_type == format!("{:?}", wgpu::DeviceType::Cpu);
-                if order.segment_size.is_none()
-                    && n >= RADIX_FROM
-                    && !key_type.is_wide()
-                    && !software
-                {
+                let from = if key_type.is_wide() {
+                    RADIX_FROM_WIDE
+                } else {
+                    RADIX_FROM
+                };
+                if order.segment_size.is_none() && n >= from && !software {
                     Algorithm::Radix
                 } else {
                     Algorithm::Bitonic
