@@ -17,7 +17,8 @@
 // CPU twin: crates/gpusort-core/src/cpu/radix.rs.
 // Host-prepended constants: PROBE (0; measuring only: 1 skips the look-back, 2 the ranking's
 // result, 4 the global writes, 8 the ranking itself, 16 the trip through workgroup memory; results
-// then wrong), WG (256, one digit per invocation), ITEMS, KIND and DESCENDING (the key order,
+// then wrong), WG (256: one digit per invocation; or 512 with subgroups, the second half idle
+// where the work is per digit), ITEMS, KIND and DESCENDING (the key order,
 // keyorder.wgsl: constants, so each key's transform folds to its few instructions), KEY_WORDS
 // (1|2), PAYLOAD (0|1), SCRATCH (workgroup words), SPIN_LIMIT, MAX_DIM (workgroups per dimension), IDENTITY (0),
 // MIN_SG (smallest subgroup size, for the rank tables).
@@ -75,6 +76,14 @@ var<workgroup> job: vec4<u32>;                 // tile, n, flip, first
 
 fn combine(a: u32, b: u32) -> u32 {
     return a + b;
+}
+
+// digit_start from digit_total (a workgroup scan: every invocation calls it; with WG above RADIX
+// the invocations past the digits add nothing).
+fn set_digit_starts() {
+    let d = min(inv.li, RADIX - 1u);
+    let s = wg_exclusive(select(0u, digit_total[d], inv.li < RADIX)).x;
+    if (inv.li < RADIX) { digit_start[inv.li] = s; }
 }
 
 fn job_n() -> u32 {
@@ -172,10 +181,11 @@ fn prepare(i: Invocation) {
         if (inv.li == 0u) { one_digit = 0u; }
         workgroupBarrier();
         var c = 0u;
-        if (p < rp.passes) { c = atomicLoad(&ctl[C_HIST + p * RADIX + inv.li]); }
-        if (c == n) { one_digit = 1u; } // every key has this digit: the pass cannot reorder
+        let digit = inv.li < RADIX; // WG may exceed RADIX (see sweep)
+        if (p < rp.passes && digit) { c = atomicLoad(&ctl[C_HIST + p * RADIX + inv.li]); }
+        if (c == n && digit) { one_digit = 1u; } // every key has this digit: the pass cannot reorder
         let s = wg_exclusive(c);
-        plan[P_STARTS + p * RADIX + inv.li] = s.x;
+        if (digit) { plan[P_STARTS + p * RADIX + inv.li] = s.x; }
         skip[p] = workgroupUniformLoad(&one_digit) != 0u;
         workgroupBarrier();
     }
@@ -284,14 +294,17 @@ fn sweep(i: Invocation) {
     if ((PROBE & 2u) != 0u) { p@J = l@J; } //@ITEM
     workgroupBarrier(); // the rank tables are read; scratch is free
 
-    // publish, look back, and find where each digit's run goes
+    // publish, look back, and find where each digit's run goes: one invocation a digit (with
+    // WG = 512 the second half waits)
     let d = inv.li;
-    var mine = digit_total[d];
-    if (d == RADIX - 1u) { mine -= TILE - in_tile; }
-    let start = plan[P_STARTS + rp.this_pass * RADIX + d]; // in flight during the walk
-    var before = 0u;
-    if ((PROBE & 1u) == 0u) { before = look_back(tile, d, mine, from_alt); }
-    dst_base[d] = start + before - digit_start[d];
+    if (d < RADIX) {
+        var mine = digit_total[d];
+        if (d == RADIX - 1u) { mine -= TILE - in_tile; }
+        let start = plan[P_STARTS + rp.this_pass * RADIX + d]; // in flight during the walk
+        var before = 0u;
+        if ((PROBE & 1u) == 0u) { before = look_back(tile, d, mine, from_alt); }
+        dst_base[d] = start + before - digit_start[d];
+    }
 
     // through workgroup memory in tile order, then out in runs: position q of the tile goes to
     // o = dst_base[its digit] + q

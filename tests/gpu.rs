@@ -324,6 +324,35 @@ mod radix {
         }
     }
 
+    /// Workgroups of 512 invocations (the default with subgroups where they fit; on lavapipe they
+    /// fit without subgroups only, which runs radix.wgsl's every path for invocations past the
+    /// digits) sort like the 256-invocation ones.
+    #[test]
+    fn radix_workgroups_of_512() {
+        for no_sg in MODES {
+            let gpu = gpu(no_sg);
+            let s = radix(gpu).with_radix_workgroup(gpu, 512);
+            if no_sg {
+                assert_eq!(s.radix_tile(), 512 * 8, "512 invocations of 8 keys");
+            }
+            u32_edge_sizes_and_shapes(
+                &s,
+                gpu,
+                14,
+                13,
+                &format!("radix wg 512 no_subgroups={no_sg}"),
+            );
+            every_type(gpu, &s);
+            let mut r = rng(512);
+            let keys: Vec<u32> = (0..20_000).map(|_| r.random_range(0..3000)).collect();
+            assert_eq!(
+                s.argsort(gpu, &keys, SortOrder::default()).unwrap(),
+                reference::argsort(&keys, SortOrder::default()),
+                "radix wg 512 argsort no_subgroups={no_sg}"
+            );
+        }
+    }
+
     #[test]
     fn radix_every_key_type_and_digit_edges() {
         for no_sg in MODES {

@@ -16,7 +16,7 @@ fn local_index(j: u32) -> u32 {
 // The rank interface (see common/radix_rank_subgroup.wgsl): here rank_item only records the key
 // and rank_end reads its whole position.
 fn rank_begin() {
-    atomicStore(&bins[inv.li], 0u);
+    if (inv.li < RADIX) { atomicStore(&bins[inv.li], 0u); } // WG may exceed RADIX (radix.wgsl)
     workgroupBarrier();
 }
 
@@ -28,8 +28,9 @@ fn rank_item(j: u32, d: u32) -> u32 {
 
 fn rank_middle() {
     workgroupBarrier();
-    digit_total[inv.li] = atomicLoad(&bins[inv.li]);
-    digit_start[inv.li] = wg_exclusive(digit_total[inv.li]).x;
+    if (inv.li < RADIX) { digit_total[inv.li] = atomicLoad(&bins[inv.li]); }
+    workgroupBarrier();
+    set_digit_starts();
     for (var b = 0u; b < 8u; b += 3u) {
         workgroupBarrier();
         let mask = (1u << min(3u, 8u - b)) - 1u;

@@ -79,7 +79,7 @@ fn rank_middle() {
         digit_total[2u * inv.li + 1u] = run >> 16u;
     }
     workgroupBarrier();
-    digit_start[inv.li] = wg_exclusive(digit_total[inv.li]).x;
+    set_digit_starts();
     workgroupBarrier();
 }
 

@@ -31,8 +31,8 @@ pub enum Algorithm {
 
 /// Where `Auto` switches from the bitonic network to the radix sort, in keys, for 32-bit keys on
 /// a hardware GPU. Measured on the H100 (docs/BENCHMARKS.md, docs/bench/h100-s8-sort.json):
-/// radix/bitonic time 1.10 at 2^20, 0.73 at 2^22, 0.46 at 2^24, 0.30 at 2^28; 2^21 is where the
-/// two lines cross between the measured sizes. On software adapters (lavapipe) the radix sort
+/// radix/bitonic time 1.54 at 2^18, 1.01 at 2^20, 0.79 at 2^21, 0.66 at 2^22, 0.39 at 2^24, 0.25
+/// at 2^28. On software adapters (lavapipe) the radix sort
 /// measured slower at every size (1.7x at 2^16) and is not chosen. A key-bit range always takes
 /// the radix sort.
 pub const RADIX_FROM: u32 = 1 << 21;
@@ -294,6 +294,22 @@ impl BitonicSorter {
         };
         self.radix = crate::radix::RadixKernels::new(gpu, tuning);
         self
+    }
+
+    /// Radix workgroups of `invocations` (256 or 512) where the device's workgroup memory holds
+    /// them (else 256), instead of the default (512 with subgroups where it fits); for tests.
+    pub fn with_radix_workgroup(mut self, gpu: &Gpu, invocations: u32) -> Self {
+        let tuning = crate::radix::RadixTuning {
+            wg: Some(invocations),
+            ..crate::radix::RadixTuning::from_env()
+        };
+        self.radix = crate::radix::RadixKernels::new(gpu, tuning);
+        self
+    }
+
+    /// Keys per radix sweep tile (invocations per workgroup times keys per invocation).
+    pub fn radix_tile(&self) -> u32 {
+        self.radix.tile()
     }
 
     /// Rank radix digits with whole vec4 ballots even where the device's subgroups never exceed

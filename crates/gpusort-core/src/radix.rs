@@ -14,8 +14,14 @@ use crate::keys::KeyType;
 use crate::shaders;
 use crate::transfer;
 
-/// Invocations per radix workgroup: one per digit value.
+/// Invocations per radix workgroup: one per digit value, or twice that (`WIDE_WG`).
 const RADIX_WG: u32 = 256;
+/// With subgroups, where the workgroup memory fits: 512 invocations, the second half idle where
+/// the work is per digit. Twice the tile (4096 keys) with the same registers per invocation; H100:
+/// 2^26 u32 4.85 -> 3.96 ms, 2^28 18.24 -> 15.36 ms, argsort 2^26 6.15 -> 5.10 ms (8 keys an
+/// invocation stays best: 4 / 6 / 10 measured 4.33 / 4.38 / 5.49 ms at 2^26). Not on lavapipe with
+/// subgroups: 8-lane subgroups need 64 rows of rank counters (32 KiB).
+const WIDE_WG: u32 = 512;
 /// Keys each invocation holds in a sweep (`GPUSORT_RADIX_ITEMS` overrides). H100,
 /// 2^24 / 2^26 u32 keys: 4 -> 2.91 / 11.4 ms, 8 -> 2.07 / 7.77 ms, 16 -> 2.32 / 8.63 ms.
 const DEFAULT_ITEMS: u32 = 8;
@@ -92,6 +98,10 @@ pub(crate) struct RadixTuning {
     /// Keep whole vec4 ballots even where subgroups have at most 32 lanes: `GPUSORT_RADIX_WIDE=1`
     /// (measuring, and tests of the wide path on lavapipe).
     pub wide_ballot: bool,
+    /// Invocations per workgroup, 256 or 512: `GPUSORT_RADIX_WG`; None: 512 with subgroups where
+    /// it fits, else 256. A requested size that does not fit the device's workgroup memory
+    /// falls back to 256.
+    pub wg: Option<u32>,
 }
 
 impl RadixTuning {
@@ -112,6 +122,10 @@ impl RadixTuning {
             probe: env_u32("GPUSORT_RADIX_PROBE", 0, |v| v < 32),
             stop: env_u32("GPUSORT_RADIX_STOP", 0, |v| v <= 2),
             wide_ballot: env_u32("GPUSORT_RADIX_WIDE", 0, |v| v <= 1) == 1,
+            wg: std::env::var("GPUSORT_RADIX_WG")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .filter(|v| *v == RADIX_WG || *v == WIDE_WG),
         }
     }
 }
@@ -123,6 +137,8 @@ pub(crate) struct RadixKernels {
     narrow_ballot: bool,
     /// `tuning.items` cut to what the device's workgroup memory holds.
     items: u32,
+    /// Invocations per workgroup.
+    wg: u32,
     tuning: RadixTuning,
     layout: Layout,
     /// Compiled per key type, direction and payload: the key order is a shader constant.
@@ -159,12 +175,20 @@ impl RadixKernels {
             ],
         );
         let min_subgroup = gpu.subgroups().map(|s| s.min_size.clamp(4, RADIX_WG));
+        let storage = gpu.limits.max_compute_workgroup_storage_size;
+        let fits = |wg: u32| {
+            gpu.limits.max_compute_invocations_per_workgroup >= wg
+                && scratch_words(tuning.items, min_subgroup, wg) * 4 + 8 * 1024 <= storage
+        };
+        let wanted = tuning.wg.unwrap_or(if min_subgroup.is_some() {
+            WIDE_WG
+        } else {
+            RADIX_WG
+        });
+        let wg = if fits(wanted) { wanted } else { RADIX_WG };
         let mut items = tuning.items;
         // fewer keys per invocation where workgroup memory is small
-        while items > 1
-            && scratch_words(items, min_subgroup) * 4 + 8 * 1024
-                > gpu.limits.max_compute_workgroup_storage_size
-        {
+        while items > 1 && scratch_words(items, min_subgroup, wg) * 4 + 8 * 1024 > storage {
             items -= 1;
         }
         let narrow_ballot =
@@ -173,6 +197,7 @@ impl RadixKernels {
             min_subgroup,
             narrow_ballot,
             items,
+            wg,
             tuning,
             layout,
             by_shape: Mutex::new(HashMap::new()),
@@ -181,7 +206,7 @@ impl RadixKernels {
 
     /// Keys per sweep tile.
     pub(crate) fn tile(&self) -> u32 {
-        RADIX_WG * self.items
+        self.wg * self.items
     }
 
     pub(crate) fn pipelines(
@@ -198,6 +223,7 @@ impl RadixKernels {
         }
         let source = shaders::radix(&shaders::RadixConfig {
             items: self.items,
+            wg: self.wg,
             kind: key_type.code(),
             descending,
             payload,
@@ -307,7 +333,7 @@ impl RadixKernels {
             )
         };
         let (prep, run) = (buffers(&args), buffers(&no_args));
-        let count_groups = job.capacity.div_ceil(keys_per_count_group(self.items));
+        let count_groups = job.capacity.div_ceil(8 * self.tile());
         {
             let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some("radix count digits"),
@@ -357,12 +383,7 @@ impl RadixKernels {
 
 /// Workgroup words of the sweep's scratch: the sorted tile, the subgroup rank tables (two 16-bit
 /// counters a word, a row per subgroup) and count_digits' histograms share it.
-pub(crate) fn scratch_words(items: u32, min_subgroup: Option<u32>) -> u32 {
-    let rows = RADIX_WG / min_subgroup.unwrap_or(RADIX_WG);
-    (RADIX_WG * items).max(rows * 128).max(MAX_PASSES * 256)
-}
-
-/// Keys a count_digits workgroup reads (HIST_CHUNKS in radix.wgsl).
-fn keys_per_count_group(items: u32) -> u32 {
-    8 * items * RADIX_WG
+pub(crate) fn scratch_words(items: u32, min_subgroup: Option<u32>, wg: u32) -> u32 {
+    let rows = wg / min_subgroup.unwrap_or(wg);
+    (wg * items).max(rows * 128).max(MAX_PASSES * 256)
 }

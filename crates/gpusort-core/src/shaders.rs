@@ -125,6 +125,8 @@ pub const RADIX_RANK_SHARED: &str = include_str!("../../../shaders/common/radix_
 /// One compiled shape of the radix sort.
 pub struct RadixConfig {
     pub items: u32,
+    /// Invocations per workgroup: 256, or 512 with subgroups.
+    pub wg: u32,
     /// The key type's code (keyorder.wgsl's KIND_*): 64-bit kinds take two words a key.
     pub kind: u32,
     pub descending: bool,
@@ -147,7 +149,7 @@ pub fn radix(c: &RadixConfig) -> String {
     let source = compose_with(
         RADIX,
         &[
-            ("WG", 256),
+            ("WG", c.wg),
             ("ITEMS", c.items),
             ("KIND", c.kind),
             ("DESCENDING", c.descending as u32),
@@ -156,7 +158,7 @@ pub fn radix(c: &RadixConfig) -> String {
             ("MIN_SG", c.min_subgroup.unwrap_or(256)),
             (
                 "SCRATCH",
-                crate::radix::scratch_words(c.items, c.min_subgroup),
+                crate::radix::scratch_words(c.items, c.min_subgroup, c.wg),
             ),
             ("SPIN_LIMIT", c.spin_limit),
             ("MAX_DIM", c.max_dim),
@@ -302,6 +304,7 @@ pub fn all_configurations() -> Vec<(String, String)> {
                         ),
                         radix(&RadixConfig {
                             items: 16,
+                            wg: if min_subgroup.is_some() && payload { 512 } else { 256 },
                             kind,
                             descending,
                             payload,
