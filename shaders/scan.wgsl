@@ -5,9 +5,10 @@
 // (one barrier) places the groups; the tile publishes its aggregate and looks back for its
 // prefix (common/lookback.wgsl). Loads and stores are coalesced and go straight between global
 // memory and registers (the rounds are straight-line code written out by the host).
-// H100, 2^28 u32: 1.05 ms, 68% of a copy (256 invocations); 98% with the look-back switched off,
-// so the look-back is what is left (docs/BENCHMARKS.md). The layout before (rounds interleaved across
-// the whole workgroup, a barrier-synchronised windowed look-back) ran at 40%.
+// H100, 2^28 u32: 1.01-1.02 ms, 70-71% of a copy (512 invocations x 8 rounds); 98% with the
+// look-back switched off, so the look-back is what is left (docs/BENCHMARKS.md). The layout
+// before (rounds interleaved across the whole workgroup, a barrier-synchronised windowed
+// look-back) ran at 40%.
 // CPU twin: crates/gpusort-core/src/cpu/scan.rs.
 // Host-prepended constants: WG, OP (operator code, see combine), IDENTITY, INCLUSIVE (0/1),
 // SPIN_LIMIT and WINDOW (look-back), ROUNDS, NO_LOOKBACK (1: tiles ignore their predecessors, a

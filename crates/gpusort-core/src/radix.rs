@@ -19,7 +19,9 @@ const RADIX_WG: u32 = 256;
 /// With subgroups, where the workgroup memory fits: 512 invocations, the second half idle where
 /// the work is per digit. Twice the tile (4096 keys) with the same registers per invocation; H100:
 /// 2^26 u32 4.85 -> 3.96 ms, 2^28 18.24 -> 15.36 ms, argsort 2^26 6.15 -> 5.10 ms (8 keys an
-/// invocation stays best: 4 / 6 / 10 measured 4.33 / 4.38 / 5.49 ms at 2^26). Not on lavapipe with
+/// invocation stays best: 4 / 6 / 10 measured 4.33 / 4.38 / 5.49 ms at 2^26; 1024 invocations of
+/// 8 / 4 / 6 keys 4.03 / 3.73 / 4.38 ms, but argsort 5.28 / 6.37 / 5.55 against 5.11 ms and 8 keys
+/// slower at 2^28 too, so 512 x 8 it is). Not on lavapipe with
 /// subgroups: 8-lane subgroups need 64 rows of rank counters (32 KiB).
 const WIDE_WG: u32 = 512;
 /// Keys each invocation holds in a sweep (`GPUSORT_RADIX_ITEMS` overrides). H100,
@@ -98,7 +100,7 @@ pub(crate) struct RadixTuning {
     /// Keep whole vec4 ballots even where subgroups have at most 32 lanes: `GPUSORT_RADIX_WIDE=1`
     /// (measuring, and tests of the wide path on lavapipe).
     pub wide_ballot: bool,
-    /// Invocations per workgroup, 256 or 512: `GPUSORT_RADIX_WG`; None: 512 with subgroups where
+    /// Invocations per workgroup, 256, 512 or 1024: `GPUSORT_RADIX_WG`; None: 512 with subgroups where
     /// it fits, else 256. A requested size that does not fit the device's workgroup memory
     /// falls back to 256.
     pub wg: Option<u32>,
@@ -125,7 +127,7 @@ impl RadixTuning {
             wg: std::env::var("GPUSORT_RADIX_WG")
                 .ok()
                 .and_then(|v| v.parse().ok())
-                .filter(|v| *v == RADIX_WG || *v == WIDE_WG),
+                .filter(|v| [RADIX_WG, WIDE_WG, 2 * WIDE_WG].contains(v)),
         }
     }
 }

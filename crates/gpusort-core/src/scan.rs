@@ -17,13 +17,13 @@ use crate::transfer;
 /// read once when a [`Scanner`] is built.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Tuning {
-    /// Invocations per scan workgroup: `GPUSORT_SCAN_WG` (128, 256, 512 or 1024). 256 since
-    /// shaders lost wgpu's loop bounding: on the H100 at 2^28 it measured 1.047-1.049 ms against
-    /// 1.102-1.111 ms for 512 (three processes each).
+    /// Invocations per scan workgroup: `GPUSORT_SCAN_WG` (128, 256, 512 or 1024). With the
+    /// default 8 rounds, 512: on the H100 at 2^28, 512 x 8 measured 1.009-1.020 ms, 256 x 4
+    /// 1.043-1.053 ms, 512 x 4 1.102-1.111 ms, 256 x 16 1.028 ms (processes of their own).
     pub scan_wg: u32,
-    /// Vec4s each scan invocation holds: `GPUSORT_SCAN_ROUNDS` (4, 8, 12 or 16). H100, 256
-    /// invocations, 2^28: 4 -> 1.051 ms, 8 -> 1.067, 16 -> 1.028; 2^24 the same within 1 us; 4
-    /// keeps more tiles for small arrays.
+    /// Vec4s each scan invocation holds: `GPUSORT_SCAN_ROUNDS` (4, 8, 12 or 16; straight-line
+    /// code). H100, 256 invocations, 2^28: 4 -> 1.051 ms, 8 -> 1.067, 16 -> 1.028; with 512, 8
+    /// (see `scan_wg`); 2^20 took 21 us with 512 x 8 as with 256 x 4.
     pub scan_rounds: u32,
     /// Predecessors the look-back reads per round on subgroups (at most the subgroup's width):
     /// `GPUSORT_LOOKBACK_WINDOW` (1..=64); 1 is the classic tile-by-tile walk.
@@ -48,8 +48,8 @@ pub struct Tuning {
 impl Default for Tuning {
     fn default() -> Tuning {
         Tuning {
-            scan_wg: 256,
-            scan_rounds: 4,
+            scan_wg: 512,
+            scan_rounds: 8,
             window: 32,
             spin_limit: DEFAULT_SPIN_LIMIT,
             scan_wait_nearest: true,
