@@ -21,8 +21,8 @@ const RADIX_WG: u32 = 256;
 /// 2^26 u32 4.85 -> 3.96 ms, 2^28 18.24 -> 15.36 ms, argsort 2^26 6.15 -> 5.10 ms (8 keys an
 /// invocation stays best: 4 / 6 / 10 measured 4.33 / 4.38 / 5.49 ms at 2^26; 1024 invocations of
 /// 8 / 4 / 6 keys 4.03 / 3.73 / 4.38 ms, but argsort 5.28 / 6.37 / 5.55 against 5.11 ms and 8 keys
-/// slower at 2^28 too, so 512 x 8 it is). Not on lavapipe with
-/// subgroups: 8-lane subgroups need 64 rows of rank counters (32 KiB).
+/// slower at 2^28 too, so 512 x 8 it is). Not on lavapipe with subgroups: 8-lane subgroups need
+/// 64 rows of rank counters (32 KiB).
 const WIDE_WG: u32 = 512;
 /// Keys each invocation holds in a sweep (`GPUSORT_RADIX_ITEMS` overrides). H100,
 /// 2^24 / 2^26 u32 keys: 4 -> 2.91 / 11.4 ms, 8 -> 2.07 / 7.77 ms, 16 -> 2.32 / 8.63 ms.
@@ -100,9 +100,9 @@ pub(crate) struct RadixTuning {
     /// Keep whole vec4 ballots even where subgroups have at most 32 lanes: `GPUSORT_RADIX_WIDE=1`
     /// (measuring, and tests of the wide path on lavapipe).
     pub wide_ballot: bool,
-    /// Invocations per workgroup, 256, 512 or 1024: `GPUSORT_RADIX_WG`; None: 512 with subgroups where
-    /// it fits, else 256. A requested size that does not fit the device's workgroup memory
-    /// falls back to 256.
+    /// Invocations per workgroup, 256, 512 or 1024: `GPUSORT_RADIX_WG`; None: 512 with subgroups
+    /// where it fits, else 256. A requested size that does not fit the device's workgroup
+    /// memory falls back to 256.
     pub wg: Option<u32>,
 }
 
