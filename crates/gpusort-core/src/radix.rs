@@ -177,20 +177,25 @@ impl RadixKernels {
             ],
         );
         let min_subgroup = gpu.subgroups().map(|s| s.min_size.clamp(4, RADIX_WG));
-        let storage = gpu.limits.max_compute_workgroup_storage_size;
-        let fits = |wg: u32| {
+        // the sweep's scratch and about 8 KiB of other workgroup arrays
+        let fits = |items: u32, wg: u32| {
             gpu.limits.max_compute_invocations_per_workgroup >= wg
-                && scratch_words(tuning.items, min_subgroup, wg) * 4 + 8 * 1024 <= storage
+                && scratch_words(items, min_subgroup, wg) * 4 + 8 * 1024
+                    <= gpu.limits.max_compute_workgroup_storage_size
         };
         let wanted = tuning.wg.unwrap_or(if min_subgroup.is_some() {
             WIDE_WG
         } else {
             RADIX_WG
         });
-        let wg = if fits(wanted) { wanted } else { RADIX_WG };
+        let wg = if fits(tuning.items, wanted) {
+            wanted
+        } else {
+            RADIX_WG
+        };
         let mut items = tuning.items;
         // fewer keys per invocation where workgroup memory is small
-        while items > 1 && scratch_words(items, min_subgroup, wg) * 4 + 8 * 1024 > storage {
+        while items > 1 && !fits(items, wg) {
             items -= 1;
         }
         let narrow_ballot =

@@ -92,30 +92,18 @@ pub fn scan(op: u32, identity: u32, inclusive: bool, subgroups: bool, t: &Tuning
 /// round, `@Q` its group of four, `@C` its place in the group), lines ending in `//@QUAD` once per
 /// group of four rounds (`@Q0`..`@Q3` its rounds, `@Q` the group).
 fn per_round_lines(source: &str, rounds: u32) -> String {
-    let mut out = String::with_capacity(source.len() * 2);
-    for line in source.lines() {
-        if let Some(body) = line.strip_suffix("//@ROUND") {
-            for r in 0..rounds {
-                let l = body.replace("@R", &r.to_string());
-                let l = l.replace("@Q", &(r / 4).to_string());
-                out.push_str(&l.replace("@C", &(r % 4).to_string()));
-                out.push('\n');
-            }
-        } else if let Some(body) = line.strip_suffix("//@QUAD") {
-            for q in 0..rounds / 4 {
-                let mut l = body.to_string();
-                for c in 0..4 {
-                    l = l.replace(&format!("@Q{c}"), &(4 * q + c).to_string());
-                }
-                out.push_str(&l.replace("@Q", &q.to_string()));
-                out.push('\n');
-            }
-        } else {
-            out.push_str(line);
-            out.push('\n');
-        }
-    }
-    out
+    let source = expand_lines(source, "//@ROUND", rounds, |r, l| {
+        l.replace("@R", &r.to_string())
+            .replace("@Q", &(r / 4).to_string())
+            .replace("@C", &(r % 4).to_string())
+    });
+    expand_lines(&source, "//@QUAD", rounds / 4, |q, l| {
+        (0..4)
+            .fold(l.to_string(), |l, c| {
+                l.replace(&format!("@Q{c}"), &(4 * q + c).to_string())
+            })
+            .replace("@Q", &q.to_string())
+    })
 }
 
 pub const RADIX_RANK_SUBGROUP: &str =
@@ -187,12 +175,23 @@ pub fn radix(c: &RadixConfig) -> String {
 /// Write each line ending in `marker` out `items` times, `var` replaced by the copy's number
 /// (0 times drops the lines, once with a `var` that never occurs keeps them as they are).
 fn per_item_lines(source: &str, marker: &str, var: &str, items: u32) -> String {
+    expand_lines(source, marker, items, |j, l| l.replace(var, &j.to_string()))
+}
+
+/// Write each line ending in `marker` out `copies` times, copy j as `copy(j, line)` (without the
+/// marker); other lines stay as they are.
+fn expand_lines(
+    source: &str,
+    marker: &str,
+    copies: u32,
+    copy: impl Fn(u32, &str) -> String,
+) -> String {
     let mut out = String::with_capacity(source.len() * 2);
     for line in source.lines() {
         match line.strip_suffix(marker) {
             Some(body) => {
-                for j in 0..items {
-                    out.push_str(&body.replace(var, &j.to_string()));
+                for j in 0..copies {
+                    out.push_str(&copy(j, body));
                     out.push('\n');
                 }
             }
