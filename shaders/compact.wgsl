@@ -13,7 +13,7 @@
 // CPU twin: crates/gpusort-core/src/cpu/scan.rs.
 // Host-prepended constants: WG, W (u32 words per element: 1 or 2), PAYLOAD (0/1), KIND (key
 // type code), PRED (PRED_*), KEEP (1: keep where the predicate holds, 0: the others),
-// IDENTITY (0), SPIN_LIMIT, WINDOW, NO_LOOKBACK (as in scan.wgsl: measurement only).
+// IDENTITY (0), SPIN_LIMIT, WINDOW, PERSIST and NO_LOOKBACK (as in scan.wgsl).
 // Host-composed before this file: common/grid.wgsl, common/keyorder.wgsl, one of
 // common/wgscan_{subgroup,shared}.wgsl, common/lookback.wgsl and its walk.
 
@@ -126,39 +126,63 @@ fn pack_kept(v: u32, a: vec4<u32>, m: u32, at: u32) {
 @compute @workgroup_size(WG)
 fn compact(i: Invocation) {
     set_invocation(i);
-    let tile = take_ticket();
+    var tile = take_ticket();
     let tiles = max((cp.n + TILE - 1u) / TILE, 1u);
     if (tile >= tiles) { return; } // a surplus workgroup of a grid split over x and y
-    let v = first_vec(tile);
     let g = group_size();
-    let a0 = load(v);
-    let a1 = load(v + g);
-    let a2 = load(v + 2u * g);
-    let a3 = load(v + 3u * g);
-    let m0 = kept_mask(v, a0);
-    let m1 = kept_mask(v + g, a1);
-    let m2 = kept_mask(v + 2u * g, a2);
-    let m3 = kept_mask(v + 3u * g, a3);
-    let c = vec4<u32>(countOneBits(m0), countOneBits(m1), countOneBits(m2), countOneBits(m3));
-    // s[0][k]: kept by the group's lanes before this one in round k; s[1][k]: round k's total
-    let s = group_count_exclusive4(c, 3u);
-    let r1 = s[1].x;
-    let r2 = r1 + s[1].y;
-    let r3 = r2 + s[1].z;
-    let gt = groups_exclusive(r3 + s[1].w); // (kept by the groups before, kept in the tile)
-    publish_aggregate(tile, gt.y);
-    pack_kept(v, a0, m0, gt.x + s[0].x);
-    pack_kept(v + g, a1, m1, gt.x + r1 + s[0].y);
-    pack_kept(v + 2u * g, a2, m2, gt.x + r2 + s[0].z);
-    pack_kept(v + 3u * g, a3, m3, gt.x + r3 + s[0].w);
-    var prefix = 0u;
-    if (NO_LOOKBACK == 0u) { prefix = look_back(tile, gt.y); } // its barriers publish the stage
-    workgroupBarrier();
-    var out = prefix;
-    if (cp.base_slot != NO_SLOT) { out += counts[cp.base_slot]; }
-    for (var k = inv.li; k < gt.y * W; k += WG) { dst[W * out + k] = stage[k]; }
-    if (PAYLOAD == 1u) {
-        for (var k = inv.li; k < gt.y; k += WG) { payload_out[out + k] = stage[W * TILE + k]; }
+    var v = first_vec(tile);
+    var a0 = load(v);
+    var a1 = load(v + g);
+    var a2 = load(v + 2u * g);
+    var a3 = load(v + 3u * g);
+    // With PERSIST, a workgroup takes its next tile and starts loading it before it packs, looks
+    // back and writes out this one, so its loads stay in flight meanwhile.
+    var taken = 1u; // tiles this workgroup has taken: at most GROUP_TILES (scan::group_tiles)
+    loop {
+        let m0 = kept_mask(v, a0);
+        let m1 = kept_mask(v + g, a1);
+        let m2 = kept_mask(v + 2u * g, a2);
+        let m3 = kept_mask(v + 3u * g, a3);
+        let c = vec4<u32>(countOneBits(m0), countOneBits(m1), countOneBits(m2), countOneBits(m3));
+        // s[0][k]: kept by the group's lanes before this one in round k; s[1][k]: round k's total
+        let s = group_count_exclusive4(c, 3u);
+        let r1 = s[1].x;
+        let r2 = r1 + s[1].y;
+        let r3 = r2 + s[1].z;
+        // (kept by the groups before, kept in the tile); the barriers of these group scans also
+        // keep this tile's packing behind the last tile's write-out of the stage
+        let gt = groups_exclusive(r3 + s[1].w);
+        publish_aggregate(tile, gt.y);
+        var next = tiles;
+        if (PERSIST == 1u && taken < GROUP_TILES) {
+            next = take_ticket();
+            taken += 1u;
+        }
+        let nv = first_vec(min(next, tiles)); // past the end when done: loads nothing
+        let b0 = load(nv);
+        let b1 = load(nv + g);
+        let b2 = load(nv + 2u * g);
+        let b3 = load(nv + 3u * g);
+        pack_kept(v, a0, m0, gt.x + s[0].x);
+        pack_kept(v + g, a1, m1, gt.x + r1 + s[0].y);
+        pack_kept(v + 2u * g, a2, m2, gt.x + r2 + s[0].z);
+        pack_kept(v + 3u * g, a3, m3, gt.x + r3 + s[0].w);
+        var prefix = 0u;
+        if (NO_LOOKBACK == 0u) { prefix = look_back(tile, gt.y); } // its barriers publish the stage
+        workgroupBarrier();
+        var out = prefix;
+        if (cp.base_slot != NO_SLOT) { out += counts[cp.base_slot]; }
+        for (var k = inv.li; k < gt.y * W; k += WG) { dst[W * out + k] = stage[k]; }
+        if (PAYLOAD == 1u) {
+            for (var k = inv.li; k < gt.y; k += WG) { payload_out[out + k] = stage[W * TILE + k]; }
+        }
+        if (inv.li == 0u && tile + 1u == tiles) { counts[cp.count_slot] = prefix + gt.y; }
+        if (next >= tiles) { break; }
+        tile = next;
+        v = nv;
+        a0 = b0;
+        a1 = b1;
+        a2 = b2;
+        a3 = b3;
     }
-    if (inv.li == 0u && tile + 1u == tiles) { counts[cp.count_slot] = prefix + gt.y; }
 }

@@ -20,7 +20,8 @@
 // then wrong), WG (256: one digit per invocation; or 512 with subgroups, the second half idle
 // where the work is per digit), ITEMS, KIND and DESCENDING (the key order,
 // keyorder.wgsl: constants, so each key's transform folds to its few instructions), KEY_WORDS
-// (1|2), PAYLOAD (0|1), SCRATCH (workgroup words), SPIN_LIMIT, MAX_DIM (workgroups per dimension), IDENTITY (0),
+// (1|2), PAYLOAD (0|1), SCRATCH (workgroup words), SPIN_LIMIT, SWEEP_GROUPS and PERSIST (1: at
+// most SWEEP_GROUPS sweep workgroups, each looping over tiles), MAX_DIM (workgroups per dimension), IDENTITY (0),
 // MIN_SG (smallest subgroup size, for the rank tables).
 // Host-composed before this file: common/grid.wgsl, common/keyorder.wgsl, one of
 // common/wgscan_{subgroup,shared}.wgsl and the matching common/radix_rank_{subgroup,shared}.wgsl.
@@ -158,6 +159,13 @@ fn count_digits(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
     }
 }
 
+// Sweep workgroups for `tiles` tiles: one per tile, or SWEEP_GROUPS that loop (PERSIST), but
+// enough that none takes more than GROUP_TILES.
+fn sweep_groups(tiles: u32) -> u32 {
+    if (PERSIST == 1u) { return min(tiles, max(SWEEP_GROUPS, (tiles - 1u) / GROUP_TILES + 1u)); } // tiles = 0: 0
+    return tiles;
+}
+
 // ---- prepare: one workgroup -------------------------------------------------------------------
 
 var<workgroup> one_digit: u32;
@@ -200,7 +208,7 @@ fn prepare(i: Invocation) {
     for (var p = 0u; p < rp.passes; p++) {
         plan[P_FLIP + p] = runs & 1u;
         plan[P_FIRST + p] = select(0u, 1u, runs == 0u);
-        write_args(3u * p, select(tiles, 0u, skip[p]));
+        write_args(3u * p, select(sweep_groups(tiles), 0u, skip[p]));
         if (!skip[p]) { runs += 1u; }
     }
     write_args(3u * MAX_PASSES, select(0u, (n + WG - 1u) / WG, (runs & 1u) == 1u));
@@ -258,86 +266,109 @@ fn look_back(tile: u32, d: u32, mine: u32, alt: bool) -> u32 {
     return prefix;
 }
 
+var<workgroup> next_ticket: u32;
+
 // Lines ending in //@ITEM are written out once per key an invocation holds (@J: 0..ITEMS-1) by
 // the host (shaders::radix): straight-line code keeps the keys in registers, where loops over
 // private arrays measured spilling to local memory on the H100 (ITEMS 8 -> 16 doubled the time).
+// With PERSIST (fewer workgroups than tiles, see prepare), a workgroup loops over tiles: once its
+// tile is ranked it takes its next ticket and starts loading that tile's keys, so those loads
+// are in flight while it looks back and writes this tile out.
 @compute @workgroup_size(WG)
 fn sweep(i: Invocation) {
     set_invocation(i);
+    let p = rp.this_pass;
     if (inv.li == 0u) {
-        let p = rp.this_pass;
         job = vec4<u32>(atomicAdd(&ctl[C_TICKETS + p], 1u), plan[P_N], plan[P_FLIP + p],
                         plan[P_FIRST + p]);
     }
     let jb = workgroupUniformLoad(&job);
-    let tile = jb.x;
+    var tile = jb.x;
     let n = jb.y;
     let from_alt = jb.z != 0u;
     let first = jb.w != 0u;
-    if (tile * TILE >= n) { return; } // surplus workgroups of the grid
-    let base = tile * TILE;
-    let in_tile = min(TILE, n - base);
+    let tiles = (n + TILE - 1u) / TILE;
+    if (tile >= tiles) { return; } // surplus workgroups of the grid
 
     // load; keys past the end get the last digit, so they rank after every real key
     var k@J = vec2<u32>(0u); //@ITEM
-    var d@J = RADIX - 1u; //@ITEM
     let l@J = local_index(@Ju); //@ITEM
-    if (l@J < in_tile) { k@J = load_key(base + l@J, from_alt); d@J = digit_of(k@J, rp.this_pass); } //@ITEM
-    // rank inside the tile (common/radix_rank_*.wgsl); sets digit_total and digit_start
-    var p@J = l@J; //@ITEM
-    if ((PROBE & 8u) == 0u) {
-        rank_begin();
-        p@J = rank_item(@Ju, d@J); //@ITEM
-        rank_middle();
-        p@J += rank_end(@Ju, d@J); //@ITEM
-    }
-    if ((PROBE & 2u) != 0u) { p@J = l@J; } //@ITEM
-    workgroupBarrier(); // the rank tables are read; scratch is free
+    if (l@J < n - tile * TILE) { k@J = load_key(tile * TILE + l@J, from_alt); } //@ITEM
+    var taken = 1u; // tiles this workgroup has taken: at most GROUP_TILES (scan::group_tiles)
+    loop {
+        let base = tile * TILE;
+        let in_tile = min(TILE, n - base);
+        var d@J = RADIX - 1u; //@ITEM
+        if (l@J < in_tile) { d@J = digit_of(k@J, p); } //@ITEM
+        // rank inside the tile (common/radix_rank_*.wgsl); sets digit_total and digit_start
+        var p@J = l@J; //@ITEM
+        if ((PROBE & 8u) == 0u) {
+            rank_begin();
+            p@J = rank_item(@Ju, d@J); //@ITEM
+            rank_middle();
+            p@J += rank_end(@Ju, d@J); //@ITEM
+        }
+        if ((PROBE & 2u) != 0u) { p@J = l@J; } //@ITEM
+        var next = tiles;
+        if (PERSIST == 1u && taken < GROUP_TILES) {
+            taken += 1u;
+            if (inv.li == 0u) { next_ticket = atomicAdd(&ctl[C_TICKETS + p], 1u); }
+            next = min(workgroupUniformLoad(&next_ticket), tiles); // its barrier: rank tables read
+        } else {
+            workgroupBarrier(); // the rank tables are read; scratch is free
+        }
+        var nk@J = vec2<u32>(0u); //@ITEM
+        if (l@J < n - min(next * TILE, n)) { nk@J = load_key(next * TILE + l@J, from_alt); } //@ITEM
 
-    // publish, look back, and find where each digit's run goes: one invocation a digit (with
-    // WG = 512 the second half waits)
-    let d = inv.li;
-    if (d < RADIX) {
-        var mine = digit_total[d];
-        if (d == RADIX - 1u) { mine -= TILE - in_tile; }
-        let start = plan[P_STARTS + rp.this_pass * RADIX + d]; // in flight during the walk
-        var before = 0u;
-        if ((PROBE & 1u) == 0u) { before = look_back(tile, d, mine, from_alt); }
-        dst_base[d] = start + before - digit_start[d];
-    }
+        // publish, look back, and find where each digit's run goes: one invocation a digit (with
+        // WG = 512 the second half waits)
+        let d = inv.li;
+        if (d < RADIX) {
+            var mine = digit_total[d];
+            if (d == RADIX - 1u) { mine -= TILE - in_tile; }
+            let start = plan[P_STARTS + p * RADIX + d]; // in flight during the walk
+            var before = 0u;
+            if ((PROBE & 1u) == 0u) { before = look_back(tile, d, mine, from_alt); }
+            dst_base[d] = start + before - digit_start[d];
+        }
 
-    // through workgroup memory in tile order, then out in runs: position q of the tile goes to
-    // o = dst_base[its digit] + q
-    let q@J = inv.li + @Ju * WG; //@ITEM
-    var o@J = 0u; //@ITEM
-    if ((PROBE & 16u) != 0u) {
-        if (l@J < in_tile) { store_word(base + l@J, k@J.x, !from_alt); } //@ITEM
-    } else if (KEY_WORDS == 1u) {
-        // the key word gives its digit back
-        workgroupBarrier();
-        if (l@J < in_tile) { atomicStore(&scratch[p@J], k@J.x); } //@ITEM
-        workgroupBarrier();
-        if (q@J < in_tile) { let v = atomicLoad(&scratch[q@J]); o@J = dst_base[digit_of(vec2<u32>(v, 0u), rp.this_pass)] + q@J; store_word(o@J, v, !from_alt); } //@ITEM
-    } else {
-        workgroupBarrier();
-        if (l@J < in_tile) { atomicStore(&scratch[p@J], d@J); } //@ITEM
-        workgroupBarrier();
-        if (q@J < in_tile) { o@J = dst_base[atomicLoad(&scratch[q@J])] + q@J; } //@ITEM
-        // memory holds the low word first
-        workgroupBarrier();
-        if (l@J < in_tile) { atomicStore(&scratch[p@J], k@J.y); } //@ITEM
-        workgroupBarrier();
-        if (q@J < in_tile) { store_word(2u * o@J, atomicLoad(&scratch[q@J]), !from_alt); } //@ITEM
-        workgroupBarrier();
-        if (l@J < in_tile) { atomicStore(&scratch[p@J], k@J.x); } //@ITEM
-        workgroupBarrier();
-        if (q@J < in_tile) { store_word(2u * o@J + 1u, atomicLoad(&scratch[q@J]), !from_alt); } //@ITEM
-    }
-    if (PAYLOAD == 1u) {
-        workgroupBarrier();
-        if (l@J < in_tile) { atomicStore(&scratch[p@J], load_payload(base + l@J, from_alt, first)); } //@ITEM
-        workgroupBarrier();
-        if (q@J < in_tile) { store_payload(o@J, atomicLoad(&scratch[q@J]), !from_alt); } //@ITEM
+        // through workgroup memory in tile order, then out in runs: position q of the tile goes to
+        // o = dst_base[its digit] + q
+        let q@J = inv.li + @Ju * WG; //@ITEM
+        var o@J = 0u; //@ITEM
+        if ((PROBE & 16u) != 0u) {
+            if (l@J < in_tile) { store_word(base + l@J, k@J.x, !from_alt); } //@ITEM
+        } else if (KEY_WORDS == 1u) {
+            // the key word gives its digit back
+            workgroupBarrier();
+            if (l@J < in_tile) { atomicStore(&scratch[p@J], k@J.x); } //@ITEM
+            workgroupBarrier();
+            if (q@J < in_tile) { let v = atomicLoad(&scratch[q@J]); o@J = dst_base[digit_of(vec2<u32>(v, 0u), p)] + q@J; store_word(o@J, v, !from_alt); } //@ITEM
+        } else {
+            workgroupBarrier();
+            if (l@J < in_tile) { atomicStore(&scratch[p@J], d@J); } //@ITEM
+            workgroupBarrier();
+            if (q@J < in_tile) { o@J = dst_base[atomicLoad(&scratch[q@J])] + q@J; } //@ITEM
+            // memory holds the low word first
+            workgroupBarrier();
+            if (l@J < in_tile) { atomicStore(&scratch[p@J], k@J.y); } //@ITEM
+            workgroupBarrier();
+            if (q@J < in_tile) { store_word(2u * o@J, atomicLoad(&scratch[q@J]), !from_alt); } //@ITEM
+            workgroupBarrier();
+            if (l@J < in_tile) { atomicStore(&scratch[p@J], k@J.x); } //@ITEM
+            workgroupBarrier();
+            if (q@J < in_tile) { store_word(2u * o@J + 1u, atomicLoad(&scratch[q@J]), !from_alt); } //@ITEM
+        }
+        if (PAYLOAD == 1u) {
+            workgroupBarrier();
+            if (l@J < in_tile) { atomicStore(&scratch[p@J], load_payload(base + l@J, from_alt, first)); } //@ITEM
+            workgroupBarrier();
+            if (q@J < in_tile) { store_payload(o@J, atomicLoad(&scratch[q@J]), !from_alt); } //@ITEM
+        }
+        if (next >= tiles) { break; }
+        tile = next;
+        k@J = nk@J; //@ITEM
+        workgroupBarrier(); // scratch, digit_total and dst_base are read before the next tile's ranking
     }
 }
 

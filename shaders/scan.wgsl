@@ -4,14 +4,15 @@
 // inside each vec4, then one group scan per four rounds places them; a scan of the group totals
 // (one barrier) places the groups; the tile publishes its aggregate and looks back for its
 // prefix (common/lookback.wgsl). Loads and stores are coalesced and go straight between global
-// memory and registers (the rounds are straight-line code written out by the host).
-// H100, 2^28 u32: 1.01-1.02 ms, 70-71% of a copy (512 invocations x 8 rounds); 98% with the
-// look-back switched off, so the look-back is what is left (docs/BENCHMARKS.md). The layout
-// before (rounds interleaved across the whole workgroup, a barrier-synchronised windowed
-// look-back) ran at 40%.
+// memory and registers (the rounds are straight-line code written out by the host). With PERSIST
+// (the default: fewer workgroups than tiles), a workgroup loops over tiles and loads its next
+// tile before it looks back for the current one, so the look-back's wait is hidden behind loads.
+// H100, 2^28 u32: 850-857 us, 84% of a copy (512 invocations x 8 rounds, 1024 workgroups); one
+// workgroup per tile took 1.01-1.02 ms (70%), 98% with the look-back switched off: the wait, not
+// the walk, was what cost (docs/BENCHMARKS.md).
 // CPU twin: crates/gpusort-core/src/cpu/scan.rs.
 // Host-prepended constants: WG, OP (operator code, see combine), IDENTITY, INCLUSIVE (0/1),
-// SPIN_LIMIT and WINDOW (look-back), ROUNDS, NO_LOOKBACK (1: tiles ignore their predecessors, a
+// SPIN_LIMIT and WINDOW (look-back), ROUNDS, PERSIST (1: workgroups loop over tiles), NO_LOOKBACK (1: tiles ignore their predecessors, a
 // wrong result for measuring the look-back's cost only).
 // Host-composed before this file: common/grid.wgsl, common/scanop.wgsl, one of common/wgscan_{subgroup,shared}.wgsl,
 // common/lookback.wgsl and its walk.
@@ -78,36 +79,55 @@ fn store(v: u32, p: u32, x: vec4<u32>) {
 @compute @workgroup_size(WG)
 fn scan(i: Invocation) {
     set_invocation(i);
-    let tile = take_ticket();
+    var tile = take_ticket();
     let tiles = max((sp.n + 4u * TILE_VECS - 1u) / (4u * TILE_VECS), 1u);
     if (tile >= tiles) {
         return; // a surplus workgroup of a grid split over x and y
     }
-    let v = first_vec(tile);
     let g = group_size();
     // Lines ending in //@ROUND are written out once per round by the host (@R: the round, @Q its
     // group of four, @C its place in the group), //@QUAD once per group of four rounds (@Q0..@Q3:
     // its rounds): named registers, where loops over private arrays stop unrolling and spill to
     // local memory on the H100 beyond four rounds.
-    let x@R = vec_inclusive(load(v + @Ru * g)); //@ROUND
-    // s@Q: the group scan of the four rounds' totals (exclusive, total)
-    let s@Q = group_exclusive4(vec4<u32>(x@Q0.w, x@Q1.w, x@Q2.w, x@Q3.w)); //@QUAD
-    // before@R: everything of the group before this lane's vec4 of round @R
-    var run = IDENTITY;
-    let before@R = combine(run, s@Q[0][@C]); run = combine(run, s@Q[1][@C]); //@ROUND
-    let gt = groups_exclusive(run); // (groups before, tile total)
-    publish_aggregate(tile, gt.y);
-    var p = IDENTITY;
-    if (NO_LOOKBACK == 0u) { p = look_back(tile, gt.y); }
-    var through = combine(p, gt.y); // everything up to this tile's end
-    p = combine(p, gt.x);
-    if (sp.carry_in != NO_SLOT) {
-        let before_array = carry[sp.carry_in];
-        p = combine(before_array, p);
-        through = combine(before_array, through);
+    var v = first_vec(tile);
+    var x@R = load(v + @Ru * g); //@ROUND
+    // With PERSIST, a workgroup takes its next tile and starts loading it before it looks back
+    // for this one, so its loads stay in flight while it waits on its predecessors.
+    var taken = 1u; // tiles this workgroup has taken: at most GROUP_TILES (scan::group_tiles)
+    loop {
+        x@R = vec_inclusive(x@R); //@ROUND
+        // s@Q: the group scan of the four rounds' totals (exclusive, total)
+        let s@Q = group_exclusive4(vec4<u32>(x@Q0.w, x@Q1.w, x@Q2.w, x@Q3.w)); //@QUAD
+        // before@R: everything of the group before this lane's vec4 of round @R
+        var run = IDENTITY;
+        let before@R = combine(run, s@Q[0][@C]); run = combine(run, s@Q[1][@C]); //@ROUND
+        let gt = groups_exclusive(run); // (groups before, tile total)
+        publish_aggregate(tile, gt.y);
+        var next = tiles;
+        if (PERSIST == 1u && taken < GROUP_TILES) {
+            next = take_ticket();
+            taken += 1u;
+        }
+        let nv = first_vec(min(next, tiles)); // past the end when done: loads nothing
+        let y@R = load(nv + @Ru * g); //@ROUND
+        var p = IDENTITY;
+        if (NO_LOOKBACK == 0u) { p = look_back(tile, gt.y); }
+        var through = combine(p, gt.y); // everything up to this tile's end
+        p = combine(p, gt.x);
+        if (sp.carry_in != NO_SLOT) {
+            let before_array = carry[sp.carry_in];
+            p = combine(before_array, p);
+            through = combine(before_array, through);
+        }
+        if (inv.li == 0u && tile + 1u == tiles && sp.carry_out != NO_SLOT) {
+            carry[sp.carry_out] = through;
+        }
+        store(v + @Ru * g, combine(p, before@R), x@R); //@ROUND
+        if (next >= tiles) {
+            break;
+        }
+        tile = next;
+        v = nv;
+        x@R = y@R; //@ROUND
     }
-    if (inv.li == 0u && tile + 1u == tiles && sp.carry_out != NO_SLOT) {
-        carry[sp.carry_out] = through;
-    }
-    store(v + @Ru * g, combine(p, before@R), x@R); //@ROUND
 }

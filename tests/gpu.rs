@@ -353,6 +353,43 @@ mod radix {
         }
     }
 
+    /// Sweeps whose workgroups loop over tiles (the default for payload sorts), with a few
+    /// workgroups so each takes several tiles, and with every look-back taking the fallback.
+    #[test]
+    fn radix_sweeps_looping_over_tiles() {
+        for no_sg in MODES {
+            let gpu = gpu(no_sg);
+            for (groups, spin) in [(0, 4096), (2, 4096), (3, 0)] {
+                let s = radix(gpu)
+                    .with_radix_spin_limit(gpu, spin)
+                    .with_radix_sweep_groups(gpu, groups);
+                let what = format!("radix sweep groups={groups} spin={spin} no_subgroups={no_sg}");
+                let mut r = rng(groups as u64 + 90);
+                for n in [1usize, 4097, 70_001] {
+                    let keys: Vec<u32> = (0..n).map(|_| r.random()).collect();
+                    check_sort(gpu, &s, &keys, SortOrder::default(), &what);
+                    let wide: Vec<u64> = (0..n).map(|_| r.random::<u64>() >> 7).collect();
+                    check_sort(
+                        gpu,
+                        &s,
+                        &wide,
+                        SortOrder {
+                            descending: true,
+                            ..Default::default()
+                        },
+                        &what,
+                    );
+                    let few: Vec<u32> = keys.iter().map(|k| k % 1000).collect();
+                    assert_eq!(
+                        s.argsort(gpu, &few, SortOrder::default()).unwrap(),
+                        reference::argsort(&few, SortOrder::default()),
+                        "{what} argsort n={n}"
+                    );
+                }
+            }
+        }
+    }
+
     #[test]
     fn radix_every_key_type_and_digit_edges() {
         for no_sg in MODES {

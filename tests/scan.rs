@@ -119,17 +119,28 @@ fn every_operator_and_type() {
 fn look_back_fallback_gives_the_same_results() {
     for no_sg in MODES {
         let gpu = gpu(no_sg);
-        // every wait gives up at once: each workgroup reduces its predecessors' tiles itself
-        let s = Scanner::new(gpu).unwrap().with_spin_limit(0);
-        let mut r = rng(3);
-        for n in [5000usize, 40_000] {
-            let u: Vec<u32> = (0..n).map(|_| r.random()).collect();
-            check_scan(gpu, &s, &u, ScanOp::Add, false, "fallback");
-            let (got, _) = s.compact(gpu, &u, None, Predicate::Below(1 << 31)).unwrap();
-            assert_eq!(
-                got,
-                reference::compact(&u, None, &Predicate::Below(1u32 << 31)).0
-            );
+        // every wait gives up at once: each workgroup reduces its predecessors' tiles itself;
+        // also with two workgroups looping over all the tiles
+        for workgroups in [0, 2] {
+            let s = Scanner::new(gpu)
+                .unwrap()
+                .with_tuning(Tuning {
+                    scan_workgroups: workgroups,
+                    compact_workgroups: workgroups,
+                    ..Tuning::default()
+                })
+                .with_spin_limit(0);
+            let mut r = rng(3);
+            for n in [5000usize, 40_000, 300_000] {
+                let u: Vec<u32> = (0..n).map(|_| r.random()).collect();
+                check_scan(gpu, &s, &u, ScanOp::Add, false, "fallback");
+                let (got, _) = s.compact(gpu, &u, None, Predicate::Below(1 << 31)).unwrap();
+                assert_eq!(
+                    got,
+                    reference::compact(&u, None, &Predicate::Below(1u32 << 31)).0,
+                    "fallback compact n={n} workgroups={workgroups}"
+                );
+            }
         }
     }
 }
@@ -137,16 +148,23 @@ fn look_back_fallback_gives_the_same_results() {
 #[test]
 fn look_back_and_tile_shapes_give_the_same_results() {
     // the look-back's other shapes (tile by tile, windows of 8, waiting on the nearest silent
-    // tile or not) and scan tiles of 128 invocations and 8 rounds
+    // tile or not), scan tiles of 128 invocations and 8 rounds, and workgroups per tile (0) or
+    // a few looping over many tiles
     for no_sg in MODES {
         let gpu = gpu(no_sg);
-        for (window, wait, wg, rounds) in [(1, false, 128, 8), (8, true, 256, 4)] {
+        for (window, wait, wg, rounds, workgroups) in [
+            (1, false, 128, 8, 0),
+            (8, true, 256, 4, 3),
+            (32, true, 512, 8, 5),
+        ] {
             let s = Scanner::new(gpu).unwrap().with_tuning(Tuning {
                 window,
                 scan_wait_nearest: wait,
                 compact_wait_nearest: wait,
                 scan_wg: wg,
                 scan_rounds: rounds,
+                scan_workgroups: workgroups,
+                compact_workgroups: workgroups,
                 ..Tuning::default()
             });
             let mut r = rng(window as u64);
@@ -160,7 +178,7 @@ fn look_back_and_tile_shapes_give_the_same_results() {
                     let (want, wp) = reference::compact(&u, Some(&payload), &p);
                     assert!(
                         got == want && gp == wp,
-                        "compact {p:?} n={n} window={window}"
+                        "compact {p:?} n={n} window={window} workgroups={workgroups}"
                     );
                     let (got, _) = s.compact(gpu, &u, None, p).unwrap();
                     assert!(

@@ -1,7 +1,10 @@
 // Single-pass chained scan across workgroups: decoupled look-back with a fallback (METHODS.md
 // method 3, device-wide). WebGPU promises no forward progress between workgroups, so:
-// - tiles are handed out by an atomic ticket taken when a workgroup starts, so a workgroup only
-//   ever waits on tiles whose workgroups already started;
+// - tiles are handed out by an atomic ticket taken when a workgroup starts (or, looping over
+//   tiles, before it looks back for its current one), so a workgroup only ever waits on tiles
+//   held by workgroups already running, whose own waits are on still earlier tiles (a
+//   workgroup that loops, PERSIST, takes at most GROUP_TILES: 8 on CPU devices, where long runs
+//   of one workgroup measured unreliable, see scan::group_tiles);
 // - every wait is bounded (SPIN_LIMIT rounds without progress, a host-prepended constant); when
 //   a predecessor has published nothing by then, the waiting workgroup reduces that tile's input
 //   itself (0 takes the fallback at once: for tests).

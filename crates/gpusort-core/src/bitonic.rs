@@ -290,7 +290,7 @@ impl BitonicSorter {
     pub fn with_radix_spin_limit(mut self, gpu: &Gpu, reads: u32) -> Self {
         let tuning = crate::radix::RadixTuning {
             spin_limit: reads,
-            ..crate::radix::RadixTuning::from_env()
+            ..self.radix.tuning()
         };
         self.radix = crate::radix::RadixKernels::new(gpu, tuning);
         self
@@ -301,7 +301,20 @@ impl BitonicSorter {
     pub fn with_radix_workgroup(mut self, gpu: &Gpu, invocations: u32) -> Self {
         let tuning = crate::radix::RadixTuning {
             wg: Some(invocations),
-            ..crate::radix::RadixTuning::from_env()
+            ..self.radix.tuning()
+        };
+        self.radix = crate::radix::RadixKernels::new(gpu, tuning);
+        self
+    }
+
+    /// Radix sweeps of `groups` workgroups that loop over tiles (each at most
+    /// [`crate::scan::group_tiles`]; 0: one workgroup per tile), for sorts with and without a
+    /// payload alike, instead of the defaults (looping for payload sorts only); for tests.
+    pub fn with_radix_sweep_groups(mut self, gpu: &Gpu, groups: u32) -> Self {
+        let tuning = crate::radix::RadixTuning {
+            payload_workgroups: groups,
+            keys_workgroups: groups,
+            ..self.radix.tuning()
         };
         self.radix = crate::radix::RadixKernels::new(gpu, tuning);
         self
@@ -317,7 +330,7 @@ impl BitonicSorter {
     pub fn with_wide_radix_ballots(mut self, gpu: &Gpu) -> Self {
         let tuning = crate::radix::RadixTuning {
             wide_ballot: true,
-            ..crate::radix::RadixTuning::from_env()
+            ..self.radix.tuning()
         };
         self.radix = crate::radix::RadixKernels::new(gpu, tuning);
         self
@@ -340,7 +353,7 @@ impl BitonicSorter {
         match self.algorithm {
             Algorithm::Auto if self.key_bits.is_some() => Algorithm::Radix,
             Algorithm::Auto => {
-                let software = gpu.adapter.device_type == format!("{:?}", wgpu::DeviceType::Cpu);
+                let software = gpu.is_software();
                 let from = if key_type.is_wide() {
                     RADIX_FROM_WIDE
                 } else {

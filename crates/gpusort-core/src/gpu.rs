@@ -204,6 +204,11 @@ impl std::fmt::Debug for Gpu {
 }
 
 impl Gpu {
+    /// Whether the adapter is a CPU implementation (lavapipe, llvmpipe, WARP).
+    pub fn is_software(&self) -> bool {
+        self.adapter.device_type == format!("{:?}", wgpu::DeviceType::Cpu)
+    }
+
     /// Pick an adapter and create the device with the adapter's own limits and the optional
     /// features gpusort can use.
     pub fn new(options: &GpuOptions) -> Result<Gpu> {

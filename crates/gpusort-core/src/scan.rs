@@ -25,6 +25,20 @@ pub struct Tuning {
     /// code). H100, 256 invocations, 2^28: 4 -> 1.051 ms, 8 -> 1.067, 16 -> 1.028; with 512, 8
     /// (see `scan_wg`); 2^20 took 21 us with 512 x 8 as with 256 x 4.
     pub scan_rounds: u32,
+    /// Scan workgroups launched at most (`GPUSORT_SCAN_WORKGROUPS`; 0 launches one per tile).
+    /// When there are more tiles, each workgroup loops over tiles, taking its next tile and
+    /// loading it before it looks back for the current one, so its loads stay in flight while it
+    /// waits on its predecessors. H100, 2^28: 1024 -> 850-857 us (84% of copy) against
+    /// 1.014-1.025 ms (70%) for one workgroup per tile, 2^26 80% against 69%; 528 and 2048 the
+    /// same as 1024, 4096 1-2% slower, a workgroup per tile that also loops 911 us (its surplus
+    /// workgroups start only to exit). 1024 is a count, not a device property: more than the
+    /// H100 holds at once (132 SMs x 2 of these workgroups), so no SM idles, and small enough
+    /// that starting surplus workgroups costs nothing; a GPU holding more than 1024 of them
+    /// (none does today) would want more.
+    pub scan_workgroups: u32,
+    /// The same for compaction (`GPUSORT_COMPACT_WORKGROUPS`): H100 2^26 280 us (50% of copy)
+    /// against 310 us (45%); 2048 and 4096 282-286 us.
+    pub compact_workgroups: u32,
     /// Predecessors the look-back reads per round on subgroups (at most the subgroup's width):
     /// `GPUSORT_LOOKBACK_WINDOW` (1..=64); 1 is the classic tile-by-tile walk.
     pub window: u32,
@@ -50,6 +64,8 @@ impl Default for Tuning {
         Tuning {
             scan_wg: 512,
             scan_rounds: 8,
+            scan_workgroups: 1024,
+            compact_workgroups: 1024,
             window: 32,
             spin_limit: DEFAULT_SPIN_LIMIT,
             scan_wait_nearest: true,
@@ -71,6 +87,10 @@ impl Tuning {
             }),
             scan_rounds: env_u32("GPUSORT_SCAN_ROUNDS", d.scan_rounds, |r| {
                 [4, 8, 12, 16].contains(&r)
+            }),
+            scan_workgroups: env_u32("GPUSORT_SCAN_WORKGROUPS", d.scan_workgroups, |_| true),
+            compact_workgroups: env_u32("GPUSORT_COMPACT_WORKGROUPS", d.compact_workgroups, |_| {
+                true
             }),
             window: env_u32("GPUSORT_LOOKBACK_WINDOW", d.window, |w| {
                 (1..=64).contains(&w)
@@ -190,6 +210,8 @@ type PipelineKey = (u8, u32, u32, u32);
 pub struct Scanner {
     subgroups: bool,
     tuning: Tuning,
+    /// Tiles a looping workgroup takes at most on this device ([`group_tiles`]).
+    group_tiles: u32,
     scan_layout: Layout,
     compact_layout: Layout,
     pipelines: Mutex<HashMap<PipelineKey, Arc<wgpu::ComputePipeline>>>,
@@ -210,6 +232,31 @@ pub(crate) fn compact_wg(payload: bool) -> u32 {
 
 fn tiles(n: u32, tile: u32) -> u32 {
     n.div_ceil(tile).max(1)
+}
+
+/// Tiles one workgroup takes at most when workgroups loop over tiles (the scan, compaction and
+/// radix sweep's GROUP_TILES): 8 on CPU devices, no bound on GPUs. Measured on lavapipe without
+/// a bound: a single workgroup taking tile after tile, with every look-back taking the
+/// fallback, stopped partway through a tile and left the rest unwritten, always at the same
+/// tile (42 / 58 / 76 for workgroups of 512 / 256 / 128), with or without CPU load (and there
+/// the first two workgroups to start can take every tile); with the bound every such run is
+/// exact. On the H100 the bound cost: scan 2^28 898-904 us against 850-857, argsort 2^26 13.6
+/// ms against 5.7 (its workgroups start and stop mid-sort), so GPUs loop without one.
+pub fn group_tiles(gpu: &Gpu) -> u32 {
+    if gpu.is_software() {
+        8
+    } else {
+        u32::MAX
+    }
+}
+
+/// Workgroups launched for `tiles` tiles: one per tile (`cap` 0), else `cap` but at least
+/// enough that none takes more than `group_tiles`.
+fn launched(tiles: u32, cap: u32, group_tiles: u32) -> u32 {
+    match cap {
+        0 => tiles,
+        w => tiles.min(w.max(tiles.div_ceil(group_tiles))),
+    }
 }
 
 impl Scanner {
@@ -241,6 +288,7 @@ impl Scanner {
         Ok(Scanner {
             subgroups: gpu.subgroups().is_some(),
             tuning: Tuning::from_env(),
+            group_tiles: group_tiles(gpu),
             scan_layout,
             compact_layout,
             pipelines: Mutex::new(HashMap::new()),
@@ -290,13 +338,13 @@ impl Scanner {
         let (family, a, b, c) = key;
         let (source, entry, layout) = if family == 0 {
             (
-                shaders::scan(a, b, c != 0, self.subgroups, &self.tuning),
+                shaders::scan(a, b, c != 0, self.subgroups, &self.tuning, self.group_tiles),
                 "scan",
                 &self.scan_layout,
             )
         } else {
             (
-                shaders::compact(a, b != 0, c, self.subgroups, &self.tuning),
+                shaders::compact(a, b != 0, c, self.subgroups, &self.tuning, self.group_tiles),
                 "compact",
                 &self.compact_layout,
             )
@@ -353,6 +401,7 @@ impl Scanner {
             .ok_or_else(|| Error::InvalidInput(format!("a {op:?} scan of {elem} is not supported (integers: add, max, min, and, or, xor; f32: add)")))?;
         let pipeline = self.pipeline(gpu, (0, code, identity, inclusive as u32))?;
         let t = tiles(n, self.tuning.scan_tile());
+        let groups = launched(t, self.tuning.scan_workgroups, self.group_tiles);
         let state = Self::state_buffer(gpu, t)?;
         let (carry_buffer, carry_in, carry_out) = match carry {
             Some(c) => (c.buffer, c.read.unwrap_or(NO_SLOT), c.write),
@@ -375,7 +424,7 @@ impl Scanner {
                 label: Some("scan"),
                 timestamp_writes: None,
             });
-            kernel::dispatch(gpu, &mut pass, &pipeline, &bg, &[off], t);
+            kernel::dispatch(gpu, &mut pass, &pipeline, &bg, &[off], groups);
         })
     }
 
@@ -459,7 +508,14 @@ impl Scanner {
                 label: Some("compact"),
                 timestamp_writes: None,
             });
-            kernel::dispatch(gpu, &mut pass, &pipeline, &bg, &[off], t);
+            kernel::dispatch(
+                gpu,
+                &mut pass,
+                &pipeline,
+                &bg,
+                &[off],
+                launched(t, self.tuning.compact_workgroups, self.group_tiles),
+            );
         })
     }
 

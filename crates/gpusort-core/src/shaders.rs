@@ -68,7 +68,14 @@ pub fn single_pass(subgroups: bool) -> [&'static str; 3] {
 }
 
 /// The scan family for operator code `op` (see common/scanop.wgsl).
-pub fn scan(op: u32, identity: u32, inclusive: bool, subgroups: bool, t: &Tuning) -> String {
+pub fn scan(
+    op: u32,
+    identity: u32,
+    inclusive: bool,
+    subgroups: bool,
+    t: &Tuning,
+    group_tiles: u32,
+) -> String {
     let [wgscan, lookback, walk] = single_pass(subgroups);
     let source = compose_with(
         SCAN,
@@ -80,6 +87,8 @@ pub fn scan(op: u32, identity: u32, inclusive: bool, subgroups: bool, t: &Tuning
             ("SPIN_LIMIT", t.spin_limit),
             ("WINDOW", t.window),
             ("ROUNDS", t.scan_rounds),
+            ("PERSIST", (t.scan_workgroups != 0) as u32),
+            ("GROUP_TILES", group_tiles),
             ("NO_LOOKBACK", t.no_lookback as u32),
             ("WAIT_NEAREST", t.scan_wait_nearest as u32),
         ],
@@ -127,6 +136,10 @@ pub struct RadixConfig {
     pub window: u32,
     /// Measuring only (`GPUSORT_RADIX_PROBE`): parts switched off, results wrong; 0 otherwise.
     pub probe: u32,
+    /// Sweep workgroups launched, each looping over tiles; 0: one per tile.
+    pub sweep_groups: u32,
+    /// Tiles a looping workgroup takes at most (crate::scan::group_tiles).
+    pub group_tiles: u32,
     /// Ballots of one word: every subgroup of the device has at most 32 lanes.
     pub narrow_ballot: bool,
 }
@@ -152,6 +165,9 @@ pub fn radix(c: &RadixConfig) -> String {
             ("MAX_DIM", c.max_dim),
             ("IDENTITY", 0),
             ("PROBE", c.probe),
+            ("SWEEP_GROUPS", c.sweep_groups),
+            ("PERSIST", (c.sweep_groups != 0) as u32),
+            ("GROUP_TILES", c.group_tiles),
         ],
         &[
             KEY_ORDER,
@@ -206,7 +222,14 @@ fn expand_lines(
 
 /// The compaction family for elements of `words` u32 words.
 /// `variant` is kind << 3 | predicate << 1 | keep (see compact.wgsl's constants).
-pub fn compact(words: u32, payload: bool, variant: u32, subgroups: bool, t: &Tuning) -> String {
+pub fn compact(
+    words: u32,
+    payload: bool,
+    variant: u32,
+    subgroups: bool,
+    t: &Tuning,
+    group_tiles: u32,
+) -> String {
     let [wgscan, lookback, walk] = single_pass(subgroups);
     compose_with(
         COMPACT,
@@ -221,6 +244,8 @@ pub fn compact(words: u32, payload: bool, variant: u32, subgroups: bool, t: &Tun
             ("SPIN_LIMIT", t.spin_limit),
             ("WINDOW", t.window),
             ("WAIT_NEAREST", t.compact_wait_nearest as u32),
+            ("PERSIST", (t.compact_workgroups != 0) as u32),
+            ("GROUP_TILES", group_tiles),
             ("NO_LOOKBACK", t.no_lookback as u32),
             ("COUNT_LADDER", t.count_ladder as u32),
         ],
@@ -275,7 +300,7 @@ pub fn all_configurations() -> Vec<(String, String)> {
             for inclusive in [false, true] {
                 out.push((
                     format!("scan op={op} inclusive={inclusive} subgroups={sg}"),
-                    scan(op, 0, inclusive, sg, &tuning),
+                    scan(op, 0, inclusive, sg, &tuning, 8),
                 ));
             }
         }
@@ -285,7 +310,7 @@ pub fn all_configurations() -> Vec<(String, String)> {
                 for payload in [false, true] {
                     out.push((
                         format!("compact kind={kind} variant={variant} payload={payload} subgroups={sg}"),
-                        compact(words, payload, variant, sg, &tuning),
+                        compact(words, payload, variant, sg, &tuning, u32::MAX),
                     ));
                 }
             }
@@ -312,6 +337,8 @@ pub fn all_configurations() -> Vec<(String, String)> {
                             max_dim: 65535,
                             window: 16,
                             probe: 0,
+                            sweep_groups: if narrow_ballot { 0 } else { 64 },
+                            group_tiles: 8,
                             narrow_ballot,
                         }),
                     ));
