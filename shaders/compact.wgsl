@@ -137,7 +137,7 @@ fn compact(i: Invocation) {
     var a3 = load(v + 3u * g);
     // With PERSIST, a workgroup takes its next tile and starts loading it before it packs, looks
     // back and writes out this one, so its loads stay in flight meanwhile.
-    var taken = 1u; // tiles this workgroup has taken: at most GROUP_TILES (scan::group_tiles)
+    var taken = 1u; // tiles this workgroup has taken (next_tile)
     loop {
         let m0 = kept_mask(v, a0);
         let m1 = kept_mask(v + g, a1);
@@ -153,12 +153,8 @@ fn compact(i: Invocation) {
         // keep this tile's packing behind the last tile's write-out of the stage
         let gt = groups_exclusive(r3 + s[1].w);
         publish_aggregate(tile, gt.y);
-        var next = tiles;
-        if (PERSIST == 1u && taken < GROUP_TILES) {
-            next = take_ticket();
-            taken += 1u;
-        }
-        let nv = first_vec(min(next, tiles)); // past the end when done: loads nothing
+        let next = next_tile(tiles, &taken);
+        let nv = first_vec(next); // past the end when done: loads nothing
         let b0 = load(nv);
         let b1 = load(nv + g);
         let b2 = load(nv + 2u * g);

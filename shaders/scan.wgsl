@@ -93,7 +93,7 @@ fn scan(i: Invocation) {
     var x@R = load(v + @Ru * g); //@ROUND
     // With PERSIST, a workgroup takes its next tile and starts loading it before it looks back
     // for this one, so its loads stay in flight while it waits on its predecessors.
-    var taken = 1u; // tiles this workgroup has taken: at most GROUP_TILES (scan::group_tiles)
+    var taken = 1u; // tiles this workgroup has taken (next_tile)
     loop {
         x@R = vec_inclusive(x@R); //@ROUND
         // s@Q: the group scan of the four rounds' totals (exclusive, total)
@@ -103,12 +103,8 @@ fn scan(i: Invocation) {
         let before@R = combine(run, s@Q[0][@C]); run = combine(run, s@Q[1][@C]); //@ROUND
         let gt = groups_exclusive(run); // (groups before, tile total)
         publish_aggregate(tile, gt.y);
-        var next = tiles;
-        if (PERSIST == 1u && taken < GROUP_TILES) {
-            next = take_ticket();
-            taken += 1u;
-        }
-        let nv = first_vec(min(next, tiles)); // past the end when done: loads nothing
+        let next = next_tile(tiles, &taken);
+        let nv = first_vec(next); // past the end when done: loads nothing
         let y@R = load(nv + @Ru * g); //@ROUND
         var p = IDENTITY;
         if (NO_LOOKBACK == 0u) { p = look_back(tile, gt.y); }

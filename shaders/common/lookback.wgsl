@@ -14,8 +14,8 @@
 // The walk itself (look_back_walk) is in common/lookback_subgroup.wgsl (one subgroup reads
 // WINDOW predecessors per round, no workgroup barriers) or common/lookback_shared.wgsl (one
 // invocation, tile by tile).
-// Needs from the family: combine, IDENTITY, tile_reduce(t) (cooperative), WINDOW, and
-// `state` at binding 1 (cleared to zero before the dispatch).
+// Needs from the family: combine, IDENTITY, tile_reduce(t) (cooperative), WINDOW, PERSIST,
+// GROUP_TILES, and `state` at binding 1 (cleared to zero before the dispatch).
 
 const FLAG_AGGREGATE: u32 = 1u;
 const FLAG_INCLUSIVE: u32 = 2u;
@@ -30,6 +30,15 @@ var<workgroup> walk_result: vec3<u32>; // look_back_walk's answer, for the whole
 fn take_ticket() -> u32 {
     if (inv.li == 0u) { wg_tile = atomicAdd(&state[0], 1u); }
     return workgroupUniformLoad(&wg_tile);
+}
+
+// The next tile of a workgroup that loops over tiles (PERSIST), having taken `taken` so far:
+// `tiles` when it is done (no looping, GROUP_TILES taken, or the tickets are past the last
+// tile). Call from uniform control flow.
+fn next_tile(tiles: u32, taken: ptr<function, u32>) -> u32 {
+    if (PERSIST == 0u || *taken >= GROUP_TILES) { return tiles; }
+    *taken += 1u;
+    return min(take_ticket(), tiles);
 }
 
 fn read_state(t: u32) -> vec2<u32> {
