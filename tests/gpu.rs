@@ -333,7 +333,12 @@ mod radix {
             let gpu = gpu(no_sg);
             let s = radix(gpu).with_radix_workgroup(gpu, 512);
             if no_sg {
-                assert_eq!(s.radix_tile(), 512 * 8, "512 invocations of 8 keys");
+                assert_eq!(s.radix_tile(false), 512 * 8, "512 invocations of 8 keys");
+                assert_eq!(
+                    s.radix_tile(true),
+                    512 * 6,
+                    "512 invocations of 6 keys and payloads"
+                );
             }
             u32_edge_sizes_and_shapes(
                 &s,

@@ -308,21 +308,20 @@ impl BitonicSorter {
     }
 
     /// Radix sweeps of `groups` workgroups that loop over tiles (each at most
-    /// [`crate::scan::group_tiles`]; 0: one workgroup per tile), for sorts with and without a
-    /// payload alike, instead of the defaults (looping for payload sorts only); for tests.
+    /// [`crate::scan::group_tiles`]; 0, the default: one workgroup per tile); for tests.
     pub fn with_radix_sweep_groups(mut self, gpu: &Gpu, groups: u32) -> Self {
         let tuning = crate::radix::RadixTuning {
-            payload_workgroups: groups,
-            keys_workgroups: groups,
+            workgroups: groups,
             ..self.radix.tuning()
         };
         self.radix = crate::radix::RadixKernels::new(gpu, tuning);
         self
     }
 
-    /// Keys per radix sweep tile (invocations per workgroup times keys per invocation).
-    pub fn radix_tile(&self) -> u32 {
-        self.radix.tile()
+    /// Keys per radix sweep tile (invocations per workgroup times keys per invocation) of sorts
+    /// without or with a payload.
+    pub fn radix_tile(&self, payload: bool) -> u32 {
+        self.radix.tile(payload)
     }
 
     /// Rank radix digits with whole vec4 ballots even where the device's subgroups never exceed
@@ -722,7 +721,7 @@ impl BitonicSorter {
         Ok(SortStats {
             n,
             planes: job.key_type.is_wide() as u32 + 1 + !matches!(payload, Payload::None) as u32,
-            tile: self.radix.tile(),
+            tile: self.radix.tile(!matches!(payload, Payload::None)),
             network_dispatches,
             global_dispatches: 0,
             codec_dispatches,

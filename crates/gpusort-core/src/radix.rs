@@ -24,9 +24,15 @@ const RADIX_WG: u32 = 256;
 /// slower at 2^28 too, so 512 x 8 it is). Not on lavapipe with subgroups: 8-lane subgroups need
 /// 64 rows of rank counters (32 KiB).
 const WIDE_WG: u32 = 512;
-/// Keys each invocation holds in a sweep (`GPUSORT_RADIX_ITEMS` overrides). H100,
-/// 2^24 / 2^26 u32 keys: 4 -> 2.91 / 11.4 ms, 8 -> 2.07 / 7.77 ms, 16 -> 2.32 / 8.63 ms.
+/// Keys each invocation holds in a sweep of a keys-only sort (`GPUSORT_RADIX_ITEMS` overrides).
+/// H100, 2^24 / 2^26 u32 keys: 4 -> 2.91 / 11.4 ms, 8 -> 2.07 / 7.77 ms, 16 -> 2.32 / 8.63 ms
+/// (fifth session); 512 invocations, ninth session: 3 / 4 / 5 / 6 / 8 -> 1.321 / 1.109 / 0.999 /
+/// 1.072 / 0.958 ms at 2^24, 17.7 / 14.5 / 13.5 / 14.6 / 12.6 ms at 2^28.
 const DEFAULT_ITEMS: u32 = 8;
+/// The same for sorts with a payload (argsorts): they hold a payload word per key too. H100,
+/// 512 invocations, argsort 2^24 / 2^26 / 2^28: 3 -> 1.577 / 5.877 / 29.6 ms, 4 -> 1.352 / 4.954
+/// / 29.5, 5 -> 1.452 / 5.330 / 32.7, 6 -> 1.335 / 4.816 / 28.0, 8 -> 1.739 / 6.448 / 39.8.
+const DEFAULT_PAYLOAD_ITEMS: u32 = 6;
 /// Predecessor tiles the look-back reads at once (`GPUSORT_RADIX_WINDOW` overrides). Wider windows
 /// measured no faster on the H100 (2^26, 8 keys an invocation: window 1 7.77 ms, 16 8.6 ms): the
 /// predecessors have mostly published by the time a tile looks.
@@ -86,8 +92,10 @@ pub(crate) struct Pipelines {
 /// environment overrides them for measuring, see docs/ARCHITECTURE.md).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct RadixTuning {
-    /// Keys each invocation holds in a sweep: `GPUSORT_RADIX_ITEMS`.
+    /// Keys each invocation holds in a sweep, keys-only sorts: `GPUSORT_RADIX_ITEMS`.
     pub items: u32,
+    /// The same for sorts with a payload: `GPUSORT_RADIX_ITEMS` sets both.
+    pub payload_items: u32,
     /// Predecessor tiles the look-back reads at once: `GPUSORT_RADIX_WINDOW`.
     pub window: u32,
     /// Reads of a silent predecessor before counting its digit here: `GPUSORT_RADIX_SPIN`.
@@ -104,15 +112,13 @@ pub(crate) struct RadixTuning {
     /// where it fits, else 256. A requested size that does not fit the device's workgroup
     /// memory falls back to 256.
     pub wg: Option<u32>,
-    /// Sweep workgroups launched for sorts with a payload (more where crate::scan::group_tiles
-    /// bounds each), keys only: `GPUSORT_RADIX_WORKGROUPS` sets both; 0 launches one per tile.
-    /// When fewer, each loops over tiles, loading its next tile's keys before it looks back for
-    /// the current one.
-    /// H100 (same device session, 512 x 8 tiles): argsort 2^24 / 2^26 1.468-1.479 / 5.66-5.73
-    /// ms with 264..2112 workgroups against 1.742 / 6.459 ms one per tile; keys only slower,
-    /// 1.24 / 4.89 against 0.956 / 3.290 ms, so keys-only sorts keep a workgroup per tile.
-    pub payload_workgroups: u32,
-    pub keys_workgroups: u32,
+    /// Sweep workgroups launched, each looping over tiles (`GPUSORT_RADIX_WORKGROUPS`; more where
+    /// crate::scan::group_tiles bounds each); 0, the default, launches one per tile. Looping
+    /// loads a tile's keys before the look-back of the one before, as the scans do, but it
+    /// holds twice the keys in registers: H100, keys 2^24 / 2^26 1.24 / 4.89 ms against 0.956
+    /// / 3.290 one per tile; argsorts gained with 8 keys an invocation (5.66-5.73 against 6.46
+    /// ms at 2^26) but 6 keys one per tile beat both (4.82 ms, DEFAULT_PAYLOAD_ITEMS).
+    pub workgroups: u32,
 }
 
 impl RadixTuning {
@@ -120,6 +126,9 @@ impl RadixTuning {
         use crate::scan::env_u32;
         RadixTuning {
             items: env_u32("GPUSORT_RADIX_ITEMS", DEFAULT_ITEMS, |v| {
+                (1..=64).contains(&v)
+            }),
+            payload_items: env_u32("GPUSORT_RADIX_ITEMS", DEFAULT_PAYLOAD_ITEMS, |v| {
                 (1..=64).contains(&v)
             }),
             window: env_u32("GPUSORT_RADIX_WINDOW", DEFAULT_WINDOW, |v| {
@@ -137,8 +146,7 @@ impl RadixTuning {
                 .ok()
                 .and_then(|v| v.parse().ok())
                 .filter(|v| [RADIX_WG, WIDE_WG, 2 * WIDE_WG].contains(v)),
-            payload_workgroups: env_u32("GPUSORT_RADIX_WORKGROUPS", 1024, |_| true),
-            keys_workgroups: env_u32("GPUSORT_RADIX_WORKGROUPS", 0, |_| true),
+            workgroups: env_u32("GPUSORT_RADIX_WORKGROUPS", 0, |_| true),
         }
     }
 }
@@ -148,8 +156,9 @@ pub(crate) struct RadixKernels {
     min_subgroup: Option<u32>,
     /// Whether ballots are one word (no subgroup of the device exceeds 32 lanes).
     narrow_ballot: bool,
-    /// `tuning.items` cut to what the device's workgroup memory holds.
-    items: u32,
+    /// `tuning.items` and `tuning.payload_items` cut to what the device's workgroup memory
+    /// holds: keys an invocation holds in sorts without and with a payload.
+    items: [u32; 2],
     /// Invocations per workgroup.
     wg: u32,
     tuning: RadixTuning,
@@ -209,11 +218,13 @@ impl RadixKernels {
         } else {
             RADIX_WG
         };
-        let mut items = tuning.items;
         // fewer keys per invocation where workgroup memory is small
-        while items > 1 && !fits(items, wg) {
-            items -= 1;
-        }
+        let items = [tuning.items, tuning.payload_items].map(|mut items| {
+            while items > 1 && !fits(items, wg) {
+                items -= 1;
+            }
+            items
+        });
         let narrow_ballot =
             !tuning.wide_ballot && gpu.subgroups().is_some_and(|s| s.max_size <= 32);
         RadixKernels {
@@ -227,9 +238,9 @@ impl RadixKernels {
         }
     }
 
-    /// Keys per sweep tile.
-    pub(crate) fn tile(&self) -> u32 {
-        self.wg * self.items
+    /// Keys per sweep tile, for sorts without or with a payload.
+    pub(crate) fn tile(&self, payload: bool) -> u32 {
+        self.wg * self.items[payload as usize]
     }
 
     pub(crate) fn pipelines(
@@ -245,7 +256,7 @@ impl RadixKernels {
             return Ok(p.clone());
         }
         let source = shaders::radix(&shaders::RadixConfig {
-            items: self.items,
+            items: self.items[payload as usize],
             wg: self.wg,
             kind: key_type.code(),
             descending,
@@ -256,10 +267,7 @@ impl RadixKernels {
             window: self.tuning.window,
             probe: self.tuning.probe,
             group_tiles: crate::scan::group_tiles(gpu),
-            sweep_groups: match payload {
-                true => self.tuning.payload_workgroups,
-                false => self.tuning.keys_workgroups,
-            },
+            sweep_groups: self.tuning.workgroups,
             narrow_ballot: self.narrow_ballot,
         });
         let module = kernel::module(gpu, "radix", &source)?;
@@ -293,7 +301,7 @@ impl RadixKernels {
         let with_payload = !matches!(job.payload, Payload::None);
         let pipes = self.pipelines(gpu, job.key_type, job.descending, with_payload)?;
         let cap = job.capacity as u64;
-        let tiles = job.capacity.div_ceil(self.tile());
+        let tiles = job.capacity.div_ceil(self.tile(with_payload));
         let keys_alt = transfer::storage_buffer(gpu, "radix keys", cap * 4 * key_words as u64)?;
         let (payload, payload_alt) = match job.payload {
             Payload::None => (
@@ -361,7 +369,7 @@ impl RadixKernels {
             )
         };
         let (prep, run) = (buffers(&args), buffers(&no_args));
-        let count_groups = job.capacity.div_ceil(8 * self.tile());
+        let count_groups = job.capacity.div_ceil(8 * self.tile(with_payload));
         {
             let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some("radix count digits"),

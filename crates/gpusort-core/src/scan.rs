@@ -36,6 +36,9 @@ pub struct Tuning {
     /// that starting surplus workgroups costs nothing; a GPU holding more than 1024 of them
     /// (none does today) would want more.
     pub scan_workgroups: u32,
+    /// Invocations per compaction workgroup without a payload (`GPUSORT_COMPACT_WG`, 256 or 512;
+    /// half that with one).
+    pub compact_wg: u32,
     /// The same for compaction (`GPUSORT_COMPACT_WORKGROUPS`): H100 2^26 280 us (50% of copy)
     /// against 310 us (45%); 2048 and 4096 282-286 us.
     pub compact_workgroups: u32,
@@ -66,6 +69,7 @@ impl Default for Tuning {
             scan_rounds: 8,
             scan_workgroups: 1024,
             compact_workgroups: 1024,
+            compact_wg: 256,
             window: 32,
             spin_limit: DEFAULT_SPIN_LIMIT,
             scan_wait_nearest: true,
@@ -89,6 +93,9 @@ impl Tuning {
                 [4, 8, 12, 16].contains(&r)
             }),
             scan_workgroups: env_u32("GPUSORT_SCAN_WORKGROUPS", d.scan_workgroups, |_| true),
+            compact_wg: env_u32("GPUSORT_COMPACT_WG", d.compact_wg, |w| {
+                [256, 512].contains(&w)
+            }),
             compact_workgroups: env_u32("GPUSORT_COMPACT_WORKGROUPS", d.compact_workgroups, |_| {
                 true
             }),
@@ -106,6 +113,17 @@ impl Tuning {
     /// Elements per scan tile.
     pub fn scan_tile(&self) -> u32 {
         self.scan_wg * 4 * self.scan_rounds
+    }
+
+    /// Invocations per compaction workgroup: `compact_wg`, halved with a payload; a tile is four
+    /// vec4s per invocation, packed in workgroup memory with its payload (16 KiB of words, plus 8
+    /// or 16 KiB of payload, with the default 256).
+    pub fn compact_wg(&self, payload: bool) -> u32 {
+        if payload {
+            self.compact_wg / 2
+        } else {
+            self.compact_wg
+        }
     }
 }
 
@@ -220,16 +238,6 @@ pub struct Scanner {
     placeholders: [wgpu::Buffer; 2],
 }
 
-/// Invocations per compaction workgroup; a tile is four vec4s per invocation, packed in
-/// workgroup memory with its payload (at most 16 KiB of words plus 8 or 16 KiB of payload).
-pub(crate) fn compact_wg(payload: bool) -> u32 {
-    if payload {
-        128
-    } else {
-        256
-    }
-}
-
 fn tiles(n: u32, tile: u32) -> u32 {
     n.div_ceil(tile).max(1)
 }
@@ -240,8 +248,8 @@ fn tiles(n: u32, tile: u32) -> u32 {
 /// fallback, stopped partway through a tile and left the rest unwritten, always at the same
 /// tile (42 / 58 / 76 for workgroups of 512 / 256 / 128), with or without CPU load (and there
 /// the first two workgroups to start can take every tile); with the bound every such run is
-/// exact. On the H100 the bound cost: scan 2^28 898-904 us against 850-857, argsort 2^26 13.6
-/// ms against 5.7 (its workgroups start and stop mid-sort), so GPUs loop without one.
+/// exact. On the H100 the bound cost: scan 2^28 898-904 us against 850-857, looping argsort
+/// 2^26 13.6 ms against 5.7 (its workgroups start and stop mid-sort), so GPUs loop without one.
 pub fn group_tiles(gpu: &Gpu) -> u32 {
     if gpu.is_software() {
         8
@@ -479,7 +487,7 @@ impl Scanner {
         let variant = T::TYPE.code() << 3 | pred << 1 | keep as u32;
         let payload = job.payload.is_some();
         let pipeline = self.pipeline(gpu, (1, words, payload as u32, variant))?;
-        let t = tiles(job.n, compact_wg(payload) * 16 / words);
+        let t = tiles(job.n, self.tuning.compact_wg(payload) * 16 / words);
         let state = Self::state_buffer(gpu, t)?;
         let (pivot_hi, pivot_lo) = pivot
             .map(|p| crate::cpu::keys::encode_key(&p, false))

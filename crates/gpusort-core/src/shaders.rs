@@ -234,7 +234,7 @@ pub fn compact(
     compose_with(
         COMPACT,
         &[
-            ("WG", crate::scan::compact_wg(payload)),
+            ("WG", t.compact_wg(payload)),
             ("W", words),
             ("PAYLOAD", payload as u32),
             ("KIND", variant >> 3),
