@@ -146,6 +146,49 @@ fn look_back_fallback_gives_the_same_results() {
 }
 
 #[test]
+fn look_back_counters_count_the_walk() {
+    // GPUSORT_SCAN_COUNTERS (measuring): with every wait given up at once, tile t reduces its
+    // t predecessors itself and walks no round; otherwise every tile after the first walks
+    for no_sg in MODES {
+        let gpu = gpu(no_sg);
+        let tuning = Tuning {
+            counters: true,
+            scan_workgroups: 0,
+            compact_workgroups: 0,
+            ..Tuning::default()
+        };
+        let mut r = rng(17);
+        let s = Scanner::new(gpu)
+            .unwrap()
+            .with_tuning(tuning)
+            .with_spin_limit(0);
+        let n = 5 * s.tuning().scan_tile() as usize;
+        let u: Vec<u32> = (0..n).map(|_| r.random()).collect();
+        check_scan(gpu, &s, &u, ScanOp::Add, false, "counters, fallbacks");
+        assert_eq!(s.look_back_counters(gpu, 0).unwrap(), Some([0, 0, 10]));
+        let s = Scanner::new(gpu).unwrap().with_tuning(tuning);
+        check_scan(gpu, &s, &u, ScanOp::Add, false, "counters");
+        let [rounds, _, _] = s.look_back_counters(gpu, 0).unwrap().unwrap();
+        assert!(rounds >= 4, "5 tiles walked {rounds} rounds");
+        let (got, _) = s.compact(gpu, &u, None, Predicate::Below(1 << 31)).unwrap();
+        assert_eq!(
+            got,
+            reference::compact(&u, None, &Predicate::Below(1u32 << 31)).0
+        );
+        let [rounds, _, _] = s.look_back_counters(gpu, 1).unwrap().unwrap();
+        assert!(rounds >= 1, "compaction walked {rounds} rounds");
+        assert_eq!(
+            Scanner::new(gpu)
+                .unwrap()
+                .look_back_counters(gpu, 0)
+                .unwrap(),
+            None,
+            "nothing counted unless asked"
+        );
+    }
+}
+
+#[test]
 fn look_back_and_tile_shapes_give_the_same_results() {
     // the look-back's other shapes (tile by tile, windows of 8, waiting on the nearest silent
     // tile or not), scan tiles of 128 invocations and 8 rounds, and workgroups per tile (0) or

@@ -464,13 +464,14 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
             8.0 * n as f64,
             st.median_s / copy_st.median_s,
             format!(
-                "{:.0}% of copy bandwidth; {paths}{}",
+                "{:.0}% of copy bandwidth; {paths}{}{}",
                 100.0 * gbs / copy_gbs,
                 if unchecked {
                     "; look-back off (measurement only, unchecked)"
                 } else {
                     ""
-                }
+                },
+                look_back_counts(gpu, &scanner, 0)?
             ),
         ));
         bar.inc(1);
@@ -522,8 +523,9 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
             bytes,
             st.median_s / copy_st.median_s,
             format!(
-                "pivot {pivot}, kept {kept}; {:.0}% of copy bandwidth; {paths}",
-                100.0 * gbs / copy_gbs
+                "pivot {pivot}, kept {kept}; {:.0}% of copy bandwidth; {paths}{}",
+                100.0 * gbs / copy_gbs,
+                look_back_counts(gpu, &scanner, 1)?
             ),
         ));
         bar.inc(1);
@@ -816,6 +818,20 @@ fn transfer_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
         }
     }
     Ok(cases)
+}
+
+/// With `GPUSORT_SCAN_COUNTERS=1`, the last repetition's look-back counts for a case's note.
+fn look_back_counts(
+    gpu: &gpusort_core::Gpu,
+    scanner: &gpusort_core::scan::Scanner,
+    family: usize,
+) -> Result<String, CliError> {
+    Ok(match scanner.look_back_counters(gpu, family)? {
+        Some([rounds, silent, fallbacks]) => format!(
+            "; look-back of the last run: {rounds} walk rounds, {silent} silent reads, {fallbacks} fallbacks"
+        ),
+        None => String::new(),
+    })
 }
 
 /// Whether `buf` holds `n` u32 keys in order (on the key bits `bits` only, when given).

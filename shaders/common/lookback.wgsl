@@ -15,15 +15,21 @@
 // WINDOW predecessors per round, no workgroup barriers) or common/lookback_shared.wgsl (one
 // invocation, tile by tile).
 // Needs from the family: combine, IDENTITY, tile_reduce(t) (cooperative), WINDOW, PERSIST,
-// GROUP_TILES, and `state` at binding 1 (cleared to zero before the dispatch).
+// GROUP_TILES, COUNTERS, and `state` at binding 1 (cleared to zero before the dispatch).
 
 const FLAG_AGGREGATE: u32 = 1u;
 const FLAG_INCLUSIVE: u32 = 2u;
-const STATE_HEADER: u32 = 4u; // [0] ticket counter, [1..3] reserved
+// [0] ticket counter; with COUNTERS (measuring only): [1] walk rounds, [2] reads that found the
+// nearest unaccounted tile silent, [3] fallbacks, summed over the tiles
+const STATE_HEADER: u32 = 4u;
 
 @group(0) @binding(1) var<storage, read_write> state: array<atomic<u32>>;
 
 var<workgroup> wg_tile: u32;
+// COUNTERS: this tile's walk rounds and silent rounds, counted by the walking invocations (li 0
+// among them), added to the header once per tile
+var<private> walk_rounds: u32;
+var<private> walk_idle: u32;
 var<workgroup> walk_result: vec3<u32>; // look_back_walk's answer, for the whole workgroup
 
 // The tile this workgroup works on, in start order.
@@ -65,6 +71,9 @@ fn publish_aggregate(tile: u32, aggregate: u32) {
 // Call from uniform control flow, after publish_aggregate, with the same aggregate.
 fn look_back(tile: u32, aggregate: u32) -> u32 {
     if (tile == 0u) { return IDENTITY; }
+    walk_rounds = 0u;
+    walk_idle = 0u;
+    var fallbacks = 0u;
     var prefix = IDENTITY;
     var next = tile; // tiles [next, tile) are accounted for
     loop {
@@ -74,9 +83,17 @@ fn look_back(tile: u32, aggregate: u32) -> u32 {
         if (w.z == 1u) { break; }
         // the fallback: the nearest tile published nothing within the bound; do its work here
         prefix = combine(tile_reduce(next - 1u), prefix);
+        fallbacks += 1u;
         next -= 1u;
         if (next == 0u) { break; }
     }
-    if (inv.li == 0u) { publish(tile, FLAG_INCLUSIVE, combine(prefix, aggregate)); }
+    if (inv.li == 0u) {
+        publish(tile, FLAG_INCLUSIVE, combine(prefix, aggregate));
+        if (COUNTERS == 1u) {
+            atomicAdd(&state[1], walk_rounds);
+            atomicAdd(&state[2], walk_idle);
+            atomicAdd(&state[3], fallbacks);
+        }
+    }
     return prefix;
 }

@@ -11,7 +11,9 @@ fn look_back_walk(start: u32) -> vec3<u32> {
         loop {
             if (SPIN_LIMIT == 0u) { break; }
             let sv = read_state(next - 1u);
+            walk_rounds += 1u;
             if (sv.x == 0u) {
+                walk_idle += 1u;
                 idle += 1u;
                 if (idle >= SPIN_LIMIT) { break; }
                 continue;

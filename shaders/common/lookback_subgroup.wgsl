@@ -41,6 +41,8 @@ fn look_back_walk(start: u32) -> vec3<u32> {
             let incl = first_lane(subgroupBallot(inv.lane < limit && sv.x == FLAG_INCLUSIVE));
             let found = incl < gap;
             let taken = select(gap, incl + 1u, found);
+            walk_rounds += 1u;
+            if (taken == 0u) { walk_idle += 1u; }
             acc = combine(sg_reduce(select(IDENTITY, sv.y, inv.lane < taken)), acc);
             next -= taken;
             if (found || next == 0u) {
@@ -55,6 +57,7 @@ fn look_back_walk(start: u32) -> vec3<u32> {
                     var published = false;
                     for (; idle < SPIN_LIMIT && !published; idle++) {
                         published = subgroupBroadcast(read_state(next - 1u).x, 0u) != 0u;
+                        walk_idle += 1u;
                     }
                 }
             } else {

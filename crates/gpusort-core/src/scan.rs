@@ -60,6 +60,9 @@ pub struct Tuning {
     /// Tiles ignore their predecessors (wrong results; to measure what the look-back costs):
     /// `GPUSORT_SCAN_NO_LOOKBACK=1`.
     pub no_lookback: bool,
+    /// Count the look-back's walk rounds, silent reads and fallbacks in the state header, read
+    /// with [`Scanner::look_back_counters`] (measuring only): `GPUSORT_SCAN_COUNTERS=1`.
+    pub counters: bool,
 }
 
 impl Default for Tuning {
@@ -76,6 +79,7 @@ impl Default for Tuning {
             compact_wait_nearest: false,
             count_ladder: true,
             no_lookback: false,
+            counters: false,
         }
     }
 }
@@ -107,6 +111,7 @@ impl Tuning {
             compact_wait_nearest: flag("GPUSORT_COMPACT_WAIT_NEAREST", d.compact_wait_nearest),
             count_ladder: flag("GPUSORT_COUNT_LADDER", d.count_ladder),
             no_lookback: flag("GPUSORT_SCAN_NO_LOOKBACK", d.no_lookback),
+            counters: flag("GPUSORT_SCAN_COUNTERS", d.counters),
         }
     }
 
@@ -233,6 +238,8 @@ pub struct Scanner {
     scan_layout: Layout,
     compact_layout: Layout,
     pipelines: Mutex<HashMap<PipelineKey, Arc<wgpu::ComputePipeline>>>,
+    /// With `tuning.counters`: the state buffer of the last scan and compaction recorded.
+    last_state: Mutex<[Option<wgpu::Buffer>; 2]>,
     /// Bound where a job has no carry or no payload (the kernels never touch them then); two,
     /// since one buffer may not be bound read-only and read-write at once.
     placeholders: [wgpu::Buffer; 2],
@@ -300,6 +307,7 @@ impl Scanner {
             scan_layout,
             compact_layout,
             pipelines: Mutex::new(HashMap::new()),
+            last_state: Mutex::new([None, None]),
             placeholders: [
                 transfer::storage_buffer(gpu, "unused binding", 16)?,
                 transfer::storage_buffer(gpu, "unused binding", 16)?,
@@ -363,12 +371,31 @@ impl Scanner {
         Ok(p)
     }
 
-    fn state_buffer(gpu: &Gpu, tiles: u32) -> Result<wgpu::Buffer> {
-        transfer::storage_buffer(
+    /// The look-back state of a dispatch of `tiles` tiles (`family` 0: scan, 1: compaction),
+    /// kept for [`Scanner::look_back_counters`] when counting.
+    fn state_buffer(&self, gpu: &Gpu, tiles: u32, family: usize) -> Result<wgpu::Buffer> {
+        let b = transfer::storage_buffer(
             gpu,
             "look-back state",
             (STATE_HEADER + 2 * tiles as u64) * 4,
-        )
+        )?;
+        if self.tuning.counters {
+            self.last_state.lock().unwrap_or_else(|p| p.into_inner())[family] = Some(b.clone());
+        }
+        Ok(b)
+    }
+
+    /// With `Tuning::counters`, the last scan's (`family` 0) or compaction's (1) look-back
+    /// counts once its work is done: (walk rounds, silent reads, fallbacks), summed over tiles.
+    pub fn look_back_counters(&self, gpu: &Gpu, family: usize) -> Result<Option<[u32; 3]>> {
+        let state = self.last_state.lock().unwrap_or_else(|p| p.into_inner())[family].clone();
+        match state {
+            Some(b) => {
+                let v: Vec<u32> = transfer::read_vec(gpu, &b, 4)?;
+                Ok(Some([v[1], v[2], v[3]]))
+            }
+            None => Ok(None),
+        }
     }
 
     /// Record a scan of `n` elements of `src` into `dst` (both at least `n` elements, rounded up
@@ -410,7 +437,7 @@ impl Scanner {
         let pipeline = self.pipeline(gpu, (0, code, identity, inclusive as u32))?;
         let t = tiles(n, self.tuning.scan_tile());
         let groups = launched(t, self.tuning.scan_workgroups, self.group_tiles);
-        let state = Self::state_buffer(gpu, t)?;
+        let state = self.state_buffer(gpu, t, 0)?;
         let (carry_buffer, carry_in, carry_out) = match carry {
             Some(c) => (c.buffer, c.read.unwrap_or(NO_SLOT), c.write),
             None => (&self.placeholders[0], NO_SLOT, NO_SLOT),
@@ -488,7 +515,7 @@ impl Scanner {
         let payload = job.payload.is_some();
         let pipeline = self.pipeline(gpu, (1, words, payload as u32, variant))?;
         let t = tiles(job.n, self.tuning.compact_wg(payload) * 16 / words);
-        let state = Self::state_buffer(gpu, t)?;
+        let state = self.state_buffer(gpu, t, 1)?;
         let (pivot_hi, pivot_lo) = pivot
             .map(|p| crate::cpu::keys::encode_key(&p, false))
             .unwrap_or((0, 0));
