@@ -191,14 +191,14 @@ fn look_back_counters_count_the_walk() {
 #[test]
 fn look_back_and_tile_shapes_give_the_same_results() {
     // the look-back's other shapes (tile by tile, windows of 8, waiting on the nearest silent
-    // tile or not), scan tiles of 128 invocations and 8 rounds, and workgroups per tile (0) or
-    // a few looping over many tiles
+    // tile or not, status words 2 or 32 apart), scan tiles of 128 invocations and 8 rounds, and
+    // workgroups per tile (0) or a few looping over many tiles
     for no_sg in MODES {
         let gpu = gpu(no_sg);
-        for (window, wait, wg, rounds, workgroups) in [
-            (1, false, 128, 8, 0),
-            (8, true, 256, 4, 3),
-            (32, true, 512, 8, 5),
+        for (window, wait, wg, rounds, workgroups, state_stride) in [
+            (1, false, 128, 8, 0, 2),
+            (8, true, 256, 4, 3, 32),
+            (32, true, 512, 8, 5, 8),
         ] {
             let s = Scanner::new(gpu).unwrap().with_tuning(Tuning {
                 window,
@@ -208,6 +208,7 @@ fn look_back_and_tile_shapes_give_the_same_results() {
                 scan_rounds: rounds,
                 scan_workgroups: workgroups,
                 compact_workgroups: workgroups,
+                state_stride,
                 ..Tuning::default()
             });
             let mut r = rng(window as u64);

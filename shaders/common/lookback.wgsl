@@ -15,7 +15,8 @@
 // WINDOW predecessors per round, no workgroup barriers) or common/lookback_shared.wgsl (one
 // invocation, tile by tile).
 // Needs from the family: combine, IDENTITY, tile_reduce(t) (cooperative), WINDOW, PERSIST,
-// GROUP_TILES, COUNTERS, and `state` at binding 1 (cleared to zero before the dispatch).
+// GROUP_TILES, COUNTERS, STATE_STRIDE (words from one tile's status to the next: 2, or more to
+// spread the polled words over cache lines), and `state` at binding 1 (cleared to zero before the dispatch).
 
 const FLAG_AGGREGATE: u32 = 1u;
 const FLAG_INCLUSIVE: u32 = 2u;
@@ -48,8 +49,8 @@ fn next_tile(tiles: u32, taken: ptr<function, u32>) -> u32 {
 }
 
 fn read_state(t: u32) -> vec2<u32> {
-    let lo = atomicLoad(&state[STATE_HEADER + 2u * t]);
-    let hi = atomicLoad(&state[STATE_HEADER + 2u * t + 1u]);
+    let lo = atomicLoad(&state[STATE_HEADER + STATE_STRIDE * t]);
+    let hi = atomicLoad(&state[STATE_HEADER + STATE_STRIDE * t + 1u]);
     if ((lo >> 16u) != 0u && (lo >> 16u) == (hi >> 16u)) {
         return vec2<u32>(lo >> 16u, (lo & 0xffffu) | (hi << 16u));
     }
@@ -57,8 +58,8 @@ fn read_state(t: u32) -> vec2<u32> {
 }
 
 fn publish(tile: u32, flag: u32, v: u32) {
-    atomicStore(&state[STATE_HEADER + 2u * tile], (v & 0xffffu) | (flag << 16u));
-    atomicStore(&state[STATE_HEADER + 2u * tile + 1u], (v >> 16u) | (flag << 16u));
+    atomicStore(&state[STATE_HEADER + STATE_STRIDE * tile], (v & 0xffffu) | (flag << 16u));
+    atomicStore(&state[STATE_HEADER + STATE_STRIDE * tile + 1u], (v >> 16u) | (flag << 16u));
 }
 
 // Make this tile's aggregate visible to its successors: as early as possible, since they wait

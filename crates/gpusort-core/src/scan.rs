@@ -28,8 +28,8 @@ pub struct Tuning {
     /// Scan workgroups launched at most (`GPUSORT_SCAN_WORKGROUPS`; 0 launches one per tile).
     /// When there are more tiles, each workgroup loops over tiles, taking its next tile and
     /// loading it before it looks back for the current one, so its loads stay in flight while it
-    /// waits on its predecessors. H100, 2^28: 1024 -> 850-857 us (84% of copy) against
-    /// 1.014-1.025 ms (70%) for one workgroup per tile, 2^26 80% against 69%; 528 and 2048 the
+    /// waits on its predecessors. H100, 2^28 (status stride 2): 1024 -> 850-857 us (84% of
+    /// copy) against 1.014-1.025 ms (70%) for one workgroup per tile, 2^26 80% against 69%; 528 and 2048 the
     /// same as 1024, 4096 1-2% slower, a workgroup per tile that also loops 911 us (its surplus
     /// workgroups start only to exit). 1024 is a count, not a device property: more than the
     /// H100 holds at once (132 SMs x 2 of these workgroups), so no SM idles, and small enough
@@ -60,6 +60,13 @@ pub struct Tuning {
     /// Tiles ignore their predecessors (wrong results; to measure what the look-back costs):
     /// `GPUSORT_SCAN_NO_LOOKBACK=1`.
     pub no_lookback: bool,
+    /// Words from one tile's look-back status (two words) to the next: `GPUSORT_LOOKBACK_STRIDE`
+    /// (2, 4, 8, 16 or 32). 8 puts each tile in a 32-byte sector of its own, so the words every
+    /// workgroup polls are spread over more cache lines. H100 2^28 scan, processes of their own
+    /// over two device sessions: 2 -> 856-859 us (84% of copy), 4 -> 829-832, 8 -> 820-823
+    /// (87%, 9 of 9), 16 -> 823-826, 32 -> 828-891; 2^26 235 -> 225-226 us (83%). Compaction's
+    /// 2^28 bimodality is the same with every stride.
+    pub state_stride: u32,
     /// Count the look-back's walk rounds, silent reads and fallbacks in the state header, read
     /// with [`Scanner::look_back_counters`] (measuring only): `GPUSORT_SCAN_COUNTERS=1`.
     pub counters: bool,
@@ -80,6 +87,7 @@ impl Default for Tuning {
             count_ladder: true,
             no_lookback: false,
             counters: false,
+            state_stride: 8,
         }
     }
 }
@@ -112,6 +120,9 @@ impl Tuning {
             count_ladder: flag("GPUSORT_COUNT_LADDER", d.count_ladder),
             no_lookback: flag("GPUSORT_SCAN_NO_LOOKBACK", d.no_lookback),
             counters: flag("GPUSORT_SCAN_COUNTERS", d.counters),
+            state_stride: env_u32("GPUSORT_LOOKBACK_STRIDE", d.state_stride, |w| {
+                [2, 4, 8, 16, 32].contains(&w)
+            }),
         }
     }
 
@@ -377,7 +388,7 @@ impl Scanner {
         let b = transfer::storage_buffer(
             gpu,
             "look-back state",
-            (STATE_HEADER + 2 * tiles as u64) * 4,
+            (STATE_HEADER + self.tuning.state_stride as u64 * tiles as u64) * 4,
         )?;
         if self.tuning.counters {
             self.last_state.lock().unwrap_or_else(|p| p.into_inner())[family] = Some(b.clone());
