@@ -285,37 +285,34 @@ impl BitonicSorter {
         self.key_bits.clone()
     }
 
-    /// How many reads the radix look-back waits on a silent tile before counting that tile's
-    /// digits itself (0: always count; for tests).
-    pub fn with_radix_spin_limit(mut self, gpu: &Gpu, reads: u32) -> Self {
-        let tuning = crate::radix::RadixTuning {
-            spin_limit: reads,
-            ..self.radix.tuning()
-        };
+    /// The radix kernels rebuilt with one change to their current tuning (the builders below).
+    fn with_radix_tuning(
+        mut self,
+        gpu: &Gpu,
+        change: impl FnOnce(&mut crate::radix::RadixTuning),
+    ) -> Self {
+        let mut tuning = self.radix.tuning();
+        change(&mut tuning);
         self.radix = crate::radix::RadixKernels::new(gpu, tuning);
         self
+    }
+
+    /// How many reads the radix look-back waits on a silent tile before counting that tile's
+    /// digits itself (0: always count; for tests).
+    pub fn with_radix_spin_limit(self, gpu: &Gpu, reads: u32) -> Self {
+        self.with_radix_tuning(gpu, |t| t.spin_limit = reads)
     }
 
     /// Radix workgroups of `invocations` (256 or 512) where the device's workgroup memory holds
     /// them (else 256), instead of the default (512 with subgroups where it fits); for tests.
-    pub fn with_radix_workgroup(mut self, gpu: &Gpu, invocations: u32) -> Self {
-        let tuning = crate::radix::RadixTuning {
-            wg: Some(invocations),
-            ..self.radix.tuning()
-        };
-        self.radix = crate::radix::RadixKernels::new(gpu, tuning);
-        self
+    pub fn with_radix_workgroup(self, gpu: &Gpu, invocations: u32) -> Self {
+        self.with_radix_tuning(gpu, |t| t.wg = Some(invocations))
     }
 
     /// Radix sweeps of `groups` workgroups that loop over tiles (each at most
     /// [`crate::scan::group_tiles`]; 0, the default: one workgroup per tile); for tests.
-    pub fn with_radix_sweep_groups(mut self, gpu: &Gpu, groups: u32) -> Self {
-        let tuning = crate::radix::RadixTuning {
-            workgroups: groups,
-            ..self.radix.tuning()
-        };
-        self.radix = crate::radix::RadixKernels::new(gpu, tuning);
-        self
+    pub fn with_radix_sweep_groups(self, gpu: &Gpu, groups: u32) -> Self {
+        self.with_radix_tuning(gpu, |t| t.workgroups = groups)
     }
 
     /// Keys per radix sweep tile (invocations per workgroup times keys per invocation) of sorts
@@ -326,13 +323,8 @@ impl BitonicSorter {
 
     /// Rank radix digits with whole vec4 ballots even where the device's subgroups never exceed
     /// 32 lanes (where one word is used by default); for tests of the wide path on such devices.
-    pub fn with_wide_radix_ballots(mut self, gpu: &Gpu) -> Self {
-        let tuning = crate::radix::RadixTuning {
-            wide_ballot: true,
-            ..self.radix.tuning()
-        };
-        self.radix = crate::radix::RadixKernels::new(gpu, tuning);
-        self
+    pub fn with_wide_radix_ballots(self, gpu: &Gpu) -> Self {
+        self.with_radix_tuning(gpu, |t| t.wide_ballot = true)
     }
 
     /// Sort with `algorithm` (default: `Auto`).
