@@ -333,11 +333,11 @@ mod radix {
             let gpu = gpu(no_sg);
             let s = radix(gpu).with_radix_workgroup(gpu, 512);
             if no_sg {
-                assert_eq!(s.radix_tile(false), 512 * 8, "512 invocations of 8 keys");
+                assert_eq!(s.radix_tile(false), 512 * 9, "512 invocations of 9 keys");
                 assert_eq!(
                     s.radix_tile(true),
-                    512 * 6,
-                    "512 invocations of 6 keys and payloads"
+                    512 * 7,
+                    "512 invocations of 7 keys and payloads"
                 );
             }
             u32_edge_sizes_and_shapes(

@@ -27,16 +27,22 @@ const WIDE_WG: u32 = 512;
 /// Keys each invocation holds in a sweep of a keys-only sort (`GPUSORT_RADIX_ITEMS` overrides).
 /// H100, 2^24 / 2^26 u32 keys: 4 -> 2.91 / 11.4 ms, 8 -> 2.07 / 7.77 ms, 16 -> 2.32 / 8.63 ms
 /// (fifth session); 512 invocations, ninth session: 3 / 4 / 5 / 6 / 8 -> 1.321 / 1.109 / 0.999 /
-/// 1.072 / 0.958 ms at 2^24, 17.7 / 14.5 / 13.5 / 14.6 / 12.6 ms at 2^28.
-const DEFAULT_ITEMS: u32 = 8;
+/// 1.072 / 0.958 ms at 2^24, 17.7 / 14.5 / 13.5 / 14.6 / 12.6 ms at 2^28; 9 / 10 -> 0.924 /
+/// 1.179 ms at 2^24, 3.121 / 4.188 at 2^26, 11.94 / 16.30 at 2^28 (8: 0.958 / 3.298 / 12.62 in the
+/// same session).
+const DEFAULT_ITEMS: u32 = 9;
 /// The same for sorts with a payload (argsorts): they hold a payload word per key too. H100,
 /// 512 invocations, argsort 2^24 / 2^26 / 2^28: 3 -> 1.577 / 5.877 / 29.6 ms, 4 -> 1.352 / 4.954
-/// / 29.5, 5 -> 1.452 / 5.330 / 32.7, 6 -> 1.335 / 4.816 / 28.0, 8 -> 1.739 / 6.448 / 39.8.
-const DEFAULT_PAYLOAD_ITEMS: u32 = 6;
+/// / 29.5, 5 -> 1.452 / 5.330 / 32.7, 6 -> 1.335 / 4.816 / 28.0, 8 -> 1.739 / 6.448 / 39.8; in a
+/// later session 7 -> 1.260 / 4.505 / 23.6 against 6 -> 1.337 / 4.816 / 24.4.
+const DEFAULT_PAYLOAD_ITEMS: u32 = 7;
 /// Predecessor tiles the look-back reads at once (`GPUSORT_RADIX_WINDOW` overrides). Wider windows
 /// measured no faster on the H100 (2^26, 8 keys an invocation: window 1 7.77 ms, 16 8.6 ms): the
-/// predecessors have mostly published by the time a tile looks.
-const DEFAULT_WINDOW: u32 = 1;
+/// predecessors have mostly published by the time a tile looks. Ninth session, 512 invocations:
+/// window 2 (one more predecessor read with the nearest) 1-3% faster: keys 9 an invocation 2^24
+/// / 2^26 / 2^28 0.909 / 3.081 / 11.77 ms against 0.924 / 3.121 / 11.94, argsorts of 7 1.252 /
+/// 4.468 / 22.80 against 1.260 / 4.505 / 23.56; 4 the same as 2.
+const DEFAULT_WINDOW: u32 = 2;
 /// Digit passes one sort can have (64-bit keys, 8 bits a pass).
 const MAX_PASSES: u32 = 8;
 /// Control and plan words: see the C_* and P_* constants of radix.wgsl.
