@@ -160,7 +160,8 @@ fn count_digits(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
 }
 
 // Sweep workgroups for `tiles` tiles: one per tile, or SWEEP_GROUPS that loop (PERSIST), but
-// enough that none takes more than GROUP_TILES.
+// enough that none takes more than GROUP_TILES: scan::launched's rule, here on the GPU because
+// the key count may live there.
 fn sweep_groups(tiles: u32) -> u32 {
     if (PERSIST == 1u) { return min(tiles, max(SWEEP_GROUPS, (tiles - 1u) / GROUP_TILES + 1u)); } // tiles = 0: 0
     return tiles;

@@ -29,8 +29,8 @@ pub struct Tuning {
     /// When there are more tiles, each workgroup loops over tiles, taking its next tile and
     /// loading it before it looks back for the current one, so its loads stay in flight while it
     /// waits on its predecessors. H100, 2^28 (status stride 2): 1024 -> 850-857 us (84% of
-    /// copy) against 1.014-1.025 ms (70%) for one workgroup per tile, 2^26 80% against 69%; 528 and 2048 the
-    /// same as 1024, 4096 1-2% slower, a workgroup per tile that also loops 911 us (its surplus
+    /// copy) against 1.014-1.025 ms (70%) for one workgroup per tile, 2^26 80% against 69%;
+    /// 528 and 2048 the same as 1024, 4096 1-2% slower, a workgroup per tile that also loops 911 us (its surplus
     /// workgroups start only to exit). 1024 is a count, not a device property: more than the
     /// H100 holds at once (132 SMs x 2 of these workgroups), so no SM idles, and small enough
     /// that starting surplus workgroups costs nothing; a GPU holding more than 1024 of them

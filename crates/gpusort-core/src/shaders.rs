@@ -67,6 +67,26 @@ pub fn single_pass(subgroups: bool) -> [&'static str; 3] {
     }
 }
 
+/// The constants common/lookback.wgsl and its walks need, for a family whose workgroups loop
+/// over tiles or not (`persist`) and wait on the nearest silent tile or not.
+fn look_back_constants(
+    t: &Tuning,
+    persist: bool,
+    wait_nearest: bool,
+    group_tiles: u32,
+) -> [(&'static str, u32); 8] {
+    [
+        ("SPIN_LIMIT", t.spin_limit),
+        ("WINDOW", t.window),
+        ("WAIT_NEAREST", wait_nearest as u32),
+        ("PERSIST", persist as u32),
+        ("GROUP_TILES", group_tiles),
+        ("NO_LOOKBACK", t.no_lookback as u32),
+        ("COUNTERS", t.counters as u32),
+        ("STATE_STRIDE", t.state_stride),
+    ]
+}
+
 /// The scan family for operator code `op` (see common/scanop.wgsl).
 pub fn scan(
     op: u32,
@@ -84,16 +104,16 @@ pub fn scan(
             ("OP", op),
             ("IDENTITY", identity),
             ("INCLUSIVE", inclusive as u32),
-            ("SPIN_LIMIT", t.spin_limit),
-            ("WINDOW", t.window),
             ("ROUNDS", t.scan_rounds),
-            ("PERSIST", (t.scan_workgroups != 0) as u32),
-            ("GROUP_TILES", group_tiles),
-            ("NO_LOOKBACK", t.no_lookback as u32),
-            ("COUNTERS", t.counters as u32),
-            ("STATE_STRIDE", t.state_stride),
-            ("WAIT_NEAREST", t.scan_wait_nearest as u32),
-        ],
+        ]
+        .into_iter()
+        .chain(look_back_constants(
+            t,
+            t.scan_workgroups != 0,
+            t.scan_wait_nearest,
+            group_tiles,
+        ))
+        .collect::<Vec<_>>(),
         &[SCAN_OP, wgscan, lookback, walk],
     );
     per_round_lines(&source, t.scan_rounds)
@@ -243,16 +263,16 @@ pub fn compact(
             ("PRED", (variant >> 1) & 3),
             ("KEEP", variant & 1),
             ("IDENTITY", 0),
-            ("SPIN_LIMIT", t.spin_limit),
-            ("WINDOW", t.window),
-            ("WAIT_NEAREST", t.compact_wait_nearest as u32),
-            ("PERSIST", (t.compact_workgroups != 0) as u32),
-            ("GROUP_TILES", group_tiles),
-            ("NO_LOOKBACK", t.no_lookback as u32),
-            ("COUNTERS", t.counters as u32),
-            ("STATE_STRIDE", t.state_stride),
             ("COUNT_LADDER", t.count_ladder as u32),
-        ],
+        ]
+        .into_iter()
+        .chain(look_back_constants(
+            t,
+            t.compact_workgroups != 0,
+            t.compact_wait_nearest,
+            group_tiles,
+        ))
+        .collect::<Vec<_>>(),
         &[KEY_ORDER, wgscan, lookback, walk],
     )
 }
