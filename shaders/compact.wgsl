@@ -1,23 +1,26 @@
 // Stream compaction in one pass (METHODS.md method 3): keep the elements whose predicate equals
 // KEEP, in order, with their u32 payload, and count them. The tile layout is scan.wgsl's: each
-// invocation loads four vec4s of its scan group's run (4 / W elements each) and tests them into
+// invocation loads ROUNDS vec4s of its scan group's run (4 / W elements each) and tests them into
 // bit masks; the kept counts are placed by group_count_exclusive4 where subgroups exist (the
 // shuffle ladder by default, one-bit scans with COUNT_LADDER=0: the ladder measured 11-15%
 // faster on the H100), and the group totals and the look-back (combine =
 // add) place the tile. The kept elements are packed in workgroup memory at their places in the
 // tile while the look-back runs, then written out by consecutive invocations: whole lines, not
 // scattered words (scattered 4-byte writes measured 2-4x slower on the H100 at 2^28, where the
-// output no longer fits in L2 and partly written sectors go back to memory).
+// output no longer fits in L2 and partly written sectors go back to memory). The stage holds
+// STAGE elements, as many as the device's workgroup memory allows; a tile keeping more is
+// written out in phases (repack). H100, 512 x 8, 2^28: 783 us, 69% of a copy (docs/BENCHMARKS.md).
 // A stable partition is two of these: keep the matching elements, then the others starting at
 // the first pass's count.
 // CPU twin: crates/gpusort-core/src/cpu/scan.rs.
 // Host-prepended constants: WG, W (u32 words per element: 1 or 2), PAYLOAD (0/1), KIND (key
 // type code), PRED (PRED_*), KEEP (1: keep where the predicate holds, 0: the others),
-// IDENTITY (0), SPIN_LIMIT, WINDOW, PERSIST and NO_LOOKBACK (as in scan.wgsl).
+// IDENTITY (0), ROUNDS (vec4s per invocation, a multiple of 4), STAGE, PROBE (measuring only:
+// bit 0 skips the packing, bit 1 the write-out), SPIN_LIMIT, WINDOW, PERSIST and NO_LOOKBACK (as
+// in scan.wgsl; with NO_LOOKBACK a tile writes where a half-kept tile would).
 // Host-composed before this file: common/grid.wgsl, common/keyorder.wgsl, one of
 // common/wgscan_{subgroup,shared}.wgsl, common/lookback.wgsl and its walk.
 
-const ROUNDS: u32 = 4u; // vec4s per invocation
 const EPV: u32 = 4u / W; // elements per vec4
 const TILE_VECS: u32 = WG * ROUNDS;
 const TILE: u32 = TILE_VECS * EPV; // elements per tile
@@ -41,8 +44,9 @@ struct CompactParams {
 @group(0) @binding(5) var<storage, read> payload_in: array<u32>;
 @group(0) @binding(6) var<storage, read_write> payload_out: array<u32>;
 
-// The tile's kept words, then (PAYLOAD) their payload, packed in output order.
-var<workgroup> stage: array<u32, TILE * (W + PAYLOAD)>;
+// Kept elements packed in output order: STAGE (a host constant, at most TILE) elements' words,
+// then (PAYLOAD) their payload. A tile keeping more than STAGE is written out in several phases.
+var<workgroup> stage: array<u32, STAGE * (W + PAYLOAD)>;
 
 fn combine(a: u32, b: u32) -> u32 {
     return a + b;
@@ -109,17 +113,33 @@ fn pack(v: u32, a: vec4<u32>, j: u32, at: u32) {
     } else {
         stage[at] = select(select(a.x, a.y, j == 1u), select(a.z, a.w, j == 3u), j >= 2u);
     }
-    if (PAYLOAD == 1u) { stage[W * TILE + at] = payload_in[v * EPV + j]; }
+    if (PAYLOAD == 1u) { stage[W * STAGE + at] = payload_in[v * EPV + j]; }
 }
 
-// Pack the kept elements of vec4 v (mask m) from tile position `at` on.
-fn pack_kept(v: u32, a: vec4<u32>, m: u32, at: u32) {
-    var o = at;
-    var rest = m;
-    while (rest != 0u) {
-        pack(v, a, firstTrailingBit(rest), o);
-        rest &= rest - 1u;
-        o += 1u;
+// Pack the kept elements of vec4 v (mask m), the first at tile position `at`, that fall in the
+// phase starting at tile position `lo`. Predicated stores, one per element: on the H100 10% faster
+// than a loop over the set bits (the lanes of a subgroup ran it as often as the busiest needed).
+fn pack_kept(v: u32, a: vec4<u32>, m: u32, at: u32, lo: u32) {
+    if ((PROBE & 1u) != 0u) { return; }
+    for (var j = 0u; j < EPV; j++) {
+        let p = at + countOneBits(m & ((1u << j) - 1u));
+        if ((m & (1u << j)) != 0u && p >= lo && p - lo < STAGE) { pack(v, a, j, p - lo); }
+    }
+}
+
+// Pack the next phase (tile positions from `lo` on) of the tile whose first vec4 for this
+// invocation is v, its group's kept elements starting at tile position `base`: from the input
+// again, so that the loaded vec4s need not stay in registers through the look-back for the rare
+// tile that keeps more than STAGE elements. Uniform control flow.
+fn repack(v: u32, base: u32, lo: u32) {
+    let g = group_size();
+    var run = base;
+    for (var k = 0u; k < ROUNDS; k++) {
+        let a = load(v + k * g);
+        let m = kept_mask(v + k * g, a);
+        let s = group_count_exclusive4(vec4<u32>(countOneBits(m), 0u, 0u, 0u), 3u);
+        pack_kept(v + k * g, a, m, run + s[0].x, lo);
+        run += s[1].x;
     }
 }
 
@@ -130,55 +150,59 @@ fn compact(i: Invocation) {
     let tiles = max((cp.n + TILE - 1u) / TILE, 1u);
     if (tile >= tiles) { return; } // a surplus workgroup of a grid split over x and y
     let g = group_size();
+    // Lines ending in //@ROUND are written out once per round by the host, //@QUAD once per four
+    // rounds (as in scan.wgsl: named registers, not a private array).
     var v = first_vec(tile);
-    var a0 = load(v);
-    var a1 = load(v + g);
-    var a2 = load(v + 2u * g);
-    var a3 = load(v + 3u * g);
+    var a@R = load(v + @Ru * g); //@ROUND
     // With PERSIST, a workgroup takes its next tile and starts loading it before it packs, looks
     // back and writes out this one, so its loads stay in flight meanwhile.
     var taken = 1u; // tiles this workgroup has taken (next_tile)
     loop {
-        let m0 = kept_mask(v, a0);
-        let m1 = kept_mask(v + g, a1);
-        let m2 = kept_mask(v + 2u * g, a2);
-        let m3 = kept_mask(v + 3u * g, a3);
-        let c = vec4<u32>(countOneBits(m0), countOneBits(m1), countOneBits(m2), countOneBits(m3));
-        // s[0][k]: kept by the group's lanes before this one in round k; s[1][k]: round k's total
-        let s = group_count_exclusive4(c, 3u);
-        let r1 = s[1].x;
-        let r2 = r1 + s[1].y;
-        let r3 = r2 + s[1].z;
+        let m@R = kept_mask(v + @Ru * g, a@R); //@ROUND
+        // s@Q[0][c]: kept by the group's lanes before this one in round 4Q+c; s@Q[1][c]: its total
+        let s@Q = group_count_exclusive4(vec4<u32>(countOneBits(m@Q0), countOneBits(m@Q1), countOneBits(m@Q2), countOneBits(m@Q3)), 3u); //@QUAD
+        // at@R: where round @R's kept elements of this lane start among the group's
+        var run = 0u;
+        let at@R = run + s@Q[0][@C]; run += s@Q[1][@C]; //@ROUND
         // (kept by the groups before, kept in the tile); the barriers of these group scans also
         // keep this tile's packing behind the last tile's write-out of the stage
-        let gt = groups_exclusive(r3 + s[1].w);
+        let gt = groups_exclusive(run);
         publish_aggregate(tile, gt.y);
         let next = next_tile(tiles, &taken);
         let nv = first_vec(next); // past the end when done: loads nothing
-        let b0 = load(nv);
-        let b1 = load(nv + g);
-        let b2 = load(nv + 2u * g);
-        let b3 = load(nv + 3u * g);
-        pack_kept(v, a0, m0, gt.x + s[0].x);
-        pack_kept(v + g, a1, m1, gt.x + r1 + s[0].y);
-        pack_kept(v + 2u * g, a2, m2, gt.x + r2 + s[0].z);
-        pack_kept(v + 3u * g, a3, m3, gt.x + r3 + s[0].w);
+        let b@R = load(nv + @Ru * g); //@ROUND
+        pack_kept(v + @Ru * g, a@R, m@R, gt.x + at@R, 0u); //@ROUND
         var prefix = 0u;
-        if (NO_LOOKBACK == 0u) { prefix = look_back(tile, gt.y); } // its barriers publish the stage
+        if (NO_LOOKBACK == 0u) {
+            prefix = look_back(tile, gt.y); // its barriers publish the stage
+        } else {
+            // measuring only: about where half-kept tiles would write, without the look-back
+            prefix = tile * (TILE / 2u);
+        }
         workgroupBarrier();
         var out = prefix;
         if (cp.base_slot != NO_SLOT) { out += counts[cp.base_slot]; }
-        for (var k = inv.li; k < gt.y * W; k += WG) { dst[W * out + k] = stage[k]; }
-        if (PAYLOAD == 1u) {
-            for (var k = inv.li; k < gt.y; k += WG) { payload_out[out + k] = stage[W * TILE + k]; }
+        // the stage holds tile positions [lo, lo + STAGE); a uniform loop, one pass unless the
+        // tile keeps more than STAGE
+        var lo = 0u;
+        loop {
+            let count = min(gt.y - lo, STAGE);
+            if ((PROBE & 2u) == 0u) {
+                for (var k = inv.li; k < count * W; k += WG) { dst[W * (out + lo) + k] = stage[k]; }
+            }
+            if (PAYLOAD == 1u) {
+                for (var k = inv.li; k < count; k += WG) { payload_out[out + lo + k] = stage[W * STAGE + k]; }
+            }
+            lo += STAGE;
+            if (lo >= gt.y) { break; }
+            workgroupBarrier(); // the stage is read out
+            repack(v, gt.x, lo);
+            workgroupBarrier();
         }
         if (inv.li == 0u && tile + 1u == tiles) { counts[cp.count_slot] = prefix + gt.y; }
         if (next >= tiles) { break; }
         tile = next;
         v = nv;
-        a0 = b0;
-        a1 = b1;
-        a2 = b2;
-        a3 = b3;
+        a@R = b@R; //@ROUND
     }
 }

@@ -191,14 +191,18 @@ fn look_back_counters_count_the_walk() {
 #[test]
 fn look_back_and_tile_shapes_give_the_same_results() {
     // the look-back's other shapes (tile by tile, windows of 8, waiting on the nearest silent
-    // tile or not, status words 2 or 32 apart), scan tiles of 128 invocations and 8 rounds, and
-    // workgroups per tile (0) or a few looping over many tiles
+    // tile or not, status words 2 or 32 apart), scan tiles of 128 invocations and 8 rounds,
+    // workgroups per tile (0) or a few looping over many tiles, compaction tiles of 256 x 4 and
+    // 512 x 12, and compaction stages smaller than a tile (tiles written out in phases: 37 and
+    // 1000 elements, neither a multiple of the workgroup). Phases are loops: each stage keeps a
+    // workgroup's loop iterations within llvmpipe's budget (scan::group_tiles); a 37-element
+    // stage for a 24,576-element tile would not be
     for no_sg in MODES {
         let gpu = gpu(no_sg);
-        for (window, wait, wg, rounds, workgroups, state_stride) in [
-            (1, false, 128, 8, 0, 2),
-            (8, true, 256, 4, 3, 32),
-            (32, true, 512, 8, 5, 8),
+        for (window, wait, wg, rounds, workgroups, state_stride, compact, stage) in [
+            (1, false, 128, 8, 0, 2, (256, 4), 37),
+            (8, true, 256, 4, 3, 32, (512, 12), 0),
+            (32, true, 512, 8, 5, 8, (512, 8), 1000),
         ] {
             let s = Scanner::new(gpu).unwrap().with_tuning(Tuning {
                 window,
@@ -209,6 +213,9 @@ fn look_back_and_tile_shapes_give_the_same_results() {
                 scan_workgroups: workgroups,
                 compact_workgroups: workgroups,
                 state_stride,
+                compact_wg: compact.0,
+                compact_rounds: compact.1,
+                compact_stage: stage,
                 ..Tuning::default()
             });
             let mut r = rng(window as u64);

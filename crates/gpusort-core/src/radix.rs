@@ -268,7 +268,7 @@ impl RadixKernels {
             descending,
             payload,
             min_subgroup: self.min_subgroup,
-            spin_limit: self.tuning.spin_limit,
+            spin_limit: self.tuning.spin_limit.min(crate::scan::spin_cap(gpu)),
             max_dim: gpu.limits.max_compute_workgroups_per_dimension,
             window: self.tuning.window,
             probe: self.tuning.probe,

@@ -37,10 +37,23 @@ pub struct Tuning {
     /// (none does today) would want more.
     pub scan_workgroups: u32,
     /// Invocations per compaction workgroup without a payload (`GPUSORT_COMPACT_WG`, 256 or 512;
-    /// half that with one).
+    /// half that with one). 512, with `compact_rounds` 8: the scan's tile shape.
     pub compact_wg: u32,
+    /// Vec4s each compaction invocation holds: `GPUSORT_COMPACT_ROUNDS` (4, 8, 12 or 16;
+    /// straight-line code, as the scan's rounds). H100, u32 with half kept, 2^26 / 2^28 in a
+    /// good process: 512 x 8 220 us / 783 us (63% / 69% of copy), 256 x 4 261 / 970 us, 256 x 8
+    /// 329 us (before re-packing from the input), 512 x 12 / 16 319 / 422 us (their tiles keep
+    /// more than the stage holds: two phases).
+    pub compact_rounds: u32,
+    /// Elements a compaction tile's workgroup-memory stage holds at most (0: as many as the
+    /// device's workgroup memory allows, see [`Tuning::compact_stage`]): `GPUSORT_COMPACT_STAGE`,
+    /// for measuring, and for tests of tiles written out in several phases.
+    pub compact_stage: u32,
+    /// Parts of compaction switched off (results wrong; measuring only):
+    /// `GPUSORT_COMPACT_PROBE`, bit 0 the packing, bit 1 the write-out.
+    pub compact_probe: u32,
     /// The same for compaction (`GPUSORT_COMPACT_WORKGROUPS`): H100 2^26 280 us (50% of copy)
-    /// against 310 us (45%); 2048 and 4096 282-286 us.
+    /// against 310 us (45%) with 256 x 4 tiles; 2048 and 4096 282-286 us, 264 and 528 280 us.
     pub compact_workgroups: u32,
     /// Predecessors the look-back reads per round on subgroups (at most the subgroup's width):
     /// `GPUSORT_LOOKBACK_WINDOW` (1..=64); 1 is the classic tile-by-tile walk.
@@ -79,7 +92,10 @@ impl Default for Tuning {
             scan_rounds: 8,
             scan_workgroups: 1024,
             compact_workgroups: 1024,
-            compact_wg: 256,
+            compact_wg: 512,
+            compact_rounds: 8,
+            compact_stage: 0,
+            compact_probe: 0,
             window: 32,
             spin_limit: DEFAULT_SPIN_LIMIT,
             scan_wait_nearest: true,
@@ -108,6 +124,11 @@ impl Tuning {
             compact_wg: env_u32("GPUSORT_COMPACT_WG", d.compact_wg, |w| {
                 [256, 512].contains(&w)
             }),
+            compact_rounds: env_u32("GPUSORT_COMPACT_ROUNDS", d.compact_rounds, |r| {
+                [4, 8, 12, 16].contains(&r)
+            }),
+            compact_stage: env_u32("GPUSORT_COMPACT_STAGE", d.compact_stage, |_| true),
+            compact_probe: env_u32("GPUSORT_COMPACT_PROBE", d.compact_probe, |p| p < 4),
             compact_workgroups: env_u32("GPUSORT_COMPACT_WORKGROUPS", d.compact_workgroups, |_| {
                 true
             }),
@@ -126,14 +147,39 @@ impl Tuning {
         }
     }
 
+    /// These settings with the look-back's wait at most `spin_cap` rounds ([`spin_cap`]).
+    pub fn capped(mut self, spin_cap: u32) -> Tuning {
+        self.spin_limit = self.spin_limit.min(spin_cap);
+        self
+    }
+
     /// Elements per scan tile.
     pub fn scan_tile(&self) -> u32 {
         self.scan_wg * 4 * self.scan_rounds
     }
 
-    /// Invocations per compaction workgroup: `compact_wg`, halved with a payload; a tile is four
-    /// vec4s per invocation, packed in workgroup memory with its payload (16 KiB of words, plus 8
-    /// or 16 KiB of payload, with the default 256).
+    /// Elements per compaction tile of `words`-word elements.
+    pub fn compact_tile(&self, payload: bool, words: u32) -> u32 {
+        self.compact_wg(payload) * 4 * self.compact_rounds / words
+    }
+
+    /// Elements of a compaction tile that its workgroup-memory stage holds on a device with
+    /// `storage` bytes of workgroup memory: the whole tile where it fits beside the group scans'
+    /// arrays (about 21 bytes per invocation), else as many as do (a tile keeping more is written
+    /// out in several phases).
+    pub fn compact_stage(&self, payload: bool, words: u32, storage: u32) -> u32 {
+        let wg = self.compact_wg(payload);
+        let free = storage.saturating_sub(21 * wg + 256);
+        let per_element = 4 * (words + payload as u32);
+        let mut stage = self.compact_tile(payload, words).min(free / per_element);
+        if self.compact_stage != 0 {
+            stage = stage.min(self.compact_stage);
+        }
+        stage.max(1)
+    }
+
+    /// Invocations per compaction workgroup: `compact_wg`, halved with a payload; a tile is
+    /// `compact_rounds` vec4s per invocation, packed in workgroup memory with its payload.
     pub fn compact_wg(&self, payload: bool) -> u32 {
         if payload {
             self.compact_wg / 2
@@ -246,6 +292,10 @@ pub struct Scanner {
     tuning: Tuning,
     /// Tiles a looping workgroup takes at most on this device ([`group_tiles`]).
     group_tiles: u32,
+    /// The longest look-back wait on this device ([`spin_cap`]).
+    spin_cap: u32,
+    /// The device's workgroup storage in bytes (compaction tiles must fit).
+    storage: u32,
     scan_layout: Layout,
     compact_layout: Layout,
     pipelines: Mutex<HashMap<PipelineKey, Arc<wgpu::ComputePipeline>>>,
@@ -261,16 +311,32 @@ fn tiles(n: u32, tile: u32) -> u32 {
 }
 
 /// Tiles one workgroup takes at most when workgroups loop over tiles (the scan, compaction and
-/// radix sweep's GROUP_TILES): 8 on CPU devices, no bound on GPUs. Measured on lavapipe without
-/// a bound: a single workgroup taking tile after tile, with every look-back taking the
-/// fallback, stopped partway through a tile and left the rest unwritten, always at the same
-/// tile (42 / 58 / 76 for workgroups of 512 / 256 / 128), with or without CPU load (and there
-/// the first two workgroups to start can take every tile); with the bound every such run is
-/// exact. On the H100 the bound cost: scan 2^28 898-904 us against 850-857, looping argsort
-/// 2^26 13.6 ms against 5.7 (its workgroups start and stop mid-sort), so GPUs loop without one.
+/// radix sweep's GROUP_TILES): 8 on CPU devices, no bound on GPUs. Why CPU devices need one:
+/// llvmpipe (lavapipe) gives each shader invocation one budget of 65,535 loop iterations, shared
+/// by every loop it runs (Mesa's LP_MAX_TGSI_LOOP_ITERATIONS, an infinite-loop guard); once it is
+/// spent every loop stops after its current iteration and the shader carries on, silently
+/// wrong. A workgroup running tile after tile with look-back fallbacks used it up and stopped
+/// partway through a tile (always at tile 42 / 58 / 76 for workgroups of 512 / 256 / 128); with
+/// at most 8 tiles, and short waits ([`spin_cap`]), a workgroup stays far below it. On the H100
+/// the bound cost: scan 2^28 898-904 us against 850-857, looping argsort 2^26 13.6 ms against
+/// 5.7 (its workgroups start and stop mid-sort), so GPUs loop without one.
 pub fn group_tiles(gpu: &Gpu) -> u32 {
     if gpu.is_software() {
         8
+    } else {
+        u32::MAX
+    }
+}
+
+/// The longest look-back wait (rounds without progress before the fallback) this device's
+/// kernels are built with: 64 on CPU devices, where every spin round counts against llvmpipe's
+/// loop budget (see [`group_tiles`]: with waits of 4096 rounds, compaction tiles written in
+/// several phases by looping workgroups, and radix sorts with long waits, came out wrong now and
+/// then), no cap on GPUs. A shorter wait only takes the fallback sooner (the waiting workgroup
+/// reduces the silent tile itself): the same results.
+pub fn spin_cap(gpu: &Gpu) -> u32 {
+    if gpu.is_software() {
+        64
     } else {
         u32::MAX
     }
@@ -313,8 +379,10 @@ impl Scanner {
         );
         Ok(Scanner {
             subgroups: gpu.subgroups().is_some(),
-            tuning: Tuning::from_env(),
+            tuning: Tuning::from_env().capped(spin_cap(gpu)),
             group_tiles: group_tiles(gpu),
+            spin_cap: spin_cap(gpu),
+            storage: gpu.limits.max_compute_workgroup_storage_size,
             scan_layout,
             compact_layout,
             pipelines: Mutex::new(HashMap::new()),
@@ -326,10 +394,11 @@ impl Scanner {
         })
     }
 
-    /// Bound the look-back's wait on a predecessor to `reads` atomic reads before the waiting
-    /// workgroup does that tile's work itself. 0 takes the fallback every time (for tests).
+    /// Bound the look-back's wait on a predecessor to `reads` atomic reads (at most the device's
+    /// [`spin_cap`]) before the waiting workgroup does that tile's work itself. 0 takes the
+    /// fallback every time (for tests).
     pub fn with_spin_limit(mut self, reads: u32) -> Self {
-        self.tuning.spin_limit = reads;
+        self.tuning.spin_limit = reads.min(self.spin_cap);
         self
     }
 
@@ -341,9 +410,9 @@ impl Scanner {
     }
 
     /// Build this scanner's kernels with `tuning` (every shape gives the same results; for
-    /// tests and measurements).
+    /// tests and measurements); its wait is capped at the device's [`spin_cap`].
     pub fn with_tuning(mut self, tuning: Tuning) -> Self {
-        self.tuning = tuning;
+        self.tuning = tuning.capped(self.spin_cap);
         self
     }
 
@@ -371,7 +440,15 @@ impl Scanner {
             )
         } else {
             (
-                shaders::compact(a, b != 0, c, self.subgroups, &self.tuning, self.group_tiles),
+                shaders::compact(
+                    a,
+                    b != 0,
+                    c,
+                    self.subgroups,
+                    &self.tuning,
+                    self.group_tiles,
+                    self.storage,
+                ),
                 "compact",
                 &self.compact_layout,
             )
@@ -525,7 +602,7 @@ impl Scanner {
         let variant = T::TYPE.code() << 3 | pred << 1 | keep as u32;
         let payload = job.payload.is_some();
         let pipeline = self.pipeline(gpu, (1, words, payload as u32, variant))?;
-        let t = tiles(job.n, self.tuning.compact_wg(payload) * 16 / words);
+        let t = tiles(job.n, self.tuning.compact_tile(payload, words));
         let state = self.state_buffer(gpu, t, 1)?;
         let (pivot_hi, pivot_lo) = pivot
             .map(|p| crate::cpu::keys::encode_key(&p, false))

@@ -119,7 +119,7 @@ pub fn scan(
     per_round_lines(&source, t.scan_rounds)
 }
 
-/// scan.wgsl's rounds as straight-line code: lines ending in `//@ROUND` once per round (`@R` the
+/// scan.wgsl's and compact.wgsl's rounds as straight-line code: lines ending in `//@ROUND` once per round (`@R` the
 /// round, `@Q` its group of four, `@C` its place in the group), lines ending in `//@QUAD` once per
 /// group of four rounds (`@Q0`..`@Q3` its rounds, `@Q` the group).
 fn per_round_lines(source: &str, rounds: u32) -> String {
@@ -251,12 +251,16 @@ pub fn compact(
     subgroups: bool,
     t: &Tuning,
     group_tiles: u32,
+    storage: u32,
 ) -> String {
     let [wgscan, lookback, walk] = single_pass(subgroups);
-    compose_with(
+    let source = compose_with(
         COMPACT,
         &[
             ("WG", t.compact_wg(payload)),
+            ("ROUNDS", t.compact_rounds),
+            ("STAGE", t.compact_stage(payload, words, storage)),
+            ("PROBE", t.compact_probe),
             ("W", words),
             ("PAYLOAD", payload as u32),
             ("KIND", variant >> 3),
@@ -274,7 +278,8 @@ pub fn compact(
         ))
         .collect::<Vec<_>>(),
         &[KEY_ORDER, wgscan, lookback, walk],
-    )
+    );
+    per_round_lines(&source, t.compact_rounds)
 }
 
 /// The merged launch (scheduler) for blocks of `cap` words of workgroup memory, with its
@@ -334,7 +339,7 @@ pub fn all_configurations() -> Vec<(String, String)> {
                 for payload in [false, true] {
                     out.push((
                         format!("compact kind={kind} variant={variant} payload={payload} subgroups={sg}"),
-                        compact(words, payload, variant, sg, &tuning, u32::MAX),
+                        compact(words, payload, variant, sg, &tuning, u32::MAX, 32768),
                     ));
                 }
             }
