@@ -52,8 +52,11 @@ pub struct Tuning {
     /// Parts of compaction switched off (results wrong; measuring only):
     /// `GPUSORT_COMPACT_PROBE`, bit 0 the packing, bit 1 the write-out.
     pub compact_probe: u32,
-    /// The same for compaction (`GPUSORT_COMPACT_WORKGROUPS`): H100 2^26 280 us (50% of copy)
-    /// against 310 us (45%) with 256 x 4 tiles; 2048 and 4096 282-286 us, 264 and 528 280 us.
+    /// The same for compaction (`GPUSORT_COMPACT_WORKGROUPS`), where the default is 0, one
+    /// workgroup per tile. H100, 512 x 8 tiles, 2^28, processes of their own: looping (1024)
+    /// took 778-785 us in 8 of 19 processes and 1.7-3.5 ms in the others (a slow mode the
+    /// kernel falls into and stays in, docs/BENCHMARKS.md); a workgroup per tile 830-837 us in
+    /// 9 of 10 (2.27 ms in one): 7% slower than looping at its best, far faster on average.
     pub compact_workgroups: u32,
     /// Predecessors the look-back reads per round on subgroups (at most the subgroup's width):
     /// `GPUSORT_LOOKBACK_WINDOW` (1..=64); 1 is the classic tile-by-tile walk.
@@ -91,7 +94,7 @@ impl Default for Tuning {
             scan_wg: 512,
             scan_rounds: 8,
             scan_workgroups: 1024,
-            compact_workgroups: 1024,
+            compact_workgroups: 0,
             compact_wg: 512,
             compact_rounds: 8,
             compact_stage: 0,
@@ -122,7 +125,7 @@ impl Tuning {
             }),
             scan_workgroups: env_u32("GPUSORT_SCAN_WORKGROUPS", d.scan_workgroups, |_| true),
             compact_wg: env_u32("GPUSORT_COMPACT_WG", d.compact_wg, |w| {
-                [256, 512].contains(&w)
+                [256, 512, 1024].contains(&w)
             }),
             compact_rounds: env_u32("GPUSORT_COMPACT_ROUNDS", d.compact_rounds, |r| {
                 [4, 8, 12, 16].contains(&r)
