@@ -129,17 +129,22 @@ fn pack_kept(v: u32, a: vec4<u32>, m: u32, at: u32, lo: u32) {
 
 // Pack the next phase (tile positions from `lo` on) of the tile whose first vec4 for this
 // invocation is v, its group's kept elements starting at tile position `base`: from the input
-// again, so that the loaded vec4s need not stay in registers through the look-back for the rare
-// tile that keeps more than STAGE elements. Uniform control flow.
+// again (mostly still in L2), so that the loaded vec4s need not stay in registers through the
+// look-back for a tile that keeps more than STAGE elements (on the H100 one keeping more than
+// 58% of its 16,384). Four rounds at a time, their loads first. Uniform control flow.
 fn repack(v: u32, base: u32, lo: u32) {
     let g = group_size();
     var run = base;
-    for (var k = 0u; k < ROUNDS; k++) {
-        let a = load(v + k * g);
-        let m = kept_mask(v + k * g, a);
-        let s = group_count_exclusive4(vec4<u32>(countOneBits(m), 0u, 0u, 0u), 3u);
-        pack_kept(v + k * g, a, m, run + s[0].x, lo);
-        run += s[1].x;
+    for (var q = 0u; q < ROUNDS; q += 4u) {
+        let w = v + q * g;
+        let r = array<vec4<u32>, 4>(load(w), load(w + g), load(w + 2u * g), load(w + 3u * g));
+        let m = vec4<u32>(kept_mask(w, r[0]), kept_mask(w + g, r[1]), kept_mask(w + 2u * g, r[2]), kept_mask(w + 3u * g, r[3]));
+        let s = group_count_exclusive4(countOneBits(m), 3u);
+        pack_kept(w, r[0], m.x, run + s[0].x, lo);
+        pack_kept(w + g, r[1], m.y, run + s[1].x + s[0].y, lo);
+        pack_kept(w + 2u * g, r[2], m.z, run + s[1].x + s[1].y + s[0].z, lo);
+        pack_kept(w + 3u * g, r[3], m.w, run + s[1].x + s[1].y + s[1].z + s[0].w, lo);
+        run += s[1].x + s[1].y + s[1].z + s[1].w;
     }
 }
 
