@@ -163,6 +163,7 @@ fn compact(i: Invocation) {
     // back and writes out this one, so its loads stay in flight meanwhile.
     var taken = 1u; // tiles this workgroup has taken (next_tile)
     loop {
+        count_tile_start();
         let m@R = kept_mask(v + @Ru * g, a@R); //@ROUND
         // s@Q[0][c]: kept by the group's lanes before this one in round 4Q+c; s@Q[1][c]: its total
         let s@Q = group_count_exclusive4(vec4<u32>(countOneBits(m@Q0), countOneBits(m@Q1), countOneBits(m@Q2), countOneBits(m@Q3)), 3u); //@QUAD
@@ -205,6 +206,7 @@ fn compact(i: Invocation) {
             workgroupBarrier();
         }
         if (inv.li == 0u && tile + 1u == tiles) { counts[cp.count_slot] = prefix + gt.y; }
+        count_tile_end();
         if (next >= tiles) { break; }
         tile = next;
         v = nv;

@@ -96,6 +96,7 @@ fn scan(i: Invocation) {
     // for this one, so its loads stay in flight while it waits on its predecessors.
     var taken = 1u; // tiles this workgroup has taken (next_tile)
     loop {
+        count_tile_start();
         x@R = vec_inclusive(x@R); //@ROUND
         // s@Q: the group scan of the four rounds' totals (exclusive, total)
         let s@Q = group_exclusive4(vec4<u32>(x@Q0.w, x@Q1.w, x@Q2.w, x@Q3.w)); //@QUAD
@@ -120,6 +121,7 @@ fn scan(i: Invocation) {
             carry[sp.carry_out] = through;
         }
         store(v + @Ru * g, combine(p, before@R), x@R); //@ROUND
+        count_tile_end();
         if (next >= tiles) {
             break;
         }

@@ -827,8 +827,8 @@ fn look_back_counts(
     family: usize,
 ) -> Result<String, CliError> {
     Ok(match scanner.look_back_counters(gpu, family)? {
-        Some([rounds, silent, fallbacks]) => format!(
-            "; look-back of the last run: {rounds} walk rounds, {silent} silent reads, {fallbacks} fallbacks"
+        Some([rounds, silent, fallbacks, most, started]) => format!(
+            "; look-back of the last run: {rounds} walk rounds, {silent} silent reads, {fallbacks} fallbacks; tiles in progress: at most {most}, summed at each start {started}"
         ),
         None => String::new(),
     })

@@ -21,8 +21,9 @@
 const FLAG_AGGREGATE: u32 = 1u;
 const FLAG_INCLUSIVE: u32 = 2u;
 // [0] ticket counter; with COUNTERS (measuring only): [1] walk rounds, [2] reads that found the
-// nearest unaccounted tile silent, [3] fallbacks, summed over the tiles
-const STATE_HEADER: u32 = 4u;
+// nearest unaccounted tile silent, [3] fallbacks, summed over the tiles; [4] tiles in progress
+// now, [5] the most in progress at once, [6] the number in progress as each tile started, summed
+const STATE_HEADER: u32 = 8u;
 
 @group(0) @binding(1) var<storage, read_write> state: array<atomic<u32>>;
 
@@ -32,6 +33,20 @@ var<workgroup> wg_tile: u32;
 var<private> walk_rounds: u32;
 var<private> walk_idle: u32;
 var<workgroup> walk_result: vec3<u32>; // look_back_walk's answer, for the whole workgroup
+
+// COUNTERS: a tile's work starts (after its ticket) / ends (its output written). Uniform control
+// flow not needed.
+fn count_tile_start() {
+    if (COUNTERS == 1u && inv.li == 0u) {
+        let now = atomicAdd(&state[4], 1u) + 1u;
+        atomicMax(&state[5], now);
+        atomicAdd(&state[6], now);
+    }
+}
+
+fn count_tile_end() {
+    if (COUNTERS == 1u && inv.li == 0u) { atomicSub(&state[4], 1u); }
+}
 
 // The tile this workgroup works on, in start order.
 fn take_ticket() -> u32 {

@@ -83,8 +83,9 @@ pub struct Tuning {
     /// (87%, 9 of 9), 16 -> 823-826, 32 -> 828-891; 2^26 235 -> 225-226 us (83%). Compaction's
     /// 2^28 bimodality is the same with every stride.
     pub state_stride: u32,
-    /// Count the look-back's walk rounds, silent reads and fallbacks in the state header, read
-    /// with [`Scanner::look_back_counters`] (measuring only): `GPUSORT_SCAN_COUNTERS=1`.
+    /// Count the look-back's walk rounds, silent reads and fallbacks, and the tiles in progress
+    /// as each starts, in the state header, read with [`Scanner::look_back_counters`] (measuring
+    /// only): `GPUSORT_SCAN_COUNTERS=1`.
     pub counters: bool,
 }
 
@@ -284,7 +285,7 @@ const NO_SLOT: u32 = u32::MAX;
 /// workgroups concurrently (NVIDIA) the value is normally there within a few reads; the bound
 /// only matters where workgroups do not progress.
 pub const DEFAULT_SPIN_LIMIT: u32 = 4096;
-const STATE_HEADER: u64 = 4;
+const STATE_HEADER: u64 = 8;
 
 /// (family: 0 scan / 1 compact, then the family's configuration).
 type PipelineKey = (u8, u32, u32, u32);
@@ -477,13 +478,14 @@ impl Scanner {
     }
 
     /// With `Tuning::counters`, the last scan's (`family` 0) or compaction's (1) look-back
-    /// counts once its work is done: (walk rounds, silent reads, fallbacks), summed over tiles.
-    pub fn look_back_counters(&self, gpu: &Gpu, family: usize) -> Result<Option<[u32; 3]>> {
+    /// counts once its work is done: (walk rounds, silent reads, fallbacks, summed over tiles;
+    /// the most tiles in progress at once; the number in progress as each tile started, summed).
+    pub fn look_back_counters(&self, gpu: &Gpu, family: usize) -> Result<Option<[u32; 5]>> {
         let state = self.last_state.lock().unwrap_or_else(|p| p.into_inner())[family].clone();
         match state {
             Some(b) => {
-                let v: Vec<u32> = transfer::read_vec(gpu, &b, 4)?;
-                Ok(Some([v[1], v[2], v[3]]))
+                let v: Vec<u32> = transfer::read_vec(gpu, &b, STATE_HEADER as usize)?;
+                Ok(Some([v[1], v[2], v[3], v[5], v[6]]))
             }
             None => Ok(None),
         }
