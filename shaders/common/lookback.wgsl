@@ -16,7 +16,8 @@
 // invocation, tile by tile).
 // Needs from the family: combine, IDENTITY, tile_reduce(t) (cooperative), WINDOW, PERSIST,
 // GROUP_TILES, COUNTERS, STATE_STRIDE (words from one tile's status to the next: 2, or more to
-// spread the polled words over cache lines), and `state` at binding 1 (cleared to zero before the dispatch).
+// spread the polled words over cache lines), and `state` at binding 1 (cleared to zero before
+// the dispatch).
 
 const FLAG_AGGREGATE: u32 = 1u;
 const FLAG_INCLUSIVE: u32 = 2u;

@@ -46,7 +46,7 @@ pub struct Tuning {
     /// more than the stage holds: two phases).
     pub compact_rounds: u32,
     /// Elements a compaction tile's workgroup-memory stage holds at most (0: as many as the
-    /// device's workgroup memory allows, see [`Tuning::compact_stage`]): `GPUSORT_COMPACT_STAGE`,
+    /// device's workgroup memory allows, see [`Tuning::compact_stage_size`]): `GPUSORT_COMPACT_STAGE`,
     /// for measuring, and for tests of tiles written out in several phases.
     pub compact_stage: u32,
     /// Parts of compaction switched off (results wrong; measuring only):
@@ -171,7 +171,7 @@ impl Tuning {
     /// `storage` bytes of workgroup memory: the whole tile where it fits beside the group scans'
     /// arrays (about 21 bytes per invocation), else as many as do (a tile keeping more is written
     /// out in several phases).
-    pub fn compact_stage(&self, payload: bool, words: u32, storage: u32) -> u32 {
+    pub fn compact_stage_size(&self, payload: bool, words: u32, storage: u32) -> u32 {
         let wg = self.compact_wg(payload);
         let free = storage.saturating_sub(21 * wg + 256);
         let per_element = 4 * (words + payload as u32);
@@ -296,10 +296,6 @@ pub struct Scanner {
     tuning: Tuning,
     /// Tiles a looping workgroup takes at most on this device ([`group_tiles`]).
     group_tiles: u32,
-    /// The longest look-back wait on this device ([`spin_cap`]).
-    spin_cap: u32,
-    /// The device's workgroup storage in bytes (compaction tiles must fit).
-    storage: u32,
     scan_layout: Layout,
     compact_layout: Layout,
     pipelines: Mutex<HashMap<PipelineKey, Arc<wgpu::ComputePipeline>>>,
@@ -383,10 +379,8 @@ impl Scanner {
         );
         Ok(Scanner {
             subgroups: gpu.subgroups().is_some(),
-            tuning: Tuning::from_env().capped(spin_cap(gpu)),
+            tuning: Tuning::from_env(),
             group_tiles: group_tiles(gpu),
-            spin_cap: spin_cap(gpu),
-            storage: gpu.limits.max_compute_workgroup_storage_size,
             scan_layout,
             compact_layout,
             pipelines: Mutex::new(HashMap::new()),
@@ -398,11 +392,11 @@ impl Scanner {
         })
     }
 
-    /// Bound the look-back's wait on a predecessor to `reads` atomic reads (at most the device's
-    /// [`spin_cap`]) before the waiting workgroup does that tile's work itself. 0 takes the
-    /// fallback every time (for tests).
+    /// Bound the look-back's wait on a predecessor to `reads` atomic reads (kernels are built
+    /// with at most the device's [`spin_cap`]) before the waiting workgroup does that tile's
+    /// work itself. 0 takes the fallback every time (for tests).
     pub fn with_spin_limit(mut self, reads: u32) -> Self {
-        self.tuning.spin_limit = reads.min(self.spin_cap);
+        self.tuning.spin_limit = reads;
         self
     }
 
@@ -414,9 +408,9 @@ impl Scanner {
     }
 
     /// Build this scanner's kernels with `tuning` (every shape gives the same results; for
-    /// tests and measurements); its wait is capped at the device's [`spin_cap`].
+    /// tests and measurements); kernels wait at most the device's [`spin_cap`].
     pub fn with_tuning(mut self, tuning: Tuning) -> Self {
-        self.tuning = tuning.capped(self.spin_cap);
+        self.tuning = tuning;
         self
     }
 
@@ -436,9 +430,11 @@ impl Scanner {
             return Ok(p.clone());
         }
         let (family, a, b, c) = key;
+        // the device's bounds are applied here, where kernels are built (as the radix sort's)
+        let tuning = self.tuning.capped(spin_cap(gpu));
         let (source, entry, layout) = if family == 0 {
             (
-                shaders::scan(a, b, c != 0, self.subgroups, &self.tuning, self.group_tiles),
+                shaders::scan(a, b, c != 0, self.subgroups, &tuning, self.group_tiles),
                 "scan",
                 &self.scan_layout,
             )
@@ -449,9 +445,9 @@ impl Scanner {
                     b != 0,
                     c,
                     self.subgroups,
-                    &self.tuning,
+                    &tuning,
                     self.group_tiles,
-                    self.storage,
+                    gpu.limits.max_compute_workgroup_storage_size,
                 ),
                 "compact",
                 &self.compact_layout,

@@ -119,9 +119,9 @@ pub fn scan(
     per_round_lines(&source, t.scan_rounds)
 }
 
-/// scan.wgsl's and compact.wgsl's rounds as straight-line code: lines ending in `//@ROUND` once per round (`@R` the
-/// round, `@Q` its group of four, `@C` its place in the group), lines ending in `//@QUAD` once per
-/// group of four rounds (`@Q0`..`@Q3` its rounds, `@Q` the group).
+/// scan.wgsl's and compact.wgsl's rounds as straight-line code: lines ending in `//@ROUND` once
+/// per round (`@R` the round, `@Q` its group of four, `@C` its place in the group), lines ending
+/// in `//@QUAD` once per group of four rounds (`@Q0`..`@Q3` its rounds, `@Q` the group).
 fn per_round_lines(source: &str, rounds: u32) -> String {
     let source = expand_lines(source, "//@ROUND", rounds, |r, l| {
         l.replace("@R", &r.to_string())
@@ -259,7 +259,7 @@ pub fn compact(
         &[
             ("WG", t.compact_wg(payload)),
             ("ROUNDS", t.compact_rounds),
-            ("STAGE", t.compact_stage(payload, words, storage)),
+            ("STAGE", t.compact_stage_size(payload, words, storage)),
             ("PROBE", t.compact_probe),
             ("W", words),
             ("PAYLOAD", payload as u32),
