@@ -9,7 +9,9 @@
 // scattered words (scattered 4-byte writes measured 2-4x slower on the H100 at 2^28, where the
 // output no longer fits in L2 and partly written sectors go back to memory). The stage holds
 // STAGE elements, as many as the device's workgroup memory allows; a tile keeping more is
-// written out in phases (repack). H100, 512 x 8, 2^28: 833 us, 64% of a copy (docs/BENCHMARKS.md).
+// written out in phases (repack); by default it holds what fits in half the workgroup storage,
+// so two workgroups share an SM (scan::Tuning::compact_stage_size). H100, 256 x 8, 2^28: 806 us,
+// 67% of a copy (docs/BENCHMARKS.md).
 // A stable partition is two of these: keep the matching elements, then the others starting at
 // the first pass's count.
 // CPU twin: crates/gpusort-core/src/cpu/scan.rs.

@@ -129,6 +129,7 @@ impl Layout {
 /// zero-initialisation or the division checks nothing measurable (docs/BENCHMARKS.md), so those
 /// stay on.
 pub fn module(gpu: &Gpu, label: &str, source: &str) -> Result<wgpu::ShaderModule> {
+    dump_source(label, source);
     let desc = wgpu::ShaderModuleDescriptor {
         label: Some(label),
         source: wgpu::ShaderSource::Wgsl(source.into()),
@@ -140,6 +141,28 @@ pub fn module(gpu: &Gpu, label: &str, source: &str) -> Result<wgpu::ShaderModule
         // loop of shaders/ terminates (see above), and the tests run every family on lavapipe.
         unsafe { gpu.device.create_shader_module_trusted(desc, checks) }
     })
+}
+
+/// With `GPUSORT_DUMP_WGSL=DIR` (measuring only), every composed module is also written to
+/// `DIR/LABEL-HASH.wgsl`, exactly as compiled, so tools outside the process (the
+/// `shader_stats` example: the driver's register and shared-memory figures) see the kernels
+/// that ran with the device's constants and the tuning knobs in force. Failures to write are
+/// logged, never fatal.
+fn dump_source(label: &str, source: &str) {
+    use std::hash::{Hash, Hasher};
+    let Some(dir) = std::env::var_os("GPUSORT_DUMP_WGSL") else {
+        return;
+    };
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    source.hash(&mut hasher);
+    let name: String = label
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    let path = std::path::Path::new(&dir).join(format!("{name}-{:016x}.wgsl", hasher.finish()));
+    if let Err(e) = std::fs::create_dir_all(&dir).and_then(|_| std::fs::write(&path, source)) {
+        tracing::warn!("GPUSORT_DUMP_WGSL: cannot write {}: {e}", path.display());
+    }
 }
 
 /// One compute pipeline: an entry point of a module with a family's layout.

@@ -36,8 +36,14 @@ pub struct Tuning {
     /// that starting surplus workgroups costs nothing; a GPU holding more than 1024 of them
     /// (none does today) would want more.
     pub scan_workgroups: u32,
-    /// Invocations per compaction workgroup without a payload (`GPUSORT_COMPACT_WG`, 256 or 512;
-    /// half that with one). 512, with `compact_rounds` 8: the scan's tile shape.
+    /// Invocations per compaction workgroup without a payload (`GPUSORT_COMPACT_WG`, 256, 512 or
+    /// 1024; half that with one). 256, with `compact_rounds` 8 (8,192 u32s a tile) and a stage
+    /// that lets two workgroups share an SM ([`Tuning::compact_stage_size`]). H100, u32, half
+    /// kept, 2^26, processes of their own (docs/BENCHMARKS.md, eleventh session): 512 x 8 with
+    /// the whole-storage stage (one workgroup an SM) 229-231 us (61% of copy); 256 x 8 with a
+    /// 4,608-element stage (two an SM) 221-224 us (63%), and faster at every fraction kept
+    /// (0% 186 -> 182, 25% 212 -> 207, 75% 328 -> 304, 100% 340 -> 316 us); 512 x 8 with that
+    /// stage (two an SM, but two phases a tile) 240 us.
     pub compact_wg: u32,
     /// Vec4s each compaction invocation holds: `GPUSORT_COMPACT_ROUNDS` (4, 8, 12 or 16;
     /// straight-line code, as the scan's rounds). H100, u32 with half kept, 2^26 / 2^28 in a
@@ -45,9 +51,10 @@ pub struct Tuning {
     /// 329 us (before re-packing from the input), 512 x 12 / 16 319 / 422 us (their tiles keep
     /// more than the stage holds: two phases).
     pub compact_rounds: u32,
-    /// Elements a compaction tile's workgroup-memory stage holds at most (0: as many as the
-    /// device's workgroup memory allows, see [`Tuning::compact_stage_size`]): `GPUSORT_COMPACT_STAGE`,
-    /// for measuring, and for tests of tiles written out in several phases.
+    /// Elements a compaction tile's workgroup-memory stage holds (0: the default rule of
+    /// [`Tuning::compact_stage_size`], half the device's workgroup storage): `GPUSORT_COMPACT_STAGE`,
+    /// for measuring (up to the whole storage: 16384 with 512 invocations gives the tenth
+    /// session's kernel back), and for tests of tiles written out in several phases.
     pub compact_stage: u32,
     /// Parts of compaction switched off (results wrong; measuring only):
     /// `GPUSORT_COMPACT_PROBE`, bit 0 the packing, bit 1 the write-out.
@@ -96,7 +103,7 @@ impl Default for Tuning {
             scan_rounds: 8,
             scan_workgroups: 1024,
             compact_workgroups: 0,
-            compact_wg: 512,
+            compact_wg: 256,
             compact_rounds: 8,
             compact_stage: 0,
             compact_probe: 0,
@@ -168,18 +175,29 @@ impl Tuning {
     }
 
     /// Elements of a compaction tile that its workgroup-memory stage holds on a device with
-    /// `storage` bytes of workgroup memory: the whole tile where it fits beside the group scans'
-    /// arrays (about 21 bytes per invocation), else as many as do (a tile keeping more is written
-    /// out in several phases).
+    /// `storage` bytes of workgroup memory (the per-workgroup limit): the whole tile where it
+    /// fits, with the group scans' arrays (about 21 bytes per invocation), in *half* that
+    /// storage, else as many as do (a tile keeping more is written out in several phases).
+    ///
+    /// Half, so that two workgroups can share an SM: the driver does not give an SM the shared
+    /// memory that its register file would allow. On the H100 (48 KiB a workgroup; counted with
+    /// `GPUSORT_SCAN_COUNTERS`, registers from the `shader_stats` example) 256-invocation
+    /// workgroups of 77 registers, room for three an SM, ran one an SM (132 tiles in flight)
+    /// with a 34 KB stage and two (264) with 19.7 KB; 512 invocations with a 21 KB stage also
+    /// ran two (the compiler then kept them to 64 registers). A tile held by a workgroup that
+    /// shares its SM waits on its look-back while the other works. `compact_stage` overrides
+    /// the half, up to the whole storage.
     pub fn compact_stage_size(&self, payload: bool, words: u32, storage: u32) -> u32 {
         let wg = self.compact_wg(payload);
-        let free = storage.saturating_sub(21 * wg + 256);
         let per_element = 4 * (words + payload as u32);
-        let mut stage = self.compact_tile(payload, words).min(free / per_element);
-        if self.compact_stage != 0 {
-            stage = stage.min(self.compact_stage);
-        }
-        stage.max(1)
+        let reserved = 21 * wg + 256;
+        let stage = if self.compact_stage != 0 {
+            self.compact_stage
+                .min(storage.saturating_sub(reserved) / per_element)
+        } else {
+            (storage / 2).saturating_sub(reserved) / per_element
+        };
+        stage.min(self.compact_tile(payload, words)).max(1)
     }
 
     /// Invocations per compaction workgroup: `compact_wg`, halved with a payload; a tile is
