@@ -318,6 +318,10 @@ fn sweep(i: Invocation) {
         } else {
             workgroupBarrier(); // the rank tables are read; scratch is free
         }
+        // one-word keys go to their places in the tile now, before the look-back, so they leave
+        // registers while it waits (and a looping workgroup holds the next tile's keys instead)
+        let early = KEY_WORDS == 1u && (PROBE & 16u) == 0u;
+        if (early && l@J < in_tile) { atomicStore(&scratch[p@J], k@J.x); } //@ITEM
         var nk@J = vec2<u32>(0u); //@ITEM
         if (l@J < n - min(next * TILE, n)) { nk@J = load_key(next * TILE + l@J, from_alt); } //@ITEM
 
@@ -340,9 +344,7 @@ fn sweep(i: Invocation) {
         if ((PROBE & 16u) != 0u) {
             if (l@J < in_tile) { store_word(base + l@J, k@J.x, !from_alt); } //@ITEM
         } else if (KEY_WORDS == 1u) {
-            // the key word gives its digit back
-            workgroupBarrier();
-            if (l@J < in_tile) { atomicStore(&scratch[p@J], k@J.x); } //@ITEM
+            // the key word gives its digit back; the keys were stored before the look-back
             workgroupBarrier();
             if (q@J < in_tile) { let v = atomicLoad(&scratch[q@J]); o@J = dst_base[digit_of(vec2<u32>(v, 0u), p)] + q@J; store_word(o@J, v, !from_alt); } //@ITEM
         } else {
