@@ -13,9 +13,11 @@ if [ ${#configs[@]} -eq 0 ]; then
   configs=(default:sort radix_items6:sort:GPUSORT_RADIX_ITEMS=6 radix_items7:sort:GPUSORT_RADIX_ITEMS=7
     radix_items8:sort:GPUSORT_RADIX_ITEMS=8 radix_items10:sort:GPUSORT_RADIX_ITEMS=10
     radix_items11:sort:GPUSORT_RADIX_ITEMS=11 radix_items12:sort:GPUSORT_RADIX_ITEMS=12
-    radix_wg256:sort:GPUSORT_RADIX_WG=256 scan_default:scan
+    radix_wg256:sort:GPUSORT_RADIX_WG=256 radix_wg1024:sort:GPUSORT_RADIX_WG=1024
+    radix_loop:sort:GPUSORT_RADIX_WORKGROUPS=1024 scan_default:scan
     compact_rounds4:scan:GPUSORT_COMPACT_ROUNDS=4 compact_rounds12:scan:GPUSORT_COMPACT_ROUNDS=12
-    compact_wg256:scan:GPUSORT_COMPACT_WG=256 compact_loop:scan:GPUSORT_COMPACT_WORKGROUPS=1024)
+    compact_512_whole_stage:scan:GPUSORT_COMPACT_WG=512,GPUSORT_COMPACT_STAGE=16384
+    compact_loop:scan:GPUSORT_COMPACT_WORKGROUPS=1024)
 fi
 mkdir -p "$out"
 for c in "${configs[@]}"; do

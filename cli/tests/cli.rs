@@ -215,6 +215,55 @@ fn in_place_values_argsort_and_segments() {
     );
 }
 
+/// `GPUSORT_DUMP_WGSL=DIR` writes every kernel a run compiles, whole (constants and common code
+/// included), so tools outside the process (the `shader_stats` example) see exactly what ran;
+/// the run itself is unchanged.
+#[test]
+fn dumps_the_kernels_it_compiles() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("keys.bin");
+    let keys = random_u32(5_000, 7);
+    write_u32(&input, &keys);
+    let dump = dir.path().join("kernels");
+    let out = dir.path().join("out.bin");
+    gpusort()
+        .env("GPUSORT_DUMP_WGSL", &dump)
+        .args(["-q", "sort", "--dtype", "u32", "--algorithm", "radix"])
+        .arg(&input)
+        .arg("-o")
+        .arg(&out)
+        .assert()
+        .success();
+    let order = SortOrder {
+        descending: false,
+        segment_size: None,
+    };
+    assert_eq!(read_u32(&out), reference::sorted(&keys, order));
+    let files = listing(&dump);
+    let names: Vec<String> = files
+        .iter()
+        .map(|f| f.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        names
+            .iter()
+            .any(|n| n.starts_with("radix-") && n.ends_with(".wgsl")),
+        "{names:?}"
+    );
+    for f in &files {
+        let source = std::fs::read_to_string(f).unwrap();
+        let module = naga::front::wgsl::parse_str(&source)
+            .unwrap_or_else(|e| panic!("{}: {}", f.display(), e.emit_to_string(&source)));
+        naga::valid::Validator::new(
+            naga::valid::ValidationFlags::all(),
+            naga::valid::Capabilities::all(),
+        )
+        .validate(&module)
+        .unwrap_or_else(|e| panic!("{}: {}", f.display(), e.emit_to_string(&source)));
+        assert!(!module.entry_points.is_empty(), "{}", f.display());
+    }
+}
+
 #[test]
 fn default_output_name_and_empty_input() {
     let dir = tempfile::tempdir().unwrap();

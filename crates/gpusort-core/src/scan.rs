@@ -64,6 +64,8 @@ pub struct Tuning {
     /// took 778-785 us in 8 of 19 processes and 1.7-3.5 ms in the others (a slow mode the
     /// kernel falls into and stays in, docs/BENCHMARKS.md); a workgroup per tile 830-837 us in
     /// 9 of 10 (2.27 ms in one): 7% slower than looping at its best, far faster on average.
+    /// With 256 x 8 tiles, two workgroups an SM (eleventh session, one device session): a
+    /// workgroup per tile 806-808 us in 3 of 3, looping 728 us in 2 of 3 and 1.876 ms in one.
     pub compact_workgroups: u32,
     /// Predecessors the look-back reads per round on subgroups (at most the subgroup's width):
     /// `GPUSORT_LOOKBACK_WINDOW` (1..=64); 1 is the classic tile-by-tile walk.
