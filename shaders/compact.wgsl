@@ -10,8 +10,8 @@
 // output no longer fits in L2 and partly written sectors go back to memory). The stage holds
 // STAGE elements, as many as the device's workgroup memory allows; a tile keeping more is
 // written out in phases (repack); by default it holds what fits in half the workgroup storage,
-// so two workgroups share an SM (scan::Tuning::compact_stage_size). H100, 256 x 8, 2^28: 806 us,
-// 67% of a copy (docs/BENCHMARKS.md).
+// so two workgroups share an SM (scan::Tuning::compact_stage_size). H100, 256 x 8, looping,
+// 2^28: 728 us, 74% of a copy, in processes that escape the machine's slow mode (docs/BENCHMARKS.md).
 // A stable partition is two of these: keep the matching elements, then the others starting at
 // the first pass's count.
 // CPU twin: crates/gpusort-core/src/cpu/scan.rs.

@@ -59,13 +59,17 @@ pub struct Tuning {
     /// Parts of compaction switched off (results wrong; measuring only):
     /// `GPUSORT_COMPACT_PROBE`, bit 0 the packing, bit 1 the write-out.
     pub compact_probe: u32,
-    /// The same for compaction (`GPUSORT_COMPACT_WORKGROUPS`), where the default is 0, one
-    /// workgroup per tile. H100, 512 x 8 tiles, 2^28, processes of their own: looping (1024)
+    /// The same for compaction (`GPUSORT_COMPACT_WORKGROUPS`; 0: one workgroup per tile). 1024,
+    /// looping, since the eleventh session (256 x 8 tiles, two workgroups an SM), when every
+    /// figure of that session's 25 processes at 2^28 favoured it: fast processes 728 us (74% of
+    /// copy) against 806-808 us a workgroup per tile, fast in 3 of 12 against 4 of 13 (the
+    /// machine's slow mode, docs/BENCHMARKS.md), median 1.97 against 2.15 ms; 2^26 205-207
+    /// against 221-222 us. But slower where tiles keep more than the stage holds (2^26, 75% /
+    /// 100% kept: 316 / 344 us against 304 / 316): 0 suits mostly-kept data.
+    /// Before, with 512 x 8 tiles, 2^28, processes of their own: looping (1024)
     /// took 778-785 us in 8 of 19 processes and 1.7-3.5 ms in the others (a slow mode the
     /// kernel falls into and stays in, docs/BENCHMARKS.md); a workgroup per tile 830-837 us in
     /// 9 of 10 (2.27 ms in one): 7% slower than looping at its best, far faster on average.
-    /// With 256 x 8 tiles, two workgroups an SM (eleventh session, one device session): a
-    /// workgroup per tile 806-808 us in 3 of 3, looping 728 us in 2 of 3 and 1.876 ms in one.
     pub compact_workgroups: u32,
     /// Predecessors the look-back reads per round on subgroups (at most the subgroup's width):
     /// `GPUSORT_LOOKBACK_WINDOW` (1..=64); 1 is the classic tile-by-tile walk.
@@ -104,7 +108,7 @@ impl Default for Tuning {
             scan_wg: 512,
             scan_rounds: 8,
             scan_workgroups: 1024,
-            compact_workgroups: 0,
+            compact_workgroups: 1024,
             compact_wg: 256,
             compact_rounds: 8,
             compact_stage: 0,
