@@ -8,10 +8,10 @@
 // tile while the look-back runs, then written out by consecutive invocations: whole lines, not
 // scattered words (scattered 4-byte writes measured 2-4x slower on the H100 at 2^28, where the
 // output no longer fits in L2 and partly written sectors go back to memory). The stage holds
-// STAGE elements, as many as the device's workgroup memory allows; a tile keeping more is
-// written out in phases (repack); by default it holds what fits in half the workgroup storage,
-// so two workgroups share an SM (scan::Tuning::compact_stage_size). H100, 256 x 8, looping,
-// 2^28: 728 us, 74% of a copy, in processes that escape the machine's slow mode (docs/BENCHMARKS.md).
+// STAGE elements, by default as many as fit in half the device's workgroup storage, so two
+// workgroups share an SM (scan::Tuning::compact_stage_size); a tile keeping more is written out
+// in phases (repack). H100, 256 x 8, looping, 2^28: 728 us, 74% of a copy, in processes that
+// escape the machine's slow mode (docs/BENCHMARKS.md).
 // A stable partition is two of these: keep the matching elements, then the others starting at
 // the first pass's count.
 // CPU twin: crates/gpusort-core/src/cpu/scan.rs.

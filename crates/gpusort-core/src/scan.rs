@@ -60,8 +60,8 @@ pub struct Tuning {
     /// `GPUSORT_COMPACT_PROBE`, bit 0 the packing, bit 1 the write-out.
     pub compact_probe: u32,
     /// The same for compaction (`GPUSORT_COMPACT_WORKGROUPS`; 0: one workgroup per tile). 1024,
-    /// looping, since the eleventh session (256 x 8 tiles, two workgroups an SM), when every
-    /// figure of that session's 25 processes at 2^28 favoured it: fast processes 728 us (74% of
+    /// looping, since the eleventh session (256 x 8 tiles, two workgroups an SM), when with half
+    /// kept every figure of that session's 25 processes at 2^28 favoured it: fast ones 728 us (74% of
     /// copy) against 806-808 us a workgroup per tile, fast in 3 of 12 against 4 of 13 (the
     /// machine's slow mode, docs/BENCHMARKS.md), median 1.97 against 2.15 ms; 2^26 205-207
     /// against 221-222 us. But slower where tiles keep more than the stage holds (2^26, 75% /
