@@ -20,7 +20,7 @@
 // then wrong), WG (256: one digit per invocation; or 512 with subgroups, the second half idle
 // where the work is per digit), ITEMS, KIND and DESCENDING (the key order,
 // keyorder.wgsl: constants, so each key's transform folds to its few instructions), KEY_WORDS
-// (1|2), PAYLOAD (0|1), SCRATCH (workgroup words), SPIN_LIMIT, SWEEP_GROUPS and PERSIST (1: at
+// (1|2), HIST_CHUNKS (count_digits reads HIST_CHUNKS * TILE keys a workgroup), PAYLOAD (0|1), SCRATCH (workgroup words), SPIN_LIMIT, SWEEP_GROUPS and PERSIST (1: at
 // most SWEEP_GROUPS sweep workgroups, each looping over tiles), MAX_DIM (workgroups per dimension), IDENTITY (0),
 // MIN_SG (smallest subgroup size, for the rank tables).
 // Host-composed before this file: common/grid.wgsl, common/keyorder.wgsl, one of
@@ -37,8 +37,6 @@ const P_N: u32 = 0u;
 const P_FLIP: u32 = 4u;      // [MAX_PASSES]: the pass reads the alternate buffers
 const P_FIRST: u32 = 12u;    // [MAX_PASSES]: the first pass that runs (makes the index payload)
 const P_STARTS: u32 = 32u;   // [MAX_PASSES][RADIX]: exclusive digit starts
-// count_digits: keys per workgroup = HIST_CHUNKS * ITEMS * WG, so fewer global atomics
-const HIST_CHUNKS: u32 = 8u;
 // Status words of the look-back: flag in the top two bits, a count below.
 const AGGREGATE: u32 = 0x40000000u;
 const INCLUSIVE: u32 = 0x80000000u;
@@ -226,6 +224,11 @@ fn count_in_tile(t: u32, d: u32, alt: bool) -> u32 {
     return c;
 }
 
+// Publish tile `tile`'s count of digit `d` for its successors: inclusive for the first tile.
+fn publish_count(tile: u32, d: u32, mine: u32) {
+    atomicStore(&status[tile * RADIX + d], select(AGGREGATE, INCLUSIVE, tile == 0u) | mine);
+}
+
 // The status of tile k - 1 - i for digit d, or "inclusive 0" before the first tile.
 fn status_before(k: u32, i: u32, d: u32) -> u32 {
     if (i >= k) { return INCLUSIVE; }
@@ -235,13 +238,11 @@ fn status_before(k: u32, i: u32, d: u32) -> u32 {
 // Invocation `d`: the keys of digit `d` in the tiles before `tile` (decoupled look-back). The
 // predecessors are read LB_WINDOW at a time (lines ending in //@LB are written out per window
 // slot, @L its number): independent loads, one memory latency per window instead of one per tile.
+// With EARLY the count was published before the ranking.
 fn look_back(tile: u32, d: u32, mine: u32, alt: bool) -> u32 {
     let at = tile * RADIX + d;
-    if (tile == 0u) {
-        atomicStore(&status[at], INCLUSIVE | mine);
-        return 0u;
-    }
-    atomicStore(&status[at], AGGREGATE | mine);
+    if (EARLY == 0u) { publish_count(tile, d, mine); }
+    if (tile == 0u) { return 0u; }
     var prefix = 0u;
     var k = tile; // tiles below k are still to add
     loop {
@@ -301,10 +302,25 @@ fn sweep(i: Invocation) {
         let in_tile = min(TILE, n - base);
         var d@J = RADIX - 1u; //@ITEM
         if (l@J < in_tile) { d@J = digit_of(k@J, p); } //@ITEM
+        // EARLY: the tile's digit counts first, published at once, so successors find them
+        // while this tile is still ranking (CUB's onesweep does the same); the histogram sits
+        // past the rank tables (EARLY_AT), cleared behind rank_begin's barrier
+        let d = inv.li;
+        if (EARLY == 1u) {
+            if (d < RADIX) { atomicStore(&scratch[EARLY_AT + d], 0u); }
+            if ((PROBE & 8u) != 0u) { workgroupBarrier(); }
+        }
         // rank inside the tile (common/radix_rank_*.wgsl); sets digit_total and digit_start
         var p@J = l@J; //@ITEM
+        if ((PROBE & 8u) == 0u) { rank_begin(); }
+        if (EARLY == 1u) {
+            if (l@J < in_tile) { atomicAdd(&scratch[EARLY_AT + d@J], 1u); } //@ITEM
+            workgroupBarrier();
+            // (read again from digit_total after the ranking: held in a register through it,
+            // the count took the keys-only sweep from 64 registers to 77 on the H100)
+            if (d < RADIX && (PROBE & 1u) == 0u) { publish_count(tile, d, atomicLoad(&scratch[EARLY_AT + d])); }
+        }
         if ((PROBE & 8u) == 0u) {
-            rank_begin();
             p@J = rank_item(@Ju, d@J); //@ITEM
             rank_middle();
             p@J += rank_end(@Ju, d@J); //@ITEM
@@ -327,7 +343,6 @@ fn sweep(i: Invocation) {
 
         // publish, look back, and find where each digit's run goes: one invocation a digit (with
         // WG = 512 the second half waits)
-        let d = inv.li;
         if (d < RADIX) {
             var mine = digit_total[d];
             if (d == RADIX - 1u) { mine -= TILE - in_tile; }

@@ -358,6 +358,30 @@ mod radix {
         }
     }
 
+    /// Digit counts published after the ranking (the kernel before early counts became the
+    /// default with subgroups; without subgroups the only way), with look-backs that wait and
+    /// that take the fallback at once.
+    #[test]
+    fn radix_counts_published_after_ranking() {
+        for no_sg in MODES {
+            let gpu = gpu(no_sg);
+            for spin in [4096, 0] {
+                let s = radix(gpu)
+                    .with_radix_early_counts(gpu, false)
+                    .with_radix_spin_limit(gpu, spin);
+                let what = format!("radix late counts spin={spin} no_subgroups={no_sg}");
+                u32_edge_sizes_and_shapes(&s, gpu, 13, 12, &what);
+                let mut r = rng(spin as u64 + 7);
+                let keys: Vec<u32> = (0..30_000).map(|_| r.random_range(0..500)).collect();
+                assert_eq!(
+                    s.argsort(gpu, &keys, SortOrder::default()).unwrap(),
+                    reference::argsort(&keys, SortOrder::default()),
+                    "{what} argsort"
+                );
+            }
+        }
+    }
+
     /// Sweeps whose workgroups loop over tiles (the default for payload sorts), with a few
     /// workgroups so each takes several tiles, and with every look-back taking the fallback.
     #[test]

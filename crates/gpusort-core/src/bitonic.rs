@@ -315,6 +315,12 @@ impl BitonicSorter {
         self.with_radix_tuning(gpu, |t| t.workgroups = groups)
     }
 
+    /// Whether radix sweeps publish their tile's digit counts before ranking it (the default
+    /// with subgroups) or after (the earlier kernel); for tests of both.
+    pub fn with_radix_early_counts(self, gpu: &Gpu, early: bool) -> Self {
+        self.with_radix_tuning(gpu, |t| t.early_counts = early)
+    }
+
     /// Keys per radix sweep tile (invocations per workgroup times keys per invocation) of sorts
     /// without or with a payload.
     pub fn radix_tile(&self, payload: bool) -> u32 {

@@ -41,8 +41,20 @@ const DEFAULT_PAYLOAD_ITEMS: u32 = 7;
 /// predecessors have mostly published by the time a tile looks. Ninth session, 512 invocations:
 /// window 2 (one more predecessor read with the nearest) 1-3% faster: keys 9 an invocation 2^24
 /// / 2^26 / 2^28 0.909 / 3.081 / 11.77 ms against 0.924 / 3.121 / 11.94, argsorts of 7 1.252 /
-/// 4.468 / 22.80 against 1.260 / 4.505 / 23.56; 4 the same as 2.
-const DEFAULT_WINDOW: u32 = 2;
+/// 4.468 / 22.80 against 1.260 / 4.505 / 23.56; 4 the same as 2. Twelfth session, with early
+/// counts (DEFAULT_EARLY): window 4 keys 2^24 / 2^26 / 2^28 0.866 / 2.929 / 11.21 ms against 0.872 /
+/// 2.950 / 11.28 with 2, argsort 2^26 4.242 against 4.300; 3 as 4, 1 4.362 ms (keys 2^26).
+const DEFAULT_WINDOW: u32 = 4;
+/// Whether sweeps count and publish their digits before ranking (`GPUSORT_RADIX_EARLY`). H100,
+/// twelfth session, window 2, alternating processes: keys 2^24 / 2^26 / 2^28 0.872 / 2.950 / 11.28
+/// ms against 0.914 / 3.083 / 11.78 published after the ranking, argsort 2^24 / 2^26 1.209 / 4.300
+/// against 1.258 / 4.494. (Held in a register through the ranking, the count first took the
+/// keys-only sweep to 77 registers, one workgroup an SM, and 4.18 ms at 2^26.)
+const DEFAULT_EARLY: bool = true;
+/// Tiles of keys a count_digits workgroup reads (`GPUSORT_RADIX_HIST_CHUNKS`). H100, 2^26, the
+/// histograms alone: 4 / 8 / 16 / 32 -> 258 / 255 / 255 / 290 us (twelfth session; a loop over the
+/// passes with a constant bound, to unroll, measured the same).
+const DEFAULT_HIST_CHUNKS: u32 = 8;
 /// Digit passes one sort can have (64-bit keys, 8 bits a pass).
 const MAX_PASSES: u32 = 8;
 /// Control and plan words: see the C_* and P_* constants of radix.wgsl.
@@ -125,6 +137,13 @@ pub(crate) struct RadixTuning {
     /// / 3.290 one per tile; argsorts gained with 8 keys an invocation (5.66-5.73 against 6.46
     /// ms at 2^26) but 6 keys one per tile beat both (4.82 ms, DEFAULT_PAYLOAD_ITEMS).
     pub workgroups: u32,
+    /// Count the tile's digits and publish them before ranking it, as CUB's onesweep does, so
+    /// that successors looking back find them sooner (`GPUSORT_RADIX_EARLY`, 0 or 1; subgroup
+    /// ranking only).
+    pub early_counts: bool,
+    /// Tiles of keys each count_digits workgroup reads (`GPUSORT_RADIX_HIST_CHUNKS`): more, fewer
+    /// global atomics.
+    pub hist_chunks: u32,
 }
 
 impl RadixTuning {
@@ -153,6 +172,10 @@ impl RadixTuning {
                 .and_then(|v| v.parse().ok())
                 .filter(|v| [RADIX_WG, WIDE_WG, 2 * WIDE_WG].contains(v)),
             workgroups: env_u32("GPUSORT_RADIX_WORKGROUPS", 0, |_| true),
+            hist_chunks: env_u32("GPUSORT_RADIX_HIST_CHUNKS", DEFAULT_HIST_CHUNKS, |v| {
+                (1..=64).contains(&v)
+            }),
+            early_counts: env_u32("GPUSORT_RADIX_EARLY", DEFAULT_EARLY as u32, |v| v <= 1) == 1,
         }
     }
 }
@@ -275,6 +298,8 @@ impl RadixKernels {
             group_tiles: crate::scan::group_tiles(gpu),
             sweep_groups: self.tuning.workgroups,
             narrow_ballot: self.narrow_ballot,
+            early_counts: self.tuning.early_counts,
+            hist_chunks: self.tuning.hist_chunks,
         });
         let module = kernel::module(gpu, "radix", &source)?;
         let p = Arc::new(Pipelines {
@@ -375,7 +400,9 @@ impl RadixKernels {
             )
         };
         let (prep, run) = (buffers(&args), buffers(&no_args));
-        let count_groups = job.capacity.div_ceil(8 * self.tile(with_payload));
+        let count_groups = job
+            .capacity
+            .div_ceil(self.tuning.hist_chunks * self.tile(with_payload));
         {
             let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some("radix count digits"),
@@ -427,5 +454,12 @@ impl RadixKernels {
 /// counters a word, a row per subgroup) and count_digits' histograms share it.
 pub(crate) fn scratch_words(items: u32, min_subgroup: Option<u32>, wg: u32) -> u32 {
     let rows = wg / min_subgroup.unwrap_or(wg);
-    (wg * items).max(rows * 128).max(MAX_PASSES * 256)
+    // with subgroups, the early digit counts follow the rank tables (radix.wgsl, EARLY_AT)
+    let tables = rows * 128 + if min_subgroup.is_some() { 256 } else { 0 };
+    (wg * items).max(tables).max(MAX_PASSES * 256)
+}
+
+/// Where the early digit counts start in the sweep's scratch: past the subgroup rank tables.
+pub(crate) fn early_counts_at(min_subgroup: Option<u32>, wg: u32) -> u32 {
+    wg / min_subgroup.unwrap_or(wg) * 128
 }

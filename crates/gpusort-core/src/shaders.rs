@@ -164,6 +164,10 @@ pub struct RadixConfig {
     pub group_tiles: u32,
     /// Ballots of one word: every subgroup of the device has at most 32 lanes.
     pub narrow_ballot: bool,
+    /// Digit counts published before the ranking (subgroup ranking only).
+    pub early_counts: bool,
+    /// Tiles of keys a count_digits workgroup reads.
+    pub hist_chunks: u32,
 }
 
 /// The radix-sort kernels for one shape.
@@ -190,6 +194,12 @@ pub fn radix(c: &RadixConfig) -> String {
             ("SWEEP_GROUPS", c.sweep_groups),
             ("PERSIST", (c.sweep_groups != 0) as u32),
             ("GROUP_TILES", c.group_tiles),
+            ("EARLY", (c.early_counts && sg) as u32),
+            ("HIST_CHUNKS", c.hist_chunks),
+            (
+                "EARLY_AT",
+                crate::radix::early_counts_at(c.min_subgroup, c.wg),
+            ),
         ],
         &[
             KEY_ORDER,
@@ -369,6 +379,8 @@ pub fn all_configurations() -> Vec<(String, String)> {
                             sweep_groups: if narrow_ballot { 0 } else { 64 },
                             group_tiles: 8,
                             narrow_ballot,
+                            early_counts: payload,
+                            hist_chunks: 8,
                         }),
                     ));
                 }
