@@ -338,6 +338,9 @@ fn sweep(i: Invocation) {
         // registers while it waits (and a looping workgroup holds the next tile's keys instead)
         let early = KEY_WORDS == 1u && (PROBE & 16u) == 0u;
         if (early && l@J < in_tile) { atomicStore(&scratch[p@J], k@J.x); } //@ITEM
+        // the payload is read now, so its loads are in flight through the look-back
+        var pv@J = 0u; //@ITEM
+        if (PAYLOAD == 1u && l@J < in_tile) { pv@J = load_payload(base + l@J, from_alt, first); } //@ITEM
         var nk@J = vec2<u32>(0u); //@ITEM
         if (l@J < n - min(next * TILE, n)) { nk@J = load_key(next * TILE + l@J, from_alt); } //@ITEM
 
@@ -379,7 +382,7 @@ fn sweep(i: Invocation) {
         }
         if (PAYLOAD == 1u) {
             workgroupBarrier();
-            if (l@J < in_tile) { atomicStore(&scratch[p@J], load_payload(base + l@J, from_alt, first)); } //@ITEM
+            if (l@J < in_tile) { atomicStore(&scratch[p@J], pv@J); } //@ITEM
             workgroupBarrier();
             if (q@J < in_tile) { store_payload(o@J, atomicLoad(&scratch[q@J]), !from_alt); } //@ITEM
         }

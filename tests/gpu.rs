@@ -336,8 +336,8 @@ mod radix {
                 assert_eq!(s.radix_tile(false), 512 * 9, "512 invocations of 9 keys");
                 assert_eq!(
                     s.radix_tile(true),
-                    512 * 7,
-                    "512 invocations of 7 keys and payloads"
+                    512 * 8,
+                    "512 invocations of 8 keys and payloads"
                 );
             }
             u32_edge_sizes_and_shapes(

@@ -34,8 +34,10 @@ const DEFAULT_ITEMS: u32 = 9;
 /// The same for sorts with a payload (argsorts): they hold a payload word per key too. H100,
 /// 512 invocations, argsort 2^24 / 2^26 / 2^28: 3 -> 1.577 / 5.877 / 29.6 ms, 4 -> 1.352 / 4.954
 /// / 29.5, 5 -> 1.452 / 5.330 / 32.7, 6 -> 1.335 / 4.816 / 28.0, 8 -> 1.739 / 6.448 / 39.8; in a
-/// later session 7 -> 1.260 / 4.505 / 23.6 against 6 -> 1.337 / 4.816 / 24.4.
-const DEFAULT_PAYLOAD_ITEMS: u32 = 7;
+/// later session 7 -> 1.260 / 4.505 / 23.6 against 6 -> 1.337 / 4.816 / 24.4. Twelfth session,
+/// with the payload read before the look-back (64 registers up to 8, 86 at 9): 6 / 7 / 8 / 9 ->
+/// 1.130 / 1.084 / 1.056 / 1.371 ms at 2^24, 4.000 / 3.788 / 3.676 / 4.902 at 2^26.
+const DEFAULT_PAYLOAD_ITEMS: u32 = 8;
 /// Predecessor tiles the look-back reads at once (`GPUSORT_RADIX_WINDOW` overrides). Wider windows
 /// measured no faster on the H100 (2^26, 8 keys an invocation: window 1 7.77 ms, 16 8.6 ms): the
 /// predecessors have mostly published by the time a tile looks. Ninth session, 512 invocations:
@@ -112,7 +114,8 @@ pub(crate) struct Pipelines {
 pub(crate) struct RadixTuning {
     /// Keys each invocation holds in a sweep, keys-only sorts: `GPUSORT_RADIX_ITEMS`.
     pub items: u32,
-    /// The same for sorts with a payload: `GPUSORT_RADIX_ITEMS` sets both.
+    /// The same for sorts with a payload: `GPUSORT_RADIX_ITEMS` sets both,
+    /// `GPUSORT_RADIX_PAYLOAD_ITEMS` this one alone.
     pub payload_items: u32,
     /// Predecessor tiles the look-back reads at once: `GPUSORT_RADIX_WINDOW`.
     pub window: u32,
@@ -153,9 +156,13 @@ impl RadixTuning {
             items: env_u32("GPUSORT_RADIX_ITEMS", DEFAULT_ITEMS, |v| {
                 (1..=64).contains(&v)
             }),
-            payload_items: env_u32("GPUSORT_RADIX_ITEMS", DEFAULT_PAYLOAD_ITEMS, |v| {
-                (1..=64).contains(&v)
-            }),
+            payload_items: env_u32(
+                "GPUSORT_RADIX_PAYLOAD_ITEMS",
+                env_u32("GPUSORT_RADIX_ITEMS", DEFAULT_PAYLOAD_ITEMS, |v| {
+                    (1..=64).contains(&v)
+                }),
+                |v| (1..=64).contains(&v),
+            ),
             window: env_u32("GPUSORT_RADIX_WINDOW", DEFAULT_WINDOW, |v| {
                 (1..=64).contains(&v)
             }),
