@@ -57,6 +57,11 @@ const DEFAULT_EARLY: bool = true;
 /// histograms alone: 4 / 8 / 16 / 32 -> 258 / 255 / 255 / 290 us (twelfth session; a loop over the
 /// passes with a constant bound, to unroll, measured the same).
 const DEFAULT_HIST_CHUNKS: u32 = 8;
+/// Sweep workgroups of sorts with a payload, each looping over tiles (0: one per tile, as for
+/// keys-only sorts). H100, twelfth session, argsort 2^24 / 2^26 with 8 keys an invocation and
+/// the payload read before the look-back: 1024 (or 264) looping 1.036 / 3.549-3.554 ms against
+/// 1.054 / 3.674 one per tile; keys-only sorts lose by looping (3.882 against 2.925 ms at 2^26).
+const DEFAULT_PAYLOAD_WORKGROUPS: u32 = 1024;
 /// Digit passes one sort can have (64-bit keys, 8 bits a pass).
 const MAX_PASSES: u32 = 8;
 /// Control and plan words: see the C_* and P_* constants of radix.wgsl.
@@ -140,6 +145,9 @@ pub(crate) struct RadixTuning {
     /// / 3.290 one per tile; argsorts gained with 8 keys an invocation (5.66-5.73 against 6.46
     /// ms at 2^26) but 6 keys one per tile beat both (4.82 ms, DEFAULT_PAYLOAD_ITEMS).
     pub workgroups: u32,
+    /// The same for sorts with a payload: `GPUSORT_RADIX_WORKGROUPS` sets both,
+    /// `GPUSORT_RADIX_PAYLOAD_WORKGROUPS` this one alone (DEFAULT_PAYLOAD_WORKGROUPS).
+    pub payload_workgroups: u32,
     /// Count the tile's digits and publish them before ranking it, as CUB's onesweep does, so
     /// that successors looking back find them sooner (`GPUSORT_RADIX_EARLY`, 0 or 1; subgroup
     /// ranking only).
@@ -179,6 +187,15 @@ impl RadixTuning {
                 .and_then(|v| v.parse().ok())
                 .filter(|v| [RADIX_WG, WIDE_WG, 2 * WIDE_WG].contains(v)),
             workgroups: env_u32("GPUSORT_RADIX_WORKGROUPS", 0, |_| true),
+            payload_workgroups: env_u32(
+                "GPUSORT_RADIX_PAYLOAD_WORKGROUPS",
+                env_u32(
+                    "GPUSORT_RADIX_WORKGROUPS",
+                    DEFAULT_PAYLOAD_WORKGROUPS,
+                    |_| true,
+                ),
+                |_| true,
+            ),
             hist_chunks: env_u32("GPUSORT_RADIX_HIST_CHUNKS", DEFAULT_HIST_CHUNKS, |v| {
                 (1..=64).contains(&v)
             }),
@@ -303,7 +320,10 @@ impl RadixKernels {
             window: self.tuning.window,
             probe: self.tuning.probe,
             group_tiles: crate::scan::group_tiles(gpu),
-            sweep_groups: self.tuning.workgroups,
+            sweep_groups: match payload {
+                true => self.tuning.payload_workgroups,
+                false => self.tuning.workgroups,
+            },
             narrow_ballot: self.narrow_ballot,
             early_counts: self.tuning.early_counts,
             hist_chunks: self.tuning.hist_chunks,
