@@ -36,7 +36,9 @@ const DEFAULT_ITEMS: u32 = 9;
 /// / 29.5, 5 -> 1.452 / 5.330 / 32.7, 6 -> 1.335 / 4.816 / 28.0, 8 -> 1.739 / 6.448 / 39.8; in a
 /// later session 7 -> 1.260 / 4.505 / 23.6 against 6 -> 1.337 / 4.816 / 24.4. Twelfth session,
 /// with the payload read before the look-back (64 registers up to 8, 86 at 9): 6 / 7 / 8 / 9 ->
-/// 1.130 / 1.084 / 1.056 / 1.371 ms at 2^24, 4.000 / 3.788 / 3.676 / 4.902 at 2^26.
+/// 1.130 / 1.084 / 1.056 / 1.371 ms at 2^24, 4.000 / 3.788 / 3.676 / 4.902 at 2^26; looping
+/// (DEFAULT_PAYLOAD_WORKGROUPS) 5 / 6 / 7 / 8 / 10 / 12 / 14 -> 4.212 / 3.883 / 3.683 / 3.550 /
+/// 4.385 / 4.128 / 4.055 ms at 2^26 (64 registers up to 7, 128 from 8).
 const DEFAULT_PAYLOAD_ITEMS: u32 = 8;
 /// Predecessor tiles the look-back reads at once (`GPUSORT_RADIX_WINDOW` overrides). Wider windows
 /// measured no faster on the H100 (2^26, 8 keys an invocation: window 1 7.77 ms, 16 8.6 ms): the
