@@ -6,11 +6,12 @@
 //   prepare       one workgroup: digit starts per pass, which passes can be skipped (one digit
 //                 holds every key), ping-pong sides, indirect dispatch sizes
 //   sweep         per pass (indirect; 0 workgroups when skipped): a tile of TILE keys is loaded,
-//                 ranked stably by digit inside the workgroup (common/radix_rank_*.wgsl),
-//                 its digit counts are published and the counts of the tiles before it are
-//                 looked back at (decoupled look-back, digit by digit), then keys (and the u32
-//                 payload) are written to their places through workgroup memory, so writes of one
-//                 digit's run are consecutive
+//                 its digit counts are published (with EARLY before the ranking, else after it),
+//                 it is ranked stably by digit inside the workgroup (common/radix_rank_*.wgsl),
+//                 the counts of the tiles before it are looked back at (decoupled look-back,
+//                 digit by digit; a payload is read before, so its loads are in flight then),
+//                 then keys (and the u32 payload) are written to their places through workgroup
+//                 memory, so writes of one digit's run are consecutive
 //   finish        indirect: copies the alternate buffers back when an odd number of passes ran
 // No workgroup waits on another without a bound: tiles take tickets in launch order, and a tile
 // whose predecessor stays silent for SPIN_LIMIT reads counts that digit in that tile itself.
@@ -20,9 +21,12 @@
 // then wrong), WG (256: one digit per invocation; or 512 with subgroups, the second half idle
 // where the work is per digit), ITEMS, KIND and DESCENDING (the key order,
 // keyorder.wgsl: constants, so each key's transform folds to its few instructions), KEY_WORDS
-// (1|2), HIST_CHUNKS (count_digits reads HIST_CHUNKS * TILE keys a workgroup), PAYLOAD (0|1), SCRATCH (workgroup words), SPIN_LIMIT, SWEEP_GROUPS and PERSIST (1: at
-// most SWEEP_GROUPS sweep workgroups, each looping over tiles), MAX_DIM (workgroups per dimension), IDENTITY (0),
-// MIN_SG (smallest subgroup size, for the rank tables).
+// (1|2), HIST_CHUNKS (count_digits reads HIST_CHUNKS * TILE keys a workgroup), PAYLOAD (0|1),
+// SCRATCH (workgroup words), SPIN_LIMIT, SWEEP_GROUPS and PERSIST (1: at most SWEEP_GROUPS sweep
+// workgroups, each looping over tiles), MAX_DIM (workgroups per dimension), IDENTITY (0),
+// MIN_SG (smallest subgroup size, for the rank tables), EARLY (1: a tile counts and publishes
+// its digits before ranking them; subgroup ranking only) and EARLY_AT (where in scratch that
+// histogram sits: past the rank tables).
 // Host-composed before this file: common/grid.wgsl, common/keyorder.wgsl, one of
 // common/wgscan_{subgroup,shared}.wgsl and the matching common/radix_rank_{subgroup,shared}.wgsl.
 
