@@ -164,16 +164,18 @@ pub(crate) struct RadixTuning {
 impl RadixTuning {
     pub(crate) fn from_env() -> RadixTuning {
         use crate::scan::env_u32;
+        let keys_an_invocation = |v: u32| (1..=64).contains(&v);
         RadixTuning {
-            items: env_u32("GPUSORT_RADIX_ITEMS", DEFAULT_ITEMS, |v| {
-                (1..=64).contains(&v)
-            }),
+            items: env_u32("GPUSORT_RADIX_ITEMS", DEFAULT_ITEMS, keys_an_invocation),
+            // GPUSORT_RADIX_ITEMS sets both, GPUSORT_RADIX_PAYLOAD_ITEMS this one alone
             payload_items: env_u32(
                 "GPUSORT_RADIX_PAYLOAD_ITEMS",
-                env_u32("GPUSORT_RADIX_ITEMS", DEFAULT_PAYLOAD_ITEMS, |v| {
-                    (1..=64).contains(&v)
-                }),
-                |v| (1..=64).contains(&v),
+                env_u32(
+                    "GPUSORT_RADIX_ITEMS",
+                    DEFAULT_PAYLOAD_ITEMS,
+                    keys_an_invocation,
+                ),
+                keys_an_invocation,
             ),
             window: env_u32("GPUSORT_RADIX_WINDOW", DEFAULT_WINDOW, |v| {
                 (1..=64).contains(&v)
@@ -484,13 +486,13 @@ impl RadixKernels {
 /// Workgroup words of the sweep's scratch: the sorted tile, the subgroup rank tables (two 16-bit
 /// counters a word, a row per subgroup) and count_digits' histograms share it.
 pub(crate) fn scratch_words(items: u32, min_subgroup: Option<u32>, wg: u32) -> u32 {
-    let rows = wg / min_subgroup.unwrap_or(wg);
     // with subgroups, the early digit counts follow the rank tables (radix.wgsl, EARLY_AT)
-    let tables = rows * 128 + if min_subgroup.is_some() { 256 } else { 0 };
+    let tables = early_counts_at(min_subgroup, wg) + if min_subgroup.is_some() { 256 } else { 0 };
     (wg * items).max(tables).max(MAX_PASSES * 256)
 }
 
-/// Where the early digit counts start in the sweep's scratch: past the subgroup rank tables.
+/// Where the early digit counts start in the sweep's scratch: past the subgroup rank tables (a
+/// row of 128 words per subgroup).
 pub(crate) fn early_counts_at(min_subgroup: Option<u32>, wg: u32) -> u32 {
     wg / min_subgroup.unwrap_or(wg) * 128
 }
