@@ -2,12 +2,14 @@
 """Reference figures from CuPy (CUB) on the same GPU, printed beside gpusort's bench JSON.
 
 Usage: python3 bench/cupy_reference.py [gpusort-bench.json] [--sizes 16,18,...] [--scan-sizes 20,24,28]
+       [--warm-ms 1000]
 Measures cupy.sort and cupy.argsort of random u32 keys, and cupy.cumsum and cupy.nonzero (plus
 the boolean-mask compaction x[x < 2^31]) at the scan sizes (GPU-resident, CUDA events, median of
-10); given gpusort's JSON, prints each gpusort case's time over CuPy's.
+10, after a second of the case itself so the GPU is at its working clocks); given gpusort's JSON, prints each gpusort case's time over CuPy's.
 """
 import json
 import sys
+import time
 
 try:
     import cupy as cp
@@ -16,9 +18,19 @@ except ImportError:  # the bench machine has CuPy; elsewhere say so and stop
     sys.exit(0)
 
 
+WARM_S = 1.0  # --warm-ms: each case runs this long before it is timed (gpusort bench's --warmup)
+
+
 def timed(fn, reps=10):
     start, stop = cp.cuda.Event(), cp.cuda.Event()
     fn()
+    # an idle GPU lowers its clocks; a second of the case itself brings them back (as gpusort
+    # bench does before each of its cases), so both sides are timed at the same clocks
+    cp.cuda.Device().synchronize()
+    begin = time.perf_counter()
+    while time.perf_counter() - begin < WARM_S:
+        fn()
+        cp.cuda.Device().synchronize()
     times = []
     for _ in range(reps):
         start.record()
@@ -38,6 +50,11 @@ def main():
     if "--sizes" in args:
         i = args.index("--sizes")
         sizes = [int(s) for s in args[i + 1].split(",") if s]
+        del args[i : i + 2]
+    if "--warm-ms" in args:
+        i = args.index("--warm-ms")
+        global WARM_S
+        WARM_S = float(args[i + 1]) / 1e3
         del args[i : i + 2]
     if "--scan-sizes" in args:
         i = args.index("--scan-sizes")

@@ -20,6 +20,11 @@ use serde::Serialize;
 use crate::error::{CliError, CliResult};
 use crate::Global;
 
+/// `--warmup`'s default on a hardware GPU. NVIDIA H100: after a second of CPU work the SM clock
+/// had fallen to 345 MHz (of 1980), and a 2^28 compaction timed then took 1.6-3.3 ms against
+/// 0.73 ms after a warm-up (docs/BENCHMARKS.md, thirteenth session).
+const DEFAULT_WARMUP_MS: u64 = 500;
+
 #[derive(clap::Args, Debug)]
 pub struct BenchArgs {
     /// Small sizes and few repetitions (under a minute on a software adapter).
@@ -40,6 +45,11 @@ pub struct BenchArgs {
     /// Skip the CPU baselines of the sort and scan suites.
     #[arg(long)]
     pub gpu_only: bool,
+    /// Milliseconds each GPU case repeats untimed before it is timed (default 500 on a hardware
+    /// GPU, 0 on a software adapter): an idle GPU lowers its clocks, and cases timed right after
+    /// CPU work (checks, baselines) would otherwise run at a fraction of them.
+    #[arg(long, value_name = "MS")]
+    pub warmup: Option<u64>,
     /// Write the results as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -69,11 +79,27 @@ struct Report {
     device: String,
     backend: String,
     time_source: gpusort_core::bench::TimeSource,
+    /// How long each GPU case repeated untimed before it was timed (--warmup).
+    warmup_ms: u128,
     cases: Vec<Case>,
 }
 
-fn measure(reps: usize, mut f: impl FnMut() -> Result<f64, CliError>) -> Result<Stats, CliError> {
+fn measure(reps: usize, f: impl FnMut() -> Result<f64, CliError>) -> Result<Stats, CliError> {
+    measure_warm(reps, std::time::Duration::ZERO, f)
+}
+
+/// `measure` of a GPU case: after its warm-up run, the case repeats untimed for `warm` (see
+/// `BenchArgs::warmup`).
+fn measure_warm(
+    reps: usize,
+    warm: std::time::Duration,
+    mut f: impl FnMut() -> Result<f64, CliError>,
+) -> Result<Stats, CliError> {
     f()?; // warm-up: pipelines, caches, allocations
+    let start = std::time::Instant::now();
+    while start.elapsed() < warm {
+        f()?;
+    }
     let samples = (0..reps).map(|_| f()).collect::<Result<Vec<_>, _>>()?;
     Ok(Stats::of(samples))
 }
@@ -119,6 +145,11 @@ pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
         bar: &bar,
         reps,
         cpu: !args.gpu_only,
+        warm: std::time::Duration::from_millis(args.warmup.unwrap_or(if gpu.is_software() {
+            0
+        } else {
+            DEFAULT_WARMUP_MS
+        })),
     };
     let mut cases = Vec::new();
     if args.suite.iter().any(|s| s == "sort") {
@@ -152,6 +183,7 @@ pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
         device: gpu.adapter.name.clone(),
         backend: gpu.adapter.backend.clone(),
         time_source: timer.source(),
+        warmup_ms: ctx.warm.as_millis(),
         cases,
     };
     print_table(&report);
@@ -177,11 +209,13 @@ struct Ctx<'a> {
     reps: usize,
     /// Measure the CPU baselines (off with --gpu-only).
     cpu: bool,
+    /// Untimed repetitions of each GPU case before it is timed (--warmup).
+    warm: std::time::Duration,
 }
 
 /// The vec4 copy kernel from `src` to `dst`: the bandwidth bound of a suite, in the same run.
 fn measure_copy(ctx: &Ctx<'_>, src: &wgpu::Buffer, dst: &wgpu::Buffer) -> Result<Stats, CliError> {
-    measure(ctx.reps, || {
+    measure_warm(ctx.reps, ctx.warm, || {
         Ok(ctx.timer.time(
             ctx.gpu,
             |_| {},
@@ -265,7 +299,7 @@ fn sort_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
         for (name, record) in gpu_sorts {
             bar.set_message(format!("2^{log}: {name}"));
             let mut dispatches = 0;
-            let st = measure(reps, || {
+            let st = measure_warm(reps, ctx.warm, || {
                 Ok(timer.time(gpu, restore, |enc| {
                     dispatches = record(enc)?;
                     Ok(())
@@ -429,7 +463,7 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
         bar.inc(1);
 
         bar.set_message(format!("2^{log}: exclusive sum scan"));
-        let st = measure(reps, || {
+        let st = measure_warm(reps, ctx.warm, || {
             Ok(timer.time(
                 gpu,
                 |_| {},
@@ -477,60 +511,76 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
         bar.inc(1);
 
         bar.set_message(format!("2^{log}: compaction"));
-        // GPUSORT_BENCH_COMPACT_PIVOT moves the pivot (0 keeps nothing, 4294967295 nearly all):
-        // to measure the compaction's reads apart from its writes
-        let pivot = std::env::var("GPUSORT_BENCH_COMPACT_PIVOT")
+        // GPUSORT_BENCH_COMPACT_PIVOT moves the pivot (0 keeps nothing, 4294967295 nearly all),
+        // to measure the compaction's reads apart from its writes; a comma-separated list
+        // measures each in turn on the same buffers (the CPU baseline uses the last)
+        let pivots: Vec<u32> = std::env::var("GPUSORT_BENCH_COMPACT_PIVOT")
             .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(1u32 << 31);
-        let job = CompactJob {
-            src: &src,
-            dst: &dst,
-            counts: &counts,
-            n: n as u32,
-            payload: None,
-        };
-        let st = measure(reps, || {
-            Ok(timer.time(
-                gpu,
-                |_| {},
-                |enc| {
-                    scanner.record_compact(gpu, enc, &job, Predicate::Below(pivot), true, None, 0)
-                },
-            )?)
-        })?;
-        let want: Vec<u32> = input.iter().copied().filter(|&x| x < pivot).collect();
-        // GPUSORT_COMPACT_PROBE skips parts of the compaction: its output is wrong by design too
-        let unchecked = unchecked || scanner.tuning().compact_probe != 0;
-        let kept = if unchecked {
-            want.len()
-        } else {
-            transfer::read_vec::<u32>(gpu, &counts, 1)?[0] as usize
-        };
-        if !unchecked && transfer::read_vec::<u32>(gpu, &dst, kept)? != want {
-            return Err(CliError::runtime(format!(
-                "bench: the compaction of 2^{log} differs from the CPU's on {}",
-                gpu.adapter.name
-            )));
-        }
-        let bytes = 4.0 * (n + kept) as f64;
-        let gbs = bytes / st.median_s / 1e9;
-        cases.push(case(
-            &if pivot == 1 << 31 {
-                "compaction u32 (x < 2^31)".to_string()
+            .map(|v| v.split(',').filter_map(|p| p.trim().parse().ok()).collect())
+            .filter(|p: &Vec<u32>| !p.is_empty())
+            .unwrap_or(vec![1u32 << 31]);
+        bar.inc_length(pivots.len() as u64 - 1);
+        let mut bytes = 0.0;
+        let mut pivot = 0;
+        for &this_pivot in &pivots {
+            pivot = this_pivot;
+            let job = CompactJob {
+                src: &src,
+                dst: &dst,
+                counts: &counts,
+                n: n as u32,
+                payload: None,
+            };
+            let st = measure_warm(reps, ctx.warm, || {
+                Ok(timer.time(
+                    gpu,
+                    |_| {},
+                    |enc| {
+                        scanner.record_compact(
+                            gpu,
+                            enc,
+                            &job,
+                            Predicate::Below(pivot),
+                            true,
+                            None,
+                            0,
+                        )
+                    },
+                )?)
+            })?;
+            let want: Vec<u32> = input.iter().copied().filter(|&x| x < pivot).collect();
+            // GPUSORT_COMPACT_PROBE skips parts of the compaction: its output is wrong by design too
+            let unchecked = unchecked || scanner.tuning().compact_probe != 0;
+            let kept = if unchecked {
+                want.len()
             } else {
-                format!("compaction u32 (x < {pivot})")
-            },
-            st,
-            bytes,
-            st.median_s / copy_st.median_s,
-            format!(
-                "pivot {pivot}, kept {kept}; {:.0}% of copy bandwidth; {paths}{}",
-                100.0 * gbs / copy_gbs,
-                look_back_counts(gpu, &scanner, 1)?
-            ),
-        ));
-        bar.inc(1);
+                transfer::read_vec::<u32>(gpu, &counts, 1)?[0] as usize
+            };
+            if !unchecked && transfer::read_vec::<u32>(gpu, &dst, kept)? != want {
+                return Err(CliError::runtime(format!(
+                    "bench: the compaction of 2^{log} differs from the CPU's on {}",
+                    gpu.adapter.name
+                )));
+            }
+            bytes = 4.0 * (n + kept) as f64;
+            let gbs = bytes / st.median_s / 1e9;
+            cases.push(case(
+                &if pivot == 1 << 31 {
+                    "compaction u32 (x < 2^31)".to_string()
+                } else {
+                    format!("compaction u32 (x < {pivot})")
+                },
+                st,
+                bytes,
+                st.median_s / copy_st.median_s,
+                format!(
+                    "pivot {pivot}, kept {kept}; {:.0}% of copy bandwidth; {paths}{}",
+                    100.0 * gbs / copy_gbs,
+                    look_back_counts(gpu, &scanner, 1)?
+                ),
+            ));
+            bar.inc(1);
+        }
 
         if ctx.cpu {
             // CPU baselines: a sequential loop, as a user would write it
@@ -674,7 +724,7 @@ fn stencil_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
             let name = name.as_str();
             let kernel = StencilKernel::with_tiles(gpu, &job, tile)?;
             bar.set_message(format!("2^{log}: {name}"));
-            let st = measure(reps, || {
+            let st = measure_warm(reps, ctx.warm, || {
                 Ok(timer.time(
                     gpu,
                     |_| {},
@@ -916,8 +966,8 @@ fn print_table(r: &Report) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(
         out,
-        "device: {} ({}), times: {:?}",
-        r.device, r.backend, r.time_source
+        "device: {} ({}), times: {:?}, warm-up {} ms a GPU case",
+        r.device, r.backend, r.time_source, r.warmup_ms
     );
     let line = |cells: &[&str]| {
         cells
@@ -939,8 +989,8 @@ fn print_table(r: &Report) {
 
 fn markdown(r: &Report) -> String {
     let mut s = format!(
-        "Device: {} ({}); times from {:?}.\n\n",
-        r.device, r.backend, r.time_source
+        "Device: {} ({}); times from {:?}; each GPU case warmed up for {} ms.\n\n",
+        r.device, r.backend, r.time_source, r.warmup_ms
     );
     s.push_str(&format!(
         "| {} |\n|{}|\n",

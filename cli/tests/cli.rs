@@ -947,6 +947,42 @@ fn bench_quick_exports_every_case() {
     eprintln!("bench --quick took {took:?}");
 }
 
+/// --warmup repeats each GPU case untimed first and says so in every export.
+#[test]
+fn bench_warmup_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("bench.json");
+    let md = dir.path().join("bench.md");
+    let out = gpusort()
+        .args([
+            "bench",
+            "--suite",
+            "scan",
+            "--sizes",
+            "10",
+            "--reps",
+            "1",
+            "--gpu-only",
+        ])
+        .args(["--progress", "never", "--warmup", "30", "--json"])
+        .arg(&json)
+        .arg("--markdown")
+        .arg(&md)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(v["warmup_ms"], 30, "{v}");
+    let table = std::fs::read_to_string(&md).unwrap();
+    assert!(table.contains("warmed up for 30 ms"), "{table}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("warm-up 30 ms a GPU case"), "{stdout}");
+}
+
 fn temp_files(dir: &Path) -> Vec<PathBuf> {
     listing(dir)
         .into_iter()
