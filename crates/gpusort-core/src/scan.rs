@@ -63,12 +63,12 @@ pub struct Tuning {
     /// looping, since the eleventh session (256 x 8 tiles, two workgroups an SM), when with half
     /// kept every figure of that session's 25 processes at 2^28 favoured it: fast ones 728 us (74% of
     /// copy) against 806-808 us a workgroup per tile, fast in 3 of 12 against 4 of 13 (the
-    /// machine's slow mode, docs/BENCHMARKS.md), median 1.97 against 2.15 ms; 2^26 205-207
+    /// rest timed at a lowered SM clock, docs/BENCHMARKS.md), median 1.97 against 2.15 ms; 2^26 205-207
     /// against 221-222 us. But slower where tiles keep more than the stage holds (2^26, 75% /
     /// 100% kept: 316 / 344 us against 304 / 316): 0 suits mostly-kept data.
     /// Before, with 512 x 8 tiles, 2^28, processes of their own: looping (1024)
-    /// took 778-785 us in 8 of 19 processes and 1.7-3.5 ms in the others (a slow mode the
-    /// kernel falls into and stays in, docs/BENCHMARKS.md); a workgroup per tile 830-837 us in
+    /// took 778-785 us in 8 of 19 processes and 1.7-3.5 ms in the others (timed at a lowered SM
+    /// clock, docs/BENCHMARKS.md thirteenth session); a workgroup per tile 830-837 us in
     /// 9 of 10 (2.27 ms in one): 7% slower than looping at its best, far faster on average.
     pub compact_workgroups: u32,
     /// Predecessors the look-back reads per round on subgroups (at most the subgroup's width):
