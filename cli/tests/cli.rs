@@ -899,14 +899,13 @@ fn scan_family_bad_inputs() {
 
 /// `gpusort bench --quick` runs every suite on this machine's adapter and exports JSON and
 /// Markdown a script can compare (issue: bench). Not a timed test: it checks what is reported.
-#[test]
-fn bench_quick_exports_every_case() {
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("bench.json");
-    let md = dir.path().join("bench.md");
-    let start = std::time::Instant::now();
+/// `gpusort ARGS --json DIR/bench.json --markdown DIR/bench.md`, which must succeed:
+/// the JSON report, the Markdown table and stdout.
+fn bench_exports(dir: &Path, args: &[&str]) -> (serde_json::Value, String, String) {
+    let (json, md) = (dir.join("bench.json"), dir.join("bench.md"));
     let out = gpusort()
-        .args(["-q", "bench", "--quick", "--suite", "sort,scan", "--json"])
+        .args(args)
+        .arg("--json")
         .arg(&json)
         .arg("--markdown")
         .arg(&md)
@@ -917,8 +916,20 @@ fn bench_quick_exports_every_case() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let v = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let table = std::fs::read_to_string(&md).unwrap();
+    (v, table, String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[test]
+fn bench_quick_exports_every_case() {
+    let dir = tempfile::tempdir().unwrap();
+    let start = std::time::Instant::now();
+    let (v, table, stdout) = bench_exports(
+        dir.path(),
+        &["-q", "bench", "--quick", "--suite", "sort,scan"],
+    );
     let took = start.elapsed();
-    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     let cases = v["cases"].as_array().unwrap();
     for (suite, name) in [
         ("sort", "bitonic (vectorised)"),
@@ -940,9 +951,7 @@ fn bench_quick_exports_every_case() {
         assert!(c["stats"]["min_s"].as_f64().unwrap() <= c["stats"]["max_s"].as_f64().unwrap());
     }
     assert!(v["device"].as_str().is_some_and(|d| !d.is_empty()));
-    let table = std::fs::read_to_string(&md).unwrap();
     assert!(table.contains("| n | case |") && table.contains("bitonic (vectorised)"));
-    let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("relative time"), "{stdout}");
     eprintln!("bench --quick took {took:?}");
 }
@@ -951,10 +960,9 @@ fn bench_quick_exports_every_case() {
 #[test]
 fn bench_warmup_is_reported() {
     let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("bench.json");
-    let md = dir.path().join("bench.md");
-    let out = gpusort()
-        .args([
+    let (v, table, stdout) = bench_exports(
+        dir.path(),
+        &[
             "bench",
             "--suite",
             "scan",
@@ -963,23 +971,14 @@ fn bench_warmup_is_reported() {
             "--reps",
             "1",
             "--gpu-only",
-        ])
-        .args(["--progress", "never", "--warmup", "30", "--json"])
-        .arg(&json)
-        .arg("--markdown")
-        .arg(&md)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+            "--progress",
+            "never",
+            "--warmup",
+            "30",
+        ],
     );
-    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     assert_eq!(v["warmup_ms"], 30, "{v}");
-    let table = std::fs::read_to_string(&md).unwrap();
     assert!(table.contains("warmed up for 30 ms"), "{table}");
-    let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("warm-up 30 ms a GPU case"), "{stdout}");
 }
 
