@@ -703,6 +703,78 @@ mod radix_options {
         }
     }
 
+    /// One sorter's scratch is kept between sorts and reused by smaller ones, which must not see
+    /// what larger sorts left in it (look-back state, digit counts, tickets); two sorts recorded
+    /// into one encoder share it; after a release the next sort allocates again.
+    #[test]
+    fn scratch_is_reused_between_sorts() {
+        for no_sg in MODES {
+            let gpu = gpu(no_sg);
+            let s = radix(gpu);
+            let what = format!("scratch reuse no_subgroups={no_sg}");
+            assert_eq!(s.radix_scratch_bytes(), 0, "nothing before the first sort");
+            let mut r = rng(41);
+            // the largest shapes first: 64-bit keys with a payload, then keys alone (which bind
+            // small stand-ins for the payload)
+            let big: Vec<i64> = (0..70_001).map(|_| r.random_range(-900..900)).collect();
+            let want_big = reference::argsort(&big, SortOrder::default());
+            assert_eq!(s.argsort(gpu, &big, SortOrder::default()).unwrap(), want_big);
+            check_sort(gpu, &s, &big, SortOrder::default(), &what);
+            let held = s.radix_scratch_bytes();
+            assert!(held >= 70_001 * (8 + 4), "{what}: {held} bytes kept");
+            // smaller sorts of every shape reuse it, in both directions
+            for n in [1usize, 33, 4097, 9000] {
+                let keys: Vec<u32> = (0..n).map(|_| r.random_range(0..700)).collect();
+                let desc = SortOrder {
+                    descending: true,
+                    ..Default::default()
+                };
+                check_sort(gpu, &s, &keys, desc, &what);
+                assert_eq!(
+                    s.argsort(gpu, &keys, SortOrder::default()).unwrap(),
+                    reference::argsort(&keys, SortOrder::default()),
+                    "{what} argsort n={n}"
+                );
+                let wide: Vec<u64> = (0..n).map(|_| r.random::<u64>() >> 20).collect();
+                check_sort(gpu, &s, &wide, SortOrder::default(), &what);
+            }
+            assert_eq!(s.radix_scratch_bytes(), held, "{what}: smaller sorts grew nothing");
+            // two sorts in one encoder: the second clears and reuses the first one's scratch
+            let a: Vec<u32> = (0..20_000).map(|_| r.random()).collect();
+            let b: Vec<f32> = (0..5_000).map(|_| r.random_range(-9.0..9.0f32)).collect();
+            let (a_buf, b_buf) = (
+                transfer::buffer_from(gpu, "a", &a).unwrap(),
+                transfer::buffer_from(gpu, "b", &b).unwrap(),
+            );
+            let perm_buf = transfer::storage_buffer(gpu, "perm", 5_000 * 4).unwrap();
+            let mut enc = gpu.device.create_command_encoder(&Default::default());
+            for (key_type, keys, n, permutation) in [
+                (KeyType::U32, &a_buf, 20_000, None),
+                (KeyType::F32, &b_buf, 5_000, Some(&perm_buf)),
+            ] {
+                let job = GpuSortJob {
+                    key_type,
+                    order: SortOrder::default(),
+                    keys,
+                    n,
+                    values: None,
+                    permutation,
+                };
+                s.record(gpu, &mut enc, &job).unwrap();
+            }
+            gpu.queue.submit([enc.finish()]);
+            let got_a: Vec<u32> = transfer::read_vec(gpu, &a_buf, a.len()).unwrap();
+            assert_eq!(got_a, reference::sorted(&a, SortOrder::default()), "{what}");
+            let got_perm: Vec<u32> = transfer::read_vec(gpu, &perm_buf, b.len()).unwrap();
+            assert_eq!(got_perm, reference::argsort(&b, SortOrder::default()), "{what}");
+            s.release_radix_scratch();
+            assert_eq!(s.radix_scratch_bytes(), 0, "{what}: released");
+            assert_eq!(s.argsort(gpu, &big, SortOrder::default()).unwrap(), want_big);
+            check_sort(gpu, &s, &big, SortOrder::default(), &what);
+            assert_eq!(s.radix_scratch_bytes(), held, "{what}: allocated again");
+        }
+    }
+
     /// More keys than lavapipe's 128 MiB binding holds: sorted in pieces and merged (one mode:
     /// the pieces are ordinary radix sorts, tested in both modes above).
     #[test]

@@ -331,6 +331,19 @@ impl BitonicSorter {
         self.radix.tile(payload)
     }
 
+    /// GPU memory the radix sort keeps between sorts: its alternate key and payload buffers and
+    /// look-back state, each as large as the largest sort so far (about 4 bytes a key, 8 for
+    /// 64-bit keys, and 4 more with a payload). Kept so that repeated sorts allocate nothing.
+    pub fn radix_scratch_bytes(&self) -> u64 {
+        self.radix.scratch_bytes()
+    }
+
+    /// Free what [`Self::radix_scratch_bytes`] counts (after one large sort, say); the next radix
+    /// sort allocates again. Sorts already recorded keep what they use until they have run.
+    pub fn release_radix_scratch(&self) {
+        self.radix.release_scratch()
+    }
+
     /// Rank radix digits with whole vec4 ballots even where the device's subgroups never exceed
     /// 32 lanes (where one word is used by default); for tests of the wide path on such devices.
     pub fn with_wide_radix_ballots(self, gpu: &Gpu) -> Self {

@@ -224,6 +224,63 @@ pub(crate) struct RadixKernels {
     layout: Layout,
     /// Compiled per key type, direction and payload: the key order is a shader constant.
     by_shape: Mutex<HashMap<(KeyType, bool, bool), Arc<Pipelines>>>,
+    /// The sorts' alternate buffers and look-back state, kept between sorts.
+    scratch: Scratch,
+}
+
+const STORAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
+    .union(wgpu::BufferUsages::COPY_SRC)
+    .union(wgpu::BufferUsages::COPY_DST);
+
+/// Scratch buffers by role, each grown to the largest sort so far and reused by later sorts.
+/// Allocating them afresh every sort (768 MiB for an argsort of 2^26 keys) made repeated argsorts
+/// on the H100 slow down by a quarter at 2^26 and twice at 2^28 (fourteenth session, see
+/// docs/BENCHMARKS.md); renderers sorting every frame want no per-frame allocation either.
+/// Sorts recorded one after another may share them: the queue runs them in order, and each sort
+/// clears the state it needs zeroed.
+#[derive(Default)]
+struct Scratch(Mutex<HashMap<&'static str, wgpu::Buffer>>);
+
+impl Scratch {
+    /// The buffer for `role`, at least `bytes` long (16-byte multiples, never empty).
+    fn get(
+        &self,
+        gpu: &Gpu,
+        role: &'static str,
+        bytes: u64,
+        usage: wgpu::BufferUsages,
+    ) -> Result<wgpu::Buffer> {
+        let mut kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let size = transfer::align_to(bytes, 16).max(16);
+        if let Some(b) = kept.get(role).filter(|b| b.size() >= size) {
+            return Ok(b.clone());
+        }
+        // the smaller one goes first, so both are never held at once
+        kept.remove(role);
+        let b = if usage == STORAGE {
+            transfer::storage_buffer(gpu, role, size)?
+        } else {
+            gpu.checked(|| {
+                gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some(role),
+                    size,
+                    usage,
+                    mapped_at_creation: false,
+                })
+            })?
+        };
+        kept.insert(role, b.clone());
+        Ok(b)
+    }
+
+    fn bytes(&self) -> u64 {
+        let kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        kept.values().map(|b| b.size()).sum()
+    }
+
+    fn release(&self) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
 }
 
 /// Why a key-bit range is refused for keys of `key_type`, if it is.
@@ -294,10 +351,19 @@ impl RadixKernels {
             tuning,
             layout,
             by_shape: Mutex::new(HashMap::new()),
+            scratch: Scratch::default(),
         }
     }
 
     /// Keys per sweep tile, for sorts without or with a payload.
+    pub(crate) fn scratch_bytes(&self) -> u64 {
+        self.scratch.bytes()
+    }
+
+    pub(crate) fn release_scratch(&self) {
+        self.scratch.release()
+    }
+
     pub(crate) fn tile(&self, payload: bool) -> u32 {
         self.wg * self.items[payload as usize]
     }
@@ -366,38 +432,37 @@ impl RadixKernels {
         let pipes = self.pipelines(gpu, job.key_type, job.descending, with_payload)?;
         let cap = job.capacity as u64;
         let tiles = job.capacity.div_ceil(self.tile(with_payload));
-        let keys_alt = transfer::storage_buffer(gpu, "radix keys", cap * 4 * key_words as u64)?;
+        let storage = |label, bytes| self.scratch.get(gpu, label, bytes, STORAGE);
+        let keys_alt = storage("radix keys", cap * 4 * key_words as u64)?;
         let (payload, payload_alt) = match job.payload {
             Payload::None => (
-                transfer::storage_buffer(gpu, "radix no payload", 16)?,
-                transfer::storage_buffer(gpu, "radix no payload", 16)?,
+                storage("radix no payload", 16)?,
+                storage("radix no payload alt", 16)?,
             ),
-            Payload::Values(b) | Payload::Index(b) => (
-                b.clone(),
-                transfer::storage_buffer(gpu, "radix payload", cap * 4)?,
-            ),
+            Payload::Values(b) | Payload::Index(b) => (b.clone(), storage("radix payload", cap * 4)?),
         };
-        let control = transfer::storage_buffer(gpu, "radix control", CONTROL_WORDS * 4)?;
-        let plan = transfer::storage_buffer(gpu, "radix plan", CONTROL_WORDS * 4)?;
-        let status = transfer::storage_buffer(gpu, "radix look-back", tiles as u64 * 256 * 4)?;
+        let control = storage("radix control", CONTROL_WORDS * 4)?;
+        let plan = storage("radix plan", CONTROL_WORDS * 4)?;
+        let status_bytes = tiles as u64 * 256 * 4;
+        let status = storage("radix look-back", status_bytes)?;
         let no_count;
         let count = match job.count {
             Some(c) => c,
             None => {
-                no_count = transfer::storage_buffer(gpu, "radix count", 16)?;
+                no_count = storage("radix count", 16)?;
                 &no_count
             }
         };
-        let args = gpu.checked(|| {
-            gpu.device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("radix dispatch sizes"),
-                size: transfer::align_to((MAX_PASSES as u64 + 1) * 12, 16),
-                usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::INDIRECT,
-                mapped_at_creation: false,
-            })
-        })?;
+        let args = self.scratch.get(
+            gpu,
+            "radix dispatch sizes",
+            (MAX_PASSES as u64 + 1) * 12,
+            wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::INDIRECT,
+        )?;
         // indirect dispatches read `args`, so they bind a stand-in for it
-        let no_args = transfer::storage_buffer(gpu, "radix no dispatch sizes", 16)?;
+        let no_args = storage("radix no dispatch sizes", 16)?;
+        // kept from earlier sorts: the digit counts, tickets and look-back start from zero
+        enc.clear_buffer(&control, 0, None);
 
         let passes = job.key_bits.len().div_ceil(8) as u32;
         let base = RadixParams {
@@ -456,9 +521,7 @@ impl RadixKernels {
             return Ok(2);
         }
         for (p, &off) in offsets.iter().enumerate() {
-            if p > 0 {
-                enc.clear_buffer(&status, 0, None);
-            }
+            enc.clear_buffer(&status, 0, Some(status_bytes));
             let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some("radix sweep"),
                 timestamp_writes: None,
