@@ -718,7 +718,10 @@ mod radix_options {
             // small stand-ins for the payload)
             let big: Vec<i64> = (0..70_001).map(|_| r.random_range(-900..900)).collect();
             let want_big = reference::argsort(&big, SortOrder::default());
-            assert_eq!(s.argsort(gpu, &big, SortOrder::default()).unwrap(), want_big);
+            assert_eq!(
+                s.argsort(gpu, &big, SortOrder::default()).unwrap(),
+                want_big
+            );
             check_sort(gpu, &s, &big, SortOrder::default(), &what);
             let held = s.radix_scratch_bytes();
             assert!(held >= 70_001 * (8 + 4), "{what}: {held} bytes kept");
@@ -738,7 +741,11 @@ mod radix_options {
                 let wide: Vec<u64> = (0..n).map(|_| r.random::<u64>() >> 20).collect();
                 check_sort(gpu, &s, &wide, SortOrder::default(), &what);
             }
-            assert_eq!(s.radix_scratch_bytes(), held, "{what}: smaller sorts grew nothing");
+            assert_eq!(
+                s.radix_scratch_bytes(),
+                held,
+                "{what}: smaller sorts grew nothing"
+            );
             // two sorts in one encoder: the second clears and reuses the first one's scratch
             let a: Vec<u32> = (0..20_000).map(|_| r.random()).collect();
             let b: Vec<f32> = (0..5_000).map(|_| r.random_range(-9.0..9.0f32)).collect();
@@ -766,10 +773,17 @@ mod radix_options {
             let got_a: Vec<u32> = transfer::read_vec(gpu, &a_buf, a.len()).unwrap();
             assert_eq!(got_a, reference::sorted(&a, SortOrder::default()), "{what}");
             let got_perm: Vec<u32> = transfer::read_vec(gpu, &perm_buf, b.len()).unwrap();
-            assert_eq!(got_perm, reference::argsort(&b, SortOrder::default()), "{what}");
+            assert_eq!(
+                got_perm,
+                reference::argsort(&b, SortOrder::default()),
+                "{what}"
+            );
             s.release_radix_scratch();
             assert_eq!(s.radix_scratch_bytes(), 0, "{what}: released");
-            assert_eq!(s.argsort(gpu, &big, SortOrder::default()).unwrap(), want_big);
+            assert_eq!(
+                s.argsort(gpu, &big, SortOrder::default()).unwrap(),
+                want_big
+            );
             check_sort(gpu, &s, &big, SortOrder::default(), &what);
             assert_eq!(s.radix_scratch_bytes(), held, "{what}: allocated again");
         }

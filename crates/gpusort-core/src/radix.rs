@@ -233,9 +233,10 @@ const STORAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
     .union(wgpu::BufferUsages::COPY_DST);
 
 /// Scratch buffers by role, each grown to the largest sort so far and reused by later sorts.
-/// Allocating them afresh every sort (768 MiB for an argsort of 2^26 keys) made repeated argsorts
-/// on the H100 slow down by a quarter at 2^26 and twice at 2^28 (fourteenth session, see
-/// docs/BENCHMARKS.md); renderers sorting every frame want no per-frame allocation either.
+/// Allocating them afresh every sort (768 MiB for an argsort of 2^26 keys, 3 GiB at 2^28) made
+/// repeated argsorts on the H100 slow: 29.5 ms against 13.4 kept at 2^28, and up to a quarter
+/// slower at 2^26 (docs/BENCHMARKS.md, fourteenth session). Renderers sorting every frame want
+/// no per-frame allocation either.
 /// Sorts recorded one after another may share them: the queue runs them in order, and each sort
 /// clears the state it needs zeroed.
 #[derive(Default)]
@@ -439,7 +440,9 @@ impl RadixKernels {
                 storage("radix no payload", 16)?,
                 storage("radix no payload alt", 16)?,
             ),
-            Payload::Values(b) | Payload::Index(b) => (b.clone(), storage("radix payload", cap * 4)?),
+            Payload::Values(b) | Payload::Index(b) => {
+                (b.clone(), storage("radix payload", cap * 4)?)
+            }
         };
         let control = storage("radix control", CONTROL_WORDS * 4)?;
         let plan = storage("radix plan", CONTROL_WORDS * 4)?;
