@@ -356,15 +356,17 @@ impl RadixKernels {
         }
     }
 
-    /// Keys per sweep tile, for sorts without or with a payload.
+    /// Bytes of scratch kept for later sorts.
     pub(crate) fn scratch_bytes(&self) -> u64 {
         self.scratch.bytes()
     }
 
+    /// Drop the kept scratch (the next sort allocates again).
     pub(crate) fn release_scratch(&self) {
         self.scratch.release()
     }
 
+    /// Keys per sweep tile, for sorts without or with a payload.
     pub(crate) fn tile(&self, payload: bool) -> u32 {
         self.wg * self.items[payload as usize]
     }
@@ -464,7 +466,8 @@ impl RadixKernels {
         )?;
         // indirect dispatches read `args`, so they bind a stand-in for it
         let no_args = storage("radix no dispatch sizes", 16)?;
-        // kept from earlier sorts: the digit counts, tickets and look-back start from zero
+        // kept from earlier sorts: digit counts and tickets start from zero (the look-back state
+        // is cleared before each pass)
         enc.clear_buffer(&control, 0, None);
 
         let passes = job.key_bits.len().div_ceil(8) as u32;
