@@ -522,15 +522,15 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
         bar.inc_length(pivots.len() as u64 - 1);
         let mut bytes = 0.0;
         let mut pivot = 0;
+        let job = CompactJob {
+            src: &src,
+            dst: &dst,
+            counts: &counts,
+            n: n as u32,
+            payload: None,
+        };
         for &this_pivot in &pivots {
             pivot = this_pivot;
-            let job = CompactJob {
-                src: &src,
-                dst: &dst,
-                counts: &counts,
-                n: n as u32,
-                payload: None,
-            };
             let st = measure_warm(reps, ctx.warm, || {
                 Ok(timer.time(
                     gpu,

@@ -228,10 +228,6 @@ pub(crate) struct RadixKernels {
     scratch: Scratch,
 }
 
-const STORAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
-    .union(wgpu::BufferUsages::COPY_SRC)
-    .union(wgpu::BufferUsages::COPY_DST);
-
 /// Scratch buffers by role, each grown to the largest sort so far and reused by later sorts.
 /// Allocating them afresh every sort (768 MiB for an argsort of 2^26 keys, 3 GiB at 2^28) made
 /// repeated argsorts on the H100 slow: 29.5 ms against 13.4 kept at 2^28, and up to a quarter
@@ -243,33 +239,25 @@ const STORAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
 struct Scratch(Mutex<HashMap<&'static str, wgpu::Buffer>>);
 
 impl Scratch {
-    /// The buffer for `role`, at least `bytes` long (16-byte multiples, never empty).
+    /// The buffer for `role`, at least `bytes` long, made by `make` (a `transfer` constructor)
+    /// when none kept is large enough.
     fn get(
         &self,
         gpu: &Gpu,
         role: &'static str,
         bytes: u64,
-        usage: wgpu::BufferUsages,
+        make: fn(&Gpu, &str, u64) -> Result<wgpu::Buffer>,
     ) -> Result<wgpu::Buffer> {
         let mut kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let size = transfer::align_to(bytes, 16).max(16);
-        if let Some(b) = kept.get(role).filter(|b| b.size() >= size) {
+        if let Some(b) = kept
+            .get(role)
+            .filter(|b| b.size() >= transfer::buffer_size(bytes))
+        {
             return Ok(b.clone());
         }
         // the smaller one goes first, so both are never held at once
         kept.remove(role);
-        let b = if usage == STORAGE {
-            transfer::storage_buffer(gpu, role, size)?
-        } else {
-            gpu.checked(|| {
-                gpu.device.create_buffer(&wgpu::BufferDescriptor {
-                    label: Some(role),
-                    size,
-                    usage,
-                    mapped_at_creation: false,
-                })
-            })?
-        };
+        let b = make(gpu, role, bytes)?;
         kept.insert(role, b.clone());
         Ok(b)
     }
@@ -435,7 +423,7 @@ impl RadixKernels {
         let pipes = self.pipelines(gpu, job.key_type, job.descending, with_payload)?;
         let cap = job.capacity as u64;
         let tiles = job.capacity.div_ceil(self.tile(with_payload));
-        let storage = |label, bytes| self.scratch.get(gpu, label, bytes, STORAGE);
+        let storage = |role, bytes| self.scratch.get(gpu, role, bytes, transfer::storage_buffer);
         let keys_alt = storage("radix keys", cap * 4 * key_words as u64)?;
         let (payload, payload_alt) = match job.payload {
             Payload::None => (
@@ -462,7 +450,7 @@ impl RadixKernels {
             gpu,
             "radix dispatch sizes",
             (MAX_PASSES as u64 + 1) * 12,
-            wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::INDIRECT,
+            transfer::indirect_buffer,
         )?;
         // indirect dispatches read `args`, so they bind a stand-in for it
         let no_args = storage("radix no dispatch sizes", 16)?;

@@ -768,16 +768,7 @@ impl Scheduler {
         let plan_buf = transfer::buffer_from(gpu, "merged plan", &lay.plan_words)?;
         let state = transfer::storage_buffer(gpu, "merged state", lay.state_words * 4)?;
         let args_bytes: &[u8] = bytemuck::cast_slice(&lay.args_words);
-        let args = gpu.checked(|| {
-            gpu.device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("merged resume args"),
-                size: transfer::align_to(args_bytes.len() as u64, 16).max(16),
-                usage: wgpu::BufferUsages::STORAGE
-                    | wgpu::BufferUsages::INDIRECT
-                    | wgpu::BufferUsages::COPY_DST,
-                mapped_at_creation: false,
-            })
-        })?;
+        let args = transfer::indirect_buffer(gpu, "merged resume args", args_bytes.len() as u64)?;
         transfer::upload(gpu, &args, 0, args_bytes)?;
         // resume dispatches read `args` as INDIRECT, so they bind a stand-in for it (they never
         // defer, so never write it)

@@ -25,10 +25,24 @@ pub fn align_to(bytes: u64, to: u64) -> u64 {
     bytes.div_ceil(to) * to
 }
 
-/// A storage buffer of at least `bytes` (never zero-sized, since wgpu rejects empty bindings).
+/// The size a buffer of at least `bytes` is made with: whole vec4s, so any buffer can be bound
+/// as array<vec4<u32>>, and never zero, since wgpu rejects empty bindings.
+pub fn buffer_size(bytes: u64) -> u64 {
+    align_to(bytes, 16).max(16)
+}
+
+/// A storage buffer of at least `bytes` ([`buffer_size`]).
 pub fn storage_buffer(gpu: &Gpu, label: &str, bytes: u64) -> Result<wgpu::Buffer> {
-    // whole vec4s, so any buffer can be bound as array<vec4<u32>>
-    let size = align_to(bytes, 16).max(16);
+    buffer(gpu, label, bytes, wgpu::BufferUsages::empty())
+}
+
+/// A storage buffer of at least `bytes` that indirect dispatches can also read their sizes from.
+pub fn indirect_buffer(gpu: &Gpu, label: &str, bytes: u64) -> Result<wgpu::Buffer> {
+    buffer(gpu, label, bytes, wgpu::BufferUsages::INDIRECT)
+}
+
+fn buffer(gpu: &Gpu, label: &str, bytes: u64, extra: wgpu::BufferUsages) -> Result<wgpu::Buffer> {
+    let size = buffer_size(bytes);
     if size > gpu.limits.max_buffer_size {
         return Err(Error::TooLarge(format!(
             "{label} needs {size} bytes but one buffer holds at most {} on {}",
@@ -41,7 +55,8 @@ pub fn storage_buffer(gpu: &Gpu, label: &str, bytes: u64) -> Result<wgpu::Buffer
             size,
             usage: wgpu::BufferUsages::STORAGE
                 | wgpu::BufferUsages::COPY_SRC
-                | wgpu::BufferUsages::COPY_DST,
+                | wgpu::BufferUsages::COPY_DST
+                | extra,
             mapped_at_creation: false,
         })
     })
