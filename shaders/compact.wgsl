@@ -11,7 +11,7 @@
 // in the fourteenth session, written straight from registers with no stage: 2.2-2.5x). The stage holds
 // STAGE elements, by default as many as fit in half the device's workgroup storage, so two
 // workgroups share an SM (scan::Tuning::compact_stage_size); a tile keeping more is written out
-// in phases (repack). H100, 256 x 8, looping, 2^28: 728 us, 74% of a copy, timed at full clock
+// in phases (repack). H100, 256 x 8, looping, 2^28: 723 us, 74% of a copy, timed at full clock
 // (docs/BENCHMARKS.md: the "slow mode" was the idle GPU's lowered SM clock).
 // A stable partition is two of these: keep the matching elements, then the others starting at
 // the first pass's count.

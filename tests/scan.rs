@@ -121,12 +121,13 @@ fn look_back_fallback_gives_the_same_results() {
         let gpu = gpu(no_sg);
         // every wait gives up at once: each workgroup reduces its predecessors' tiles itself;
         // also with two workgroups looping over all the tiles
-        for workgroups in [0, 2] {
+        for (workgroups, one_word) in [(0, false), (2, false), (2, true)] {
             let s = Scanner::new(gpu)
                 .unwrap()
                 .with_tuning(Tuning {
                     scan_workgroups: workgroups,
                     compact_workgroups: workgroups,
+                    compact_one_word: one_word,
                     ..Tuning::default()
                 })
                 .with_spin_limit(0);
@@ -203,10 +204,11 @@ fn look_back_and_tile_shapes_give_the_same_results() {
     // stage for a 24,576-element tile would not be
     for no_sg in MODES {
         let gpu = gpu(no_sg);
-        for (window, wait, wg, rounds, workgroups, state_stride, compact, stage) in [
-            (1, false, 128, 8, 0, 2, (256, 4), 37),
-            (8, true, 256, 4, 3, 32, (512, 12), 0),
-            (32, true, 512, 8, 5, 8, (512, 8), 1000),
+        for (window, wait, wg, rounds, workgroups, state_stride, compact, stage, one_word) in [
+            (1, false, 128, 8, 0, 2, (256, 4), 37, false),
+            (8, true, 256, 4, 3, 32, (512, 12), 0, true),
+            (32, true, 512, 8, 5, 8, (512, 8), 1000, false),
+            (32, false, 512, 8, 5, 2, (256, 8), 0, true),
         ] {
             let s = Scanner::new(gpu).unwrap().with_tuning(Tuning {
                 window,
@@ -220,6 +222,7 @@ fn look_back_and_tile_shapes_give_the_same_results() {
                 compact_wg: compact.0,
                 compact_rounds: compact.1,
                 compact_stage: stage,
+                compact_one_word: one_word,
                 ..Tuning::default()
             });
             let mut r = rng(window as u64);
@@ -233,7 +236,7 @@ fn look_back_and_tile_shapes_give_the_same_results() {
                     let (want, wp) = reference::compact(&u, Some(&payload), &p);
                     assert!(
                         got == want && gp == wp,
-                        "compact {p:?} n={n} window={window} workgroups={workgroups}"
+                        "compact {p:?} n={n} window={window} workgroups={workgroups} one_word={one_word}"
                     );
                     let (got, _) = s.compact(gpu, &u, None, p).unwrap();
                     assert!(

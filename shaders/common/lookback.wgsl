@@ -10,11 +10,11 @@
 //   itself (0 takes the fallback at once: for tests).
 // WGSL atomics are relaxed, so each published value travels inside the atomics with its flag:
 // 16 bits of value and the flag in each of two words; a reader accepts the pair only when both
-// flags agree.
+// flags agree (or, with ONE_WORD, value and flag in one word).
 // The walk itself (look_back_walk) is in common/lookback_subgroup.wgsl (one subgroup reads
 // WINDOW predecessors per round, no workgroup barriers) or common/lookback_shared.wgsl (one
 // invocation, tile by tile).
-// Needs from the family: combine, IDENTITY, tile_reduce(t) (cooperative), WINDOW, PERSIST,
+// Needs from the family: combine, IDENTITY, tile_reduce(t) (cooperative), WINDOW, ONE_WORD, PERSIST,
 // GROUP_TILES, COUNTERS, STATE_STRIDE (words from one tile's status to the next: 2, or more to
 // spread the polled words over cache lines), and `state` at binding 1 (cleared to zero before
 // the dispatch).
@@ -64,7 +64,15 @@ fn next_tile(tiles: u32, taken: ptr<function, u32>) -> u32 {
     return min(take_ticket(), tiles);
 }
 
+// With ONE_WORD (a host constant, for families whose inclusive values stay below 2^31:
+// compaction's counts) a status is one word, ((value << 1) | inclusive) + 1, 0 while unpublished:
+// one load a predecessor instead of two, and one store to publish.
 fn read_state(t: u32) -> vec2<u32> {
+    if (ONE_WORD == 1u) {
+        let x = atomicLoad(&state[STATE_HEADER + STATE_STRIDE * t]);
+        if (x == 0u) { return vec2<u32>(0u, 0u); }
+        return vec2<u32>(((x - 1u) & 1u) + FLAG_AGGREGATE, (x - 1u) >> 1u);
+    }
     let lo = atomicLoad(&state[STATE_HEADER + STATE_STRIDE * t]);
     let hi = atomicLoad(&state[STATE_HEADER + STATE_STRIDE * t + 1u]);
     if ((lo >> 16u) != 0u && (lo >> 16u) == (hi >> 16u)) {
@@ -74,6 +82,10 @@ fn read_state(t: u32) -> vec2<u32> {
 }
 
 fn publish(tile: u32, flag: u32, v: u32) {
+    if (ONE_WORD == 1u) {
+        atomicStore(&state[STATE_HEADER + STATE_STRIDE * tile], ((v << 1u) | (flag - FLAG_AGGREGATE)) + 1u);
+        return;
+    }
     atomicStore(&state[STATE_HEADER + STATE_STRIDE * tile], (v & 0xffffu) | (flag << 16u));
     atomicStore(&state[STATE_HEADER + STATE_STRIDE * tile + 1u], (v >> 16u) | (flag << 16u));
 }

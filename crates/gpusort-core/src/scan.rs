@@ -71,6 +71,12 @@ pub struct Tuning {
     /// clock, docs/BENCHMARKS.md thirteenth session); a workgroup per tile 830-837 us in
     /// 9 of 10 (2.27 ms in one): 7% slower than looping at its best, far faster on average.
     pub compact_workgroups: u32,
+    /// Compaction's look-back statuses are one word each (value and flag together, counts below
+    /// 2^31) instead of two: `GPUSORT_COMPACT_ONE_WORD` (0 or 1). On (the fifteenth session):
+    /// one load a predecessor instead of two; H100, 2^28, half kept, alternating processes,
+    /// 722.5-724.8 us against 728.3-730.4 us (3 of 3), 2^24 / 2^26 74.8 / 204.4 against
+    /// 75.6 / 205.5 us. The scan's sums need all 32 bits, so it keeps two words.
+    pub compact_one_word: bool,
     /// Predecessors the look-back reads per round on subgroups (at most the subgroup's width):
     /// `GPUSORT_LOOKBACK_WINDOW` (1..=64); 1 is the classic tile-by-tile walk.
     pub window: u32,
@@ -114,6 +120,7 @@ impl Default for Tuning {
             compact_stage: 0,
             compact_probe: 0,
             window: 32,
+            compact_one_word: true,
             spin_limit: DEFAULT_SPIN_LIMIT,
             scan_wait_nearest: true,
             compact_wait_nearest: false,
@@ -149,6 +156,7 @@ impl Tuning {
             compact_workgroups: env_u32("GPUSORT_COMPACT_WORKGROUPS", d.compact_workgroups, |_| {
                 true
             }),
+            compact_one_word: flag("GPUSORT_COMPACT_ONE_WORD", d.compact_one_word),
             window: env_u32("GPUSORT_LOOKBACK_WINDOW", d.window, |w| {
                 (1..=64).contains(&w)
             }),
@@ -627,6 +635,13 @@ impl Scanner {
         let variant = T::TYPE.code() << 3 | pred << 1 | keep as u32;
         let payload = job.payload.is_some();
         let pipeline = self.pipeline(gpu, (1, words, payload as u32, variant))?;
+        if self.tuning.compact_one_word && job.n >= 1 << 31 {
+            // one-word statuses hold counts below 2^31 (no binding holds that many elements today)
+            return Err(Error::InvalidInput(format!(
+                "cannot compact {} elements in one dispatch (at most 2^31 - 1)",
+                job.n
+            )));
+        }
         let t = tiles(job.n, self.tuning.compact_tile(payload, words));
         let state = self.state_buffer(gpu, t, 1)?;
         let (pivot_hi, pivot_lo) = pivot

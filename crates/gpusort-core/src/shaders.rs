@@ -74,9 +74,11 @@ fn look_back_constants(
     persist: bool,
     wait_nearest: bool,
     group_tiles: u32,
-) -> [(&'static str, u32); 8] {
+    one_word: bool,
+) -> [(&'static str, u32); 9] {
     [
         ("SPIN_LIMIT", t.spin_limit),
+        ("ONE_WORD", one_word as u32),
         ("WINDOW", t.window),
         ("WAIT_NEAREST", wait_nearest as u32),
         ("PERSIST", persist as u32),
@@ -112,6 +114,7 @@ pub fn scan(
             t.scan_workgroups != 0,
             t.scan_wait_nearest,
             group_tiles,
+            false,
         ))
         .collect::<Vec<_>>(),
         &[SCAN_OP, wgscan, lookback, walk],
@@ -285,6 +288,7 @@ pub fn compact(
             t.compact_workgroups != 0,
             t.compact_wait_nearest,
             group_tiles,
+            t.compact_one_word,
         ))
         .collect::<Vec<_>>(),
         &[KEY_ORDER, wgscan, lookback, walk],
