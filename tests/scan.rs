@@ -196,7 +196,7 @@ fn look_back_counters_count_the_walk() {
 #[test]
 fn look_back_and_tile_shapes_give_the_same_results() {
     // the look-back's other shapes (tile by tile, windows of 8, waiting on the nearest silent
-    // tile or not, status words 2 or 32 apart), scan tiles of 128 invocations and 8 rounds,
+    // tile or not, status words 2 or 32 apart, compaction's statuses in one word or two), scan tiles of 128 invocations and 8 rounds,
     // workgroups per tile (0) or a few looping over many tiles, compaction tiles of 256 x 4 and
     // 512 x 12, and compaction stages smaller than a tile (tiles written out in phases: 37 and
     // 1000 elements, neither a multiple of the workgroup). Phases are loops: each stage keeps a
@@ -503,4 +503,37 @@ fn a_failing_sink_stops_a_streamed_job() {
     // the scanner still works afterwards
     let got = scan_streamed(gpu, &s, &data, ScanOp::Add, false, 4096);
     assert_eq!(got, reference::scan(&data, ScanOp::Add, false));
+}
+
+#[test]
+fn compaction_refuses_counts_its_statuses_cannot_hold() {
+    // one-word look-back statuses hold counts below 2^31: a dispatch of more elements is refused
+    // with an error rather than overflowing (no binding holds that many today, so the buffers
+    // here are small: the check comes before anything is recorded)
+    let gpu = gpu(false);
+    let buffer = |label| {
+        gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size: 64,
+            usage: wgpu::BufferUsages::STORAGE,
+            mapped_at_creation: false,
+        })
+    };
+    let (src, dst, counts) = (buffer("src"), buffer("dst"), buffer("counts"));
+    let s = Scanner::new(gpu).unwrap().with_tuning(Tuning {
+        compact_one_word: true,
+        ..Tuning::default()
+    });
+    let mut enc = gpu.device.create_command_encoder(&Default::default());
+    let job = gpusort_core::scan::CompactJob {
+        src: &src,
+        dst: &dst,
+        counts: &counts,
+        n: 1 << 31,
+        payload: None,
+    };
+    let err = s
+        .record_compact(gpu, &mut enc, &job, Predicate::Below(7u32), true, None, 0)
+        .unwrap_err();
+    assert!(err.to_string().contains("at most 2^31 - 1"), "{err}");
 }

@@ -625,6 +625,13 @@ impl Scanner {
         base_slot: Option<u32>,
         count_slot: u32,
     ) -> Result<()> {
+        if self.tuning.compact_one_word && job.n >= 1 << 31 {
+            // one-word statuses hold counts below 2^31 (no binding holds that many elements today)
+            return Err(Error::InvalidInput(format!(
+                "cannot compact {} elements in one dispatch (at most 2^31 - 1)",
+                job.n
+            )));
+        }
         let words = T::TYPE.size() as u32 / 4;
         let (pred, pivot) = match predicate {
             Predicate::Below(p) => (0, Some(p)),
@@ -635,13 +642,6 @@ impl Scanner {
         let variant = T::TYPE.code() << 3 | pred << 1 | keep as u32;
         let payload = job.payload.is_some();
         let pipeline = self.pipeline(gpu, (1, words, payload as u32, variant))?;
-        if self.tuning.compact_one_word && job.n >= 1 << 31 {
-            // one-word statuses hold counts below 2^31 (no binding holds that many elements today)
-            return Err(Error::InvalidInput(format!(
-                "cannot compact {} elements in one dispatch (at most 2^31 - 1)",
-                job.n
-            )));
-        }
         let t = tiles(job.n, self.tuning.compact_tile(payload, words));
         let state = self.state_buffer(gpu, t, 1)?;
         let (pivot_hi, pivot_lo) = pivot
