@@ -3,7 +3,7 @@
 
 use gpusort_core::cpu::scan as reference;
 use gpusort_core::scan::{Predicate, ScanOp, Scanner, Tuning};
-use gpusort_core::{Gpu, SortKey};
+use gpusort_core::{transfer, Gpu, SortKey};
 use gpusort_tests::*;
 use rand::Rng;
 
@@ -195,13 +195,13 @@ fn look_back_counters_count_the_walk() {
 
 #[test]
 fn look_back_and_tile_shapes_give_the_same_results() {
-    // the look-back's other shapes (tile by tile, windows of 8, waiting on the nearest silent
-    // tile or not, status words 2 or 32 apart, compaction's statuses in one word or two), scan tiles of 128 invocations and 8 rounds,
-    // workgroups per tile (0) or a few looping over many tiles, compaction tiles of 256 x 4 and
-    // 512 x 12, and compaction stages smaller than a tile (tiles written out in phases: 37 and
-    // 1000 elements, neither a multiple of the workgroup). Phases are loops: each stage keeps a
-    // workgroup's loop iterations within llvmpipe's budget (scan::group_tiles); a 37-element
-    // stage for a 24,576-element tile would not be
+    // the look-back's other shapes (tile by tile, windows of 8, waiting on the nearest silent tile or
+    // not, status words 2 or 32 apart, compaction's statuses in one word or two), scan tiles of 128
+    // invocations and 8 rounds, workgroups per tile (0) or a few looping over many tiles, compaction
+    // tiles of 256 x 4 and 512 x 12, and compaction stages smaller than a tile (tiles written out in
+    // phases: 37 and 1000 elements, neither a multiple of the workgroup). Phases are loops: each
+    // stage keeps a workgroup's loop iterations within llvmpipe's budget (scan::group_tiles); a
+    // 37-element stage for a 24,576-element tile would not be
     for no_sg in MODES {
         let gpu = gpu(no_sg);
         for (window, wait, wg, rounds, workgroups, state_stride, compact, stage, one_word) in [
@@ -511,14 +511,7 @@ fn compaction_refuses_counts_its_statuses_cannot_hold() {
     // with an error rather than overflowing (no binding holds that many today, so the buffers
     // here are small: the check comes before anything is recorded)
     let gpu = gpu(false);
-    let buffer = |label| {
-        gpu.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some(label),
-            size: 64,
-            usage: wgpu::BufferUsages::STORAGE,
-            mapped_at_creation: false,
-        })
-    };
+    let buffer = |label| transfer::storage_buffer(gpu, label, 64).unwrap();
     let (src, dst, counts) = (buffer("src"), buffer("dst"), buffer("counts"));
     let s = Scanner::new(gpu).unwrap().with_tuning(Tuning {
         compact_one_word: true,

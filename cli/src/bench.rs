@@ -529,6 +529,8 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
             n: n as u32,
             payload: None,
         };
+        // GPUSORT_COMPACT_PROBE skips parts of the compaction: its output is wrong by design too
+        let compact_unchecked = unchecked || scanner.tuning().compact_probe != 0;
         for &this_pivot in &pivots {
             pivot = this_pivot;
             let st = measure_warm(reps, ctx.warm, || {
@@ -549,14 +551,12 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
                 )?)
             })?;
             let want: Vec<u32> = input.iter().copied().filter(|&x| x < pivot).collect();
-            // GPUSORT_COMPACT_PROBE skips parts of the compaction: its output is wrong by design too
-            let unchecked = unchecked || scanner.tuning().compact_probe != 0;
-            let kept = if unchecked {
+            let kept = if compact_unchecked {
                 want.len()
             } else {
                 transfer::read_vec::<u32>(gpu, &counts, 1)?[0] as usize
             };
-            if !unchecked && transfer::read_vec::<u32>(gpu, &dst, kept)? != want {
+            if !compact_unchecked && transfer::read_vec::<u32>(gpu, &dst, kept)? != want {
                 return Err(CliError::runtime(format!(
                     "bench: the compaction of 2^{log} differs from the CPU's on {}",
                     gpu.adapter.name

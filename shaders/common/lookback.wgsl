@@ -68,13 +68,13 @@ fn next_tile(tiles: u32, taken: ptr<function, u32>) -> u32 {
 // compaction's counts) a status is one word, ((value << 1) | inclusive) + 1, 0 while unpublished:
 // one load a predecessor instead of two, and one store to publish.
 fn read_state(t: u32) -> vec2<u32> {
+    let at = STATE_HEADER + STATE_STRIDE * t;
+    let lo = atomicLoad(&state[at]);
     if (ONE_WORD == 1u) {
-        let x = atomicLoad(&state[STATE_HEADER + STATE_STRIDE * t]);
-        if (x == 0u) { return vec2<u32>(0u, 0u); }
-        return vec2<u32>(((x - 1u) & 1u) + FLAG_AGGREGATE, (x - 1u) >> 1u);
+        if (lo == 0u) { return vec2<u32>(0u, 0u); }
+        return vec2<u32>(((lo - 1u) & 1u) + FLAG_AGGREGATE, (lo - 1u) >> 1u);
     }
-    let lo = atomicLoad(&state[STATE_HEADER + STATE_STRIDE * t]);
-    let hi = atomicLoad(&state[STATE_HEADER + STATE_STRIDE * t + 1u]);
+    let hi = atomicLoad(&state[at + 1u]);
     if ((lo >> 16u) != 0u && (lo >> 16u) == (hi >> 16u)) {
         return vec2<u32>(lo >> 16u, (lo & 0xffffu) | (hi << 16u));
     }
@@ -82,12 +82,13 @@ fn read_state(t: u32) -> vec2<u32> {
 }
 
 fn publish(tile: u32, flag: u32, v: u32) {
+    let at = STATE_HEADER + STATE_STRIDE * tile;
     if (ONE_WORD == 1u) {
-        atomicStore(&state[STATE_HEADER + STATE_STRIDE * tile], ((v << 1u) | (flag - FLAG_AGGREGATE)) + 1u);
-        return;
+        atomicStore(&state[at], ((v << 1u) | (flag - FLAG_AGGREGATE)) + 1u);
+    } else {
+        atomicStore(&state[at], (v & 0xffffu) | (flag << 16u));
+        atomicStore(&state[at + 1u], (v >> 16u) | (flag << 16u));
     }
-    atomicStore(&state[STATE_HEADER + STATE_STRIDE * tile], (v & 0xffffu) | (flag << 16u));
-    atomicStore(&state[STATE_HEADER + STATE_STRIDE * tile + 1u], (v >> 16u) | (flag << 16u));
 }
 
 // Make this tile's aggregate visible to its successors: as early as possible, since they wait
