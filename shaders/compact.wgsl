@@ -11,14 +11,15 @@
 // in the fourteenth session, written straight from registers with no stage: 2.2-2.5x). The stage holds
 // STAGE elements, by default as many as fit in half the device's workgroup storage, so two
 // workgroups share an SM (scan::Tuning::compact_stage_size); a tile keeping more is written out
-// in phases (repack). H100, 256 x 8, looping, 2^28: 723 us, 74% of a copy, timed at full clock
-// (docs/BENCHMARKS.md: the "slow mode" was the idle GPU's lowered SM clock).
+// in phases (repack). H100, 256 x 8, looping, 2^28: 690-693 us, 78% of a copy (docs/BENCHMARKS.md,
+// sixteenth session: the next tile loaded after packing, each look-back status in a 128-byte
+// line of its own).
 // A stable partition is two of these: keep the matching elements, then the others starting at
 // the first pass's count.
 // CPU twin: crates/gpusort-core/src/cpu/scan.rs.
 // Host-prepended constants: WG, W (u32 words per element: 1 or 2), PAYLOAD (0/1), KIND (key
 // type code), PRED (PRED_*), KEEP (1: keep where the predicate holds, 0: the others),
-// IDENTITY (0), ROUNDS (vec4s per invocation, a multiple of 4), STAGE, PROBE (measuring only:
+// IDENTITY (0), ROUNDS (vec4s per invocation, a multiple of 4), STAGE, LATE_LOADS (0/1), PROBE (measuring only:
 // bit 0 skips the packing, bit 1 the write-out), SPIN_LIMIT, WINDOW, PERSIST and NO_LOOKBACK (as
 // in scan.wgsl; with NO_LOOKBACK a tile writes where a half-kept tile would).
 // Host-composed before this file: common/grid.wgsl, common/keyorder.wgsl, one of
@@ -153,6 +154,33 @@ fn repack(v: u32, base: u32, lo: u32) {
     }
 }
 
+// Where tile `tile` goes: everything before it (the look-back, which publishes its inclusive
+// count; its barriers publish the stage), behind a barrier. Uniform control flow.
+fn place_tile(tile: u32, aggregate: u32) -> u32 {
+    var prefix = 0u;
+    if (NO_LOOKBACK == 0u) {
+        prefix = look_back(tile, aggregate);
+    } else {
+        // measuring only: about where half-kept tiles would write, without the look-back
+        prefix = tile * (TILE / 2u);
+    }
+    workgroupBarrier();
+    return prefix;
+}
+
+// Write out the stage: `count` kept elements at tile positions from `lo`, the tile's first at
+// output index `prefix` (after the base slot's offset), by consecutive invocations.
+fn write_phase(prefix: u32, lo: u32, count: u32) {
+    var out = prefix + lo;
+    if (cp.base_slot != NO_SLOT) { out += counts[cp.base_slot]; }
+    if ((PROBE & 2u) == 0u) {
+        for (var k = inv.li; k < count * W; k += WG) { dst[W * out + k] = stage[k]; }
+    }
+    if (PAYLOAD == 1u) {
+        for (var k = inv.li; k < count; k += WG) { payload_out[out + k] = stage[W * STAGE + k]; }
+    }
+}
+
 @compute @workgroup_size(WG)
 fn compact(i: Invocation) {
     set_invocation(i);
@@ -164,8 +192,8 @@ fn compact(i: Invocation) {
     // rounds (as in scan.wgsl: named registers, not a private array).
     var v = first_vec(tile);
     var a@R = load(v + @Ru * g); //@ROUND
-    // With PERSIST, a workgroup takes its next tile and starts loading it before it packs, looks
-    // back and writes out this one, so its loads stay in flight meanwhile.
+    // With PERSIST, a workgroup takes its next tile and starts loading it before it looks back
+    // for and writes out this one, so its loads stay in flight meanwhile.
     var taken = 1u; // tiles this workgroup has taken (next_tile)
     loop {
         count_tile_start();
@@ -179,31 +207,28 @@ fn compact(i: Invocation) {
         // keep this tile's packing behind the last tile's write-out of the stage
         let gt = groups_exclusive(run);
         publish_aggregate(tile, gt.y);
-        let next = next_tile(tiles, &taken);
-        let nv = first_vec(next); // past the end when done: loads nothing
-        let b@R = load(nv + @Ru * g); //@ROUND
+        // The next tile's ticket is taken, and its loads issued, once this tile is packed
+        // (LATE_LOADS; behind the ticket's barrier, which the compiler does not move loads
+        // across), so its vec4s and the next tile's are never live at once: 82 registers instead
+        // of 109 on the H100, and 2^28 half kept 710-712 us against 723-725 (still two
+        // workgroups an SM: the stage bounds it). Without it, before the packing.
+        var next = tiles;
+        if (LATE_LOADS == 0u) { next = next_tile(tiles, &taken); }
+        var nv = first_vec(next); // past the end when done: loads nothing
+        var b@R = vec4<u32>(0u); //@ROUND
+        if (LATE_LOADS == 0u) { b@R = load(nv + @Ru * g); } //@ROUND
         pack_kept(v + @Ru * g, a@R, m@R, gt.x + at@R, 0u); //@ROUND
-        var prefix = 0u;
-        if (NO_LOOKBACK == 0u) {
-            prefix = look_back(tile, gt.y); // its barriers publish the stage
-        } else {
-            // measuring only: about where half-kept tiles would write, without the look-back
-            prefix = tile * (TILE / 2u);
+        if (LATE_LOADS == 1u) {
+            next = next_tile(tiles, &taken);
+            nv = first_vec(next);
+            b@R = load(nv + @Ru * g); //@ROUND
         }
-        workgroupBarrier();
-        var out = prefix;
-        if (cp.base_slot != NO_SLOT) { out += counts[cp.base_slot]; }
+        let prefix = place_tile(tile, gt.y);
         // the stage holds tile positions [lo, lo + STAGE); a uniform loop, one pass unless the
         // tile keeps more than STAGE
         var lo = 0u;
         loop {
-            let count = min(gt.y - lo, STAGE);
-            if ((PROBE & 2u) == 0u) {
-                for (var k = inv.li; k < count * W; k += WG) { dst[W * (out + lo) + k] = stage[k]; }
-            }
-            if (PAYLOAD == 1u) {
-                for (var k = inv.li; k < count; k += WG) { payload_out[out + lo + k] = stage[W * STAGE + k]; }
-            }
+            write_phase(prefix, lo, min(gt.y - lo, STAGE));
             lo += STAGE;
             if (lo >= gt.y) { break; }
             workgroupBarrier(); // the stage is read out

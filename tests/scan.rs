@@ -121,13 +121,14 @@ fn look_back_fallback_gives_the_same_results() {
         let gpu = gpu(no_sg);
         // every wait gives up at once: each workgroup reduces its predecessors' tiles itself;
         // also with two workgroups looping over all the tiles
-        for (workgroups, one_word) in [(0, false), (2, false), (2, true)] {
+        for (workgroups, one_word, late) in [(0, false, true), (2, false, false), (2, true, true)] {
             let s = Scanner::new(gpu)
                 .unwrap()
                 .with_tuning(Tuning {
                     scan_workgroups: workgroups,
                     compact_workgroups: workgroups,
                     compact_one_word: one_word,
+                    compact_late_loads: late,
                     ..Tuning::default()
                 })
                 .with_spin_limit(0);
@@ -196,7 +197,8 @@ fn look_back_counters_count_the_walk() {
 #[test]
 fn look_back_and_tile_shapes_give_the_same_results() {
     // the look-back's other shapes (tile by tile, windows of 8, waiting on the nearest silent tile or
-    // not, status words 2 or 32 apart, compaction's statuses in one word or two), scan tiles of 128
+    // not, status words 2 to 128 apart, compaction's statuses in one word or two, its next tile
+    // loaded before or after the packing), scan tiles of 128
     // invocations and 8 rounds, workgroups per tile (0) or a few looping over many tiles, compaction
     // tiles of 256 x 4 and 512 x 12, and compaction stages smaller than a tile (tiles written out in
     // phases: 37 and 1000 elements, neither a multiple of the workgroup). Phases are loops: each
@@ -204,11 +206,12 @@ fn look_back_and_tile_shapes_give_the_same_results() {
     // 37-element stage for a 24,576-element tile would not be
     for no_sg in MODES {
         let gpu = gpu(no_sg);
-        for (window, wait, wg, rounds, workgroups, state_stride, compact, stage, one_word) in [
-            (1, false, 128, 8, 0, 2, (256, 4), 37, false),
-            (8, true, 256, 4, 3, 32, (512, 12), 0, true),
-            (32, true, 512, 8, 5, 8, (512, 8), 1000, false),
-            (32, false, 512, 8, 5, 2, (256, 8), 0, true),
+        for (window, wait, wg, rounds, workgroups, state_stride, compact, stage, one_word, late) in [
+            (1, false, 128, 8, 0, 2, (256, 4), 37, false, true),
+            (8, true, 256, 4, 3, 32, (512, 12), 0, true, false),
+            (32, true, 512, 8, 5, 8, (512, 8), 1000, false, true),
+            (32, false, 512, 8, 5, 2, (256, 8), 0, true, false),
+            (32, false, 512, 8, 5, 128, (256, 8), 0, true, true),
         ] {
             let s = Scanner::new(gpu).unwrap().with_tuning(Tuning {
                 window,
@@ -219,6 +222,8 @@ fn look_back_and_tile_shapes_give_the_same_results() {
                 scan_workgroups: workgroups,
                 compact_workgroups: workgroups,
                 state_stride,
+                compact_state_stride: state_stride,
+                compact_late_loads: late,
                 compact_wg: compact.0,
                 compact_rounds: compact.1,
                 compact_stage: stage,
@@ -236,7 +241,7 @@ fn look_back_and_tile_shapes_give_the_same_results() {
                     let (want, wp) = reference::compact(&u, Some(&payload), &p);
                     assert!(
                         got == want && gp == wp,
-                        "compact {p:?} n={n} window={window} workgroups={workgroups} one_word={one_word}"
+                        "compact {p:?} n={n} window={window} workgroups={workgroups} one_word={one_word} late={late}"
                     );
                     let (got, _) = s.compact(gpu, &u, None, p).unwrap();
                     assert!(

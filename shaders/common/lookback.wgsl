@@ -16,15 +16,15 @@
 // invocation, tile by tile).
 // Needs from the family: combine, IDENTITY, tile_reduce(t) (cooperative), WINDOW, ONE_WORD, PERSIST,
 // GROUP_TILES, COUNTERS, STATE_STRIDE (words from one tile's status to the next: 2, or more to
-// spread the polled words over cache lines), and `state` at binding 1 (cleared to zero before
-// the dispatch).
+// spread the polled words over cache lines), STATE_HEADER (words before tile 0's status: at
+// least 8, and a stride's room, scan::state_header), and `state` at binding 1 (cleared to zero
+// before the dispatch).
 
 const FLAG_AGGREGATE: u32 = 1u;
 const FLAG_INCLUSIVE: u32 = 2u;
 // [0] ticket counter; with COUNTERS (measuring only): [1] walk rounds, [2] reads that found the
 // nearest unaccounted tile silent, [3] fallbacks, summed over the tiles; [4] tiles in progress
 // now, [5] the most in progress at once, [6] the number in progress as each tile started, summed
-const STATE_HEADER: u32 = 8u;
 
 @group(0) @binding(1) var<storage, read_write> state: array<atomic<u32>>;
 

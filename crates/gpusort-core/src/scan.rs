@@ -77,6 +77,14 @@ pub struct Tuning {
     /// 722.5-724.8 us against 728.3-730.4 us (3 of 3), 2^24 / 2^26 74.8 / 204.4 against
     /// 75.6 / 205.5 us. The scan's sums need all 32 bits, so it keeps two words.
     pub compact_one_word: bool,
+    /// A looping compaction workgroup takes its next tile's ticket and issues its loads after it
+    /// has packed the current tile instead of before (`GPUSORT_COMPACT_LATE_LOADS`, 0 or 1): the
+    /// two tiles' vec4s are then never live at once. On (the sixteenth session): 82 registers
+    /// instead of 109 on the H100 (still two workgroups an SM, which the stage bounds); 2^28
+    /// half kept 709.9-712.7 us against 720.3-725.1 (6 of 6 alternating processes), none kept
+    /// 561-564 against 583; all kept 1.32-1.54 ms against 1.27 with the old status stride, but
+    /// 1.23-1.24 with `compact_state_stride` 32 (docs/BENCHMARKS.md).
+    pub compact_late_loads: bool,
     /// Predecessors the look-back reads per round on subgroups (at most the subgroup's width):
     /// `GPUSORT_LOOKBACK_WINDOW` (1..=64); 1 is the classic tile-by-tile walk.
     pub window: u32,
@@ -95,13 +103,19 @@ pub struct Tuning {
     /// Tiles ignore their predecessors (wrong results; to measure what the look-back costs):
     /// `GPUSORT_SCAN_NO_LOOKBACK=1`.
     pub no_lookback: bool,
-    /// Words from one tile's look-back status (two words) to the next: `GPUSORT_LOOKBACK_STRIDE`
-    /// (2, 4, 8, 16 or 32). 8 puts each tile in a 32-byte sector of its own, so the words every
-    /// workgroup polls are spread over more cache lines. H100 2^28 scan, processes of their own
-    /// over two device sessions: 2 -> 856-859 us (84% of copy), 4 -> 829-832, 8 -> 820-823
-    /// (87%, 9 of 9), 16 -> 823-826, 32 -> 828-891; 2^26 235 -> 225-226 us (83%). Compaction's
-    /// 2^28 bimodality is the same with every stride.
+    /// Words from one tile's look-back status (two words) to the next in the scan:
+    /// `GPUSORT_LOOKBACK_STRIDE` (2 to 128, a power of two). 8 puts each tile in a 32-byte sector
+    /// of its own, so the words every workgroup polls are spread over more cache lines. H100
+    /// 2^28 scan, processes of their own over two device sessions: 2 -> 856-859 us (84% of
+    /// copy), 4 -> 829-832, 8 -> 820-823 (87%, 9 of 9), 16 -> 823-826, 32 -> 828-891; 2^26
+    /// 235 -> 225-226 us (83%).
     pub state_stride: u32,
+    /// The same for compaction (one-word statuses): `GPUSORT_COMPACT_STRIDE`. 32 (the sixteenth
+    /// session): each status in a 128-byte line of its own (the ticket too, see
+    /// [`state_header`]). H100, 2^28, half kept, with late loads: 8 -> 710-712 us, 16 ->
+    /// 697-699, 32 -> 690-694 (5 of 5), 64 -> 720-722, 128 -> 726-727; the scan measured no
+    /// better at 32 (828 us against 822-827) and keeps 8.
+    pub compact_state_stride: u32,
     /// Count the look-back's walk rounds, silent reads and fallbacks, and the tiles in progress
     /// as each starts, in the state header, read with [`Scanner::look_back_counters`] (measuring
     /// only): `GPUSORT_SCAN_COUNTERS=1`.
@@ -121,6 +135,7 @@ impl Default for Tuning {
             compact_probe: 0,
             window: 32,
             compact_one_word: true,
+            compact_late_loads: true,
             spin_limit: DEFAULT_SPIN_LIMIT,
             scan_wait_nearest: true,
             compact_wait_nearest: false,
@@ -128,6 +143,7 @@ impl Default for Tuning {
             no_lookback: false,
             counters: false,
             state_stride: 8,
+            compact_state_stride: 32,
         }
     }
 }
@@ -157,6 +173,7 @@ impl Tuning {
                 true
             }),
             compact_one_word: flag("GPUSORT_COMPACT_ONE_WORD", d.compact_one_word),
+            compact_late_loads: flag("GPUSORT_COMPACT_LATE_LOADS", d.compact_late_loads),
             window: env_u32("GPUSORT_LOOKBACK_WINDOW", d.window, |w| {
                 (1..=64).contains(&w)
             }),
@@ -166,9 +183,12 @@ impl Tuning {
             count_ladder: flag("GPUSORT_COUNT_LADDER", d.count_ladder),
             no_lookback: flag("GPUSORT_SCAN_NO_LOOKBACK", d.no_lookback),
             counters: flag("GPUSORT_SCAN_COUNTERS", d.counters),
-            state_stride: env_u32("GPUSORT_LOOKBACK_STRIDE", d.state_stride, |w| {
-                [2, 4, 8, 16, 32].contains(&w)
-            }),
+            state_stride: env_u32("GPUSORT_LOOKBACK_STRIDE", d.state_stride, stride_ok),
+            compact_state_stride: env_u32(
+                "GPUSORT_COMPACT_STRIDE",
+                d.compact_state_stride,
+                stride_ok,
+            ),
         }
     }
 
@@ -223,6 +243,17 @@ impl Tuning {
             self.compact_wg
         }
     }
+}
+
+/// A look-back status stride the kernels take: a power of two from 2 to 128 words.
+fn stride_ok(w: u32) -> bool {
+    w.is_power_of_two() && (2..=128).contains(&w)
+}
+
+/// Words before the first tile's status in the look-back state: the ticket and the counters, in
+/// a status slot's room at least, so that the ticket shares no polled status's sector or line.
+pub fn state_header(stride: u32) -> u32 {
+    stride.max(8)
 }
 
 /// `var` as a number when it parses and `ok` accepts it, else `default`.
@@ -317,7 +348,6 @@ const NO_SLOT: u32 = u32::MAX;
 /// workgroups concurrently (NVIDIA) the value is normally there within a few reads; the bound
 /// only matters where workgroups do not progress.
 pub const DEFAULT_SPIN_LIMIT: u32 = 4096;
-const STATE_HEADER: u64 = 8;
 
 /// (family: 0 scan / 1 compact, then the family's configuration).
 type PipelineKey = (u8, u32, u32, u32);
@@ -494,10 +524,11 @@ impl Scanner {
     /// The look-back state of a dispatch of `tiles` tiles (`family` 0: scan, 1: compaction),
     /// kept for [`Scanner::look_back_counters`] when counting.
     fn state_buffer(&self, gpu: &Gpu, tiles: u32, family: usize) -> Result<wgpu::Buffer> {
+        let stride = [self.tuning.state_stride, self.tuning.compact_state_stride][family];
         let b = transfer::storage_buffer(
             gpu,
             "look-back state",
-            (STATE_HEADER + self.tuning.state_stride as u64 * tiles as u64) * 4,
+            (state_header(stride) as u64 + stride as u64 * tiles as u64) * 4,
         )?;
         if self.tuning.counters {
             self.last_state.lock().unwrap_or_else(|p| p.into_inner())[family] = Some(b.clone());
@@ -512,7 +543,7 @@ impl Scanner {
         let state = self.last_state.lock().unwrap_or_else(|p| p.into_inner())[family].clone();
         match state {
             Some(b) => {
-                let v: Vec<u32> = transfer::read_vec(gpu, &b, STATE_HEADER as usize)?;
+                let v: Vec<u32> = transfer::read_vec(gpu, &b, 8)?;
                 Ok(Some([v[1], v[2], v[3], v[5], v[6]]))
             }
             None => Ok(None),

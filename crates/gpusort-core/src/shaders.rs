@@ -75,7 +75,8 @@ fn look_back_constants(
     wait_nearest: bool,
     group_tiles: u32,
     one_word: bool,
-) -> [(&'static str, u32); 9] {
+    stride: u32,
+) -> [(&'static str, u32); 10] {
     [
         ("SPIN_LIMIT", t.spin_limit),
         ("ONE_WORD", one_word as u32),
@@ -85,7 +86,8 @@ fn look_back_constants(
         ("GROUP_TILES", group_tiles),
         ("NO_LOOKBACK", t.no_lookback as u32),
         ("COUNTERS", t.counters as u32),
-        ("STATE_STRIDE", t.state_stride),
+        ("STATE_STRIDE", stride),
+        ("STATE_HEADER", crate::scan::state_header(stride)),
     ]
 }
 
@@ -115,6 +117,7 @@ pub fn scan(
             t.scan_wait_nearest,
             group_tiles,
             false,
+            t.state_stride,
         ))
         .collect::<Vec<_>>(),
         &[SCAN_OP, wgscan, lookback, walk],
@@ -274,6 +277,7 @@ pub fn compact(
             ("ROUNDS", t.compact_rounds),
             ("STAGE", t.compact_stage_size(payload, words, storage)),
             ("PROBE", t.compact_probe),
+            ("LATE_LOADS", t.compact_late_loads as u32),
             ("W", words),
             ("PAYLOAD", payload as u32),
             ("KIND", variant >> 3),
@@ -289,6 +293,7 @@ pub fn compact(
             t.compact_wait_nearest,
             group_tiles,
             t.compact_one_word,
+            t.compact_state_stride,
         ))
         .collect::<Vec<_>>(),
         &[KEY_ORDER, wgscan, lookback, walk],
