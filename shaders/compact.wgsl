@@ -207,22 +207,15 @@ fn compact(i: Invocation) {
         // keep this tile's packing behind the last tile's write-out of the stage
         let gt = groups_exclusive(run);
         publish_aggregate(tile, gt.y);
-        // The next tile's ticket is taken, and its loads issued, once this tile is packed
-        // (LATE_LOADS; behind the ticket's barrier, which the compiler does not move loads
-        // across), so its vec4s and the next tile's are never live at once: 82 registers instead
-        // of 109 on the H100, and 2^28 half kept 710-712 us against 723-725 (still two
-        // workgroups an SM: the stage bounds it). Without it, before the packing.
-        var next = tiles;
-        if (LATE_LOADS == 0u) { next = next_tile(tiles, &taken); }
-        var nv = first_vec(next); // past the end when done: loads nothing
-        var b@R = vec4<u32>(0u); //@ROUND
-        if (LATE_LOADS == 0u) { b@R = load(nv + @Ru * g); } //@ROUND
-        pack_kept(v + @Ru * g, a@R, m@R, gt.x + at@R, 0u); //@ROUND
-        if (LATE_LOADS == 1u) {
-            next = next_tile(tiles, &taken);
-            nv = first_vec(next);
-            b@R = load(nv + @Ru * g); //@ROUND
-        }
+        // With LATE_LOADS the next tile's ticket is taken, and its loads issued, once this tile
+        // is packed (behind the ticket's barrier, which the compiler does not move loads
+        // across), so the two tiles' vec4s are never live at once (Tuning::compact_late_loads);
+        // without it, before the packing.
+        if (LATE_LOADS == 1u) { pack_kept(v + @Ru * g, a@R, m@R, gt.x + at@R, 0u); } //@ROUND
+        let next = next_tile(tiles, &taken);
+        let nv = first_vec(next); // past the end when done: loads nothing
+        let b@R = load(nv + @Ru * g); //@ROUND
+        if (LATE_LOADS == 0u) { pack_kept(v + @Ru * g, a@R, m@R, gt.x + at@R, 0u); } //@ROUND
         let prefix = place_tile(tile, gt.y);
         // the stage holds tile positions [lo, lo + STAGE); a uniform loop, one pass unless the
         // tile keeps more than STAGE

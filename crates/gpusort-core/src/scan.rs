@@ -250,10 +250,13 @@ fn stride_ok(w: u32) -> bool {
     w.is_power_of_two() && (2..=128).contains(&w)
 }
 
+/// The look-back state's first words: the ticket, then the counters (common/lookback.wgsl).
+const COUNTER_WORDS: usize = 8;
+
 /// Words before the first tile's status in the look-back state: the ticket and the counters, in
 /// a status slot's room at least, so that the ticket shares no polled status's sector or line.
 pub fn state_header(stride: u32) -> u32 {
-    stride.max(8)
+    stride.max(COUNTER_WORDS as u32)
 }
 
 /// `var` as a number when it parses and `ok` accepts it, else `default`.
@@ -543,7 +546,7 @@ impl Scanner {
         let state = self.last_state.lock().unwrap_or_else(|p| p.into_inner())[family].clone();
         match state {
             Some(b) => {
-                let v: Vec<u32> = transfer::read_vec(gpu, &b, 8)?;
+                let v: Vec<u32> = transfer::read_vec(gpu, &b, COUNTER_WORDS)?;
                 Ok(Some([v[1], v[2], v[3], v[5], v[6]]))
             }
             None => Ok(None),
