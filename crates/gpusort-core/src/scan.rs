@@ -198,6 +198,16 @@ impl Tuning {
         self
     }
 
+    /// Words from one tile's look-back status to the next for the scan or for compaction: the
+    /// one place both the kernels' constants and the state buffer's size come from.
+    pub fn look_back_stride(&self, compaction: bool) -> u32 {
+        if compaction {
+            self.compact_state_stride
+        } else {
+            self.state_stride
+        }
+    }
+
     /// Elements per scan tile.
     pub fn scan_tile(&self) -> u32 {
         self.scan_wg * 4 * self.scan_rounds
@@ -527,7 +537,7 @@ impl Scanner {
     /// The look-back state of a dispatch of `tiles` tiles (`family` 0: scan, 1: compaction),
     /// kept for [`Scanner::look_back_counters`] when counting.
     fn state_buffer(&self, gpu: &Gpu, tiles: u32, family: usize) -> Result<wgpu::Buffer> {
-        let stride = [self.tuning.state_stride, self.tuning.compact_state_stride][family];
+        let stride = self.tuning.look_back_stride(family == 1);
         let b = transfer::storage_buffer(
             gpu,
             "look-back state",

@@ -117,7 +117,7 @@ pub fn scan(
             t.scan_wait_nearest,
             group_tiles,
             false,
-            t.state_stride,
+            t.look_back_stride(false),
         ))
         .collect::<Vec<_>>(),
         &[SCAN_OP, wgscan, lookback, walk],
@@ -293,7 +293,7 @@ pub fn compact(
             t.compact_wait_nearest,
             group_tiles,
             t.compact_one_word,
-            t.compact_state_stride,
+            t.look_back_stride(true),
         ))
         .collect::<Vec<_>>(),
         &[KEY_ORDER, wgscan, lookback, walk],
