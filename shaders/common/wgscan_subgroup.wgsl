@@ -14,8 +14,12 @@ struct Invocation {
 }
 
 var<private> inv: Invocation;
-var<workgroup> sg_totals: array<u32, WG>;
-var<workgroup> sg_totals4: array<vec4<u32>, WG>;
+// One slot per subgroup (subgroups are at least 4 wide), then the workgroup total: sized for the
+// subgroups, not the invocations, so that compaction's stage gets the room (about 5 KB at 256
+// invocations).
+const SG_SLOTS: u32 = WG / 4u;
+var<workgroup> sg_totals: array<u32, SG_SLOTS + 1u>;
+var<workgroup> sg_totals4: array<vec4<u32>, SG_SLOTS + 1u>;
 
 fn set_invocation(i: Invocation) {
     inv = i;
@@ -63,11 +67,11 @@ fn wg_exclusive(v: u32) -> vec2<u32> {
             sg_totals[s] = acc;
             acc = combine(acc, t);
         }
-        sg_totals[WG - 1u] = acc; // WG >= 2 * num_sg, so this slot is free
+        sg_totals[SG_SLOTS] = acc; // num_sg <= SG_SLOTS, so this slot is free
     }
     workgroupBarrier();
     let before = sg_totals[inv.sg_id];
-    let total = sg_totals[WG - 1u];
+    let total = sg_totals[SG_SLOTS];
     let excl = select(subgroupShuffleUp(incl, 1u), IDENTITY, inv.lane == 0u);
     workgroupBarrier(); // sg_totals is reused by the next call
     return vec2<u32>(combine(before, excl), total);
@@ -90,11 +94,11 @@ fn wg_exclusive4(v: vec4<u32>) -> array<vec4<u32>, 2> {
             sg_totals4[g] = acc;
             acc = combine4(acc, t);
         }
-        sg_totals4[WG - 1u] = acc;
+        sg_totals4[SG_SLOTS] = acc;
     }
     workgroupBarrier();
     let before = sg_totals4[inv.sg_id];
-    let total = sg_totals4[WG - 1u];
+    let total = sg_totals4[SG_SLOTS];
     workgroupBarrier();
     return array<vec4<u32>, 2>(combine4(before, s[0]), total);
 }
@@ -103,7 +107,7 @@ fn wg_exclusive4(v: vec4<u32>) -> array<vec4<u32>, 2> {
 // compact.wgsl). Here a subgroup, so a group scan needs no barrier; in wgscan_shared.wgsl the
 // whole workgroup. Group g of a tile owns its vec4s [g*G*R, (g+1)*G*R) for G invocations and R
 // rounds; in round k, lane l holds vec4 g*G*R + k*G + l (coalesced loads and stores).
-var<workgroup> group_totals: array<u32, WG / 4u>; // subgroups are at least 4 wide
+var<workgroup> group_totals: array<u32, SG_SLOTS>;
 
 fn group_lane() -> u32 {
     return inv.lane;

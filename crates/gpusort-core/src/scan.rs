@@ -220,8 +220,8 @@ impl Tuning {
 
     /// Elements of a compaction tile that its workgroup-memory stage holds on a device with
     /// `storage` bytes of workgroup memory (the per-workgroup limit): the whole tile where it
-    /// fits, with the group scans' arrays (about 21 bytes per invocation), in *half* that
-    /// storage, else as many as do (a tile keeping more is written out in several phases).
+    /// fits, with the group scans' arrays ([`scan_helper_bytes`]), in *half* that storage, else
+    /// as many as do (a tile keeping more is written out in several phases).
     ///
     /// Half, so that two workgroups can share an SM: the driver does not give an SM the shared
     /// memory that its register file would allow. On the H100 (48 KiB a workgroup; counted with
@@ -230,11 +230,18 @@ impl Tuning {
     /// with a 34 KB stage and two (264) with 19.7 KB; 512 invocations with a 21 KB stage also
     /// ran two (the compiler then kept them to 64 registers). A tile held by a workgroup that
     /// shares its SM waits on its look-back while the other works. `compact_stage` overrides
-    /// the half, up to the whole storage.
-    pub fn compact_stage_size(&self, payload: bool, words: u32, storage: u32) -> u32 {
+    /// the half, up to the whole storage. At 256 invocations with subgroups that is 5,690 u32s
+    /// (23.3 KB in all; the seventeenth session measured one workgroup an SM from about 25 KB).
+    pub fn compact_stage_size(
+        &self,
+        payload: bool,
+        words: u32,
+        subgroups: bool,
+        storage: u32,
+    ) -> u32 {
         let wg = self.compact_wg(payload);
         let per_element = 4 * (words + payload as u32);
-        let reserved = 21 * wg + 256;
+        let reserved = scan_helper_bytes(wg, subgroups);
         let stage = if self.compact_stage != 0 {
             self.compact_stage
                 .min(storage.saturating_sub(reserved) / per_element)
@@ -253,6 +260,19 @@ impl Tuning {
             self.compact_wg
         }
     }
+}
+
+/// Workgroup memory a `wg`-invocation kernel of the single-pass families uses besides its own
+/// arrays, with a little to spare: common/wgscan_subgroup.wgsl's per-subgroup totals (a u32, a
+/// vec4 and a u32 a slot, a slot per four invocations) or common/wgscan_shared.wgsl's
+/// per-invocation buffers (a u32 and a vec4 each), and the look-back's few words.
+pub fn scan_helper_bytes(wg: u32, subgroups: bool) -> u32 {
+    let helpers = if subgroups {
+        (wg / 4 + 1) * 24
+    } else {
+        wg * 20
+    };
+    helpers + 256
 }
 
 /// A look-back status stride the kernels take: a power of two from 2 to 128 words.

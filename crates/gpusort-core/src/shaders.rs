@@ -275,7 +275,10 @@ pub fn compact(
         &[
             ("WG", t.compact_wg(payload)),
             ("ROUNDS", t.compact_rounds),
-            ("STAGE", t.compact_stage_size(payload, words, storage)),
+            (
+                "STAGE",
+                t.compact_stage_size(payload, words, subgroups, storage),
+            ),
             ("PROBE", t.compact_probe),
             ("LATE_LOADS", t.compact_late_loads as u32),
             ("W", words),
