@@ -85,11 +85,18 @@ def main():
             cupy_job()
             tc = best(cupy_job)
             split = ", ".join(f"{k} {v:.3f}" for k, v in parts.items())
-            print(f"NumPy + CuPy {name} (with fsync): {tc:.3f} s ({split}); gpusort is {tc / tg:.2f}x faster")
+            print(f"NumPy + CuPy {name} (with fsync): {tc:.3f} s ({split}); {versus(tc, tg)}")
             tcn = best(lambda: cupy_job(sync=False))
-            print(f"NumPy + CuPy {name} (no fsync): {tcn:.3f} s; gpusort is {tcn / tg:.2f}x faster")
+            print(f"NumPy + CuPy {name} (no fsync): {tcn:.3f} s; {versus(tcn, tg)}")
         tn = best(lambda: fsynced(out_r, ref(np.fromfile(path, dtype=np.uint32))), reps=2)
-        print(f"NumPy alone {name} (CPU, with fsync): {tn:.3f} s; gpusort is {tn / tg:.2f}x faster")
+        print(f"NumPy alone {name} (CPU, with fsync): {tn:.3f} s; {versus(tn, tg)}")
+
+
+def versus(other, tg):
+    """'gpusort is N.NNx faster', or, where it took longer, 'gpusort takes N.NNx as long'."""
+    if other >= tg:
+        return f"gpusort is {other / tg:.2f}x faster"
+    return f"gpusort takes {tg / other:.2f}x as long"
 
 
 if __name__ == "__main__":
