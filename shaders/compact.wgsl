@@ -19,9 +19,9 @@
 // CPU twin: crates/gpusort-core/src/cpu/scan.rs.
 // Host-prepended constants: WG, W (u32 words per element: 1 or 2), PAYLOAD (0/1), KIND (key
 // type code), PRED (PRED_*), KEEP (1: keep where the predicate holds, 0: the others),
-// IDENTITY (0), ROUNDS (vec4s per invocation, a multiple of 4), STAGE, LATE_LOADS (0/1), PROBE (measuring only:
-// bit 0 skips the packing, bit 1 the write-out), SPIN_LIMIT, WINDOW, PERSIST and NO_LOOKBACK (as
-// in scan.wgsl; with NO_LOOKBACK a tile writes where a half-kept tile would).
+// IDENTITY (0), ROUNDS (vec4s per invocation, a multiple of 4), STAGE, LATE_LOADS (0/1), PROBE
+// (measuring only: bit 0 skips the packing, bit 1 the write-out), SPIN_LIMIT, WINDOW, PERSIST and
+// NO_LOOKBACK (as in scan.wgsl; with NO_LOOKBACK a tile writes where a half-kept tile would).
 // Host-composed before this file: common/grid.wgsl, common/keyorder.wgsl, one of
 // common/wgscan_{subgroup,shared}.wgsl, common/lookback.wgsl and its walk.
 

@@ -479,4 +479,42 @@ mod tests {
             .unwrap_or_else(|e| panic!("{name}: {}", e.emit_to_string(&source)));
         }
     }
+
+    /// Workgroup bytes a composed kernel declares, as the driver is asked for them.
+    fn workgroup_bytes(source: &str) -> u32 {
+        let module = naga::front::wgsl::parse_str(source).unwrap();
+        let mut layouter = naga::proc::Layouter::default();
+        layouter.update(module.to_ctx()).unwrap();
+        module
+            .global_variables
+            .iter()
+            .filter(|(_, v)| v.space == naga::AddressSpace::WorkGroup)
+            .map(|(_, v)| layouter[v.ty].size)
+            .sum()
+    }
+
+    /// The compaction stage rule's promise, checked against the kernels as composed: with the
+    /// scan helpers it reserves (`scan::scan_helper_bytes`, a copy of the WGSL arrays' sizes), a
+    /// stage smaller than its tile leaves the kernel within half the workgroup storage, so two
+    /// workgroups can share an SM.
+    #[test]
+    fn compaction_stage_fits_in_half_the_workgroup_storage() {
+        let t = crate::scan::Tuning::default();
+        for storage in [32768, 49152, 65536] {
+            for subgroups in [true, false] {
+                for (words, payload) in [(1, false), (1, true), (2, false), (2, true)] {
+                    let stage = t.compact_stage_size(payload, words, subgroups, storage);
+                    let source = super::compact(words, payload, 0, subgroups, &t, 8, storage);
+                    let bytes = workgroup_bytes(&source);
+                    let name = format!("storage={storage} subgroups={subgroups} words={words}");
+                    assert!(stage > 1, "{name}: stage {stage}");
+                    if stage < t.compact_tile(payload, words) {
+                        assert!(bytes <= storage / 2, "{name}: {bytes} bytes");
+                    } else {
+                        assert!(bytes <= storage, "{name}: {bytes} bytes");
+                    }
+                }
+            }
+        }
+    }
 }
