@@ -11,15 +11,15 @@
 // in the fourteenth session, written straight from registers with no stage: 2.2-2.5x). The stage holds
 // STAGE elements, by default as many as fit in half the device's workgroup storage, so two
 // workgroups share an SM (scan::Tuning::compact_stage_size); a tile keeping more is written out
-// in phases (repack). H100, 256 x 8, looping, 2^28: 690-693 us, 78% of a copy (docs/BENCHMARKS.md,
-// sixteenth session: the next tile loaded after packing, each look-back status in a 128-byte
-// line of its own).
+// in phases (repack). H100, 256 x 10, looping, 2^28 with half kept: 657-658 us, 82% of a copy
+// (docs/BENCHMARKS.md, eighteenth session: the largest tile whose half-kept elements fit the
+// stage in one phase; 256 x 8 took 692-695 us).
 // A stable partition is two of these: keep the matching elements, then the others starting at
 // the first pass's count.
 // CPU twin: crates/gpusort-core/src/cpu/scan.rs.
 // Host-prepended constants: WG, W (u32 words per element: 1 or 2), PAYLOAD (0/1), KIND (key
 // type code), PRED (PRED_*), KEEP (1: keep where the predicate holds, 0: the others),
-// IDENTITY (0), ROUNDS (vec4s per invocation, a multiple of 4), STAGE, LATE_LOADS (0/1), PROBE
+// IDENTITY (0), ROUNDS (vec4s per invocation, 2 to 16), STAGE, LATE_LOADS (0/1), PROBE
 // (measuring only: bit 0 skips the packing, bit 1 the write-out), SPIN_LIMIT, WINDOW, PERSIST and
 // NO_LOOKBACK (as in scan.wgsl; with NO_LOOKBACK a tile writes where a half-kept tile would).
 // Host-composed before this file: common/grid.wgsl, common/keyorder.wgsl, one of
@@ -144,7 +144,9 @@ fn repack(v: u32, base: u32, lo: u32) {
     for (var q = 0u; q < ROUNDS; q += 4u) {
         let w = v + q * g;
         let r = array<vec4<u32>, 4>(load(w), load(w + g), load(w + 2u * g), load(w + 3u * g));
-        let m = vec4<u32>(kept_mask(w, r[0]), kept_mask(w + g, r[1]), kept_mask(w + 2u * g, r[2]), kept_mask(w + 3u * g, r[3]));
+        var m = vec4<u32>(kept_mask(w, r[0]), kept_mask(w + g, r[1]), kept_mask(w + 2u * g, r[2]), kept_mask(w + 3u * g, r[3]));
+        // rounds past ROUNDS (its last four may be partial) belong to the next group's run
+        m = select(m, vec4<u32>(0u), vec4<u32>(q) + vec4<u32>(0u, 1u, 2u, 3u) >= vec4<u32>(ROUNDS));
         let s = group_count_exclusive4(countOneBits(m), 3u);
         pack_kept(w, r[0], m.x, run + s[0].x, lo);
         pack_kept(w + g, r[1], m.y, run + s[1].x + s[0].y, lo);
@@ -198,6 +200,7 @@ fn compact(i: Invocation) {
     loop {
         count_tile_start();
         let m@R = kept_mask(v + @Ru * g, a@R); //@ROUND
+        let m@R = 0u; //@PAD
         // s@Q[0][c]: kept by the group's lanes before this one in round 4Q+c; s@Q[1][c]: its total
         let s@Q = group_count_exclusive4(vec4<u32>(countOneBits(m@Q0), countOneBits(m@Q1), countOneBits(m@Q2), countOneBits(m@Q3)), 3u); //@QUAD
         // at@R: where round @R's kept elements of this lane start among the group's

@@ -200,17 +200,17 @@ fn look_back_and_tile_shapes_give_the_same_results() {
     // not, status words 2 to 128 apart, compaction's statuses in one word or two, its next tile
     // loaded before or after the packing), scan tiles of 128
     // invocations and 8 rounds, workgroups per tile (0) or a few looping over many tiles, compaction
-    // tiles of 256 x 4 and 512 x 12, and compaction stages smaller than a tile (tiles written out in
+    // tiles of 256 x 6, 256 x 10 (rounds not a multiple of four) and 512 x 12, and compaction stages smaller than a tile (tiles written out in
     // phases: 37 and 1000 elements, neither a multiple of the workgroup). Phases are loops: each
     // stage keeps a workgroup's loop iterations within llvmpipe's budget (scan::group_tiles); a
     // 37-element stage for a 24,576-element tile would not be
     for no_sg in MODES {
         let gpu = gpu(no_sg);
         for (window, wait, wg, rounds, workgroups, state_stride, compact, stage, one_word, late) in [
-            (1, false, 128, 8, 0, 2, (256, 4), 37, false, true),
+            (1, false, 128, 8, 0, 2, (256, 6), 37, false, true),
             (8, true, 256, 4, 3, 32, (512, 12), 0, true, false),
             (32, true, 512, 8, 5, 8, (512, 8), 1000, false, true),
-            (32, false, 512, 8, 5, 2, (256, 8), 0, true, false),
+            (32, false, 512, 8, 5, 2, (256, 10), 0, true, false),
             (32, false, 512, 8, 5, 128, (256, 8), 0, true, true),
         ] {
             let s = Scanner::new(gpu).unwrap().with_tuning(Tuning {
@@ -382,13 +382,14 @@ fn scan_streamed<T: SortKey>(
 
 #[test]
 fn streamed_scans_and_compactions_match_whole_ones() {
-    // chunks of 4 (the least), 1000 and 8192 elements (one tile): sizes around chunk
+    // chunks of 4 (the least), 1000 and one compaction tile's elements: sizes around chunk
     // boundaries, carries through many chunks, and both staging slots reused many times
+    let tile = Tuning::default().compact_tile(false, 1) as usize;
     for no_sg in MODES {
         let gpu = gpu(no_sg);
         let s = Scanner::new(gpu).unwrap();
         let mut r = rng(11);
-        for chunk in [4usize, 1000, 8192] {
+        for chunk in [4usize, 1000, tile] {
             for n in [
                 0usize,
                 1,

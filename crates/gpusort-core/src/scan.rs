@@ -37,7 +37,7 @@ pub struct Tuning {
     /// (none does today) would want more.
     pub scan_workgroups: u32,
     /// Invocations per compaction workgroup without a payload (`GPUSORT_COMPACT_WG`, 256, 512 or
-    /// 1024; half that with one). 256, with `compact_rounds` 8 (8,192 u32s a tile) and a stage
+    /// 1024; half that with one). 256, with `compact_rounds` 10 (10,240 u32s a tile) and a stage
     /// that lets two workgroups share an SM ([`Tuning::compact_stage_size`]). H100, u32, half
     /// kept, 2^26, processes of their own (docs/BENCHMARKS.md, eleventh session): 512 x 8 with
     /// the whole-storage stage (one workgroup an SM) 229-231 us (61% of copy); 256 x 8 with a
@@ -45,8 +45,15 @@ pub struct Tuning {
     /// (0% 186 -> 182, 25% 212 -> 207, 75% 328 -> 304, 100% 340 -> 316 us); 512 x 8 with that
     /// stage (two an SM, but two phases a tile) 240 us.
     pub compact_wg: u32,
-    /// Vec4s each compaction invocation holds: `GPUSORT_COMPACT_ROUNDS` (4, 8, 12 or 16;
-    /// straight-line code, as the scan's rounds). H100, u32 with half kept, 2^26 / 2^28 in a
+    /// Vec4s each compaction invocation holds: `GPUSORT_COMPACT_ROUNDS` (2 to 16; straight-line
+    /// code, as the scan's rounds, the last group of four padded with empty rounds). 10 since
+    /// the eighteenth session: the largest tile whose half-kept elements (5,120 of 10,240)
+    /// still fit the H100's stage (5,690) in one phase, with 95 registers still two workgroups
+    /// an SM. Fewer, larger tiles mean fewer look-backs and ticket round trips. H100, 2^28, 256
+    /// invocations, alternating processes (docs/BENCHMARKS.md): half kept 8 -> 692-695 us (78%
+    /// of copy), 9 -> 671-675, 10 -> 657-658 (82%); none kept 552 / 540 / 522 us. All kept is
+    /// 9% slower with 10 (1.34 against 1.23 ms: its second phase is 4,550 elements, not
+    /// 2,502). 512 x 5 (the same tile, 60 registers) 721-729 us. Earlier, 2^26 / 2^28 in a
     /// good process: 512 x 8 220 us / 783 us (63% / 69% of copy), 256 x 4 261 / 970 us, 256 x 8
     /// 329 us (before re-packing from the input), 512 x 12 / 16 319 / 422 us (their tiles keep
     /// more than the stage holds: two phases).
@@ -130,7 +137,7 @@ impl Default for Tuning {
             scan_workgroups: 1024,
             compact_workgroups: 1024,
             compact_wg: 256,
-            compact_rounds: 8,
+            compact_rounds: 10,
             compact_stage: 0,
             compact_probe: 0,
             window: 32,
@@ -165,7 +172,7 @@ impl Tuning {
                 [256, 512, 1024].contains(&w)
             }),
             compact_rounds: env_u32("GPUSORT_COMPACT_ROUNDS", d.compact_rounds, |r| {
-                [4, 8, 12, 16].contains(&r)
+                (2..=16).contains(&r)
             }),
             compact_stage: env_u32("GPUSORT_COMPACT_STAGE", d.compact_stage, |_| true),
             compact_probe: env_u32("GPUSORT_COMPACT_PROBE", d.compact_probe, |p| p < 4),

@@ -127,14 +127,20 @@ pub fn scan(
 
 /// scan.wgsl's and compact.wgsl's rounds as straight-line code: lines ending in `//@ROUND` once
 /// per round (`@R` the round, `@Q` its group of four, `@C` its place in the group), lines ending
-/// in `//@QUAD` once per group of four rounds (`@Q0`..`@Q3` its rounds, `@Q` the group).
+/// in `//@QUAD` once per group of four rounds (`@Q0`..`@Q3` its rounds, `@Q` the group; the
+/// last group may be partial), lines ending in `//@PAD` once per round that fills the last
+/// group up to four (`@R` that round: compact.wgsl defines its kept mask as empty there).
 fn per_round_lines(source: &str, rounds: u32) -> String {
+    let quads = rounds.div_ceil(4);
     let source = expand_lines(source, "//@ROUND", rounds, |r, l| {
         l.replace("@R", &r.to_string())
             .replace("@Q", &(r / 4).to_string())
             .replace("@C", &(r % 4).to_string())
     });
-    expand_lines(&source, "//@QUAD", rounds / 4, |q, l| {
+    let source = expand_lines(&source, "//@PAD", 4 * quads - rounds, |p, l| {
+        l.replace("@R", &(rounds + p).to_string())
+    });
+    expand_lines(&source, "//@QUAD", quads, |q, l| {
         (0..4)
             .fold(l.to_string(), |l, c| {
                 l.replace(&format!("@Q{c}"), &(4 * q + c).to_string())
