@@ -198,10 +198,12 @@ fn look_back_counters_count_the_walk() {
 fn look_back_and_tile_shapes_give_the_same_results() {
     // the look-back's other shapes (tile by tile, windows of 8, waiting on the nearest silent tile or
     // not, status words 2 to 128 apart, compaction's statuses in one word or two, its next tile
-    // loaded before or after the packing), scan tiles of 128
-    // invocations and 8 rounds, workgroups per tile (0) or a few looping over many tiles, compaction
-    // tiles of 256 x 6, 256 x 10 (rounds not a multiple of four) and 512 x 12, and compaction stages smaller than a tile (tiles written out in
-    // phases: 37 and 1000 elements, neither a multiple of the workgroup). Phases are loops: each
+    // loaded before or after the packing), scan tiles of 128 invocations and 8 rounds,
+    // workgroups per tile (0) or a few looping over many tiles, compaction tiles of 256 x 6,
+    // 256 x 10 (rounds not a multiple of four: the last four padded) and 512 x 12, and
+    // compaction stages smaller than a tile (tiles written out in phases: 37 and 1000
+    // elements, neither a multiple of the workgroup; 37 with 256 x 6 also pads the re-reading
+    // of further phases). Phases are loops: each
     // stage keeps a workgroup's loop iterations within llvmpipe's budget (scan::group_tiles); a
     // 37-element stage for a 24,576-element tile would not be
     for no_sg in MODES {
