@@ -131,22 +131,31 @@ fn pack_kept(v: u32, a: vec4<u32>, m: u32, at: u32, lo: u32) {
     }
 }
 
+// Round k's vec4 v of a group's run and its kept mask in repack: nothing past ROUNDS (the last
+// four rounds may be partial; what lies beyond is the next group's run, not loaded).
+fn load_round(k: u32, v: u32) -> vec4<u32> {
+    if (k < ROUNDS) { return load(v); }
+    return vec4<u32>(0u);
+}
+
+fn round_mask(k: u32, v: u32, a: vec4<u32>) -> u32 {
+    return select(0u, kept_mask(v, a), k < ROUNDS);
+}
+
 // Pack the next phase (tile positions from `lo` on) of the tile whose first vec4 for this
 // invocation is v, its group's kept elements starting at tile position `base`: from the input
 // again (mostly still in L2), so that the loaded vec4s need not stay in registers through the
-// look-back for a tile that keeps more than STAGE elements (on the H100 one keeping more than
-// 58% of its 16,384). Four rounds at a time, their loads first: the main loop's straight-line
-// form here (all eight rounds' loads at once) measured 5% slower for every compaction on the H100
-// (more registers live), round by round 12% slower for tiles that need it. Uniform control flow.
+// look-back for a tile that keeps more than STAGE elements. Four rounds at a time, their loads
+// first: the main loop's straight-line form here (all eight rounds' loads at once) measured 5%
+// slower for every compaction on the H100 (more registers live), round by round 12% slower for
+// tiles that need it. Uniform control flow.
 fn repack(v: u32, base: u32, lo: u32) {
     let g = group_size();
     var run = base;
     for (var q = 0u; q < ROUNDS; q += 4u) {
         let w = v + q * g;
-        let r = array<vec4<u32>, 4>(load(w), load(w + g), load(w + 2u * g), load(w + 3u * g));
-        var m = vec4<u32>(kept_mask(w, r[0]), kept_mask(w + g, r[1]), kept_mask(w + 2u * g, r[2]), kept_mask(w + 3u * g, r[3]));
-        // rounds past ROUNDS (its last four may be partial) belong to the next group's run
-        m = select(m, vec4<u32>(0u), vec4<u32>(q) + vec4<u32>(0u, 1u, 2u, 3u) >= vec4<u32>(ROUNDS));
+        let r = array<vec4<u32>, 4>(load_round(q, w), load_round(q + 1u, w + g), load_round(q + 2u, w + 2u * g), load_round(q + 3u, w + 3u * g));
+        let m = vec4<u32>(round_mask(q, w, r[0]), round_mask(q + 1u, w + g, r[1]), round_mask(q + 2u, w + 2u * g, r[2]), round_mask(q + 3u, w + 3u * g, r[3]));
         let s = group_count_exclusive4(countOneBits(m), 3u);
         pack_kept(w, r[0], m.x, run + s[0].x, lo);
         pack_kept(w + g, r[1], m.y, run + s[1].x + s[0].y, lo);
