@@ -2,11 +2,14 @@
 // shaders/radix.wgsl). Each subgroup owns a run of consecutive keys of the tile; for each of its
 // ITEMS rounds, eight ballots on the digit's bits give every lane the mask of lanes with the same
 // digit, so its rank among them is a popcount, and the lowest such lane adds the group's size to
-// the subgroup's counter for that digit. The counters (two 16-bit digits per word, one row per
-// subgroup) are then scanned over the subgroups and over the digits. Any subgroup size works; the
-// ballot is a vec4<u32>, cut to its first word where the device's subgroups never exceed 32 lanes. Twin without subgroups: common/radix_rank_shared.wgsl.
-// Needs: WG, ITEMS, TILE, RADIX, MIN_SG, scratch, digit_total, digit_start, wg_exclusive,
-// lanes_below, popcount4 (common/wgscan_subgroup.wgsl).
+// the subgroup's counter for that digit. The counters (one row per subgroup, PACK digits a word:
+// one 32-bit counter, or two 16-bit ones where workgroup memory is short) are then scanned over
+// the subgroups and over the digits. Any subgroup size works; the ballot is a vec4<u32>, cut to
+// its first word where the device's subgroups never exceed 32 lanes. The ballots are most of the
+// ranking's cost (H100: one ballot instead of eight, PROBE 32, takes 0.14 ms off each pass at
+// 2^26; docs/BENCHMARKS.md). Twin without subgroups: common/radix_rank_shared.wgsl.
+// Needs: WG, ITEMS, TILE, RADIX, MIN_SG, PACK (1|2), PROBE, scratch, digit_total, digit_start,
+// wg_exclusive, lanes_below, popcount4 (common/wgscan_subgroup.wgsl).
 
 // Tile-local index of this invocation's key of round j: subgroup-major, so a subgroup's keys are
 // consecutive and round j of it reads sg_size consecutive keys.
@@ -36,11 +39,24 @@ fn lowest_lane(m: Mask) -> u32 {
 
 var<private> below_mask: Mask;
 
+const ROW: u32 = RADIX / PACK;                        // counter words a subgroup
+const FIELD: u32 = 32u / PACK;                        // bits a counter
+const FIELD_MASK: u32 = 0xffffffffu >> (32u - FIELD);
+
+// The word holding this subgroup's counter of digit d, and where in it the counter sits.
+fn counter_word(d: u32) -> u32 {
+    return inv.sg_id * ROW + d / PACK;
+}
+
+fn counter_shift(d: u32) -> u32 {
+    return (d % PACK) * FIELD;
+}
+
 // The rank interface (shaders/radix.wgsl): rank_begin(); per key rank_item; rank_middle(); per key
 // rank_end. A key's position in the tile sorted stably by digit is rank_item + rank_end.
 // Uniform control flow throughout.
 fn rank_begin() {
-    let words = (WG / MIN_SG) * (RADIX / 2u);
+    let words = (WG / MIN_SG) * ROW;
     for (var w = inv.li; w < words; w += WG) { atomicStore(&scratch[w], 0u); }
     below_mask = mask_below();
     workgroupBarrier();
@@ -49,42 +65,52 @@ fn rank_begin() {
 // Round j: this key's place among the keys of its digit in this subgroup's rounds so far.
 fn rank_item(j: u32, d: u32) -> u32 {
     var peers = ballot(true);
-    for (var b = 0u; b < 8u; b++) {
+    // (PROBE 32, measuring only: one ballot instead of eight)
+    for (var b = 0u; b < select(8u, 1u, (PROBE & 32u) != 0u); b++) {
         let one = ((d >> b) & 1u) != 0u;
         let m = ballot(one);
         peers &= select(~m, m, one);
     }
     let rank = popc(peers & below_mask);
-    let half = (d & 1u) * 16u;
+    let shift = counter_shift(d);
     // every lane adds (the lowest of each group its group's size, the others 0) so no branch
     // separates the lanes before the shuffle: without maximal reconvergence a shuffle after a
     // divergent branch may run with lanes missing (seen as unsorted output on the H100)
-    let add = select(0u, popc(peers) << half, rank == 0u);
-    let start = atomicAdd(&scratch[inv.sg_id * (RADIX / 2u) + (d >> 1u)], add) >> half;
-    return (subgroupShuffle(start, lowest_lane(peers)) & 0xffffu) + rank;
+    let add = select(0u, popc(peers) << shift, rank == 0u);
+    let start = atomicAdd(&scratch[counter_word(d)], add) >> shift;
+    return (subgroupShuffle(start, lowest_lane(peers)) & FIELD_MASK) + rank;
 }
 
 fn rank_middle() {
     workgroupBarrier();
-    // per pair of digits: exclusive over the subgroups' rows (both halves at once: sums <= TILE)
-    if (inv.li < RADIX / 2u) {
+    // per counter word: exclusive over the subgroups' rows (packed counters at once: sums <= TILE)
+    if (inv.li < ROW) {
         var run = 0u;
-        for (var s = 0u; s < inv.num_sg; s++) {
-            let at = s * (RADIX / 2u) + inv.li;
-            let c = atomicLoad(&scratch[at]);
-            atomicStore(&scratch[at], run);
-            run += c;
+        if ((PROBE & 64u) != 0u) {
+            run = atomicLoad(&scratch[inv.li]) * inv.num_sg; // measuring only: no column scan
+        } else {
+            for (var s = 0u; s < inv.num_sg; s++) {
+                let at = s * ROW + inv.li;
+                let c = atomicLoad(&scratch[at]);
+                atomicStore(&scratch[at], run);
+                run += c;
+            }
         }
-        digit_total[2u * inv.li] = run & 0xffffu;
-        digit_total[2u * inv.li + 1u] = run >> 16u;
+        for (var h = 0u; h < PACK; h++) {
+            digit_total[PACK * inv.li + h] = (run >> (h * FIELD)) & FIELD_MASK;
+        }
     }
     workgroupBarrier();
-    set_digit_starts();
+    if ((PROBE & 128u) != 0u) {
+        if (inv.li < RADIX) { digit_start[inv.li] = inv.li * (TILE / RADIX); } // measuring only
+    } else {
+        set_digit_starts();
+    }
     workgroupBarrier();
 }
 
 // Where this subgroup's keys of digit d start in the tile.
 fn rank_end(j: u32, d: u32) -> u32 {
-    let before = (atomicLoad(&scratch[inv.sg_id * (RADIX / 2u) + (d >> 1u)]) >> ((d & 1u) * 16u)) & 0xffffu;
+    let before = (atomicLoad(&scratch[counter_word(d)]) >> counter_shift(d)) & FIELD_MASK;
     return digit_start[d] + before;
 }

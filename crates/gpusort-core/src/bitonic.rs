@@ -350,6 +350,18 @@ impl BitonicSorter {
         self.with_radix_tuning(gpu, |t| t.wide_ballot = true)
     }
 
+    /// Radix rank tables of `digits` counters a word (1 or 2) where the device's workgroup memory
+    /// holds them (else 2), instead of the default (1 where it costs no workgroup memory); for
+    /// tests of both.
+    pub fn with_radix_counters_a_word(self, gpu: &Gpu, digits: u32) -> Self {
+        self.with_radix_tuning(gpu, |t| t.pack = Some(digits))
+    }
+
+    /// Digits a word of the radix rank tables this sorter's sweeps use (1 or 2).
+    pub fn radix_counters_a_word(&self) -> u32 {
+        self.radix.counters_a_word()
+    }
+
     /// Sort with `algorithm` (default: `Auto`).
     pub fn with_algorithm(mut self, algorithm: Algorithm) -> Self {
         self.algorithm = algorithm;

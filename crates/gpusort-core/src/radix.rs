@@ -159,6 +159,14 @@ pub(crate) struct RadixTuning {
     /// Tiles of keys each count_digits workgroup reads (`GPUSORT_RADIX_HIST_CHUNKS`): more, fewer
     /// global atomics.
     pub hist_chunks: u32,
+    /// Digits a word of the subgroup rank tables (`GPUSORT_RADIX_PACK`, 1 or 2): one 32-bit
+    /// counter a word (no shifts or masks) or two 16-bit ones (half the table). None: one where
+    /// the tables of one-word counters fit in the words the keys-only tile needs anyway (the H100:
+    /// 16 rows of 256 words and the early counts, 4,352 words, within the 4,608-key tile), else
+    /// two (lavapipe: 32 rows of 8-lane subgroups). H100, nineteenth session, alternating
+    /// processes: keys 2^24 / 2^26 / 2^28 0.873 / 2.911-2.926 / 11.18 ms against 0.887 /
+    /// 2.970-2.985 / 11.42 with two a word; argsort 2^26 3.514-3.530 against 3.532-3.548.
+    pub pack: Option<u32>,
 }
 
 impl RadixTuning {
@@ -185,7 +193,7 @@ impl RadixTuning {
                 crate::scan::DEFAULT_SPIN_LIMIT,
                 |_| true,
             ),
-            probe: env_u32("GPUSORT_RADIX_PROBE", 0, |v| v < 32),
+            probe: env_u32("GPUSORT_RADIX_PROBE", 0, |v| v < 256),
             stop: env_u32("GPUSORT_RADIX_STOP", 0, |v| v <= 2),
             wide_ballot: env_u32("GPUSORT_RADIX_WIDE", 0, |v| v <= 1) == 1,
             wg: std::env::var("GPUSORT_RADIX_WG")
@@ -206,6 +214,10 @@ impl RadixTuning {
                 (1..=64).contains(&v)
             }),
             early_counts: env_u32("GPUSORT_RADIX_EARLY", DEFAULT_EARLY as u32, |v| v <= 1) == 1,
+            pack: std::env::var("GPUSORT_RADIX_PACK")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .filter(|v| (1..=2).contains(v)),
         }
     }
 }
@@ -220,6 +232,8 @@ pub(crate) struct RadixKernels {
     items: [u32; 2],
     /// Invocations per workgroup.
     wg: u32,
+    /// Digits a word of the subgroup rank tables (RadixTuning::pack resolved for this device).
+    pack: u32,
     tuning: RadixTuning,
     layout: Layout,
     /// Compiled per key type, direction and payload: the key order is a shader constant.
@@ -307,10 +321,9 @@ impl RadixKernels {
             ],
         );
         let min_subgroup = gpu.subgroups().map(|s| s.min_size.clamp(4, RADIX_WG));
-        // the sweep's scratch and about 8 KiB of other workgroup arrays
         let fits = |items: u32, wg: u32| {
             gpu.limits.max_compute_invocations_per_workgroup >= wg
-                && scratch_words(items, min_subgroup, wg) * 4 + 8 * 1024
+                && scratch_words(items, min_subgroup, wg, 2) * 4 + OTHER_WORKGROUP_BYTES
                     <= gpu.limits.max_compute_workgroup_storage_size
         };
         let wanted = tuning.wg.unwrap_or(if min_subgroup.is_some() {
@@ -330,6 +343,13 @@ impl RadixKernels {
             }
             items
         });
+        let pack = counters_a_word(
+            tuning.pack,
+            items[0],
+            min_subgroup,
+            wg,
+            gpu.limits.max_compute_workgroup_storage_size,
+        );
         let narrow_ballot =
             !tuning.wide_ballot && gpu.subgroups().is_some_and(|s| s.max_size <= 32);
         RadixKernels {
@@ -337,6 +357,7 @@ impl RadixKernels {
             narrow_ballot,
             items,
             wg,
+            pack,
             tuning,
             layout,
             by_shape: Mutex::new(HashMap::new()),
@@ -352,6 +373,11 @@ impl RadixKernels {
     /// Drop the kept scratch (the next sort allocates again).
     pub(crate) fn release_scratch(&self) {
         self.scratch.release()
+    }
+
+    /// Digits a word of the subgroup rank tables.
+    pub(crate) fn counters_a_word(&self) -> u32 {
+        self.pack
     }
 
     /// Keys per sweep tile, for sorts without or with a payload.
@@ -390,6 +416,7 @@ impl RadixKernels {
             narrow_ballot: self.narrow_ballot,
             early_counts: self.tuning.early_counts,
             hist_chunks: self.tuning.hist_chunks,
+            pack: self.pack,
         });
         let module = kernel::module(gpu, "radix", &source)?;
         let p = Arc::new(Pipelines {
@@ -540,16 +567,60 @@ impl RadixKernels {
     }
 }
 
-/// Workgroup words of the sweep's scratch: the sorted tile, the subgroup rank tables (two 16-bit
+/// Workgroup memory of the sweep besides its scratch (digit tables, scan slots), at most.
+const OTHER_WORKGROUP_BYTES: u32 = 8 * 1024;
+
+/// Digits a word of the subgroup rank tables (RadixTuning::pack) for sweeps of `wg` invocations
+/// holding `items` keys each (keys-only) on a device with `storage` bytes of workgroup memory:
+/// one where it is asked for and fits, or where it costs no workgroup memory (the tables of
+/// one-word counters fit in the words the tile needs anyway); else two.
+pub(crate) fn counters_a_word(
+    asked: Option<u32>,
+    items: u32,
+    min_subgroup: Option<u32>,
+    wg: u32,
+    storage: u32,
+) -> u32 {
+    let words = |pack: u32| scratch_words(items, min_subgroup, wg, pack);
+    match asked {
+        Some(1) if words(1) * 4 + OTHER_WORKGROUP_BYTES <= storage => 1,
+        None if min_subgroup.is_some() && words(1) == words(2) => 1,
+        _ => 2,
+    }
+}
+
+/// Workgroup words of the sweep's scratch: the sorted tile, the subgroup rank tables (`pack`
 /// counters a word, a row per subgroup) and count_digits' histograms share it.
-pub(crate) fn scratch_words(items: u32, min_subgroup: Option<u32>, wg: u32) -> u32 {
+pub(crate) fn scratch_words(items: u32, min_subgroup: Option<u32>, wg: u32, pack: u32) -> u32 {
     // with subgroups, the early digit counts follow the rank tables (radix.wgsl, EARLY_AT)
-    let tables = early_counts_at(min_subgroup, wg) + if min_subgroup.is_some() { 256 } else { 0 };
+    let tables =
+        early_counts_at(min_subgroup, wg, pack) + if min_subgroup.is_some() { 256 } else { 0 };
     (wg * items).max(tables).max(MAX_PASSES * 256)
 }
 
 /// Where the early digit counts start in the sweep's scratch: past the subgroup rank tables (a
-/// row of 128 words per subgroup).
-pub(crate) fn early_counts_at(min_subgroup: Option<u32>, wg: u32) -> u32 {
-    wg / min_subgroup.unwrap_or(wg) * 128
+/// row of 256 / `pack` words per subgroup).
+pub(crate) fn early_counts_at(min_subgroup: Option<u32>, wg: u32, pack: u32) -> u32 {
+    wg / min_subgroup.unwrap_or(wg) * (256 / pack)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_counter_a_word_where_it_costs_nothing() {
+        // the H100's defaults: 16 rows of 256 words and 256 early counts fit in the 4,608-key tile
+        assert_eq!(scratch_words(9, Some(32), 512, 1), 512 * 9);
+        assert_eq!(counters_a_word(None, 9, Some(32), 512, 48 * 1024), 1);
+        // lavapipe: 8-lane subgroups need 32 rows a 256-invocation workgroup, more than the tile
+        assert!(scratch_words(9, Some(8), 256, 1) > scratch_words(9, Some(8), 256, 2));
+        assert_eq!(counters_a_word(None, 9, Some(8), 256, 32 * 1024), 2);
+        // asked for: only where the larger tables fit
+        assert_eq!(counters_a_word(Some(1), 9, Some(8), 256, 32 * 1024), 2);
+        assert_eq!(counters_a_word(Some(1), 9, Some(8), 256, 64 * 1024), 1);
+        assert_eq!(counters_a_word(Some(2), 9, Some(32), 512, 48 * 1024), 2);
+        // without subgroups there are no rank tables to pack
+        assert_eq!(counters_a_word(None, 9, None, 256, 32 * 1024), 2);
+    }
 }

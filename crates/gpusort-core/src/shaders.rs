@@ -180,6 +180,8 @@ pub struct RadixConfig {
     pub early_counts: bool,
     /// Tiles of keys a count_digits workgroup reads.
     pub hist_chunks: u32,
+    /// Digits a word of the subgroup rank tables (1 or 2).
+    pub pack: u32,
 }
 
 /// The radix-sort kernels for one shape.
@@ -197,7 +199,7 @@ pub fn radix(c: &RadixConfig) -> String {
             ("MIN_SG", c.min_subgroup.unwrap_or(256)),
             (
                 "SCRATCH",
-                crate::radix::scratch_words(c.items, c.min_subgroup, c.wg),
+                crate::radix::scratch_words(c.items, c.min_subgroup, c.wg, c.pack),
             ),
             ("SPIN_LIMIT", c.spin_limit),
             ("MAX_DIM", c.max_dim),
@@ -210,8 +212,9 @@ pub fn radix(c: &RadixConfig) -> String {
             ("HIST_CHUNKS", c.hist_chunks),
             (
                 "EARLY_AT",
-                crate::radix::early_counts_at(c.min_subgroup, c.wg),
+                crate::radix::early_counts_at(c.min_subgroup, c.wg, c.pack),
             ),
+            ("PACK", c.pack),
         ],
         &[
             KEY_ORDER,
@@ -399,6 +402,7 @@ pub fn all_configurations() -> Vec<(String, String)> {
                             narrow_ballot,
                             early_counts: payload,
                             hist_chunks: 8,
+                            pack: 1 + kind % 2,
                         }),
                     ));
                 }
