@@ -343,6 +343,8 @@ impl RadixKernels {
             }
             items
         });
+        // decided for the keys-only tile; a sort with a payload holds fewer keys an invocation,
+        // so its scratch is the larger of its own tile (which fits) and the same tables
         let pack = counters_a_word(
             tuning.pack,
             items[0],
