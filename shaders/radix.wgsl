@@ -19,16 +19,15 @@
 // Host-prepended constants: PROBE (0; measuring only: 1 skips the look-back, 2 the ranking's
 // result, 4 the global writes, 8 the ranking itself, 16 the trip through workgroup memory, 32
 // seven of the ranking's eight ballots, 64 its scan over the subgroups' rows, 128 its scan over
-// the digits, 256 its select-and mask updates (one xor instead), 512 its ballot instructions (a
-// multiply instead); results then wrong), WG (256: one digit per invocation; or 512 with
-// subgroups, the second half idle where the work is per digit), ITEMS, KIND and DESCENDING (the
-// key order, keyorder.wgsl: constants, so each key's transform folds to its few instructions),
-// KEY_WORDS (1|2), HIST_CHUNKS (count_digits reads HIST_CHUNKS * TILE keys a workgroup), PAYLOAD
-// (0|1), SCRATCH (workgroup words), SPIN_LIMIT, SWEEP_GROUPS and PERSIST (1: at most
-// SWEEP_GROUPS sweep workgroups, each looping over tiles), MAX_DIM (workgroups per dimension),
-// IDENTITY (0), MIN_SG (smallest subgroup size, for the rank tables), PACK (digits a rank-table
-// word), EARLY (1: a tile counts and publishes its digits before ranking them; subgroup ranking
-// only) and EARLY_AT (where in scratch that histogram sits: past the rank tables).
+// the digits; results then wrong), WG (256: one digit per invocation; or 512 with subgroups, the
+// second half idle where the work is per digit), ITEMS, KIND and DESCENDING (the key order,
+// keyorder.wgsl: constants, so each key's transform folds to its few instructions), KEY_WORDS
+// (1|2), HIST_CHUNKS (count_digits reads HIST_CHUNKS * TILE keys a workgroup), PAYLOAD (0|1),
+// SCRATCH (workgroup words), SPIN_LIMIT, SWEEP_GROUPS and PERSIST (1: at most SWEEP_GROUPS sweep
+// workgroups, each looping over tiles), MAX_DIM (workgroups per dimension), IDENTITY (0),
+// MIN_SG (smallest subgroup size, for the rank tables), PACK (digits a rank-table word), EARLY
+// (1: a tile counts and publishes its digits before ranking them; subgroup ranking only) and
+// EARLY_AT (where in scratch that histogram sits: past the rank tables).
 // Host-composed before this file: common/grid.wgsl, common/keyorder.wgsl, one of
 // common/wgscan_{subgroup,shared}.wgsl and the matching common/radix_rank_{subgroup,shared}.wgsl.
 

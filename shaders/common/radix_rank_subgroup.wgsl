@@ -68,11 +68,8 @@ fn rank_item(j: u32, d: u32) -> u32 {
     // (PROBE 32, measuring only: one ballot instead of eight)
     for (var b = 0u; b < select(8u, 1u, (PROBE & 32u) != 0u); b++) {
         let one = ((d >> b) & 1u) != 0u;
-        var m: Mask;
-        // (PROBE 512, measuring only: a multiply in place of the ballot; 256: the mask updated
-        // by one xor instead of a select and an and)
-        if ((PROBE & 512u) != 0u) { m = Mask(d * (0x9e3779b9u + b)); } else { m = ballot(one); }
-        if ((PROBE & 256u) != 0u) { peers ^= m; } else { peers &= select(~m, m, one); }
+        let m = ballot(one);
+        peers &= select(~m, m, one);
     }
     let rank = popc(peers & below_mask);
     let shift = counter_shift(d);

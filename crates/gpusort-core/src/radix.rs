@@ -193,7 +193,7 @@ impl RadixTuning {
                 crate::scan::DEFAULT_SPIN_LIMIT,
                 |_| true,
             ),
-            probe: env_u32("GPUSORT_RADIX_PROBE", 0, |v| v < 1024),
+            probe: env_u32("GPUSORT_RADIX_PROBE", 0, |v| v < 256),
             stop: env_u32("GPUSORT_RADIX_STOP", 0, |v| v <= 2),
             wide_ballot: env_u32("GPUSORT_RADIX_WIDE", 0, |v| v <= 1) == 1,
             wg: std::env::var("GPUSORT_RADIX_WG")
