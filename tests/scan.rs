@@ -203,9 +203,9 @@ fn look_back_and_tile_shapes_give_the_same_results() {
     // 256 x 10 (rounds not a multiple of four: the last four padded) and 512 x 12, and
     // compaction stages smaller than a tile (tiles written out in phases: 37 and 1000
     // elements, neither a multiple of the workgroup; 37 with 256 x 6 also pads the re-reading
-    // of further phases). Phases are loops: each
-    // stage keeps a workgroup's loop iterations within llvmpipe's budget (scan::group_tiles); a
-    // 37-element stage for a 24,576-element tile would not be
+    // of further phases). Phases are loops: each stage keeps a workgroup's loop iterations within
+    // llvmpipe's budget (scan::group_tiles); a 37-element stage for a 24,576-element tile would
+    // not be
     for no_sg in MODES {
         let gpu = gpu(no_sg);
         for (window, wait, wg, rounds, workgroups, state_stride, compact, stage, one_word, late) in [

@@ -171,7 +171,7 @@ pub(crate) struct RadixTuning {
 
 impl RadixTuning {
     pub(crate) fn from_env() -> RadixTuning {
-        use crate::scan::env_u32;
+        use crate::scan::{env_u32, env_u32_opt};
         let keys_an_invocation = |v: u32| (1..=64).contains(&v);
         RadixTuning {
             items: env_u32("GPUSORT_RADIX_ITEMS", DEFAULT_ITEMS, keys_an_invocation),
@@ -196,10 +196,9 @@ impl RadixTuning {
             probe: env_u32("GPUSORT_RADIX_PROBE", 0, |v| v < 256),
             stop: env_u32("GPUSORT_RADIX_STOP", 0, |v| v <= 2),
             wide_ballot: env_u32("GPUSORT_RADIX_WIDE", 0, |v| v <= 1) == 1,
-            wg: std::env::var("GPUSORT_RADIX_WG")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .filter(|v| [RADIX_WG, WIDE_WG, 2 * WIDE_WG].contains(v)),
+            wg: env_u32_opt("GPUSORT_RADIX_WG", |v| {
+                [RADIX_WG, WIDE_WG, 2 * WIDE_WG].contains(&v)
+            }),
             workgroups: env_u32("GPUSORT_RADIX_WORKGROUPS", 0, |_| true),
             payload_workgroups: env_u32(
                 "GPUSORT_RADIX_PAYLOAD_WORKGROUPS",
@@ -214,10 +213,7 @@ impl RadixTuning {
                 (1..=64).contains(&v)
             }),
             early_counts: env_u32("GPUSORT_RADIX_EARLY", DEFAULT_EARLY as u32, |v| v <= 1) == 1,
-            pack: std::env::var("GPUSORT_RADIX_PACK")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .filter(|v| (1..=2).contains(v)),
+            pack: env_u32_opt("GPUSORT_RADIX_PACK", |v| (1..=2).contains(&v)),
         }
     }
 }

@@ -298,11 +298,15 @@ pub fn state_header(stride: u32) -> u32 {
 
 /// `var` as a number when it parses and `ok` accepts it, else `default`.
 pub(crate) fn env_u32(var: &str, default: u32, ok: impl Fn(u32) -> bool) -> u32 {
+    env_u32_opt(var, ok).unwrap_or(default)
+}
+
+/// `var` as a number when it parses and `ok` accepts it (measuring overrides without a default).
+pub(crate) fn env_u32_opt(var: &str, ok: impl Fn(u32) -> bool) -> Option<u32> {
     std::env::var(var)
         .ok()
         .and_then(|v| v.parse().ok())
         .filter(|v| ok(*v))
-        .unwrap_or(default)
 }
 
 /// The operator of a scan.
