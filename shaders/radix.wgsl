@@ -46,6 +46,9 @@ const P_STARTS: u32 = 32u;   // [MAX_PASSES][RADIX]: exclusive digit starts
 const AGGREGATE: u32 = 0x40000000u;
 const INCLUSIVE: u32 = 0x80000000u;
 const VALUE: u32 = 0x3fffffffu;
+// Dispatch sizes (args): a pass's sweep at 3 * pass, finish at 3 * MAX_PASSES, a pass's unstable
+// sweep at 3 * (UNSTABLE_ARGS + pass).
+const UNSTABLE_ARGS: u32 = MAX_PASSES + 1u;
 
 struct RadixParams {
     capacity: u32,   // keys in the buffers; the count when there is no GPU-resident count
@@ -55,7 +58,7 @@ struct RadixParams {
     passes: u32,     // ceil((end_bit - begin_bit) / 8)
     this_pass: u32,  // this sweep's pass
     make_index: u32, // 1: the payload is the input index, made by the first pass that runs
-    _pad0: u32,
+    unstable_first: u32, // 1: the first pass that runs is the unstable sweep's (see sweep)
 }
 
 @group(0) @binding(0) var<uniform> rp: RadixParams;
@@ -212,7 +215,10 @@ fn prepare(i: Invocation) {
     for (var p = 0u; p < rp.passes; p++) {
         plan[P_FLIP + p] = runs & 1u;
         plan[P_FIRST + p] = select(0u, 1u, runs == 0u);
-        write_args(3u * p, select(sweep_groups(tiles), 0u, skip[p]));
+        let groups = select(sweep_groups(tiles), 0u, skip[p]);
+        let unstable = rp.unstable_first == 1u && runs == 0u;
+        write_args(3u * p, select(groups, 0u, unstable));
+        write_args(3u * (UNSTABLE_ARGS + p), select(0u, groups, unstable));
         if (!skip[p]) { runs += 1u; }
     }
     write_args(3u * MAX_PASSES, select(0u, (n + WG - 1u) / WG, (runs & 1u) == 1u));
@@ -311,25 +317,37 @@ fn sweep(i: Invocation) {
         // while this tile is still ranking (CUB's onesweep does the same); the histogram sits
         // past the rank tables (EARLY_AT), cleared behind rank_begin's barrier
         let d = inv.li;
-        if (EARLY == 1u) {
-            if (d < RADIX) { atomicStore(&scratch[EARLY_AT + d], 0u); }
-            if ((PROBE & 8u) != 0u) { workgroupBarrier(); }
-        }
+        if (EARLY == 1u) { //@STABLE
+            if (d < RADIX) { atomicStore(&scratch[EARLY_AT + d], 0u); } //@STABLE
+            if ((PROBE & 8u) != 0u) { workgroupBarrier(); } //@STABLE
+        } //@STABLE
         // rank inside the tile (common/radix_rank_*.wgsl); sets digit_total and digit_start
         var p@J = l@J; //@ITEM
-        if ((PROBE & 8u) == 0u) { rank_begin(); }
-        if (EARLY == 1u) {
-            if (l@J < in_tile) { atomicAdd(&scratch[EARLY_AT + d@J], 1u); } //@ITEM
-            workgroupBarrier();
+        if ((PROBE & 8u) == 0u) { rank_begin(); } //@STABLE
+        if (EARLY == 1u) { //@STABLE
+            if (l@J < in_tile) { atomicAdd(&scratch[EARLY_AT + d@J], 1u); } //@ITEM//@STABLE
+            workgroupBarrier(); //@STABLE
             // (read again from digit_total after the ranking: held in a register through it,
             // the count took the keys-only sweep from 64 registers to 77 on the H100)
-            if (d < RADIX && (PROBE & 1u) == 0u) { publish_count(tile, d, atomicLoad(&scratch[EARLY_AT + d])); }
-        }
-        if ((PROBE & 8u) == 0u) {
-            p@J = rank_item(@Ju, d@J); //@ITEM
-            rank_middle();
-            p@J += rank_end(@Ju, d@J); //@ITEM
-        }
+            if (d < RADIX && (PROBE & 1u) == 0u) { publish_count(tile, d, atomicLoad(&scratch[EARLY_AT + d])); } //@STABLE
+        } //@STABLE
+        if ((PROBE & 8u) == 0u) { //@STABLE
+            p@J = rank_item(@Ju, d@J); //@ITEM//@STABLE
+            rank_middle(); //@STABLE
+            p@J += rank_end(@Ju, d@J); //@ITEM//@STABLE
+        } //@STABLE
+        // The unstable sweep (the first pass of a keys-only sort over every key bit, where no
+        // earlier order needs keeping): the tile's digit histogram's own atomic gives each key its
+        // slot among its digit's keys, in whatever order the adds land
+        if (d < RADIX) { atomicStore(&scratch[d], 0u); } //@UNSTABLE
+        workgroupBarrier(); //@UNSTABLE
+        if (l@J < in_tile) { p@J = atomicAdd(&scratch[d@J], 1u); } //@ITEM//@UNSTABLE
+        workgroupBarrier(); //@UNSTABLE
+        if (d < RADIX) { digit_total[d] = atomicLoad(&scratch[d]); } //@UNSTABLE
+        workgroupBarrier(); //@UNSTABLE
+        set_digit_starts(); //@UNSTABLE
+        workgroupBarrier(); //@UNSTABLE
+        p@J += digit_start[d@J]; //@ITEM//@UNSTABLE
         if ((PROBE & 2u) != 0u) { p@J = l@J; } //@ITEM
         var next = tiles;
         if (PERSIST == 1u && taken < GROUP_TILES) {
@@ -353,10 +371,13 @@ fn sweep(i: Invocation) {
         // WG = 512 the second half waits)
         if (d < RADIX) {
             var mine = digit_total[d];
-            if (d == RADIX - 1u) { mine -= TILE - in_tile; }
+            if (d == RADIX - 1u) { mine -= TILE - in_tile; } //@STABLE
             let start = plan[P_STARTS + p * RADIX + d]; // in flight during the walk
             var before = 0u;
-            if ((PROBE & 1u) == 0u) { before = look_back(tile, d, mine, from_alt); }
+            if ((PROBE & 1u) == 0u) { before = look_back(tile, d, mine, from_alt); } //@STABLE
+            // unstable: the run's place among this digit's keys reserved by one atomic (the digit's
+            // count, left by count_digits and read by prepare, counted down), no waiting on others
+            if (mine != 0u) { before = atomicSub(&ctl[C_HIST + p * RADIX + d], mine) - mine; } //@UNSTABLE
             dst_base[d] = start + before - digit_start[d];
         }
 

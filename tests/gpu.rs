@@ -667,6 +667,105 @@ mod radix_options {
         }
     }
 
+    /// Keys-only sorts over every key bit run their first pass as the unstable sweep (atomic
+    /// slots, runs reserved by atomics): the same sorted bytes as the all-stable sweeps and the
+    /// reference, whether that pass is the lowest digit, a later one (lower digits skipped) or the
+    /// only one; payloads and key-bit ranges keep the stable sweep.
+    #[test]
+    fn unstable_first_pass_sorts_the_same() {
+        fn both<T: SortKey + PartialEq>(
+            gpu: &Gpu,
+            fast: &BitonicSorter,
+            stable: &BitonicSorter,
+            keys: &[T],
+            what: &str,
+        ) {
+            for descending in [false, true] {
+                let order = SortOrder {
+                    descending,
+                    segment_size: None,
+                };
+                check_sort(gpu, fast, keys, order, what);
+                let (mut a, mut b) = (keys.to_vec(), keys.to_vec());
+                fast.sort(gpu, &mut a, order).unwrap();
+                stable.sort(gpu, &mut b, order).unwrap();
+                assert!(
+                    bytemuck::cast_slice::<T, u8>(&a) == bytemuck::cast_slice::<T, u8>(&b),
+                    "{what}: unstable first pass against stable, desc={descending}"
+                );
+            }
+        }
+        for no_sg in MODES {
+            let gpu = gpu(no_sg);
+            let fast = radix(gpu);
+            let stable = radix(gpu).with_radix_unstable_first(gpu, false);
+            let tile = fast.radix_tile(false) as usize;
+            let mut r = rng(91);
+            // which sweep ran shows in the dispatch count: one more a pass with the unstable one
+            let keys: Vec<u32> = (0..3 * tile + 5).map(|_| r.random()).collect();
+            let dispatches = |s: &BitonicSorter| {
+                s.sort(gpu, &mut keys.clone(), SortOrder::default())
+                    .unwrap()
+                    .network_dispatches
+            };
+            assert_eq!(dispatches(&fast), 3 + 2 * 4, "no_subgroups={no_sg}");
+            assert_eq!(dispatches(&stable), 3 + 4, "no_subgroups={no_sg}");
+            let ranged = radix(gpu).with_key_bits(0..32);
+            assert_eq!(
+                dispatches(&ranged),
+                3 + 2 * 4,
+                "every bit named is every bit"
+            );
+            let ranged = radix(gpu).with_key_bits(0..24);
+            assert_eq!(dispatches(&ranged), 3 + 3, "a key-bit range stays stable");
+            let perm = fast.argsort(gpu, &keys, SortOrder::default()).unwrap();
+            assert_eq!(perm, reference::argsort(&keys, SortOrder::default()));
+            for n in [1usize, 2, tile - 1, tile, tile + 1, 3 * tile + 5, 70_001] {
+                let random: Vec<u32> = (0..n).map(|_| r.random()).collect();
+                both(gpu, &fast, &stable, &random, &format!("u32 n={n}"));
+                // many equal keys: every digit from four values
+                let few: Vec<u32> = (0..n)
+                    .map(|_| r.random_range(0..4u32) * 0x0101_0101)
+                    .collect();
+                both(gpu, &fast, &stable, &few, &format!("few u32 n={n}"));
+                // only the lowest digit varies: the unstable sweep is the only pass
+                let low: Vec<u32> = (0..n)
+                    .map(|_| 0xabcd_ef00 | r.random_range(0..256u32))
+                    .collect();
+                both(
+                    gpu,
+                    &fast,
+                    &stable,
+                    &low,
+                    &format!("lowest digit u32 n={n}"),
+                );
+                // the low digits are constant: the unstable sweep is the third digit's
+                let high: Vec<i32> = (0..n)
+                    .map(|_| r.random_range(-3000..3000i32) << 16 | 0x77)
+                    .collect();
+                both(
+                    gpu,
+                    &fast,
+                    &stable,
+                    &high,
+                    &format!("i32 high digits n={n}"),
+                );
+                let mut floats: Vec<f32> = (0..n).map(|_| r.random_range(-4.0..4.0f32)).collect();
+                let mut wide: Vec<f64> = (0..n).map(|_| r.random_range(-4.0..4.0f64)).collect();
+                for (i, sp) in f32_specials().into_iter().enumerate() {
+                    floats[(i * 7919) % n] = sp;
+                    wide[(i * 7907) % n] = sp as f64;
+                }
+                both(gpu, &fast, &stable, &floats, &format!("f32 specials n={n}"));
+                both(gpu, &fast, &stable, &wide, &format!("f64 specials n={n}"));
+                let u64s: Vec<u64> = (0..n)
+                    .map(|_| r.random::<u64>() >> r.random_range(0..64))
+                    .collect();
+                both(gpu, &fast, &stable, &u64s, &format!("u64 n={n}"));
+            }
+        }
+    }
+
     /// A count known only on the GPU: the first `count` keys (clamped to the capacity) are
     /// sorted, the rest left alone, values or the permutation carried along.
     #[test]

@@ -318,6 +318,9 @@ fn sort_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
                     "tile {tile}; method formula (2 vec4/thread) {formula} global syncs; {:.1} copies of time",
                     st.median_s / copy_t
                 ),
+                "radix (8-bit digits)" if radix_sorter.radix_unstable_first() && radix_bits.is_none() => {
+                    "one histogram read + 4 one-sweep passes, the first unstable".into()
+                }
                 "radix (8-bit digits)" | "radix argsort (key + index)" => {
                     "one histogram read + 4 one-sweep passes".into()
                 }

@@ -325,6 +325,19 @@ impl BitonicSorter {
         self.with_radix_tuning(gpu, |t| t.early_counts = early)
     }
 
+    /// Whether keys-only radix sorts over every key bit run their first pass as the unstable
+    /// sweep (the default) or as a stable one like every other pass; for tests and measuring.
+    /// The sorted keys are the same either way.
+    pub fn with_radix_unstable_first(self, gpu: &Gpu, unstable: bool) -> Self {
+        self.with_radix_tuning(gpu, |t| t.unstable_first = unstable)
+    }
+
+    /// Whether keys-only radix sorts over every key bit run their first pass unstably
+    /// ([`Self::with_radix_unstable_first`]).
+    pub fn radix_unstable_first(&self) -> bool {
+        self.radix.tuning().unstable_first
+    }
+
     /// Keys per radix sweep tile (invocations per workgroup times keys per invocation) of sorts
     /// without or with a payload.
     pub fn radix_tile(&self, payload: bool) -> u32 {

@@ -66,8 +66,15 @@ const DEFAULT_HIST_CHUNKS: u32 = 8;
 /// 264 / 512 / 1024 / 2048 workgroups all took 1.034-1.039 / 3.544-3.547 ms; 132 (one an SM)
 /// 1.352 / 4.872.
 const DEFAULT_PAYLOAD_WORKGROUPS: u32 = 1024;
+/// Whether keys-only sorts over every key bit run their first pass unstably
+/// (RadixTuning::unstable_first).
+const DEFAULT_UNSTABLE_FIRST: bool = true;
 /// Digit passes one sort can have (64-bit keys, 8 bits a pass).
 const MAX_PASSES: u32 = 8;
+/// Dispatch-size slots (x, y, z each): a sweep per pass, finish, then an unstable sweep per pass
+/// (radix.wgsl's UNSTABLE_ARGS).
+const UNSTABLE_ARGS: u64 = MAX_PASSES as u64 + 1;
+const ARGS_SLOTS: u64 = UNSTABLE_ARGS + MAX_PASSES as u64;
 /// Control and plan words: see the C_* and P_* constants of radix.wgsl.
 const CONTROL_WORDS: u64 = 32 + (MAX_PASSES as u64) * 256;
 /// Keys one radix sort can hold: the look-back's status words keep counts in 30 bits.
@@ -83,7 +90,7 @@ struct RadixParams {
     passes: u32,
     pass: u32,
     make_index: u32,
-    pad: u32,
+    unstable_first: u32,
 }
 
 /// What travels with the keys.
@@ -114,6 +121,8 @@ pub(crate) struct Pipelines {
     count_digits: wgpu::ComputePipeline,
     prepare: wgpu::ComputePipeline,
     sweep: wgpu::ComputePipeline,
+    /// The unstable sweep for the first pass that runs (keys-only shapes, where enabled).
+    sweep_unstable: Option<wgpu::ComputePipeline>,
     finish: wgpu::ComputePipeline,
 }
 
@@ -167,6 +176,12 @@ pub(crate) struct RadixTuning {
     /// processes: keys 2^24 / 2^26 / 2^28 0.873 / 2.911-2.926 / 11.18 ms against 0.887 /
     /// 2.970-2.985 / 11.42 with two a word; argsort 2^26 3.514-3.530 against 3.532-3.548.
     pub pack: Option<u32>,
+    /// Keys-only sorts over every key bit run their first pass as an unstable sweep
+    /// (`GPUSORT_RADIX_UNSTABLE_FIRST`, 0 or 1): no earlier order needs keeping there, since keys
+    /// equal on every sorted bit are the same key, so the tile's digit histogram atomics give the
+    /// keys their places and one atomic a digit reserves the tile's runs, without the ballot
+    /// ranking or the look-back. Sorts with a payload, or on a key-bit range, stay stable.
+    pub unstable_first: bool,
 }
 
 impl RadixTuning {
@@ -214,6 +229,11 @@ impl RadixTuning {
             }),
             early_counts: env_u32("GPUSORT_RADIX_EARLY", DEFAULT_EARLY as u32, |v| v <= 1) == 1,
             pack: env_u32_opt("GPUSORT_RADIX_PACK", |v| (1..=2).contains(&v)),
+            unstable_first: env_u32(
+                "GPUSORT_RADIX_UNSTABLE_FIRST",
+                DEFAULT_UNSTABLE_FIRST as u32,
+                |v| v <= 1,
+            ) == 1,
         }
     }
 }
@@ -395,7 +415,7 @@ impl RadixKernels {
         if let Some(p) = cache.get(&shape) {
             return Ok(p.clone());
         }
-        let source = shaders::radix(&shaders::RadixConfig {
+        let config = |unstable: bool| shaders::RadixConfig {
             items: self.items[payload as usize],
             wg: self.wg,
             kind: key_type.code(),
@@ -415,12 +435,22 @@ impl RadixKernels {
             early_counts: self.tuning.early_counts,
             hist_chunks: self.tuning.hist_chunks,
             pack: self.pack,
-        });
-        let module = kernel::module(gpu, "radix", &source)?;
+            unstable,
+        };
+        let module = kernel::module(gpu, "radix", &shaders::radix(&config(false)))?;
+        let sweep_unstable = match !payload && self.tuning.unstable_first {
+            true => {
+                let source = shaders::radix(&config(true));
+                let module = kernel::module(gpu, "radix unstable", &source)?;
+                Some(kernel::pipeline(gpu, &module, "sweep", &self.layout)?)
+            }
+            false => None,
+        };
         let p = Arc::new(Pipelines {
             count_digits: kernel::pipeline(gpu, &module, "count_digits", &self.layout)?,
             prepare: kernel::pipeline(gpu, &module, "prepare", &self.layout)?,
             sweep: kernel::pipeline(gpu, &module, "sweep", &self.layout)?,
+            sweep_unstable,
             finish: kernel::pipeline(gpu, &module, "finish", &self.layout)?,
         });
         cache.insert(shape, p.clone());
@@ -474,7 +504,7 @@ impl RadixKernels {
         let args = self.scratch.get(
             gpu,
             "radix dispatch sizes",
-            (MAX_PASSES as u64 + 1) * 12,
+            ARGS_SLOTS * 12,
             transfer::indirect_buffer,
         )?;
         // indirect dispatches read `args`, so they bind a stand-in for it
@@ -484,6 +514,12 @@ impl RadixKernels {
         enc.clear_buffer(&control, 0, None);
 
         let passes = job.key_bits.len().div_ceil(8) as u32;
+        // keys equal on the sorted bits are the same key only when every bit is sorted on
+        let every_bit = job.key_bits == (0..8 * job.key_type.size() as u32);
+        let unstable = match &pipes.sweep_unstable {
+            Some(sweep) if every_bit && !with_payload => Some(sweep),
+            _ => None,
+        };
         let base = RadixParams {
             capacity: job.capacity,
             gpu_count: job.count.is_some() as u32,
@@ -492,7 +528,7 @@ impl RadixKernels {
             passes,
             pass: 0,
             make_index: matches!(job.payload, Payload::Index(_)) as u32,
-            pad: 0,
+            unstable_first: unstable.is_some() as u32,
         };
         let mut params = ParamBlocks::new(gpu);
         let offsets: Vec<u32> = (0..passes)
@@ -535,6 +571,7 @@ impl RadixKernels {
             );
             kernel::dispatch(gpu, &mut pass, &pipes.prepare, &prep, &[offsets[0]], 1);
         }
+        let sweeps = passes as usize * (1 + unstable.is_some() as usize);
         let stop = self.tuning.stop; // measuring only
         if stop == 1 {
             return Ok(2);
@@ -548,9 +585,14 @@ impl RadixKernels {
             pass.set_pipeline(&pipes.sweep);
             pass.set_bind_group(0, &run, &[off]);
             pass.dispatch_workgroups_indirect(&args, p as u64 * 12);
+            // prepare gives the first pass that runs to one of the two, zero workgroups to the other
+            if let Some(sweep) = unstable {
+                pass.set_pipeline(sweep);
+                pass.dispatch_workgroups_indirect(&args, (UNSTABLE_ARGS + p as u64) * 12);
+            }
         }
         if stop == 2 {
-            return Ok(2 + passes as usize);
+            return Ok(2 + sweeps);
         }
         {
             let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
@@ -561,7 +603,7 @@ impl RadixKernels {
             pass.set_bind_group(0, &run, &[offsets[0]]);
             pass.dispatch_workgroups_indirect(&args, MAX_PASSES as u64 * 12);
         }
-        Ok(3 + passes as usize)
+        Ok(3 + sweeps)
     }
 }
 

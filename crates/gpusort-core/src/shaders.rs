@@ -182,6 +182,9 @@ pub struct RadixConfig {
     pub hist_chunks: u32,
     /// Digits a word of the subgroup rank tables (1 or 2).
     pub pack: u32,
+    /// The unstable sweep (lines ending in `//@UNSTABLE` kept, `//@STABLE` dropped) instead of
+    /// the stable one: for the first pass of keys-only sorts over every key bit (radix.wgsl).
+    pub unstable: bool,
 }
 
 /// The radix-sort kernels for one shape.
@@ -226,6 +229,12 @@ pub fn radix(c: &RadixConfig) -> String {
             },
         ],
     );
+    // one sweep's lines kept, the other's dropped; before the per-key lines, which may be either
+    let (keep, drop) = match c.unstable {
+        true => ("//@UNSTABLE", "//@STABLE"),
+        false => ("//@STABLE", "//@UNSTABLE"),
+    };
+    let source = per_item_lines(&per_item_lines(&source, keep, "@NONE", 1), drop, "@NONE", 0);
     let source = per_item_lines(&source, "//@ITEM", "@J", c.items);
     let source = per_item_lines(&source, "//@LB", "@L", c.window);
     let (keep, drop) = match c.narrow_ballot {
@@ -403,6 +412,8 @@ pub fn all_configurations() -> Vec<(String, String)> {
                             early_counts: payload,
                             hist_chunks: 8,
                             pack: 1 + kind % 2,
+                            // the unstable sweep is for keys-only sorts
+                            unstable: !payload && narrow_ballot,
                         }),
                     ));
                 }
