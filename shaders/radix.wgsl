@@ -26,12 +26,15 @@
 // SCRATCH (workgroup words), SPIN_LIMIT, SWEEP_GROUPS and PERSIST (1: at most SWEEP_GROUPS sweep
 // workgroups, each looping over tiles), MAX_DIM (workgroups per dimension), IDENTITY (0),
 // MIN_SG (smallest subgroup size, for the rank tables), PACK (digits a rank-table word), EARLY
-// (1: a tile counts and publishes its digits before ranking them; subgroup ranking only) and
-// EARLY_AT (where in scratch that histogram sits: past the rank tables).
+// (1: a tile counts and publishes its digits before ranking them; subgroup ranking only),
+// EARLY_AT (where in scratch that histogram sits: past the rank tables) and UNSTABLE_TILE (the
+// unstable sweep's tile, WG times its own ITEMS: prepare sizes its dispatch).
 // Host-composed before this file: common/grid.wgsl, common/keyorder.wgsl, one of
 // common/wgscan_{subgroup,shared}.wgsl and the matching common/radix_rank_{subgroup,shared}.wgsl.
 
 const TILE: u32 = WG * ITEMS;
+// a sweep puts its whole tile in scratch (the host sizes both: shaders::radix)
+const_assert SCRATCH >= TILE;
 const RADIX: u32 = 256u;
 const MAX_PASSES: u32 = 8u;
 // The atomic control words.
@@ -216,9 +219,10 @@ fn prepare(i: Invocation) {
         plan[P_FLIP + p] = runs & 1u;
         plan[P_FIRST + p] = select(0u, 1u, runs == 0u);
         let groups = select(sweep_groups(tiles), 0u, skip[p]);
+        let unstable_groups = select(sweep_groups((n + UNSTABLE_TILE - 1u) / UNSTABLE_TILE), 0u, skip[p]);
         let unstable = rp.unstable_first == 1u && runs == 0u;
         write_args(3u * p, select(groups, 0u, unstable));
-        write_args(3u * (UNSTABLE_ARGS + p), select(0u, groups, unstable));
+        write_args(3u * (UNSTABLE_ARGS + p), select(0u, unstable_groups, unstable));
         if (!skip[p]) { runs += 1u; }
     }
     write_args(3u * MAX_PASSES, select(0u, (n + WG - 1u) / WG, (runs & 1u) == 1u));

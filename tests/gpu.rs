@@ -763,6 +763,22 @@ mod radix_options {
                     .collect();
                 both(gpu, &fast, &stable, &u64s, &format!("u64 n={n}"));
             }
+            // an unstable tile smaller and larger than the stable sweeps' (prepare sizes its
+            // dispatch from its own tile), on its own and looping over tiles
+            for items in [3, 16] {
+                let other = radix(gpu).with_radix_unstable_items(gpu, items);
+                let looping = radix(gpu)
+                    .with_radix_unstable_items(gpu, items)
+                    .with_radix_sweep_groups(gpu, 3);
+                for n in [tile - 1, 5 * tile + 3] {
+                    let keys: Vec<u32> = (0..n).map(|_| r.random()).collect();
+                    let what = format!("unstable items={items} n={n}");
+                    both(gpu, &other, &stable, &keys, &what);
+                    both(gpu, &looping, &stable, &keys, &format!("looping {what}"));
+                    let wide: Vec<f64> = (0..n).map(|_| r.random_range(-1.0..1.0f64)).collect();
+                    both(gpu, &other, &stable, &wide, &format!("f64 {what}"));
+                }
+            }
         }
     }
 

@@ -332,6 +332,12 @@ impl BitonicSorter {
         self.with_radix_tuning(gpu, |t| t.unstable_first = unstable)
     }
 
+    /// Keys an invocation of the unstable radix sweep holds (where the device's workgroup memory
+    /// holds them; its tile may differ from the stable sweeps'); for tests and measuring.
+    pub fn with_radix_unstable_items(self, gpu: &Gpu, items: u32) -> Self {
+        self.with_radix_tuning(gpu, |t| t.unstable_items = items)
+    }
+
     /// Whether keys-only radix sorts over every key bit run their first pass unstably
     /// ([`Self::with_radix_unstable_first`]).
     pub fn radix_unstable_first(&self) -> bool {

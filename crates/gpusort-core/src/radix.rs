@@ -69,6 +69,8 @@ const DEFAULT_PAYLOAD_WORKGROUPS: u32 = 1024;
 /// Whether keys-only sorts over every key bit run their first pass unstably
 /// (RadixTuning::unstable_first).
 const DEFAULT_UNSTABLE_FIRST: bool = true;
+/// Keys an invocation of the unstable sweep holds (`GPUSORT_RADIX_UNSTABLE_ITEMS`).
+const DEFAULT_UNSTABLE_ITEMS: u32 = DEFAULT_ITEMS;
 /// Digit passes one sort can have (64-bit keys, 8 bits a pass).
 const MAX_PASSES: u32 = 8;
 /// Dispatch-size slots (x, y, z each): a sweep per pass, finish, then an unstable sweep per pass
@@ -182,6 +184,9 @@ pub(crate) struct RadixTuning {
     /// keys their places and one atomic a digit reserves the tile's runs, without the ballot
     /// ranking or the look-back. Sorts with a payload, or on a key-bit range, stay stable.
     pub unstable_first: bool,
+    /// Keys each invocation holds in the unstable sweep: `GPUSORT_RADIX_UNSTABLE_ITEMS` (it
+    /// keeps no rank tables, so it has registers to spare for a larger tile).
+    pub unstable_items: u32,
 }
 
 impl RadixTuning {
@@ -234,6 +239,11 @@ impl RadixTuning {
                 DEFAULT_UNSTABLE_FIRST as u32,
                 |v| v <= 1,
             ) == 1,
+            unstable_items: env_u32(
+                "GPUSORT_RADIX_UNSTABLE_ITEMS",
+                DEFAULT_UNSTABLE_ITEMS,
+                keys_an_invocation,
+            ),
         }
     }
 }
@@ -243,9 +253,10 @@ pub(crate) struct RadixKernels {
     min_subgroup: Option<u32>,
     /// Whether ballots are one word (no subgroup of the device exceeds 32 lanes).
     narrow_ballot: bool,
-    /// `tuning.items` and `tuning.payload_items` cut to what the device's workgroup memory
-    /// holds: keys an invocation holds in sorts without and with a payload.
-    items: [u32; 2],
+    /// `tuning.items`, `tuning.payload_items` and `tuning.unstable_items` cut to what the
+    /// device's workgroup memory holds: keys an invocation holds in sorts without and with a
+    /// payload, and in the unstable sweep.
+    items: [u32; 3],
     /// Invocations per workgroup.
     wg: u32,
     /// Digits a word of the subgroup rank tables (RadixTuning::pack resolved for this device).
@@ -353,7 +364,7 @@ impl RadixKernels {
             RADIX_WG
         };
         // fewer keys per invocation where workgroup memory is small
-        let items = [tuning.items, tuning.payload_items].map(|mut items| {
+        let items = [tuning.items, tuning.payload_items, tuning.unstable_items].map(|mut items| {
             while items > 1 && !fits(items, wg) {
                 items -= 1;
             }
@@ -436,6 +447,7 @@ impl RadixKernels {
             hist_chunks: self.tuning.hist_chunks,
             pack: self.pack,
             unstable,
+            unstable_items: self.items[2],
         };
         let module = kernel::module(gpu, "radix", &shaders::radix(&config(false)))?;
         let sweep_unstable = match !payload && self.tuning.unstable_first {

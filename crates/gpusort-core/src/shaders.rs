@@ -185,16 +185,24 @@ pub struct RadixConfig {
     /// The unstable sweep (lines ending in `//@UNSTABLE` kept, `//@STABLE` dropped) instead of
     /// the stable one: for the first pass of keys-only sorts over every key bit (radix.wgsl).
     pub unstable: bool,
+    /// Keys an invocation of the unstable sweep holds (its module's ITEMS; UNSTABLE_TILE in both).
+    pub unstable_items: u32,
 }
 
 /// The radix-sort kernels for one shape.
 pub fn radix(c: &RadixConfig) -> String {
     let sg = c.min_subgroup.is_some();
+    // keys an invocation of this module's sweep: its tile, its workgroup words, its per-key lines
+    let items = match c.unstable {
+        true => c.unstable_items,
+        false => c.items,
+    };
     let source = compose_with(
         RADIX,
         &[
             ("WG", c.wg),
-            ("ITEMS", c.items),
+            ("ITEMS", items),
+            ("UNSTABLE_TILE", c.wg * c.unstable_items),
             ("KIND", c.kind),
             ("DESCENDING", c.descending as u32),
             ("KEY_WORDS", if c.kind >= 3 { 2 } else { 1 }),
@@ -202,7 +210,7 @@ pub fn radix(c: &RadixConfig) -> String {
             ("MIN_SG", c.min_subgroup.unwrap_or(256)),
             (
                 "SCRATCH",
-                crate::radix::scratch_words(c.items, c.min_subgroup, c.wg, c.pack),
+                crate::radix::scratch_words(items, c.min_subgroup, c.wg, c.pack),
             ),
             ("SPIN_LIMIT", c.spin_limit),
             ("MAX_DIM", c.max_dim),
@@ -235,7 +243,7 @@ pub fn radix(c: &RadixConfig) -> String {
         false => ("//@STABLE", "//@UNSTABLE"),
     };
     let source = per_item_lines(&per_item_lines(&source, keep, "@NONE", 1), drop, "@NONE", 0);
-    let source = per_item_lines(&source, "//@ITEM", "@J", c.items);
+    let source = per_item_lines(&source, "//@ITEM", "@J", items);
     let source = per_item_lines(&source, "//@LB", "@L", c.window);
     let (keep, drop) = match c.narrow_ballot {
         true => ("//@NARROW", "//@WIDE"),
@@ -414,6 +422,7 @@ pub fn all_configurations() -> Vec<(String, String)> {
                             pack: 1 + kind % 2,
                             // the unstable sweep is for keys-only sorts
                             unstable: !payload && narrow_ballot,
+                            unstable_items: 12,
                         }),
                     ));
                 }
