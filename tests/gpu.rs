@@ -333,7 +333,9 @@ mod radix {
             let gpu = gpu(no_sg);
             let s = radix(gpu).with_radix_workgroup(gpu, 512);
             if no_sg {
-                assert_eq!(s.radix_tile(false), 512 * 9, "512 invocations of 9 keys");
+                // lavapipe's 32 KiB: without subgroups the scan's buffers take 10 KiB of a
+                // 512-invocation sweep, so 8 keys an invocation fit, not 9 (radix::sweep_shape)
+                assert_eq!(s.radix_tile(false), 512 * 8, "512 invocations of 8 keys");
                 assert_eq!(
                     s.radix_tile(true),
                     512 * 8,

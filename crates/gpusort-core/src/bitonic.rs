@@ -304,7 +304,8 @@ impl BitonicSorter {
     }
 
     /// Radix workgroups of `invocations` (256 or 512) where the device's workgroup memory holds
-    /// them (else 256), instead of the default (512 with subgroups where it fits); for tests.
+    /// them, with fewer keys an invocation if need be (else 256), instead of the default (512 with
+    /// subgroups where the default tile fits); for tests.
     pub fn with_radix_workgroup(self, gpu: &Gpu, invocations: u32) -> Self {
         self.with_radix_tuning(gpu, |t| t.wg = Some(invocations))
     }
@@ -404,7 +405,12 @@ impl BitonicSorter {
                 } else {
                     RADIX_FROM
                 };
-                if order.segment_size.is_none() && n >= from && !software {
+                // (a device whose workgroup memory holds no radix sweep sorts bitonic)
+                if order.segment_size.is_none()
+                    && n >= from
+                    && !software
+                    && self.radix.fits_device()
+                {
                     Algorithm::Radix
                 } else {
                     Algorithm::Bitonic

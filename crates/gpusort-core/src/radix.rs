@@ -150,8 +150,8 @@ pub(crate) struct RadixTuning {
     /// (measuring, and tests of the wide path on lavapipe).
     pub wide_ballot: bool,
     /// Invocations per workgroup, 256, 512 or 1024: `GPUSORT_RADIX_WG`; None: 512 with subgroups
-    /// where it fits, else 256. A requested size that does not fit the device's workgroup
-    /// memory falls back to 256.
+    /// where the default tile fits, else 256. A requested size is kept where the device's
+    /// workgroup memory holds it with fewer keys an invocation (`sweep_shape`), else 256.
     pub wg: Option<u32>,
     /// Sweep workgroups launched, each looping over tiles (`GPUSORT_RADIX_WORKGROUPS`; more where
     /// crate::scan::group_tiles bounds each); 0, the default, launches one per tile. Looping
@@ -261,6 +261,9 @@ pub(crate) struct RadixKernels {
     wg: u32,
     /// Digits a word of the subgroup rank tables (RadixTuning::pack resolved for this device).
     pack: u32,
+    /// Workgroup bytes the smallest sweep shape needs, when the device has fewer (no shape fits:
+    /// 16 KiB without subgroups, say); None where the chosen shape fits.
+    short_of: Option<(u32, u32)>,
     tuning: RadixTuning,
     layout: Layout,
     /// Compiled per key type, direction and payload: the key order is a shader constant.
@@ -348,28 +351,12 @@ impl RadixKernels {
             ],
         );
         let min_subgroup = gpu.subgroups().map(|s| s.min_size.clamp(4, RADIX_WG));
-        let fits = |items: u32, wg: u32| {
-            gpu.limits.max_compute_invocations_per_workgroup >= wg
-                && scratch_words(items, min_subgroup, wg, 2) * 4 + OTHER_WORKGROUP_BYTES
-                    <= gpu.limits.max_compute_workgroup_storage_size
-        };
-        let wanted = tuning.wg.unwrap_or(if min_subgroup.is_some() {
-            WIDE_WG
-        } else {
-            RADIX_WG
-        });
-        let wg = if fits(tuning.items, wanted) {
-            wanted
-        } else {
-            RADIX_WG
-        };
-        // fewer keys per invocation where workgroup memory is small
-        let items = [tuning.items, tuning.payload_items, tuning.unstable_items].map(|mut items| {
-            while items > 1 && !fits(items, wg) {
-                items -= 1;
-            }
-            items
-        });
+        let (wg, items) = sweep_shape(
+            &tuning,
+            min_subgroup,
+            gpu.limits.max_compute_invocations_per_workgroup,
+            gpu.limits.max_compute_workgroup_storage_size,
+        );
         // decided for the keys-only tile; a sort with a payload holds fewer keys an invocation,
         // so its scratch is the larger of its own tile (which fits) and the same tables
         let pack = counters_a_word(
@@ -381,17 +368,30 @@ impl RadixKernels {
         );
         let narrow_ballot =
             !tuning.wide_ballot && gpu.subgroups().is_some_and(|s| s.max_size <= 32);
+        let storage = gpu.limits.max_compute_workgroup_storage_size;
+        let needs = items
+            .iter()
+            .map(|&i| sweep_bytes(i, min_subgroup, wg))
+            .max()
+            .unwrap_or(0);
         RadixKernels {
             min_subgroup,
             narrow_ballot,
             items,
             wg,
             pack,
+            short_of: (needs > storage).then_some((needs, storage)),
             tuning,
             layout,
             by_shape: Mutex::new(HashMap::new()),
             scratch: Scratch::default(),
         }
+    }
+
+    /// Whether this device's workgroup memory holds a radix sweep (`Algorithm::Auto` picks the
+    /// bitonic sort where it does not).
+    pub(crate) fn fits_device(&self) -> bool {
+        self.short_of.is_none()
     }
 
     /// Bytes of scratch kept for later sorts.
@@ -479,6 +479,13 @@ impl RadixKernels {
     ) -> Result<usize> {
         if let Some(e) = key_bits_error(job.key_type, &job.key_bits) {
             return Err(Error::InvalidInput(e));
+        }
+        if let Some((needs, has)) = self.short_of {
+            return Err(Error::InvalidInput(format!(
+                "the radix sort needs {needs} bytes of workgroup memory and {} has {has}; \
+                 use --algorithm bitonic",
+                gpu.adapter.name
+            )));
         }
         debug_assert!(job.capacity <= RADIX_MAX_KEYS, "the sorter checks the size");
         // one key still runs a pass: it makes the permutation and canonical NaNs
@@ -619,8 +626,54 @@ impl RadixKernels {
     }
 }
 
-/// Workgroup memory of the sweep besides its scratch (digit tables, scan slots), at most.
-const OTHER_WORKGROUP_BYTES: u32 = 8 * 1024;
+/// Workgroup bytes of a `wg`-invocation sweep besides its scratch: its three digit tables
+/// (3 KiB), the job and ticket words, the workgroup scan's helpers (`scan::scan_helper_bytes`:
+/// per subgroup slot with subgroups, 20 bytes an invocation without, a little to spare) and,
+/// without subgroups, the shared ranking's bins (1 KiB). The tests check it against every composed
+/// sweep with naga's layouter. (A flat 8 KiB before the twentieth session: without subgroups the
+/// sweeps declared up to 24 KiB besides their scratch.)
+pub(crate) fn other_workgroup_bytes(wg: u32, subgroups: bool) -> u32 {
+    let digit_tables = 3 * 256 * 4;
+    let words = 32; // job, next_ticket, one_digit, with room
+    let bins = if subgroups { 0 } else { 256 * 4 };
+    digit_tables + words + crate::scan::scan_helper_bytes(wg, subgroups) + bins
+}
+
+/// Workgroup bytes a sweep of `wg` invocations holding `items` keys each needs at most (its
+/// scratch with tables of two counters a word, and the rest).
+fn sweep_bytes(items: u32, min_subgroup: Option<u32>, wg: u32) -> u32 {
+    scratch_words(items, min_subgroup, wg, 2) * 4
+        + other_workgroup_bytes(wg, min_subgroup.is_some())
+}
+
+/// Invocations a sweep workgroup has, and keys an invocation holds in keys-only sorts, sorts with
+/// a payload and the unstable sweep, on a device with these limits. By default 512 invocations
+/// with subgroups where the whole default tile fits, else 256. An asked-for size is kept where
+/// its workgroup memory holds some tile, else 256. Then each count of keys is cut until its tile
+/// fits the workgroup memory.
+pub(crate) fn sweep_shape(
+    t: &RadixTuning,
+    min_subgroup: Option<u32>,
+    max_invocations: u32,
+    storage: u32,
+) -> (u32, [u32; 3]) {
+    let fits = |items: u32, wg: u32| {
+        max_invocations >= wg && sweep_bytes(items, min_subgroup, wg) <= storage
+    };
+    let wg = match t.wg {
+        Some(asked) if fits(1, asked) => asked,
+        Some(_) => RADIX_WG,
+        None if min_subgroup.is_some() && fits(t.items, WIDE_WG) => WIDE_WG,
+        None => RADIX_WG,
+    };
+    let items = [t.items, t.payload_items, t.unstable_items].map(|mut items| {
+        while items > 1 && !fits(items, wg) {
+            items -= 1;
+        }
+        items
+    });
+    (wg, items)
+}
 
 /// Digits a word of the subgroup rank tables (RadixTuning::pack) for sweeps of `wg` invocations
 /// holding `items` keys each (keys-only) on a device with `storage` bytes of workgroup memory:
@@ -635,7 +688,7 @@ pub(crate) fn counters_a_word(
 ) -> u32 {
     let words = |pack: u32| scratch_words(items, min_subgroup, wg, pack);
     match asked {
-        Some(1) if words(1) * 4 + OTHER_WORKGROUP_BYTES <= storage => 1,
+        Some(1) if words(1) * 4 + other_workgroup_bytes(wg, min_subgroup.is_some()) <= storage => 1,
         None if min_subgroup.is_some() && words(1) == words(2) => 1,
         _ => 2,
     }
@@ -659,6 +712,71 @@ pub(crate) fn early_counts_at(min_subgroup: Option<u32>, wg: u32, pack: u32) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn tuning(wg: Option<u32>) -> RadixTuning {
+        RadixTuning {
+            wg,
+            items: 9,
+            payload_items: 8,
+            unstable_items: 9,
+            ..RadixTuning::from_env()
+        }
+    }
+
+    #[test]
+    fn sweep_shapes_fit_the_workgroup_memory() {
+        // the H100: 48 KiB, 32-lane subgroups: 512 x 9 (and 8 with a payload)
+        assert_eq!(
+            sweep_shape(&tuning(None), Some(32), 1024, 48 * 1024),
+            (512, [9, 8, 9])
+        );
+        // lavapipe, 32 KiB: with 8-lane subgroups the 512-invocation tables never fit
+        assert_eq!(
+            sweep_shape(&tuning(None), Some(8), 1024, 32 * 1024),
+            (256, [9, 8, 9])
+        );
+        assert_eq!(
+            sweep_shape(&tuning(Some(512)), Some(8), 1024, 32 * 1024),
+            (256, [9, 8, 9])
+        );
+        // without subgroups 512 invocations are kept when asked for, with 8 keys (the scan's
+        // buffers take 10 KiB there)
+        assert_eq!(sweep_shape(&tuning(None), None, 1024, 32 * 1024).0, 256);
+        assert_eq!(
+            sweep_shape(&tuning(Some(512)), None, 1024, 32 * 1024),
+            (512, [8, 8, 8])
+        );
+        // WebGPU's minimum, 16 KiB: 256 invocations of 9 keys with subgroups; without them
+        // count_digits' 8 KiB of histograms and the scan's 5 KiB leave no room (no tile fits)
+        assert_eq!(
+            sweep_shape(&tuning(None), Some(32), 256, 16 * 1024),
+            (256, [9, 8, 9])
+        );
+        assert_eq!(
+            sweep_shape(&tuning(None), None, 256, 16 * 1024),
+            (256, [1, 1, 1])
+        );
+        assert!(
+            sweep_bytes(1, None, 256) > 16 * 1024,
+            "so the sorter refuses radix there"
+        );
+        // every shape chosen fits, by the estimate the layouter test checks
+        for storage in [16 * 1024, 32 * 1024, 48 * 1024, 64 * 1024] {
+            for sg in [None, Some(8), Some(32), Some(64)] {
+                for asked in [None, Some(256), Some(512), Some(1024)] {
+                    let (wg, items) = sweep_shape(&tuning(asked), sg, 1024, storage);
+                    for i in items {
+                        let bytes = scratch_words(i, sg, wg, 2) * 4
+                            + other_workgroup_bytes(wg, sg.is_some());
+                        assert!(
+                            bytes <= storage || (wg == RADIX_WG && i == 1),
+                            "{storage} {sg:?} {asked:?}: {wg} x {i}, {bytes} bytes"
+                        );
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn one_counter_a_word_where_it_costs_nothing() {

@@ -523,6 +523,83 @@ mod tests {
             .sum()
     }
 
+    /// Workgroup bytes each entry point of a composed module uses (the variables it touches, as
+    /// wgpu and the driver count them), by name.
+    fn entry_workgroup_bytes(source: &str) -> Vec<(String, u32)> {
+        let module = naga::front::wgsl::parse_str(source).unwrap();
+        let info = naga::valid::Validator::new(
+            naga::valid::ValidationFlags::all(),
+            naga::valid::Capabilities::all(),
+        )
+        .validate(&module)
+        .unwrap();
+        let mut layouter = naga::proc::Layouter::default();
+        layouter.update(module.to_ctx()).unwrap();
+        let workgroup: Vec<_> = module
+            .global_variables
+            .iter()
+            .filter(|(_, v)| v.space == naga::AddressSpace::WorkGroup)
+            .collect();
+        module
+            .entry_points
+            .iter()
+            .enumerate()
+            .map(|(i, ep)| {
+                let used = info.get_entry_point(i);
+                let bytes = workgroup
+                    .iter()
+                    .filter(|(h, _)| !used[*h].is_empty())
+                    .map(|(_, v)| layouter[v.ty].size)
+                    .sum();
+                (ep.name.clone(), bytes)
+            })
+            .collect()
+    }
+
+    /// The radix sweep shape rule's estimate (`radix::other_workgroup_bytes` beside the scratch),
+    /// checked against every radix kernel as composed: no entry point declares more, with or
+    /// without subgroups, at every workgroup size, stable or unstable, with or without a payload.
+    #[test]
+    fn radix_workgroup_estimate_covers_the_kernels() {
+        for min_subgroup in [None, Some(4), Some(8), Some(32), Some(64)] {
+            for wg in [256, 512, 1024] {
+                for items in [1, 9, 16] {
+                    for (payload, unstable) in [(false, false), (true, false), (false, true)] {
+                        let source = super::radix(&super::RadixConfig {
+                            items,
+                            wg,
+                            kind: 3,
+                            descending: false,
+                            payload,
+                            min_subgroup,
+                            spin_limit: 4096,
+                            max_dim: 65535,
+                            window: 4,
+                            probe: 0,
+                            sweep_groups: 0,
+                            group_tiles: 8,
+                            narrow_ballot: false,
+                            early_counts: true,
+                            hist_chunks: 8,
+                            pack: 2,
+                            unstable,
+                            unstable_items: items,
+                        });
+                        let estimate = crate::radix::scratch_words(items, min_subgroup, wg, 2) * 4
+                            + crate::radix::other_workgroup_bytes(wg, min_subgroup.is_some());
+                        for (entry, bytes) in entry_workgroup_bytes(&source) {
+                            assert!(
+                                bytes <= estimate,
+                                "{entry} sg={min_subgroup:?} wg={wg} items={items} \
+                                 payload={payload} unstable={unstable}: {bytes} > {estimate}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     /// The compaction stage rule's promise, checked against the kernels as composed: with the
     /// scan helpers it reserves (`scan::scan_helper_bytes`, a copy of the WGSL arrays' sizes), a
     /// stage smaller than its tile leaves the kernel within half the workgroup storage, so two
