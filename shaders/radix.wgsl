@@ -19,7 +19,7 @@
 // Host-prepended constants: PROBE (0; measuring only: 1 skips the look-back, 2 the ranking's
 // result, 4 the global writes, 8 the ranking itself, 16 the trip through workgroup memory, 32
 // seven of the ranking's eight ballots, 64 its scan over the subgroups' rows, 128 its scan over
-// the digits; results then wrong), WG (256: one digit per invocation; or 512 with subgroups, the
+// the digits, 256 every pass unstable; results then wrong), WG (256: one digit per invocation; or 512 with subgroups, the
 // second half idle where the work is per digit), ITEMS, KIND and DESCENDING (the key order,
 // keyorder.wgsl: constants, so each key's transform folds to its few instructions), KEY_WORDS
 // (1|2), HIST_CHUNKS (count_digits reads HIST_CHUNKS * TILE keys a workgroup), PAYLOAD (0|1),
@@ -220,7 +220,9 @@ fn prepare(i: Invocation) {
         plan[P_FIRST + p] = select(0u, 1u, runs == 0u);
         let groups = select(sweep_groups(tiles), 0u, skip[p]);
         let unstable_groups = select(sweep_groups((n + UNSTABLE_TILE - 1u) / UNSTABLE_TILE), 0u, skip[p]);
-        let unstable = rp.unstable_first == 1u && runs == 0u;
+        // (PROBE 256, measuring only: every pass unstable, results wrong; what an MSD sort's
+        // passes would cost)
+        let unstable = rp.unstable_first == 1u && (runs == 0u || (PROBE & 256u) != 0u);
         write_args(3u * p, select(groups, 0u, unstable));
         write_args(3u * (UNSTABLE_ARGS + p), select(0u, unstable_groups, unstable));
         if (!skip[p]) { runs += 1u; }

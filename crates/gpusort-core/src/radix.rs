@@ -213,7 +213,7 @@ impl RadixTuning {
                 crate::scan::DEFAULT_SPIN_LIMIT,
                 |_| true,
             ),
-            probe: env_u32("GPUSORT_RADIX_PROBE", 0, |v| v < 256),
+            probe: env_u32("GPUSORT_RADIX_PROBE", 0, |v| v < 512),
             stop: env_u32("GPUSORT_RADIX_STOP", 0, |v| v <= 2),
             wide_ballot: env_u32("GPUSORT_RADIX_WIDE", 0, |v| v <= 1) == 1,
             wg: env_u32_opt("GPUSORT_RADIX_WG", |v| {
