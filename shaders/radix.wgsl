@@ -220,9 +220,11 @@ fn prepare(i: Invocation) {
         plan[P_FIRST + p] = select(0u, 1u, runs == 0u);
         let groups = select(sweep_groups(tiles), 0u, skip[p]);
         let unstable_groups = select(sweep_groups((n + UNSTABLE_TILE - 1u) / UNSTABLE_TILE), 0u, skip[p]);
-        // (PROBE 256, measuring only: every pass unstable, results wrong; what an MSD sort's
-        // passes would cost)
-        let unstable = rp.unstable_first == 1u && (runs == 0u || (PROBE & 256u) != 0u);
+        // the lowest digit's pass, when it runs, runs first: with unstable_first it is the
+        // unstable sweep's (the host records no stable sweep for it); if that digit is the same
+        // in every key, the first pass that runs is a stable one. (PROBE 256, measuring only:
+        // every pass unstable, results wrong; what an MSD sort's passes would cost.)
+        let unstable = rp.unstable_first == 1u && (p == 0u || (PROBE & 256u) != 0u);
         write_args(3u * p, select(groups, 0u, unstable));
         write_args(3u * (UNSTABLE_ARGS + p), select(0u, unstable_groups, unstable));
         if (!skip[p]) { runs += 1u; }

@@ -673,10 +673,10 @@ mod radix_options {
         }
     }
 
-    /// Keys-only sorts over every key bit run their first pass as the unstable sweep (atomic
-    /// slots, runs reserved by atomics): the same sorted bytes as the all-stable sweeps and the
-    /// reference, whether that pass is the lowest digit, a later one (lower digits skipped) or the
-    /// only one; payloads and key-bit ranges keep the stable sweep.
+    /// Keys-only sorts over every key bit run their lowest digit's pass as the unstable sweep
+    /// (atomic slots, runs reserved by atomics): the same sorted bytes as the all-stable sweeps
+    /// and the reference, also where that pass is the only one, or skipped (a stable pass runs
+    /// first); payloads, argsorts and key-bit ranges keep the stable sweep.
     #[test]
     fn unstable_first_pass_sorts_the_same() {
         fn both<T: SortKey + PartialEq>(
@@ -707,23 +707,32 @@ mod radix_options {
             let stable = radix(gpu).with_radix_unstable_first(gpu, false);
             let tile = fast.radix_tile(false) as usize;
             let mut r = rng(91);
-            // which sweep ran shows in the dispatch count: one more a pass with the unstable one
+            // which sweep ran shows in the stats; either way one dispatch a pass
             let keys: Vec<u32> = (0..3 * tile + 5).map(|_| r.random()).collect();
-            let dispatches = |s: &BitonicSorter| {
-                s.sort(gpu, &mut keys.clone(), SortOrder::default())
-                    .unwrap()
-                    .network_dispatches
+            let recorded = |s: &BitonicSorter| {
+                let st = s
+                    .sort(gpu, &mut keys.clone(), SortOrder::default())
+                    .unwrap();
+                (st.radix_unstable_first, st.network_dispatches)
             };
-            assert_eq!(dispatches(&fast), 3 + 2 * 4, "no_subgroups={no_sg}");
-            assert_eq!(dispatches(&stable), 3 + 4, "no_subgroups={no_sg}");
+            assert_eq!(recorded(&fast), (true, 3 + 4), "no_subgroups={no_sg}");
+            assert_eq!(recorded(&stable), (false, 3 + 4), "no_subgroups={no_sg}");
             let ranged = radix(gpu).with_key_bits(0..32);
             assert_eq!(
-                dispatches(&ranged),
-                3 + 2 * 4,
+                recorded(&ranged),
+                (true, 3 + 4),
                 "every bit named is every bit"
             );
             let ranged = radix(gpu).with_key_bits(0..24);
-            assert_eq!(dispatches(&ranged), 3 + 3, "a key-bit range stays stable");
+            assert_eq!(
+                recorded(&ranged),
+                (false, 3 + 3),
+                "a key-bit range stays stable"
+            );
+            let (_, st) = fast
+                .sort_host(gpu, &mut keys.clone(), None, true, SortOrder::default())
+                .unwrap();
+            assert!(!st.radix_unstable_first, "an argsort stays stable");
             let perm = fast.argsort(gpu, &keys, SortOrder::default()).unwrap();
             assert_eq!(perm, reference::argsort(&keys, SortOrder::default()));
             for n in [1usize, 2, tile - 1, tile, tile + 1, 3 * tile + 5, 70_001] {
@@ -745,7 +754,8 @@ mod radix_options {
                     &low,
                     &format!("lowest digit u32 n={n}"),
                 );
-                // the low digits are constant: the unstable sweep is the third digit's
+                // the low digits are constant: the lowest digit's pass is skipped, and the first
+                // that runs is a stable one
                 let high: Vec<i32> = (0..n)
                     .map(|_| r.random_range(-3000..3000i32) << 16 | 0x77)
                     .collect();

@@ -193,6 +193,9 @@ pub struct SortStats {
     pub codec_dispatches: usize,
     /// The algorithm that ran (`Auto` resolved).
     pub algorithm: Algorithm,
+    /// The radix sort's lowest digit pass ran as the unstable sweep (keys-only sorts over every
+    /// key bit; unless that digit is the same in every key).
+    pub radix_unstable_first: bool,
     /// Wall-clock split of a host sort: upload, GPU work (submit to done), download (seconds).
     pub upload_s: f64,
     pub gpu_s: f64,
@@ -694,6 +697,7 @@ impl BitonicSorter {
             global_dispatches: plan.global_dispatches(),
             algorithm,
             codec_dispatches,
+            radix_unstable_first: false,
             upload_s: 0.0,
             gpu_s: 0.0,
             download_s: 0.0,
@@ -750,7 +754,7 @@ impl BitonicSorter {
             (None, None) => Payload::None,
         };
         let mut codec_dispatches = 0;
-        let network_dispatches = gpu.checked(|| -> Result<usize> {
+        let recorded = gpu.checked(|| -> Result<crate::radix::Recorded> {
             let d = self.radix.record(
                 gpu,
                 encoder,
@@ -774,9 +778,10 @@ impl BitonicSorter {
             n,
             planes: job.key_type.is_wide() as u32 + 1 + !matches!(payload, Payload::None) as u32,
             tile: self.radix.tile(!matches!(payload, Payload::None)),
-            network_dispatches,
+            network_dispatches: recorded.dispatches,
             global_dispatches: 0,
             codec_dispatches,
+            radix_unstable_first: recorded.unstable_first,
             algorithm: Algorithm::Radix,
             upload_s: 0.0,
             gpu_s: 0.0,

@@ -178,7 +178,8 @@ pub(crate) struct RadixTuning {
     /// processes: keys 2^24 / 2^26 / 2^28 0.873 / 2.911-2.926 / 11.18 ms against 0.887 /
     /// 2.970-2.985 / 11.42 with two a word; argsort 2^26 3.514-3.530 against 3.532-3.548.
     pub pack: Option<u32>,
-    /// Keys-only sorts over every key bit run their first pass as an unstable sweep
+    /// Keys-only sorts over every key bit run their lowest digit's pass (the first that runs,
+    /// when it runs) as an unstable sweep
     /// (`GPUSORT_RADIX_UNSTABLE_FIRST`, 0 or 1): no earlier order needs keeping there, since keys
     /// equal on every sorted bit are the same key, so the tile's digit histogram atomics give the
     /// keys their places and one atomic a digit reserves the tile's runs, without the ballot
@@ -469,14 +470,14 @@ impl RadixKernels {
         Ok(p)
     }
 
-    /// Record `job` into `enc`. Returns the number of dispatches recorded (sweeps of skipped
-    /// passes and an unneeded finish dispatch zero workgroups).
+    /// Record `job` into `enc` (sweeps of skipped passes and an unneeded finish dispatch zero
+    /// workgroups).
     pub(crate) fn record(
         &self,
         gpu: &Gpu,
         enc: &mut wgpu::CommandEncoder,
         job: &RadixJob<'_>,
-    ) -> Result<usize> {
+    ) -> Result<Recorded> {
         if let Some(e) = key_bits_error(job.key_type, &job.key_bits) {
             return Err(Error::InvalidInput(e));
         }
@@ -490,7 +491,7 @@ impl RadixKernels {
         debug_assert!(job.capacity <= RADIX_MAX_KEYS, "the sorter checks the size");
         // one key still runs a pass: it makes the permutation and canonical NaNs
         if job.capacity == 0 {
-            return Ok(0);
+            return Ok(Recorded::default());
         }
         let key_words = job.key_type.is_wide() as u32 + 1;
         let with_payload = !matches!(job.payload, Payload::None);
@@ -590,10 +591,13 @@ impl RadixKernels {
             );
             kernel::dispatch(gpu, &mut pass, &pipes.prepare, &prep, &[offsets[0]], 1);
         }
-        let sweeps = passes as usize * (1 + unstable.is_some() as usize);
         let stop = self.tuning.stop; // measuring only
+        let recorded = |dispatches| Recorded {
+            dispatches,
+            unstable_first: unstable.is_some(),
+        };
         if stop == 1 {
-            return Ok(2);
+            return Ok(recorded(2));
         }
         for (p, &off) in offsets.iter().enumerate() {
             enc.clear_buffer(&status, 0, Some(status_bytes));
@@ -601,17 +605,22 @@ impl RadixKernels {
                 label: Some("radix sweep"),
                 timestamp_writes: None,
             });
-            pass.set_pipeline(&pipes.sweep);
             pass.set_bind_group(0, &run, &[off]);
-            pass.dispatch_workgroups_indirect(&args, p as u64 * 12);
-            // prepare gives the first pass that runs to one of the two, zero workgroups to the other
-            if let Some(sweep) = unstable {
-                pass.set_pipeline(sweep);
-                pass.dispatch_workgroups_indirect(&args, (UNSTABLE_ARGS + p as u64) * 12);
+            // the lowest digit's pass is the unstable sweep's (prepare sizes its dispatch there;
+            // probe 256: every pass's), the others the stable sweep's
+            match unstable {
+                Some(sweep) if p == 0 || self.tuning.probe & 256 != 0 => {
+                    pass.set_pipeline(sweep);
+                    pass.dispatch_workgroups_indirect(&args, (UNSTABLE_ARGS + p as u64) * 12);
+                }
+                _ => {
+                    pass.set_pipeline(&pipes.sweep);
+                    pass.dispatch_workgroups_indirect(&args, p as u64 * 12);
+                }
             }
         }
         if stop == 2 {
-            return Ok(2 + sweeps);
+            return Ok(recorded(2 + passes as usize));
         }
         {
             let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
@@ -622,8 +631,17 @@ impl RadixKernels {
             pass.set_bind_group(0, &run, &[offsets[0]]);
             pass.dispatch_workgroups_indirect(&args, MAX_PASSES as u64 * 12);
         }
-        Ok(3 + sweeps)
+        Ok(recorded(3 + passes as usize))
     }
+}
+
+/// What [`RadixKernels::record`] recorded.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Recorded {
+    pub dispatches: usize,
+    /// The lowest digit's pass is the unstable sweep (it runs unless that digit is the same in
+    /// every key).
+    pub unstable_first: bool,
 }
 
 /// Workgroup bytes of a `wg`-invocation sweep besides its scratch: its three digit tables
