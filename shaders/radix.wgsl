@@ -19,7 +19,7 @@
 // Host-prepended constants: PROBE (0; measuring only: 1 skips the look-back, 2 the ranking's
 // result, 4 the global writes, 8 the ranking itself, 16 the trip through workgroup memory, 32
 // seven of the ranking's eight ballots, 64 its scan over the subgroups' rows, 128 its scan over
-// the digits, 256 every pass unstable; results then wrong), WG (256: one digit per invocation; or 512 with subgroups, the
+// the digits; results then wrong), WG (256: one digit per invocation; or 512 with subgroups, the
 // second half idle where the work is per digit), ITEMS, KIND and DESCENDING (the key order,
 // keyorder.wgsl: constants, so each key's transform folds to its few instructions), KEY_WORDS
 // (1|2), HIST_CHUNKS (count_digits reads HIST_CHUNKS * TILE keys a workgroup), PAYLOAD (0|1),
@@ -27,8 +27,9 @@
 // workgroups, each looping over tiles), MAX_DIM (workgroups per dimension), IDENTITY (0),
 // MIN_SG (smallest subgroup size, for the rank tables), PACK (digits a rank-table word), EARLY
 // (1: a tile counts and publishes its digits before ranking them; subgroup ranking only),
-// EARLY_AT (where in scratch that histogram sits: past the rank tables) and UNSTABLE_TILE (the
-// unstable sweep's tile, WG times its own ITEMS: prepare sizes its dispatch).
+// EARLY_AT (where in scratch that histogram sits: past the rank tables), UNSTABLE_TILE (the
+// unstable sweep's tile, WG times its own ITEMS: prepare sizes its dispatch) and UNSTABLE_ARGS
+// (where the unstable sweeps' dispatch sizes start in args).
 // Host-composed before this file: common/grid.wgsl, common/keyorder.wgsl, one of
 // common/wgscan_{subgroup,shared}.wgsl and the matching common/radix_rank_{subgroup,shared}.wgsl.
 
@@ -50,8 +51,7 @@ const AGGREGATE: u32 = 0x40000000u;
 const INCLUSIVE: u32 = 0x80000000u;
 const VALUE: u32 = 0x3fffffffu;
 // Dispatch sizes (args): a pass's sweep at 3 * pass, finish at 3 * MAX_PASSES, a pass's unstable
-// sweep at 3 * (UNSTABLE_ARGS + pass).
-const UNSTABLE_ARGS: u32 = MAX_PASSES + 1u;
+// sweep at 3 * (UNSTABLE_ARGS + pass) (UNSTABLE_ARGS from the host: radix.rs).
 
 struct RadixParams {
     capacity: u32,   // keys in the buffers; the count when there is no GPU-resident count
@@ -61,7 +61,7 @@ struct RadixParams {
     passes: u32,     // ceil((end_bit - begin_bit) / 8)
     this_pass: u32,  // this sweep's pass
     make_index: u32, // 1: the payload is the input index, made by the first pass that runs
-    unstable_first: u32, // 1: the first pass that runs is the unstable sweep's (see sweep)
+    unstable_passes: u32, // bit p: pass p is the unstable sweep's (see sweep; the host decides)
 }
 
 @group(0) @binding(0) var<uniform> rp: RadixParams;
@@ -220,11 +220,8 @@ fn prepare(i: Invocation) {
         plan[P_FIRST + p] = select(0u, 1u, runs == 0u);
         let groups = select(sweep_groups(tiles), 0u, skip[p]);
         let unstable_groups = select(sweep_groups((n + UNSTABLE_TILE - 1u) / UNSTABLE_TILE), 0u, skip[p]);
-        // the lowest digit's pass, when it runs, runs first: with unstable_first it is the
-        // unstable sweep's (the host records no stable sweep for it); if that digit is the same
-        // in every key, the first pass that runs is a stable one. (PROBE 256, measuring only:
-        // every pass unstable, results wrong; what an MSD sort's passes would cost.)
-        let unstable = rp.unstable_first == 1u && (p == 0u || (PROBE & 256u) != 0u);
+        // a pass the host recorded as the unstable sweep (radix.rs) gets its workgroups there
+        let unstable = ((rp.unstable_passes >> p) & 1u) == 1u;
         write_args(3u * p, select(groups, 0u, unstable));
         write_args(3u * (UNSTABLE_ARGS + p), select(0u, unstable_groups, unstable));
         if (!skip[p]) { runs += 1u; }

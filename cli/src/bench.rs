@@ -198,7 +198,8 @@ pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
 }
 
 /// Records one GPU sort into an encoder; returns its dispatch count.
-type RecordSort<'a> = dyn Fn(&mut wgpu::CommandEncoder) -> gpusort_core::Result<usize> + 'a;
+/// Records one sort; returns its dispatches and whether a radix sort's first pass was unstable.
+type RecordSort<'a> = dyn Fn(&mut wgpu::CommandEncoder) -> gpusort_core::Result<(usize, bool)> + 'a;
 
 /// What every suite measures with.
 struct Ctx<'a> {
@@ -280,28 +281,28 @@ fn sort_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
         let copy_t = these[0].stats.median_s;
         let tile = BitonicSorter::workgroup_size(gpu, 1) * 16;
         let formula = method_host_syncs(n as u64, 4, tile / 16);
+        let recorded =
+            |st: gpusort_core::SortStats| (st.network_dispatches, st.radix_unstable_first);
         let gpu_sorts: [(&str, &RecordSort); 4] = [
             ("bitonic (vectorised)", &|enc| {
-                Ok(sorter.record(gpu, enc, &job)?.network_dispatches)
+                Ok(recorded(sorter.record(gpu, enc, &job)?))
             }),
             ("radix (8-bit digits)", &|enc| {
-                Ok(radix_sorter.record(gpu, enc, &job)?.network_dispatches)
+                Ok(recorded(radix_sorter.record(gpu, enc, &job)?))
             }),
             ("radix argsort (key + index)", &|enc| {
-                Ok(radix_sorter
-                    .record(gpu, enc, &argsort_job)?
-                    .network_dispatches)
+                Ok(recorded(radix_sorter.record(gpu, enc, &argsort_job)?))
             }),
             ("bitonic (plain, method 2)", &|enc| {
-                Ok(plain.record(gpu, enc, &work))
+                Ok((plain.record(gpu, enc, &work), false))
             }),
         ];
         for (name, record) in gpu_sorts {
             bar.set_message(format!("2^{log}: {name}"));
-            let mut dispatches = 0;
+            let (mut dispatches, mut unstable_first) = (0, false);
             let st = measure_warm(reps, ctx.warm, || {
                 Ok(timer.time(gpu, restore, |enc| {
-                    dispatches = record(enc)?;
+                    (dispatches, unstable_first) = record(enc)?;
                     Ok(())
                 })?)
             })?;
@@ -318,7 +319,7 @@ fn sort_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
                     "tile {tile}; method formula (2 vec4/thread) {formula} global syncs; {:.1} copies of time",
                     st.median_s / copy_t
                 ),
-                "radix (8-bit digits)" if radix_sorter.radix_unstable_first() && radix_bits.is_none() => {
+                "radix (8-bit digits)" if unstable_first => {
                     "one histogram read + 4 one-sweep passes, the first unstable".into()
                 }
                 "radix (8-bit digits)" | "radix argsort (key + index)" => {

@@ -342,12 +342,6 @@ impl BitonicSorter {
         self.with_radix_tuning(gpu, |t| t.unstable_items = items)
     }
 
-    /// Whether keys-only radix sorts over every key bit run their first pass unstably
-    /// ([`Self::with_radix_unstable_first`]).
-    pub fn radix_unstable_first(&self) -> bool {
-        self.radix.tuning().unstable_first
-    }
-
     /// Keys per radix sweep tile (invocations per workgroup times keys per invocation) of sorts
     /// without or with a payload.
     pub fn radix_tile(&self, payload: bool) -> u32 {

@@ -74,8 +74,8 @@ const DEFAULT_UNSTABLE_ITEMS: u32 = DEFAULT_ITEMS;
 /// Digit passes one sort can have (64-bit keys, 8 bits a pass).
 const MAX_PASSES: u32 = 8;
 /// Dispatch-size slots (x, y, z each): a sweep per pass, finish, then an unstable sweep per pass
-/// (radix.wgsl's UNSTABLE_ARGS).
-const UNSTABLE_ARGS: u64 = MAX_PASSES as u64 + 1;
+/// (passed to radix.wgsl as UNSTABLE_ARGS).
+pub(crate) const UNSTABLE_ARGS: u64 = MAX_PASSES as u64 + 1;
 const ARGS_SLOTS: u64 = UNSTABLE_ARGS + MAX_PASSES as u64;
 /// Control and plan words: see the C_* and P_* constants of radix.wgsl.
 const CONTROL_WORDS: u64 = 32 + (MAX_PASSES as u64) * 256;
@@ -92,7 +92,7 @@ struct RadixParams {
     passes: u32,
     pass: u32,
     make_index: u32,
-    unstable_first: u32,
+    unstable_passes: u32,
 }
 
 /// What travels with the keys.
@@ -372,7 +372,7 @@ impl RadixKernels {
         let storage = gpu.limits.max_compute_workgroup_storage_size;
         let needs = items
             .iter()
-            .map(|&i| sweep_bytes(i, min_subgroup, wg))
+            .map(|&i| sweep_bytes(i, min_subgroup, wg, 2))
             .max()
             .unwrap_or(0);
         RadixKernels {
@@ -540,6 +540,14 @@ impl RadixKernels {
             Some(sweep) if every_bit && !with_payload => Some(sweep),
             _ => None,
         };
+        // passes recorded as the unstable sweep: the lowest digit's, which runs first whenever it
+        // runs (where that digit is the same in every key, a stable pass runs first); with probe
+        // 256 (measuring only, results wrong) every pass, to time what an MSD sort's passes cost
+        let unstable_passes: u32 = match unstable {
+            None => 0,
+            Some(_) if self.tuning.probe & 256 != 0 => u32::MAX,
+            Some(_) => 1,
+        };
         let base = RadixParams {
             capacity: job.capacity,
             gpu_count: job.count.is_some() as u32,
@@ -548,7 +556,7 @@ impl RadixKernels {
             passes,
             pass: 0,
             make_index: matches!(job.payload, Payload::Index(_)) as u32,
-            unstable_first: unstable.is_some() as u32,
+            unstable_passes,
         };
         let mut params = ParamBlocks::new(gpu);
         let offsets: Vec<u32> = (0..passes)
@@ -606,10 +614,9 @@ impl RadixKernels {
                 timestamp_writes: None,
             });
             pass.set_bind_group(0, &run, &[off]);
-            // the lowest digit's pass is the unstable sweep's (prepare sizes its dispatch there;
-            // probe 256: every pass's), the others the stable sweep's
+            // prepare sizes an unstable pass's dispatch in its own args slot
             match unstable {
-                Some(sweep) if p == 0 || self.tuning.probe & 256 != 0 => {
+                Some(sweep) if (unstable_passes >> p) & 1 == 1 => {
                     pass.set_pipeline(sweep);
                     pass.dispatch_workgroups_indirect(&args, (UNSTABLE_ARGS + p as u64) * 12);
                 }
@@ -658,9 +665,9 @@ pub(crate) fn other_workgroup_bytes(wg: u32, subgroups: bool) -> u32 {
 }
 
 /// Workgroup bytes a sweep of `wg` invocations holding `items` keys each needs at most (its
-/// scratch with tables of two counters a word, and the rest).
-fn sweep_bytes(items: u32, min_subgroup: Option<u32>, wg: u32) -> u32 {
-    scratch_words(items, min_subgroup, wg, 2) * 4
+/// scratch with rank tables of `pack` counters a word, and the rest).
+fn sweep_bytes(items: u32, min_subgroup: Option<u32>, wg: u32, pack: u32) -> u32 {
+    scratch_words(items, min_subgroup, wg, pack) * 4
         + other_workgroup_bytes(wg, min_subgroup.is_some())
 }
 
@@ -676,7 +683,7 @@ pub(crate) fn sweep_shape(
     storage: u32,
 ) -> (u32, [u32; 3]) {
     let fits = |items: u32, wg: u32| {
-        max_invocations >= wg && sweep_bytes(items, min_subgroup, wg) <= storage
+        max_invocations >= wg && sweep_bytes(items, min_subgroup, wg, 2) <= storage
     };
     let wg = match t.wg {
         Some(asked) if fits(1, asked) => asked,
@@ -706,7 +713,7 @@ pub(crate) fn counters_a_word(
 ) -> u32 {
     let words = |pack: u32| scratch_words(items, min_subgroup, wg, pack);
     match asked {
-        Some(1) if words(1) * 4 + other_workgroup_bytes(wg, min_subgroup.is_some()) <= storage => 1,
+        Some(1) if sweep_bytes(items, min_subgroup, wg, 1) <= storage => 1,
         None if min_subgroup.is_some() && words(1) == words(2) => 1,
         _ => 2,
     }
@@ -775,7 +782,7 @@ mod tests {
             (256, [1, 1, 1])
         );
         assert!(
-            sweep_bytes(1, None, 256) > 16 * 1024,
+            sweep_bytes(1, None, 256, 2) > 16 * 1024,
             "so the sorter refuses radix there"
         );
         // every shape chosen fits, by the estimate the layouter test checks

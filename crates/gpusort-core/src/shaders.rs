@@ -203,6 +203,7 @@ pub fn radix(c: &RadixConfig) -> String {
             ("WG", c.wg),
             ("ITEMS", items),
             ("UNSTABLE_TILE", c.wg * c.unstable_items),
+            ("UNSTABLE_ARGS", crate::radix::UNSTABLE_ARGS as u32),
             ("KIND", c.kind),
             ("DESCENDING", c.descending as u32),
             ("KEY_WORDS", if c.kind >= 3 { 2 } else { 1 }),
@@ -237,19 +238,22 @@ pub fn radix(c: &RadixConfig) -> String {
             },
         ],
     );
-    // one sweep's lines kept, the other's dropped; before the per-key lines, which may be either
-    let (keep, drop) = match c.unstable {
-        true => ("//@UNSTABLE", "//@STABLE"),
-        false => ("//@STABLE", "//@UNSTABLE"),
-    };
-    let source = per_item_lines(&per_item_lines(&source, keep, "@NONE", 1), drop, "@NONE", 0);
+    // one sweep's lines; before the per-key lines, which may be either's
+    let source = choose_lines(&source, c.unstable, "//@UNSTABLE", "//@STABLE");
     let source = per_item_lines(&source, "//@ITEM", "@J", items);
     let source = per_item_lines(&source, "//@LB", "@L", c.window);
-    let (keep, drop) = match c.narrow_ballot {
-        true => ("//@NARROW", "//@WIDE"),
-        false => ("//@WIDE", "//@NARROW"),
+    choose_lines(&source, c.narrow_ballot, "//@NARROW", "//@WIDE")
+}
+
+/// Keep the lines ending in `if_true` (marker removed) and drop those ending in `if_false`, or
+/// the other way round when `which` is false.
+fn choose_lines(source: &str, which: bool, if_true: &str, if_false: &str) -> String {
+    let (keep, drop) = if which {
+        (if_true, if_false)
+    } else {
+        (if_false, if_true)
     };
-    per_item_lines(&per_item_lines(&source, keep, "@NONE", 1), drop, "@NONE", 0)
+    per_item_lines(&per_item_lines(source, keep, "@NONE", 1), drop, "@NONE", 0)
 }
 
 /// Write each line ending in `marker` out `items` times, `var` replaced by the copy's number
