@@ -46,12 +46,21 @@ const P_N: u32 = 0u;
 const P_FLIP: u32 = 4u;      // [MAX_PASSES]: the pass reads the alternate buffers
 const P_FIRST: u32 = 12u;    // [MAX_PASSES]: the first pass that runs (makes the index payload)
 const P_STARTS: u32 = 32u;   // [MAX_PASSES][RADIX]: exclusive digit starts
+// The keys-only MSD path's words (radix_msd.wgsl; radix.rs sizes ctl and plan to hold them).
+const C_MSD_FLAG: u32 = 2080u; // 0: the MSD path runs; 1: a 16-bit bucket is too large (fall back
+                               // to the LSD plan); 2: prepare chose the LSD plan at once
+const C_JOINT: u32 = 2112u;    // [RADIX][RADIX]: keys of each (top digit, next digit)
+const P_LSD_ARGS: u32 = 2080u; // [3 * MSD_ARGS]: the LSD plan's dispatch sizes, kept aside
+const P_LSD_FLIP_TOP: u32 = 2240u; // the LSD plan's P_FLIP of the top pass (the MSD path's is 0)
+const P_TILES: u32 = 2256u;    // [RADIX + 1]: MSD tiles before each top-digit bucket, then all
+const P_START16: u32 = 2560u;  // [RADIX * RADIX]: where each 16-bit bucket starts
 // Status words of the look-back: flag in the top two bits, a count below.
 const AGGREGATE: u32 = 0x40000000u;
 const INCLUSIVE: u32 = 0x80000000u;
 const VALUE: u32 = 0x3fffffffu;
 // Dispatch sizes (args): a pass's sweep at 3 * pass, finish at 3 * MAX_PASSES, a pass's unstable
-// sweep at 3 * (UNSTABLE_ARGS + pass) (UNSTABLE_ARGS from the host: radix.rs).
+// sweep at 3 * (UNSTABLE_ARGS + pass) (UNSTABLE_ARGS from the host: radix.rs); the MSD path's
+// top-digit sweep, msd_count, msd_sweep and msd_local at 3 * (MSD_ARGS + 0..4).
 
 struct RadixParams {
     capacity: u32,   // keys in the buffers; the count when there is no GPU-resident count
@@ -62,6 +71,10 @@ struct RadixParams {
     this_pass: u32,  // this sweep's pass
     make_index: u32, // 1: the payload is the input index, made by the first pass that runs
     unstable_passes: u32, // bit p: pass p is the unstable sweep's (see sweep; the host decides)
+    msd: u32,        // 1: the host recorded the MSD path (radix_msd.wgsl) before the LSD passes
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> rp: RadixParams;
@@ -179,14 +192,34 @@ fn sweep_groups(tiles: u32) -> u32 {
 // ---- prepare: one workgroup -------------------------------------------------------------------
 
 var<workgroup> one_digit: u32;
+var<workgroup> msd_too_big: u32;
 
-fn write_args(at: u32, groups: u32) {
+// A dispatch of `groups` workgroups as (x, y, 1), y only where x would exceed MAX_DIM.
+fn dispatch_size(groups: u32) -> vec3<u32> {
     var x = groups;
     var y = 1u;
     if (groups > MAX_DIM) { y = (groups + MAX_DIM - 1u) / MAX_DIM; x = (groups + y - 1u) / y; }
-    args[at] = x;
-    args[at + 1u] = y;
-    args[at + 2u] = 1u;
+    return vec3<u32>(x, y, 1u);
+}
+
+fn write_args(at: u32, groups: u32) {
+    let v = dispatch_size(groups);
+    args[at] = v.x;
+    args[at + 1u] = v.y;
+    args[at + 2u] = v.z;
+}
+
+// The LSD plan's dispatch sizes are made aside (P_LSD_ARGS), then put in place by prepare, or on
+// the MSD path by msd_decide where it falls back.
+fn write_lsd_args(at: u32, groups: u32) {
+    let v = dispatch_size(groups);
+    plan[P_LSD_ARGS + at] = v.x;
+    plan[P_LSD_ARGS + at + 1u] = v.y;
+    plan[P_LSD_ARGS + at + 2u] = v.z;
+}
+
+fn use_lsd_args() {
+    for (var w = 0u; w < 3u * MSD_ARGS; w++) { args[w] = plan[P_LSD_ARGS + w]; }
 }
 
 @compute @workgroup_size(WG)
@@ -195,6 +228,7 @@ fn prepare(i: Invocation) {
     let n = job_n();
     let tiles = (n + TILE - 1u) / TILE;
     var skip: array<bool, MAX_PASSES>;
+    if (inv.li == 0u) { msd_too_big = 0u; } // behind the loop's first barrier
     for (var p = 0u; p < MAX_PASSES; p++) {
         if (inv.li == 0u) { one_digit = 0u; }
         workgroupBarrier();
@@ -204,6 +238,14 @@ fn prepare(i: Invocation) {
         if (c == n && digit) { one_digit = 1u; } // every key has this digit: the pass cannot reorder
         let s = wg_exclusive(c);
         if (digit) { plan[P_STARTS + p * RADIX + inv.li] = s.x; }
+        if (rp.msd == 1u && p + 1u == rp.passes) {
+            // the MSD path: tiles of the top digit's buckets, none crossing a bucket; a bucket
+            // of more than RADIX tiles holds a 16-bit bucket too large for msd_local
+            let t = wg_exclusive((c + UNSTABLE_TILE - 1u) / UNSTABLE_TILE);
+            if (digit) { plan[P_TILES + inv.li] = t.x; }
+            if (inv.li == 0u) { plan[P_TILES + RADIX] = t.y; }
+            if (c > RADIX * UNSTABLE_TILE) { msd_too_big = 1u; }
+        }
         skip[p] = workgroupUniformLoad(&one_digit) != 0u;
         workgroupBarrier();
     }
@@ -222,11 +264,30 @@ fn prepare(i: Invocation) {
         let unstable_groups = select(sweep_groups((n + UNSTABLE_TILE - 1u) / UNSTABLE_TILE), 0u, skip[p]);
         // a pass the host recorded as the unstable sweep (radix.rs) gets its workgroups there
         let unstable = ((rp.unstable_passes >> p) & 1u) == 1u;
-        write_args(3u * p, select(groups, 0u, unstable));
-        write_args(3u * (UNSTABLE_ARGS + p), select(0u, unstable_groups, unstable));
+        write_lsd_args(3u * p, select(groups, 0u, unstable));
+        write_lsd_args(3u * (UNSTABLE_ARGS + p), select(0u, unstable_groups, unstable));
         if (!skip[p]) { runs += 1u; }
     }
-    write_args(3u * MAX_PASSES, select(0u, (n + WG - 1u) / WG, (runs & 1u) == 1u));
+    for (var p = rp.passes; p < MAX_PASSES; p++) {
+        write_lsd_args(3u * p, 0u);
+        write_lsd_args(3u * (UNSTABLE_ARGS + p), 0u);
+    }
+    write_lsd_args(3u * MAX_PASSES, select(0u, (n + WG - 1u) / WG, (runs & 1u) == 1u));
+    // The MSD path (keys-only, every bit, 32-bit keys: the host decides) runs unless a top-digit
+    // bucket is already too large; then the LSD plan runs at once, as it does without it.
+    let msd = rp.msd == 1u && n > 0u && msd_too_big == 0u;
+    for (var w = 0u; w < 4u; w++) { write_args(3u * (MSD_ARGS + w), 0u); }
+    if (msd) {
+        for (var w = 0u; w < 3u * MSD_ARGS; w++) { args[w] = 0u; }
+        let top = rp.passes - 1u;
+        plan[P_LSD_FLIP_TOP] = plan[P_FLIP + top];
+        plan[P_FLIP + top] = 0u;
+        write_args(3u * MSD_ARGS, sweep_groups((n + UNSTABLE_TILE - 1u) / UNSTABLE_TILE));
+        write_args(3u * (MSD_ARGS + 1u), plan[P_TILES + RADIX]);
+    } else {
+        use_lsd_args();
+        if (rp.msd == 1u) { atomicStore(&ctl[C_MSD_FLAG], 2u); }
+    }
 }
 
 // ---- sweep: one pass --------------------------------------------------------------------------

@@ -197,9 +197,27 @@ pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
     Ok(())
 }
 
-/// Records one GPU sort into an encoder; returns its dispatch count.
-/// Records one sort; returns its dispatches and whether a radix sort's first pass was unstable.
-type RecordSort<'a> = dyn Fn(&mut wgpu::CommandEncoder) -> gpusort_core::Result<(usize, bool)> + 'a;
+/// Records one sort into an encoder; returns its dispatches and, for a radix sort, which of its
+/// paths was recorded (a note for the report).
+type RecordSort<'a> =
+    dyn Fn(&mut wgpu::CommandEncoder) -> gpusort_core::Result<(usize, Option<&'static str>)> + 'a;
+
+/// What a radix sort recorded, in the report's words.
+fn radix_path(st: &gpusort_core::SortStats) -> Option<&'static str> {
+    match (st.algorithm, st.radix_msd, st.radix_unstable_first) {
+        (gpusort_core::Algorithm::Radix, true, _) => Some(
+            "one histogram read, then MSD: top digit, next digit per bucket, a counting sort per \
+             16-bit bucket (LSD passes where a bucket is too large)",
+        ),
+        (gpusort_core::Algorithm::Radix, false, true) => {
+            Some("one histogram read + 4 one-sweep passes, the first unstable")
+        }
+        (gpusort_core::Algorithm::Radix, false, false) => {
+            Some("one histogram read + 4 one-sweep passes")
+        }
+        _ => None,
+    }
+}
 
 /// What every suite measures with.
 struct Ctx<'a> {
@@ -281,8 +299,7 @@ fn sort_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
         let copy_t = these[0].stats.median_s;
         let tile = BitonicSorter::workgroup_size(gpu, 1) * 16;
         let formula = method_host_syncs(n as u64, 4, tile / 16);
-        let recorded =
-            |st: gpusort_core::SortStats| (st.network_dispatches, st.radix_unstable_first);
+        let recorded = |st: gpusort_core::SortStats| (st.network_dispatches, radix_path(&st));
         let gpu_sorts: [(&str, &RecordSort); 4] = [
             ("bitonic (vectorised)", &|enc| {
                 Ok(recorded(sorter.record(gpu, enc, &job)?))
@@ -294,15 +311,15 @@ fn sort_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
                 Ok(recorded(radix_sorter.record(gpu, enc, &argsort_job)?))
             }),
             ("bitonic (plain, method 2)", &|enc| {
-                Ok((plain.record(gpu, enc, &work), false))
+                Ok((plain.record(gpu, enc, &work), None))
             }),
         ];
         for (name, record) in gpu_sorts {
             bar.set_message(format!("2^{log}: {name}"));
-            let (mut dispatches, mut unstable_first) = (0, false);
+            let (mut dispatches, mut path) = (0, None);
             let st = measure_warm(reps, ctx.warm, || {
                 Ok(timer.time(gpu, restore, |enc| {
-                    (dispatches, unstable_first) = record(enc)?;
+                    (dispatches, path) = record(enc)?;
                     Ok(())
                 })?)
             })?;
@@ -319,13 +336,7 @@ fn sort_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
                     "tile {tile}; method formula (2 vec4/thread) {formula} global syncs; {:.1} copies of time",
                     st.median_s / copy_t
                 ),
-                "radix (8-bit digits)" if unstable_first => {
-                    "one histogram read + 4 one-sweep passes, the first unstable".into()
-                }
-                "radix (8-bit digits)" | "radix argsort (key + index)" => {
-                    "one histogram read + 4 one-sweep passes".into()
-                }
-                _ => String::new(),
+                _ => path.unwrap_or_default().to_string(),
             };
             these.push(case(
                 name,

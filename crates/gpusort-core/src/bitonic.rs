@@ -196,6 +196,9 @@ pub struct SortStats {
     /// The radix sort's lowest digit pass ran as the unstable sweep (keys-only sorts over every
     /// key bit; unless that digit is the same in every key).
     pub radix_unstable_first: bool,
+    /// The radix sort recorded its keys-only MSD path (32-bit keys over every bit, large enough;
+    /// the GPU falls back to the LSD passes where a 16-bit bucket is too large for it).
+    pub radix_msd: bool,
     /// Wall-clock split of a host sort: upload, GPU work (submit to done), download (seconds).
     pub upload_s: f64,
     pub gpu_s: f64,
@@ -340,6 +343,12 @@ impl BitonicSorter {
     /// holds them; its tile may differ from the stable sweeps'); for tests and measuring.
     pub fn with_radix_unstable_items(self, gpu: &Gpu, items: u32) -> Self {
         self.with_radix_tuning(gpu, |t| t.unstable_items = items)
+    }
+
+    /// Keys (the capacity) from which keys-only radix sorts of 32-bit keys over every bit take
+    /// the MSD path (u32::MAX: never; 0: always, for tests).
+    pub fn with_radix_msd_from(self, gpu: &Gpu, keys: u32) -> Self {
+        self.with_radix_tuning(gpu, |t| t.msd_from = keys)
     }
 
     /// Keys per radix sweep tile (invocations per workgroup times keys per invocation) of sorts
@@ -692,6 +701,7 @@ impl BitonicSorter {
             algorithm,
             codec_dispatches,
             radix_unstable_first: false,
+            radix_msd: false,
             upload_s: 0.0,
             gpu_s: 0.0,
             download_s: 0.0,
@@ -776,6 +786,7 @@ impl BitonicSorter {
             global_dispatches: 0,
             codec_dispatches,
             radix_unstable_first: recorded.unstable_first,
+            radix_msd: recorded.msd,
             algorithm: Algorithm::Radix,
             upload_s: 0.0,
             gpu_s: 0.0,

@@ -71,14 +71,22 @@ const DEFAULT_PAYLOAD_WORKGROUPS: u32 = 1024;
 const DEFAULT_UNSTABLE_FIRST: bool = true;
 /// Keys an invocation of the unstable sweep holds (`GPUSORT_RADIX_UNSTABLE_ITEMS`).
 const DEFAULT_UNSTABLE_ITEMS: u32 = DEFAULT_ITEMS;
+/// Keys from which keys-only sorts of 32-bit keys over every bit take the MSD path
+/// (RadixTuning::msd_from).
+const DEFAULT_MSD_FROM: u32 = 1 << 22;
 /// Digit passes one sort can have (64-bit keys, 8 bits a pass).
 const MAX_PASSES: u32 = 8;
 /// Dispatch-size slots (x, y, z each): a sweep per pass, finish, then an unstable sweep per pass
-/// (passed to radix.wgsl as UNSTABLE_ARGS).
+/// (passed to radix.wgsl as UNSTABLE_ARGS), then the MSD path's four (MSD_ARGS: the top digit's
+/// sweep, msd_count, msd_sweep, msd_local).
 pub(crate) const UNSTABLE_ARGS: u64 = MAX_PASSES as u64 + 1;
-const ARGS_SLOTS: u64 = UNSTABLE_ARGS + MAX_PASSES as u64;
-/// Control and plan words: see the C_* and P_* constants of radix.wgsl.
+pub(crate) const MSD_ARGS: u64 = UNSTABLE_ARGS + MAX_PASSES as u64;
+const ARGS_SLOTS: u64 = MSD_ARGS + 4;
+/// Control and plan words: see the C_* and P_* constants of radix.wgsl. The LSD plan's, then the
+/// MSD path's (C_JOINT and P_START16, 65,536 words each, last).
 const CONTROL_WORDS: u64 = 32 + (MAX_PASSES as u64) * 256;
+const MSD_CONTROL_WORDS: u64 = 2112 + 256 * 256;
+const PLAN_WORDS: u64 = 2560 + 256 * 256;
 /// Keys one radix sort can hold: the look-back's status words keep counts in 30 bits.
 pub const RADIX_MAX_KEYS: u32 = (1 << 30) - 1;
 
@@ -93,6 +101,8 @@ struct RadixParams {
     pass: u32,
     make_index: u32,
     unstable_passes: u32,
+    msd: u32,
+    pad: [u32; 3],
 }
 
 /// What travels with the keys.
@@ -125,7 +135,18 @@ pub(crate) struct Pipelines {
     sweep: wgpu::ComputePipeline,
     /// The unstable sweep for the first pass that runs (keys-only shapes, where enabled).
     sweep_unstable: Option<wgpu::ComputePipeline>,
+    /// The MSD path's kernels (keys-only shapes of 32-bit keys, where enabled and they fit).
+    msd: Option<MsdPipelines>,
     finish: wgpu::ComputePipeline,
+}
+
+/// radix_msd.wgsl's kernels, from the unstable module.
+struct MsdPipelines {
+    count: wgpu::ComputePipeline,
+    scan: wgpu::ComputePipeline,
+    decide: wgpu::ComputePipeline,
+    sweep: wgpu::ComputePipeline,
+    local: wgpu::ComputePipeline,
 }
 
 /// The radix sort's tuning, read once (defaults = what measured fastest on the H100; the
@@ -188,6 +209,13 @@ pub(crate) struct RadixTuning {
     /// Keys each invocation holds in the unstable sweep: `GPUSORT_RADIX_UNSTABLE_ITEMS` (it
     /// keeps no rank tables, so it has registers to spare for a larger tile).
     pub unstable_items: u32,
+    /// Keys-only sorts of 32-bit keys over every bit, of at least this many keys (the capacity),
+    /// take the MSD path (radix_msd.wgsl): the top digit's unstable sweep, a segmented unstable
+    /// sweep by the next digit, then a counting sort of each 16-bit bucket in workgroup memory;
+    /// no pass is stable, since none has an order to keep. Where a 16-bit bucket holds more than
+    /// an unstable tile, the GPU falls back to the LSD passes. `GPUSORT_RADIX_MSD_FROM`;
+    /// u32::MAX never.
+    pub msd_from: u32,
 }
 
 impl RadixTuning {
@@ -245,6 +273,7 @@ impl RadixTuning {
                 DEFAULT_UNSTABLE_ITEMS,
                 keys_an_invocation,
             ),
+            msd_from: env_u32("GPUSORT_RADIX_MSD_FROM", DEFAULT_MSD_FROM, |_| true),
         }
     }
 }
@@ -265,6 +294,9 @@ pub(crate) struct RadixKernels {
     /// Workgroup bytes the smallest sweep shape needs, when the device has fewer (no shape fits:
     /// 16 KiB without subgroups, say); None where the chosen shape fits.
     short_of: Option<(u32, u32)>,
+    /// Whether msd_local's bins and tile fit the device's workgroup memory (the MSD path's
+    /// condition besides RadixTuning::msd_from).
+    msd_fits: bool,
     tuning: RadixTuning,
     layout: Layout,
     /// Compiled per key type, direction and payload: the key order is a shader constant.
@@ -382,6 +414,7 @@ impl RadixKernels {
             wg,
             pack,
             short_of: (needs > storage).then_some((needs, storage)),
+            msd_fits: msd_local_bytes(wg, items[2], min_subgroup.is_some()) <= storage,
             tuning,
             layout,
             by_shape: Mutex::new(HashMap::new()),
@@ -451,19 +484,31 @@ impl RadixKernels {
             unstable_items: self.items[2],
         };
         let module = kernel::module(gpu, "radix", &shaders::radix(&config(false)))?;
-        let sweep_unstable = match !payload && self.tuning.unstable_first {
+        let (sweep_unstable, msd) = match !payload && self.tuning.unstable_first {
             true => {
                 let source = shaders::radix(&config(true));
                 let module = kernel::module(gpu, "radix unstable", &source)?;
-                Some(kernel::pipeline(gpu, &module, "sweep", &self.layout)?)
+                let pipe = |entry| kernel::pipeline(gpu, &module, entry, &self.layout);
+                let msd = match !key_type.is_wide() && self.msd_fits {
+                    true => Some(MsdPipelines {
+                        count: pipe("msd_count")?,
+                        scan: pipe("msd_scan")?,
+                        decide: pipe("msd_decide")?,
+                        sweep: pipe("msd_sweep")?,
+                        local: pipe("msd_local")?,
+                    }),
+                    false => None,
+                };
+                (Some(pipe("sweep")?), msd)
             }
-            false => None,
+            false => (None, None),
         };
         let p = Arc::new(Pipelines {
             count_digits: kernel::pipeline(gpu, &module, "count_digits", &self.layout)?,
             prepare: kernel::pipeline(gpu, &module, "prepare", &self.layout)?,
             sweep: kernel::pipeline(gpu, &module, "sweep", &self.layout)?,
             sweep_unstable,
+            msd,
             finish: kernel::pipeline(gpu, &module, "finish", &self.layout)?,
         });
         cache.insert(shape, p.clone());
@@ -509,8 +554,8 @@ impl RadixKernels {
                 (b.clone(), storage("radix payload", cap * 4)?)
             }
         };
-        let control = storage("radix control", CONTROL_WORDS * 4)?;
-        let plan = storage("radix plan", CONTROL_WORDS * 4)?;
+        let control = storage("radix control", MSD_CONTROL_WORDS * 4)?;
+        let plan = storage("radix plan", PLAN_WORDS * 4)?;
         let status_bytes = tiles as u64 * 256 * 4;
         let status = storage("radix look-back", status_bytes)?;
         let no_count;
@@ -529,10 +574,6 @@ impl RadixKernels {
         )?;
         // indirect dispatches read `args`, so they bind a stand-in for it
         let no_args = storage("radix no dispatch sizes", 16)?;
-        // kept from earlier sorts: digit counts and tickets start from zero (the look-back state
-        // is cleared before each pass)
-        enc.clear_buffer(&control, 0, None);
-
         let passes = job.key_bits.len().div_ceil(8) as u32;
         // keys equal on the sorted bits are the same key only when every bit is sorted on
         let every_bit = job.key_bits == (0..8 * job.key_type.size() as u32);
@@ -540,6 +581,18 @@ impl RadixKernels {
             Some(sweep) if every_bit && !with_payload => Some(sweep),
             _ => None,
         };
+        // the MSD path (radix_msd.wgsl): keys-only, every bit, 32-bit keys (pipes.msd), large
+        // enough; probes measure the LSD passes
+        let msd = match (&pipes.msd, unstable) {
+            (Some(m), Some(_)) if job.capacity >= self.tuning.msd_from && self.tuning.probe == 0 => {
+                Some(m)
+            }
+            _ => None,
+        };
+        // kept from earlier sorts: digit counts and tickets start from zero (the look-back state
+        // is cleared before each pass), the MSD path's bucket counts too where it runs
+        let control_words = if msd.is_some() { MSD_CONTROL_WORDS } else { CONTROL_WORDS };
+        enc.clear_buffer(&control, 0, Some(control_words * 4));
         // passes recorded as the unstable sweep: the lowest digit's, which runs first whenever it
         // runs (where that digit is the same in every key, a stable pass runs first); with probe
         // 256 (measuring only, results wrong) every pass, to time what an MSD sort's passes cost
@@ -557,6 +610,8 @@ impl RadixKernels {
             pass: 0,
             make_index: matches!(job.payload, Payload::Index(_)) as u32,
             unstable_passes,
+            msd: msd.is_some() as u32,
+            pad: [0; 3],
         };
         let mut params = ParamBlocks::new(gpu);
         let offsets: Vec<u32> = (0..passes)
@@ -603,9 +658,32 @@ impl RadixKernels {
         let recorded = |dispatches| Recorded {
             dispatches,
             unstable_first: unstable.is_some(),
+            msd: msd.is_some(),
         };
         if stop == 1 {
             return Ok(recorded(2));
+        }
+        // The MSD path, sized by prepare and msd_decide; where it falls back (or prepare chose the
+        // LSD plan at once) its dispatches are empty and the LSD passes below run instead.
+        let mut msd_dispatches = 0;
+        if let (Some(m), Some(top_sweep)) = (msd, unstable) {
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("radix msd"),
+                timestamp_writes: None,
+            });
+            let top = offsets[passes as usize - 1];
+            let indirect = |pass: &mut wgpu::ComputePass, pipe, slot: u64| {
+                pass.set_pipeline(pipe);
+                pass.set_bind_group(0, &run, &[top]);
+                pass.dispatch_workgroups_indirect(&args, (MSD_ARGS + slot) * 12);
+            };
+            indirect(&mut pass, top_sweep, 0);
+            indirect(&mut pass, &m.count, 1);
+            kernel::dispatch(gpu, &mut pass, &m.scan, &run, &[top], 256);
+            kernel::dispatch(gpu, &mut pass, &m.decide, &prep, &[top], 1);
+            indirect(&mut pass, &m.sweep, 2);
+            indirect(&mut pass, &m.local, 3);
+            msd_dispatches = 6;
         }
         for (p, &off) in offsets.iter().enumerate() {
             enc.clear_buffer(&status, 0, Some(status_bytes));
@@ -627,7 +705,7 @@ impl RadixKernels {
             }
         }
         if stop == 2 {
-            return Ok(recorded(2 + passes as usize));
+            return Ok(recorded(2 + msd_dispatches + passes as usize));
         }
         {
             let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
@@ -638,7 +716,7 @@ impl RadixKernels {
             pass.set_bind_group(0, &run, &[offsets[0]]);
             pass.dispatch_workgroups_indirect(&args, MAX_PASSES as u64 * 12);
         }
-        Ok(recorded(3 + passes as usize))
+        Ok(recorded(3 + msd_dispatches + passes as usize))
     }
 }
 
@@ -649,6 +727,14 @@ pub(crate) struct Recorded {
     /// The lowest digit's pass is the unstable sweep (it runs unless that digit is the same in
     /// every key).
     pub unstable_first: bool,
+    /// The MSD path was recorded (the GPU may still fall back to the LSD passes).
+    pub msd: bool,
+}
+
+/// Workgroup bytes of msd_local (radix_msd.wgsl) in workgroups of `wg` invocations holding
+/// `items` keys each: its 4,096 bins and a tile of words, the scan's helpers and its job.
+pub(crate) fn msd_local_bytes(wg: u32, items: u32, subgroups: bool) -> u32 {
+    (4096 + wg * items) * 4 + crate::scan::scan_helper_bytes(wg, subgroups) + 32
 }
 
 /// Workgroup bytes of a `wg`-invocation sweep besides its scratch: its three digit tables

@@ -17,6 +17,7 @@ pub const KEY_ORDER: &str = include_str!("../../../shaders/common/keyorder.wgsl"
 pub const WGSCAN_SUBGROUP: &str = include_str!("../../../shaders/common/wgscan_subgroup.wgsl");
 pub const WGSCAN_SHARED: &str = include_str!("../../../shaders/common/wgscan_shared.wgsl");
 pub const RADIX: &str = include_str!("../../../shaders/radix.wgsl");
+pub const RADIX_MSD: &str = include_str!("../../../shaders/radix_msd.wgsl");
 pub const STENCIL: &str = include_str!("../../../shaders/stencil.wgsl");
 pub const STENCIL_TILED: &str = include_str!("../../../shaders/stencil_tiled.wgsl");
 pub const SCAN_OP: &str = include_str!("../../../shaders/common/scanop.wgsl");
@@ -197,13 +198,19 @@ pub fn radix(c: &RadixConfig) -> String {
         true => c.unstable_items,
         false => c.items,
     };
+    // the keys-only MSD path's kernels ride in the unstable module of 32-bit keys
+    let family = match c.unstable && c.kind < 3 {
+        true => format!("{RADIX}\n{RADIX_MSD}"),
+        false => RADIX.to_string(),
+    };
     let source = compose_with(
-        RADIX,
+        &family,
         &[
             ("WG", c.wg),
             ("ITEMS", items),
             ("UNSTABLE_TILE", c.wg * c.unstable_items),
             ("UNSTABLE_ARGS", crate::radix::UNSTABLE_ARGS as u32),
+            ("MSD_ARGS", crate::radix::MSD_ARGS as u32),
             ("KIND", c.kind),
             ("DESCENDING", c.descending as u32),
             ("KEY_WORDS", if c.kind >= 3 { 2 } else { 1 }),

@@ -1,0 +1,237 @@
+// The radix sort's keys-only MSD path (32-bit keys sorted on every bit): composed after
+// radix.wgsl in the unstable module only (shaders::radix). An LSD sort needs every pass after its
+// first to be stable, and stable ranking (ballots, rank tables, look-back) is what made those
+// passes cost 0.65 ms against 0.38 for the unstable sweep at 2^26 on the H100 (BENCHMARKS.md,
+// twentieth session). An MSD sort keeps no earlier order in any pass, and keys that tie on every
+// bit are the same key, so here every pass is unstable: atomics give the slots, atomics reserve
+// the runs, and no workgroup waits on another. Per sort, after count_digits and prepare (which
+// keeps the LSD plan aside in P_LSD_ARGS and lays out P_TILES):
+//   sweep (unstable)  the top digit, keys -> keys_alt: 256 buckets (radix.wgsl's sweep)
+//   msd_count         a tile of one bucket (tiles never cross a bucket): its next digit's counts
+//                     added to C_JOINT[bucket][digit]
+//   msd_scan          a workgroup a top-digit bucket: where each of the 65,536 16-bit buckets
+//                     starts (P_START16); one of more than TILE keys raises C_MSD_FLAG
+//   msd_decide        one invocation: with the flag raised the LSD plan is put in place and its
+//                     passes sort the input, still untouched in keys (a keys-only sort's result
+//                     does not depend on the input order); else msd_sweep and msd_local get sizes
+//   msd_sweep         a tile of one bucket by the next digit, keys_alt -> keys, its runs reserved
+//                     by counting C_JOINT down
+//   msd_local         a workgroup a 16-bit bucket (at most TILE keys), in place: a counting sort
+//                     on the low 16 bits in workgroup memory, whatever the duplicates
+// CPU twin: cpu::radix::msd_sort.
+
+// The local sort's first level: the top 12 of the low 16 bits. A bin's word holds which of the 16
+// low values occur in it (low half) and, after a scan, the (bin, value) pairs before it (high half).
+const MSD_BINS: u32 = 4096u;
+
+var<workgroup> msd_job: vec4<u32>;
+// msd_local's bins, then its tile: pair counts first, the sorted keys after
+var<workgroup> msd_words: array<atomic<u32>, MSD_BINS + TILE>;
+
+fn top_pass() -> u32 {
+    return rp.passes - 1u;
+}
+
+// Where top-digit bucket `b` starts, and its keys.
+fn bucket_of_top(b: u32) -> vec2<u32> {
+    let start = plan[P_STARTS + top_pass() * RADIX + b];
+    var end = plan[P_N];
+    if (b + 1u < RADIX) { end = plan[P_STARTS + top_pass() * RADIX + b + 1u]; }
+    return vec2<u32>(start, end - start);
+}
+
+// MSD tile `w`: (bucket, first key, keys, 1), or zeros past the last tile. The bucket is the last
+// whose first tile is at most `w` (P_TILES never decreases; empty buckets have no tiles).
+fn msd_tile(w: u32) -> vec4<u32> {
+    if (w >= plan[P_TILES + RADIX]) { return vec4<u32>(0u); }
+    var b = 0u;
+    for (var step = RADIX / 2u; step > 0u; step = step >> 1u) {
+        if (plan[P_TILES + b + step] <= w) { b += step; }
+    }
+    let bucket = bucket_of_top(b);
+    let first = bucket.x + (w - plan[P_TILES + b]) * TILE;
+    return vec4<u32>(b, first, min(TILE, bucket.x + bucket.y - first), 1u);
+}
+
+@compute @workgroup_size(WG)
+fn msd_count(i: Invocation) {
+    set_invocation(i);
+    if (inv.li < RADIX) { atomicStore(&scratch[inv.li], 0u); }
+    if (inv.li == 0u) { msd_job = msd_tile(linear_workgroup(inv.wid, inv.nwg)); }
+    let jb = workgroupUniformLoad(&msd_job);
+    if (jb.w == 0u) { return; } // surplus workgroups of a 2-D grid
+    let p = top_pass() - 1u;
+    let l@J = local_index(@Ju); //@ITEM
+    var k@J = vec2<u32>(0u); //@ITEM
+    if (l@J < jb.z) { k@J = load_key(jb.y + l@J, true); } //@ITEM
+    if (l@J < jb.z) { atomicAdd(&scratch[digit_of(k@J, p)], 1u); } //@ITEM
+    workgroupBarrier();
+    if (inv.li < RADIX) {
+        let c = atomicLoad(&scratch[inv.li]);
+        if (c != 0u) { atomicAdd(&ctl[C_JOINT + jb.x * RADIX + inv.li], c); }
+    }
+}
+
+@compute @workgroup_size(WG)
+fn msd_scan(i: Invocation) {
+    set_invocation(i);
+    let b = linear_workgroup(inv.wid, inv.nwg); // RADIX workgroups
+    let digit = inv.li < RADIX;
+    var c = 0u;
+    if (digit) { c = atomicLoad(&ctl[C_JOINT + b * RADIX + inv.li]); }
+    let s = wg_exclusive(c).x;
+    if (digit) {
+        plan[P_START16 + b * RADIX + inv.li] = bucket_of_top(b).x + s;
+        if (c > TILE) { atomicMax(&ctl[C_MSD_FLAG], 1u); }
+    }
+}
+
+@compute @workgroup_size(64)
+fn msd_decide(@builtin(local_invocation_index) li: u32) {
+    if (li != 0u) { return; }
+    let flag = atomicLoad(&ctl[C_MSD_FLAG]);
+    if (flag == 1u) {
+        // back to the LSD plan: its top pass reads keys again, and takes its tickets afresh
+        use_lsd_args();
+        plan[P_FLIP + top_pass()] = plan[P_LSD_FLIP_TOP];
+        atomicStore(&ctl[C_TICKETS + top_pass()], 0u);
+    } else if (flag == 0u) {
+        write_args(3u * (MSD_ARGS + 2u), plan[P_TILES + RADIX]);
+        write_args(3u * (MSD_ARGS + 3u), RADIX * RADIX);
+    }
+}
+
+@compute @workgroup_size(WG)
+fn msd_sweep(i: Invocation) {
+    set_invocation(i);
+    let d = inv.li;
+    if (d < RADIX) { atomicStore(&scratch[d], 0u); }
+    if (inv.li == 0u) { msd_job = msd_tile(linear_workgroup(inv.wid, inv.nwg)); }
+    let jb = workgroupUniformLoad(&msd_job);
+    if (jb.w == 0u) { return; }
+    let b = jb.x;
+    let base = jb.y;
+    let in_tile = jb.z;
+    let p = top_pass() - 1u;
+    let l@J = local_index(@Ju); //@ITEM
+    var k@J = vec2<u32>(0u); //@ITEM
+    if (l@J < in_tile) { k@J = load_key(base + l@J, true); } //@ITEM
+    var d@J = 0u; //@ITEM
+    if (l@J < in_tile) { d@J = digit_of(k@J, p); } //@ITEM
+    // as the unstable sweep: the histogram's atomic gives each key its slot among its digit's
+    var p@J = 0u; //@ITEM
+    if (l@J < in_tile) { p@J = atomicAdd(&scratch[d@J], 1u); } //@ITEM
+    workgroupBarrier();
+    if (d < RADIX) { digit_total[d] = atomicLoad(&scratch[d]); }
+    workgroupBarrier();
+    set_digit_starts();
+    workgroupBarrier();
+    if (l@J < in_tile) { atomicStore(&scratch[p@J + digit_start[d@J]], k@J.x); } //@ITEM
+    if (d < RADIX) {
+        // the run's place among this (bucket, digit)'s keys: one atomic, counted down
+        let mine = digit_total[d];
+        var before = 0u;
+        if (mine != 0u) { before = atomicSub(&ctl[C_JOINT + b * RADIX + d], mine) - mine; }
+        dst_base[d] = plan[P_START16 + b * RADIX + d] + before - digit_start[d];
+    }
+    workgroupBarrier();
+    // out in runs, in tile order
+    let q@J = inv.li + @Ju * WG; //@ITEM
+    if (q@J < in_tile) { let v = atomicLoad(&scratch[q@J]); keys[dst_base[digit_of(vec2<u32>(v, 0u), p)] + q@J] = v; } //@ITEM
+}
+
+// The low 16 bits of a (canonical) key's sortable value: all that differs within a 16-bit bucket.
+fn low16(k: u32) -> u32 {
+    return key_encode(KIND, DESCENDING == 1u, k, 0u).x & 0xffffu;
+}
+
+// msd_local's bins to their (bin, value) pairs before them (into the high halves); returns the
+// pairs in all. Each invocation scans a run of consecutive bins.
+fn msd_pairs_before() -> u32 {
+    let per = (MSD_BINS + WG - 1u) / WG;
+    let first = inv.li * per;
+    var sum = 0u;
+    for (var j = 0u; j < per; j++) {
+        if (first + j < MSD_BINS) { sum += countOneBits(atomicLoad(&msd_words[first + j])); }
+    }
+    let s = wg_exclusive(sum);
+    var acc = s.x;
+    for (var j = 0u; j < per; j++) {
+        if (first + j < MSD_BINS) {
+            let w = atomicLoad(&msd_words[first + j]);
+            atomicStore(&msd_words[first + j], w | (acc << 16u));
+            acc += countOneBits(w);
+        }
+    }
+    workgroupBarrier();
+    return s.y;
+}
+
+// msd_local's `count` pair counts (after the bins) to their exclusive starts.
+fn msd_pair_starts(count: u32) {
+    let per = (count + WG - 1u) / WG;
+    let first = MSD_BINS + inv.li * per;
+    let end = MSD_BINS + count;
+    var sum = 0u;
+    for (var j = 0u; j < per; j++) {
+        if (first + j < end) { sum += atomicLoad(&msd_words[first + j]); }
+    }
+    var acc = wg_exclusive(sum).x;
+    for (var j = 0u; j < per; j++) {
+        if (first + j < end) {
+            let c = atomicLoad(&msd_words[first + j]);
+            atomicStore(&msd_words[first + j], acc);
+            acc += c;
+        }
+    }
+    workgroupBarrier();
+}
+
+// One 16-bit bucket, in place. Its keys differ only in their low 16 sortable bits u. Level one:
+// bin u >> 4 records which low value u & 15 occurs in it. A scan numbers the distinct (bin, value)
+// pairs in sorted order. Each key counts its pair (an atomic, whose return is its slot among equal
+// keys: any order of equal keys is the same bytes). A scan of the pair counts gives each pair's
+// first place, so a key's place is its pair's start plus its slot. The work is the same for
+// every key however many duplicates there are, and it needs no comparisons.
+@compute @workgroup_size(WG)
+fn msd_local(i: Invocation) {
+    set_invocation(i);
+    if (inv.li == 0u) {
+        let g = linear_workgroup(inv.wid, inv.nwg);
+        var v = vec4<u32>(0u);
+        if (g < RADIX * RADIX) {
+            let s = plan[P_START16 + g];
+            var e = plan[P_N];
+            if (g + 1u < RADIX * RADIX) { e = plan[P_START16 + g + 1u]; }
+            v = vec4<u32>(g, s, e - s, 1u);
+        }
+        msd_job = v;
+    }
+    let jb = workgroupUniformLoad(&msd_job);
+    // one key is in place already (msd_sweep wrote it canonical); msd_scan kept buckets to a tile
+    if (jb.z < 2u) { return; }
+    let s = jb.y;
+    let m = jb.z;
+    for (var w = inv.li; w < MSD_BINS + m; w += WG) { atomicStore(&msd_words[w], 0u); }
+    let l@J = local_index(@Ju); //@ITEM
+    var k@J = 0u; //@ITEM
+    if (l@J < m) { k@J = keys[s + l@J]; } //@ITEM
+    let u@J = low16(k@J); //@ITEM
+    workgroupBarrier();
+    if (l@J < m) { atomicOr(&msd_words[u@J >> 4u], 1u << (u@J & 15u)); } //@ITEM
+    workgroupBarrier();
+    let pairs = msd_pairs_before();
+    var a@J = 0u; //@ITEM
+    var r@J = 0u; //@ITEM
+    if (l@J < m) { let w = atomicLoad(&msd_words[u@J >> 4u]); a@J = (w >> 16u) + countOneBits(w & ((1u << (u@J & 15u)) - 1u)); } //@ITEM
+    if (l@J < m) { r@J = atomicAdd(&msd_words[MSD_BINS + a@J], 1u); } //@ITEM
+    workgroupBarrier();
+    msd_pair_starts(pairs);
+    if (l@J < m) { r@J += atomicLoad(&msd_words[MSD_BINS + a@J]); } //@ITEM
+    workgroupBarrier();
+    // through workgroup memory in sorted order, then out in order
+    if (l@J < m) { atomicStore(&msd_words[MSD_BINS + r@J], k@J); } //@ITEM
+    workgroupBarrier();
+    let q@J = inv.li + @Ju * WG; //@ITEM
+    if (q@J < m) { keys[s + q@J] = atomicLoad(&msd_words[MSD_BINS + q@J]); } //@ITEM
+}
