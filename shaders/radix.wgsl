@@ -49,11 +49,13 @@ const P_STARTS: u32 = 32u;   // [MAX_PASSES][RADIX]: exclusive digit starts
 // The keys-only MSD path's words (radix_msd.wgsl; radix.rs sizes ctl and plan to hold them).
 const C_MSD_FLAG: u32 = 2080u; // 0: the MSD path runs; 1: a 16-bit bucket is too large (fall back
                                // to the LSD plan); 2: prepare chose the LSD plan at once
+const C_LOCAL_COUNT: u32 = 2081u; // 16-bit buckets of two keys or more (msd_local's workgroups)
 const C_JOINT: u32 = 2112u;    // [RADIX][RADIX]: keys of each (top digit, next digit)
 const P_LSD_ARGS: u32 = 2080u; // [3 * MSD_ARGS]: the LSD plan's dispatch sizes, kept aside
 const P_LSD_FLIP_TOP: u32 = 2240u; // the LSD plan's P_FLIP of the top pass (the MSD path's is 0)
 const P_TILES: u32 = 2256u;    // [RADIX + 1]: MSD tiles before each top-digit bucket, then all
 const P_START16: u32 = 2560u;  // [RADIX * RADIX]: where each 16-bit bucket starts
+const P_LOCAL: u32 = 68096u;   // [RADIX * RADIX]: the 16-bit buckets msd_local sorts, any order
 // Status words of the look-back: flag in the top two bits, a count below.
 const AGGREGATE: u32 = 0x40000000u;
 const INCLUSIVE: u32 = 0x80000000u;

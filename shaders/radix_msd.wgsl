@@ -10,13 +10,14 @@
 //   msd_count         a tile of one bucket (tiles never cross a bucket): its next digit's counts
 //                     added to C_JOINT[bucket][digit]
 //   msd_scan          a workgroup a top-digit bucket: where each of the 65,536 16-bit buckets
-//                     starts (P_START16); one of more than TILE keys raises C_MSD_FLAG
+//                     starts (P_START16), and a list of those with two keys or more (P_LOCAL);
+//                     one of more than TILE keys raises C_MSD_FLAG
 //   msd_decide        one invocation: with the flag raised the LSD plan is put in place and its
 //                     passes sort the input, still untouched in keys (a keys-only sort's result
 //                     does not depend on the input order); else msd_sweep and msd_local get sizes
 //   msd_sweep         a tile of one bucket by the next digit, keys_alt -> keys, its runs reserved
 //                     by counting C_JOINT down
-//   msd_local         a workgroup a 16-bit bucket (at most TILE keys), in place: a counting sort
+//   msd_local         a workgroup a listed 16-bit bucket (at most TILE keys), in place: a counting sort
 //                     on the low 16 bits in workgroup memory, whatever the duplicates
 // CPU twin: cpu::radix::msd_sort.
 
@@ -80,8 +81,13 @@ fn msd_scan(i: Invocation) {
     var c = 0u;
     if (digit) { c = atomicLoad(&ctl[C_JOINT + b * RADIX + inv.li]); }
     let s = wg_exclusive(c).x;
+    // the buckets msd_local sorts: one atomic a workgroup reserves their places in the list
+    let listed = wg_exclusive(select(0u, 1u, c >= 2u));
+    if (inv.li == 0u && listed.y != 0u) { msd_job.x = atomicAdd(&ctl[C_LOCAL_COUNT], listed.y); }
+    let at = workgroupUniformLoad(&msd_job).x + listed.x;
     if (digit) {
         plan[P_START16 + b * RADIX + inv.li] = bucket_of_top(b).x + s;
+        if (c >= 2u) { plan[P_LOCAL + at] = b * RADIX + inv.li; }
         if (c > TILE) { atomicMax(&ctl[C_MSD_FLAG], 1u); }
     }
 }
@@ -97,7 +103,7 @@ fn msd_decide(@builtin(local_invocation_index) li: u32) {
         atomicStore(&ctl[C_TICKETS + top_pass()], 0u);
     } else if (flag == 0u) {
         write_args(3u * (MSD_ARGS + 2u), plan[P_TILES + RADIX]);
-        write_args(3u * (MSD_ARGS + 3u), RADIX * RADIX);
+        write_args(3u * (MSD_ARGS + 3u), atomicLoad(&ctl[C_LOCAL_COUNT]));
     }
 }
 
@@ -197,9 +203,10 @@ fn msd_pair_starts(count: u32) {
 fn msd_local(i: Invocation) {
     set_invocation(i);
     if (inv.li == 0u) {
-        let g = linear_workgroup(inv.wid, inv.nwg);
+        let w = linear_workgroup(inv.wid, inv.nwg);
         var v = vec4<u32>(0u);
-        if (g < RADIX * RADIX) {
+        if (w < atomicLoad(&ctl[C_LOCAL_COUNT])) {
+            let g = plan[P_LOCAL + w];
             let s = plan[P_START16 + g];
             var e = plan[P_N];
             if (g + 1u < RADIX * RADIX) { e = plan[P_START16 + g + 1u]; }
@@ -208,8 +215,9 @@ fn msd_local(i: Invocation) {
         msd_job = v;
     }
     let jb = workgroupUniformLoad(&msd_job);
-    // one key is in place already (msd_sweep wrote it canonical); msd_scan kept buckets to a tile
-    if (jb.z < 2u) { return; }
+    // surplus workgroups of a 2-D grid; msd_scan listed buckets of two keys or more (one key is
+    // in place already, and canonical: msd_sweep wrote it) and none of more than a tile
+    if (jb.w == 0u) { return; }
     let s = jb.y;
     let m = jb.z;
     for (var w = inv.li; w < MSD_BINS + m; w += WG) { atomicStore(&msd_words[w], 0u); }

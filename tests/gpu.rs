@@ -798,6 +798,102 @@ mod radix_options {
         }
     }
 
+    /// Keys-only sorts of 32-bit keys over every bit take the MSD path from `msd_from` keys (here
+    /// always): every pass unstable, then a counting sort of each 16-bit bucket in workgroup
+    /// memory. Where a 16-bit bucket holds more than a tile the GPU falls back to the LSD passes;
+    /// where a top-digit bucket already does, prepare chooses them at once. Every outcome sorts as
+    /// the reference does, and each designed input takes the outcome it was designed for.
+    #[test]
+    fn msd_path_sorts_the_same() {
+        use gpusort_core::radix::MsdOutcome::{self, FellBack, LsdAtOnce, Ran};
+        fn run<T: SortKey + PartialEq>(
+            gpu: &Gpu,
+            s: &BitonicSorter,
+            keys: &[T],
+            what: &str,
+        ) -> Option<MsdOutcome> {
+            let mut outcomes = Vec::new();
+            for descending in [false, true] {
+                let order = SortOrder {
+                    descending,
+                    segment_size: None,
+                };
+                check_sort(gpu, s, keys, order, what);
+                outcomes.push(s.radix_msd_outcome(gpu).unwrap());
+            }
+            // descending keys' buckets are the ascending ones mirrored: the same sizes
+            assert_eq!(outcomes[0], outcomes[1], "{what}");
+            outcomes[0]
+        }
+        for no_sg in MODES {
+            let gpu = gpu(no_sg);
+            let s = radix(gpu).with_radix_msd_from(gpu, 0);
+            let tile = s.radix_tile(false) as usize;
+            let mut r = rng(77);
+            // which sorts take the MSD path: keys-only 32-bit keys over every bit, from msd_from
+            let mut path = |s: &BitonicSorter| {
+                let mut keys: Vec<u32> = (0..1000).map(|_| r.random()).collect();
+                s.sort(gpu, &mut keys, SortOrder::default()).unwrap().radix_msd
+            };
+            assert!(path(&s), "no_subgroups={no_sg}");
+            assert!(!path(&radix(gpu)), "1,000 keys are below the default msd_from");
+            let ranged = radix(gpu).with_radix_msd_from(gpu, 0).with_key_bits(0..24);
+            assert!(!path(&ranged), "a key-bit range");
+            let mut wide = vec![3u64, 1, 2];
+            let st = s.sort(gpu, &mut wide, SortOrder::default()).unwrap();
+            assert!(!st.radix_msd, "64-bit keys");
+            let (_, st) = s
+                .sort_host(gpu, &mut vec![3u32, 1, 2], None, true, SortOrder::default())
+                .unwrap();
+            assert!(!st.radix_msd, "an argsort");
+            for n in [
+                1usize,
+                2,
+                3,
+                255,
+                256,
+                257,
+                tile - 1,
+                tile,
+                tile + 1,
+                3 * tile + 5,
+                40_001,
+            ] {
+                let random: Vec<u32> = (0..n).map(|_| r.random()).collect();
+                assert_eq!(run(gpu, &s, &random, &format!("u32 n={n}")), Some(Ran));
+                // about 16 copies of each value: duplicates inside 16-bit buckets
+                let dups: Vec<u32> = (0..n)
+                    .map(|_| r.random_range(0..(n as u32 / 16).max(1)).wrapping_mul(0x9e37_79b1))
+                    .collect();
+                assert_eq!(run(gpu, &s, &dups, &format!("dup u32 n={n}")), Some(Ran));
+                // the top digit the same everywhere, then the second digit too
+                let low: Vec<u32> = (0..n).map(|_| r.random::<u32>() >> 8).collect();
+                assert_eq!(run(gpu, &s, &low, &format!("24-bit u32 n={n}")), Some(Ran));
+                // one 16-bit bucket: a whole tile sorted locally, or a fall back past it
+                let one: Vec<u32> = (0..n).map(|_| 0xabcd_0000 | r.random_range(0..65536)).collect();
+                let want = if n <= tile { Ran } else { FellBack };
+                assert_eq!(run(gpu, &s, &one, &format!("one bucket n={n}")), Some(want));
+                let same = vec![0x8000_0001u32; n];
+                assert_eq!(run(gpu, &s, &same, &format!("equal n={n}")), Some(want));
+                let mut floats: Vec<f32> = (0..n).map(|_| r.random_range(-4.0..4.0f32)).collect();
+                for (i, sp) in f32_specials().into_iter().enumerate() {
+                    floats[(i * 7919) % n] = sp;
+                }
+                run(gpu, &s, &floats, &format!("f32 specials n={n}"));
+                let ints: Vec<i32> = (0..n).map(|_| r.random_range(-70_000..70_000)).collect();
+                run(gpu, &s, &ints, &format!("i32 n={n}"));
+            }
+            // larger: 16-bit buckets of about 4 keys, many per workgroup of msd_count and
+            // msd_sweep
+            let random: Vec<u32> = (0..1 << 18).map(|_| r.random()).collect();
+            assert_eq!(run(gpu, &s, &random, "u32 n=2^18"), Some(Ran));
+            // a top-digit bucket of more than 256 tiles: the LSD passes at once
+            let n = 256 * tile + 1;
+            let same = vec![7u32; n];
+            assert_eq!(run(gpu, &s, &same, "256 tiles of equal keys"), Some(LsdAtOnce));
+        }
+    }
+
     /// A count known only on the GPU: the first `count` keys (clamped to the capacity) are
     /// sorted, the rest left alone, values or the permutation carried along.
     #[test]

@@ -10,7 +10,9 @@ mod sched;
 use std::io::Write;
 use std::path::PathBuf;
 
-use gpusort_core::bench::{random_u32_buffers, CopyKernel, GpuTimer, PlainBitonic, Stats};
+use gpusort_core::bench::{
+    masked_u32_buffers, random_u32_buffers, CopyKernel, GpuTimer, PlainBitonic, Stats,
+};
 use gpusort_core::bitonic::method_host_syncs;
 use gpusort_core::{transfer, BitonicSorter, GpuSortJob, KeyType, SortOrder};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -259,10 +261,16 @@ fn sort_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
     if let Some(bits) = &radix_bits {
         radix_sorter = radix_sorter.with_key_bits(bits.clone());
     }
+    // measuring knob: the random keys ANDed with a hex mask, e.g. "ff00ffff" (the second digit
+    // the same in every key: the radix MSD path falls back to the LSD passes)
+    let key_mask = std::env::var("GPUSORT_BENCH_KEY_MASK")
+        .ok()
+        .and_then(|v| u32::from_str_radix(v.trim_start_matches("0x"), 16).ok())
+        .unwrap_or(u32::MAX);
     let mut cases = Vec::new();
     for &log in sizes {
         let n = 1usize << log;
-        let (pristine, work) = random_u32_buffers(gpu, n, log as u64)?;
+        let (pristine, work) = masked_u32_buffers(gpu, n, log as u64, key_mask)?;
         let restore = |enc: &mut wgpu::CommandEncoder| {
             enc.copy_buffer_to_buffer(&pristine, 0, &work, 0, (n * 4) as u64)
         };
@@ -323,6 +331,11 @@ fn sort_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
                     Ok(())
                 })?)
             })?;
+            // where the MSD path was recorded, whether it ran or fell back on the GPU
+            let outcome = match name.starts_with("radix") {
+                true => radix_sorter.radix_msd_outcome(gpu)?,
+                false => None,
+            };
             let bits = radix_bits.clone().filter(|_| name.starts_with("radix"));
             // GPUSORT_RADIX_PROBE switches parts of the radix sort off to time the rest
             let probing = ["GPUSORT_RADIX_PROBE", "GPUSORT_RADIX_STOP"]
@@ -336,7 +349,15 @@ fn sort_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
                     "tile {tile}; method formula (2 vec4/thread) {formula} global syncs; {:.1} copies of time",
                     st.median_s / copy_t
                 ),
-                _ => path.unwrap_or_default().to_string(),
+                _ => {
+                    use gpusort_core::radix::MsdOutcome;
+                    let how = match outcome {
+                        None | Some(MsdOutcome::Ran) => "",
+                        Some(MsdOutcome::FellBack) => " [fell back to the LSD passes]",
+                        Some(MsdOutcome::LsdAtOnce) => " [LSD passes at once]",
+                    };
+                    format!("{}{how}", path.unwrap_or_default())
+                }
             };
             these.push(case(
                 name,

@@ -264,7 +264,17 @@ pub fn random_unit_f32(n: usize, seed: u64) -> Vec<f32> {
 
 /// A random u32 buffer and a pristine copy to restore it from between runs.
 pub fn random_u32_buffers(gpu: &Gpu, n: usize, seed: u64) -> Result<(wgpu::Buffer, wgpu::Buffer)> {
-    let data = random_u32(n, seed);
+    masked_u32_buffers(gpu, n, seed, u32::MAX)
+}
+
+/// The same with each key ANDed with `mask` (fewer distinct keys, or digits the same in every key).
+pub fn masked_u32_buffers(
+    gpu: &Gpu,
+    n: usize,
+    seed: u64,
+    mask: u32,
+) -> Result<(wgpu::Buffer, wgpu::Buffer)> {
+    let data: Vec<u32> = random_u32(n, seed).into_iter().map(|k| k & mask).collect();
     let pristine = transfer::buffer_from(gpu, "bench pristine", &data)?;
     let work = transfer::storage_buffer(gpu, "bench work", (n * 4) as u64)?;
     Ok((pristine, work))

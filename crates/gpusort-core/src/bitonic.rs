@@ -351,6 +351,12 @@ impl BitonicSorter {
         self.with_radix_tuning(gpu, |t| t.msd_from = keys)
     }
 
+    /// How the radix MSD path of the last sort recorded went, once that sort has run on the GPU:
+    /// None where it did not take the MSD path (reads a word back, so it waits for the GPU).
+    pub fn radix_msd_outcome(&self, gpu: &Gpu) -> Result<Option<crate::radix::MsdOutcome>> {
+        self.radix.last_msd_outcome(gpu)
+    }
+
     /// Keys per radix sweep tile (invocations per workgroup times keys per invocation) of sorts
     /// without or with a payload.
     pub fn radix_tile(&self, payload: bool) -> u32 {

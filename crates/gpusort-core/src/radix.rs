@@ -83,10 +83,12 @@ pub(crate) const UNSTABLE_ARGS: u64 = MAX_PASSES as u64 + 1;
 pub(crate) const MSD_ARGS: u64 = UNSTABLE_ARGS + MAX_PASSES as u64;
 const ARGS_SLOTS: u64 = MSD_ARGS + 4;
 /// Control and plan words: see the C_* and P_* constants of radix.wgsl. The LSD plan's, then the
-/// MSD path's (C_JOINT and P_START16, 65,536 words each, last).
+/// MSD path's (C_JOINT, P_START16 and P_LOCAL, 65,536 words each, last).
 const CONTROL_WORDS: u64 = 32 + (MAX_PASSES as u64) * 256;
 const MSD_CONTROL_WORDS: u64 = 2112 + 256 * 256;
-const PLAN_WORDS: u64 = 2560 + 256 * 256;
+/// radix.wgsl's C_MSD_FLAG.
+const C_MSD_FLAG: u64 = 2080;
+const PLAN_WORDS: u64 = 2560 + 2 * 256 * 256;
 /// Keys one radix sort can hold: the look-back's status words keep counts in 30 bits.
 pub const RADIX_MAX_KEYS: u32 = (1 << 30) - 1;
 
@@ -297,6 +299,8 @@ pub(crate) struct RadixKernels {
     /// Whether msd_local's bins and tile fit the device's workgroup memory (the MSD path's
     /// condition besides RadixTuning::msd_from).
     msd_fits: bool,
+    /// Whether the last sort recorded recorded the MSD path (RadixKernels::last_msd_outcome).
+    last_recorded_msd: Mutex<bool>,
     tuning: RadixTuning,
     layout: Layout,
     /// Compiled per key type, direction and payload: the key order is a shader constant.
@@ -415,6 +419,7 @@ impl RadixKernels {
             pack,
             short_of: (needs > storage).then_some((needs, storage)),
             msd_fits: msd_local_bytes(wg, items[2], min_subgroup.is_some()) <= storage,
+            last_recorded_msd: Mutex::new(false),
             tuning,
             layout,
             by_shape: Mutex::new(HashMap::new()),
@@ -426,6 +431,32 @@ impl RadixKernels {
     /// bitonic sort where it does not).
     pub(crate) fn fits_device(&self) -> bool {
         self.short_of.is_none()
+    }
+
+    /// How the MSD path of the last sort recorded went on the GPU, once that sort has run (None
+    /// where it did not record the MSD path). Reads the kept control words back: for tests and
+    /// the bench's notes.
+    pub(crate) fn last_msd_outcome(&self, gpu: &Gpu) -> Result<Option<MsdOutcome>> {
+        if !*self
+            .last_recorded_msd
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+        {
+            return Ok(None);
+        }
+        let control = self.scratch.get(
+            gpu,
+            "radix control",
+            MSD_CONTROL_WORDS * 4,
+            transfer::storage_buffer,
+        )?;
+        let mut flag = [0u8; 4];
+        transfer::download(gpu, &control, C_MSD_FLAG * 4, &mut flag)?;
+        Ok(Some(match u32::from_le_bytes(flag) {
+            0 => MsdOutcome::Ran,
+            1 => MsdOutcome::FellBack,
+            _ => MsdOutcome::LsdAtOnce,
+        }))
     }
 
     /// Bytes of scratch kept for later sorts.
@@ -592,6 +623,10 @@ impl RadixKernels {
         // kept from earlier sorts: digit counts and tickets start from zero (the look-back state
         // is cleared before each pass), the MSD path's bucket counts too where it runs
         let control_words = if msd.is_some() { MSD_CONTROL_WORDS } else { CONTROL_WORDS };
+        *self
+            .last_recorded_msd
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = msd.is_some();
         enc.clear_buffer(&control, 0, Some(control_words * 4));
         // passes recorded as the unstable sweep: the lowest digit's, which runs first whenever it
         // runs (where that digit is the same in every key, a stable pass runs first); with probe
@@ -718,6 +753,18 @@ impl RadixKernels {
         }
         Ok(recorded(3 + msd_dispatches + passes as usize))
     }
+}
+
+/// How a sort that recorded the MSD path ran on the GPU (radix.wgsl's C_MSD_FLAG).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MsdOutcome {
+    /// The MSD path sorted the keys.
+    Ran,
+    /// A 16-bit bucket held more keys than msd_local takes: the LSD passes sorted them, after the
+    /// top digit's pass and the bucket counts had run.
+    FellBack,
+    /// A top-digit bucket was already too large: prepare chose the LSD passes at once.
+    LsdAtOnce,
 }
 
 /// What [`RadixKernels::record`] recorded.
