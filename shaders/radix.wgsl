@@ -55,7 +55,8 @@ const P_LSD_ARGS: u32 = 2080u; // [3 * MSD_ARGS]: the LSD plan's dispatch sizes,
 const P_LSD_FLIP_TOP: u32 = 2240u; // the LSD plan's P_FLIP of the top pass (the MSD path's is 0)
 const P_TILES: u32 = 2256u;    // [RADIX + 1]: MSD tiles before each top-digit bucket, then all
 const P_START16: u32 = 2560u;  // [RADIX * RADIX]: where each 16-bit bucket starts
-const P_LOCAL: u32 = 68096u;   // [RADIX * RADIX]: the 16-bit buckets msd_local sorts, any order
+const P_LOCAL: u32 = 68096u;   // [RADIX * RADIX][2]: the 16-bit buckets msd_local sorts (first
+                               // key, keys), in any order
 // Status words of the look-back: flag in the top two bits, a count below.
 const AGGREGATE: u32 = 0x40000000u;
 const INCLUSIVE: u32 = 0x80000000u;

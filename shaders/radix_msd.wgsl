@@ -21,8 +21,7 @@
 //                     on the low 16 bits in workgroup memory, whatever the duplicates
 // CPU twin: cpu::radix::msd_sort.
 
-// The local sort's first level: the top 12 of the low 16 bits. A bin's word holds which of the 16
-// low values occur in it (low half) and, after a scan, the (bin, value) pairs before it (high half).
+// The local sort's bins: the top 12 of the low 16 bits (see msd_local).
 const MSD_BINS: u32 = 4096u;
 
 var<workgroup> msd_job: vec4<u32>;
@@ -87,7 +86,10 @@ fn msd_scan(i: Invocation) {
     let at = workgroupUniformLoad(&msd_job).x + listed.x;
     if (digit) {
         plan[P_START16 + b * RADIX + inv.li] = bucket_of_top(b).x + s;
-        if (c >= 2u) { plan[P_LOCAL + at] = b * RADIX + inv.li; }
+        if (c >= 2u) {
+            plan[P_LOCAL + 2u * at] = bucket_of_top(b).x + s;
+            plan[P_LOCAL + 2u * at + 1u] = c;
+        }
         if (c > TILE) { atomicMax(&ctl[C_MSD_FLAG], 1u); }
     }
 }
@@ -103,7 +105,15 @@ fn msd_decide(@builtin(local_invocation_index) li: u32) {
         atomicStore(&ctl[C_TICKETS + top_pass()], 0u);
     } else if (flag == 0u) {
         write_args(3u * (MSD_ARGS + 2u), plan[P_TILES + RADIX]);
-        write_args(3u * (MSD_ARGS + 3u), atomicLoad(&ctl[C_LOCAL_COUNT]));
+        // msd_local: MSD_LOCAL_GROUPS workgroups looping over the listed buckets (0: one a
+        // bucket), but enough that none takes more than GROUP_TILES (llvmpipe's loop budget:
+        // scan::group_tiles)
+        let listed = atomicLoad(&ctl[C_LOCAL_COUNT]);
+        var groups = listed;
+        if (MSD_LOCAL_GROUPS != 0u && listed != 0u) {
+            groups = min(listed, max(MSD_LOCAL_GROUPS, (listed - 1u) / GROUP_TILES + 1u));
+        }
+        write_args(3u * (MSD_ARGS + 3u), groups);
     }
 }
 
@@ -151,95 +161,84 @@ fn low16(k: u32) -> u32 {
     return key_encode(KIND, DESCENDING == 1u, k, 0u).x & 0xffffu;
 }
 
-// msd_local's bins to their (bin, value) pairs before them (into the high halves); returns the
-// pairs in all. Each invocation scans a run of consecutive bins.
-fn msd_pairs_before() -> u32 {
+// msd_local's bins: each word's high half, a count of keys, to the bin's first place (an
+// exclusive scan; each invocation takes a run of consecutive bins). The low halves stay.
+fn msd_bin_starts() {
     let per = (MSD_BINS + WG - 1u) / WG;
     let first = inv.li * per;
     var sum = 0u;
     for (var j = 0u; j < per; j++) {
-        if (first + j < MSD_BINS) { sum += countOneBits(atomicLoad(&msd_words[first + j])); }
-    }
-    let s = wg_exclusive(sum);
-    var acc = s.x;
-    for (var j = 0u; j < per; j++) {
-        if (first + j < MSD_BINS) {
-            let w = atomicLoad(&msd_words[first + j]);
-            atomicStore(&msd_words[first + j], w | (acc << 16u));
-            acc += countOneBits(w);
-        }
-    }
-    workgroupBarrier();
-    return s.y;
-}
-
-// msd_local's `count` pair counts (after the bins) to their exclusive starts.
-fn msd_pair_starts(count: u32) {
-    let per = (count + WG - 1u) / WG;
-    let first = MSD_BINS + inv.li * per;
-    let end = MSD_BINS + count;
-    var sum = 0u;
-    for (var j = 0u; j < per; j++) {
-        if (first + j < end) { sum += atomicLoad(&msd_words[first + j]); }
+        if (first + j < MSD_BINS) { sum += atomicLoad(&msd_words[first + j]) >> 16u; }
     }
     var acc = wg_exclusive(sum).x;
     for (var j = 0u; j < per; j++) {
-        if (first + j < end) {
-            let c = atomicLoad(&msd_words[first + j]);
-            atomicStore(&msd_words[first + j], acc);
-            acc += c;
+        if (first + j < MSD_BINS) {
+            let w = atomicLoad(&msd_words[first + j]);
+            atomicStore(&msd_words[first + j], (w & 0xffffu) | (acc << 16u));
+            acc += w >> 16u;
         }
     }
     workgroupBarrier();
 }
 
-// One 16-bit bucket, in place. Its keys differ only in their low 16 sortable bits u. Level one:
-// bin u >> 4 records which low value u & 15 occurs in it. A scan numbers the distinct (bin, value)
-// pairs in sorted order. Each key counts its pair (an atomic, whose return is its slot among equal
-// keys: any order of equal keys is the same bytes). A scan of the pair counts gives each pair's
-// first place, so a key's place is its pair's start plus its slot. The work is the same for
-// every key however many duplicates there are, and it needs no comparisons.
+// The listed 16-bit bucket `w` of msd_local: (first key, keys).
+fn msd_local_job(w: u32) -> vec2<u32> {
+    return vec2<u32>(plan[P_LOCAL + 2u * w], plan[P_LOCAL + 2u * w + 1u]);
+}
+
+// Listed 16-bit buckets (msd_scan: two keys or more, at most TILE), each sorted in place by its
+// low 16 sortable bits u, which are all that differ in it. A workgroup loops over buckets; the
+// next bucket's keys are loaded while this one's go out. For a bucket:
+// - bin u >> 4 of 4,096 counts its keys (high half of its word) and records which of the 16 low
+//   values u & 15 occur in it (low half);
+// - a scan of the counts gives each bin's first place;
+// - the distinct (bin, value) pairs of a bin are numbered from that place (a bin has at least as
+//   many keys as pairs, so the numbers of different bins never meet), and each key counts its
+//   pair: the atomic's return is its slot among equal keys, whose order cannot show;
+// - a key's place is its bin's first place, the counts of the pairs of its bin below its own (at
+//   most 15), and its slot.
+// The work a key does is bounded whatever the duplicates, and there are no comparisons.
 @compute @workgroup_size(WG)
 fn msd_local(i: Invocation) {
     set_invocation(i);
-    if (inv.li == 0u) {
-        let w = linear_workgroup(inv.wid, inv.nwg);
-        var v = vec4<u32>(0u);
-        if (w < atomicLoad(&ctl[C_LOCAL_COUNT])) {
-            let g = plan[P_LOCAL + w];
-            let s = plan[P_START16 + g];
-            var e = plan[P_N];
-            if (g + 1u < RADIX * RADIX) { e = plan[P_START16 + g + 1u]; }
-            v = vec4<u32>(g, s, e - s, 1u);
-        }
-        msd_job = v;
-    }
-    let jb = workgroupUniformLoad(&msd_job);
-    // surplus workgroups of a 2-D grid; msd_scan listed buckets of two keys or more (one key is
-    // in place already, and canonical: msd_sweep wrote it) and none of more than a tile
-    if (jb.w == 0u) { return; }
-    let s = jb.y;
-    let m = jb.z;
-    for (var w = inv.li; w < MSD_BINS + m; w += WG) { atomicStore(&msd_words[w], 0u); }
+    if (inv.li == 0u) { msd_job.x = atomicLoad(&ctl[C_LOCAL_COUNT]); }
+    for (var b = inv.li; b < MSD_BINS; b += WG) { atomicStore(&msd_words[b], 0u); }
+    let listed = workgroupUniformLoad(&msd_job).x;
+    // buckets w, w + groups, ...: a count known to the whole workgroup, so its barriers are met
+    let groups = inv.nwg.x * inv.nwg.y;
+    let w = linear_workgroup(inv.wid, inv.nwg);
+    var rounds = 0u;
+    if (w < listed) { rounds = (listed - w - 1u) / groups + 1u; }
+    var jb = vec2<u32>(0u);
+    if (rounds != 0u) { jb = msd_local_job(w); }
     let l@J = local_index(@Ju); //@ITEM
     var k@J = 0u; //@ITEM
-    if (l@J < m) { k@J = keys[s + l@J]; } //@ITEM
-    let u@J = low16(k@J); //@ITEM
-    workgroupBarrier();
-    if (l@J < m) { atomicOr(&msd_words[u@J >> 4u], 1u << (u@J & 15u)); } //@ITEM
-    workgroupBarrier();
-    let pairs = msd_pairs_before();
-    var a@J = 0u; //@ITEM
-    var r@J = 0u; //@ITEM
-    if (l@J < m) { let w = atomicLoad(&msd_words[u@J >> 4u]); a@J = (w >> 16u) + countOneBits(w & ((1u << (u@J & 15u)) - 1u)); } //@ITEM
-    if (l@J < m) { r@J = atomicAdd(&msd_words[MSD_BINS + a@J], 1u); } //@ITEM
-    workgroupBarrier();
-    msd_pair_starts(pairs);
-    if (l@J < m) { r@J += atomicLoad(&msd_words[MSD_BINS + a@J]); } //@ITEM
-    workgroupBarrier();
-    // through workgroup memory in sorted order, then out in order
-    if (l@J < m) { atomicStore(&msd_words[MSD_BINS + r@J], k@J); } //@ITEM
-    workgroupBarrier();
-    let q@J = inv.li + @Ju * WG; //@ITEM
-    if (q@J < m) { keys[s + q@J] = atomicLoad(&msd_words[MSD_BINS + q@J]); } //@ITEM
+    if (l@J < jb.y) { k@J = keys[jb.x + l@J]; } //@ITEM
+    for (var round = 1u; round <= rounds; round++) {
+        let s = jb.x;
+        let m = jb.y;
+        // the next bucket's place, in flight meanwhile
+        if (round < rounds) { jb = msd_local_job(w + round * groups); } else { jb = vec2<u32>(0u); }
+        // pair counters, cleared for this bucket; the bins were cleared after the last one's use
+        for (var c = inv.li; c < m; c += WG) { atomicStore(&msd_words[MSD_BINS + c], 0u); }
+        let u@J = low16(k@J); //@ITEM
+        if (l@J < m) { atomicAdd(&msd_words[u@J >> 4u], 0x10000u); atomicOr(&msd_words[u@J >> 4u], 1u << (u@J & 15u)); } //@ITEM
+        workgroupBarrier();
+        msd_bin_starts();
+        var a@J = 0u; //@ITEM
+        var r@J = 0u; //@ITEM
+        if (l@J < m) { let bw = atomicLoad(&msd_words[u@J >> 4u]); a@J = (bw >> 16u) + countOneBits(bw & ((1u << (u@J & 15u)) - 1u)); r@J = atomicAdd(&msd_words[MSD_BINS + a@J], 1u); } //@ITEM
+        workgroupBarrier();
+        if (l@J < m) { let first = atomicLoad(&msd_words[u@J >> 4u]) >> 16u; r@J += first; for (var p = first; p < a@J; p++) { r@J += atomicLoad(&msd_words[MSD_BINS + p]); } } //@ITEM
+        workgroupBarrier();
+        // bins free for the next bucket; through the tile's words in sorted order
+        for (var b = inv.li; b < MSD_BINS; b += WG) { atomicStore(&msd_words[b], 0u); }
+        if (l@J < m) { atomicStore(&msd_words[MSD_BINS + r@J], k@J); } //@ITEM
+        workgroupBarrier();
+        // the next bucket's keys, loaded while this one's go out in order
+        if (l@J < jb.y) { k@J = keys[jb.x + l@J]; } //@ITEM
+        let q@J = inv.li + @Ju * WG; //@ITEM
+        if (q@J < m) { keys[s + q@J] = atomicLoad(&msd_words[MSD_BINS + q@J]); } //@ITEM
+        workgroupBarrier(); // the tile's words are read before the next bucket's pair counts
+    }
 }

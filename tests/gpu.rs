@@ -887,6 +887,26 @@ mod radix_options {
             // msd_sweep
             let random: Vec<u32> = (0..1 << 18).map(|_| r.random()).collect();
             assert_eq!(run(gpu, &s, &random, "u32 n=2^18"), Some(Ran));
+            // msd_local's workgroups: one a bucket, or a few looping over buckets of every size
+            for groups in [0, 3] {
+                let s = radix(gpu)
+                    .with_radix_msd_from(gpu, 0)
+                    .with_radix_msd_local_groups(gpu, groups);
+                for n in [257, tile, 40_001] {
+                    let random: Vec<u32> = (0..n).map(|_| r.random()).collect();
+                    let what = format!("{groups} local groups, u32 n={n}");
+                    assert_eq!(run(gpu, &s, &random, &what), Some(Ran));
+                    let mixed: Vec<u32> = (0..n)
+                        .map(|i| match i % 3 == 0 && i / 3 < tile - 1 {
+                            // one bucket of up to a tile, among small ones
+                            true => 0x1234_0000 | r.random_range(0..512),
+                            false => r.random(),
+                        })
+                        .collect();
+                    let what = format!("{groups} local groups, mixed buckets n={n}");
+                    assert_eq!(run(gpu, &s, &mixed, &what), Some(Ran));
+                }
+            }
             // a top-digit bucket of more than 256 tiles: the LSD passes at once
             let n = 256 * tile + 1;
             let same = vec![7u32; n];

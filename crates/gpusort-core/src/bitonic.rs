@@ -351,6 +351,12 @@ impl BitonicSorter {
         self.with_radix_tuning(gpu, |t| t.msd_from = keys)
     }
 
+    /// Workgroups of the radix MSD path's local sort, each looping over 16-bit buckets (0: one
+    /// a bucket).
+    pub fn with_radix_msd_local_groups(self, gpu: &Gpu, groups: u32) -> Self {
+        self.with_radix_tuning(gpu, |t| t.msd_local_groups = groups)
+    }
+
     /// How the radix MSD path of the last sort recorded went, once that sort has run on the GPU:
     /// None where it did not take the MSD path (reads a word back, so it waits for the GPU).
     pub fn radix_msd_outcome(&self, gpu: &Gpu) -> Result<Option<crate::radix::MsdOutcome>> {

@@ -74,6 +74,8 @@ const DEFAULT_UNSTABLE_ITEMS: u32 = DEFAULT_ITEMS;
 /// Keys from which keys-only sorts of 32-bit keys over every bit take the MSD path
 /// (RadixTuning::msd_from).
 const DEFAULT_MSD_FROM: u32 = 1 << 22;
+/// msd_local's workgroups, each looping over buckets (RadixTuning::msd_local_groups).
+const DEFAULT_MSD_LOCAL_GROUPS: u32 = 1024;
 /// Digit passes one sort can have (64-bit keys, 8 bits a pass).
 const MAX_PASSES: u32 = 8;
 /// Dispatch-size slots (x, y, z each): a sweep per pass, finish, then an unstable sweep per pass
@@ -88,7 +90,7 @@ const CONTROL_WORDS: u64 = 32 + (MAX_PASSES as u64) * 256;
 const MSD_CONTROL_WORDS: u64 = 2112 + 256 * 256;
 /// radix.wgsl's C_MSD_FLAG.
 const C_MSD_FLAG: u64 = 2080;
-const PLAN_WORDS: u64 = 2560 + 2 * 256 * 256;
+const PLAN_WORDS: u64 = 2560 + 3 * 256 * 256;
 /// Keys one radix sort can hold: the look-back's status words keep counts in 30 bits.
 pub const RADIX_MAX_KEYS: u32 = (1 << 30) - 1;
 
@@ -218,6 +220,9 @@ pub(crate) struct RadixTuning {
     /// an unstable tile, the GPU falls back to the LSD passes. `GPUSORT_RADIX_MSD_FROM`;
     /// u32::MAX never.
     pub msd_from: u32,
+    /// Workgroups of msd_local, each looping over 16-bit buckets so that the next one's keys
+    /// load while this one's are written (`GPUSORT_RADIX_MSD_LOCAL_GROUPS`; 0: one a bucket).
+    pub msd_local_groups: u32,
 }
 
 impl RadixTuning {
@@ -276,6 +281,11 @@ impl RadixTuning {
                 keys_an_invocation,
             ),
             msd_from: env_u32("GPUSORT_RADIX_MSD_FROM", DEFAULT_MSD_FROM, |_| true),
+            msd_local_groups: env_u32(
+                "GPUSORT_RADIX_MSD_LOCAL_GROUPS",
+                DEFAULT_MSD_LOCAL_GROUPS,
+                |_| true,
+            ),
         }
     }
 }
@@ -513,6 +523,7 @@ impl RadixKernels {
             pack: self.pack,
             unstable,
             unstable_items: self.items[2],
+            msd_local_groups: self.tuning.msd_local_groups,
         };
         let module = kernel::module(gpu, "radix", &shaders::radix(&config(false)))?;
         let (sweep_unstable, msd) = match !payload && self.tuning.unstable_first {

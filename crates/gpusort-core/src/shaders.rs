@@ -188,6 +188,8 @@ pub struct RadixConfig {
     pub unstable: bool,
     /// Keys an invocation of the unstable sweep holds (its module's ITEMS; UNSTABLE_TILE in both).
     pub unstable_items: u32,
+    /// Workgroups of msd_local, each looping over 16-bit buckets; 0: one a bucket.
+    pub msd_local_groups: u32,
 }
 
 /// The radix-sort kernels for one shape.
@@ -211,6 +213,7 @@ pub fn radix(c: &RadixConfig) -> String {
             ("UNSTABLE_TILE", c.wg * c.unstable_items),
             ("UNSTABLE_ARGS", crate::radix::UNSTABLE_ARGS as u32),
             ("MSD_ARGS", crate::radix::MSD_ARGS as u32),
+            ("MSD_LOCAL_GROUPS", c.msd_local_groups),
             ("KIND", c.kind),
             ("DESCENDING", c.descending as u32),
             ("KEY_WORDS", if c.kind >= 3 { 2 } else { 1 }),
@@ -434,6 +437,7 @@ pub fn all_configurations() -> Vec<(String, String)> {
                             // the unstable sweep is for keys-only sorts
                             unstable: !payload && narrow_ballot,
                             unstable_items: 12,
+                            msd_local_groups: 64,
                         }),
                     ));
                 }
@@ -595,6 +599,7 @@ mod tests {
                             pack: 2,
                             unstable,
                             unstable_items: items,
+                            msd_local_groups: 0,
                         });
                         let estimate = crate::radix::scratch_words(items, min_subgroup, wg, 2) * 4
                             + crate::radix::other_workgroup_bytes(wg, min_subgroup.is_some());
