@@ -161,6 +161,13 @@ fn low16(k: u32) -> u32 {
     return key_encode(KIND, DESCENDING == 1u, k, 0u).x & 0xffffu;
 }
 
+// Where bin `c` lives in msd_local's words: runs of 8 bins rotated by (c >> 5) & 7, so that the
+// scan below (invocation t reads bins 8t..8t+7, one a step) reads 32 banks at once instead of 8-way
+// conflicts on 8 of them. The random-key atomics and clears do not mind the order.
+fn bin_at(c: u32) -> u32 {
+    return (c & ~7u) | (((c & 7u) + (c >> 5u)) & 7u);
+}
+
 // msd_local's bins: each word's high half, a count of keys, to the bin's first place (an
 // exclusive scan; each invocation takes a run of consecutive bins). The low halves stay.
 fn msd_bin_starts() {
@@ -168,13 +175,13 @@ fn msd_bin_starts() {
     let first = inv.li * per;
     var sum = 0u;
     for (var j = 0u; j < per; j++) {
-        if (first + j < MSD_BINS) { sum += atomicLoad(&msd_words[first + j]) >> 16u; }
+        if (first + j < MSD_BINS) { sum += atomicLoad(&msd_words[bin_at(first + j)]) >> 16u; }
     }
     var acc = wg_exclusive(sum).x;
     for (var j = 0u; j < per; j++) {
         if (first + j < MSD_BINS) {
-            let w = atomicLoad(&msd_words[first + j]);
-            atomicStore(&msd_words[first + j], (w & 0xffffu) | (acc << 16u));
+            let w = atomicLoad(&msd_words[bin_at(first + j)]);
+            atomicStore(&msd_words[bin_at(first + j)], (w & 0xffffu) | (acc << 16u));
             acc += w >> 16u;
         }
     }
@@ -221,15 +228,15 @@ fn msd_local(i: Invocation) {
         if (round < rounds) { jb = msd_local_job(w + round * groups); } else { jb = vec2<u32>(0u); }
         // pair counters, cleared for this bucket; the bins were cleared after the last one's use
         for (var c = inv.li; c < m; c += WG) { atomicStore(&msd_words[MSD_BINS + c], 0u); }
-        let u@J = low16(k@J); //@ITEM
-        if (l@J < m) { atomicAdd(&msd_words[u@J >> 4u], 0x10000u); atomicOr(&msd_words[u@J >> 4u], 1u << (u@J & 15u)); } //@ITEM
+        // (u and the pair number are worked out again where needed: kept in registers through
+        // the barriers they took the kernel to 76 registers, one workgroup an SM on the H100)
+        if (l@J < m) { let u = low16(k@J); atomicAdd(&msd_words[bin_at(u >> 4u)], 0x10000u); atomicOr(&msd_words[bin_at(u >> 4u)], 1u << (u & 15u)); } //@ITEM
         workgroupBarrier();
         msd_bin_starts();
-        var a@J = 0u; //@ITEM
         var r@J = 0u; //@ITEM
-        if (l@J < m) { let bw = atomicLoad(&msd_words[u@J >> 4u]); a@J = (bw >> 16u) + countOneBits(bw & ((1u << (u@J & 15u)) - 1u)); r@J = atomicAdd(&msd_words[MSD_BINS + a@J], 1u); } //@ITEM
+        if (l@J < m) { let u = low16(k@J); let bw = atomicLoad(&msd_words[bin_at(u >> 4u)]); r@J = atomicAdd(&msd_words[MSD_BINS + (bw >> 16u) + countOneBits(bw & ((1u << (u & 15u)) - 1u))], 1u); } //@ITEM
         workgroupBarrier();
-        if (l@J < m) { let first = atomicLoad(&msd_words[u@J >> 4u]) >> 16u; r@J += first; for (var p = first; p < a@J; p++) { r@J += atomicLoad(&msd_words[MSD_BINS + p]); } } //@ITEM
+        if (l@J < m) { let u = low16(k@J); let bw = atomicLoad(&msd_words[bin_at(u >> 4u)]); let first = bw >> 16u; let pair = first + countOneBits(bw & ((1u << (u & 15u)) - 1u)); r@J += first; for (var p = first; p < pair; p++) { r@J += atomicLoad(&msd_words[MSD_BINS + p]); } } //@ITEM
         workgroupBarrier();
         // bins free for the next bucket; through the tile's words in sorted order
         for (var b = inv.li; b < MSD_BINS; b += WG) { atomicStore(&msd_words[b], 0u); }

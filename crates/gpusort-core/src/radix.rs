@@ -169,7 +169,7 @@ pub(crate) struct RadixTuning {
     /// Parts switched off (results wrong; measuring only): `GPUSORT_RADIX_PROBE`.
     pub probe: u32,
     /// Stop recording early (measuring only): `GPUSORT_RADIX_STOP`, 1 after the histograms, 2
-    /// after the sweeps.
+    /// after the sweeps, 3 without the MSD path's msd_local.
     pub stop: u32,
     /// Keep whole vec4 ballots even where subgroups have at most 32 lanes: `GPUSORT_RADIX_WIDE=1`
     /// (measuring, and tests of the wide path on lavapipe).
@@ -250,7 +250,7 @@ impl RadixTuning {
                 |_| true,
             ),
             probe: env_u32("GPUSORT_RADIX_PROBE", 0, |v| v < 512),
-            stop: env_u32("GPUSORT_RADIX_STOP", 0, |v| v <= 2),
+            stop: env_u32("GPUSORT_RADIX_STOP", 0, |v| v <= 3),
             wide_ballot: env_u32("GPUSORT_RADIX_WIDE", 0, |v| v <= 1) == 1,
             wg: env_u32_opt("GPUSORT_RADIX_WG", |v| {
                 [RADIX_WG, WIDE_WG, 2 * WIDE_WG].contains(&v)
@@ -728,8 +728,11 @@ impl RadixKernels {
             kernel::dispatch(gpu, &mut pass, &m.scan, &run, &[top], 256);
             kernel::dispatch(gpu, &mut pass, &m.decide, &prep, &[top], 1);
             indirect(&mut pass, &m.sweep, 2);
-            indirect(&mut pass, &m.local, 3);
-            msd_dispatches = 6;
+            msd_dispatches = 5;
+            if self.tuning.stop != 3 {
+                indirect(&mut pass, &m.local, 3);
+                msd_dispatches = 6;
+            }
         }
         for (p, &off) in offsets.iter().enumerate() {
             enc.clear_buffer(&status, 0, Some(status_bytes));
