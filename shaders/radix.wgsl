@@ -48,11 +48,11 @@ const P_FIRST: u32 = 12u;    // [MAX_PASSES]: the first pass that runs (makes th
 const P_STARTS: u32 = 32u;   // [MAX_PASSES][RADIX]: exclusive digit starts
 // The keys-only MSD path's words (radix_msd.wgsl; radix.rs sizes ctl and plan to hold them).
 const C_MSD_FLAG: u32 = 2080u; // 0: the MSD path runs; 1: a 16-bit bucket is too large (fall back
-                               // to the LSD plan); 2: prepare chose the LSD plan at once
+                               // to the LSD passes); 2: a top-digit bucket is, or no keys (prepare
+                               // fell back at once)
 const C_LOCAL_COUNT: u32 = 2081u; // 16-bit buckets of two keys or more (msd_local's workgroups)
 const C_JOINT: u32 = 2112u;    // [RADIX][RADIX]: keys of each (top digit, next digit)
-const P_LSD_ARGS: u32 = 2080u; // [3 * MSD_ARGS]: the LSD plan's dispatch sizes, kept aside
-const P_LSD_FLIP_TOP: u32 = 2240u; // the LSD plan's P_FLIP of the top pass (the MSD path's is 0)
+const P_RECOUNT: u32 = 2240u;  // count_digits' workgroups, for the MSD path's fall back
 const P_TILES: u32 = 2256u;    // [RADIX + 1]: MSD tiles before each top-digit bucket, then all
 const P_START16: u32 = 2560u;  // [RADIX * RADIX]: where each 16-bit bucket starts
 const P_LOCAL: u32 = 68096u;   // [RADIX * RADIX][2]: the 16-bit buckets msd_local sorts (first
@@ -63,7 +63,9 @@ const INCLUSIVE: u32 = 0x80000000u;
 const VALUE: u32 = 0x3fffffffu;
 // Dispatch sizes (args): a pass's sweep at 3 * pass, finish at 3 * MAX_PASSES, a pass's unstable
 // sweep at 3 * (UNSTABLE_ARGS + pass) (UNSTABLE_ARGS from the host: radix.rs); the MSD path's
-// top-digit sweep, msd_count, msd_sweep and msd_local at 3 * (MSD_ARGS + 0..4).
+// top-digit sweep, msd_count, msd_sweep, msd_local and the fall back's count_digits at
+// 3 * (MSD_ARGS + 0..MSD_SLOTS).
+const MSD_SLOTS: u32 = 5u;
 
 struct RadixParams {
     capacity: u32,   // keys in the buffers; the count when there is no GPU-resident count
@@ -75,7 +77,7 @@ struct RadixParams {
     make_index: u32, // 1: the payload is the input index, made by the first pass that runs
     unstable_passes: u32, // bit p: pass p is the unstable sweep's (see sweep; the host decides)
     msd: u32,        // 1: the host recorded the MSD path (radix_msd.wgsl) before the LSD passes
-    pad0: u32,
+    recount: u32,    // 1: the MSD path's fall back (count_digits and prepare again, see msd_decide)
     pad1: u32,
     pad2: u32,
 }
@@ -173,7 +175,8 @@ fn count_digits(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
         let e@J = ((group * HIST_CHUNKS + c) * ITEMS + @Ju) * WG + li; //@ITEM
         var k@J = vec2<u32>(0u); //@ITEM
         if (e@J < n) { k@J = load_key(e@J, false); } //@ITEM
-        for (var p = 0u; p < rp.passes; p++) {
+        // the MSD path needs the top digit's alone (its fall back counts the rest again)
+        for (var p = select(0u, rp.passes - 1u, rp.msd == 1u); p < rp.passes; p++) {
             if (e@J < n) { atomicAdd(&scratch[p * RADIX + digit_of(k@J, p)], 1u); } //@ITEM
         }
     }
@@ -196,6 +199,7 @@ fn sweep_groups(tiles: u32) -> u32 {
 
 var<workgroup> one_digit: u32;
 var<workgroup> msd_too_big: u32;
+var<workgroup> fell_back: u32;
 
 // A dispatch of `groups` workgroups as (x, y, 1), y only where x would exceed MAX_DIM.
 fn dispatch_size(groups: u32) -> vec3<u32> {
@@ -212,22 +216,14 @@ fn write_args(at: u32, groups: u32) {
     args[at + 2u] = v.z;
 }
 
-// The LSD plan's dispatch sizes are made aside (P_LSD_ARGS), then put in place by prepare, or on
-// the MSD path by msd_decide where it falls back.
-fn write_lsd_args(at: u32, groups: u32) {
-    let v = dispatch_size(groups);
-    plan[P_LSD_ARGS + at] = v.x;
-    plan[P_LSD_ARGS + at + 1u] = v.y;
-    plan[P_LSD_ARGS + at + 2u] = v.z;
-}
-
-fn use_lsd_args() {
-    for (var w = 0u; w < 3u * MSD_ARGS; w++) { args[w] = plan[P_LSD_ARGS + w]; }
-}
-
 @compute @workgroup_size(WG)
 fn prepare(i: Invocation) {
     set_invocation(i);
+    // the MSD path's fall back plans the LSD passes afresh; where the MSD path ran it does nothing
+    if (rp.recount == 1u) {
+        if (inv.li == 0u) { fell_back = atomicLoad(&ctl[C_MSD_FLAG]); }
+        if (workgroupUniformLoad(&fell_back) == 0u) { return; }
+    }
     let n = job_n();
     let tiles = (n + TILE - 1u) / TILE;
     var skip: array<bool, MAX_PASSES>;
@@ -267,29 +263,30 @@ fn prepare(i: Invocation) {
         let unstable_groups = select(sweep_groups((n + UNSTABLE_TILE - 1u) / UNSTABLE_TILE), 0u, skip[p]);
         // a pass the host recorded as the unstable sweep (radix.rs) gets its workgroups there
         let unstable = ((rp.unstable_passes >> p) & 1u) == 1u;
-        write_lsd_args(3u * p, select(groups, 0u, unstable));
-        write_lsd_args(3u * (UNSTABLE_ARGS + p), select(0u, unstable_groups, unstable));
+        write_args(3u * p, select(groups, 0u, unstable));
+        write_args(3u * (UNSTABLE_ARGS + p), select(0u, unstable_groups, unstable));
         if (!skip[p]) { runs += 1u; }
     }
     for (var p = rp.passes; p < MAX_PASSES; p++) {
-        write_lsd_args(3u * p, 0u);
-        write_lsd_args(3u * (UNSTABLE_ARGS + p), 0u);
+        write_args(3u * p, 0u);
+        write_args(3u * (UNSTABLE_ARGS + p), 0u);
     }
-    write_lsd_args(3u * MAX_PASSES, select(0u, (n + WG - 1u) / WG, (runs & 1u) == 1u));
-    // The MSD path (keys-only, every bit, 32-bit keys: the host decides) runs unless a top-digit
-    // bucket is already too large; then the LSD plan runs at once, as it does without it.
-    let msd = rp.msd == 1u && n > 0u && msd_too_big == 0u;
-    for (var w = 0u; w < 4u; w++) { write_args(3u * (MSD_ARGS + w), 0u); }
-    if (msd) {
-        for (var w = 0u; w < 3u * MSD_ARGS; w++) { args[w] = 0u; }
-        let top = rp.passes - 1u;
-        plan[P_LSD_FLIP_TOP] = plan[P_FLIP + top];
-        plan[P_FLIP + top] = 0u;
-        write_args(3u * MSD_ARGS, sweep_groups((n + UNSTABLE_TILE - 1u) / UNSTABLE_TILE));
-        write_args(3u * (MSD_ARGS + 1u), plan[P_TILES + RADIX]);
-    } else {
-        use_lsd_args();
-        if (rp.msd == 1u) { atomicStore(&ctl[C_MSD_FLAG], 2u); }
+    write_args(3u * MAX_PASSES, select(0u, (n + WG - 1u) / WG, (runs & 1u) == 1u));
+    // The MSD path (keys-only, every bit, 32-bit keys: the host decides) has the top digit's
+    // counts alone, so its LSD plan above is not used. The MSD path runs unless a top-digit
+    // bucket is already too large (or there are no keys); then msd_decide has the digits counted
+    // again for the LSD passes.
+    for (var w = 0u; w < MSD_SLOTS; w++) { write_args(3u * (MSD_ARGS + w), 0u); }
+    if (rp.msd == 1u) {
+        for (var w = 0u; w < 3u * MSD_ARGS; w++) { args[w] = 0u; } // the LSD passes wait
+        plan[P_RECOUNT] = (n + HIST_CHUNKS * TILE - 1u) / (HIST_CHUNKS * TILE);
+        if (n > 0u && msd_too_big == 0u) {
+            plan[P_FLIP + rp.passes - 1u] = 0u;
+            write_args(3u * MSD_ARGS, sweep_groups((n + UNSTABLE_TILE - 1u) / UNSTABLE_TILE));
+            write_args(3u * (MSD_ARGS + 1u), plan[P_TILES + RADIX]);
+        } else {
+            atomicStore(&ctl[C_MSD_FLAG], 2u);
+        }
     }
 }
 

@@ -5,16 +5,18 @@
 // twentieth session). An MSD sort keeps no earlier order in any pass, and keys that tie on every
 // bit are the same key, so here every pass is unstable: atomics give the slots, atomics reserve
 // the runs, and no workgroup waits on another. Per sort, after count_digits and prepare (which
-// keeps the LSD plan aside in P_LSD_ARGS and lays out P_TILES):
+// count the top digit alone and lay out P_TILES):
 //   sweep (unstable)  the top digit, keys -> keys_alt: 256 buckets (radix.wgsl's sweep)
 //   msd_count         a tile of one bucket (tiles never cross a bucket): its next digit's counts
 //                     added to C_JOINT[bucket][digit]
 //   msd_scan          a workgroup a top-digit bucket: where each of the 65,536 16-bit buckets
 //                     starts (P_START16), and a list of those with two keys or more (P_LOCAL);
 //                     one of more than TILE keys raises C_MSD_FLAG
-//   msd_decide        one invocation: with the flag raised the LSD plan is put in place and its
-//                     passes sort the input, still untouched in keys (a keys-only sort's result
-//                     does not depend on the input order); else msd_sweep and msd_local get sizes
+//   msd_decide        with the flag raised (or prepare's: a top-digit bucket too large already)
+//                     the digits are counted again and the LSD passes planned afresh (recorded
+//                     next: count_digits and prepare with recount set); they sort the input,
+//                     still untouched in keys (a keys-only sort's result does not depend on the
+//                     input order); else msd_sweep and msd_local get their sizes
 //   msd_sweep         a tile of one bucket by the next digit, keys_alt -> keys, its runs reserved
 //                     by counting C_JOINT down
 //   msd_local         a workgroup a listed 16-bit bucket (at most TILE keys), in place: a counting sort
@@ -96,14 +98,14 @@ fn msd_scan(i: Invocation) {
 
 @compute @workgroup_size(64)
 fn msd_decide(@builtin(local_invocation_index) li: u32) {
-    if (li != 0u) { return; }
     let flag = atomicLoad(&ctl[C_MSD_FLAG]);
-    if (flag == 1u) {
-        // back to the LSD plan: its top pass reads keys again, and takes its tickets afresh
-        use_lsd_args();
-        plan[P_FLIP + top_pass()] = plan[P_LSD_FLIP_TOP];
-        atomicStore(&ctl[C_TICKETS + top_pass()], 0u);
-    } else if (flag == 0u) {
+    if (flag != 0u) {
+        // the fall back: count_digits counts every digit from zero again and prepare plans the
+        // LSD passes afresh (both recorded after this, their params' recount set); they sort
+        // the input, still untouched in keys
+        for (var w = li; w < C_HIST + MAX_PASSES * RADIX; w += 64u) { atomicStore(&ctl[w], 0u); }
+        if (li == 0u) { write_args(3u * (MSD_ARGS + 4u), plan[P_RECOUNT]); }
+    } else if (li == 0u) {
         write_args(3u * (MSD_ARGS + 2u), plan[P_TILES + RADIX]);
         // msd_local: MSD_LOCAL_GROUPS workgroups looping over the listed buckets (0: one a
         // bucket), but enough that none takes more than GROUP_TILES (llvmpipe's loop budget:

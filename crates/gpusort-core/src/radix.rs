@@ -79,11 +79,11 @@ const DEFAULT_MSD_LOCAL_GROUPS: u32 = 1024;
 /// Digit passes one sort can have (64-bit keys, 8 bits a pass).
 const MAX_PASSES: u32 = 8;
 /// Dispatch-size slots (x, y, z each): a sweep per pass, finish, then an unstable sweep per pass
-/// (passed to radix.wgsl as UNSTABLE_ARGS), then the MSD path's four (MSD_ARGS: the top digit's
-/// sweep, msd_count, msd_sweep, msd_local).
+/// (passed to radix.wgsl as UNSTABLE_ARGS), then the MSD path's five (MSD_ARGS: the top digit's
+/// sweep, msd_count, msd_sweep, msd_local, and its fall back's count_digits).
 pub(crate) const UNSTABLE_ARGS: u64 = MAX_PASSES as u64 + 1;
 pub(crate) const MSD_ARGS: u64 = UNSTABLE_ARGS + MAX_PASSES as u64;
-const ARGS_SLOTS: u64 = MSD_ARGS + 4;
+const ARGS_SLOTS: u64 = MSD_ARGS + 5;
 /// Control and plan words: see the C_* and P_* constants of radix.wgsl. The LSD plan's, then the
 /// MSD path's (C_JOINT, P_START16 and P_LOCAL, 65,536 words each, last).
 const CONTROL_WORDS: u64 = 32 + (MAX_PASSES as u64) * 256;
@@ -106,7 +106,8 @@ struct RadixParams {
     make_index: u32,
     unstable_passes: u32,
     msd: u32,
-    pad: [u32; 3],
+    recount: u32,
+    pad: [u32; 2],
 }
 
 /// What travels with the keys.
@@ -657,12 +658,19 @@ impl RadixKernels {
             make_index: matches!(job.payload, Payload::Index(_)) as u32,
             unstable_passes,
             msd: msd.is_some() as u32,
-            pad: [0; 3],
+            recount: 0,
+            pad: [0; 2],
         };
         let mut params = ParamBlocks::new(gpu);
         let offsets: Vec<u32> = (0..passes)
             .map(|pass| params.push(&RadixParams { pass, ..base }))
             .collect();
+        // the MSD path's fall back: count_digits and prepare of the LSD passes
+        let recount = params.push(&RadixParams {
+            msd: 0,
+            recount: 1,
+            ..base
+        });
         let params = params.finish(gpu, "radix params");
         let buffers = |args: &wgpu::Buffer| {
             self.layout.bind(
@@ -727,11 +735,16 @@ impl RadixKernels {
             indirect(&mut pass, &m.count, 1);
             kernel::dispatch(gpu, &mut pass, &m.scan, &run, &[top], 256);
             kernel::dispatch(gpu, &mut pass, &m.decide, &prep, &[top], 1);
+            // where it falls back: every digit counted again, the LSD passes planned afresh
+            pass.set_pipeline(&pipes.count_digits);
+            pass.set_bind_group(0, &run, &[recount]);
+            pass.dispatch_workgroups_indirect(&args, (MSD_ARGS + 4) * 12);
+            kernel::dispatch(gpu, &mut pass, &pipes.prepare, &prep, &[recount], 1);
             indirect(&mut pass, &m.sweep, 2);
-            msd_dispatches = 5;
+            msd_dispatches = 7;
             if self.tuning.stop != 3 {
                 indirect(&mut pass, &m.local, 3);
-                msd_dispatches = 6;
+                msd_dispatches = 8;
             }
         }
         for (p, &off) in offsets.iter().enumerate() {
@@ -775,9 +788,10 @@ pub enum MsdOutcome {
     /// The MSD path sorted the keys.
     Ran,
     /// A 16-bit bucket held more keys than msd_local takes: the LSD passes sorted them, after the
-    /// top digit's pass and the bucket counts had run.
+    /// top digit's pass and the bucket counts had run, and the digits were counted again.
     FellBack,
-    /// A top-digit bucket was already too large: prepare chose the LSD passes at once.
+    /// A top-digit bucket was already too large (or there were no keys): prepare chose the LSD
+    /// passes at once, and the digits were counted again for them.
     LsdAtOnce,
 }
 
