@@ -72,9 +72,15 @@ const DEFAULT_UNSTABLE_FIRST: bool = true;
 /// Keys an invocation of the unstable sweep holds (`GPUSORT_RADIX_UNSTABLE_ITEMS`).
 const DEFAULT_UNSTABLE_ITEMS: u32 = DEFAULT_ITEMS;
 /// Keys from which keys-only sorts of 32-bit keys over every bit take the MSD path
-/// (RadixTuning::msd_from).
-const DEFAULT_MSD_FROM: u32 = 1 << 22;
-/// msd_local's workgroups, each looping over buckets (RadixTuning::msd_local_groups).
+/// (RadixTuning::msd_from). H100, twenty-first session, random u32, MSD against LSD: 2^22 1.61
+/// against 0.32 ms, 2^24 2.58 / 0.80, 2^26 3.69 / 2.60, 2^27 4.86 / 5.05, 2^28 7.15 / 9.95 ms.
+/// msd_local has a fixed cost of about 1.2 ms (65,536 buckets of barrier-bound work), so the
+/// MSD path wins only from 2^27.
+const DEFAULT_MSD_FROM: u32 = 1 << 27;
+/// msd_local's workgroups, each looping over buckets (RadixTuning::msd_local_groups). H100,
+/// 2^24 / 2^26 / 2^28: 264 (two an SM) 2.53 / 3.73 / 7.50 ms, 1024 2.59 / 3.79 / 7.57, one a
+/// bucket (0) 3.63 / 4.75 / 8.47 (before the bins' bank conflicts were taken out). 1024 leaves
+/// room for GPUs with more SMs.
 const DEFAULT_MSD_LOCAL_GROUPS: u32 = 1024;
 /// Digit passes one sort can have (64-bit keys, 8 bits a pass).
 const MAX_PASSES: u32 = 8;
