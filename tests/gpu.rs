@@ -833,17 +833,22 @@ mod radix_options {
             // which sorts take the MSD path: keys-only 32-bit keys over every bit, from msd_from
             let mut path = |s: &BitonicSorter| {
                 let mut keys: Vec<u32> = (0..1000).map(|_| r.random()).collect();
-                s.sort(gpu, &mut keys, SortOrder::default()).unwrap().radix_msd
+                s.sort(gpu, &mut keys, SortOrder::default())
+                    .unwrap()
+                    .radix_msd
             };
             assert!(path(&s), "no_subgroups={no_sg}");
-            assert!(!path(&radix(gpu)), "1,000 keys are below the default msd_from");
+            assert!(
+                !path(&radix(gpu)),
+                "1,000 keys are below the default msd_from"
+            );
             let ranged = radix(gpu).with_radix_msd_from(gpu, 0).with_key_bits(0..24);
             assert!(!path(&ranged), "a key-bit range");
             let mut wide = vec![3u64, 1, 2];
             let st = s.sort(gpu, &mut wide, SortOrder::default()).unwrap();
             assert!(!st.radix_msd, "64-bit keys");
             let (_, st) = s
-                .sort_host(gpu, &mut vec![3u32, 1, 2], None, true, SortOrder::default())
+                .sort_host(gpu, &mut [3u32, 1, 2], None, true, SortOrder::default())
                 .unwrap();
             assert!(!st.radix_msd, "an argsort");
             for n in [
@@ -863,14 +868,19 @@ mod radix_options {
                 assert_eq!(run(gpu, &s, &random, &format!("u32 n={n}")), Some(Ran));
                 // about 16 copies of each value: duplicates inside 16-bit buckets
                 let dups: Vec<u32> = (0..n)
-                    .map(|_| r.random_range(0..(n as u32 / 16).max(1)).wrapping_mul(0x9e37_79b1))
+                    .map(|_| {
+                        r.random_range(0..(n as u32 / 16).max(1))
+                            .wrapping_mul(0x9e37_79b1)
+                    })
                     .collect();
                 assert_eq!(run(gpu, &s, &dups, &format!("dup u32 n={n}")), Some(Ran));
                 // the top digit the same everywhere, then the second digit too
                 let low: Vec<u32> = (0..n).map(|_| r.random::<u32>() >> 8).collect();
                 assert_eq!(run(gpu, &s, &low, &format!("24-bit u32 n={n}")), Some(Ran));
                 // one 16-bit bucket: a whole tile sorted locally, or a fall back past it
-                let one: Vec<u32> = (0..n).map(|_| 0xabcd_0000 | r.random_range(0..65536)).collect();
+                let one: Vec<u32> = (0..n)
+                    .map(|_| 0xabcd_0000 | r.random_range(0..65536))
+                    .collect();
                 let want = if n <= tile { Ran } else { FellBack };
                 assert_eq!(run(gpu, &s, &one, &format!("one bucket n={n}")), Some(want));
                 let same = vec![0x8000_0001u32; n];
@@ -910,7 +920,10 @@ mod radix_options {
             // a top-digit bucket of more than 256 tiles: the LSD passes at once
             let n = 256 * tile + 1;
             let same = vec![7u32; n];
-            assert_eq!(run(gpu, &s, &same, "256 tiles of equal keys"), Some(LsdAtOnce));
+            assert_eq!(
+                run(gpu, &s, &same, "256 tiles of equal keys"),
+                Some(LsdAtOnce)
+            );
         }
     }
 

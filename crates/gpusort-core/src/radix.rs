@@ -633,14 +633,20 @@ impl RadixKernels {
         // the MSD path (radix_msd.wgsl): keys-only, every bit, 32-bit keys (pipes.msd), large
         // enough; probes measure the LSD passes
         let msd = match (&pipes.msd, unstable) {
-            (Some(m), Some(_)) if job.capacity >= self.tuning.msd_from && self.tuning.probe == 0 => {
+            (Some(m), Some(_))
+                if job.capacity >= self.tuning.msd_from && self.tuning.probe == 0 =>
+            {
                 Some(m)
             }
             _ => None,
         };
         // kept from earlier sorts: digit counts and tickets start from zero (the look-back state
         // is cleared before each pass), the MSD path's bucket counts too where it runs
-        let control_words = if msd.is_some() { MSD_CONTROL_WORDS } else { CONTROL_WORDS };
+        let control_words = if msd.is_some() {
+            MSD_CONTROL_WORDS
+        } else {
+            CONTROL_WORDS
+        };
         *self
             .last_recorded_msd
             .lock()

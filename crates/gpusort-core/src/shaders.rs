@@ -579,11 +579,17 @@ mod tests {
         for min_subgroup in [None, Some(4), Some(8), Some(32), Some(64)] {
             for wg in [256, 512, 1024] {
                 for items in [1, 9, 16] {
-                    for (payload, unstable) in [(false, false), (true, false), (false, true)] {
+                    // kind 3 (u64) for the sweeps; kind 0 (u32) adds the MSD path's kernels
+                    for (payload, unstable, kind) in [
+                        (false, false, 3),
+                        (true, false, 3),
+                        (false, true, 3),
+                        (false, true, 0),
+                    ] {
                         let source = super::radix(&super::RadixConfig {
                             items,
                             wg,
-                            kind: 3,
+                            kind,
                             descending: false,
                             payload,
                             min_subgroup,
@@ -604,6 +610,12 @@ mod tests {
                         let estimate = crate::radix::scratch_words(items, min_subgroup, wg, 2) * 4
                             + crate::radix::other_workgroup_bytes(wg, min_subgroup.is_some());
                         for (entry, bytes) in entry_workgroup_bytes(&source) {
+                            let estimate = match entry.as_str() {
+                                "msd_local" => {
+                                    crate::radix::msd_local_bytes(wg, items, min_subgroup.is_some())
+                                }
+                                _ => estimate,
+                            };
                             assert!(
                                 bytes <= estimate,
                                 "{entry} sg={min_subgroup:?} wg={wg} items={items} \

@@ -1,6 +1,7 @@
 //! CPU twin of shaders/radix.wgsl: the same digit passes (bits of the sortable key, a key-bit
 //! range, 8 bits a pass), the same rule for skipping a pass (one digit holds every key) and for
-//! running one anyway (nothing would run but there are keys), each pass a stable counting sort.
+//! running one anyway (nothing would run but there are keys), each pass a stable counting sort;
+//! and [`msd_sort`], the twin of the keys-only MSD path (radix_msd.wgsl).
 
 use std::ops::Range;
 
@@ -86,6 +87,75 @@ pub fn argsort<T: SortKey>(
     (perm, ran)
 }
 
+/// CPU twin of the radix sort's keys-only MSD path (radix_msd.wgsl) on sortable 32-bit values:
+/// the top digit's pass, the next digit's pass per top-digit bucket, then each 16-bit bucket
+/// sorted by msd_local's counting (4,096 bins of the low 16 bits' top 12, a mask of the 16 low
+/// values in each, the distinct (bin, value) pairs numbered from the bin's first place). None
+/// where a 16-bit bucket holds more than `tile` keys: the GPU falls back to the LSD passes there.
+pub fn msd_sort(values: &[u32], tile: usize) -> Option<Vec<u32>> {
+    // the two digit passes: a counting sort by the top 16 bits
+    let mut counts = vec![0usize; 1 << 16];
+    for &v in values {
+        counts[(v >> 16) as usize] += 1;
+    }
+    if counts.iter().any(|&c| c > tile) {
+        return None;
+    }
+    let mut starts = vec![0usize; (1 << 16) + 1];
+    for b in 0..1 << 16 {
+        starts[b + 1] = starts[b] + counts[b];
+    }
+    let mut out = vec![0u32; values.len()];
+    let mut next = starts.clone();
+    for &v in values {
+        let b = (v >> 16) as usize;
+        out[next[b]] = v;
+        next[b] += 1;
+    }
+    // msd_local, one 16-bit bucket at a time
+    for b in 0..1 << 16 {
+        let bucket = &mut out[starts[b]..starts[b + 1]];
+        if bucket.len() < 2 {
+            continue;
+        }
+        // bins: (count of keys, mask of low values), then the count becomes the first place
+        let mut bins = vec![(0usize, 0u16); 4096];
+        for &v in bucket.iter() {
+            let u = v & 0xffff;
+            let bin = &mut bins[(u >> 4) as usize];
+            bin.0 += 1;
+            bin.1 |= 1 << (u & 15);
+        }
+        let mut acc = 0;
+        for bin in bins.iter_mut() {
+            let c = bin.0;
+            bin.0 = acc;
+            acc += c;
+        }
+        // each key counts its (bin, value) pair, numbered from the bin's first place
+        let below = |mask: u16, u: u32| (mask & ((1u32 << (u & 15)) - 1) as u16).count_ones();
+        let mut pairs = vec![0usize; bucket.len()];
+        let mut ranks = Vec::with_capacity(bucket.len());
+        for &v in bucket.iter() {
+            let u = v & 0xffff;
+            let (first, mask) = bins[(u >> 4) as usize];
+            let pair = first + below(mask, u) as usize;
+            ranks.push(pairs[pair]); // its slot among equal keys
+            pairs[pair] += 1;
+        }
+        let mut sorted = vec![0u32; bucket.len()];
+        for (&v, slot) in bucket.iter().zip(ranks) {
+            let u = v & 0xffff;
+            let (first, mask) = bins[(u >> 4) as usize];
+            let pair = first + below(mask, u) as usize;
+            let place = first + pairs[first..pair].iter().sum::<usize>() + slot;
+            sorted[place] = v;
+        }
+        bucket.copy_from_slice(&sorted);
+    }
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,6 +182,32 @@ mod tests {
             assert_eq!(perm, crate::cpu::keys::argsort(&keys, order));
             assert_eq!(ran.len(), 4);
         }
+    }
+
+    #[test]
+    fn msd_sort_sorts_or_falls_back() {
+        let mut x = 12345u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 16) as u32
+        };
+        let random: Vec<u32> = (0..50_000).map(|_| next()).collect();
+        // duplicates in every bin, and bins holding several low values
+        let dups: Vec<u32> = (0..50_000).map(|i| 0x1234_0000 | ((i % 97) * 3)).collect();
+        for (keys, tile) in [
+            (random, 4608),
+            (dups[..4608].to_vec(), 4608),
+            (vec![7; 5], 8),
+        ] {
+            let mut want = keys.clone();
+            want.sort_unstable();
+            assert_eq!(msd_sort(&keys, tile), Some(want));
+        }
+        // one 16-bit bucket of more than a tile: the GPU falls back to the LSD passes
+        assert_eq!(msd_sort(&dups, 4608), None);
+        assert_eq!(msd_sort(&[], 1), Some(vec![]));
     }
 
     #[test]
