@@ -917,6 +917,37 @@ mod radix_options {
                     assert_eq!(run(gpu, &s, &mixed, &what), Some(Ran));
                 }
             }
+            // a count that lives on the GPU: the first `count` keys sorted, the rest untouched
+            let cap = 10_000usize;
+            let keys: Vec<f32> = (0..cap).map(|_| r.random_range(-50.0..50.0f32)).collect();
+            for count in [0u32, 1, 2, 4096, 6001, 10_000, 20_000] {
+                let used = (count as usize).min(cap);
+                let key_buf = transfer::buffer_from(gpu, "keys", &keys).unwrap();
+                let count_buf = transfer::buffer_from(gpu, "count", &[count]).unwrap();
+                let mut enc = gpu.device.create_command_encoder(&Default::default());
+                let job = GpuSortJob {
+                    key_type: KeyType::F32,
+                    order: SortOrder::default(),
+                    keys: &key_buf,
+                    n: cap as u32,
+                    values: None,
+                    permutation: None,
+                };
+                let st = s.record_counted(gpu, &mut enc, &job, &count_buf).unwrap();
+                assert!(st.radix_msd);
+                gpu.queue.submit([enc.finish()]);
+                let got: Vec<f32> = transfer::read_vec(gpu, &key_buf, cap).unwrap();
+                let want = reference::sorted(&keys[..used], SortOrder::default());
+                assert_eq!(&got[..used], &want[..], "count {count}");
+                assert_eq!(&got[used..], &keys[used..], "past the count, untouched");
+                // no keys: prepare takes the LSD passes at once (they do nothing)
+                let want = if used == 0 { LsdAtOnce } else { Ran };
+                assert_eq!(
+                    s.radix_msd_outcome(gpu).unwrap(),
+                    Some(want),
+                    "count {count}"
+                );
+            }
             // a top-digit bucket of more than 256 tiles: the LSD passes at once
             let n = 256 * tile + 1;
             let same = vec![7u32; n];
