@@ -13,6 +13,9 @@
 //                 then keys (and the u32 payload) are written to their places through workgroup
 //                 memory, so writes of one digit's run are consecutive
 //   finish        indirect: copies the alternate buffers back when an odd number of passes ran
+// Keys-only sorts of 32-bit keys over every bit from RadixTuning::msd_from keys take the MSD path
+// instead (radix_msd.wgsl, in the unstable module): count_digits then counts the top digit alone
+// and prepare lays out its buckets; the LSD passes' dispatches stay empty unless it falls back.
 // No workgroup waits on another without a bound: tiles take tickets in launch order, and a tile
 // whose predecessor stays silent for SPIN_LIMIT reads counts that digit in that tile itself.
 // CPU twin: crates/gpusort-core/src/cpu/radix.rs.

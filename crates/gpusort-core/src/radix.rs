@@ -1,7 +1,10 @@
 //! LSD radix sort (shaders/radix.wgsl): one histogram read, then one sweep per 8-bit digit that
 //! ranks a whole tile by digit at once and finds its output places by a decoupled look-back. The
 //! sorter (`BitonicSorter` with `Algorithm::Radix`) records it; the order, stability and NaN rules
-//! are the bitonic sort's. CPU twin: `cpu::radix`.
+//! are the bitonic sort's. Keys-only sorts of 32-bit keys over every bit, from
+//! `RadixTuning::msd_from` keys, take an MSD path instead (shaders/radix_msd.wgsl: every pass
+//! unstable, a counting sort of each 16-bit bucket, a fall back to the LSD passes decided on the
+//! GPU). CPU twins: `cpu::radix`.
 
 use std::collections::HashMap;
 use std::ops::Range;
