@@ -31,8 +31,9 @@
 // MIN_SG (smallest subgroup size, for the rank tables), PACK (digits a rank-table word), EARLY
 // (1: a tile counts and publishes its digits before ranking them; subgroup ranking only),
 // EARLY_AT (where in scratch that histogram sits: past the rank tables), UNSTABLE_TILE (the
-// unstable sweep's tile, WG times its own ITEMS: prepare sizes its dispatch) and UNSTABLE_ARGS
-// (where the unstable sweeps' dispatch sizes start in args).
+// unstable sweep's tile, WG times its own ITEMS: prepare sizes its dispatch), UNSTABLE_ARGS
+// and MSD_ARGS (where the unstable sweeps' and the MSD path's dispatch sizes start in args),
+// MSD_LOCAL_GROUPS (msd_local's looping workgroups) and the MSD path's words (below).
 // Host-composed before this file: common/grid.wgsl, common/keyorder.wgsl, one of
 // common/wgscan_{subgroup,shared}.wgsl and the matching common/radix_rank_{subgroup,shared}.wgsl.
 
@@ -49,17 +50,14 @@ const P_N: u32 = 0u;
 const P_FLIP: u32 = 4u;      // [MAX_PASSES]: the pass reads the alternate buffers
 const P_FIRST: u32 = 12u;    // [MAX_PASSES]: the first pass that runs (makes the index payload)
 const P_STARTS: u32 = 32u;   // [MAX_PASSES][RADIX]: exclusive digit starts
-// The keys-only MSD path's words (radix_msd.wgsl; radix.rs sizes ctl and plan to hold them).
-const C_MSD_FLAG: u32 = 2080u; // 0: the MSD path runs; 1: a 16-bit bucket is too large (fall back
-                               // to the LSD passes); 2: a top-digit bucket is, or no keys (prepare
-                               // fell back at once)
-const C_LOCAL_COUNT: u32 = 2081u; // 16-bit buckets of two keys or more (msd_local's workgroups)
-const C_JOINT: u32 = 2112u;    // [RADIX][RADIX]: keys of each (top digit, next digit)
-const P_RECOUNT: u32 = 2240u;  // count_digits' workgroups, for the MSD path's fall back
-const P_TILES: u32 = 2256u;    // [RADIX + 1]: MSD tiles before each top-digit bucket, then all
-const P_START16: u32 = 2560u;  // [RADIX * RADIX]: where each 16-bit bucket starts
-const P_LOCAL: u32 = 68096u;   // [RADIX * RADIX][2]: the 16-bit buckets msd_local sorts (first
-                               // key, keys), in any order
+// The keys-only MSD path's words (radix_msd.wgsl) come from the host, which sizes ctl and plan
+// by them (radix.rs, MSD_WORDS): C_MSD_FLAG (0: the MSD path runs; 1: a 16-bit bucket is too
+// large, fall back to the LSD passes; 2: a top-digit bucket is, or there are no keys: prepare fell
+// back at once), C_LOCAL_COUNT (16-bit buckets of two keys or more), C_JOINT ([RADIX][RADIX]:
+// keys of each top digit and next digit), P_RECOUNT (count_digits' workgroups, for the fall
+// back), P_TILES ([RADIX + 1]: MSD tiles before each top-digit bucket, then all), P_START16
+// ([RADIX * RADIX]: where each 16-bit bucket starts) and P_LOCAL ([RADIX * RADIX][2]: the 16-bit
+// buckets msd_local sorts, first key and keys, in any order).
 // Status words of the look-back: flag in the top two bits, a count below.
 const AGGREGATE: u32 = 0x40000000u;
 const INCLUSIVE: u32 = 0x80000000u;
@@ -204,19 +202,13 @@ var<workgroup> one_digit: u32;
 var<workgroup> msd_too_big: u32;
 var<workgroup> fell_back: u32;
 
-// A dispatch of `groups` workgroups as (x, y, 1), y only where x would exceed MAX_DIM.
-fn dispatch_size(groups: u32) -> vec3<u32> {
+fn write_args(at: u32, groups: u32) {
     var x = groups;
     var y = 1u;
     if (groups > MAX_DIM) { y = (groups + MAX_DIM - 1u) / MAX_DIM; x = (groups + y - 1u) / y; }
-    return vec3<u32>(x, y, 1u);
-}
-
-fn write_args(at: u32, groups: u32) {
-    let v = dispatch_size(groups);
-    args[at] = v.x;
-    args[at + 1u] = v.y;
-    args[at + 2u] = v.z;
+    args[at] = x;
+    args[at + 1u] = y;
+    args[at + 2u] = 1u;
 }
 
 @compute @workgroup_size(WG)
@@ -269,10 +261,6 @@ fn prepare(i: Invocation) {
         write_args(3u * p, select(groups, 0u, unstable));
         write_args(3u * (UNSTABLE_ARGS + p), select(0u, unstable_groups, unstable));
         if (!skip[p]) { runs += 1u; }
-    }
-    for (var p = rp.passes; p < MAX_PASSES; p++) {
-        write_args(3u * p, 0u);
-        write_args(3u * (UNSTABLE_ARGS + p), 0u);
     }
     write_args(3u * MAX_PASSES, select(0u, (n + WG - 1u) / WG, (runs & 1u) == 1u));
     // The MSD path (keys-only, every bit, 32-bit keys: the host decides) has the top digit's

@@ -87,9 +87,10 @@ fn msd_scan(i: Invocation) {
     if (inv.li == 0u && listed.y != 0u) { msd_job.x = atomicAdd(&ctl[C_LOCAL_COUNT], listed.y); }
     let at = workgroupUniformLoad(&msd_job).x + listed.x;
     if (digit) {
-        plan[P_START16 + b * RADIX + inv.li] = bucket_of_top(b).x + s;
+        let start = bucket_of_top(b).x + s;
+        plan[P_START16 + b * RADIX + inv.li] = start;
         if (c >= 2u) {
-            plan[P_LOCAL + 2u * at] = bucket_of_top(b).x + s;
+            plan[P_LOCAL + 2u * at] = start;
             plan[P_LOCAL + 2u * at + 1u] = c;
         }
         if (c > TILE) { atomicMax(&ctl[C_MSD_FLAG], 1u); }

@@ -94,12 +94,25 @@ pub(crate) const UNSTABLE_ARGS: u64 = MAX_PASSES as u64 + 1;
 pub(crate) const MSD_ARGS: u64 = UNSTABLE_ARGS + MAX_PASSES as u64;
 const ARGS_SLOTS: u64 = MSD_ARGS + 5;
 /// Control and plan words: see the C_* and P_* constants of radix.wgsl. The LSD plan's, then the
-/// MSD path's (C_JOINT, P_START16 and P_LOCAL, 65,536 words each, last).
+/// MSD path's (`MSD_WORDS`, passed to the shaders), whose tables of 65,536 words come last.
 const CONTROL_WORDS: u64 = 32 + (MAX_PASSES as u64) * 256;
-const MSD_CONTROL_WORDS: u64 = 2112 + 256 * 256;
-/// radix.wgsl's C_MSD_FLAG.
-const C_MSD_FLAG: u64 = 2080;
-const PLAN_WORDS: u64 = 2560 + 3 * 256 * 256;
+const C_MSD_FLAG: u32 = CONTROL_WORDS as u32;
+const C_JOINT: u32 = C_MSD_FLAG + 32;
+const MSD_CONTROL_WORDS: u64 = C_JOINT as u64 + 256 * 256;
+const P_TILES: u32 = CONTROL_WORDS as u32 + 16;
+const P_START16: u32 = (P_TILES + 257).next_multiple_of(32);
+const P_LOCAL: u32 = P_START16 + 256 * 256;
+const PLAN_WORDS: u64 = P_LOCAL as u64 + 2 * 256 * 256;
+/// The MSD path's control and plan words, as radix.wgsl and radix_msd.wgsl name them.
+pub(crate) const MSD_WORDS: [(&str, u32); 7] = [
+    ("C_MSD_FLAG", C_MSD_FLAG),
+    ("C_LOCAL_COUNT", C_MSD_FLAG + 1),
+    ("C_JOINT", C_JOINT),
+    ("P_RECOUNT", CONTROL_WORDS as u32),
+    ("P_TILES", P_TILES),
+    ("P_START16", P_START16),
+    ("P_LOCAL", P_LOCAL),
+];
 /// Keys one radix sort can hold: the look-back's status words keep counts in 30 bits.
 pub const RADIX_MAX_KEYS: u32 = (1 << 30) - 1;
 
@@ -471,7 +484,7 @@ impl RadixKernels {
             transfer::storage_buffer,
         )?;
         let mut flag = [0u8; 4];
-        transfer::download(gpu, &control, C_MSD_FLAG * 4, &mut flag)?;
+        transfer::download(gpu, &control, C_MSD_FLAG as u64 * 4, &mut flag)?;
         Ok(Some(match u32::from_le_bytes(flag) {
             0 => MsdOutcome::Ran,
             1 => MsdOutcome::FellBack,

@@ -135,21 +135,17 @@ pub fn msd_sort(values: &[u32], tile: usize) -> Option<Vec<u32>> {
         // each key counts its (bin, value) pair, numbered from the bin's first place
         let below = |mask: u16, u: u32| (mask & ((1u32 << (u & 15)) - 1) as u16).count_ones();
         let mut pairs = vec![0usize; bucket.len()];
-        let mut ranks = Vec::with_capacity(bucket.len());
+        let mut slots = Vec::with_capacity(bucket.len());
         for &v in bucket.iter() {
             let u = v & 0xffff;
             let (first, mask) = bins[(u >> 4) as usize];
             let pair = first + below(mask, u) as usize;
-            ranks.push(pairs[pair]); // its slot among equal keys
+            slots.push((first, pair, pairs[pair])); // its slot among equal keys
             pairs[pair] += 1;
         }
         let mut sorted = vec![0u32; bucket.len()];
-        for (&v, slot) in bucket.iter().zip(ranks) {
-            let u = v & 0xffff;
-            let (first, mask) = bins[(u >> 4) as usize];
-            let pair = first + below(mask, u) as usize;
-            let place = first + pairs[first..pair].iter().sum::<usize>() + slot;
-            sorted[place] = v;
+        for (&v, (first, pair, slot)) in bucket.iter().zip(slots) {
+            sorted[first + pairs[first..pair].iter().sum::<usize>() + slot] = v;
         }
         bucket.copy_from_slice(&sorted);
     }
