@@ -33,7 +33,8 @@
 // EARLY_AT (where in scratch that histogram sits: past the rank tables), UNSTABLE_TILE (the
 // unstable sweep's tile, WG times its own ITEMS: prepare sizes its dispatch), UNSTABLE_ARGS
 // and MSD_ARGS (where the unstable sweeps' and the MSD path's dispatch sizes start in args),
-// MSD_LOCAL_GROUPS (msd_local's looping workgroups) and the MSD path's words (below).
+// MSD_LOCAL_GROUPS (msd_local's and msd_dense's looping workgroups) and the MSD path's words
+// and constants (below, radix_msd.wgsl).
 // Host-composed before this file: common/grid.wgsl, common/keyorder.wgsl, one of
 // common/wgscan_{subgroup,shared}.wgsl and the matching common/radix_rank_{subgroup,shared}.wgsl.
 
@@ -53,20 +54,22 @@ const P_STARTS: u32 = 32u;   // [MAX_PASSES][RADIX]: exclusive digit starts
 // The keys-only MSD path's words (radix_msd.wgsl) come from the host, which sizes ctl and plan
 // by them (radix.rs, MSD_WORDS): C_MSD_FLAG (0: the MSD path runs; 1: a 16-bit bucket is too
 // large, fall back to the LSD passes; 2: a top-digit bucket is, or there are no keys: prepare fell
-// back at once), C_LOCAL_COUNT (16-bit buckets of two keys or more), C_JOINT ([RADIX][RADIX]:
-// keys of each top digit and next digit), P_RECOUNT (count_digits' workgroups, for the fall
-// back), P_TILES ([RADIX + 1]: MSD tiles before each top-digit bucket, then all), P_START16
-// ([RADIX * RADIX]: where each 16-bit bucket starts) and P_LOCAL ([RADIX * RADIX][2]: the 16-bit
-// buckets msd_local sorts, first key and keys, in any order).
+// back at once), C_TILE_COUNT (msd_local's tiles), C_DENSE_COUNT (16-bit buckets msd_local left
+// to msd_dense), C_JOINT ([RADIX][RADIX]: keys of each top digit and next digit), P_RECOUNT
+// (count_digits' workgroups, for the fall back), P_TILES ([RADIX + 1]: MSD tiles before each
+// top-digit bucket, then all), P_START16 ([RADIX * RADIX]: where each 16-bit bucket starts),
+// P_MSD_TILES ([RADIX * RADIX][3]: msd_local's tiles, first key, keys, first 16-bit bucket | span
+// << 16, in any order) and P_DENSE ([RADIX * RADIX][2]: the 16-bit buckets msd_dense sorts, first
+// key and keys, in any order).
 // Status words of the look-back: flag in the top two bits, a count below.
 const AGGREGATE: u32 = 0x40000000u;
 const INCLUSIVE: u32 = 0x80000000u;
 const VALUE: u32 = 0x3fffffffu;
 // Dispatch sizes (args): a pass's sweep at 3 * pass, finish at 3 * MAX_PASSES, a pass's unstable
 // sweep at 3 * (UNSTABLE_ARGS + pass) (UNSTABLE_ARGS from the host: radix.rs); the MSD path's
-// top-digit sweep, msd_count, msd_sweep, msd_local and the fall back's count_digits at
+// top-digit sweep, msd_count, msd_sweep, msd_local, the fall back's count_digits and msd_dense at
 // 3 * (MSD_ARGS + 0..MSD_SLOTS).
-const MSD_SLOTS: u32 = 5u;
+const MSD_SLOTS: u32 = 6u;
 
 struct RadixParams {
     capacity: u32,   // keys in the buffers; the count when there is no GPU-resident count

@@ -10,8 +10,9 @@
 //   msd_count         a tile of one bucket (tiles never cross a bucket): its next digit's counts
 //                     added to C_JOINT[bucket][digit]
 //   msd_scan          a workgroup a top-digit bucket: where each of the 65,536 16-bit buckets
-//                     starts (P_START16), and a list of those with two keys or more (P_LOCAL);
-//                     one of more than TILE keys raises C_MSD_FLAG
+//                     starts (P_START16), and msd_local's tiles: runs of consecutive 16-bit
+//                     buckets of at most TILE keys (P_MSD_TILES); a bucket of more than TILE
+//                     keys raises C_MSD_FLAG
 //   msd_decide        with the flag raised (or prepare's: a top-digit bucket too large already)
 //                     the digits are counted again and the LSD passes planned afresh (recorded
 //                     next: count_digits and prepare with recount set); they sort the input,
@@ -19,16 +20,32 @@
 //                     input order); else msd_sweep and msd_local get their sizes
 //   msd_sweep         a tile of one bucket by the next digit, keys_alt -> keys, its runs reserved
 //                     by counting C_JOINT down
-//   msd_local         a workgroup a listed 16-bit bucket (at most TILE keys), in place: a counting sort
-//                     on the low 16 bits in workgroup memory, whatever the duplicates
-// CPU twin: cpu::radix::msd_sort.
+//   msd_local         a workgroup a listed tile of 16-bit buckets, in place: binned by the top
+//                     bits of what differs in it, then ranked by comparisons inside each bin;
+//                     a tile with a bin of more than MSD_GROUP_MAX keys (duplicates, dense
+//                     clusters) is left to msd_dense instead, its buckets listed (P_DENSE)
+//   msd_dense_decide  msd_dense's size
+//   msd_dense         a workgroup a listed 16-bit bucket: a counting sort on the low 16 bits in
+//                     workgroup memory, whatever the duplicates
+// CPU twin: cpu::radix::msd_sort. Host-prepended: MSD_BIN_BITS (msd_local's and msd_dense's bins
+// are 1 << MSD_BIN_BITS) and MSD_GROUP_MAX (radix.rs).
 
-// The local sort's bins: the top 12 of the low 16 bits (see msd_local).
-const MSD_BINS: u32 = 4096u;
+const MSD_BINS: u32 = 1u << MSD_BIN_BITS;
+// msd_local's tiles span at most this many 16-bit buckets, so that a bin a (bucket, third digit)
+// pair fits its bins
+const MSD_SPAN: u32 = MSD_BINS / RADIX;
+// tile sizes and places in msd_local's words are kept in 16 bits
+const_assert TILE < 65536u;
 
 var<workgroup> msd_job: vec4<u32>;
-// msd_local's bins, then its tile: pair counts first, the sorted keys after
+var<workgroup> msd_dense_tile: u32;
+// msd_local's and msd_dense's bins, then a tile
 var<workgroup> msd_words: array<atomic<u32>, MSD_BINS + TILE>;
+// msd_scan: each 16-bit bucket's keys and first key, then the tiles (first bucket | span << 8,
+// and keys)
+var<workgroup> msd_counts: array<u32, RADIX>;
+var<workgroup> msd_firsts: array<u32, RADIX>;
+var<workgroup> msd_runs: array<vec2<u32>, RADIX>;
 
 fn top_pass() -> u32 {
     return rp.passes - 1u;
@@ -82,19 +99,52 @@ fn msd_scan(i: Invocation) {
     var c = 0u;
     if (digit) { c = atomicLoad(&ctl[C_JOINT + b * RADIX + inv.li]); }
     let s = wg_exclusive(c).x;
-    // the buckets msd_local sorts: one atomic a workgroup reserves their places in the list
-    let listed = wg_exclusive(select(0u, 1u, c >= 2u));
-    if (inv.li == 0u && listed.y != 0u) { msd_job.x = atomicAdd(&ctl[C_LOCAL_COUNT], listed.y); }
-    let at = workgroupUniformLoad(&msd_job).x + listed.x;
     if (digit) {
         let start = bucket_of_top(b).x + s;
         plan[P_START16 + b * RADIX + inv.li] = start;
-        if (c >= 2u) {
-            plan[P_LOCAL + 2u * at] = start;
-            plan[P_LOCAL + 2u * at + 1u] = c;
-        }
+        msd_counts[inv.li] = c;
+        msd_firsts[inv.li] = start;
         if (c > TILE) { atomicMax(&ctl[C_MSD_FLAG], 1u); }
     }
+    workgroupBarrier();
+    // msd_local's tiles: runs of consecutive buckets, each as long as TILE keys and MSD_SPAN
+    // buckets allow (greedy, one invocation: 256 steps); those of two keys or more are listed
+    if (inv.li == 0u) {
+        var listed = 0u;
+        var first = 0u;
+        var total = 0u;
+        for (var d = 0u; d <= RADIX; d++) {
+            var cd = 0u;
+            if (d < RADIX) { cd = msd_counts[d]; }
+            if (d > first && (d == RADIX || d - first == MSD_SPAN || total + cd > TILE)) {
+                if (total >= 2u) {
+                    msd_runs[listed] = vec2<u32>(first | ((d - first) << 8u), total);
+                    listed++;
+                }
+                first = d;
+                total = 0u;
+            }
+            total += cd;
+        }
+        msd_job.x = listed;
+        // one atomic a workgroup reserves their places in the list
+        if (listed != 0u) { msd_job.y = atomicAdd(&ctl[C_TILE_COUNT], listed); }
+    }
+    let job = workgroupUniformLoad(&msd_job);
+    for (var e = inv.li; e < job.x; e += WG) {
+        let run = msd_runs[e];
+        let at = P_MSD_TILES + 3u * (job.y + e);
+        plan[at] = msd_firsts[run.x & 0xffu];
+        plan[at + 1u] = run.y;
+        plan[at + 2u] = (b * RADIX + (run.x & 0xffu)) | ((run.x >> 8u) << 16u);
+    }
+}
+
+// Workgroups for a kernel looping over `listed` jobs: MSD_LOCAL_GROUPS (0: one a job), but
+// enough that none takes more than GROUP_TILES (llvmpipe's loop budget: scan::group_tiles).
+fn looping_groups(listed: u32) -> u32 {
+    if (MSD_LOCAL_GROUPS == 0u || listed == 0u) { return listed; }
+    return min(listed, max(MSD_LOCAL_GROUPS, (listed - 1u) / GROUP_TILES + 1u));
 }
 
 @compute @workgroup_size(64)
@@ -108,16 +158,14 @@ fn msd_decide(@builtin(local_invocation_index) li: u32) {
         if (li == 0u) { write_args(3u * (MSD_ARGS + 4u), plan[P_RECOUNT]); }
     } else if (li == 0u) {
         write_args(3u * (MSD_ARGS + 2u), plan[P_TILES + RADIX]);
-        // msd_local: MSD_LOCAL_GROUPS workgroups looping over the listed buckets (0: one a
-        // bucket), but enough that none takes more than GROUP_TILES (llvmpipe's loop budget:
-        // scan::group_tiles)
-        let listed = atomicLoad(&ctl[C_LOCAL_COUNT]);
-        var groups = listed;
-        if (MSD_LOCAL_GROUPS != 0u && listed != 0u) {
-            groups = min(listed, max(MSD_LOCAL_GROUPS, (listed - 1u) / GROUP_TILES + 1u));
-        }
-        write_args(3u * (MSD_ARGS + 3u), groups);
+        write_args(3u * (MSD_ARGS + 3u), looping_groups(atomicLoad(&ctl[C_TILE_COUNT])));
     }
+}
+
+// msd_dense's size, once msd_local has listed the buckets it left (none where it did not run).
+@compute @workgroup_size(1)
+fn msd_dense_decide() {
+    write_args(3u * (MSD_ARGS + 5u), looping_groups(atomicLoad(&ctl[C_DENSE_COUNT])));
 }
 
 @compute @workgroup_size(WG)
@@ -191,12 +239,128 @@ fn msd_bin_starts() {
     workgroupBarrier();
 }
 
-// The listed 16-bit bucket `w` of msd_local: (first key, keys).
-fn msd_local_job(w: u32) -> vec2<u32> {
-    return vec2<u32>(plan[P_LOCAL + 2u * w], plan[P_LOCAL + 2u * w + 1u]);
+// msd_local's bins: each word's count (low half) to (first place << 16) | count, an exclusive scan
+// (each invocation takes a run of consecutive bins); a bin of more than MSD_GROUP_MAX keys marks
+// the tile dense.
+fn msd_group_starts() {
+    let per = (MSD_BINS + WG - 1u) / WG;
+    let first = inv.li * per;
+    var sum = 0u;
+    var most = 0u;
+    for (var j = 0u; j < per; j++) {
+        if (first + j < MSD_BINS) {
+            let c = atomicLoad(&msd_words[bin_at(first + j)]);
+            sum += c;
+            most = max(most, c);
+        }
+    }
+    if (most > MSD_GROUP_MAX) { msd_dense_tile = 1u; }
+    var acc = wg_exclusive(sum).x;
+    for (var j = 0u; j < per; j++) {
+        if (first + j < MSD_BINS) {
+            let c = atomicLoad(&msd_words[bin_at(first + j)]);
+            atomicStore(&msd_words[bin_at(first + j)], (acc << 16u) | c);
+            acc += c;
+        }
+    }
+    workgroupBarrier();
 }
 
-// Listed 16-bit buckets (msd_scan: two keys or more, at most TILE), each sorted in place by its
+// Listed tile `w` of msd_local: (first key, keys, first 16-bit bucket | span << 16).
+fn msd_tile_job(w: u32) -> vec3<u32> {
+    let at = P_MSD_TILES + 3u * w;
+    return vec3<u32>(plan[at], plan[at + 1u], plan[at + 2u]);
+}
+
+// Key `k`'s sortable value in a tile that starts at 16-bit bucket `first16`: its bucket's place in
+// the tile (below MSD_SPAN) above its low 16 sortable bits.
+fn tile_value(k: u32, first16: u32) -> u32 {
+    let e = key_encode(KIND, DESCENDING == 1u, k, 0u).x;
+    return (((e >> 16u) - first16) << 16u) | (e & 0xffffu);
+}
+
+// Listed tiles (msd_scan: runs of consecutive 16-bit buckets, at most TILE keys and MSD_SPAN
+// buckets), each sorted in place: a tile's keys are what its buckets hold, so sorting the tile
+// sorts each. A workgroup loops over tiles; the next tile's keys are loaded while this one's are
+// ranked. For a tile of span buckets:
+// - bin v >> shift of MSD_BINS (v: tile_value; shift: the least that leaves span << (16 - shift)
+//   bins at most, so a random key's bin holds about TILE / MSD_BINS keys) counts its keys, and
+//   its atomic gives each key its slot in the bin;
+// - a scan gives each bin its first place, and the keys go there in bin order;
+// - each place's key is ranked among its bin's keys by comparisons (equal keys by place): at most
+//   MSD_GROUP_MAX of them, and the workgroup's lanes at one bin read the same words; it goes
+//   straight out (no trip back through workgroup memory, so no key is held across a barrier:
+//   that took the kernel to 77 registers, one workgroup an SM on the H100).
+// A tile with a bin of more than MSD_GROUP_MAX keys (duplicates, or keys clustered within 2^shift)
+// is left as it is and its buckets listed for msd_dense, whose work is bounded whatever the keys.
+@compute @workgroup_size(WG)
+fn msd_local(i: Invocation) {
+    set_invocation(i);
+    if (inv.li == 0u) {
+        msd_job.x = atomicLoad(&ctl[C_TILE_COUNT]);
+        msd_dense_tile = 0u;
+    }
+    for (var c = inv.li; c < MSD_BINS; c += WG) { atomicStore(&msd_words[c], 0u); }
+    let listed = workgroupUniformLoad(&msd_job).x;
+    // tiles w, w + groups, ...: a count known to the whole workgroup, so its barriers are met
+    let groups = inv.nwg.x * inv.nwg.y;
+    let w = linear_workgroup(inv.wid, inv.nwg);
+    var rounds = 0u;
+    if (w < listed) { rounds = (listed - w - 1u) / groups + 1u; }
+    var jb = vec3<u32>(0u);
+    if (rounds != 0u) { jb = msd_tile_job(w); }
+    let l@J = inv.li + @Ju * WG; //@ITEM
+    var k@J = 0u; //@ITEM
+    if (l@J < jb.y) { k@J = keys[jb.x + l@J]; } //@ITEM
+    for (var round = 1u; round <= rounds; round++) {
+        let s = jb.x;
+        let m = jb.y;
+        let first16 = jb.z & 0xffffu;
+        let span = jb.z >> 16u;
+        let shift = 16u - MSD_BIN_BITS + (32u - countLeadingZeros(span - 1u));
+        // the next tile's place, in flight meanwhile
+        if (round < rounds) { jb = msd_tile_job(w + round * groups); } else { jb = vec3<u32>(0u); }
+        var r@J = 0u; //@ITEM
+        if (l@J < m) { r@J = atomicAdd(&msd_words[bin_at(tile_value(k@J, first16) >> shift)], 1u); } //@ITEM
+        workgroupBarrier();
+        msd_group_starts();
+        let dense = workgroupUniformLoad(&msd_dense_tile) != 0u;
+        if (!dense) {
+            if (l@J < m) { let bw = atomicLoad(&msd_words[bin_at(tile_value(k@J, first16) >> shift)]); atomicStore(&msd_words[MSD_BINS + (bw >> 16u) + r@J], k@J); } //@ITEM
+        } else if (inv.li < span) {
+            // left for msd_dense: this tile's buckets of two keys or more
+            let p = first16 + inv.li;
+            let start = plan[P_START16 + p];
+            var end = plan[P_N];
+            if (p + 1u < RADIX * RADIX) { end = plan[P_START16 + p + 1u]; }
+            if (end - start >= 2u) {
+                let at = atomicAdd(&ctl[C_DENSE_COUNT], 1u);
+                plan[P_DENSE + 2u * at] = start;
+                plan[P_DENSE + 2u * at + 1u] = end - start;
+            }
+        }
+        workgroupBarrier();
+        // the next tile's keys, in flight while this one's are ranked
+        if (l@J < jb.y) { k@J = keys[jb.x + l@J]; } //@ITEM
+        if (!dense) {
+            // place l's key: its bin's first place and the keys of its bin below it (equal keys
+            // by place). Bin order is nearly the sorted order, so a subgroup's writes stay close.
+            if (l@J < m) { let v = atomicLoad(&msd_words[MSD_BINS + l@J]); let o = tile_value(v, first16); let bw = atomicLoad(&msd_words[bin_at(o >> shift)]); let g0 = bw >> 16u; var at = s + g0; for (var q = g0; q < g0 + (bw & 0xffffu); q++) { let x = tile_value(atomicLoad(&msd_words[MSD_BINS + q]), first16); at += select(0u, 1u, x < o || (x == o && q < l@J)); } keys[at] = v; } //@ITEM
+        }
+        workgroupBarrier();
+        // bins free for the next tile
+        for (var c = inv.li; c < MSD_BINS; c += WG) { atomicStore(&msd_words[c], 0u); }
+        if (inv.li == 0u) { msd_dense_tile = 0u; }
+        workgroupBarrier();
+    }
+}
+
+// The listed 16-bit bucket `w` of msd_dense: (first key, keys).
+fn msd_dense_job(w: u32) -> vec2<u32> {
+    return vec2<u32>(plan[P_DENSE + 2u * w], plan[P_DENSE + 2u * w + 1u]);
+}
+
+// The 16-bit buckets msd_local left (two keys or more, at most TILE), each sorted in place by its
 // low 16 sortable bits u, which are all that differ in it. A workgroup loops over buckets; the
 // next bucket's keys are loaded while this one's go out. For a bucket:
 // - bin u >> 4 of 4,096 counts its keys (high half of its word) and records which of the 16 low
@@ -209,9 +373,9 @@ fn msd_local_job(w: u32) -> vec2<u32> {
 //   most 15), and its slot.
 // The work a key does is bounded whatever the duplicates, and there are no comparisons.
 @compute @workgroup_size(WG)
-fn msd_local(i: Invocation) {
+fn msd_dense(i: Invocation) {
     set_invocation(i);
-    if (inv.li == 0u) { msd_job.x = atomicLoad(&ctl[C_LOCAL_COUNT]); }
+    if (inv.li == 0u) { msd_job.x = atomicLoad(&ctl[C_DENSE_COUNT]); }
     for (var b = inv.li; b < MSD_BINS; b += WG) { atomicStore(&msd_words[b], 0u); }
     let listed = workgroupUniformLoad(&msd_job).x;
     // buckets w, w + groups, ...: a count known to the whole workgroup, so its barriers are met
@@ -220,15 +384,15 @@ fn msd_local(i: Invocation) {
     var rounds = 0u;
     if (w < listed) { rounds = (listed - w - 1u) / groups + 1u; }
     var jb = vec2<u32>(0u);
-    if (rounds != 0u) { jb = msd_local_job(w); }
-    let l@J = local_index(@Ju); //@ITEM
+    if (rounds != 0u) { jb = msd_dense_job(w); }
+    let l@J = inv.li + @Ju * WG; //@ITEM
     var k@J = 0u; //@ITEM
     if (l@J < jb.y) { k@J = keys[jb.x + l@J]; } //@ITEM
     for (var round = 1u; round <= rounds; round++) {
         let s = jb.x;
         let m = jb.y;
         // the next bucket's place, in flight meanwhile
-        if (round < rounds) { jb = msd_local_job(w + round * groups); } else { jb = vec2<u32>(0u); }
+        if (round < rounds) { jb = msd_dense_job(w + round * groups); } else { jb = vec2<u32>(0u); }
         // pair counters, cleared for this bucket; the bins were cleared after the last one's use
         for (var c = inv.li; c < m; c += WG) { atomicStore(&msd_words[MSD_BINS + c], 0u); }
         // (u and the pair number are worked out again where needed: kept in registers through
@@ -247,8 +411,7 @@ fn msd_local(i: Invocation) {
         workgroupBarrier();
         // the next bucket's keys, loaded while this one's go out in order
         if (l@J < jb.y) { k@J = keys[jb.x + l@J]; } //@ITEM
-        let q@J = inv.li + @Ju * WG; //@ITEM
-        if (q@J < m) { keys[s + q@J] = atomicLoad(&msd_words[MSD_BINS + q@J]); } //@ITEM
+        if (l@J < m) { keys[s + l@J] = atomicLoad(&msd_words[MSD_BINS + l@J]); } //@ITEM
         workgroupBarrier(); // the tile's words are read before the next bucket's pair counts
     }
 }

@@ -799,31 +799,56 @@ mod radix_options {
     }
 
     /// Keys-only sorts of 32-bit keys over every bit take the MSD path from `msd_from` keys (here
-    /// always): every pass unstable, then a counting sort of each 16-bit bucket in workgroup
-    /// memory. Where a 16-bit bucket holds more than a tile the GPU falls back to the LSD passes;
-    /// where a top-digit bucket already does, prepare chooses them at once. Every outcome sorts as
-    /// the reference does, and each designed input takes the outcome it was designed for.
+    /// always): every pass unstable, then a local sort of tiles of 16-bit buckets in workgroup
+    /// memory, or a counting sort of each 16-bit bucket where a tile's bin is too full
+    /// (msd_dense). Where a 16-bit bucket holds more than a tile the GPU falls back to the LSD
+    /// passes; where a top-digit bucket already does, prepare chooses them at once. Every outcome
+    /// sorts as the reference does, the buckets msd_dense took are those the CPU twin's took, and
+    /// each designed input takes the outcome it was designed for.
     #[test]
     fn msd_path_sorts_the_same() {
         use gpusort_core::radix::MsdOutcome::{self, FellBack, LsdAtOnce, Ran};
+        // what a sort did: the MSD path with or without msd_dense, or the LSD passes
+        #[derive(Debug, PartialEq)]
+        enum Took {
+            Local,
+            Dense,
+            Lsd(MsdOutcome),
+        }
+        use Took::{Dense, Local, Lsd};
         fn run<T: SortKey + PartialEq>(
             gpu: &Gpu,
             s: &BitonicSorter,
             keys: &[T],
             what: &str,
-        ) -> Option<MsdOutcome> {
-            let mut outcomes = Vec::new();
+        ) -> Took {
+            let mut took = Vec::new();
             for descending in [false, true] {
                 let order = SortOrder {
                     descending,
                     segment_size: None,
                 };
                 check_sort(gpu, s, keys, order, what);
-                outcomes.push(s.radix_msd_outcome(gpu).unwrap());
+                let outcome = s.radix_msd_outcome(gpu).unwrap().expect("the MSD path");
+                // the CPU twin on the sortable values: the same outcome, the same dense buckets
+                let values: Vec<u32> = keys
+                    .iter()
+                    .map(|k| (reference::sortable(k, descending) >> 32) as u32)
+                    .collect();
+                let twin =
+                    gpusort_core::cpu::radix::msd_sort(&values, s.radix_tile(false) as usize);
+                match (outcome, twin) {
+                    (Ran { dense_buckets }, Some(t)) => {
+                        assert_eq!(dense_buckets, t.dense_buckets, "{what} desc={descending}");
+                        took.push(if dense_buckets == 0 { Local } else { Dense });
+                    }
+                    (FellBack | LsdAtOnce, None) => took.push(Lsd(outcome)),
+                    (o, t) => panic!("{what} desc={descending}: GPU {o:?}, twin {t:?}"),
+                }
             }
             // descending keys' buckets are the ascending ones mirrored: the same sizes
-            assert_eq!(outcomes[0], outcomes[1], "{what}");
-            outcomes[0]
+            assert_eq!(took[0], took[1], "{what}");
+            took.remove(0)
         }
         for no_sg in MODES {
             let gpu = gpu(no_sg);
@@ -865,7 +890,7 @@ mod radix_options {
                 40_001,
             ] {
                 let random: Vec<u32> = (0..n).map(|_| r.random()).collect();
-                assert_eq!(run(gpu, &s, &random, &format!("u32 n={n}")), Some(Ran));
+                assert_eq!(run(gpu, &s, &random, &format!("u32 n={n}")), Local);
                 // about 16 copies of each value: duplicates inside 16-bit buckets
                 let dups: Vec<u32> = (0..n)
                     .map(|_| {
@@ -873,18 +898,24 @@ mod radix_options {
                             .wrapping_mul(0x9e37_79b1)
                     })
                     .collect();
-                assert_eq!(run(gpu, &s, &dups, &format!("dup u32 n={n}")), Some(Ran));
+                assert_eq!(run(gpu, &s, &dups, &format!("dup u32 n={n}")), Local);
                 // the top digit the same everywhere, then the second digit too
                 let low: Vec<u32> = (0..n).map(|_| r.random::<u32>() >> 8).collect();
-                assert_eq!(run(gpu, &s, &low, &format!("24-bit u32 n={n}")), Some(Ran));
+                assert_eq!(run(gpu, &s, &low, &format!("24-bit u32 n={n}")), Local);
                 // one 16-bit bucket: a whole tile sorted locally, or a fall back past it
                 let one: Vec<u32> = (0..n)
                     .map(|_| 0xabcd_0000 | r.random_range(0..65536))
                     .collect();
-                let want = if n <= tile { Ran } else { FellBack };
-                assert_eq!(run(gpu, &s, &one, &format!("one bucket n={n}")), Some(want));
+                let want = if n <= tile { Local } else { Lsd(FellBack) };
+                assert_eq!(run(gpu, &s, &one, &format!("one bucket n={n}")), want);
+                // equal keys: one bin, compared up to MSD_GROUP_MAX keys, then msd_dense
                 let same = vec![0x8000_0001u32; n];
-                assert_eq!(run(gpu, &s, &same, &format!("equal n={n}")), Some(want));
+                let want = match n {
+                    _ if n <= 64 => Local,
+                    _ if n <= tile => Dense,
+                    _ => Lsd(FellBack),
+                };
+                assert_eq!(run(gpu, &s, &same, &format!("equal n={n}")), want);
                 let mut floats: Vec<f32> = (0..n).map(|_| r.random_range(-4.0..4.0f32)).collect();
                 for (i, sp) in f32_specials().into_iter().enumerate() {
                     floats[(i * 7919) % n] = sp;
@@ -896,7 +927,7 @@ mod radix_options {
             // larger: 16-bit buckets of about 4 keys, many per workgroup of msd_count and
             // msd_sweep
             let random: Vec<u32> = (0..1 << 18).map(|_| r.random()).collect();
-            assert_eq!(run(gpu, &s, &random, "u32 n=2^18"), Some(Ran));
+            assert_eq!(run(gpu, &s, &random, "u32 n=2^18"), Local);
             // msd_local's workgroups: one a bucket, or a few looping over buckets of every size
             for groups in [0, 3] {
                 let s = radix(gpu)
@@ -905,7 +936,7 @@ mod radix_options {
                 for n in [257, tile, 40_001] {
                     let random: Vec<u32> = (0..n).map(|_| r.random()).collect();
                     let what = format!("{groups} local groups, u32 n={n}");
-                    assert_eq!(run(gpu, &s, &random, &what), Some(Ran));
+                    assert_eq!(run(gpu, &s, &random, &what), Local);
                     let mixed: Vec<u32> = (0..n)
                         .map(|i| match i % 3 == 0 && i / 3 < tile - 1 {
                             // one bucket of up to a tile, among small ones
@@ -913,8 +944,15 @@ mod radix_options {
                             false => r.random(),
                         })
                         .collect();
+                    // (msd_dense or not as the twin finds: `run` compares the dense buckets)
                     let what = format!("{groups} local groups, mixed buckets n={n}");
-                    assert_eq!(run(gpu, &s, &mixed, &what), Some(Ran));
+                    assert_ne!(run(gpu, &s, &mixed, &what), Lsd(FellBack));
+                    // every tile dense: 60 copies of each value, 16-bit buckets of two values
+                    let dense: Vec<u32> = (0..n as u32)
+                        .map(|i| (i / 120) << 16 | (i / 60 % 2))
+                        .collect();
+                    let what = format!("{groups} local groups, dense n={n}");
+                    assert_eq!(run(gpu, &s, &dense, &what), Dense);
                 }
             }
             // a count that lives on the GPU: the first `count` keys sorted, the rest untouched
@@ -941,19 +979,18 @@ mod radix_options {
                 assert_eq!(&got[..used], &want[..], "count {count}");
                 assert_eq!(&got[used..], &keys[used..], "past the count, untouched");
                 // no keys: prepare takes the LSD passes at once (they do nothing)
-                let want = if used == 0 { LsdAtOnce } else { Ran };
-                assert_eq!(
-                    s.radix_msd_outcome(gpu).unwrap(),
-                    Some(want),
-                    "count {count}"
-                );
+                let ran = s.radix_msd_outcome(gpu).unwrap();
+                match used {
+                    0 => assert_eq!(ran, Some(LsdAtOnce), "count {count}"),
+                    _ => assert_eq!(ran, Some(Ran { dense_buckets: 0 }), "count {count}"),
+                }
             }
             // a top-digit bucket of more than 256 tiles: the LSD passes at once
             let n = 256 * tile + 1;
             let same = vec![7u32; n];
             assert_eq!(
                 run(gpu, &s, &same, "256 tiles of equal keys"),
-                Some(LsdAtOnce)
+                Lsd(LsdAtOnce)
             );
         }
     }

@@ -352,9 +352,12 @@ fn sort_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
                 _ => {
                     use gpusort_core::radix::MsdOutcome;
                     let how = match outcome {
-                        None | Some(MsdOutcome::Ran) => "",
-                        Some(MsdOutcome::FellBack) => " [fell back to the LSD passes]",
-                        Some(MsdOutcome::LsdAtOnce) => " [LSD passes at once]",
+                        None | Some(MsdOutcome::Ran { dense_buckets: 0 }) => String::new(),
+                        Some(MsdOutcome::Ran { dense_buckets }) => {
+                            format!(" [{dense_buckets} buckets by msd_dense]")
+                        }
+                        Some(MsdOutcome::FellBack) => " [fell back to the LSD passes]".into(),
+                        Some(MsdOutcome::LsdAtOnce) => " [LSD passes at once]".into(),
                     };
                     format!("{}{how}", path.unwrap_or_default())
                 }

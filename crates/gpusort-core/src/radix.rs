@@ -3,7 +3,7 @@
 //! sorter (`BitonicSorter` with `Algorithm::Radix`) records it; the order, stability and NaN rules
 //! are the bitonic sort's. Keys-only sorts of 32-bit keys over every bit, from
 //! `RadixTuning::msd_from` keys, take an MSD path instead (shaders/radix_msd.wgsl: every pass
-//! unstable, a counting sort of each 16-bit bucket, a fall back to the LSD passes decided on the
+//! unstable, a local sort of tiles of 16-bit buckets, a fall back to the LSD passes decided on the
 //! GPU). CPU twins: `cpu::radix`.
 
 use std::collections::HashMap;
@@ -88,11 +88,11 @@ const DEFAULT_MSD_LOCAL_GROUPS: u32 = 1024;
 /// Digit passes one sort can have (64-bit keys, 8 bits a pass).
 const MAX_PASSES: u32 = 8;
 /// Dispatch-size slots (x, y, z each): a sweep per pass, finish, then an unstable sweep per pass
-/// (passed to radix.wgsl as UNSTABLE_ARGS), then the MSD path's five (MSD_ARGS: the top digit's
-/// sweep, msd_count, msd_sweep, msd_local, and its fall back's count_digits).
+/// (passed to radix.wgsl as UNSTABLE_ARGS), then the MSD path's six (MSD_ARGS: the top digit's
+/// sweep, msd_count, msd_sweep, msd_local, its fall back's count_digits, msd_dense).
 pub(crate) const UNSTABLE_ARGS: u64 = MAX_PASSES as u64 + 1;
 pub(crate) const MSD_ARGS: u64 = UNSTABLE_ARGS + MAX_PASSES as u64;
-const ARGS_SLOTS: u64 = MSD_ARGS + 5;
+const ARGS_SLOTS: u64 = MSD_ARGS + 6;
 /// Control and plan words: see the C_* and P_* constants of radix.wgsl. The LSD plan's, then the
 /// MSD path's (`MSD_WORDS`, passed to the shaders), whose tables of 65,536 words come last.
 const CONTROL_WORDS: u64 = 32 + (MAX_PASSES as u64) * 256;
@@ -101,17 +101,30 @@ const C_JOINT: u32 = C_MSD_FLAG + 32;
 const MSD_CONTROL_WORDS: u64 = C_JOINT as u64 + 256 * 256;
 const P_TILES: u32 = CONTROL_WORDS as u32 + 16;
 const P_START16: u32 = (P_TILES + 257).next_multiple_of(32);
-const P_LOCAL: u32 = P_START16 + 256 * 256;
-const PLAN_WORDS: u64 = P_LOCAL as u64 + 2 * 256 * 256;
-/// The MSD path's control and plan words, as radix.wgsl and radix_msd.wgsl name them.
-pub(crate) const MSD_WORDS: [(&str, u32); 7] = [
+const P_MSD_TILES: u32 = P_START16 + 256 * 256;
+const P_DENSE: u32 = P_MSD_TILES + 3 * 256 * 256;
+const PLAN_WORDS: u64 = P_DENSE as u64 + 2 * 256 * 256;
+const C_DENSE_COUNT: u32 = C_MSD_FLAG + 1;
+/// msd_local's and msd_dense's bins: 1 << MSD_BIN_BITS, so that a tile of 4,608 keys spreads
+/// about one key a bin.
+pub(crate) const MSD_BIN_BITS: u32 = 12;
+/// The most keys an msd_local bin ranks by comparisons (each key compared with each of its bin's);
+/// a tile with a fuller bin goes to msd_dense's counting sort. A tile of such bins costs about
+/// what one 16-bit bucket costs msd_dense.
+pub(crate) const MSD_GROUP_MAX: u32 = 64;
+/// The MSD path's control and plan words and constants, as radix.wgsl and radix_msd.wgsl name them.
+pub(crate) const MSD_WORDS: [(&str, u32); 11] = [
     ("C_MSD_FLAG", C_MSD_FLAG),
-    ("C_LOCAL_COUNT", C_MSD_FLAG + 1),
+    ("C_DENSE_COUNT", C_DENSE_COUNT),
+    ("C_TILE_COUNT", C_MSD_FLAG + 2),
     ("C_JOINT", C_JOINT),
     ("P_RECOUNT", CONTROL_WORDS as u32),
     ("P_TILES", P_TILES),
     ("P_START16", P_START16),
-    ("P_LOCAL", P_LOCAL),
+    ("P_MSD_TILES", P_MSD_TILES),
+    ("P_DENSE", P_DENSE),
+    ("MSD_BIN_BITS", MSD_BIN_BITS),
+    ("MSD_GROUP_MAX", MSD_GROUP_MAX),
 ];
 /// Keys one radix sort can hold: the look-back's status words keep counts in 30 bits.
 pub const RADIX_MAX_KEYS: u32 = (1 << 30) - 1;
@@ -174,6 +187,8 @@ struct MsdPipelines {
     decide: wgpu::ComputePipeline,
     sweep: wgpu::ComputePipeline,
     local: wgpu::ComputePipeline,
+    dense_decide: wgpu::ComputePipeline,
+    dense: wgpu::ComputePipeline,
 }
 
 /// The radix sort's tuning, read once (defaults = what measured fastest on the H100; the
@@ -192,7 +207,7 @@ pub(crate) struct RadixTuning {
     /// Parts switched off (results wrong; measuring only): `GPUSORT_RADIX_PROBE`.
     pub probe: u32,
     /// Stop recording early (measuring only): `GPUSORT_RADIX_STOP`, 1 after the histograms, 2
-    /// after the sweeps, 3 without the MSD path's msd_local.
+    /// after the sweeps, 3 without the MSD path's msd_local and msd_dense.
     pub stop: u32,
     /// Keep whole vec4 ballots even where subgroups have at most 32 lanes: `GPUSORT_RADIX_WIDE=1`
     /// (measuring, and tests of the wide path on lavapipe).
@@ -483,10 +498,15 @@ impl RadixKernels {
             MSD_CONTROL_WORDS * 4,
             transfer::storage_buffer,
         )?;
-        let mut flag = [0u8; 4];
-        transfer::download(gpu, &control, C_MSD_FLAG as u64 * 4, &mut flag)?;
-        Ok(Some(match u32::from_le_bytes(flag) {
-            0 => MsdOutcome::Ran,
+        // the flag, then msd_dense's bucket count
+        let mut words = [0u8; 8];
+        transfer::download(gpu, &control, C_MSD_FLAG as u64 * 4, &mut words)?;
+        let word = |i: usize| u32::from_le_bytes(words[4 * i..4 * i + 4].try_into().unwrap());
+        const _: () = assert!(C_DENSE_COUNT == C_MSD_FLAG + 1);
+        Ok(Some(match word(0) {
+            0 => MsdOutcome::Ran {
+                dense_buckets: word(1),
+            },
             1 => MsdOutcome::FellBack,
             _ => MsdOutcome::LsdAtOnce,
         }))
@@ -561,6 +581,8 @@ impl RadixKernels {
                         decide: pipe("msd_decide")?,
                         sweep: pipe("msd_sweep")?,
                         local: pipe("msd_local")?,
+                        dense_decide: pipe("msd_dense_decide")?,
+                        dense: pipe("msd_dense")?,
                     }),
                     false => None,
                 };
@@ -772,7 +794,10 @@ impl RadixKernels {
             msd_dispatches = 7;
             if self.tuning.stop != 3 {
                 indirect(&mut pass, &m.local, 3);
-                msd_dispatches = 8;
+                // the buckets msd_local left: none unless some tile held dense keys
+                kernel::dispatch(gpu, &mut pass, &m.dense_decide, &prep, &[top], 1);
+                indirect(&mut pass, &m.dense, 5);
+                msd_dispatches = 10;
             }
         }
         for (p, &off) in offsets.iter().enumerate() {
@@ -813,8 +838,9 @@ impl RadixKernels {
 /// How a sort that recorded the MSD path ran on the GPU (radix.wgsl's C_MSD_FLAG).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MsdOutcome {
-    /// The MSD path sorted the keys.
-    Ran,
+    /// The MSD path sorted the keys; `dense_buckets` 16-bit buckets of them by msd_dense's
+    /// counting sort (their tiles had a bin of more than `MSD_GROUP_MAX` keys).
+    Ran { dense_buckets: u32 },
     /// A 16-bit bucket held more keys than msd_local takes: the LSD passes sorted them, after the
     /// top digit's pass and the bucket counts had run, and the digits were counted again.
     FellBack,
@@ -834,10 +860,10 @@ pub(crate) struct Recorded {
     pub msd: bool,
 }
 
-/// Workgroup bytes of msd_local (radix_msd.wgsl) in workgroups of `wg` invocations holding
-/// `items` keys each: its 4,096 bins and a tile of words, the scan's helpers and its job.
+/// Workgroup bytes of msd_local and msd_dense (radix_msd.wgsl) in workgroups of `wg` invocations
+/// holding `items` keys each: their bins and a tile of words, the scan's helpers, the job and flag.
 pub(crate) fn msd_local_bytes(wg: u32, items: u32, subgroups: bool) -> u32 {
-    (4096 + wg * items) * 4 + crate::scan::scan_helper_bytes(wg, subgroups) + 32
+    ((1 << MSD_BIN_BITS) + wg * items) * 4 + crate::scan::scan_helper_bytes(wg, subgroups) + 32
 }
 
 /// Workgroup bytes of a `wg`-invocation sweep besides its scratch: its three digit tables

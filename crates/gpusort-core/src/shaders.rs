@@ -613,7 +613,7 @@ mod tests {
                             + crate::radix::other_workgroup_bytes(wg, min_subgroup.is_some());
                         for (entry, bytes) in entry_workgroup_bytes(&source) {
                             let estimate = match entry.as_str() {
-                                "msd_local" => {
+                                "msd_local" | "msd_dense" => {
                                     crate::radix::msd_local_bytes(wg, items, min_subgroup.is_some())
                                 }
                                 _ => estimate,

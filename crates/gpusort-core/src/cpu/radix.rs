@@ -87,12 +87,21 @@ pub fn argsort<T: SortKey>(
     (perm, ran)
 }
 
+/// What [`msd_sort`] made: the sorted values, and how many 16-bit buckets took msd_dense.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MsdSorted {
+    pub values: Vec<u32>,
+    pub dense_buckets: u32,
+}
+
 /// CPU twin of the radix sort's keys-only MSD path (radix_msd.wgsl) on sortable 32-bit values:
-/// the top digit's pass, the next digit's pass per top-digit bucket, then each 16-bit bucket
-/// sorted by msd_local's counting (4,096 bins of the low 16 bits' top 12, a mask of the 16 low
-/// values in each, the distinct (bin, value) pairs numbered from the bin's first place). None
-/// where a 16-bit bucket holds more than `tile` keys: the GPU falls back to the LSD passes there.
-pub fn msd_sort(values: &[u32], tile: usize) -> Option<Vec<u32>> {
+/// the top digit's pass and the next digit's pass per top-digit bucket (together a counting sort
+/// by the top 16 bits), then msd_scan's tiles of consecutive 16-bit buckets, each sorted as
+/// msd_local does (bins, then comparisons inside each bin) or, where a bin holds more than
+/// `MSD_GROUP_MAX` keys, bucket by bucket as msd_dense does. None where a 16-bit bucket holds
+/// more than `tile` keys: the GPU falls back to the LSD passes there.
+pub fn msd_sort(values: &[u32], tile: usize) -> Option<MsdSorted> {
+    use crate::radix::MSD_BIN_BITS;
     // the two digit passes: a counting sort by the top 16 bits
     let mut counts = vec![0usize; 1 << 16];
     for &v in values {
@@ -112,44 +121,117 @@ pub fn msd_sort(values: &[u32], tile: usize) -> Option<Vec<u32>> {
         out[next[b]] = v;
         next[b] += 1;
     }
-    // msd_local, one 16-bit bucket at a time
-    for b in 0..1 << 16 {
-        let bucket = &mut out[starts[b]..starts[b + 1]];
-        if bucket.len() < 2 {
-            continue;
+    // msd_scan's tiles: in each top-digit bucket, runs of consecutive 16-bit buckets as long as
+    // `tile` keys and MSD_SPAN buckets allow; those of two keys or more are sorted
+    let span_max = (1usize << MSD_BIN_BITS) / 256;
+    let mut dense_buckets = 0;
+    for top in 0..256 {
+        let mut first = 0;
+        while first < 256 {
+            let mut end = first;
+            let mut total = 0;
+            while end < 256
+                && (end == first
+                    || (end - first < span_max && total + counts[top * 256 + end] <= tile))
+            {
+                total += counts[top * 256 + end];
+                end += 1;
+            }
+            let (b0, b1) = (top * 256 + first, top * 256 + end);
+            if total >= 2 && !local_sort(&mut out[starts[b0]..starts[b1]], b0 as u32, end - first) {
+                // msd_dense, a bucket at a time
+                for b in b0..b1 {
+                    if counts[b] >= 2 {
+                        dense_sort(&mut out[starts[b]..starts[b + 1]]);
+                        dense_buckets += 1;
+                    }
+                }
+            }
+            first = end;
         }
-        // bins: (count of keys, mask of low values), then the count becomes the first place
-        let mut bins = vec![(0usize, 0u16); 4096];
-        for &v in bucket.iter() {
-            let u = v & 0xffff;
-            let bin = &mut bins[(u >> 4) as usize];
-            bin.0 += 1;
-            bin.1 |= 1 << (u & 15);
-        }
-        let mut acc = 0;
-        for bin in bins.iter_mut() {
-            let c = bin.0;
-            bin.0 = acc;
-            acc += c;
-        }
-        // each key counts its (bin, value) pair, numbered from the bin's first place
-        let below = |mask: u16, u: u32| (mask & ((1u32 << (u & 15)) - 1) as u16).count_ones();
-        let mut pairs = vec![0usize; bucket.len()];
-        let mut slots = Vec::with_capacity(bucket.len());
-        for &v in bucket.iter() {
-            let u = v & 0xffff;
-            let (first, mask) = bins[(u >> 4) as usize];
-            let pair = first + below(mask, u) as usize;
-            slots.push((first, pair, pairs[pair])); // its slot among equal keys
-            pairs[pair] += 1;
-        }
-        let mut sorted = vec![0u32; bucket.len()];
-        for (&v, (first, pair, slot)) in bucket.iter().zip(slots) {
-            sorted[first + pairs[first..pair].iter().sum::<usize>() + slot] = v;
-        }
-        bucket.copy_from_slice(&sorted);
     }
-    Some(out)
+    Some(MsdSorted {
+        values: out,
+        dense_buckets,
+    })
+}
+
+/// msd_local on one tile of `span` 16-bit buckets from bucket `first16`: false (tile untouched)
+/// where a bin holds more than MSD_GROUP_MAX keys.
+fn local_sort(tile: &mut [u32], first16: u32, span: usize) -> bool {
+    use crate::radix::{MSD_BIN_BITS, MSD_GROUP_MAX};
+    let value = |v: u32| (((v >> 16) - first16) << 16) | (v & 0xffff);
+    let shift = 16 - MSD_BIN_BITS + (span as u32 - 1).checked_ilog2().map_or(0, |l| l + 1);
+    let mut bins = vec![0usize; 1 << MSD_BIN_BITS];
+    let slots: Vec<usize> = tile
+        .iter()
+        .map(|&v| {
+            let bin = &mut bins[(value(v) >> shift) as usize];
+            *bin += 1;
+            *bin - 1
+        })
+        .collect();
+    if bins.iter().any(|&c| c > MSD_GROUP_MAX as usize) {
+        return false;
+    }
+    // (first place, keys) of each bin, and the keys in bin order
+    let mut acc = 0;
+    let groups: Vec<(usize, usize)> = bins
+        .iter()
+        .map(|&c| {
+            acc += c;
+            (acc - c, c)
+        })
+        .collect();
+    let mut binned = vec![0u32; tile.len()];
+    for (&v, slot) in tile.iter().zip(slots) {
+        binned[groups[(value(v) >> shift) as usize].0 + slot] = v;
+    }
+    // each place's key ranked among its bin's by comparisons, equal keys by place
+    for (p, &v) in binned.iter().enumerate() {
+        let (g0, g) = groups[(value(v) >> shift) as usize];
+        let below = (g0..g0 + g)
+            .filter(|&q| value(binned[q]) < value(v) || (binned[q] == v && q < p))
+            .count();
+        tile[g0 + below] = v;
+    }
+    true
+}
+
+/// msd_dense on one 16-bit bucket: a counting sort of the low 16 bits (4,096 bins of their top
+/// 12, a mask of the 16 low values in each, the distinct (bin, value) pairs numbered from the
+/// bin's first place), whatever the duplicates.
+fn dense_sort(bucket: &mut [u32]) {
+    // bins: (count of keys, mask of low values), then the count becomes the first place
+    let mut bins = vec![(0usize, 0u16); 4096];
+    for &v in bucket.iter() {
+        let u = v & 0xffff;
+        let bin = &mut bins[(u >> 4) as usize];
+        bin.0 += 1;
+        bin.1 |= 1 << (u & 15);
+    }
+    let mut acc = 0;
+    for bin in bins.iter_mut() {
+        let c = bin.0;
+        bin.0 = acc;
+        acc += c;
+    }
+    // each key counts its (bin, value) pair, numbered from the bin's first place
+    let below = |mask: u16, u: u32| (mask & ((1u32 << (u & 15)) - 1) as u16).count_ones();
+    let mut pairs = vec![0usize; bucket.len()];
+    let mut slots = Vec::with_capacity(bucket.len());
+    for &v in bucket.iter() {
+        let u = v & 0xffff;
+        let (first, mask) = bins[(u >> 4) as usize];
+        let pair = first + below(mask, u) as usize;
+        slots.push((first, pair, pairs[pair])); // its slot among equal keys
+        pairs[pair] += 1;
+    }
+    let mut sorted = vec![0u32; bucket.len()];
+    for (&v, (first, pair, slot)) in bucket.iter().zip(slots) {
+        sorted[first + pairs[first..pair].iter().sum::<usize>() + slot] = v;
+    }
+    bucket.copy_from_slice(&sorted);
 }
 
 #[cfg(test)]
@@ -192,18 +274,31 @@ mod tests {
         let random: Vec<u32> = (0..50_000).map(|_| next()).collect();
         // duplicates in every bin, and bins holding several low values
         let dups: Vec<u32> = (0..50_000).map(|i| 0x1234_0000 | ((i % 97) * 3)).collect();
-        for (keys, tile) in [
-            (random, 4608),
-            (dups[..4608].to_vec(), 4608),
-            (vec![7; 5], 8),
+        // tiles of several buckets, one bucket of them dense
+        let mixed: Vec<u32> = (0..50_000u32)
+            .map(|i| match i % 25 {
+                0 => 0x5555_0000 | (i % 7),
+                _ => next(),
+            })
+            .collect();
+        for (keys, tile, dense) in [
+            (random.clone(), 4608, false),
+            (random[..3000].to_vec(), 4608, false),
+            (dups[..4608].to_vec(), 4608, true),
+            (mixed, 4608, true),
+            (vec![7; 5], 8, false),
+            (vec![7; 65], 65, true),
         ] {
             let mut want = keys.clone();
             want.sort_unstable();
-            assert_eq!(msd_sort(&keys, tile), Some(want));
+            let got = msd_sort(&keys, tile).unwrap();
+            assert_eq!(got.values, want);
+            // a bin of more than MSD_GROUP_MAX keys sends its tile to msd_dense
+            assert_eq!(got.dense_buckets > 0, dense);
         }
         // one 16-bit bucket of more than a tile: the GPU falls back to the LSD passes
         assert_eq!(msd_sort(&dups, 4608), None);
-        assert_eq!(msd_sort(&[], 1), Some(vec![]));
+        assert_eq!(msd_sort(&[], 1).unwrap().values, vec![]);
     }
 
     #[test]
