@@ -22,7 +22,8 @@
 // Host-prepended constants: PROBE (0; measuring only: 1 skips the look-back, 2 the ranking's
 // result, 4 the global writes, 8 the ranking itself, 16 the trip through workgroup memory, 32
 // seven of the ranking's eight ballots, 64 its scan over the subgroups' rows, 128 its scan over
-// the digits; results then wrong), WG (256: one digit per invocation; or 512 with subgroups, the
+// the digits; in the MSD path's msd_local 512 skips the comparisons, 1024 the places and
+// comparisons, 2048 the bins' scan; results then wrong), WG (256: one digit per invocation; or 512 with subgroups, the
 // second half idle where the work is per digit), ITEMS, KIND and DESCENDING (the key order,
 // keyorder.wgsl: constants, so each key's transform folds to its few instructions), KEY_WORDS
 // (1|2), HIST_CHUNKS (count_digits reads HIST_CHUNKS * TILE keys a workgroup), PAYLOAD (0|1),

@@ -240,8 +240,8 @@ fn msd_bin_starts() {
 }
 
 // msd_local's bins: each word's count (low half) to (first place << 16) | count, an exclusive scan
-// (each invocation takes a run of consecutive bins); a bin of more than MSD_GROUP_MAX keys marks
-// the tile dense.
+// (each invocation takes a run of consecutive bins; sg_totals is written again only past the
+// barriers of a round); a bin of more than MSD_GROUP_MAX keys marks the tile dense.
 fn msd_group_starts() {
     let per = (MSD_BINS + WG - 1u) / WG;
     let first = inv.li * per;
@@ -255,7 +255,7 @@ fn msd_group_starts() {
         }
     }
     if (most > MSD_GROUP_MAX) { msd_dense_tile = 1u; }
-    var acc = wg_exclusive(sum).x;
+    var acc = wg_exclusive_fanout(sum).x;
     for (var j = 0u; j < per; j++) {
         if (first + j < MSD_BINS) {
             let c = atomicLoad(&msd_words[bin_at(first + j)]);
@@ -273,10 +273,33 @@ fn msd_tile_job(w: u32) -> vec3<u32> {
 }
 
 // Key `k`'s sortable value in a tile that starts at 16-bit bucket `first16`: its bucket's place in
-// the tile (below MSD_SPAN) above its low 16 sortable bits.
+// the tile (below MSD_SPAN) above its low 16 sortable bits. msd_local keeps these in workgroup
+// memory and decodes them on the way out.
 fn tile_value(k: u32, first16: u32) -> u32 {
     let e = key_encode(KIND, DESCENDING == 1u, k, 0u).x;
     return (((e >> 16u) - first16) << 16u) | (e & 0xffffu);
+}
+
+// msd_local: the tile value at place l of the tile's words (which are in bin order) goes out to
+// where it belongs among the tile's keys at `s`: its bin's first place, and the keys of its bin
+// below it (equal keys by place). A key alone in its bin is in place already.
+fn msd_place(l: u32, s: u32, first16: u32, shift: u32) {
+    let v = atomicLoad(&msd_words[MSD_BINS + l]);
+    var at = s + l;
+    if ((PROBE & 512u) == 0u) {
+        let bw = atomicLoad(&msd_words[bin_at(v >> shift)]);
+        let g = bw & 0xffffu;
+        if (g > 1u) {
+            let g0 = (bw >> 16u) - g;
+            at = s + g0;
+            for (var q = g0; q < g0 + g; q++) {
+                let x = atomicLoad(&msd_words[MSD_BINS + q]);
+                at += select(0u, 1u, x < v || (x == v && q < l));
+            }
+        }
+    }
+    let e = (((v >> 16u) + first16) << 16u) | (v & 0xffffu);
+    keys[at] = key_decode(KIND, DESCENDING == 1u, e, 0u).x;
 }
 
 // Listed tiles (msd_scan: runs of consecutive 16-bit buckets, at most TILE keys and MSD_SPAN
@@ -284,9 +307,8 @@ fn tile_value(k: u32, first16: u32) -> u32 {
 // sorts each. A workgroup loops over tiles; the next tile's keys are loaded while this one's are
 // ranked. For a tile of span buckets:
 // - bin v >> shift of MSD_BINS (v: tile_value; shift: the least that leaves span << (16 - shift)
-//   bins at most, so a random key's bin holds about TILE / MSD_BINS keys) counts its keys, and
-//   its atomic gives each key its slot in the bin;
-// - a scan gives each bin its first place, and the keys go there in bin order;
+//   bins at most, so a random key's bin holds about TILE / MSD_BINS keys) counts its keys;
+// - a scan gives each bin its first place, and the keys go to their bins' next places;
 // - each place's key is ranked among its bin's keys by comparisons (equal keys by place): at most
 //   MSD_GROUP_MAX of them, and the workgroup's lanes at one bin read the same words; it goes
 //   straight out (no trip back through workgroup memory, so no key is held across a barrier:
@@ -320,13 +342,14 @@ fn msd_local(i: Invocation) {
         let shift = 16u - MSD_BIN_BITS + (32u - countLeadingZeros(span - 1u));
         // the next tile's place, in flight meanwhile
         if (round < rounds) { jb = msd_tile_job(w + round * groups); } else { jb = vec3<u32>(0u); }
-        var r@J = 0u; //@ITEM
-        if (l@J < m) { r@J = atomicAdd(&msd_words[bin_at(tile_value(k@J, first16) >> shift)], 1u); } //@ITEM
+        if (l@J < m) { atomicAdd(&msd_words[bin_at(tile_value(k@J, first16) >> shift)], 1u); } //@ITEM
         workgroupBarrier();
-        msd_group_starts();
+        if ((PROBE & 2048u) == 0u) { msd_group_starts(); }
         let dense = workgroupUniformLoad(&msd_dense_tile) != 0u;
         if (!dense) {
-            if (l@J < m) { let bw = atomicLoad(&msd_words[bin_at(tile_value(k@J, first16) >> shift)]); atomicStore(&msd_words[MSD_BINS + (bw >> 16u) + r@J], k@J); } //@ITEM
+            // into the tile's words by bin: each key's atomic takes its bin's next place (the
+            // word's high half counts from the bin's first place up to its end)
+            if (l@J < m && (PROBE & 1024u) == 0u) { let v = tile_value(k@J, first16); let bw = atomicAdd(&msd_words[bin_at(v >> shift)], 0x10000u); atomicStore(&msd_words[MSD_BINS + (bw >> 16u)], v); } //@ITEM
         } else if (inv.li < span) {
             // left for msd_dense: this tile's buckets of two keys or more
             let p = first16 + inv.li;
@@ -342,10 +365,12 @@ fn msd_local(i: Invocation) {
         workgroupBarrier();
         // the next tile's keys, in flight while this one's are ranked
         if (l@J < jb.y) { k@J = keys[jb.x + l@J]; } //@ITEM
-        if (!dense) {
+        if (!dense && (PROBE & 1024u) == 0u) {
             // place l's key: its bin's first place and the keys of its bin below it (equal keys
             // by place). Bin order is nearly the sorted order, so a subgroup's writes stay close.
-            if (l@J < m) { let v = atomicLoad(&msd_words[MSD_BINS + l@J]); let o = tile_value(v, first16); let bw = atomicLoad(&msd_words[bin_at(o >> shift)]); let g0 = bw >> 16u; var at = s + g0; for (var q = g0; q < g0 + (bw & 0xffffu); q++) { let x = tile_value(atomicLoad(&msd_words[MSD_BINS + q]), first16); at += select(0u, 1u, x < o || (x == o && q < l@J)); } keys[at] = v; } //@ITEM
+            // A loop, not a copy a key: nothing is held from one key to the next.
+            // The words hold tile values, compared as they are; a key alone in its bin is in place.
+            for (var l = inv.li; l < m; l += WG) { msd_place(l, s, first16, shift); }
         }
         workgroupBarrier();
         // bins free for the next tile

@@ -35,6 +35,12 @@ fn wg_exclusive(v: u32) -> vec2<u32> {
     return vec2<u32>(excl, total);
 }
 
+// wgscan_subgroup.wgsl's cheaper scan for callers that keep the barrier rule there; here the same
+// as wg_exclusive.
+fn wg_exclusive_fanout(v: u32) -> vec2<u32> {
+    return wg_exclusive(v);
+}
+
 fn combine4(a: vec4<u32>, b: vec4<u32>) -> vec4<u32> {
     return vec4<u32>(combine(a.x, b.x), combine(a.y, b.y), combine(a.z, b.z), combine(a.w, b.w));
 }

@@ -77,6 +77,24 @@ fn wg_exclusive(v: u32) -> vec2<u32> {
     return vec2<u32>(combine(before, excl), total);
 }
 
+// wg_exclusive with every invocation reading the subgroup totals (broadcast loads) instead of one
+// invocation scanning them between two barriers: one barrier, no serial pass. The caller puts a
+// barrier between this and the next write of sg_totals (another scan). Uniform control flow only.
+fn wg_exclusive_fanout(v: u32) -> vec2<u32> {
+    let incl = sg_inclusive(v);
+    if (inv.lane == inv.sg_size - 1u) { sg_totals[inv.sg_id] = incl; }
+    workgroupBarrier();
+    var before = IDENTITY;
+    var total = IDENTITY;
+    for (var s = 0u; s < inv.num_sg; s++) {
+        let t = sg_totals[s];
+        if (s == inv.sg_id) { before = total; }
+        total = combine(total, t);
+    }
+    let excl = select(subgroupShuffleUp(incl, 1u), IDENTITY, inv.lane == 0u);
+    return vec2<u32>(combine(before, excl), total);
+}
+
 fn combine4(a: vec4<u32>, b: vec4<u32>) -> vec4<u32> {
     return vec4<u32>(combine(a.x, b.x), combine(a.y, b.y), combine(a.z, b.z), combine(a.w, b.w));
 }

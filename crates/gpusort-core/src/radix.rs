@@ -287,7 +287,7 @@ impl RadixTuning {
                 crate::scan::DEFAULT_SPIN_LIMIT,
                 |_| true,
             ),
-            probe: env_u32("GPUSORT_RADIX_PROBE", 0, |v| v < 512),
+            probe: env_u32("GPUSORT_RADIX_PROBE", 0, |v| v < 4096),
             stop: env_u32("GPUSORT_RADIX_STOP", 0, |v| v <= 3),
             wide_ballot: env_u32("GPUSORT_RADIX_WIDE", 0, |v| v <= 1) == 1,
             wg: env_u32_opt("GPUSORT_RADIX_WG", |v| {
@@ -669,10 +669,10 @@ impl RadixKernels {
             _ => None,
         };
         // the MSD path (radix_msd.wgsl): keys-only, every bit, 32-bit keys (pipes.msd), large
-        // enough; probes measure the LSD passes
+        // enough; probes below 512 measure the LSD passes, those from 512 msd_local
         let msd = match (&pipes.msd, unstable) {
             (Some(m), Some(_))
-                if job.capacity >= self.tuning.msd_from && self.tuning.probe == 0 =>
+                if job.capacity >= self.tuning.msd_from && self.tuning.probe & 511 == 0 =>
             {
                 Some(m)
             }

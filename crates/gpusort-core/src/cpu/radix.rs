@@ -163,18 +163,13 @@ fn local_sort(tile: &mut [u32], first16: u32, span: usize) -> bool {
     let value = |v: u32| (((v >> 16) - first16) << 16) | (v & 0xffff);
     let shift = 16 - MSD_BIN_BITS + (span as u32 - 1).checked_ilog2().map_or(0, |l| l + 1);
     let mut bins = vec![0usize; 1 << MSD_BIN_BITS];
-    let slots: Vec<usize> = tile
-        .iter()
-        .map(|&v| {
-            let bin = &mut bins[(value(v) >> shift) as usize];
-            *bin += 1;
-            *bin - 1
-        })
-        .collect();
+    for &v in tile.iter() {
+        bins[(value(v) >> shift) as usize] += 1;
+    }
     if bins.iter().any(|&c| c > MSD_GROUP_MAX as usize) {
         return false;
     }
-    // (first place, keys) of each bin, and the keys in bin order
+    // (first place, keys) of each bin; each key goes to its bin's next place
     let mut acc = 0;
     let groups: Vec<(usize, usize)> = bins
         .iter()
@@ -183,9 +178,12 @@ fn local_sort(tile: &mut [u32], first16: u32, span: usize) -> bool {
             (acc - c, c)
         })
         .collect();
+    let mut next: Vec<usize> = groups.iter().map(|g| g.0).collect();
     let mut binned = vec![0u32; tile.len()];
-    for (&v, slot) in tile.iter().zip(slots) {
-        binned[groups[(value(v) >> shift) as usize].0 + slot] = v;
+    for &v in tile.iter() {
+        let at = &mut next[(value(v) >> shift) as usize];
+        binned[*at] = v;
+        *at += 1;
     }
     // each place's key ranked among its bin's by comparisons, equal keys by place
     for (p, &v) in binned.iter().enumerate() {
