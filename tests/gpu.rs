@@ -835,8 +835,7 @@ mod radix_options {
                     .iter()
                     .map(|k| (reference::sortable(k, descending) >> 32) as u32)
                     .collect();
-                let twin =
-                    gpusort_core::cpu::radix::msd_sort(&values, s.radix_tile(false) as usize);
+                let twin = gpusort_core::cpu::radix::msd_sort(&values, s.radix_msd_tile() as usize);
                 match (outcome, twin) {
                     (Ran { dense_buckets }, Some(t)) => {
                         assert_eq!(dense_buckets, t.dense_buckets, "{what} desc={descending}");
@@ -853,7 +852,7 @@ mod radix_options {
         for no_sg in MODES {
             let gpu = gpu(no_sg);
             let s = radix(gpu).with_radix_msd_from(gpu, 0);
-            let tile = s.radix_tile(false) as usize;
+            let tile = s.radix_msd_tile() as usize;
             let mut r = rng(77);
             // which sorts take the MSD path: keys-only 32-bit keys over every bit, from msd_from
             let mut path = |s: &BitonicSorter| {

@@ -208,8 +208,8 @@ type RecordSort<'a> =
 fn radix_path(st: &gpusort_core::SortStats) -> Option<&'static str> {
     match (st.algorithm, st.radix_msd, st.radix_unstable_first) {
         (gpusort_core::Algorithm::Radix, true, _) => Some(
-            "one histogram read, then MSD: top digit, next digit per bucket, a counting sort per \
-             16-bit bucket (LSD passes where a bucket is too large)",
+            "one histogram read, then MSD: top digit, next digit per bucket, a local sort per \
+             tile of 16-bit buckets (LSD passes where a bucket is too large)",
         ),
         (gpusort_core::Algorithm::Radix, false, true) => {
             Some("one histogram read + 4 one-sweep passes, the first unstable")

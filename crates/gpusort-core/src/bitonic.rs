@@ -351,8 +351,8 @@ impl BitonicSorter {
         self.with_radix_tuning(gpu, |t| t.msd_from = keys)
     }
 
-    /// Workgroups of the radix MSD path's local sort, each looping over 16-bit buckets (0: one
-    /// a bucket).
+    /// Workgroups of the radix MSD path's local sorts, each looping over tiles of 16-bit buckets
+    /// (0: one a tile).
     pub fn with_radix_msd_local_groups(self, gpu: &Gpu, groups: u32) -> Self {
         self.with_radix_tuning(gpu, |t| t.msd_local_groups = groups)
     }
@@ -367,6 +367,12 @@ impl BitonicSorter {
     /// without or with a payload.
     pub fn radix_tile(&self, payload: bool) -> u32 {
         self.radix.tile(payload)
+    }
+
+    /// The radix sort's unstable sweep's tile: on the MSD path also the most keys one 16-bit
+    /// bucket may hold before the GPU falls back to the LSD passes.
+    pub fn radix_msd_tile(&self) -> u32 {
+        self.radix.msd_tile()
     }
 
     /// GPU memory the radix sort keeps between sorts: its alternate key and payload buffers and

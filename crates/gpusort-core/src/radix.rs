@@ -72,19 +72,23 @@ const DEFAULT_PAYLOAD_WORKGROUPS: u32 = 1024;
 /// Whether keys-only sorts over every key bit run their first pass unstably
 /// (RadixTuning::unstable_first).
 const DEFAULT_UNSTABLE_FIRST: bool = true;
-/// Keys an invocation of the unstable sweep holds (`GPUSORT_RADIX_UNSTABLE_ITEMS`).
-const DEFAULT_UNSTABLE_ITEMS: u32 = DEFAULT_ITEMS;
+/// Keys an invocation of the unstable sweep holds (`GPUSORT_RADIX_UNSTABLE_ITEMS`); its tile is
+/// also the MSD path's (the most keys a 16-bit bucket may hold, and msd_local's tiles). H100,
+/// twenty-second session, MSD path at 2^24 / 2^26 / 2^28: 9 keys 0.690 / 1.959 / 7.043 ms, 10
+/// keys 0.683 / 1.957 / 6.946, 11 keys 0.78 / 2.34 / 8.43 (the LSD passes' unstable sweep
+/// measured 9 against 12, 16 and 20 in the twentieth session).
+const DEFAULT_UNSTABLE_ITEMS: u32 = 10;
 /// Keys from which keys-only sorts of 32-bit keys over every bit take the MSD path
-/// (RadixTuning::msd_from). H100, twenty-first session, random u32, MSD against LSD: 2^22 1.61
-/// against 0.32 ms, 2^24 2.58 / 0.80, 2^26 3.69 / 2.60, 2^27 4.86 / 5.05, 2^28 7.15 / 9.95 ms.
-/// msd_local has a fixed cost of about 1.2 ms (65,536 buckets of barrier-bound work), so the
-/// MSD path wins only from 2^27.
-const DEFAULT_MSD_FROM: u32 = 1 << 27;
-/// msd_local's workgroups, each looping over buckets (RadixTuning::msd_local_groups). H100,
-/// 2^24 / 2^26 / 2^28: 264 (two an SM) 2.53 / 3.73 / 7.50 ms, 1024 2.59 / 3.79 / 7.57, one a
-/// bucket (0) 3.63 / 4.75 / 8.47 (before the bins' bank conflicts were taken out). 1024 leaves
-/// room for GPUs with more SMs.
-const DEFAULT_MSD_LOCAL_GROUPS: u32 = 1024;
+/// (RadixTuning::msd_from). H100, twenty-second session, random u32, MSD against LSD: 2^22
+/// 0.388 against 0.325 ms, 2^23 0.490 / 0.480, 2^24 0.693 / 0.795, 2^26 1.97 / 2.63, 2^28
+/// 7.07 / 10.0 ms (the twenty-first session's msd_local, a workgroup a 16-bit bucket, won only
+/// from 2^27).
+const DEFAULT_MSD_FROM: u32 = 1 << 24;
+/// msd_local's (and msd_dense's) workgroups, each looping over tiles (RadixTuning::
+/// msd_local_groups). H100, twenty-second session, 2^24 / 2^26 / 2^28: 264 (two an SM) 0.684 /
+/// 1.928 / 6.936 ms, 528 0.685 / 1.939 / 6.956, 1024 0.690 / 1.959 / 7.043. 528 keeps room for
+/// GPUs with up to twice the H100's SMs.
+const DEFAULT_MSD_LOCAL_GROUPS: u32 = 528;
 /// Digit passes one sort can have (64-bit keys, 8 bits a pass).
 const MAX_PASSES: u32 = 8;
 /// Dispatch-size slots (x, y, z each): a sweep per pass, finish, then an unstable sweep per pass
@@ -253,13 +257,14 @@ pub(crate) struct RadixTuning {
     pub unstable_items: u32,
     /// Keys-only sorts of 32-bit keys over every bit, of at least this many keys (the capacity),
     /// take the MSD path (radix_msd.wgsl): the top digit's unstable sweep, a segmented unstable
-    /// sweep by the next digit, then a counting sort of each 16-bit bucket in workgroup memory;
+    /// sweep by the next digit, then a local sort of tiles of 16-bit buckets in workgroup memory;
     /// no pass is stable, since none has an order to keep. Where a 16-bit bucket holds more than
     /// an unstable tile, the GPU falls back to the LSD passes. `GPUSORT_RADIX_MSD_FROM`;
     /// u32::MAX never.
     pub msd_from: u32,
-    /// Workgroups of msd_local, each looping over 16-bit buckets so that the next one's keys
-    /// load while this one's are written (`GPUSORT_RADIX_MSD_LOCAL_GROUPS`; 0: one a bucket).
+    /// Workgroups of msd_local and msd_dense, each looping over tiles (buckets) so that the next
+    /// one's keys load while this one's are ranked (`GPUSORT_RADIX_MSD_LOCAL_GROUPS`; 0: one a
+    /// tile).
     pub msd_local_groups: u32,
 }
 
@@ -530,6 +535,11 @@ impl RadixKernels {
     /// Keys per sweep tile, for sorts without or with a payload.
     pub(crate) fn tile(&self, payload: bool) -> u32 {
         self.wg * self.items[payload as usize]
+    }
+
+    /// The unstable sweep's tile, the MSD path's too.
+    pub(crate) fn msd_tile(&self) -> u32 {
+        self.wg * self.items[2]
     }
 
     pub(crate) fn pipelines(

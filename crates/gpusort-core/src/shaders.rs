@@ -188,7 +188,7 @@ pub struct RadixConfig {
     pub unstable: bool,
     /// Keys an invocation of the unstable sweep holds (its module's ITEMS; UNSTABLE_TILE in both).
     pub unstable_items: u32,
-    /// Workgroups of msd_local, each looping over 16-bit buckets; 0: one a bucket.
+    /// Workgroups of msd_local and msd_dense, each looping over tiles or buckets; 0: one a tile.
     pub msd_local_groups: u32,
 }
 
