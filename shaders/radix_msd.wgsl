@@ -22,8 +22,8 @@
 //                     by counting C_JOINT down
 //   msd_local         a workgroup a listed tile of 16-bit buckets, in place: binned by the top
 //                     bits of what differs in it, then ranked by comparisons inside each bin;
-//                     a tile with a bin of more than MSD_GROUP_MAX keys (duplicates, dense
-//                     clusters) is left to msd_dense instead, its buckets listed (P_DENSE)
+//                     a tile with a bin of more than MSD_GROUP_MAX keys that are not all equal
+//                     (dense clusters) is left to msd_dense instead, its buckets listed (P_DENSE)
 //   msd_dense_decide  msd_dense's size
 //   msd_dense         a workgroup a listed 16-bit bucket: a counting sort on the low 16 bits in
 //                     workgroup memory, whatever the duplicates
@@ -38,6 +38,8 @@ const MSD_SPAN: u32 = MSD_BINS / RADIX;
 const_assert TILE < 65536u;
 
 var<workgroup> msd_job: vec4<u32>;
+// msd_local: the tile has a bin of more than MSD_GROUP_MAX keys; one of those holds unequal keys
+var<workgroup> msd_big_bin: u32;
 var<workgroup> msd_dense_tile: u32;
 // msd_local's and msd_dense's bins, then a tile
 var<workgroup> msd_words: array<atomic<u32>, MSD_BINS + TILE>;
@@ -241,7 +243,7 @@ fn msd_bin_starts() {
 
 // msd_local's bins: each word's count (low half) to (first place << 16) | count, an exclusive scan
 // (each invocation takes a run of consecutive bins; sg_totals is written again only past the
-// barriers of a round); a bin of more than MSD_GROUP_MAX keys marks the tile dense.
+// barriers of a round); a bin of more than MSD_GROUP_MAX keys is noted (msd_big_bin).
 fn msd_group_starts() {
     let per = (MSD_BINS + WG - 1u) / WG;
     let first = inv.li * per;
@@ -254,7 +256,7 @@ fn msd_group_starts() {
             most = max(most, c);
         }
     }
-    if (most > MSD_GROUP_MAX) { msd_dense_tile = 1u; }
+    if (most > MSD_GROUP_MAX) { msd_big_bin = 1u; }
     var acc = wg_exclusive_fanout(sum).x;
     for (var j = 0u; j < per; j++) {
         if (first + j < MSD_BINS) {
@@ -282,14 +284,16 @@ fn tile_value(k: u32, first16: u32) -> u32 {
 
 // msd_local: the tile value at place l of the tile's words (which are in bin order) goes out to
 // where it belongs among the tile's keys at `s`: its bin's first place, and the keys of its bin
-// below it (equal keys by place). A key alone in its bin is in place already.
+// below it (equal keys by place). A key alone in its bin, or in a bin of equal keys, is in place
+// already.
 fn msd_place(l: u32, s: u32, first16: u32, shift: u32) {
     let v = atomicLoad(&msd_words[MSD_BINS + l]);
     var at = s + l;
     if ((PROBE & 512u) == 0u) {
         let bw = atomicLoad(&msd_words[bin_at(v >> shift)]);
         let g = bw & 0xffffu;
-        if (g > 1u) {
+        // (a bin of more than MSD_GROUP_MAX keys here holds equal keys: in place)
+        if (g > 1u && g <= MSD_GROUP_MAX) {
             let g0 = (bw >> 16u) - g;
             at = s + g0;
             for (var q = g0; q < g0 + g; q++) {
@@ -310,16 +314,19 @@ fn msd_place(l: u32, s: u32, first16: u32, shift: u32) {
 //   bins at most, so a random key's bin holds about TILE / MSD_BINS keys) counts its keys;
 // - a scan gives each bin its first place, and the keys go to their bins' next places;
 // - each place's key is ranked among its bin's keys by comparisons (equal keys by place): at most
-//   MSD_GROUP_MAX of them, and the workgroup's lanes at one bin read the same words; it goes
-//   straight out (no trip back through workgroup memory, so no key is held across a barrier:
-//   that took the kernel to 77 registers, one workgroup an SM on the H100).
-// A tile with a bin of more than MSD_GROUP_MAX keys (duplicates, or keys clustered within 2^shift)
-// is left as it is and its buckets listed for msd_dense, whose work is bounded whatever the keys.
+//   MSD_GROUP_MAX of them (a fuller bin of equal keys is in place already, found by one more
+//   pass where the tile has such a bin), and the workgroup's lanes at one bin read the same
+//   words; it goes straight out (no trip back through workgroup memory, so no key is held
+//   across a barrier: that took the kernel to 77 registers, one workgroup an SM on the H100).
+// A tile with a bin of more than MSD_GROUP_MAX keys that are not all equal (keys clustered within
+// 2^shift) is left as it is and its buckets listed for msd_dense, whose work is bounded whatever
+// the keys.
 @compute @workgroup_size(WG)
 fn msd_local(i: Invocation) {
     set_invocation(i);
     if (inv.li == 0u) {
         msd_job.x = atomicLoad(&ctl[C_TILE_COUNT]);
+        msd_big_bin = 0u;
         msd_dense_tile = 0u;
     }
     for (var c = inv.li; c < MSD_BINS; c += WG) { atomicStore(&msd_words[c], 0u); }
@@ -345,12 +352,26 @@ fn msd_local(i: Invocation) {
         if (l@J < m) { atomicAdd(&msd_words[bin_at(tile_value(k@J, first16) >> shift)], 1u); } //@ITEM
         workgroupBarrier();
         if ((PROBE & 2048u) == 0u) { msd_group_starts(); }
-        let dense = workgroupUniformLoad(&msd_dense_tile) != 0u;
-        if (!dense) {
-            // into the tile's words by bin: each key's atomic takes its bin's next place (the
-            // word's high half counts from the bin's first place up to its end)
-            if (l@J < m && (PROBE & 1024u) == 0u) { let v = tile_value(k@J, first16); let bw = atomicAdd(&msd_words[bin_at(v >> shift)], 0x10000u); atomicStore(&msd_words[MSD_BINS + (bw >> 16u)], v); } //@ITEM
-        } else if (inv.li < span) {
+        let big = workgroupUniformLoad(&msd_big_bin) != 0u;
+        // into the tile's words by bin: each key's atomic takes its bin's next place (the word's
+        // high half counts from the bin's first place up to its end)
+        if (l@J < m && (PROBE & 1024u) == 0u) { let v = tile_value(k@J, first16); let bw = atomicAdd(&msd_words[bin_at(v >> shift)], 0x10000u); atomicStore(&msd_words[MSD_BINS + (bw >> 16u)], v); } //@ITEM
+        var dense = false;
+        if (big) {
+            // a bin of more than MSD_GROUP_MAX keys that are all equal (duplicates) is in order
+            // already; one with unequal keys makes the tile dense
+            workgroupBarrier();
+            for (var l = inv.li; l < m; l += WG) {
+                let v = atomicLoad(&msd_words[MSD_BINS + l]);
+                let bw = atomicLoad(&msd_words[bin_at(v >> shift)]);
+                let g = bw & 0xffffu;
+                if (g > MSD_GROUP_MAX && atomicLoad(&msd_words[MSD_BINS + (bw >> 16u) - g]) != v) {
+                    msd_dense_tile = 1u;
+                }
+            }
+            dense = workgroupUniformLoad(&msd_dense_tile) != 0u;
+        }
+        if (dense && inv.li < span) {
             // left for msd_dense: this tile's buckets of two keys or more
             let p = first16 + inv.li;
             let start = plan[P_START16 + p];
@@ -375,7 +396,10 @@ fn msd_local(i: Invocation) {
         workgroupBarrier();
         // bins free for the next tile
         for (var c = inv.li; c < MSD_BINS; c += WG) { atomicStore(&msd_words[c], 0u); }
-        if (inv.li == 0u) { msd_dense_tile = 0u; }
+        if (inv.li == 0u) {
+            msd_big_bin = 0u;
+            msd_dense_tile = 0u;
+        }
         workgroupBarrier();
     }
 }

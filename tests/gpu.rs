@@ -907,13 +907,9 @@ mod radix_options {
                     .collect();
                 let want = if n <= tile { Local } else { Lsd(FellBack) };
                 assert_eq!(run(gpu, &s, &one, &format!("one bucket n={n}")), want);
-                // equal keys: one bin, compared up to MSD_GROUP_MAX keys, then msd_dense
+                // equal keys: one bin, in place however full (no comparisons past MSD_GROUP_MAX)
                 let same = vec![0x8000_0001u32; n];
-                let want = match n {
-                    _ if n <= 64 => Local,
-                    _ if n <= tile => Dense,
-                    _ => Lsd(FellBack),
-                };
+                let want = if n <= tile { Local } else { Lsd(FellBack) };
                 assert_eq!(run(gpu, &s, &same, &format!("equal n={n}")), want);
                 let mut floats: Vec<f32> = (0..n).map(|_| r.random_range(-4.0..4.0f32)).collect();
                 for (i, sp) in f32_specials().into_iter().enumerate() {
@@ -946,6 +942,12 @@ mod radix_options {
                     // (msd_dense or not as the twin finds: `run` compares the dense buckets)
                     let what = format!("{groups} local groups, mixed buckets n={n}");
                     assert_ne!(run(gpu, &s, &mixed, &what), Lsd(FellBack));
+                    // 256 copies of each value: bins fuller than MSD_GROUP_MAX, but of equal keys
+                    let copies: Vec<u32> = (0..n as u32)
+                        .map(|i| (i / 256).wrapping_mul(0x9e37_79b1))
+                        .collect();
+                    let what = format!("{groups} local groups, 256 copies n={n}");
+                    assert_eq!(run(gpu, &s, &copies, &what), Local);
                     // every tile dense: 60 copies of each value, 16-bit buckets of two values
                     let dense: Vec<u32> = (0..n as u32)
                         .map(|i| (i / 120) << 16 | (i / 60 % 2))

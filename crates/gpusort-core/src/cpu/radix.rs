@@ -98,7 +98,7 @@ pub struct MsdSorted {
 /// the top digit's pass and the next digit's pass per top-digit bucket (together a counting sort
 /// by the top 16 bits), then msd_scan's tiles of consecutive 16-bit buckets, each sorted as
 /// msd_local does (bins, then comparisons inside each bin) or, where a bin holds more than
-/// `MSD_GROUP_MAX` keys, bucket by bucket as msd_dense does. None where a 16-bit bucket holds
+/// `MSD_GROUP_MAX` keys that are not all equal, bucket by bucket as msd_dense does. None where a 16-bit bucket holds
 /// more than `tile` keys: the GPU falls back to the LSD passes there.
 pub fn msd_sort(values: &[u32], tile: usize) -> Option<MsdSorted> {
     use crate::radix::MSD_BIN_BITS;
@@ -157,7 +157,7 @@ pub fn msd_sort(values: &[u32], tile: usize) -> Option<MsdSorted> {
 }
 
 /// msd_local on one tile of `span` 16-bit buckets from bucket `first16`: false (tile untouched)
-/// where a bin holds more than MSD_GROUP_MAX keys.
+/// where a bin holds more than MSD_GROUP_MAX keys that are not all equal.
 fn local_sort(tile: &mut [u32], first16: u32, span: usize) -> bool {
     use crate::radix::{MSD_BIN_BITS, MSD_GROUP_MAX};
     let value = |v: u32| (((v >> 16) - first16) << 16) | (v & 0xffff);
@@ -166,9 +166,7 @@ fn local_sort(tile: &mut [u32], first16: u32, span: usize) -> bool {
     for &v in tile.iter() {
         bins[(value(v) >> shift) as usize] += 1;
     }
-    if bins.iter().any(|&c| c > MSD_GROUP_MAX as usize) {
-        return false;
-    }
+    let big = |c: usize| c > MSD_GROUP_MAX as usize;
     // (first place, keys) of each bin; each key goes to its bin's next place
     let mut acc = 0;
     let groups: Vec<(usize, usize)> = bins
@@ -185,12 +183,23 @@ fn local_sort(tile: &mut [u32], first16: u32, span: usize) -> bool {
         binned[*at] = v;
         *at += 1;
     }
+    // a bin of more than MSD_GROUP_MAX keys must hold equal keys (in place already), else the
+    // tile is dense
+    let mixed = groups
+        .iter()
+        .any(|&(g0, g)| big(g) && binned[g0..g0 + g].iter().any(|&v| v != binned[g0]));
+    if mixed {
+        return false;
+    }
     // each place's key ranked among its bin's by comparisons, equal keys by place
     for (p, &v) in binned.iter().enumerate() {
         let (g0, g) = groups[(value(v) >> shift) as usize];
-        let below = (g0..g0 + g)
-            .filter(|&q| value(binned[q]) < value(v) || (binned[q] == v && q < p))
-            .count();
+        let below = match big(g) {
+            true => p - g0,
+            false => (g0..g0 + g)
+                .filter(|&q| value(binned[q]) < value(v) || (binned[q] == v && q < p))
+                .count(),
+        };
         tile[g0 + below] = v;
     }
     true
@@ -285,7 +294,9 @@ mod tests {
             (dups[..4608].to_vec(), 4608, true),
             (mixed, 4608, true),
             (vec![7; 5], 8, false),
-            (vec![7; 65], 65, true),
+            // a full bin of equal keys is in place; of two values, dense
+            (vec![7; 65], 65, false),
+            ([vec![7; 40], vec![9; 25]].concat(), 65, true),
         ] {
             let mut want = keys.clone();
             want.sort_unstable();
