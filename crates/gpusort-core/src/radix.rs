@@ -113,8 +113,9 @@ const C_DENSE_COUNT: u32 = C_MSD_FLAG + 1;
 /// about one key a bin.
 pub(crate) const MSD_BIN_BITS: u32 = 12;
 /// The most keys an msd_local bin ranks by comparisons (each key compared with each of its bin's);
-/// a tile with a fuller bin goes to msd_dense's counting sort. A tile of such bins costs about
-/// what one 16-bit bucket costs msd_dense.
+/// a tile with a fuller bin of unequal keys goes to msd_dense's counting sort (a full bin of
+/// equal keys is in place already). A tile of such bins costs about what one 16-bit bucket costs
+/// msd_dense.
 pub(crate) const MSD_GROUP_MAX: u32 = 64;
 /// The MSD path's control and plan words and constants, as radix.wgsl and radix_msd.wgsl name them.
 pub(crate) const MSD_WORDS: [(&str, u32); 11] = [
