@@ -268,6 +268,14 @@ fn msd_group_starts() {
     workgroupBarrier();
 }
 
+// Rounds of this workgroup of msd_local or msd_dense, which take jobs w, w + groups, ... of
+// `listed`: a count known to the whole workgroup, so its barriers are met.
+fn looping_rounds(listed: u32) -> u32 {
+    let w = linear_workgroup(inv.wid, inv.nwg);
+    if (w >= listed) { return 0u; }
+    return (listed - w - 1u) / (inv.nwg.x * inv.nwg.y) + 1u;
+}
+
 // Listed tile `w` of msd_local: (first key, keys, first 16-bit bucket | span << 16).
 fn msd_tile_job(w: u32) -> vec3<u32> {
     let at = P_MSD_TILES + 3u * w;
@@ -330,12 +338,9 @@ fn msd_local(i: Invocation) {
         msd_dense_tile = 0u;
     }
     for (var c = inv.li; c < MSD_BINS; c += WG) { atomicStore(&msd_words[c], 0u); }
-    let listed = workgroupUniformLoad(&msd_job).x;
-    // tiles w, w + groups, ...: a count known to the whole workgroup, so its barriers are met
+    let rounds = looping_rounds(workgroupUniformLoad(&msd_job).x);
     let groups = inv.nwg.x * inv.nwg.y;
     let w = linear_workgroup(inv.wid, inv.nwg);
-    var rounds = 0u;
-    if (w < listed) { rounds = (listed - w - 1u) / groups + 1u; }
     var jb = vec3<u32>(0u);
     if (rounds != 0u) { jb = msd_tile_job(w); }
     let l@J = inv.li + @Ju * WG; //@ITEM
@@ -426,12 +431,9 @@ fn msd_dense(i: Invocation) {
     set_invocation(i);
     if (inv.li == 0u) { msd_job.x = atomicLoad(&ctl[C_DENSE_COUNT]); }
     for (var b = inv.li; b < MSD_BINS; b += WG) { atomicStore(&msd_words[b], 0u); }
-    let listed = workgroupUniformLoad(&msd_job).x;
-    // buckets w, w + groups, ...: a count known to the whole workgroup, so its barriers are met
+    let rounds = looping_rounds(workgroupUniformLoad(&msd_job).x);
     let groups = inv.nwg.x * inv.nwg.y;
     let w = linear_workgroup(inv.wid, inv.nwg);
-    var rounds = 0u;
-    if (w < listed) { rounds = (listed - w - 1u) / groups + 1u; }
     var jb = vec2<u32>(0u);
     if (rounds != 0u) { jb = msd_dense_job(w); }
     let l@J = inv.li + @Ju * WG; //@ITEM
