@@ -345,10 +345,13 @@ fn msd_local(i: Invocation) {
     if (rounds != 0u) { jb = msd_tile_job(w); }
     let l@J = inv.li + @Ju * WG; //@ITEM
     var k@J = 0u; //@ITEM
-    if (l@J < jb.y) { k@J = keys[jb.x + l@J]; } //@ITEM
+    // (lines ending in //@PREFETCH: the default; //@NOPREFETCH, a measuring variant: no key held
+    // across the ranking, each tile's keys loaded as its round starts, for fewer registers)
+    if (l@J < jb.y) { k@J = keys[jb.x + l@J]; } //@ITEM//@PREFETCH
     for (var round = 1u; round <= rounds; round++) {
         let s = jb.x;
         let m = jb.y;
+        if (l@J < m) { k@J = keys[s + l@J]; } //@ITEM//@NOPREFETCH
         let first16 = jb.z & 0xffffu;
         let span = jb.z >> 16u;
         let shift = 16u - MSD_BIN_BITS + (32u - countLeadingZeros(span - 1u));
@@ -390,7 +393,7 @@ fn msd_local(i: Invocation) {
         }
         workgroupBarrier();
         // the next tile's keys, in flight while this one's are ranked
-        if (l@J < jb.y) { k@J = keys[jb.x + l@J]; } //@ITEM
+        if (l@J < jb.y) { k@J = keys[jb.x + l@J]; } //@ITEM//@PREFETCH
         if (!dense && (PROBE & 1024u) == 0u) {
             // place l's key: its bin's first place and the keys of its bin below it (equal keys
             // by place). Bin order is nearly the sorted order, so a subgroup's writes stay close.

@@ -923,14 +923,16 @@ mod radix_options {
             // msd_sweep
             let random: Vec<u32> = (0..1 << 18).map(|_| r.random()).collect();
             assert_eq!(run(gpu, &s, &random, "u32 n=2^18"), Local);
-            // msd_local's workgroups: one a bucket, or a few looping over buckets of every size
-            for groups in [0, 3] {
+            // msd_local's workgroups: one a bucket, or a few looping over buckets of every size,
+            // with the next tile's keys loaded early (the default) or as each tile starts
+            for (groups, prefetch) in [(0, true), (3, true), (3, false)] {
                 let s = radix(gpu)
                     .with_radix_msd_from(gpu, 0)
-                    .with_radix_msd_local_groups(gpu, groups);
+                    .with_radix_msd_local_groups(gpu, groups)
+                    .with_radix_msd_prefetch(gpu, prefetch);
                 for n in [257, tile, 40_001] {
                     let random: Vec<u32> = (0..n).map(|_| r.random()).collect();
-                    let what = format!("{groups} local groups, u32 n={n}");
+                    let what = format!("{groups} local groups (prefetch {prefetch}), u32 n={n}");
                     assert_eq!(run(gpu, &s, &random, &what), Local);
                     let mixed: Vec<u32> = (0..n)
                         .map(|i| match i % 3 == 0 && i / 3 < tile - 1 {

@@ -357,6 +357,12 @@ impl BitonicSorter {
         self.with_radix_tuning(gpu, |t| t.msd_local_groups = groups)
     }
 
+    /// Whether the radix MSD path's local sort loads the next tile's keys while it ranks this
+    /// one's (the default), or each tile's keys as it starts it (a measuring variant).
+    pub fn with_radix_msd_prefetch(self, gpu: &Gpu, prefetch: bool) -> Self {
+        self.with_radix_tuning(gpu, |t| t.msd_prefetch = prefetch)
+    }
+
     /// How the radix MSD path of the last sort recorded went, once that sort has run on the GPU:
     /// None where it did not take the MSD path (reads a word back, so it waits for the GPU).
     pub fn radix_msd_outcome(&self, gpu: &Gpu) -> Result<Option<crate::radix::MsdOutcome>> {

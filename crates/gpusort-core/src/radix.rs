@@ -212,7 +212,9 @@ pub(crate) struct RadixTuning {
     /// Parts switched off (results wrong; measuring only): `GPUSORT_RADIX_PROBE`.
     pub probe: u32,
     /// Stop recording early (measuring only): `GPUSORT_RADIX_STOP`, 1 after the histograms, 2
-    /// after the sweeps, 3 without the MSD path's msd_local and msd_dense.
+    /// after the sweeps, 3 without the MSD path's msd_local and msd_dense; from 10, after the
+    /// first `stop - 10` dispatches of the MSD path (nothing after them), so that the
+    /// differences of such runs time each step of the path.
     pub stop: u32,
     /// Keep whole vec4 ballots even where subgroups have at most 32 lanes: `GPUSORT_RADIX_WIDE=1`
     /// (measuring, and tests of the wide path on lavapipe).
@@ -267,6 +269,10 @@ pub(crate) struct RadixTuning {
     /// one's keys load while this one's are ranked (`GPUSORT_RADIX_MSD_LOCAL_GROUPS`; 0: one a
     /// tile).
     pub msd_local_groups: u32,
+    /// msd_local loads the next tile's keys while this one's are ranked, holding them in
+    /// registers (`GPUSORT_RADIX_MSD_PREFETCH`, 1; 0, measuring: each tile's keys loaded as its
+    /// round starts, fewer registers, perhaps more workgroups an SM).
+    pub msd_prefetch: bool,
 }
 
 impl RadixTuning {
@@ -294,7 +300,9 @@ impl RadixTuning {
                 |_| true,
             ),
             probe: env_u32("GPUSORT_RADIX_PROBE", 0, |v| v < 4096),
-            stop: env_u32("GPUSORT_RADIX_STOP", 0, |v| v <= 3),
+            stop: env_u32("GPUSORT_RADIX_STOP", 0, |v| {
+                v <= 3 || (10..=20).contains(&v)
+            }),
             wide_ballot: env_u32("GPUSORT_RADIX_WIDE", 0, |v| v <= 1) == 1,
             wg: env_u32_opt("GPUSORT_RADIX_WG", |v| {
                 [RADIX_WG, WIDE_WG, 2 * WIDE_WG].contains(&v)
@@ -330,6 +338,7 @@ impl RadixTuning {
                 DEFAULT_MSD_LOCAL_GROUPS,
                 |_| true,
             ),
+            msd_prefetch: env_u32("GPUSORT_RADIX_MSD_PREFETCH", 1, |v| v <= 1) == 1,
         }
     }
 }
@@ -578,6 +587,7 @@ impl RadixKernels {
             unstable,
             unstable_items: self.items[2],
             msd_local_groups: self.tuning.msd_local_groups,
+            msd_prefetch: self.tuning.msd_prefetch,
         };
         let module = kernel::module(gpu, "radix", &shaders::radix(&config(false)))?;
         let (sweep_unstable, msd) = match !payload && self.tuning.unstable_first {
@@ -690,7 +700,7 @@ impl RadixKernels {
             _ => None,
         };
         // kept from earlier sorts: digit counts and tickets start from zero (the look-back state
-        // is cleared before each pass), the MSD path's bucket counts too where it runs
+        // is cleared before each stable pass), the MSD path's bucket counts too where it runs
         let control_words = if msd.is_some() {
             MSD_CONTROL_WORDS
         } else {
@@ -792,35 +802,67 @@ impl RadixKernels {
                 pass.set_bind_group(0, &run, &[top]);
                 pass.dispatch_workgroups_indirect(&args, (MSD_ARGS + slot) * 12);
             };
+            // measuring only: GPUSORT_RADIX_STOP from 10 ends the recording after a step
+            let steps = stop.checked_sub(10).filter(|_| stop >= 10);
+            let ended = |k: u32| steps == Some(k);
             indirect(&mut pass, top_sweep, 0);
+            if ended(1) {
+                return Ok(recorded(3));
+            }
             indirect(&mut pass, &m.count, 1);
+            if ended(2) {
+                return Ok(recorded(4));
+            }
             kernel::dispatch(gpu, &mut pass, &m.scan, &run, &[top], 256);
+            if ended(3) {
+                return Ok(recorded(5));
+            }
             kernel::dispatch(gpu, &mut pass, &m.decide, &prep, &[top], 1);
+            if ended(4) {
+                return Ok(recorded(6));
+            }
             // where it falls back: every digit counted again, the LSD passes planned afresh
             pass.set_pipeline(&pipes.count_digits);
             pass.set_bind_group(0, &run, &[recount]);
             pass.dispatch_workgroups_indirect(&args, (MSD_ARGS + 4) * 12);
             kernel::dispatch(gpu, &mut pass, &pipes.prepare, &prep, &[recount], 1);
+            if ended(6) {
+                return Ok(recorded(8));
+            }
             indirect(&mut pass, &m.sweep, 2);
+            if ended(7) {
+                return Ok(recorded(9));
+            }
             msd_dispatches = 7;
             if self.tuning.stop != 3 {
                 indirect(&mut pass, &m.local, 3);
+                if ended(8) {
+                    return Ok(recorded(10));
+                }
                 // the buckets msd_local left: none unless some tile held dense keys
                 kernel::dispatch(gpu, &mut pass, &m.dense_decide, &prep, &[top], 1);
                 indirect(&mut pass, &m.dense, 5);
+                if ended(10) {
+                    return Ok(recorded(12));
+                }
                 msd_dispatches = 10;
             }
         }
         for (p, &off) in offsets.iter().enumerate() {
-            enc.clear_buffer(&status, 0, Some(status_bytes));
+            let unstable_sweep = unstable.filter(|_| (unstable_passes >> p) & 1 == 1);
+            // the look-back state, which only the stable sweep reads, from zero for each of its
+            // passes (an unstable pass skips the clear: it was work nothing read)
+            if unstable_sweep.is_none() {
+                enc.clear_buffer(&status, 0, Some(status_bytes));
+            }
             let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some("radix sweep"),
                 timestamp_writes: None,
             });
             pass.set_bind_group(0, &run, &[off]);
             // prepare sizes an unstable pass's dispatch in its own args slot
-            match unstable {
-                Some(sweep) if (unstable_passes >> p) & 1 == 1 => {
+            match unstable_sweep {
+                Some(sweep) => {
                     pass.set_pipeline(sweep);
                     pass.dispatch_workgroups_indirect(&args, (UNSTABLE_ARGS + p as u64) * 12);
                 }

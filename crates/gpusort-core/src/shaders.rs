@@ -190,6 +190,9 @@ pub struct RadixConfig {
     pub unstable_items: u32,
     /// Workgroups of msd_local and msd_dense, each looping over tiles or buckets; 0: one a tile.
     pub msd_local_groups: u32,
+    /// msd_local loads the next tile's keys while this one's are ranked (lines ending in
+    /// `//@PREFETCH`), or each tile's keys as its round starts (`//@NOPREFETCH`, measuring).
+    pub msd_prefetch: bool,
 }
 
 /// The radix-sort kernels for one shape.
@@ -252,6 +255,7 @@ pub fn radix(c: &RadixConfig) -> String {
     );
     // one sweep's lines; before the per-key lines, which may be either's
     let source = choose_lines(&source, c.unstable, "//@UNSTABLE", "//@STABLE");
+    let source = choose_lines(&source, c.msd_prefetch, "//@PREFETCH", "//@NOPREFETCH");
     let source = per_item_lines(&source, "//@ITEM", "@J", items);
     let source = per_item_lines(&source, "//@LB", "@L", c.window);
     choose_lines(&source, c.narrow_ballot, "//@NARROW", "//@WIDE")
@@ -440,6 +444,7 @@ pub fn all_configurations() -> Vec<(String, String)> {
                             unstable: !payload && narrow_ballot,
                             unstable_items: 12,
                             msd_local_groups: 64,
+                            msd_prefetch: kind == 0,
                         }),
                     ));
                 }
@@ -608,6 +613,7 @@ mod tests {
                             unstable,
                             unstable_items: items,
                             msd_local_groups: 0,
+                            msd_prefetch: true,
                         });
                         let estimate = crate::radix::scratch_words(items, min_subgroup, wg, 2) * 4
                             + crate::radix::other_workgroup_bytes(wg, min_subgroup.is_some());
