@@ -797,56 +797,43 @@ impl RadixKernels {
                 timestamp_writes: None,
             });
             let top = offsets[passes as usize - 1];
-            let indirect = |pass: &mut wgpu::ComputePass, pipe, slot: u64| {
+            let indirect = |pass: &mut wgpu::ComputePass<'_>, pipe, slot: u64| {
                 pass.set_pipeline(pipe);
                 pass.set_bind_group(0, &run, &[top]);
                 pass.dispatch_workgroups_indirect(&args, (MSD_ARGS + slot) * 12);
             };
-            // measuring only: GPUSORT_RADIX_STOP from 10 ends the recording after a step
-            let steps = stop.checked_sub(10).filter(|_| stop >= 10);
-            let ended = |k: u32| steps == Some(k);
-            indirect(&mut pass, top_sweep, 0);
-            if ended(1) {
-                return Ok(recorded(3));
-            }
-            indirect(&mut pass, &m.count, 1);
-            if ended(2) {
-                return Ok(recorded(4));
-            }
-            kernel::dispatch(gpu, &mut pass, &m.scan, &run, &[top], 256);
-            if ended(3) {
-                return Ok(recorded(5));
-            }
-            kernel::dispatch(gpu, &mut pass, &m.decide, &prep, &[top], 1);
-            if ended(4) {
-                return Ok(recorded(6));
-            }
-            // where it falls back: every digit counted again, the LSD passes planned afresh
-            pass.set_pipeline(&pipes.count_digits);
-            pass.set_bind_group(0, &run, &[recount]);
-            pass.dispatch_workgroups_indirect(&args, (MSD_ARGS + 4) * 12);
-            kernel::dispatch(gpu, &mut pass, &pipes.prepare, &prep, &[recount], 1);
-            if ended(6) {
-                return Ok(recorded(8));
-            }
-            indirect(&mut pass, &m.sweep, 2);
-            if ended(7) {
-                return Ok(recorded(9));
-            }
-            msd_dispatches = 7;
-            if self.tuning.stop != 3 {
-                indirect(&mut pass, &m.local, 3);
-                if ended(8) {
-                    return Ok(recorded(10));
-                }
+            // the path's dispatches in order (GPUSORT_RADIX_STOP 10 + k, measuring only, records
+            // the first k and nothing after them; 3 all but msd_local's and msd_dense's)
+            let steps: [&dyn Fn(&mut wgpu::ComputePass<'_>); 10] = [
+                &|p| indirect(p, top_sweep, 0),
+                &|p| indirect(p, &m.count, 1),
+                &|p| kernel::dispatch(gpu, p, &m.scan, &run, &[top], 256),
+                &|p| kernel::dispatch(gpu, p, &m.decide, &prep, &[top], 1),
+                // where it falls back: every digit counted again, the LSD passes planned afresh
+                &|p| {
+                    p.set_pipeline(&pipes.count_digits);
+                    p.set_bind_group(0, &run, &[recount]);
+                    p.dispatch_workgroups_indirect(&args, (MSD_ARGS + 4) * 12);
+                },
+                &|p| kernel::dispatch(gpu, p, &pipes.prepare, &prep, &[recount], 1),
+                &|p| indirect(p, &m.sweep, 2),
+                &|p| indirect(p, &m.local, 3),
                 // the buckets msd_local left: none unless some tile held dense keys
-                kernel::dispatch(gpu, &mut pass, &m.dense_decide, &prep, &[top], 1);
-                indirect(&mut pass, &m.dense, 5);
-                if ended(10) {
-                    return Ok(recorded(12));
-                }
-                msd_dispatches = 10;
+                &|p| kernel::dispatch(gpu, p, &m.dense_decide, &prep, &[top], 1),
+                &|p| indirect(p, &m.dense, 5),
+            ];
+            let first = match stop {
+                3 => 7,
+                10.. => (stop - 10) as usize,
+                _ => steps.len(),
+            };
+            for step in &steps[..first] {
+                step(&mut pass);
             }
+            if stop >= 10 {
+                return Ok(recorded(2 + first));
+            }
+            msd_dispatches = first;
         }
         for (p, &off) in offsets.iter().enumerate() {
             let unstable_sweep = unstable.filter(|_| (unstable_passes >> p) & 1 == 1);
