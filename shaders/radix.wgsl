@@ -51,6 +51,7 @@ const C_HIST: u32 = 32u;     // [MAX_PASSES][RADIX]: digit counts
 const P_N: u32 = 0u;
 const P_FLIP: u32 = 4u;      // [MAX_PASSES]: the pass reads the alternate buffers
 const P_FIRST: u32 = 12u;    // [MAX_PASSES]: the first pass that runs (makes the index payload)
+const P_HALF: u32 = 20u;     // [MAX_PASSES]: the half of the look-back state a stable pass uses
 const P_STARTS: u32 = 32u;   // [MAX_PASSES][RADIX]: exclusive digit starts
 // The keys-only MSD path's words (radix_msd.wgsl) come from the host, which sizes ctl and plan
 // by them (radix.rs, MSD_WORDS): C_MSD_FLAG (0: the MSD path runs; 1: a 16-bit bucket is too
@@ -62,7 +63,10 @@ const P_STARTS: u32 = 32u;   // [MAX_PASSES][RADIX]: exclusive digit starts
 // P_MSD_TILES ([RADIX * RADIX][3]: msd_local's tiles, first key, keys, first 16-bit bucket | span
 // << 16, in any order) and P_DENSE ([RADIX * RADIX][2]: the 16-bit buckets msd_dense sorts, first
 // key and keys, in any order).
-// Status words of the look-back: flag in the top two bits, a count below.
+// Status words of the look-back: flag in the top two bits, a count below. The state has two
+// halves of a row of RADIX words a tile: a stable pass uses one (P_HALF) and zeroes the other's
+// rows for the next stable pass; count_digits zeroes the first one's. So no clear is recorded
+// between passes, and where the MSD path runs (its LSD passes then empty) nothing is zeroed.
 const AGGREGATE: u32 = 0x40000000u;
 const INCLUSIVE: u32 = 0x80000000u;
 const VALUE: u32 = 0x3fffffffu;
@@ -175,6 +179,14 @@ fn count_digits(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
     workgroupBarrier();
     let n = job_n();
     let group = linear_workgroup(wid, nwg);
+    // the first stable pass's half of the look-back state from zero (where the LSD passes run:
+    // the MSD path's fall back counts again), a row for each tile this workgroup reads
+    if (rp.msd == 0u && li < RADIX) {
+        for (var c = 0u; c < HIST_CHUNKS; c++) {
+            let t = group * HIST_CHUNKS + c;
+            if (t * TILE < n) { atomicStore(&status[t * RADIX + li], 0u); }
+        }
+    }
     for (var c = 0u; c < HIST_CHUNKS; c++) {
         // every load of a chunk issued before any is used (written out per item, see sweep)
         let e@J = ((group * HIST_CHUNKS + c) * ITEMS + @Ju) * WG + li; //@ITEM
@@ -227,7 +239,7 @@ fn prepare(i: Invocation) {
     let tiles = (n + TILE - 1u) / TILE;
     var skip: array<bool, MAX_PASSES>;
     if (inv.li == 0u) { msd_too_big = 0u; } // behind the loop's first barrier
-    for (var p = 0u; p < MAX_PASSES; p++) {
+    for (var p = 0u; p < rp.passes; p++) {
         if (inv.li == 0u) { one_digit = 0u; }
         workgroupBarrier();
         var c = 0u;
@@ -255,8 +267,10 @@ fn prepare(i: Invocation) {
     // the index payload is made, as in every other sort.
     if (!any && n > 0u) { skip[0] = false; }
     var runs = 0u;
+    var stable_runs = 0u;
     for (var p = 0u; p < rp.passes; p++) {
         plan[P_FLIP + p] = runs & 1u;
+        plan[P_HALF + p] = stable_runs & 1u;
         plan[P_FIRST + p] = select(0u, 1u, runs == 0u);
         let groups = select(sweep_groups(tiles), 0u, skip[p]);
         let unstable_groups = select(sweep_groups((n + UNSTABLE_TILE - 1u) / UNSTABLE_TILE), 0u, skip[p]);
@@ -265,6 +279,7 @@ fn prepare(i: Invocation) {
         write_args(3u * p, select(groups, 0u, unstable));
         write_args(3u * (UNSTABLE_ARGS + p), select(0u, unstable_groups, unstable));
         if (!skip[p]) { runs += 1u; }
+        if (!skip[p] && !unstable) { stable_runs += 1u; }
     }
     write_args(3u * MAX_PASSES, select(0u, (n + WG - 1u) / WG, (runs & 1u) == 1u));
     // The MSD path (keys-only, every bit, 32-bit keys: the host decides) has the top digit's
@@ -297,28 +312,29 @@ fn count_in_tile(t: u32, d: u32, alt: bool) -> u32 {
 }
 
 // Publish tile `tile`'s count of digit `d` for its successors: inclusive for the first tile.
-fn publish_count(tile: u32, d: u32, mine: u32) {
-    atomicStore(&status[tile * RADIX + d], select(AGGREGATE, INCLUSIVE, tile == 0u) | mine);
+// (`row0`: the pass's half of the look-back state starts at that row.)
+fn publish_count(row0: u32, tile: u32, d: u32, mine: u32) {
+    atomicStore(&status[(row0 + tile) * RADIX + d], select(AGGREGATE, INCLUSIVE, tile == 0u) | mine);
 }
 
 // The status of tile k - 1 - i for digit d, or "inclusive 0" before the first tile.
-fn status_before(k: u32, i: u32, d: u32) -> u32 {
+fn status_before(row0: u32, k: u32, i: u32, d: u32) -> u32 {
     if (i >= k) { return INCLUSIVE; }
-    return atomicLoad(&status[(k - 1u - i) * RADIX + d]);
+    return atomicLoad(&status[(row0 + k - 1u - i) * RADIX + d]);
 }
 
 // Invocation `d`: the keys of digit `d` in the tiles before `tile` (decoupled look-back). The
 // predecessors are read LB_WINDOW at a time (lines ending in //@LB are written out per window
 // slot, @L its number): independent loads, one memory latency per window instead of one per tile.
 // With EARLY the count was published before the ranking.
-fn look_back(tile: u32, d: u32, mine: u32, alt: bool) -> u32 {
-    let at = tile * RADIX + d;
-    if (EARLY == 0u) { publish_count(tile, d, mine); }
+fn look_back(row0: u32, tile: u32, d: u32, mine: u32, alt: bool) -> u32 {
+    let at = (row0 + tile) * RADIX + d;
+    if (EARLY == 0u) { publish_count(row0, tile, d, mine); }
     if (tile == 0u) { return 0u; }
     var prefix = 0u;
     var k = tile; // tiles below k are still to add
     loop {
-        let s@L = status_before(k, @Lu, d); //@LB
+        let s@L = status_before(row0, k, @Lu, d); //@LB
         var stop = false;
         var silent = false;
         var added = 0u;
@@ -328,7 +344,7 @@ fn look_back(tile: u32, d: u32, mine: u32, alt: bool) -> u32 {
         if (silent) {
             // wait on the nearest silent tile alone; if it stays silent, count its digit here
             var v = 0u;
-            for (var spins = 0u; spins <= SPIN_LIMIT && v == 0u; spins++) { v = status_before(k, 0u, d); }
+            for (var spins = 0u; spins <= SPIN_LIMIT && v == 0u; spins++) { v = status_before(row0, k, 0u, d); }
             if (v == 0u) {
                 prefix += count_in_tile(k - 1u, d, alt);
                 k -= 1u;
@@ -363,6 +379,9 @@ fn sweep(i: Invocation) {
     let first = jb.w != 0u;
     let tiles = (n + TILE - 1u) / TILE;
     if (tile >= tiles) { return; } // surplus workgroups of the grid
+    // this pass's half of the look-back state, and the other, zeroed here for the next pass
+    let lb_row0 = plan[P_HALF + p] * tiles; //@STABLE
+    let lb_zero = tiles - lb_row0; //@STABLE
 
     // load; keys past the end get the last digit, so they rank after every real key
     var k@J = vec2<u32>(0u); //@ITEM
@@ -378,6 +397,7 @@ fn sweep(i: Invocation) {
         // while this tile is still ranking (CUB's onesweep does the same); the histogram sits
         // past the rank tables (EARLY_AT), cleared behind rank_begin's barrier
         let d = inv.li;
+        if (d < RADIX) { atomicStore(&status[(lb_zero + tile) * RADIX + d], 0u); } //@STABLE
         if (EARLY == 1u) { //@STABLE
             if (d < RADIX) { atomicStore(&scratch[EARLY_AT + d], 0u); } //@STABLE
             if ((PROBE & 8u) != 0u) { workgroupBarrier(); } //@STABLE
@@ -390,7 +410,7 @@ fn sweep(i: Invocation) {
             workgroupBarrier(); //@STABLE
             // (read again from digit_total after the ranking: held in a register through it,
             // the count took the keys-only sweep from 64 registers to 77 on the H100)
-            if (d < RADIX && (PROBE & 1u) == 0u) { publish_count(tile, d, atomicLoad(&scratch[EARLY_AT + d])); } //@STABLE
+            if (d < RADIX && (PROBE & 1u) == 0u) { publish_count(lb_row0, tile, d, atomicLoad(&scratch[EARLY_AT + d])); } //@STABLE
         } //@STABLE
         if ((PROBE & 8u) == 0u) { //@STABLE
             p@J = rank_item(@Ju, d@J); //@ITEM//@STABLE
@@ -435,7 +455,7 @@ fn sweep(i: Invocation) {
             if (d == RADIX - 1u) { mine -= TILE - in_tile; } //@STABLE
             let start = plan[P_STARTS + p * RADIX + d]; // in flight during the walk
             var before = 0u;
-            if ((PROBE & 1u) == 0u) { before = look_back(tile, d, mine, from_alt); } //@STABLE
+            if ((PROBE & 1u) == 0u) { before = look_back(lb_row0, tile, d, mine, from_alt); } //@STABLE
             // unstable: the run's place among this digit's keys reserved by one atomic (the digit's
             // count, left by count_digits and read by prepare, counted down), no waiting on others
             if (mine != 0u) { before = atomicSub(&ctl[C_HIST + p * RADIX + d], mine) - mine; } //@UNSTABLE

@@ -110,9 +110,20 @@ fn summarize(index: usize, adapter: &wgpu::Adapter) -> AdapterSummary {
     }
 }
 
+/// wgpu's default instance flags less `VALIDATION_INDIRECT_CALL`, then its environment variables
+/// (`WGPU_VALIDATION_INDIRECT_CALL=1` turns the check back on). That check runs a one-workgroup
+/// dispatch and two barriers before every indirect dispatch, to clamp the sizes it reads; the
+/// radix sort records eleven indirect dispatches, whose sizes its own kernels write, bounded by
+/// the device's limit (`write_args` in radix.wgsl), so the check only costs time: on an H100 it
+/// was most of the fixed cost of a 2^24-key sort's empty fall-back dispatches.
+fn instance_flags() -> wgpu::InstanceFlags {
+    (wgpu::InstanceFlags::default() - wgpu::InstanceFlags::VALIDATION_INDIRECT_CALL).with_env()
+}
+
 fn instance(backends: wgpu::Backends) -> wgpu::Instance {
     let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
     desc.backends = backends;
+    desc.flags = instance_flags();
     wgpu::Instance::new(desc)
 }
 

@@ -664,8 +664,8 @@ impl RadixKernels {
         };
         let control = storage("radix control", MSD_CONTROL_WORDS * 4)?;
         let plan = storage("radix plan", PLAN_WORDS * 4)?;
-        let status_bytes = tiles as u64 * 256 * 4;
-        let status = storage("radix look-back", status_bytes)?;
+        // two halves of a row a tile, each stable pass zeroing the next one's (radix.wgsl)
+        let status = storage("radix look-back", 2 * tiles as u64 * 256 * 4)?;
         let no_count;
         let count = match job.count {
             Some(c) => c,
@@ -699,8 +699,8 @@ impl RadixKernels {
             }
             _ => None,
         };
-        // kept from earlier sorts: digit counts and tickets start from zero (the look-back state
-        // is cleared before each stable pass), the MSD path's bucket counts too where it runs
+        // kept from earlier sorts: digit counts and tickets start from zero, the MSD path's bucket
+        // counts too where it runs (the look-back state is zeroed on the GPU: radix.wgsl)
         let control_words = if msd.is_some() {
             MSD_CONTROL_WORDS
         } else {
@@ -835,20 +835,17 @@ impl RadixKernels {
             }
             msd_dispatches = first;
         }
+        // the LSD passes and finish in one compute pass: nothing is cleared between them (the
+        // sweeps zero the look-back state they hand on), so where the MSD path ran they are
+        // empty dispatches without barriers of their own
+        let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some("radix passes"),
+            timestamp_writes: None,
+        });
         for (p, &off) in offsets.iter().enumerate() {
-            let unstable_sweep = unstable.filter(|_| (unstable_passes >> p) & 1 == 1);
-            // the look-back state, which only the stable sweep reads, from zero for each of its
-            // passes (an unstable pass skips the clear: it was work nothing read)
-            if unstable_sweep.is_none() {
-                enc.clear_buffer(&status, 0, Some(status_bytes));
-            }
-            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some("radix sweep"),
-                timestamp_writes: None,
-            });
             pass.set_bind_group(0, &run, &[off]);
             // prepare sizes an unstable pass's dispatch in its own args slot
-            match unstable_sweep {
+            match unstable.filter(|_| (unstable_passes >> p) & 1 == 1) {
                 Some(sweep) => {
                     pass.set_pipeline(sweep);
                     pass.dispatch_workgroups_indirect(&args, (UNSTABLE_ARGS + p as u64) * 12);
@@ -862,15 +859,9 @@ impl RadixKernels {
         if stop == 2 {
             return Ok(recorded(2 + msd_dispatches + passes as usize));
         }
-        {
-            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some("radix finish"),
-                timestamp_writes: None,
-            });
-            pass.set_pipeline(&pipes.finish);
-            pass.set_bind_group(0, &run, &[offsets[0]]);
-            pass.dispatch_workgroups_indirect(&args, MAX_PASSES as u64 * 12);
-        }
+        pass.set_pipeline(&pipes.finish);
+        pass.set_bind_group(0, &run, &[offsets[0]]);
+        pass.dispatch_workgroups_indirect(&args, MAX_PASSES as u64 * 12);
         Ok(recorded(3 + msd_dispatches + passes as usize))
     }
 }
