@@ -311,30 +311,39 @@ fn count_in_tile(t: u32, d: u32, alt: bool) -> u32 {
     return c;
 }
 
-// Publish tile `tile`'s count of digit `d` for its successors: inclusive for the first tile.
-// (`row0`: the pass's half of the look-back state starts at that row.)
-fn publish_count(row0: u32, tile: u32, d: u32, mine: u32) {
-    atomicStore(&status[(row0 + tile) * RADIX + d], select(AGGREGATE, INCLUSIVE, tile == 0u) | mine);
+// The first row of this pass's half of the look-back state, or (`other`) of the half it zeroes.
+// Read where used, not held through the sweep: the keys-only sweep sits at the 64 registers that
+// let two workgroups of 512 share an SM on the H100.
+fn lb_row0(other: bool) -> u32 {
+    let half = plan[P_HALF + rp.this_pass];
+    return select(half, 1u - half, other) * ((plan[P_N] + TILE - 1u) / TILE);
 }
 
-// The status of tile k - 1 - i for digit d, or "inclusive 0" before the first tile.
-fn status_before(row0: u32, k: u32, i: u32, d: u32) -> u32 {
+// Publish tile `tile`'s count of digit `d` for its successors: inclusive for the first tile.
+fn publish_count(tile: u32, d: u32, mine: u32) {
+    atomicStore(&status[(lb_row0(false) + tile) * RADIX + d], select(AGGREGATE, INCLUSIVE, tile == 0u) | mine);
+}
+
+// The status of tile k - 1 - i for the digit whose word in the half's first row is `base`, or
+// "inclusive 0" before the first tile.
+fn status_before(k: u32, i: u32, base: u32) -> u32 {
     if (i >= k) { return INCLUSIVE; }
-    return atomicLoad(&status[(row0 + k - 1u - i) * RADIX + d]);
+    return atomicLoad(&status[(k - 1u - i) * RADIX + base]);
 }
 
 // Invocation `d`: the keys of digit `d` in the tiles before `tile` (decoupled look-back). The
 // predecessors are read LB_WINDOW at a time (lines ending in //@LB are written out per window
 // slot, @L its number): independent loads, one memory latency per window instead of one per tile.
 // With EARLY the count was published before the ranking.
-fn look_back(row0: u32, tile: u32, d: u32, mine: u32, alt: bool) -> u32 {
-    let at = (row0 + tile) * RADIX + d;
-    if (EARLY == 0u) { publish_count(row0, tile, d, mine); }
+fn look_back(tile: u32, d: u32, mine: u32, alt: bool) -> u32 {
+    if (EARLY == 0u) { publish_count(tile, d, mine); }
+    let base = lb_row0(false) * RADIX + d; // in place of d (d = base % RADIX): no more registers
+    let at = tile * RADIX + base;
     if (tile == 0u) { return 0u; }
     var prefix = 0u;
     var k = tile; // tiles below k are still to add
     loop {
-        let s@L = status_before(row0, k, @Lu, d); //@LB
+        let s@L = status_before(k, @Lu, base); //@LB
         var stop = false;
         var silent = false;
         var added = 0u;
@@ -344,9 +353,9 @@ fn look_back(row0: u32, tile: u32, d: u32, mine: u32, alt: bool) -> u32 {
         if (silent) {
             // wait on the nearest silent tile alone; if it stays silent, count its digit here
             var v = 0u;
-            for (var spins = 0u; spins <= SPIN_LIMIT && v == 0u; spins++) { v = status_before(row0, k, 0u, d); }
+            for (var spins = 0u; spins <= SPIN_LIMIT && v == 0u; spins++) { v = status_before(k, 0u, base); }
             if (v == 0u) {
-                prefix += count_in_tile(k - 1u, d, alt);
+                prefix += count_in_tile(k - 1u, base % RADIX, alt);
                 k -= 1u;
                 if (k == 0u) { break; }
             }
@@ -379,9 +388,6 @@ fn sweep(i: Invocation) {
     let first = jb.w != 0u;
     let tiles = (n + TILE - 1u) / TILE;
     if (tile >= tiles) { return; } // surplus workgroups of the grid
-    // this pass's half of the look-back state, and the other, zeroed here for the next pass
-    let lb_row0 = plan[P_HALF + p] * tiles; //@STABLE
-    let lb_zero = tiles - lb_row0; //@STABLE
 
     // load; keys past the end get the last digit, so they rank after every real key
     var k@J = vec2<u32>(0u); //@ITEM
@@ -397,7 +403,6 @@ fn sweep(i: Invocation) {
         // while this tile is still ranking (CUB's onesweep does the same); the histogram sits
         // past the rank tables (EARLY_AT), cleared behind rank_begin's barrier
         let d = inv.li;
-        if (d < RADIX) { atomicStore(&status[(lb_zero + tile) * RADIX + d], 0u); } //@STABLE
         if (EARLY == 1u) { //@STABLE
             if (d < RADIX) { atomicStore(&scratch[EARLY_AT + d], 0u); } //@STABLE
             if ((PROBE & 8u) != 0u) { workgroupBarrier(); } //@STABLE
@@ -410,7 +415,7 @@ fn sweep(i: Invocation) {
             workgroupBarrier(); //@STABLE
             // (read again from digit_total after the ranking: held in a register through it,
             // the count took the keys-only sweep from 64 registers to 77 on the H100)
-            if (d < RADIX && (PROBE & 1u) == 0u) { publish_count(lb_row0, tile, d, atomicLoad(&scratch[EARLY_AT + d])); } //@STABLE
+            if (d < RADIX && (PROBE & 1u) == 0u) { publish_count(tile, d, atomicLoad(&scratch[EARLY_AT + d])); } //@STABLE
         } //@STABLE
         if ((PROBE & 8u) == 0u) { //@STABLE
             p@J = rank_item(@Ju, d@J); //@ITEM//@STABLE
@@ -455,7 +460,9 @@ fn sweep(i: Invocation) {
             if (d == RADIX - 1u) { mine -= TILE - in_tile; } //@STABLE
             let start = plan[P_STARTS + p * RADIX + d]; // in flight during the walk
             var before = 0u;
-            if ((PROBE & 1u) == 0u) { before = look_back(lb_row0, tile, d, mine, from_alt); } //@STABLE
+            // this tile's row of the other half, from zero for the next stable pass
+            atomicStore(&status[(lb_row0(true) + tile) * RADIX + d], 0u); //@STABLE
+            if ((PROBE & 1u) == 0u) { before = look_back(tile, d, mine, from_alt); } //@STABLE
             // unstable: the run's place among this digit's keys reserved by one atomic (the digit's
             // count, left by count_digits and read by prepare, counted down), no waiting on others
             if (mine != 0u) { before = atomicSub(&ctl[C_HIST + p * RADIX + d], mine) - mine; } //@UNSTABLE
