@@ -75,6 +75,9 @@ const VALUE: u32 = 0x3fffffffu;
 // top-digit sweep, msd_count, msd_sweep, msd_local, the fall back's count_digits and msd_dense at
 // 3 * (MSD_ARGS + 0..MSD_SLOTS).
 const MSD_SLOTS: u32 = 6u;
+// Tiles of the MSD path's keys an msd_count workgroup reads (prepare sizes its dispatch): four
+// leave 819 workgroups at 2^24 keys, more than an H100 holds at once.
+const MSD_COUNT_TILES: u32 = 4u;
 
 struct RadixParams {
     capacity: u32,   // keys in the buffers; the count when there is no GPU-resident count
@@ -293,7 +296,7 @@ fn prepare(i: Invocation) {
         if (n > 0u && msd_too_big == 0u) {
             plan[P_FLIP + rp.passes - 1u] = 0u;
             write_args(3u * MSD_ARGS, sweep_groups((n + UNSTABLE_TILE - 1u) / UNSTABLE_TILE));
-            write_args(3u * (MSD_ARGS + 1u), plan[P_TILES + RADIX]);
+            write_args(3u * (MSD_ARGS + 1u), (n + MSD_COUNT_TILES * UNSTABLE_TILE - 1u) / (MSD_COUNT_TILES * UNSTABLE_TILE));
         } else {
             atomicStore(&ctl[C_MSD_FLAG], 2u);
         }
