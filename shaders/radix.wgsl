@@ -269,6 +269,17 @@ fn prepare(i: Invocation) {
     // With every pass skipped one still runs when there are keys, so NaNs come out canonical and
     // the index payload is made, as in every other sort.
     if (!any && n > 0u) { skip[0] = false; }
+    // The MSD path's fall back records no finish (radix.rs): its passes run an even number of
+    // times, a pass that could be skipped (every key has one digit there: it reorders nothing of
+    // what the passes before it sorted) run where that makes the count even. Four passes: an odd
+    // count leaves one skipped. (A pass run first may be the unstable sweep: it runs first still.)
+    if (rp.recount == 1u) {
+        var count = 0u;
+        for (var p = 0u; p < rp.passes; p++) { count += select(1u, 0u, skip[p]); }
+        for (var p = rp.passes; p > 0u && (count & 1u) == 1u; p--) {
+            if (skip[p - 1u]) { skip[p - 1u] = false; count += 1u; }
+        }
+    }
     var runs = 0u;
     var stable_runs = 0u;
     for (var p = 0u; p < rp.passes; p++) {

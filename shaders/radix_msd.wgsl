@@ -12,8 +12,8 @@
 //   msd_scan          a workgroup a top-digit bucket: where each of the 65,536 16-bit buckets
 //                     starts (P_START16), and msd_local's tiles: runs of consecutive 16-bit
 //                     buckets of at most TILE keys (P_MSD_TILES); a bucket of more than TILE
-//                     keys raises C_MSD_FLAG
-//   msd_decide        with the flag raised (or prepare's: a top-digit bucket too large already)
+//                     keys raises a flag. Its last workgroup (a ticket) decides (msd_decide):
+//                     with the flag raised (or prepare's: a top-digit bucket too large already)
 //                     the digits are counted again and the LSD passes planned afresh (recorded
 //                     next: count_digits and prepare with recount set); they sort the input,
 //                     still untouched in keys (a keys-only sort's result does not depend on the
@@ -48,6 +48,15 @@ var<workgroup> msd_words: array<atomic<u32>, MSD_BINS + TILE>;
 var<workgroup> msd_counts: array<u32, RADIX>;
 var<workgroup> msd_firsts: array<u32, RADIX>;
 var<workgroup> msd_runs: array<vec2<u32>, RADIX>;
+// msd_scan: a 16-bit bucket of this top digit holds more than TILE keys
+var<workgroup> msd_too_large: u32;
+// C_TILE_COUNT: msd_scan's listed tiles (low bits, below 2^17), a ticket a workgroup above them
+// (RADIX of them at most), and a flag: a 16-bit bucket is too large. One word, so that the last
+// workgroup's ticket returns everything the others added (atomics on one word are ordered; on
+// two they need not be).
+const TILES_LISTED: u32 = 0x1ffffu;
+const TILES_TICKET: u32 = 0x20000u;
+const TILES_FLAG: u32 = 0x80000000u;
 
 fn top_pass() -> u32 {
     return rp.passes - 1u;
@@ -110,6 +119,7 @@ fn msd_count(i: Invocation) {
 fn msd_scan(i: Invocation) {
     set_invocation(i);
     let b = linear_workgroup(inv.wid, inv.nwg); // RADIX workgroups
+    if (inv.li == 0u) { msd_too_large = 0u; } // behind wg_exclusive's barriers
     let digit = inv.li < RADIX;
     var c = 0u;
     if (digit) { c = atomicLoad(&ctl[C_JOINT + b * RADIX + inv.li]); }
@@ -119,7 +129,7 @@ fn msd_scan(i: Invocation) {
         plan[P_START16 + b * RADIX + inv.li] = start;
         msd_counts[inv.li] = c;
         msd_firsts[inv.li] = start;
-        if (c > TILE) { atomicMax(&ctl[C_MSD_FLAG], 1u); }
+        if (c > TILE) { msd_too_large = 1u; }
     }
     workgroupBarrier();
     // msd_local's tiles: runs of consecutive buckets, each as long as TILE keys and MSD_SPAN
@@ -141,11 +151,15 @@ fn msd_scan(i: Invocation) {
             }
             total += cd;
         }
-        msd_job.x = listed;
-        // one atomic a workgroup reserves their places in the list
-        if (listed != 0u) { msd_job.y = atomicAdd(&ctl[C_TILE_COUNT], listed); }
+        // one atomic a workgroup reserves their places in the list and takes its ticket (the
+        // flag first: the same word, so the last ticket sees it)
+        if (msd_too_large != 0u) { atomicOr(&ctl[C_TILE_COUNT], TILES_FLAG); }
+        let before = atomicAdd(&ctl[C_TILE_COUNT], TILES_TICKET + listed);
+        let last = (before & ~TILES_FLAG) / TILES_TICKET == RADIX - 1u;
+        msd_job = vec4<u32>(listed, before & TILES_LISTED, select(0u, 1u, last), before + listed);
     }
     let job = workgroupUniformLoad(&msd_job);
+    if (job.z == 1u) { msd_decide(job.w); }
     for (var e = inv.li; e < job.x; e += WG) {
         let run = msd_runs[e];
         let at = P_MSD_TILES + 3u * (job.y + e);
@@ -162,18 +176,24 @@ fn looping_groups(listed: u32) -> u32 {
     return min(listed, max(MSD_LOCAL_GROUPS, (listed - 1u) / GROUP_TILES + 1u));
 }
 
-@compute @workgroup_size(64)
-fn msd_decide(@builtin(local_invocation_index) li: u32) {
-    let flag = atomicLoad(&ctl[C_MSD_FLAG]);
+// msd_scan's last workgroup, once every other has added its tiles (`tiles`: C_TILE_COUNT after
+// them): the MSD path goes on, or (a 16-bit bucket too large, or prepare's flag) falls back.
+// Here rather than a dispatch of its own: one launch and barrier fewer.
+fn msd_decide(tiles: u32) {
+    var flag = atomicLoad(&ctl[C_MSD_FLAG]); // prepare's, a dispatch before
+    if (flag == 0u && (tiles & TILES_FLAG) != 0u) {
+        flag = 1u;
+        if (inv.li == 0u) { atomicStore(&ctl[C_MSD_FLAG], 1u); }
+    }
     if (flag != 0u) {
         // the fall back: count_digits counts every digit from zero again and prepare plans the
         // LSD passes afresh (both recorded after this, their params' recount set); they sort
         // the input, still untouched in keys
-        for (var w = li; w < C_HIST + MAX_PASSES * RADIX; w += 64u) { atomicStore(&ctl[w], 0u); }
-        if (li == 0u) { write_args(3u * (MSD_ARGS + 4u), plan[P_RECOUNT]); }
-    } else if (li == 0u) {
+        for (var w = inv.li; w < C_HIST + MAX_PASSES * RADIX; w += WG) { atomicStore(&ctl[w], 0u); }
+        if (inv.li == 0u) { write_args(3u * (MSD_ARGS + 4u), plan[P_RECOUNT]); }
+    } else if (inv.li == 0u) {
         write_args(3u * (MSD_ARGS + 2u), plan[P_TILES + RADIX]);
-        write_args(3u * (MSD_ARGS + 3u), looping_groups(atomicLoad(&ctl[C_TILE_COUNT])));
+        write_args(3u * (MSD_ARGS + 3u), looping_groups(tiles & TILES_LISTED));
     }
 }
 
@@ -346,7 +366,7 @@ fn msd_place(l: u32, s: u32, first16: u32, shift: u32) {
 fn msd_local(i: Invocation) {
     set_invocation(i);
     if (inv.li == 0u) {
-        msd_job.x = atomicLoad(&ctl[C_TILE_COUNT]);
+        msd_job.x = atomicLoad(&ctl[C_TILE_COUNT]) & TILES_LISTED;
         msd_big_bin = 0u;
         msd_dense_tile = 0u;
     }

@@ -189,7 +189,6 @@ pub(crate) struct Pipelines {
 struct MsdPipelines {
     count: wgpu::ComputePipeline,
     scan: wgpu::ComputePipeline,
-    decide: wgpu::ComputePipeline,
     sweep: wgpu::ComputePipeline,
     local: wgpu::ComputePipeline,
     dense_decide: wgpu::ComputePipeline,
@@ -599,7 +598,6 @@ impl RadixKernels {
                     true => Some(MsdPipelines {
                         count: pipe("msd_count")?,
                         scan: pipe("msd_scan")?,
-                        decide: pipe("msd_decide")?,
                         sweep: pipe("msd_sweep")?,
                         local: pipe("msd_local")?,
                         dense_decide: pipe("msd_dense_decide")?,
@@ -788,14 +786,17 @@ impl RadixKernels {
         if stop == 1 {
             return Ok(recorded(2));
         }
-        // The MSD path, sized by prepare and msd_decide; where it falls back (or prepare chose the
-        // LSD plan at once) its dispatches are empty and the LSD passes below run instead.
+        // The MSD path, sized by prepare and msd_scan's last workgroup; where it falls back (or
+        // prepare chose the LSD plan at once) its dispatches are empty and the LSD passes below
+        // run instead. One compute pass from here on: nothing is cleared between the passes (the
+        // sweeps zero the look-back state they hand on), so the fall back's empty dispatches
+        // cost no barriers of their own.
+        let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some("radix passes"),
+            timestamp_writes: None,
+        });
         let mut msd_dispatches = 0;
         if let (Some(m), Some(top_sweep)) = (msd, unstable) {
-            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some("radix msd"),
-                timestamp_writes: None,
-            });
             let top = offsets[passes as usize - 1];
             let indirect = |pass: &mut wgpu::ComputePass<'_>, pipe, slot: u64| {
                 pass.set_pipeline(pipe);
@@ -804,11 +805,11 @@ impl RadixKernels {
             };
             // the path's dispatches in order (GPUSORT_RADIX_STOP 10 + k, measuring only, records
             // the first k and nothing after them; 3 all but msd_local's and msd_dense's)
-            let steps: [&dyn Fn(&mut wgpu::ComputePass<'_>); 10] = [
+            let steps: [&dyn Fn(&mut wgpu::ComputePass<'_>); 9] = [
                 &|p| indirect(p, top_sweep, 0),
                 &|p| indirect(p, &m.count, 1),
-                &|p| kernel::dispatch(gpu, p, &m.scan, &run, &[top], 256),
-                &|p| kernel::dispatch(gpu, p, &m.decide, &prep, &[top], 1),
+                // its last workgroup sizes what follows (msd_decide), so it binds `args`
+                &|p| kernel::dispatch(gpu, p, &m.scan, &prep, &[top], 256),
                 // where it falls back: every digit counted again, the LSD passes planned afresh
                 &|p| {
                     p.set_pipeline(&pipes.count_digits);
@@ -823,8 +824,8 @@ impl RadixKernels {
                 &|p| indirect(p, &m.dense, 5),
             ];
             let first = match stop {
-                3 => 7,
-                10.. => (stop - 10) as usize,
+                3 => 6,
+                10.. => ((stop - 10) as usize).min(steps.len()),
                 _ => steps.len(),
             };
             for step in &steps[..first] {
@@ -835,13 +836,6 @@ impl RadixKernels {
             }
             msd_dispatches = first;
         }
-        // the LSD passes and finish in one compute pass: nothing is cleared between them (the
-        // sweeps zero the look-back state they hand on), so where the MSD path ran they are
-        // empty dispatches without barriers of their own
-        let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
-            label: Some("radix passes"),
-            timestamp_writes: None,
-        });
         for (p, &off) in offsets.iter().enumerate() {
             pass.set_bind_group(0, &run, &[off]);
             // prepare sizes an unstable pass's dispatch in its own args slot
@@ -856,7 +850,9 @@ impl RadixKernels {
                 }
             }
         }
-        if stop == 2 {
+        // the MSD path leaves the keys in place, and its fall back runs an even number of passes
+        // (prepare), so only the LSD plan may need the last pass's output copied back
+        if stop == 2 || msd.is_some() {
             return Ok(recorded(2 + msd_dispatches + passes as usize));
         }
         pass.set_pipeline(&pipes.finish);
