@@ -211,7 +211,16 @@ fn count_digits(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
 // enough that none takes more than GROUP_TILES: scan::launched's rule, here on the GPU because
 // the key count may live there.
 fn sweep_groups(tiles: u32) -> u32 {
-    if (PERSIST == 1u) { return min(tiles, max(SWEEP_GROUPS, (tiles - 1u) / GROUP_TILES + 1u)); } // tiles = 0: 0
+    return looping_sweep_groups(tiles, SWEEP_GROUPS);
+}
+
+// The same for the unstable sweep, whose module has SWEEP_GROUPS = UNSTABLE_SWEEP_GROUPS.
+fn unstable_sweep_groups(tiles: u32) -> u32 {
+    return looping_sweep_groups(tiles, UNSTABLE_SWEEP_GROUPS);
+}
+
+fn looping_sweep_groups(tiles: u32, groups: u32) -> u32 {
+    if (groups != 0u) { return min(tiles, max(groups, (tiles - 1u) / GROUP_TILES + 1u)); } // tiles = 0: 0
     return tiles;
 }
 
@@ -287,7 +296,7 @@ fn prepare(i: Invocation) {
         plan[P_HALF + p] = stable_runs & 1u;
         plan[P_FIRST + p] = select(0u, 1u, runs == 0u);
         let groups = select(sweep_groups(tiles), 0u, skip[p]);
-        let unstable_groups = select(sweep_groups((n + UNSTABLE_TILE - 1u) / UNSTABLE_TILE), 0u, skip[p]);
+        let unstable_groups = select(unstable_sweep_groups((n + UNSTABLE_TILE - 1u) / UNSTABLE_TILE), 0u, skip[p]);
         // a pass the host recorded as the unstable sweep (radix.rs) gets its workgroups there
         let unstable = ((rp.unstable_passes >> p) & 1u) == 1u;
         write_args(3u * p, select(groups, 0u, unstable));
@@ -306,7 +315,7 @@ fn prepare(i: Invocation) {
         plan[P_RECOUNT] = (n + HIST_CHUNKS * TILE - 1u) / (HIST_CHUNKS * TILE);
         if (n > 0u && msd_too_big == 0u) {
             plan[P_FLIP + rp.passes - 1u] = 0u;
-            write_args(3u * MSD_ARGS, sweep_groups((n + UNSTABLE_TILE - 1u) / UNSTABLE_TILE));
+            write_args(3u * MSD_ARGS, unstable_sweep_groups((n + UNSTABLE_TILE - 1u) / UNSTABLE_TILE));
             write_args(3u * (MSD_ARGS + 1u), (n + MSD_COUNT_TILES * UNSTABLE_TILE - 1u) / (MSD_COUNT_TILES * UNSTABLE_TILE));
         } else {
             atomicStore(&ctl[C_MSD_FLAG], 2u);

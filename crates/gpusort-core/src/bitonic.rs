@@ -317,12 +317,13 @@ impl BitonicSorter {
     }
 
     /// Radix sweeps of `groups` workgroups that loop over tiles (each at most
-    /// [`crate::scan::group_tiles`]; 0: one workgroup per tile, the default without a payload),
-    /// with and without a payload; for tests.
+    /// [`crate::scan::group_tiles`]; 0: one workgroup per tile), every sweep (stable and
+    /// unstable, with and without a payload); for tests.
     pub fn with_radix_sweep_groups(self, gpu: &Gpu, groups: u32) -> Self {
         self.with_radix_tuning(gpu, |t| {
             t.workgroups = groups;
             t.payload_workgroups = groups;
+            t.unstable_workgroups = groups;
         })
     }
 

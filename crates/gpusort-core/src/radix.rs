@@ -69,6 +69,12 @@ const DEFAULT_HIST_CHUNKS: u32 = 8;
 /// 264 / 512 / 1024 / 2048 workgroups all took 1.034-1.039 / 3.544-3.547 ms; 132 (one an SM)
 /// 1.352 / 4.872.
 const DEFAULT_PAYLOAD_WORKGROUPS: u32 = 1024;
+/// Unstable sweep workgroups, each looping over tiles (the stable keys-only sweeps keep one a
+/// tile: `RadixTuning::workgroups`). H100, twenty-fourth session, keys-only 2^20 / 2^22 / 2^24 /
+/// 2^26 / 2^28: 111.0 / 237.4 / 542.6 µs / 1.758 / 6.493 ms against 110.2 / 238.9 / 549.0 µs /
+/// 1.773 / 6.566 ms one a tile (docs/bench/h100-s24-unstable-workgroups.txt); from 2^24 this is
+/// the MSD path's top-digit sweep.
+const DEFAULT_UNSTABLE_WORKGROUPS: u32 = 1024;
 /// Whether keys-only sorts over every key bit run their first pass unstably
 /// (RadixTuning::unstable_first).
 const DEFAULT_UNSTABLE_FIRST: bool = true;
@@ -229,9 +235,12 @@ pub(crate) struct RadixTuning {
     /// / 3.290 one per tile; argsorts gained with 8 keys an invocation (5.66-5.73 against 6.46
     /// ms at 2^26) but 6 keys one per tile beat both (4.82 ms, DEFAULT_PAYLOAD_ITEMS).
     pub workgroups: u32,
-    /// The same for sorts with a payload: `GPUSORT_RADIX_WORKGROUPS` sets both,
+    /// The same for sorts with a payload: `GPUSORT_RADIX_WORKGROUPS` sets all three,
     /// `GPUSORT_RADIX_PAYLOAD_WORKGROUPS` this one alone (DEFAULT_PAYLOAD_WORKGROUPS).
     pub payload_workgroups: u32,
+    /// The same for the unstable sweep (the first pass of a keys-only sort over every bit, the
+    /// MSD path's top digit): `GPUSORT_RADIX_UNSTABLE_WORKGROUPS` (DEFAULT_UNSTABLE_WORKGROUPS).
+    pub unstable_workgroups: u32,
     /// Count the tile's digits and publish them before ranking it, as CUB's onesweep does, so
     /// that successors looking back find them sooner (`GPUSORT_RADIX_EARLY`, 0 or 1; subgroup
     /// ranking only).
@@ -312,6 +321,15 @@ impl RadixTuning {
                 env_u32(
                     "GPUSORT_RADIX_WORKGROUPS",
                     DEFAULT_PAYLOAD_WORKGROUPS,
+                    |_| true,
+                ),
+                |_| true,
+            ),
+            unstable_workgroups: env_u32(
+                "GPUSORT_RADIX_UNSTABLE_WORKGROUPS",
+                env_u32(
+                    "GPUSORT_RADIX_WORKGROUPS",
+                    DEFAULT_UNSTABLE_WORKGROUPS,
                     |_| true,
                 ),
                 |_| true,
@@ -575,10 +593,12 @@ impl RadixKernels {
             window: self.tuning.window,
             probe: self.tuning.probe,
             group_tiles: crate::scan::group_tiles(gpu),
-            sweep_groups: match payload {
-                true => self.tuning.payload_workgroups,
-                false => self.tuning.workgroups,
+            sweep_groups: match (payload, unstable) {
+                (true, _) => self.tuning.payload_workgroups,
+                (false, false) => self.tuning.workgroups,
+                (false, true) => self.tuning.unstable_workgroups,
             },
+            unstable_sweep_groups: self.tuning.unstable_workgroups,
             narrow_ballot: self.narrow_ballot,
             early_counts: self.tuning.early_counts,
             hist_chunks: self.tuning.hist_chunks,

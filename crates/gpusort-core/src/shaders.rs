@@ -173,6 +173,8 @@ pub struct RadixConfig {
     pub probe: u32,
     /// Sweep workgroups launched, each looping over tiles; 0: one per tile.
     pub sweep_groups: u32,
+    /// The unstable sweep's (its own module's sweep_groups; prepare sizes its dispatch).
+    pub unstable_sweep_groups: u32,
     /// Tiles a looping workgroup takes at most (crate::scan::group_tiles).
     pub group_tiles: u32,
     /// Ballots of one word: every subgroup of the device has at most 32 lanes.
@@ -229,6 +231,7 @@ pub fn radix(c: &RadixConfig) -> String {
         ("IDENTITY", 0),
         ("PROBE", c.probe),
         ("SWEEP_GROUPS", c.sweep_groups),
+        ("UNSTABLE_SWEEP_GROUPS", c.unstable_sweep_groups),
         ("PERSIST", (c.sweep_groups != 0) as u32),
         ("GROUP_TILES", c.group_tiles),
         ("EARLY", (c.early_counts && sg) as u32),
@@ -435,6 +438,7 @@ pub fn all_configurations() -> Vec<(String, String)> {
                             window: 16,
                             probe: 0,
                             sweep_groups: if narrow_ballot { 0 } else { 64 },
+                            unstable_sweep_groups: 0,
                             group_tiles: 8,
                             narrow_ballot,
                             early_counts: payload,
@@ -605,6 +609,7 @@ mod tests {
                             window: 4,
                             probe: 0,
                             sweep_groups: 0,
+                            unstable_sweep_groups: 0,
                             group_tiles: 8,
                             narrow_ballot: false,
                             early_counts: true,
