@@ -48,6 +48,8 @@ var<workgroup> msd_words: array<atomic<u32>, MSD_BINS + TILE>;
 var<workgroup> msd_counts: array<u32, RADIX>;
 var<workgroup> msd_firsts: array<u32, RADIX>;
 var<workgroup> msd_runs: array<vec2<u32>, RADIX>;
+// msd_scan: the run of buckets that would start at each bucket (its end, its keys)
+var<workgroup> msd_next: array<vec2<u32>, RADIX>;
 // msd_scan: a 16-bit bucket of this top digit holds more than TILE keys
 var<workgroup> msd_too_large: u32;
 // C_TILE_COUNT: msd_scan's listed tiles (low bits, below 2^17), a ticket a workgroup above them
@@ -133,23 +135,33 @@ fn msd_scan(i: Invocation) {
     }
     workgroupBarrier();
     // msd_local's tiles: runs of consecutive buckets, each as long as TILE keys and MSD_SPAN
-    // buckets allow (greedy, one invocation: 256 steps); those of two keys or more are listed
+    // buckets allow (greedy); those of two keys or more are listed. Each invocation finds the
+    // run that would start at its bucket (at most MSD_SPAN steps), then one follows them from
+    // bucket 0: a step a tile, where walking the buckets took 256 steps of a longer chain.
+    if (digit) {
+        var e = inv.li + 1u;
+        var total = c;
+        loop {
+            if (e >= RADIX || e - inv.li >= MSD_SPAN) { break; }
+            let ce = msd_counts[e];
+            if (total + ce > TILE) { break; }
+            total += ce;
+            e++;
+        }
+        msd_next[inv.li] = vec2<u32>(e, total);
+    }
+    workgroupBarrier();
     if (inv.li == 0u) {
         var listed = 0u;
         var first = 0u;
-        var total = 0u;
-        for (var d = 0u; d <= RADIX; d++) {
-            var cd = 0u;
-            if (d < RADIX) { cd = msd_counts[d]; }
-            if (d > first && (d == RADIX || d - first == MSD_SPAN || total + cd > TILE)) {
-                if (total >= 2u) {
-                    msd_runs[listed] = vec2<u32>(first | ((d - first) << 8u), total);
-                    listed++;
-                }
-                first = d;
-                total = 0u;
+        loop {
+            if (first >= RADIX) { break; }
+            let run = msd_next[first];
+            if (run.y >= 2u) {
+                msd_runs[listed] = vec2<u32>(first | ((run.x - first) << 8u), run.y);
+                listed++;
             }
-            total += cd;
+            first = run.x;
         }
         // one atomic a workgroup reserves their places in the list and takes its ticket (the
         // flag first: the same word, so the last ticket sees it)
