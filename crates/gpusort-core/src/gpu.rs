@@ -112,10 +112,11 @@ fn summarize(index: usize, adapter: &wgpu::Adapter) -> AdapterSummary {
 
 /// wgpu's default instance flags less `VALIDATION_INDIRECT_CALL`, then its environment variables
 /// (`WGPU_VALIDATION_INDIRECT_CALL=1` turns the check back on). That check runs a one-workgroup
-/// dispatch and two barriers before every indirect dispatch, to clamp the sizes it reads; the
-/// radix sort records eleven indirect dispatches, whose sizes its own kernels write, bounded by
-/// the device's limit (`write_args` in radix.wgsl), so the check only costs time: on an H100 it
-/// was most of the fixed cost of a 2^24-key sort's empty fall-back dispatches.
+/// dispatch and two barriers before every indirect dispatch, to clamp the sizes it reads. The
+/// radix sort records ten indirect dispatches on its MSD path, whose sizes its own kernels write,
+/// bounded by the device's limit (`write_args` in radix.wgsl; the scheduler's resume dispatch is
+/// 0 or 1 workgroups), so the check only costs time: 64 µs of a 2^24-key sort on an H100
+/// (docs/BENCHMARKS.md, twenty-fourth session).
 fn instance_flags() -> wgpu::InstanceFlags {
     (wgpu::InstanceFlags::default() - wgpu::InstanceFlags::VALIDATION_INDIRECT_CALL).with_env()
 }

@@ -75,6 +75,9 @@ const DEFAULT_PAYLOAD_WORKGROUPS: u32 = 1024;
 /// 1.773 / 6.566 ms one a tile (docs/bench/h100-s24-unstable-workgroups.txt); from 2^24 this is
 /// the MSD path's top-digit sweep.
 const DEFAULT_UNSTABLE_WORKGROUPS: u32 = 1024;
+/// Dispatches of the MSD path (RadixKernels::record's steps; GPUSORT_RADIX_STOP 10 + k records
+/// the first k).
+const MSD_STEPS: usize = 9;
 /// Whether keys-only sorts over every key bit run their first pass unstably
 /// (RadixTuning::unstable_first).
 const DEFAULT_UNSTABLE_FIRST: bool = true;
@@ -286,6 +289,15 @@ pub(crate) struct RadixTuning {
 impl RadixTuning {
     pub(crate) fn from_env() -> RadixTuning {
         use crate::scan::{env_u32, env_u32_opt};
+        // looping sweep workgroups: a variable of their own, else GPUSORT_RADIX_WORKGROUPS (all
+        // sweeps), else the default
+        let workgroups = |own: &str, default: u32| {
+            env_u32(
+                own,
+                env_u32("GPUSORT_RADIX_WORKGROUPS", default, |_| true),
+                |_| true,
+            )
+        };
         let keys_an_invocation = |v: u32| (1..=64).contains(&v);
         RadixTuning {
             items: env_u32("GPUSORT_RADIX_ITEMS", DEFAULT_ITEMS, keys_an_invocation),
@@ -309,30 +321,20 @@ impl RadixTuning {
             ),
             probe: env_u32("GPUSORT_RADIX_PROBE", 0, |v| v < 4096),
             stop: env_u32("GPUSORT_RADIX_STOP", 0, |v| {
-                v <= 3 || (10..=20).contains(&v)
+                v <= 3 || (10..=10 + MSD_STEPS as u32).contains(&v)
             }),
             wide_ballot: env_u32("GPUSORT_RADIX_WIDE", 0, |v| v <= 1) == 1,
             wg: env_u32_opt("GPUSORT_RADIX_WG", |v| {
                 [RADIX_WG, WIDE_WG, 2 * WIDE_WG].contains(&v)
             }),
             workgroups: env_u32("GPUSORT_RADIX_WORKGROUPS", 0, |_| true),
-            payload_workgroups: env_u32(
+            payload_workgroups: workgroups(
                 "GPUSORT_RADIX_PAYLOAD_WORKGROUPS",
-                env_u32(
-                    "GPUSORT_RADIX_WORKGROUPS",
-                    DEFAULT_PAYLOAD_WORKGROUPS,
-                    |_| true,
-                ),
-                |_| true,
+                DEFAULT_PAYLOAD_WORKGROUPS,
             ),
-            unstable_workgroups: env_u32(
+            unstable_workgroups: workgroups(
                 "GPUSORT_RADIX_UNSTABLE_WORKGROUPS",
-                env_u32(
-                    "GPUSORT_RADIX_WORKGROUPS",
-                    DEFAULT_UNSTABLE_WORKGROUPS,
-                    |_| true,
-                ),
-                |_| true,
+                DEFAULT_UNSTABLE_WORKGROUPS,
             ),
             hist_chunks: env_u32("GPUSORT_RADIX_HIST_CHUNKS", DEFAULT_HIST_CHUNKS, |v| {
                 (1..=64).contains(&v)
@@ -825,7 +827,7 @@ impl RadixKernels {
             };
             // the path's dispatches in order (GPUSORT_RADIX_STOP 10 + k, measuring only, records
             // the first k and nothing after them; 3 all but msd_local's and msd_dense's)
-            let steps: [&dyn Fn(&mut wgpu::ComputePass<'_>); 9] = [
+            let steps: [&dyn Fn(&mut wgpu::ComputePass<'_>); MSD_STEPS] = [
                 &|p| indirect(p, top_sweep, 0),
                 &|p| indirect(p, &m.count, 1),
                 // its last workgroup sizes what follows (msd_decide), so it binds `args`
@@ -845,7 +847,7 @@ impl RadixKernels {
             ];
             let first = match stop {
                 3 => 6,
-                10.. => ((stop - 10) as usize).min(steps.len()),
+                10.. => (stop - 10) as usize,
                 _ => steps.len(),
             };
             for step in &steps[..first] {
