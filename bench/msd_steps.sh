@@ -5,9 +5,8 @@
 # the whole sort and the LSD passes alone. Alternating processes, two rounds.
 #   bench/msd_steps.sh GPUSORT [SIZES]
 # Rows: stop 1 count_digits + prepare; 11 the top digit's sweep; 12 msd_count; 13 msd_scan (its
-# last workgroup decides); 14 the fall back's (empty) recount; 15 its prepare; 16 msd_sweep;
-# 17 msd_local; 18 msd_dense_decide; 19 msd_dense; 0 the whole sort (the LSD passes' empty
-# dispatches).
+# last workgroup decides); 14 msd_sweep; 15 msd_local; 16 msd_plan_rest (msd_dense's size); 17
+# msd_dense; 0 the whole sort (the LSD passes' empty dispatches).
 # Then the whole sort with msd_local's measuring variant GPUSORT_RADIX_MSD_PREFETCH=0 (checked by
 # the bench); its registers: bench/kernel_stats.sh with the configuration
 # nopre:sort:GPUSORT_RADIX_MSD_FROM=0,GPUSORT_RADIX_MSD_PREFETCH=0.
@@ -20,7 +19,7 @@ b() {
     grep -E "radix|copy" | cut -c1-75
 }
 for r in 1 2; do
-  for s in 1 11 12 13 14 15 16 17 18 19 0; do
+  for s in 1 11 12 13 14 15 16 17 0; do
     echo "== round $r stop $s"
     GPUSORT_RADIX_STOP=$s b
   done

@@ -28,7 +28,8 @@
 // keyorder.wgsl: constants, so each key's transform folds to its few instructions), KEY_WORDS
 // (1|2), HIST_CHUNKS (count_digits reads HIST_CHUNKS * TILE keys a workgroup), PAYLOAD (0|1),
 // SCRATCH (workgroup words), SPIN_LIMIT, SWEEP_GROUPS and PERSIST (1: at most SWEEP_GROUPS sweep
-// workgroups, each looping over tiles), MAX_DIM (workgroups per dimension), IDENTITY (0),
+// workgroups, each looping over tiles), STABLE_TILE and STABLE_SWEEP_GROUPS (the stable sweep's
+// TILE and SWEEP_GROUPS, which the unstable module's count_keys and plan_passes need), MAX_DIM (workgroups per dimension), IDENTITY (0),
 // MIN_SG (smallest subgroup size, for the rank tables), PACK (digits a rank-table word), EARLY
 // (1: a tile counts and publishes its digits before ranking them; subgroup ranking only),
 // EARLY_AT (where in scratch that histogram sits: past the rank tables), UNSTABLE_TILE (the
@@ -58,23 +59,23 @@ const P_STARTS: u32 = 32u;   // [MAX_PASSES][RADIX]: exclusive digit starts
 // large, fall back to the LSD passes; 2: a top-digit bucket is, or there are no keys: prepare fell
 // back at once), C_TILE_COUNT (msd_local's tiles), C_DENSE_COUNT (16-bit buckets msd_local left
 // to msd_dense), C_JOINT ([RADIX][RADIX]: keys of each top digit and next digit), P_RECOUNT
-// (count_digits' workgroups, for the fall back), P_TILES ([RADIX + 1]: MSD tiles before each
-// top-digit bucket, then all), P_START16 ([RADIX * RADIX]: where each 16-bit bucket starts),
+// (the fall back's count workgroups), P_TILES ([RADIX + 1]: MSD tiles before each top-digit
+// bucket, then all; msd_decide sets all to 0 where the path falls back), P_START16 ([RADIX * RADIX]: where each 16-bit bucket starts),
 // P_MSD_TILES ([RADIX * RADIX][3]: msd_local's tiles, first key, keys, first 16-bit bucket | span
 // << 16, in any order) and P_DENSE ([RADIX * RADIX][2]: the 16-bit buckets msd_dense sorts, first
 // key and keys, in any order).
 // Status words of the look-back: flag in the top two bits, a count below. The state has two
 // halves of a row of RADIX words a tile: a stable pass uses one (P_HALF) and zeroes the other's
-// rows for the next stable pass; count_digits zeroes the first one's. So no clear is recorded
+// rows for the next stable pass; count_keys zeroes the first one's. So no clear is recorded
 // between passes, and where the MSD path runs (its LSD passes then empty) nothing is zeroed.
 const AGGREGATE: u32 = 0x40000000u;
 const INCLUSIVE: u32 = 0x80000000u;
 const VALUE: u32 = 0x3fffffffu;
 // Dispatch sizes (args): a pass's sweep at 3 * pass, finish at 3 * MAX_PASSES, a pass's unstable
 // sweep at 3 * (UNSTABLE_ARGS + pass) (UNSTABLE_ARGS from the host: radix.rs); the MSD path's
-// top-digit sweep, msd_count, msd_sweep, msd_local, the fall back's count_digits and msd_dense at
+// top-digit sweep, msd_count, msd_sweep (or the fall back's count), msd_local and msd_dense at
 // 3 * (MSD_ARGS + 0..MSD_SLOTS).
-const MSD_SLOTS: u32 = 6u;
+const MSD_SLOTS: u32 = 5u;
 // Tiles of the MSD path's keys an msd_count workgroup reads (prepare sizes its dispatch): four
 // leave 819 workgroups at 2^24 keys, more than an H100 holds at once.
 const MSD_COUNT_TILES: u32 = 4u;
@@ -89,7 +90,7 @@ struct RadixParams {
     make_index: u32, // 1: the payload is the input index, made by the first pass that runs
     unstable_passes: u32, // bit p: pass p is the unstable sweep's (see sweep; the host decides)
     msd: u32,        // 1: the host recorded the MSD path (radix_msd.wgsl) before the LSD passes
-    recount: u32,    // 1: the MSD path's fall back (count_digits and prepare again, see msd_decide)
+    pad0: u32,
     pad1: u32,
     pad2: u32,
 }
@@ -178,25 +179,30 @@ fn store_word(out: u32, v: u32, to_alt: bool) {
 @compute @workgroup_size(WG)
 fn count_digits(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                 @builtin(local_invocation_index) li: u32) {
+    // the MSD path needs the top digit's alone (its fall back counts every digit again, in
+    // msd_sweep's dispatch)
+    count_keys(linear_workgroup(wid, nwg), nwg.x * nwg.y, li, rp.msd == 0u);
+}
+
+// The digit counts of HIST_CHUNKS * TILE keys (this module's TILE) into C_HIST: every pass's, or
+// (`every_digit` false) the top pass's alone. Where every digit is counted the LSD passes run, so
+// the first stable pass's half of the look-back state is zeroed too (rows of STABLE_TILE keys,
+// spread over the `groups` workgroups launched).
+fn count_keys(group: u32, groups: u32, li: u32, every_digit: bool) {
     for (var b = li; b < MAX_PASSES * RADIX; b += WG) { atomicStore(&scratch[b], 0u); }
     workgroupBarrier();
     let n = job_n();
-    let group = linear_workgroup(wid, nwg);
-    // the first stable pass's half of the look-back state from zero (where the LSD passes run:
-    // the MSD path's fall back counts again), a row for each tile this workgroup reads
-    if (rp.msd == 0u && li < RADIX) {
-        for (var c = 0u; c < HIST_CHUNKS; c++) {
-            let t = group * HIST_CHUNKS + c;
-            if (t * TILE < n) { atomicStore(&status[t * RADIX + li], 0u); }
-        }
+    if (every_digit) {
+        let words = (n + STABLE_TILE - 1u) / STABLE_TILE * RADIX;
+        for (var w = group * WG + li; w < words; w += groups * WG) { atomicStore(&status[w], 0u); }
     }
+    let first_pass = select(rp.passes - 1u, 0u, every_digit);
     for (var c = 0u; c < HIST_CHUNKS; c++) {
         // every load of a chunk issued before any is used (written out per item, see sweep)
         let e@J = ((group * HIST_CHUNKS + c) * ITEMS + @Ju) * WG + li; //@ITEM
         var k@J = vec2<u32>(0u); //@ITEM
         if (e@J < n) { k@J = load_key(e@J, false); } //@ITEM
-        // the MSD path needs the top digit's alone (its fall back counts the rest again)
-        for (var p = select(0u, rp.passes - 1u, rp.msd == 1u); p < rp.passes; p++) {
+        for (var p = first_pass; p < rp.passes; p++) {
             if (e@J < n) { atomicAdd(&scratch[p * RADIX + digit_of(k@J, p)], 1u); } //@ITEM
         }
     }
@@ -207,11 +213,11 @@ fn count_digits(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
     }
 }
 
-// Sweep workgroups for `tiles` tiles: one per tile, or SWEEP_GROUPS that loop (PERSIST), but
-// enough that none takes more than GROUP_TILES: scan::launched's rule, here on the GPU because
-// the key count may live there.
-fn sweep_groups(tiles: u32) -> u32 {
-    return looping_sweep_groups(tiles, SWEEP_GROUPS);
+// Stable sweep workgroups for `tiles` tiles: one per tile, or STABLE_SWEEP_GROUPS that loop
+// (PERSIST in the stable module), but enough that none takes more than GROUP_TILES:
+// scan::launched's rule, here on the GPU because the key count may live there.
+fn stable_sweep_groups(tiles: u32) -> u32 {
+    return looping_sweep_groups(tiles, STABLE_SWEEP_GROUPS);
 }
 
 // The same for the unstable sweep, whose module has SWEEP_GROUPS = UNSTABLE_SWEEP_GROUPS.
@@ -242,13 +248,16 @@ fn write_args(at: u32, groups: u32) {
 @compute @workgroup_size(WG)
 fn prepare(i: Invocation) {
     set_invocation(i);
-    // the MSD path's fall back plans the LSD passes afresh; where the MSD path ran it does nothing
-    if (rp.recount == 1u) {
-        if (inv.li == 0u) { fell_back = atomicLoad(&ctl[C_MSD_FLAG]); }
-        if (workgroupUniformLoad(&fell_back) == 0u) { return; }
-    }
+    plan_passes(rp.msd == 1u, false);
+}
+
+// prepare's work, a workgroup's: from the digit counts, the plan of the LSD passes (or, `msd`,
+// of the MSD path's top digit). `recount`: the MSD path's fall back, which plans the LSD passes
+// afresh from every digit's counts (in the unstable module's msd_plan_rest, so tile sizes and
+// workgroups here are the stable sweep's constants, not this module's).
+fn plan_passes(msd: bool, recount: bool) {
     let n = job_n();
-    let tiles = (n + TILE - 1u) / TILE;
+    let tiles = (n + STABLE_TILE - 1u) / STABLE_TILE;
     var skip: array<bool, MAX_PASSES>;
     if (inv.li == 0u) { msd_too_big = 0u; } // behind the loop's first barrier
     for (var p = 0u; p < rp.passes; p++) {
@@ -260,7 +269,7 @@ fn prepare(i: Invocation) {
         if (c == n && digit) { one_digit = 1u; } // every key has this digit: the pass cannot reorder
         let s = wg_exclusive(c);
         if (digit) { plan[P_STARTS + p * RADIX + inv.li] = s.x; }
-        if (rp.msd == 1u && p + 1u == rp.passes) {
+        if (msd && p + 1u == rp.passes) {
             // the MSD path: tiles of the top digit's buckets, none crossing a bucket; a bucket
             // of more than RADIX tiles holds a 16-bit bucket too large for msd_local
             let t = wg_exclusive((c + UNSTABLE_TILE - 1u) / UNSTABLE_TILE);
@@ -282,7 +291,7 @@ fn prepare(i: Invocation) {
     // times, a pass that could be skipped (every key has one digit there: it reorders nothing of
     // what the passes before it sorted) run where that makes the count even. Four passes: an odd
     // count leaves one skipped. (A pass run first may be the unstable sweep: it runs first still.)
-    if (rp.recount == 1u) {
+    if (recount) {
         var count = 0u;
         for (var p = 0u; p < rp.passes; p++) { count += select(1u, 0u, skip[p]); }
         for (var p = rp.passes; p > 0u && (count & 1u) == 1u; p--) {
@@ -295,7 +304,7 @@ fn prepare(i: Invocation) {
         plan[P_FLIP + p] = runs & 1u;
         plan[P_HALF + p] = stable_runs & 1u;
         plan[P_FIRST + p] = select(0u, 1u, runs == 0u);
-        let groups = select(sweep_groups(tiles), 0u, skip[p]);
+        let groups = select(stable_sweep_groups(tiles), 0u, skip[p]);
         let unstable_groups = select(unstable_sweep_groups((n + UNSTABLE_TILE - 1u) / UNSTABLE_TILE), 0u, skip[p]);
         // a pass the host recorded as the unstable sweep (radix.rs) gets its workgroups there
         let unstable = ((rp.unstable_passes >> p) & 1u) == 1u;
@@ -310,9 +319,10 @@ fn prepare(i: Invocation) {
     // bucket is already too large (or there are no keys); then msd_decide has the digits counted
     // again for the LSD passes.
     for (var w = 0u; w < MSD_SLOTS; w++) { write_args(3u * (MSD_ARGS + w), 0u); }
-    if (rp.msd == 1u) {
+    if (msd) {
         for (var w = 0u; w < 3u * MSD_ARGS; w++) { args[w] = 0u; } // the LSD passes wait
-        plan[P_RECOUNT] = (n + HIST_CHUNKS * TILE - 1u) / (HIST_CHUNKS * TILE);
+        // the fall back's count, in the unstable module (msd_sweep's dispatch)
+        plan[P_RECOUNT] = (n + HIST_CHUNKS * UNSTABLE_TILE - 1u) / (HIST_CHUNKS * UNSTABLE_TILE);
         if (n > 0u && msd_too_big == 0u) {
             plan[P_FLIP + rp.passes - 1u] = 0u;
             write_args(3u * MSD_ARGS, unstable_sweep_groups((n + UNSTABLE_TILE - 1u) / UNSTABLE_TILE));

@@ -14,17 +14,19 @@
 //                     buckets of at most TILE keys (P_MSD_TILES); a bucket of more than TILE
 //                     keys raises a flag. Its last workgroup (a ticket) decides (msd_decide):
 //                     with the flag raised (or prepare's: a top-digit bucket too large already)
-//                     the digits are counted again and the LSD passes planned afresh (recorded
-//                     next: count_digits and prepare with recount set); they sort the input,
-//                     still untouched in keys (a keys-only sort's result does not depend on the
-//                     input order); else msd_sweep and msd_local get their sizes
+//                     the path falls back: msd_sweep's dispatch counts every digit again and
+//                     msd_plan_rest's plans the LSD passes afresh; they sort the input, still
+//                     untouched in keys (a keys-only sort's result does not depend on the input
+//                     order). Else msd_sweep and msd_local get their sizes
 //   msd_sweep         a tile of one bucket by the next digit, keys_alt -> keys, its runs reserved
-//                     by counting C_JOINT down
+//                     by counting C_JOINT down; where the path fell back, count_keys of every
+//                     digit instead (one dispatch for either: they exclude each other)
 //   msd_local         a workgroup a listed tile of 16-bit buckets, in place: binned by the top
 //                     bits of what differs in it, then ranked by comparisons inside each bin;
 //                     a tile with a bin of more than MSD_GROUP_MAX keys that are not all equal
 //                     (dense clusters) is left to msd_dense instead, its buckets listed (P_DENSE)
-//   msd_dense_decide  msd_dense's size
+//   msd_plan_rest     msd_dense's size; where the path fell back, prepare's plan of the LSD passes
+//                     instead (one dispatch for either)
 //   msd_dense         a workgroup a listed 16-bit bucket: a counting sort on the low 16 bits in
 //                     workgroup memory, whatever the duplicates
 // CPU twin: cpu::radix::msd_sort. Host-prepended: MSD_BIN_BITS (msd_local's and msd_dense's bins
@@ -72,13 +74,14 @@ fn bucket_of_top(b: u32) -> vec2<u32> {
     return vec2<u32>(start, end - start);
 }
 
-// MSD tile `w` into msd_job: (bucket, first key, keys, 1), or zeros past the last tile. The
-// bucket's tiles are P_TILES[b] .. P_TILES[b + 1] (empty buckets have none), so RADIX invocations
-// find it in one round of loads: a binary search by one invocation took eight in a row, each
-// before the tile's keys could load. Read msd_job after a barrier.
+// MSD tile `w` into msd_job: (bucket, first key, keys, 1), or zeros past the last tile, or
+// (0, 0, 0, 2) where there are no tiles: the path fell back (msd_decide). The bucket's tiles are
+// P_TILES[b] .. P_TILES[b + 1] (empty buckets have none), so RADIX invocations find it in one
+// round of loads: a binary search by one invocation took eight in a row, each before the tile's
+// keys could load. Read msd_job after a barrier.
 fn find_msd_tile(w: u32) {
     let total = plan[P_TILES + RADIX];
-    if (inv.li == 0u && w >= total) { msd_job = vec4<u32>(0u); }
+    if (inv.li == 0u && w >= total) { msd_job = vec4<u32>(0u, 0u, 0u, select(0u, 2u, total == 0u)); }
     if (inv.li < RADIX && w < total) {
         let tiles = vec2<u32>(plan[P_TILES + inv.li], plan[P_TILES + inv.li + 1u]);
         if (tiles.x <= w && w < tiles.y) {
@@ -198,21 +201,32 @@ fn msd_decide(tiles: u32) {
         if (inv.li == 0u) { atomicStore(&ctl[C_MSD_FLAG], 1u); }
     }
     if (flag != 0u) {
-        // the fall back: count_digits counts every digit from zero again and prepare plans the
-        // LSD passes afresh (both recorded after this, their params' recount set); they sort
-        // the input, still untouched in keys
+        // the fall back: msd_sweep's dispatch counts every digit from zero again (no tiles
+        // listed tells it) and msd_plan_rest's plans the LSD passes afresh; they sort the input,
+        // still untouched in keys. msd_local's and msd_dense's dispatches stay empty.
         for (var w = inv.li; w < C_HIST + MAX_PASSES * RADIX; w += WG) { atomicStore(&ctl[w], 0u); }
-        if (inv.li == 0u) { write_args(3u * (MSD_ARGS + 4u), plan[P_RECOUNT]); }
+        if (inv.li == 0u) {
+            plan[P_TILES + RADIX] = 0u;
+            write_args(3u * (MSD_ARGS + 2u), plan[P_RECOUNT]);
+        }
     } else if (inv.li == 0u) {
         write_args(3u * (MSD_ARGS + 2u), plan[P_TILES + RADIX]);
         write_args(3u * (MSD_ARGS + 3u), looping_groups(tiles & TILES_LISTED));
     }
 }
 
-// msd_dense's size, once msd_local has listed the buckets it left (none where it did not run).
-@compute @workgroup_size(1)
-fn msd_dense_decide() {
-    write_args(3u * (MSD_ARGS + 5u), looping_groups(atomicLoad(&ctl[C_DENSE_COUNT])));
+// After msd_local: msd_dense's size, from the buckets msd_local left; where the path fell back
+// (msd_local empty), the LSD passes' plan from the digits counted again in msd_sweep's dispatch
+// (prepare's work). One dispatch for the two, as an empty dispatch costs about 3 µs on the H100.
+@compute @workgroup_size(WG)
+fn msd_plan_rest(i: Invocation) {
+    set_invocation(i);
+    if (inv.li == 0u) { fell_back = atomicLoad(&ctl[C_MSD_FLAG]); }
+    if (workgroupUniformLoad(&fell_back) != 0u) {
+        plan_passes(false, true);
+    } else if (inv.li == 0u) {
+        write_args(3u * (MSD_ARGS + 4u), looping_groups(atomicLoad(&ctl[C_DENSE_COUNT])));
+    }
 }
 
 @compute @workgroup_size(WG)
@@ -220,8 +234,14 @@ fn msd_sweep(i: Invocation) {
     set_invocation(i);
     let d = inv.li;
     if (d < RADIX) { atomicStore(&scratch[d], 0u); }
-    find_msd_tile(linear_workgroup(inv.wid, inv.nwg));
+    let w = linear_workgroup(inv.wid, inv.nwg);
+    find_msd_tile(w);
     let jb = workgroupUniformLoad(&msd_job);
+    if (jb.w == 2u) {
+        // the fall back (msd_decide sized this dispatch for it)
+        count_keys(w, inv.nwg.x * inv.nwg.y, inv.li, true);
+        return;
+    }
     if (jb.w == 0u) { return; }
     let b = jb.x;
     let base = jb.y;

@@ -77,7 +77,7 @@ const DEFAULT_PAYLOAD_WORKGROUPS: u32 = 1024;
 const DEFAULT_UNSTABLE_WORKGROUPS: u32 = 1024;
 /// Dispatches of the MSD path (RadixKernels::record's steps; GPUSORT_RADIX_STOP 10 + k records
 /// the first k).
-const MSD_STEPS: usize = 9;
+const MSD_STEPS: usize = 7;
 /// Whether keys-only sorts over every key bit run their first pass unstably
 /// (RadixTuning::unstable_first).
 const DEFAULT_UNSTABLE_FIRST: bool = true;
@@ -101,11 +101,11 @@ const DEFAULT_MSD_LOCAL_GROUPS: u32 = 528;
 /// Digit passes one sort can have (64-bit keys, 8 bits a pass).
 const MAX_PASSES: u32 = 8;
 /// Dispatch-size slots (x, y, z each): a sweep per pass, finish, then an unstable sweep per pass
-/// (passed to radix.wgsl as UNSTABLE_ARGS), then the MSD path's six (MSD_ARGS: the top digit's
-/// sweep, msd_count, msd_sweep, msd_local, its fall back's count_digits, msd_dense).
+/// (passed to radix.wgsl as UNSTABLE_ARGS), then the MSD path's five (MSD_ARGS: the top digit's
+/// sweep, msd_count, msd_sweep or its fall back's count, msd_local, msd_dense).
 pub(crate) const UNSTABLE_ARGS: u64 = MAX_PASSES as u64 + 1;
 pub(crate) const MSD_ARGS: u64 = UNSTABLE_ARGS + MAX_PASSES as u64;
-const ARGS_SLOTS: u64 = MSD_ARGS + 6;
+const ARGS_SLOTS: u64 = MSD_ARGS + 5;
 /// Control and plan words: see the C_* and P_* constants of radix.wgsl. The LSD plan's, then the
 /// MSD path's (`MSD_WORDS`, passed to the shaders), whose tables of 65,536 words come last.
 const CONTROL_WORDS: u64 = 32 + (MAX_PASSES as u64) * 256;
@@ -155,8 +155,7 @@ struct RadixParams {
     make_index: u32,
     unstable_passes: u32,
     msd: u32,
-    recount: u32,
-    pad: [u32; 2],
+    pad: [u32; 3],
 }
 
 /// What travels with the keys.
@@ -200,7 +199,7 @@ struct MsdPipelines {
     scan: wgpu::ComputePipeline,
     sweep: wgpu::ComputePipeline,
     local: wgpu::ComputePipeline,
-    dense_decide: wgpu::ComputePipeline,
+    plan_rest: wgpu::ComputePipeline,
     dense: wgpu::ComputePipeline,
 }
 
@@ -220,7 +219,8 @@ pub(crate) struct RadixTuning {
     /// Parts switched off (results wrong; measuring only): `GPUSORT_RADIX_PROBE`.
     pub probe: u32,
     /// Stop recording early (measuring only): `GPUSORT_RADIX_STOP`, 1 after the histograms, 2
-    /// after the sweeps, 3 without the MSD path's msd_local and msd_dense; from 10, after the
+    /// after the sweeps, 3 without the MSD path's msd_local, msd_plan_rest and msd_dense; from 10,
+    /// after the
     /// first `stop - 10` dispatches of the MSD path (nothing after them), so that the
     /// differences of such runs time each step of the path.
     pub stop: u32,
@@ -595,10 +595,9 @@ impl RadixKernels {
             window: self.tuning.window,
             probe: self.tuning.probe,
             group_tiles: crate::scan::group_tiles(gpu),
-            sweep_groups: match (payload, unstable) {
-                (true, _) => self.tuning.payload_workgroups,
-                (false, false) => self.tuning.workgroups,
-                (false, true) => self.tuning.unstable_workgroups,
+            stable_sweep_groups: match payload {
+                true => self.tuning.payload_workgroups,
+                false => self.tuning.workgroups,
             },
             unstable_sweep_groups: self.tuning.unstable_workgroups,
             narrow_ballot: self.narrow_ballot,
@@ -622,7 +621,7 @@ impl RadixKernels {
                         scan: pipe("msd_scan")?,
                         sweep: pipe("msd_sweep")?,
                         local: pipe("msd_local")?,
-                        dense_decide: pipe("msd_dense_decide")?,
+                        plan_rest: pipe("msd_plan_rest")?,
                         dense: pipe("msd_dense")?,
                     }),
                     false => None,
@@ -749,19 +748,12 @@ impl RadixKernels {
             make_index: matches!(job.payload, Payload::Index(_)) as u32,
             unstable_passes,
             msd: msd.is_some() as u32,
-            recount: 0,
-            pad: [0; 2],
+            pad: [0; 3],
         };
         let mut params = ParamBlocks::new(gpu);
         let offsets: Vec<u32> = (0..passes)
             .map(|pass| params.push(&RadixParams { pass, ..base }))
             .collect();
-        // the MSD path's fall back: count_digits and prepare of the LSD passes
-        let recount = params.push(&RadixParams {
-            msd: 0,
-            recount: 1,
-            ..base
-        });
         let params = params.finish(gpu, "radix params");
         let buffers = |args: &wgpu::Buffer| {
             self.layout.bind(
@@ -827,26 +819,22 @@ impl RadixKernels {
             };
             // the path's dispatches in order (GPUSORT_RADIX_STOP 10 + k, measuring only, records
             // the first k and nothing after them; 3 all but msd_local's and msd_dense's)
+            // Where the path falls back, msd_sweep's dispatch counts every digit again and
+            // msd_plan_rest's plans the LSD passes (the dispatches exclude each other, so each
+            // does either job, and a sort that does not fall back pays no dispatch for it).
             let steps: [&dyn Fn(&mut wgpu::ComputePass<'_>); MSD_STEPS] = [
                 &|p| indirect(p, top_sweep, 0),
                 &|p| indirect(p, &m.count, 1),
                 // its last workgroup sizes what follows (msd_decide), so it binds `args`
                 &|p| kernel::dispatch(gpu, p, &m.scan, &prep, &[top], 256),
-                // where it falls back: every digit counted again, the LSD passes planned afresh
-                &|p| {
-                    p.set_pipeline(&pipes.count_digits);
-                    p.set_bind_group(0, &run, &[recount]);
-                    p.dispatch_workgroups_indirect(&args, (MSD_ARGS + 4) * 12);
-                },
-                &|p| kernel::dispatch(gpu, p, &pipes.prepare, &prep, &[recount], 1),
                 &|p| indirect(p, &m.sweep, 2),
                 &|p| indirect(p, &m.local, 3),
                 // the buckets msd_local left: none unless some tile held dense keys
-                &|p| kernel::dispatch(gpu, p, &m.dense_decide, &prep, &[top], 1),
-                &|p| indirect(p, &m.dense, 5),
+                &|p| kernel::dispatch(gpu, p, &m.plan_rest, &prep, &[top], 1),
+                &|p| indirect(p, &m.dense, 4),
             ];
             let first = match stop {
-                3 => 6,
+                3 => 4,
                 10.. => (stop - 10) as usize,
                 _ => steps.len(),
             };

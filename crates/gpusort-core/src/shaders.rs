@@ -171,9 +171,9 @@ pub struct RadixConfig {
     pub window: u32,
     /// Measuring only (`GPUSORT_RADIX_PROBE`): parts switched off, results wrong; 0 otherwise.
     pub probe: u32,
-    /// Sweep workgroups launched, each looping over tiles; 0: one per tile.
-    pub sweep_groups: u32,
-    /// The unstable sweep's (its own module's sweep_groups; prepare sizes its dispatch).
+    /// Stable sweep workgroups launched, each looping over tiles; 0: one per tile.
+    pub stable_sweep_groups: u32,
+    /// The unstable sweep's (prepare sizes the dispatches of both).
     pub unstable_sweep_groups: u32,
     /// Tiles a looping workgroup takes at most (crate::scan::group_tiles).
     pub group_tiles: u32,
@@ -201,9 +201,9 @@ pub struct RadixConfig {
 pub fn radix(c: &RadixConfig) -> String {
     let sg = c.min_subgroup.is_some();
     // keys an invocation of this module's sweep: its tile, its workgroup words, its per-key lines
-    let items = match c.unstable {
-        true => c.unstable_items,
-        false => c.items,
+    let (items, sweep_groups) = match c.unstable {
+        true => (c.unstable_items, c.unstable_sweep_groups),
+        false => (c.items, c.stable_sweep_groups),
     };
     // the keys-only MSD path's kernels ride in the unstable module of 32-bit keys
     let family = match c.unstable && c.kind < 3 {
@@ -214,6 +214,7 @@ pub fn radix(c: &RadixConfig) -> String {
         ("WG", c.wg),
         ("ITEMS", items),
         ("UNSTABLE_TILE", c.wg * c.unstable_items),
+        ("STABLE_TILE", c.wg * c.items),
         ("UNSTABLE_ARGS", crate::radix::UNSTABLE_ARGS as u32),
         ("MSD_ARGS", crate::radix::MSD_ARGS as u32),
         ("MSD_LOCAL_GROUPS", c.msd_local_groups),
@@ -230,9 +231,10 @@ pub fn radix(c: &RadixConfig) -> String {
         ("MAX_DIM", c.max_dim),
         ("IDENTITY", 0),
         ("PROBE", c.probe),
-        ("SWEEP_GROUPS", c.sweep_groups),
+        ("SWEEP_GROUPS", sweep_groups),
+        ("STABLE_SWEEP_GROUPS", c.stable_sweep_groups),
         ("UNSTABLE_SWEEP_GROUPS", c.unstable_sweep_groups),
-        ("PERSIST", (c.sweep_groups != 0) as u32),
+        ("PERSIST", (sweep_groups != 0) as u32),
         ("GROUP_TILES", c.group_tiles),
         ("EARLY", (c.early_counts && sg) as u32),
         ("HIST_CHUNKS", c.hist_chunks),
@@ -437,8 +439,8 @@ pub fn all_configurations() -> Vec<(String, String)> {
                             max_dim: 65535,
                             window: 16,
                             probe: 0,
-                            sweep_groups: if narrow_ballot { 0 } else { 64 },
-                            unstable_sweep_groups: 0,
+                            stable_sweep_groups: if narrow_ballot { 0 } else { 64 },
+                            unstable_sweep_groups: 64 * (kind % 2),
                             group_tiles: 8,
                             narrow_ballot,
                             early_counts: payload,
@@ -608,7 +610,7 @@ mod tests {
                             max_dim: 65535,
                             window: 4,
                             probe: 0,
-                            sweep_groups: 0,
+                            stable_sweep_groups: 0,
                             unstable_sweep_groups: 0,
                             group_tiles: 8,
                             narrow_ballot: false,
