@@ -29,8 +29,8 @@
 // (1|2), HIST_CHUNKS (count_digits reads HIST_CHUNKS * TILE keys a workgroup), PAYLOAD (0|1),
 // SCRATCH (workgroup words), SPIN_LIMIT, SWEEP_GROUPS and PERSIST (1: at most SWEEP_GROUPS sweep
 // workgroups, each looping over tiles), STABLE_TILE and STABLE_SWEEP_GROUPS (the stable sweep's
-// TILE and SWEEP_GROUPS, which the unstable module's count_keys and plan_passes need), MAX_DIM (workgroups per dimension), IDENTITY (0),
-// MIN_SG (smallest subgroup size, for the rank tables), PACK (digits a rank-table word), EARLY
+// TILE and SWEEP_GROUPS, which the unstable module's count_keys and plan_passes need), MAX_DIM
+// (workgroups per dimension), IDENTITY (0), MIN_SG (smallest subgroup size, for the rank tables), PACK (digits a rank-table word), EARLY
 // (1: a tile counts and publishes its digits before ranking them; subgroup ranking only),
 // EARLY_AT (where in scratch that histogram sits: past the rank tables), UNSTABLE_TILE (the
 // unstable sweep's tile, WG times its own ITEMS: prepare sizes its dispatch), UNSTABLE_ARGS
@@ -60,8 +60,8 @@ const P_STARTS: u32 = 32u;   // [MAX_PASSES][RADIX]: exclusive digit starts
 // back at once), C_TILE_COUNT (msd_local's tiles), C_DENSE_COUNT (16-bit buckets msd_local left
 // to msd_dense), C_JOINT ([RADIX][RADIX]: keys of each top digit and next digit), P_RECOUNT
 // (the fall back's count workgroups), P_TILES ([RADIX + 1]: MSD tiles before each top-digit
-// bucket, then all; msd_decide sets all to 0 where the path falls back), P_START16 ([RADIX * RADIX]: where each 16-bit bucket starts),
-// P_MSD_TILES ([RADIX * RADIX][3]: msd_local's tiles, first key, keys, first 16-bit bucket | span
+// bucket, then all; msd_decide sets all to 0 where the path falls back), P_START16
+// ([RADIX * RADIX]: where each 16-bit bucket starts), P_MSD_TILES ([RADIX * RADIX][3]: msd_local's tiles, first key, keys, first 16-bit bucket | span
 // << 16, in any order) and P_DENSE ([RADIX * RADIX][2]: the 16-bit buckets msd_dense sorts, first
 // key and keys, in any order).
 // Status words of the look-back: flag in the top two bits, a count below. The state has two
@@ -234,7 +234,6 @@ fn looping_sweep_groups(tiles: u32, groups: u32) -> u32 {
 
 var<workgroup> one_digit: u32;
 var<workgroup> msd_too_big: u32;
-var<workgroup> fell_back: u32;
 
 fn write_args(at: u32, groups: u32) {
     var x = groups;
@@ -258,6 +257,7 @@ fn prepare(i: Invocation) {
 fn plan_passes(msd: bool, recount: bool) {
     let n = job_n();
     let tiles = (n + STABLE_TILE - 1u) / STABLE_TILE;
+    let unstable_tiles = (n + UNSTABLE_TILE - 1u) / UNSTABLE_TILE;
     var skip: array<bool, MAX_PASSES>;
     if (inv.li == 0u) { msd_too_big = 0u; } // behind the loop's first barrier
     for (var p = 0u; p < rp.passes; p++) {
@@ -305,7 +305,7 @@ fn plan_passes(msd: bool, recount: bool) {
         plan[P_HALF + p] = stable_runs & 1u;
         plan[P_FIRST + p] = select(0u, 1u, runs == 0u);
         let groups = select(stable_sweep_groups(tiles), 0u, skip[p]);
-        let unstable_groups = select(unstable_sweep_groups((n + UNSTABLE_TILE - 1u) / UNSTABLE_TILE), 0u, skip[p]);
+        let unstable_groups = select(unstable_sweep_groups(unstable_tiles), 0u, skip[p]);
         // a pass the host recorded as the unstable sweep (radix.rs) gets its workgroups there
         let unstable = ((rp.unstable_passes >> p) & 1u) == 1u;
         write_args(3u * p, select(groups, 0u, unstable));
@@ -325,7 +325,7 @@ fn plan_passes(msd: bool, recount: bool) {
         plan[P_RECOUNT] = (n + HIST_CHUNKS * UNSTABLE_TILE - 1u) / (HIST_CHUNKS * UNSTABLE_TILE);
         if (n > 0u && msd_too_big == 0u) {
             plan[P_FLIP + rp.passes - 1u] = 0u;
-            write_args(3u * MSD_ARGS, unstable_sweep_groups((n + UNSTABLE_TILE - 1u) / UNSTABLE_TILE));
+            write_args(3u * MSD_ARGS, unstable_sweep_groups(unstable_tiles));
             write_args(3u * (MSD_ARGS + 1u), (n + MSD_COUNT_TILES * UNSTABLE_TILE - 1u) / (MSD_COUNT_TILES * UNSTABLE_TILE));
         } else {
             atomicStore(&ctl[C_MSD_FLAG], 2u);

@@ -215,6 +215,9 @@ fn msd_decide(tiles: u32) {
     }
 }
 
+// msd_plan_rest: C_MSD_FLAG, read once for the workgroup
+var<workgroup> fell_back: u32;
+
 // After msd_local: msd_dense's size, from the buckets msd_local left; where the path fell back
 // (msd_local empty), the LSD passes' plan from the digits counted again in msd_sweep's dispatch
 // (prepare's work). One dispatch for the two, as an empty dispatch costs about 3 µs on the H100.

@@ -219,10 +219,9 @@ pub(crate) struct RadixTuning {
     /// Parts switched off (results wrong; measuring only): `GPUSORT_RADIX_PROBE`.
     pub probe: u32,
     /// Stop recording early (measuring only): `GPUSORT_RADIX_STOP`, 1 after the histograms, 2
-    /// after the sweeps, 3 without the MSD path's msd_local, msd_plan_rest and msd_dense; from 10,
-    /// after the
-    /// first `stop - 10` dispatches of the MSD path (nothing after them), so that the
-    /// differences of such runs time each step of the path.
+    /// after the sweeps, 3 without the MSD path's msd_local, msd_plan_rest and msd_dense; from
+    /// 10, after the first `stop - 10` dispatches of the MSD path (nothing after them), so that
+    /// the differences of such runs time each step of the path.
     pub stop: u32,
     /// Keep whole vec4 ballots even where subgroups have at most 32 lanes: `GPUSORT_RADIX_WIDE=1`
     /// (measuring, and tests of the wide path on lavapipe).
@@ -818,7 +817,7 @@ impl RadixKernels {
                 pass.dispatch_workgroups_indirect(&args, (MSD_ARGS + slot) * 12);
             };
             // the path's dispatches in order (GPUSORT_RADIX_STOP 10 + k, measuring only, records
-            // the first k and nothing after them; 3 all but msd_local's and msd_dense's)
+            // the first k and nothing after them; 3 the first four, up to msd_sweep)
             // Where the path falls back, msd_sweep's dispatch counts every digit again and
             // msd_plan_rest's plans the LSD passes (the dispatches exclude each other, so each
             // does either job, and a sort that does not fall back pays no dispatch for it).
@@ -829,7 +828,8 @@ impl RadixKernels {
                 &|p| kernel::dispatch(gpu, p, &m.scan, &prep, &[top], 256),
                 &|p| indirect(p, &m.sweep, 2),
                 &|p| indirect(p, &m.local, 3),
-                // the buckets msd_local left: none unless some tile held dense keys
+                // msd_dense's size (the buckets msd_local left: none unless some tile held dense
+                // keys), or the fall back's plan; it writes `args`, so it binds them
                 &|p| kernel::dispatch(gpu, p, &m.plan_rest, &prep, &[top], 1),
                 &|p| indirect(p, &m.dense, 4),
             ];
