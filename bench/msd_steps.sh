@@ -3,7 +3,8 @@
 # keys recorded up to each dispatch of the path (GPUSORT_RADIX_STOP=10+k, results wrong on
 # purpose), so that the differences of consecutive rows time each step, barriers included; then
 # the whole sort and the LSD passes alone. Alternating processes, two rounds.
-#   bench/msd_steps.sh GPUSORT [SIZES]
+#   bench/msd_steps.sh GPUSORT [SIZES]   (GPUSORT: a measuring build, `cargo build --release --features measure`;
+#   normal builds ignore GPUSORT_RADIX_STOP)
 # Rows: stop 1 count_digits + prepare; 11 the top digit's sweep; 12 msd_count; 13 msd_scan (its
 # last workgroup decides); 14 msd_sweep; 15 msd_local; 16 msd_plan_rest (msd_dense's size); 17
 # msd_dense; 0 the whole sort (the LSD passes' empty dispatches).

@@ -119,9 +119,29 @@ impl Global {
         }
     }
 
+    /// The GPU context; says on stderr when `auto` had to fall back to OpenGL.
     pub fn gpu(&self) -> Result<gpusort_core::Gpu, CliError> {
-        Ok(gpusort_core::Gpu::new(&self.gpu_options())?)
+        let gpu = gpusort_core::Gpu::new(&self.gpu_options())?;
+        if let Some(note) = fallback_note(&gpu.adapter.backend, &gpu.adapter.name, self.backend) {
+            if !self.quiet {
+                eprintln!("gpusort: note: {note}");
+            }
+        }
+        Ok(gpu)
     }
+}
+
+/// What to tell a user whose job runs on OpenGL although they did not ask for it: GL is the
+/// last resort (`auto` takes it only when no Vulkan, Metal or DX12 adapter exists) and far
+/// slower for compute.
+pub fn fallback_note(backend: &str, adapter: &str, asked: Backend) -> Option<String> {
+    (backend.eq_ignore_ascii_case("gl") && !matches!(asked, Backend::Gl)).then(|| {
+        format!(
+            "no Vulkan, Metal or DX12 adapter was found, so this runs on {adapter} through OpenGL, \
+             which is far slower; install your GPU's Vulkan driver (or Mesa's mesa-vulkan-drivers \
+             for a software one), or pass --backend gl to choose OpenGL"
+        )
+    })
 }
 
 #[derive(Subcommand, Debug)]
@@ -162,9 +182,10 @@ pub fn init_logging(g: &Global) {
         .init();
 }
 
-/// Run one parsed command.
+/// Run one parsed command, then its final step: every output of the job is put in place
+/// together, or, when the command failed, none is (files/job.rs).
 pub fn run(cli: &Cli) -> Result<(), CliError> {
-    match &cli.command {
+    let result = match &cli.command {
         Command::Info(a) => info::run(&cli.global, a),
         Command::Sort(a) => sort::run(&cli.global, a),
         Command::Scan(a) => scan::run_scan(&cli.global, a),
@@ -172,5 +193,109 @@ pub fn run(cli: &Cli) -> Result<(), CliError> {
         Command::Compact(a) => scan::run_compact(&cli.global, a),
         Command::Stencil(a) => stencil::run(&cli.global, a),
         Command::Bench(a) => bench::run(&cli.global, a),
+    };
+    match result {
+        Ok(()) => files::finish().map(|_| ()),
+        Err(mut e) => {
+            files::abandon();
+            if e.code == 1 && !e.message.contains("written") {
+                e.message.push_str("; no output was written");
+            }
+            Err(e)
+        }
+    }
+}
+
+/// A number given for elements of type `T` (`--pivot`, `--below`, `--at-least`, `--cval`):
+/// refused unless `T` holds it — integers in range, floats that stay finite and nonzero when
+/// rounded to `T` (an explicit `inf` or `-inf` is exact and accepted; NaN is left to the caller).
+pub fn parse_value<T: gpusort_core::SortKey + std::str::FromStr>(
+    flag: &str,
+    s: &str,
+) -> Result<T, CliError> {
+    use gpusort_core::KeyType;
+    let t = s.trim();
+    let range = match T::TYPE {
+        KeyType::U32 => format!("0 to {}", u32::MAX),
+        KeyType::I32 => format!("{} to {}", i32::MIN, i32::MAX),
+        KeyType::U64 => format!("0 to {}", u64::MAX),
+        KeyType::I64 => format!("{} to {}", i64::MIN, i64::MAX),
+        KeyType::F32 => format!(
+            "finite values up to ±{:e}, the smallest nonzero ±{:e}, or ±inf",
+            f32::MAX,
+            f32::from_bits(1)
+        ),
+        KeyType::F64 => format!(
+            "finite values up to ±{:e}, the smallest nonzero ±{:e}, or ±inf",
+            f64::MAX,
+            f64::from_bits(1)
+        ),
+    };
+    let refuse = || CliError::usage(format!("{flag} {s} is not a valid {} ({range})", T::TYPE));
+    let v: T = t.parse().map_err(|_| refuse())?;
+    if matches!(T::TYPE, KeyType::F32 | KeyType::F64) {
+        let x = match T::TYPE {
+            KeyType::F32 => t.parse::<f32>().map(f64::from),
+            _ => t.parse::<f64>(),
+        }
+        .map_err(|_| refuse())?;
+        let word = t.trim_start_matches(['+', '-']).to_ascii_lowercase();
+        let said_inf = word == "inf" || word == "infinity";
+        let mantissa = word.split('e').next().unwrap_or("");
+        let said_nonzero = mantissa.chars().any(|c| ('1'..='9').contains(&c));
+        if (x.is_infinite() && !said_inf) || (x == 0.0 && said_nonzero) {
+            return Err(refuse());
+        }
+    }
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fall_back_to_opengl_is_said_unless_asked_for() {
+        let note = fallback_note("Gl", "llvmpipe (LLVM 19.1.7, 256 bits)", Backend::Auto).unwrap();
+        assert!(
+            note.contains("llvmpipe") && note.contains("mesa-vulkan-drivers"),
+            "{note}"
+        );
+        assert!(fallback_note("Gl", "llvmpipe", Backend::Gl).is_none());
+        assert!(fallback_note("Vulkan", "llvmpipe", Backend::Auto).is_none());
+    }
+
+    #[test]
+    fn values_a_dtype_cannot_hold_are_refused() {
+        let refused =
+            |r: Result<f32, CliError>| r.is_err_and(|e| e.code == 2 && e.message.contains("f32"));
+        assert!(refused(parse_value::<f32>("--pivot", "1e39")));
+        assert!(refused(parse_value::<f32>("--pivot", "-1e40")));
+        assert!(refused(parse_value::<f32>("--pivot", "1e-50")));
+        assert!(parse_value::<f64>("--cval", "1e400").is_err());
+        assert!(parse_value::<f64>("--cval", "-1e-400").is_err());
+        assert_eq!(parse_value::<f32>("--pivot", "inf").unwrap(), f32::INFINITY);
+        assert_eq!(
+            parse_value::<f32>("--pivot", "-inf").unwrap(),
+            f32::NEG_INFINITY
+        );
+        assert_eq!(parse_value::<f32>("--pivot", "0").unwrap(), 0.0);
+        assert_eq!(
+            parse_value::<f32>("--pivot", "-0.0e5").unwrap().to_bits(),
+            (-0.0f32).to_bits()
+        );
+        assert_eq!(parse_value::<f32>("--pivot", "0.1").unwrap(), 0.1f32);
+        assert_eq!(
+            parse_value::<f32>("--pivot", "3.4028235e38").unwrap(),
+            f32::MAX
+        );
+        assert_eq!(parse_value::<f64>("--pivot", "1e39").unwrap(), 1e39);
+        assert!(parse_value::<u32>("--pivot", "-1").is_err());
+        assert!(parse_value::<u32>("--pivot", "4294967296").is_err());
+        assert!(parse_value::<i32>("--pivot", "1.5").is_err());
+        assert_eq!(
+            parse_value::<i64>("--pivot", "-9223372036854775808").unwrap(),
+            i64::MIN
+        );
     }
 }

@@ -42,9 +42,22 @@ fn main() -> ExitCode {
         libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
     }
     // Ctrl-C / SIGTERM: remove temporary outputs; inputs are never written, so they stay intact.
+    // An input that shrinks under its memory map raises SIGBUS: one line, exit 1, temporaries
+    // removed, instead of a silent kill.
+    #[cfg(unix)]
+    // SAFETY: installing a handler at startup, before any other thread runs; the handler only
+    // unlinks files (when no other thread holds the list), writes one line and calls _exit.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_sigbus as *const () as usize;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(libc::SIGBUS, &sa, std::ptr::null_mut());
+    }
+    // Ctrl-C / SIGTERM: remove temporary outputs and say what, if anything, had been written
+    // (the final step holds the same lock while it renames, so the answer is exact).
     let _ = ctrlc::set_handler(|| {
-        gpusort::files::remove_pending();
-        eprintln!("gpusort: interrupted; no output was written");
+        let message = gpusort::files::interrupted();
+        eprintln!("gpusort: {message}");
         // _exit, not exit: running atexit handlers (the GPU driver's teardown) while the main
         // thread still uses the device can crash; the temporary files are already gone.
         #[cfg(unix)]
@@ -62,5 +75,16 @@ fn main() -> ExitCode {
             eprintln!("gpusort: {}", e.message);
             ExitCode::from(e.code as u8)
         }
+    }
+}
+
+#[cfg(unix)]
+extern "C" fn on_sigbus(_: libc::c_int) {
+    gpusort::files::remove_pending_now();
+    let line: &[u8] = b"gpusort: a file shrank while gpusort read it through a memory map (did another process truncate an input?); no output was written\n";
+    // SAFETY: write and _exit are async-signal-safe.
+    unsafe {
+        libc::write(2, line.as_ptr().cast(), line.len());
+        libc::_exit(1);
     }
 }

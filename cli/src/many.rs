@@ -5,17 +5,17 @@
 //! the single-file path, which is faster for them.
 //!
 //! Every input is opened and checked, and every destination worked out and checked, before any
-//! GPU work or any write: a bad input or a clash stops the job with nothing written. Outputs are
-//! written crash-safely one by one as their batch finishes.
+//! GPU work or any write: a bad input or a clash stops the job with nothing written. Each output
+//! is written to its temporary file as its batch finishes, and all of them are put in place
+//! together once the whole job has succeeded (files/job.rs).
 
-use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use gpusort_core::schedule::{Batch, RunStats, Scheduler, Work};
 use gpusort_core::{Gpu, KeyType};
 
 use crate::error::CliError;
-use crate::files::{check_output_path, same_file, Format, Input};
+use crate::files::{check_distinct, check_output_path, is_std, Format, Input, Named, Written};
 
 /// The inputs of a job and where each result goes.
 pub struct Files {
@@ -61,8 +61,12 @@ pub fn open_all(
     };
     let mut inputs = Vec::with_capacity(paths.len());
     let mut dests = Vec::with_capacity(paths.len());
-    let mut seen = HashSet::new();
     for p in paths {
+        if is_std(p) {
+            return Err(CliError::usage(
+                "standard input (-) is one input: give it alone, with -o",
+            ));
+        }
         // --dtype names what raw inputs hold; .npy inputs carry their own
         let input = if Format::for_output(p) == Format::Npy {
             Input::open(p, None)?
@@ -75,26 +79,30 @@ pub fn open_all(
                 let name = p
                     .file_name()
                     .ok_or_else(|| CliError::usage(format!("{} names no file", p.display())))?;
-                let dest = d.join(name);
-                if same_file(&dest, p) {
-                    return Err(CliError::usage(format!(
-                        "{} would be written over its input; choose another --out-dir or pass --in-place",
-                        dest.display()
-                    )));
-                }
-                dest
+                d.join(name)
             }
         };
-        if !seen.insert(dest.clone()) {
-            return Err(CliError::usage(format!(
-                "two inputs would both be written to {}",
-                dest.display()
-            )));
-        }
         check_output_path(&dest)?;
         inputs.push(input);
         dests.push(dest);
     }
+    let named: Vec<Named> = inputs
+        .iter()
+        .map(|i| Named {
+            flag: "",
+            path: &i.path,
+        })
+        .collect();
+    let written: Vec<Written> = dests
+        .iter()
+        .enumerate()
+        .map(|(i, d)| Written {
+            flag: "",
+            path: d,
+            replaces: in_place.then_some(i),
+        })
+        .collect();
+    check_distinct(&named, &written)?;
     Ok(Files { inputs, dests })
 }
 

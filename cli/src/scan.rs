@@ -12,7 +12,10 @@ use gpusort_core::schedule::Test;
 use gpusort_core::{Error as CoreError, Gpu, KeyType, SortKey};
 
 use crate::error::{CliError, CliResult};
-use crate::files::{check_extra_output, open_values, resolve_output, Format, Input, Output};
+use crate::files::{
+    check_distinct, check_output_path, is_std, open_values, output_format, resolve_output, shown,
+    Format, Input, Named, Output, Written,
+};
 use crate::sort::Dtype;
 use crate::{for_dtype, many, progress, Global};
 
@@ -106,14 +109,15 @@ pub struct CompactArgs {
     pub values_out: Option<PathBuf>,
 }
 
-fn parse_pivot<T: SortKey + FromStr>(s: &str) -> Result<T, CliError> {
-    s.parse::<T>()
-        .map_err(|_| CliError::usage(format!("pivot '{s}' is not a valid {}", T::TYPE)))
+fn parse_pivot<T: SortKey + FromStr>(flag: &str, s: &str) -> Result<T, CliError> {
+    crate::parse_value::<T>(flag, s)
 }
 
 struct Prepared {
     input: Input,
     dest: PathBuf,
+    /// The result's format (output.rs: a name given with -o decides).
+    format: Format,
     values: Option<Input>,
 }
 
@@ -125,14 +129,39 @@ fn prepare(
 ) -> Result<Prepared, CliError> {
     let path = &io.inputs[0];
     let input = Input::open(path, io.dtype.map(Into::into))?;
-    let dest = resolve_output(path, io.output.as_deref(), false, suffix)?;
+    let dest = resolve_output(&input, io.output.as_deref(), false, suffix)?;
     let values = values.map(|p| open_values(p, &input)).transpose()?;
     if let Some(p) = values_out {
-        check_extra_output(p, path)?;
+        check_output_path(p)?;
     }
+    let mut inputs = vec![Named {
+        flag: "",
+        path: &input.path,
+    }];
+    if let Some(v) = &values {
+        inputs.push(Named {
+            flag: "--values",
+            path: &v.path,
+        });
+    }
+    let mut outputs = vec![Written {
+        flag: "-o",
+        path: &dest,
+        replaces: None,
+    }];
+    if let Some(p) = values_out {
+        outputs.push(Written {
+            flag: "--values-out",
+            path: p,
+            replaces: None,
+        });
+    }
+    check_distinct(&inputs, &outputs)?;
+    let format = output_format(&input, io.output.as_deref());
     Ok(Prepared {
         input,
         dest,
+        format,
         values,
     })
 }
@@ -237,7 +266,7 @@ fn scan_many(g: &Global, a: &ScanArgs) -> CliResult {
             let dest = &files.dests[f];
             let hidden = indicatif::ProgressBar::hidden();
             let (op, inclusive, verify) = (a.op.into(), !a.exclusive, a.io.verify);
-            (|| for_dtype!(input.dtype, scan_file(&gpu, &scanner, input, dest, op, inclusive, verify, &hidden); u32, i32, f32))(
+            (|| for_dtype!(input.dtype, scan_file(&gpu, &scanner, input, dest, input.format, op, inclusive, verify, &hidden); u32, i32, f32))(
             )?;
             bar.inc(1);
         }
@@ -275,6 +304,7 @@ fn scan_file<T: SortKey>(
     scanner: &Scanner,
     input: &Input,
     dest: &Path,
+    format: Format,
     op: ScanOp,
     inclusive: bool,
     verify: bool,
@@ -283,7 +313,7 @@ fn scan_file<T: SortKey>(
     let data = input.elements::<T>();
     let mut out = Output::create(dest)?;
     {
-        let w = out.positioned(input.format, T::TYPE, data.len() as u64)?;
+        let w = out.positioned(format, T::TYPE, data.len() as u64)?;
         let mut check = verify.then(|| ScanCheck::new::<T>(op, inclusive));
         let chunk = chunk_elements(gpu, T::TYPE);
         scanner.scan_streamed(gpu, &data, op, inclusive, chunk, |at, piece| {
@@ -383,6 +413,7 @@ fn scan_typed<T: SortKey>(g: &Global, a: &ScanArgs, p: &Prepared, op: ScanOp) ->
         &dev.scanner,
         &p.input,
         &p.dest,
+        p.format,
         op,
         !a.exclusive,
         a.io.verify,
@@ -395,7 +426,7 @@ fn scan_typed<T: SortKey>(g: &Global, a: &ScanArgs, p: &Prepared, op: ScanOp) ->
             "scanned {n} {} elements in {:.3} s -> {}{}",
             T::TYPE,
             t.elapsed().as_secs_f64(),
-            p.dest.display(),
+            shown(&p.dest),
             if a.io.verify { " (verified)" } else { "" }
         ),
     );
@@ -408,14 +439,14 @@ fn verify_scan<T: SortKey>(data: &[T], out: &[T], op: ScanOp, inclusive: bool) -
 
 /// A pivot's bits for a split of `dtype` elements (64-bit types: 0; they are checked by
 /// parsing, and split one file at a time).
-fn pivot_bits(s: &str, dtype: KeyType) -> Result<u32, CliError> {
+fn pivot_bits(flag: &str, s: &str, dtype: KeyType) -> Result<u32, CliError> {
     Ok(match dtype {
-        KeyType::U32 => parse_pivot::<u32>(s)?,
-        KeyType::I32 => parse_pivot::<i32>(s)? as u32,
-        KeyType::F32 => parse_pivot::<f32>(s)?.to_bits(),
-        KeyType::U64 => parse_pivot::<u64>(s).map(|_| 0)?,
-        KeyType::I64 => parse_pivot::<i64>(s).map(|_| 0)?,
-        KeyType::F64 => parse_pivot::<f64>(s).map(|_| 0)?,
+        KeyType::U32 => parse_pivot::<u32>(flag, s)?,
+        KeyType::I32 => parse_pivot::<i32>(flag, s)? as u32,
+        KeyType::F32 => parse_pivot::<f32>(flag, s)?.to_bits(),
+        KeyType::U64 => parse_pivot::<u64>(flag, s).map(|_| 0)?,
+        KeyType::I64 => parse_pivot::<i64>(flag, s).map(|_| 0)?,
+        KeyType::F64 => parse_pivot::<f64>(flag, s).map(|_| 0)?,
     })
 }
 
@@ -492,8 +523,10 @@ fn split_many(
         },
     )?;
     for f in large {
+        let input = Input::open(&files.inputs[f].path, Some(files.inputs[f].dtype))?;
         let p = Prepared {
-            input: Input::open(&files.inputs[f].path, Some(files.inputs[f].dtype))?,
+            format: input.format,
+            input,
             dest: files.dests[f].clone(),
             values: None,
         };
@@ -504,9 +537,12 @@ fn split_many(
     Ok(())
 }
 
-/// The split index or kept count on stdout: alone for one file, with the input's path for many.
+/// The split index or kept count on stdout: alone for one file, with the input's path for many;
+/// on stderr when the result itself goes to standard output.
 fn print_count(many: bool, count: usize, p: &Prepared) {
-    if many {
+    if is_std(&p.dest) {
+        eprintln!("{count}");
+    } else if many {
         println!("{count}\t{}", p.input.path.display());
     } else {
         println!("{count}");
@@ -529,7 +565,7 @@ pub fn run_partition(g: &Global, a: &PartitionArgs) -> CliResult {
             g,
             &a.io,
             true,
-            |dtype| Ok(Test::Below(pivot_bits(&a.pivot, dtype)?)),
+            |dtype| Ok(Test::Below(pivot_bits("--pivot", &a.pivot, dtype)?)),
             |p, dev| for_dtype!(p.input.dtype, partition_typed(g, a, p, dev); u32, i32, f32, u64, i64, f64),
         );
     }
@@ -578,7 +614,7 @@ fn split_file<T: SortKey>(
         Some(path) => aside_for(path)?,
         None => None,
     };
-    let mut w = out.appender(p.input.format, T::TYPE, n)?;
+    let mut w = out.appender(p.format, T::TYPE, n)?;
     let mut vw = match vals_out.as_mut() {
         Some((o, format)) => Some(o.appender(*format, KeyType::U32, n)?),
         None => None,
@@ -654,7 +690,7 @@ fn partition_typed<T: SortKey + FromStr + PartialEq>(
     p: &Prepared,
     dev: &Device,
 ) -> CliResult {
-    let pivot: T = parse_pivot(&a.pivot)?;
+    let pivot: T = parse_pivot("--pivot", &a.pivot)?;
     let pred = Predicate::Below(pivot);
     let bar = job_bar(g, "partitioning", p, &dev.gpu);
     let (split, n) = split_file(
@@ -673,7 +709,7 @@ fn partition_typed<T: SortKey + FromStr + PartialEq>(
         format!(
             "{split} of {n} elements are below {}; written to {}{}",
             a.pivot,
-            p.dest.display(),
+            shown(&p.dest),
             if a.io.verify { " (verified)" } else { "" }
         ),
     );
@@ -692,8 +728,8 @@ pub fn run_compact(g: &Global, a: &CompactArgs) -> CliResult {
             false,
             |dtype| {
                 Ok(match (&a.below, &a.at_least) {
-                    (Some(b), _) => Test::Below(pivot_bits(b, dtype)?),
-                    (_, Some(x)) => Test::AtLeast(pivot_bits(x, dtype)?),
+                    (Some(b), _) => Test::Below(pivot_bits("--below", b, dtype)?),
+                    (_, Some(x)) => Test::AtLeast(pivot_bits("--at-least", x, dtype)?),
                     _ => Test::NonZero,
                 })
             },
@@ -717,8 +753,8 @@ fn compact_typed<T: SortKey + FromStr + PartialEq>(
     dev: &Device,
 ) -> CliResult {
     let pred: Predicate<T> = match (&a.below, &a.at_least) {
-        (Some(b), _) => Predicate::Below(parse_pivot(b)?),
-        (_, Some(x)) => Predicate::AtLeast(parse_pivot(x)?),
+        (Some(b), _) => Predicate::Below(parse_pivot("--below", b)?),
+        (_, Some(x)) => Predicate::AtLeast(parse_pivot("--at-least", x)?),
         _ => Predicate::NonZero,
     };
     let bar = job_bar(g, "compacting", p, &dev.gpu);
@@ -737,7 +773,7 @@ fn compact_typed<T: SortKey + FromStr + PartialEq>(
         g,
         format!(
             "kept {kept} of {n} elements; written to {}{}",
-            p.dest.display(),
+            shown(&p.dest),
             if a.io.verify { " (verified)" } else { "" }
         ),
     );

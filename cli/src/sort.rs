@@ -9,7 +9,8 @@ use gpusort_core::{external, transfer, BitonicSorter, GpuSortJob, KeyType, SortK
 
 use crate::error::{CliError, CliResult};
 use crate::files::{
-    check_extra_output, open_values, resolve_output, Format, Input, Output, RunDir,
+    check_distinct, check_output_path, open_values, output_format, resolve_output, shown, Format,
+    Input, Named, Output, RunDir, Written,
 };
 use crate::{for_dtype, many, progress, Global};
 
@@ -104,7 +105,7 @@ pub struct SortArgs {
     pub verify: bool,
     /// Host memory the sort may hold, e.g. 512M or 16G (at least 64K). A job that would need
     /// more is sorted externally: GPU-sorted runs go to disk and a streaming merge writes the
-    /// result. Default: 3/4 of the memory available now (Linux; elsewhere no limit unless given).
+    /// result. Default: 3/4 of the memory available now.
     #[arg(long, value_name = "BYTES")]
     pub memory_budget: Option<String>,
     /// Where an external sort's run files go (default: the output's directory). They need about
@@ -146,7 +147,11 @@ pub fn run(g: &Global, args: &SortArgs) -> CliResult {
             "--key-bits is a radix sort option: use --algorithm radix or auto, no segments",
         ));
     }
-    memory_budget(args)?; // a bad size is a usage error before any work
+    // a bad size is a usage error before any work; it also bounds what a streamed input holds
+    // in memory
+    if let Some(b) = memory_budget(args)? {
+        crate::files::set_stream_memory(b);
+    }
     if many::is_many(&args.inputs, args.out_dir.as_deref()) {
         return sort_many(g, args);
     }
@@ -156,15 +161,43 @@ pub fn run(g: &Global, args: &SortArgs) -> CliResult {
     if let Some(e) = bad_bits.and_then(|b| gpusort_core::radix::key_bits_error(input.dtype, b)) {
         return Err(CliError::usage(format!("--key-bits: {e}")));
     }
-    let dest = resolve_output(path, args.output.as_deref(), args.in_place, "sorted")?;
+    let dest = resolve_output(&input, args.output.as_deref(), args.in_place, "sorted")?;
     let values = args
         .values
         .as_deref()
         .map(|p| open_values(p, &input))
         .transpose()?;
     for p in [&args.values_out, &args.argsort].into_iter().flatten() {
-        check_extra_output(p, path)?;
+        check_output_path(p)?;
     }
+    let mut inputs = vec![Named {
+        flag: "",
+        path: &input.path,
+    }];
+    if let Some(v) = &args.values {
+        inputs.push(Named {
+            flag: "--values",
+            path: v,
+        });
+    }
+    let mut outputs = vec![Written {
+        flag: "-o",
+        path: &dest,
+        replaces: args.in_place.then_some(0),
+    }];
+    for (flag, p) in [
+        ("--values-out", &args.values_out),
+        ("--argsort", &args.argsort),
+    ] {
+        if let Some(p) = p {
+            outputs.push(Written {
+                flag,
+                path: p,
+                replaces: None,
+            });
+        }
+    }
+    check_distinct(&inputs, &outputs)?;
     for_dtype!(input.dtype, sort_typed(g, args, &input, values.as_ref(), &dest); u32, i32, f32, u64, i64, f64)
 }
 
@@ -195,7 +228,7 @@ fn sort_typed<T: SortKey>(
     }
     let bar = progress::spinner(g.progress, g.quiet);
     let start = Instant::now();
-    bar.set_message(format!("reading {}", input.path.display()));
+    bar.set_message(format!("reading {}", input.shown()));
     let mut keys: Vec<T> = input.to_vec();
     // the untouched input is kept only when --verify needs it
     let original: Option<Vec<T>> = args.verify.then(|| keys.clone());
@@ -229,9 +262,9 @@ fn sort_typed<T: SortKey>(
             None => verify(original, &keys, order)?,
         }
     }
-    bar.set_message(format!("writing {}", dest.display()));
+    bar.set_message(format!("writing {}", shown(dest)));
     let write_start = Instant::now();
-    let out_format = input.format;
+    let out_format = output_format(input, args.output.as_deref());
     Output::write_all(dest, out_format, T::TYPE, bytemuck::cast_slice(&keys))?;
     if let (Some(v), Some(path)) = (&vals, &args.values_out) {
         Output::write_all(
@@ -258,7 +291,7 @@ fn sort_typed<T: SortKey>(
             T::TYPE,
             stats.algorithm,
             start.elapsed().as_secs_f64(),
-            dest.display(),
+            shown(dest),
             if args.verify { " (verified)" } else { "" }
         );
         eprintln!(
@@ -293,7 +326,8 @@ fn sort_direct<T: SortKey>(
         let sorter = sorter(&gpu, args)?;
         let mut keys: Vec<T> = input.to_vec();
         let stats = sorter.sort(&gpu, &mut keys, order)?;
-        Output::write_all(dest, input.format, T::TYPE, bytemuck::cast_slice(&keys))?;
+        let format = output_format(input, args.output.as_deref());
+        Output::write_all(dest, format, T::TYPE, bytemuck::cast_slice(&keys))?;
         bar.finish_and_clear();
         report::<T>(g, args, input.len, &stats, start, dest, None);
         return Ok(());
@@ -347,10 +381,11 @@ fn sort_direct<T: SortKey>(
     // GPU machine, against 0.07 s for the download), each staging chunk handed to a writer
     // thread as it lands: positioned writes on all cores, writeback started at once, while
     // later chunks still download.
-    bar.set_message(format!("downloading and writing {}", dest.display()));
+    bar.set_message(format!("downloading and writing {}", shown(dest)));
     let mut host = vec![0u8; bytes.len()];
     let mut out = Output::create(dest)?;
-    let writer = out.positioned(input.format, T::TYPE, input.len as u64)?;
+    let format = output_format(input, args.output.as_deref());
+    let writer = out.positioned(format, T::TYPE, input.len as u64)?;
     stats.download_s = std::thread::scope(|s| -> Result<f64, CliError> {
         let (tx, rx) = std::sync::mpsc::channel::<(usize, &[u8])>();
         let writing = s.spawn(|| -> CliResult {
@@ -457,7 +492,8 @@ fn sort_external<T: SortKey>(
         None => None,
     };
     let stats = {
-        let mut kw = keys_out.stream(input.format, T::TYPE, n)?;
+        let format = output_format(input, args.output.as_deref());
+        let mut kw = keys_out.stream(format, T::TYPE, n)?;
         let mut vw = match &mut values_out {
             Some((p, o)) => Some(o.stream(Format::for_output(p), KeyType::U32, n)?),
             None => None,
@@ -511,7 +547,7 @@ fn sort_external<T: SortKey>(
             "sorted {n} {} keys externally in {:.3} s -> {}{}",
             T::TYPE,
             start.elapsed().as_secs_f64(),
-            dest.display(),
+            shown(dest),
             if args.verify { " (verified)" } else { "" }
         );
         eprintln!(
@@ -548,7 +584,7 @@ fn report<T: SortKey>(
         T::TYPE,
         stats.algorithm,
         start.elapsed().as_secs_f64(),
-        dest.display(),
+        shown(dest),
         if args.verify { " (verified)" } else { "" }
     );
     if let Some((gpu_start_s, write_s)) = split {
@@ -588,7 +624,7 @@ fn sort_many(g: &Global, args: &SortArgs) -> CliResult {
                 return Err(CliError::usage(format!(
                     "--key-bits: {} ({})",
                     e,
-                    input.path.display()
+                    input.shown()
                 )));
             }
         }
@@ -649,7 +685,7 @@ fn sort_many(g: &Global, args: &SortArgs) -> CliResult {
     let (launches, mode) = (merged.launches, merged.mode);
     for &f in &large {
         let input = &files.inputs[f];
-        bar.set_message(format!("sorting {}", input.path.display()));
+        bar.set_message(format!("sorting {}", input.shown()));
         let quiet = Global {
             quiet: true,
             ..g.clone()

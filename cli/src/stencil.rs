@@ -12,7 +12,10 @@ use gpusort_core::KeyType;
 use gpusort_sched::stencil::{plan, Budget, Speeds, StencilPlan, Streaming};
 
 use crate::error::{CliError, CliResult};
-use crate::files::{resolve_output, Format, Input, Output, Scratch};
+use crate::files::{
+    check_distinct, output_format, resolve_output, shown, Format, Input, Named, Output, Scratch,
+    Written,
+};
 use crate::{progress, Global};
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
@@ -57,9 +60,9 @@ pub struct StencilArgs {
     /// What lies outside the grid, as in scipy.ndimage.
     #[arg(long, default_value = "reflect", value_parser = Boundary::NAMES)]
     pub boundary: String,
-    /// The outside value of --boundary constant.
-    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
-    pub cval: f64,
+    /// The outside value of --boundary constant (a value the grid's type holds).
+    #[arg(long, default_value = "0", allow_negative_numbers = true)]
+    pub cval: String,
     /// Jacobi steps (each reads the previous grid).
     #[arg(long, default_value_t = 1)]
     pub steps: u32,
@@ -102,8 +105,9 @@ pub fn parse_shape(s: &str) -> Result<Vec<usize>, CliError> {
 }
 
 fn read_weights(path: &std::path::Path, dims: usize) -> Result<(u32, Vec<f64>), CliError> {
-    let shown = path.display();
     let w = Input::open_array_or(path, None, KeyType::F32)?;
+    let shown = w.shown();
+    let shown = shown.as_str();
     if w.format != Format::Npy {
         return Err(CliError::usage(format!(
             "--weights {shown} must be a .npy file"
@@ -139,7 +143,7 @@ pub fn run(g: &Global, args: &StencilArgs) -> CliResult {
     if !matches!(input.dtype, KeyType::F32 | KeyType::F64) {
         return Err(CliError::usage(format!(
             "{} holds {}; stencil grids hold f32 or f64",
-            args.input.display(),
+            input.shown(),
             input.dtype
         )));
     }
@@ -148,7 +152,7 @@ pub fn run(g: &Global, args: &StencilArgs) -> CliResult {
         (Format::Raw, None) => {
             return Err(CliError::usage(format!(
                 "{} is a raw file: give its shape with --shape (e.g. 4096x4096 or 64x512x512)",
-                args.input.display()
+                input.shown()
             )))
         }
         (Format::Raw, Some(s)) => {
@@ -158,7 +162,7 @@ pub fn run(g: &Global, args: &StencilArgs) -> CliResult {
                     "--shape {} has {} cells but {} holds {} {} values",
                     args.shape.as_deref().unwrap_or_default(),
                     cells.map_or("too many".to_string(), |c| c.to_string()),
-                    args.input.display(),
+                    input.shown(),
                     input.len,
                     input.dtype
                 )));
@@ -169,7 +173,7 @@ pub fn run(g: &Global, args: &StencilArgs) -> CliResult {
             if !(2..=3).contains(&input.shape.len()) {
                 return Err(CliError::usage(format!(
                     "{} is {}-D (shape {:?}); stencil grids are 2-D or 3-D",
-                    args.input.display(),
+                    input.shown(),
                     input.shape.len(),
                     input.shape
                 )));
@@ -178,7 +182,7 @@ pub fn run(g: &Global, args: &StencilArgs) -> CliResult {
                 return Err(CliError::usage(format!(
                     "--shape {s:?} does not match the shape {:?} in {}",
                     input.shape,
-                    args.input.display()
+                    input.shown()
                 )));
             }
             input.shape.clone()
@@ -205,11 +209,15 @@ pub fn run(g: &Global, args: &StencilArgs) -> CliResult {
             }
         }
     };
+    let cval = match input.dtype {
+        KeyType::F64 => crate::parse_value::<f64>("--cval", &args.cval)?,
+        _ => f64::from(crate::parse_value::<f32>("--cval", &args.cval)?),
+    };
     let job = StencilJob {
         shape,
         stencil,
         boundary: args.boundary.parse()?,
-        cval: args.cval,
+        cval,
         steps: args.steps,
         dtype: input.dtype,
     };
@@ -219,12 +227,26 @@ pub fn run(g: &Global, args: &StencilArgs) -> CliResult {
         .as_deref()
         .map(|b| crate::parse_bytes("--gpu-memory", b))
         .transpose()?;
-    let dest = resolve_output(
-        &args.input,
-        args.output.as_deref(),
-        args.in_place,
-        "stencil",
+    let dest = resolve_output(&input, args.output.as_deref(), args.in_place, "stencil")?;
+    let mut inputs = vec![Named {
+        flag: "",
+        path: &input.path,
+    }];
+    if let Some(w) = &args.weights {
+        inputs.push(Named {
+            flag: "--weights",
+            path: w,
+        });
+    }
+    check_distinct(
+        &inputs,
+        &[Written {
+            flag: "-o",
+            path: &dest,
+            replaces: args.in_place.then_some(0),
+        }],
     )?;
+    let format = output_format(&input, args.output.as_deref());
 
     let gpu = g.gpu()?;
     let tile = match args.on_chip_steps {
@@ -286,11 +308,12 @@ pub fn run(g: &Global, args: &StencilArgs) -> CliResult {
         eprintln!("{}", summary_line(&job, &chosen));
     }
     match job.dtype {
-        KeyType::F64 => run_typed::<f64>(g, args, &gpu, &kernel, &chosen, &input, &dest),
-        _ => run_typed::<f32>(g, args, &gpu, &kernel, &chosen, &input, &dest),
+        KeyType::F64 => run_typed::<f64>(g, args, &gpu, &kernel, &chosen, &input, &dest, format),
+        _ => run_typed::<f32>(g, args, &gpu, &kernel, &chosen, &input, &dest, format),
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run_typed<T: StencilValue + Into<f64>>(
     g: &Global,
     args: &StencilArgs,
@@ -299,6 +322,7 @@ fn run_typed<T: StencilValue + Into<f64>>(
     chosen: &StencilPlan,
     input: &Input,
     dest: &std::path::Path,
+    format: Format,
 ) -> CliResult {
     let job = kernel.job();
     let bar = progress::bar(
@@ -308,7 +332,7 @@ fn run_typed<T: StencilValue + Into<f64>>(
         "sub-blocks",
     );
     let mut out = Output::create(dest)?;
-    let mut map = out.map_array(input.format, job.dtype, &job.shape.extents())?;
+    let mut map = out.map_array(format, job.dtype, &job.shape.extents())?;
     let mut scratch = if chosen.sweeps > 1 {
         Some(Scratch::new(input.bytes().len() as u64, dest)?)
     } else {
@@ -341,7 +365,7 @@ fn run_typed<T: StencilValue + Into<f64>>(
     }
     if let Some(m) = map.take() {
         m.flush()
-            .map_err(|e| CliError::runtime(format!("cannot write {}: {e}", dest.display())))?;
+            .map_err(|e| CliError::runtime(format!("cannot write {}: {e}", shown(dest))))?;
     }
     out.commit()?;
     if !g.quiet {

@@ -2,58 +2,13 @@
 
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
 use gpusort_core::cpu::keys as reference;
 use gpusort_core::SortOrder;
 use gpusort_tests::*;
 use rand::Rng;
 
-fn gpusort() -> Command {
-    Command::cargo_bin("gpusort").expect("binary built")
-}
-
-fn write_u32(path: &Path, v: &[u32]) {
-    std::fs::write(path, bytemuck::cast_slice::<u32, u8>(v)).unwrap();
-}
-
-fn read_u32(path: &Path) -> Vec<u32> {
-    bytemuck::pod_collect_to_vec(&std::fs::read(path).unwrap())
-}
-
-fn write_npy<T: npyz::AutoSerialize + Copy>(path: &Path, shape: &[u64], v: &[T]) {
-    use npyz::WriterBuilder;
-    let mut f = std::fs::File::create(path).unwrap();
-    let mut w = npyz::WriteOptions::new()
-        .default_dtype()
-        .shape(shape)
-        .writer(&mut f)
-        .begin_nd()
-        .unwrap();
-    w.extend(v.iter().copied()).unwrap();
-    w.finish().unwrap();
-}
-
-fn read_npy<T: npyz::Deserialize>(path: &Path) -> (Vec<u64>, Vec<T>) {
-    let bytes = std::fs::read(path).unwrap();
-    let npy = npyz::NpyFile::new(&bytes[..]).unwrap();
-    let shape = npy.shape().to_vec();
-    (shape, npy.into_vec().unwrap())
-}
-
-fn random_u32(n: usize, seed: u64) -> Vec<u32> {
-    let mut r = rng(seed);
-    (0..n).map(|_| r.random()).collect()
-}
-
-/// Every file in `dir` (to show that a failed run left nothing behind).
-fn listing(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    v.sort();
-    v
-}
+mod common;
+use common::*;
 
 #[test]
 fn sorts_raw_u32_both_ways_with_and_without_subgroups() {
@@ -288,24 +243,6 @@ fn default_output_name_and_empty_input() {
         .assert()
         .success();
     assert_eq!(read_u32(&dir.path().join("one.sorted.bin")), vec![42]);
-}
-
-/// Every case is refused: exit code 2 and exactly one line on stderr, `gpusort: ...` naming it.
-fn assert_refused(cases: &[(Vec<String>, &str)]) {
-    for (args, needle) in cases {
-        let out = gpusort().args(args).output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-        assert!(
-            err.starts_with("gpusort: ") && err.contains(needle),
-            "{args:?}: {err}"
-        );
-        assert_eq!(
-            err.trim_end().lines().count(),
-            1,
-            "{args:?}: one line, got {err}"
-        );
-    }
 }
 
 /// Each bad input: exit code 2, one line on stderr naming the problem, input untouched, nothing written.
@@ -982,16 +919,6 @@ fn bench_warmup_is_reported() {
     assert!(stdout.contains("warm-up 30 ms a GPU case"), "{stdout}");
 }
 
-fn temp_files(dir: &Path) -> Vec<PathBuf> {
-    listing(dir)
-        .into_iter()
-        .filter(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with(".gpusort-"))
-        })
-        .collect()
-}
-
 /// Ctrl-C or SIGTERM while the finished result waits to be renamed over the input: the input is
 /// intact, the temporary file is gone, exit code 130.
 #[cfg(unix)]
@@ -1092,15 +1019,6 @@ fn a_failing_write_leaves_nothing_behind() {
         );
         assert_eq!(read_u32(&input), keys);
     }
-}
-
-fn write_f32(path: &Path, v: &[f32]) {
-    std::fs::write(path, bytemuck::cast_slice::<f32, u8>(v)).unwrap();
-}
-
-fn random_f32(n: usize, seed: u64) -> Vec<f32> {
-    let mut r = rng(seed);
-    (0..n).map(|_| r.random_range(-1.0..1.0)).collect()
 }
 
 /// Raw and .npy grids, 2-D and 3-D, every boundary: the result matches the CPU twin, .npy keeps
@@ -1547,7 +1465,7 @@ fn many_files_bad_inputs_write_nothing() {
                 s(&good),
                 s(&twin),
             ],
-            "two inputs would both be written",
+            "name the same file",
         ),
         (
             vec![
@@ -1558,7 +1476,7 @@ fn many_files_bad_inputs_write_nothing() {
                 s(dir.path()),
                 s(&good),
             ],
-            "would be written over its input",
+            "is the same file as the input",
         ),
         (
             vec![

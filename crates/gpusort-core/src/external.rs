@@ -784,20 +784,16 @@ impl<'a> Emitter<'a> {
     }
 }
 
-/// The default memory budget: three quarters of the memory available now (Linux's
-/// MemAvailable: free memory plus page cache the kernel can drop). None where that is not known
-/// (other systems): callers then sort in memory unless given a budget.
+/// The default memory budget: three quarters of the memory available now (on Linux
+/// MemAvailable: free memory plus page cache the kernel can drop; the system's own figure on
+/// macOS and Windows). None where it is not known: callers then sort in memory unless given a
+/// budget.
 pub fn default_memory_budget() -> Option<u64> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let kib: u64 = info
-        .lines()
-        .find_map(|l| l.strip_prefix("MemAvailable:"))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kib * 1024 / 4 * 3)
+    // sysinfo reads the system's own figure on each platform (MemAvailable on Linux)
+    let mut system = sysinfo::System::new();
+    system.refresh_memory();
+    let available = system.available_memory();
+    (available > 0).then_some(available / 4 * 3)
 }
 
 #[cfg(test)]

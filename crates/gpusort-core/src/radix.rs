@@ -216,9 +216,9 @@ pub(crate) struct RadixTuning {
     pub window: u32,
     /// Reads of a silent predecessor before counting its digit here: `GPUSORT_RADIX_SPIN`.
     pub spin_limit: u32,
-    /// Parts switched off (results wrong; measuring only): `GPUSORT_RADIX_PROBE`.
+    /// Parts switched off (results wrong; measuring only): `--features measure` builds' `GPUSORT_RADIX_PROBE`.
     pub probe: u32,
-    /// Stop recording early (measuring only): `GPUSORT_RADIX_STOP`, 1 after the histograms, 2
+    /// Stop recording early (measuring only): `--features measure` builds' `GPUSORT_RADIX_STOP`, 1 after the histograms, 2
     /// after the sweeps, 3 without the MSD path's msd_local, msd_plan_rest and msd_dense; from
     /// 10, after the first `stop - 10` dispatches of the MSD path (nothing after them), so that
     /// the differences of such runs time each step of the path.
@@ -287,14 +287,14 @@ pub(crate) struct RadixTuning {
 
 impl RadixTuning {
     pub(crate) fn from_env() -> RadixTuning {
-        use crate::scan::{env_u32, env_u32_opt};
+        use crate::scan::{env_u32, env_u32_opt, measure_u32, workgroups_ok};
         // looping sweep workgroups: a variable of their own, else GPUSORT_RADIX_WORKGROUPS (all
         // sweeps), else the default
         let workgroups = |own: &str, default: u32| {
             env_u32(
                 own,
-                env_u32("GPUSORT_RADIX_WORKGROUPS", default, |_| true),
-                |_| true,
+                env_u32("GPUSORT_RADIX_WORKGROUPS", default, workgroups_ok),
+                workgroups_ok,
             )
         };
         let keys_an_invocation = |v: u32| (1..=64).contains(&v);
@@ -313,20 +313,18 @@ impl RadixTuning {
             window: env_u32("GPUSORT_RADIX_WINDOW", DEFAULT_WINDOW, |v| {
                 (1..=64).contains(&v)
             }),
-            spin_limit: env_u32(
-                "GPUSORT_RADIX_SPIN",
-                crate::scan::DEFAULT_SPIN_LIMIT,
-                |_| true,
-            ),
-            probe: env_u32("GPUSORT_RADIX_PROBE", 0, |v| v < 4096),
-            stop: env_u32("GPUSORT_RADIX_STOP", 0, |v| {
+            spin_limit: env_u32("GPUSORT_RADIX_SPIN", crate::scan::DEFAULT_SPIN_LIMIT, |v| {
+                v <= 1 << 24
+            }),
+            probe: measure_u32("GPUSORT_RADIX_PROBE", 0, |v| v < 4096),
+            stop: measure_u32("GPUSORT_RADIX_STOP", 0, |v| {
                 v <= 3 || (10..=10 + MSD_STEPS as u32).contains(&v)
             }),
             wide_ballot: env_u32("GPUSORT_RADIX_WIDE", 0, |v| v <= 1) == 1,
             wg: env_u32_opt("GPUSORT_RADIX_WG", |v| {
                 [RADIX_WG, WIDE_WG, 2 * WIDE_WG].contains(&v)
             }),
-            workgroups: env_u32("GPUSORT_RADIX_WORKGROUPS", 0, |_| true),
+            workgroups: env_u32("GPUSORT_RADIX_WORKGROUPS", 0, workgroups_ok),
             payload_workgroups: workgroups(
                 "GPUSORT_RADIX_PAYLOAD_WORKGROUPS",
                 DEFAULT_PAYLOAD_WORKGROUPS,
@@ -350,11 +348,12 @@ impl RadixTuning {
                 DEFAULT_UNSTABLE_ITEMS,
                 keys_an_invocation,
             ),
+            // a size threshold: every value is correct (the MSD path sorts any size)
             msd_from: env_u32("GPUSORT_RADIX_MSD_FROM", DEFAULT_MSD_FROM, |_| true),
             msd_local_groups: env_u32(
                 "GPUSORT_RADIX_MSD_LOCAL_GROUPS",
                 DEFAULT_MSD_LOCAL_GROUPS,
-                |_| true,
+                workgroups_ok,
             ),
             msd_prefetch: env_u32("GPUSORT_RADIX_MSD_PREFETCH", 1, |v| v <= 1) == 1,
         }

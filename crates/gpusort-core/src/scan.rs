@@ -64,7 +64,7 @@ pub struct Tuning {
     /// session's kernel back), and for tests of tiles written out in several phases.
     pub compact_stage: u32,
     /// Parts of compaction switched off (results wrong; measuring only):
-    /// `GPUSORT_COMPACT_PROBE`, bit 0 the packing, bit 1 the write-out.
+    /// `--features measure` builds' `GPUSORT_COMPACT_PROBE`, bit 0 the packing, bit 1 the write-out.
     pub compact_probe: u32,
     /// The same for compaction (`GPUSORT_COMPACT_WORKGROUPS`; 0: one workgroup per tile). 1024,
     /// looping, since the eleventh session (256 x 8 tiles, two workgroups an SM), when with half
@@ -108,7 +108,7 @@ pub struct Tuning {
     /// one-bit scans over the count bits: `GPUSORT_COUNT_LADDER=0` selects the one-bit scans.
     pub count_ladder: bool,
     /// Tiles ignore their predecessors (wrong results; to measure what the look-back costs):
-    /// `GPUSORT_SCAN_NO_LOOKBACK=1`.
+    /// `--features measure` builds' `GPUSORT_SCAN_NO_LOOKBACK=1`.
     pub no_lookback: bool,
     /// Words from one tile's look-back status (two words) to the next in the scan:
     /// `GPUSORT_LOOKBACK_STRIDE` (2 to 128, a power of two). 8 puts each tile in a 32-byte sector
@@ -167,28 +167,33 @@ impl Tuning {
             scan_rounds: env_u32("GPUSORT_SCAN_ROUNDS", d.scan_rounds, |r| {
                 [4, 8, 12, 16].contains(&r)
             }),
-            scan_workgroups: env_u32("GPUSORT_SCAN_WORKGROUPS", d.scan_workgroups, |_| true),
+            scan_workgroups: env_u32("GPUSORT_SCAN_WORKGROUPS", d.scan_workgroups, workgroups_ok),
             compact_wg: env_u32("GPUSORT_COMPACT_WG", d.compact_wg, |w| {
                 [256, 512, 1024].contains(&w)
             }),
             compact_rounds: env_u32("GPUSORT_COMPACT_ROUNDS", d.compact_rounds, |r| {
                 (2..=16).contains(&r)
             }),
-            compact_stage: env_u32("GPUSORT_COMPACT_STAGE", d.compact_stage, |_| true),
-            compact_probe: env_u32("GPUSORT_COMPACT_PROBE", d.compact_probe, |p| p < 4),
-            compact_workgroups: env_u32("GPUSORT_COMPACT_WORKGROUPS", d.compact_workgroups, |_| {
-                true
-            }),
+            // elements of a stage: capped again by the device's workgroup memory
+            compact_stage: env_u32("GPUSORT_COMPACT_STAGE", d.compact_stage, |v| v <= 1 << 16),
+            compact_probe: measure_u32("GPUSORT_COMPACT_PROBE", d.compact_probe, |p| p < 4),
+            compact_workgroups: env_u32(
+                "GPUSORT_COMPACT_WORKGROUPS",
+                d.compact_workgroups,
+                workgroups_ok,
+            ),
             compact_one_word: flag("GPUSORT_COMPACT_ONE_WORD", d.compact_one_word),
             compact_late_loads: flag("GPUSORT_COMPACT_LATE_LOADS", d.compact_late_loads),
             window: env_u32("GPUSORT_LOOKBACK_WINDOW", d.window, |w| {
                 (1..=64).contains(&w)
             }),
-            spin_limit: env_u32("GPUSORT_SCAN_SPIN", d.spin_limit, |_| true),
+            // any bound is correct (a waiter that gives up reduces its predecessor itself)
+            spin_limit: env_u32("GPUSORT_SCAN_SPIN", d.spin_limit, |v| v <= 1 << 24),
             scan_wait_nearest: flag("GPUSORT_SCAN_WAIT_NEAREST", d.scan_wait_nearest),
             compact_wait_nearest: flag("GPUSORT_COMPACT_WAIT_NEAREST", d.compact_wait_nearest),
             count_ladder: flag("GPUSORT_COUNT_LADDER", d.count_ladder),
-            no_lookback: flag("GPUSORT_SCAN_NO_LOOKBACK", d.no_lookback),
+            no_lookback: measure_u32("GPUSORT_SCAN_NO_LOOKBACK", d.no_lookback as u32, |v| v <= 1)
+                == 1,
             counters: flag("GPUSORT_SCAN_COUNTERS", d.counters),
             state_stride: env_u32("GPUSORT_LOOKBACK_STRIDE", d.state_stride, stride_ok),
             compact_state_stride: env_u32(
@@ -296,17 +301,39 @@ pub fn state_header(stride: u32) -> u32 {
     stride.max(COUNTER_WORDS as u32)
 }
 
-/// `var` as a number when it parses and `ok` accepts it, else `default`.
+/// `var` as a number when it parses and `ok` accepts it, else `default` (with a warning: a
+/// tuning value out of range is ignored, never used).
 pub(crate) fn env_u32(var: &str, default: u32, ok: impl Fn(u32) -> bool) -> u32 {
     env_u32_opt(var, ok).unwrap_or(default)
 }
 
 /// `var` as a number when it parses and `ok` accepts it (measuring overrides without a default).
 pub(crate) fn env_u32_opt(var: &str, ok: impl Fn(u32) -> bool) -> Option<u32> {
-    std::env::var(var)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|v| ok(*v))
+    let text = std::env::var(var).ok()?;
+    match text.trim().parse::<u32>() {
+        Ok(v) if ok(v) => Some(v),
+        _ => {
+            tracing::warn!("{var}={text} is out of range for this setting; ignored");
+            None
+        }
+    }
+}
+
+/// A switch that exists only to time parts of a kernel and changes results (stops a sort
+/// part-way, forces a slower path): read only by measuring builds (`--features measure`), so
+/// that no environment can make a normal build return a wrong result.
+pub(crate) fn measure_u32(var: &str, default: u32, ok: impl Fn(u32) -> bool) -> u32 {
+    if cfg!(feature = "measure") {
+        env_u32(var, default, ok)
+    } else {
+        default
+    }
+}
+
+/// Workgroup counts a tuning variable may ask for (0: the default sizing): at most the 65535
+/// a dispatch's dimension is guaranteed.
+pub(crate) fn workgroups_ok(v: u32) -> bool {
+    v <= 65_535
 }
 
 /// The operator of a scan.

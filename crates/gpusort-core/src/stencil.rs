@@ -403,7 +403,8 @@ impl TileConfig {
             let cols = TILE_WIDTH - 2 * halo;
             // 20 rows measured best on an H100 (taller tiles cut the redundant halo work but
             // fewer workgroups fit an SM); GPUSORT_STENCIL_TILE_ROWS overrides it, for measuring
-            let first = crate::scan::env_u32("GPUSORT_STENCIL_TILE_ROWS", 20, |r| r > 0);
+            let first =
+                crate::scan::env_u32("GPUSORT_STENCIL_TILE_ROWS", 20, |r| (1..=256).contains(&r));
             for rows in [first, 16, 8] {
                 let bytes = 2 * (rows + 2 * halo) * TILE_WIDTH * job.cell_bytes() as u32;
                 if bytes <= workgroup_bytes {

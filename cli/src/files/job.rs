@@ -1,0 +1,500 @@
+//! A job's outputs as one transaction, and what must hold before any of them lands.
+//!
+//! Every output of a job (keys, `--values-out`, `--argsort`, a partition's parts, every file of a
+//! many-file job) is written and flushed to a temporary file, then *staged* here. Only when the
+//! command has finished without error does [`finish`] make them real, in one short final step:
+//! it checks that no input changed while it was read, copies results meant for standard output,
+//! pipes and character devices, then renames every staged file into place while holding the
+//! lock that the interrupt handler also takes, so an interrupt sees either none or all of the
+//! renames. A failure or an interrupt before that step leaves every input and existing output as
+//! it was, and the message says what was and was not written.
+//!
+//! Temporary files and run folders are named after their host and process
+//! (`.gpusort-HOST-PID-XXXXXX.tmp`, `.gpusort-runs-HOST-PID-XXXXXX`), so that the next gpusort
+//! run that writes to the same folder can remove those a killed run left behind.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+use std::time::SystemTime;
+
+use tempfile::TempPath;
+
+use super::platform;
+use crate::error::CliError;
+
+/// Where an output goes in the end.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// A regular file (a symbolic link's final target): renamed into place.
+    File(PathBuf),
+    /// Standard output (`-o -`): copied there, no rename.
+    Stdout,
+    /// A pipe (FIFO) or character device that exists: opened and written to.
+    Device(PathBuf),
+}
+
+impl Target {
+    pub fn is_stream(&self) -> bool {
+        !matches!(self, Target::File(_))
+    }
+}
+
+/// A finished temporary file waiting for the final step.
+struct Staged {
+    tmp: TempPath,
+    target: Target,
+    shown: String,
+}
+
+/// An input as it was when opened, to see whether another process changed it during the run.
+struct Watched {
+    path: PathBuf,
+    len: u64,
+    modified: Option<SystemTime>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Temporary files and run folders to remove on an interrupt (staged ones included).
+    pending: Vec<PathBuf>,
+    staged: Vec<Staged>,
+    /// Outputs already in place.
+    written: Vec<String>,
+    /// The stream being copied in the final step, if any.
+    streaming: Option<String>,
+    inputs: Vec<Watched>,
+    /// Folders already swept for leftovers in this run.
+    swept: Vec<PathBuf>,
+}
+
+static STATE: Mutex<State> = Mutex::new(State {
+    pending: Vec::new(),
+    staged: Vec::new(),
+    written: Vec::new(),
+    streaming: None,
+    inputs: Vec::new(),
+    swept: Vec::new(),
+});
+
+fn state() -> MutexGuard<'static, State> {
+    STATE.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Remember a temporary file or folder for the interrupt handler.
+pub(crate) fn track(path: &Path) {
+    state().pending.push(path.to_path_buf());
+}
+
+/// Forget a temporary file that was renamed into place or removed.
+pub(crate) fn untrack(path: &Path) {
+    state().pending.retain(|p| p != path);
+}
+
+/// Hand a finished, flushed temporary file over to the final step.
+pub(crate) fn stage(tmp: TempPath, target: Target, shown: String) {
+    state().staged.push(Staged { tmp, target, shown });
+}
+
+/// Watch an input that is a regular file: [`finish`] refuses to write anything if its size or
+/// modification time changed meanwhile.
+pub(crate) fn watch_input(path: &Path, meta: &std::fs::Metadata) {
+    state().inputs.push(Watched {
+        path: path.to_path_buf(),
+        len: meta.len(),
+        modified: meta.modified().ok(),
+    });
+}
+
+fn list(names: &[String]) -> String {
+    names.join(", ")
+}
+
+/// The final step of a job that succeeded: check the inputs, then put every staged output in
+/// place. Returns what was written.
+pub fn finish() -> Result<Vec<String>, CliError> {
+    let changed = {
+        let s = state();
+        s.inputs
+            .iter()
+            .find(|w| {
+                let now = std::fs::metadata(&w.path).ok();
+                now.is_none_or(|m| m.len() != w.len || m.modified().ok() != w.modified)
+            })
+            .map(|w| w.path.display().to_string())
+    };
+    if let Some(path) = changed {
+        abandon();
+        return Err(CliError::runtime(format!(
+            "{path} changed while gpusort was reading it (another process wrote to it); no output was written"
+        )));
+    }
+    // Test hook (docs/RELIABILITY.md): hold the finished temporary files before the final step
+    // so a test can interrupt gpusort at its most delicate moment. It changes no result.
+    if let Some(ms) = std::env::var("GPUSORT_TEST_STALL_BEFORE_RENAME_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        std::thread::sleep(std::time::Duration::from_millis(ms.min(60_000)));
+    }
+    // Streams first: they cannot be undone, but nothing has been replaced yet if one fails.
+    let streams: Vec<Staged> = {
+        let mut s = state();
+        let (streams, files) = std::mem::take(&mut s.staged)
+            .into_iter()
+            .partition(|o| o.target.is_stream());
+        s.staged = files;
+        streams
+    };
+    for o in streams {
+        state().streaming = Some(o.shown.clone());
+        let copied = copy_to_stream(&o.tmp, &o.target);
+        let mut s = state();
+        s.streaming = None;
+        s.pending.retain(|p| p != &*o.tmp);
+        if let Err(e) = copied {
+            drop(s);
+            abandon();
+            return Err(CliError::runtime(format!(
+                "cannot write {}: {e}; no file was changed",
+                o.shown
+            )));
+        }
+        s.written.push(o.shown);
+    }
+    // The renames, under the lock the interrupt handler takes: all of them or, should a rename
+    // fail, a message naming what landed and what was left as it was.
+    let mut s = state();
+    let files = std::mem::take(&mut s.staged);
+    let mut rest = files.into_iter();
+    while let Some(o) = rest.next() {
+        let Target::File(dest) = &o.target else {
+            unreachable!("streams went first")
+        };
+        let tmp_path = o.tmp.to_path_buf();
+        match o.tmp.persist(dest) {
+            Ok(()) => {
+                s.pending.retain(|p| p != &tmp_path);
+                s.written.push(o.shown);
+            }
+            Err(e) => {
+                let left: Vec<String> = std::iter::once(o.shown.clone())
+                    .chain(rest.map(|r| r.shown.clone()))
+                    .collect();
+                s.pending.retain(|p| p != &tmp_path);
+                let written = if s.written.is_empty() {
+                    "nothing was written".to_string()
+                } else {
+                    format!("written: {}", list(&s.written))
+                };
+                return Err(CliError::runtime(format!(
+                    "cannot rename into {}: {}; {written}; left as they were: {}",
+                    o.shown,
+                    e.error,
+                    list(&left)
+                )));
+            }
+        }
+    }
+    Ok(std::mem::take(&mut s.written))
+}
+
+fn copy_to_stream(tmp: &Path, target: &Target) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut from = std::fs::File::open(tmp)?;
+    match target {
+        Target::Stdout => {
+            let mut out = std::io::stdout().lock();
+            std::io::copy(&mut from, &mut out)?;
+            out.flush()
+        }
+        Target::Device(path) => {
+            let mut out = std::fs::OpenOptions::new().write(true).open(path)?;
+            std::io::copy(&mut from, &mut out)?;
+            out.flush()
+        }
+        Target::File(_) => unreachable!("files are renamed"),
+    }
+}
+
+/// Drop every staged output (their temporary files go with them): the job failed.
+pub fn abandon() {
+    let staged = std::mem::take(&mut state().staged);
+    for o in staged {
+        untrack(&o.tmp);
+        drop(o); // TempPath removes the file
+    }
+}
+
+/// Ctrl-C / SIGTERM: remove every temporary file and say what, if anything, was already
+/// written. Waits for the renames of a final step under way, so the answer is exact.
+pub fn interrupted() -> String {
+    let mut s = state();
+    remove_all(&mut s.pending);
+    match (&s.streaming, s.written.is_empty()) {
+        (Some(stream), true) => {
+            format!("interrupted while writing {stream}, which got part of its result; no file was changed")
+        }
+        (None, true) => "interrupted; no output was written".into(),
+        (_, false) => {
+            let left: Vec<String> = s.staged.iter().map(|o| o.shown.clone()).collect();
+            if left.is_empty() {
+                format!(
+                    "interrupted after every output was written ({})",
+                    list(&s.written)
+                )
+            } else {
+                format!(
+                    "interrupted; written: {}; left as they were: {}",
+                    list(&s.written),
+                    list(&left)
+                )
+            }
+        }
+    }
+}
+
+/// Remove what can be removed from a signal handler that must not wait (SIGBUS): only if no
+/// other thread holds the state.
+pub fn remove_pending_now() {
+    if let Ok(mut s) = STATE.try_lock() {
+        remove_all(&mut s.pending);
+    }
+}
+
+fn remove_all(paths: &mut Vec<PathBuf>) {
+    for p in paths.drain(..) {
+        if p.is_dir() {
+            let _ = std::fs::remove_dir_all(p);
+        } else {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// The start of this process's temporary names of `kind` ("" for outputs, "runs-", "scratch-").
+pub(crate) fn temp_prefix(kind: &str) -> String {
+    format!(
+        ".gpusort-{kind}{}-{}-",
+        platform::host_name(),
+        std::process::id()
+    )
+}
+
+/// Remove, once per folder and run, the temporary files and run folders in `dir` that a gpusort
+/// process on this host left when it was killed (its process is gone). Names without a host and
+/// process, or of another host, are left alone.
+pub(crate) fn sweep_leftovers(dir: &Path) {
+    let key = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    {
+        let mut s = state();
+        if s.swept.contains(&key) {
+            return;
+        }
+        s.swept.push(key);
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let host = platform::host_name();
+    let mine = std::process::id();
+    let mut removed = 0;
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(owner) = leftover_owner(&name, &host) else {
+            continue;
+        };
+        if owner == mine || platform::process_alive(owner) {
+            continue;
+        }
+        let path = e.path();
+        let gone = if path.is_dir() {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+        if gone.is_ok() {
+            removed += 1;
+        }
+    }
+    if removed > 0 {
+        tracing::info!(
+            "removed {removed} temporary file(s) left in {} by killed gpusort runs",
+            dir.display()
+        );
+    }
+}
+
+/// The process that owns a temporary name of this host (`.gpusort-[runs-|scratch-]HOST-PID-X`).
+pub(crate) fn leftover_owner(name: &str, host: &str) -> Option<u32> {
+    let rest = name.strip_prefix(".gpusort-")?;
+    let rest = rest
+        .strip_prefix("runs-")
+        .or_else(|| rest.strip_prefix("scratch-"))
+        .unwrap_or(rest);
+    let rest = rest.strip_suffix(".tmp").unwrap_or(rest);
+    let mut parts = rest.split('-');
+    let (h, pid, random) = (parts.next()?, parts.next()?, parts.next()?);
+    if h != host || random.is_empty() || parts.next().is_some() {
+        return None;
+    }
+    pid.parse().ok()
+}
+
+/// A file named in different ways (links, `./a` and `a`) has one key.
+#[derive(Debug, PartialEq, Eq)]
+enum FileKey {
+    Id(u64, u64),
+    Path(PathBuf),
+}
+
+/// Follow a chain of symbolic links to the path they end at (which may not exist yet).
+pub(crate) fn resolve_links(path: &Path) -> PathBuf {
+    let mut p = path.to_path_buf();
+    for _ in 0..40 {
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.file_type().is_symlink() => match std::fs::read_link(&p) {
+                Ok(to) => {
+                    p = match p.parent() {
+                        Some(dir) if to.is_relative() => dir.join(to),
+                        _ => to,
+                    }
+                }
+                Err(_) => break,
+            },
+            _ => break,
+        }
+    }
+    p
+}
+
+fn file_key(path: &Path) -> Option<FileKey> {
+    if path == Path::new("-") {
+        return None;
+    }
+    if let Ok(meta) = std::fs::metadata(path) {
+        if let Some((dev, ino)) = platform::file_id(&meta) {
+            return Some(FileKey::Id(dev, ino));
+        }
+        if let Ok(c) = std::fs::canonicalize(path) {
+            return Some(FileKey::Path(c));
+        }
+    }
+    let p = resolve_links(path);
+    let dir = match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
+    Some(FileKey::Path(match p.file_name() {
+        Some(name) => dir.join(name),
+        None => p,
+    }))
+}
+
+/// A path a job reads, with the flag that named it (for messages).
+pub struct Named<'a> {
+    pub flag: &'a str,
+    pub path: &'a Path,
+}
+
+/// A path a job writes; `replaces` is the index of the input it is meant to replace
+/// (`--in-place`), if any.
+pub struct Written<'a> {
+    pub flag: &'a str,
+    pub path: &'a Path,
+    pub replaces: Option<usize>,
+}
+
+/// Before any work: every output is a file of its own, no input (keys, values, weights) unless
+/// it is the one it replaces in place, and no other output; standard output is used once and is
+/// not an input either. Compared by file identity, so links and other spellings count.
+pub fn check_distinct(inputs: &[Named], outputs: &[Written]) -> Result<(), CliError> {
+    let shown = |flag: &str, p: &Path| {
+        if flag.is_empty() {
+            p.display().to_string()
+        } else {
+            format!("{flag} {}", p.display())
+        }
+    };
+    let in_keys: Vec<Option<FileKey>> = inputs.iter().map(|i| file_key(i.path)).collect();
+    let stdout = platform::stdout_id().map(|(d, i)| FileKey::Id(d, i));
+    let mut out_keys: Vec<(Option<FileKey>, &Written)> = Vec::new();
+    let mut to_stdout: Option<&Written> = None;
+    for o in outputs {
+        if o.path == Path::new("-") {
+            if let Some(first) = to_stdout {
+                return Err(CliError::usage(format!(
+                    "{} and {} both write to standard output; name a file for one of them",
+                    first.flag, o.flag
+                )));
+            }
+            to_stdout = Some(o);
+            if let Some(i) = in_keys
+                .iter()
+                .position(|k| k.is_some() && k.as_ref() == stdout.as_ref())
+            {
+                return Err(CliError::usage(format!(
+                    "standard output is redirected to {}, an input; write to another file",
+                    shown(inputs[i].flag, inputs[i].path)
+                )));
+            }
+            continue;
+        }
+        let key = file_key(o.path);
+        for (i, (input, k)) in inputs.iter().zip(&in_keys).enumerate() {
+            if k.is_some() && *k == key && o.replaces != Some(i) {
+                let hint = if i == 0 && o.flag == "-o" {
+                    "; pass --in-place to replace the input"
+                } else {
+                    ""
+                };
+                return Err(CliError::usage(format!(
+                    "{} is the same file as the input {}{hint}; nothing was written",
+                    shown(o.flag, o.path),
+                    shown(input.flag, input.path)
+                )));
+            }
+        }
+        if let Some((_, other)) = out_keys.iter().find(|(k, _)| k.is_some() && *k == key) {
+            return Err(CliError::usage(format!(
+                "{} and {} name the same file; nothing was written",
+                shown(other.flag, other.path),
+                shown(o.flag, o.path)
+            )));
+        }
+        out_keys.push((key, o));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leftover_names_name_their_owner() {
+        assert_eq!(
+            leftover_owner(".gpusort-box1-42-Ab3xYz.tmp", "box1"),
+            Some(42)
+        );
+        assert_eq!(
+            leftover_owner(".gpusort-runs-box1-42-Ab3xYz", "box1"),
+            Some(42)
+        );
+        assert_eq!(
+            leftover_owner(".gpusort-scratch-box1-7-Ab3xYz.tmp", "box1"),
+            Some(7)
+        );
+        // another host, an old-style name, a name of the user's
+        assert_eq!(leftover_owner(".gpusort-box2-42-Ab3xYz.tmp", "box1"), None);
+        assert_eq!(leftover_owner(".gpusort-Ab3xYz.tmp", "box1"), None);
+        assert_eq!(leftover_owner("keys.bin", "box1"), None);
+        assert!(temp_prefix("runs-").starts_with(".gpusort-runs-"));
+        let prefix = temp_prefix("");
+        let name = format!("{prefix}Q1w2E3.tmp");
+        assert_eq!(
+            leftover_owner(&name, &platform::host_name()),
+            Some(std::process::id())
+        );
+    }
+}

@@ -1,0 +1,896 @@
+//! Safe with data, through the CLI as people use it (docs/RELIABILITY.md lists each promise with
+//! its test here): several outputs land together or not at all; no output may be an input or
+//! another output; standard input and output, pipes, FIFOs and devices; symbolic links; inputs
+//! that change under a running job; leftovers of killed runs; values a dtype cannot hold; the
+//! output format; environment switches that must not change a result.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+mod common;
+use common::*;
+
+fn s(p: &Path) -> String {
+    p.display().to_string()
+}
+
+fn sorted(keys: &[u32]) -> Vec<u32> {
+    let mut v = keys.to_vec();
+    v.sort_unstable();
+    v
+}
+
+/// Every file in `dir` with its bytes, to show a refused or failed run changed nothing.
+fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    listing(dir)
+        .into_iter()
+        .filter(|p| p.is_file())
+        .map(|p| {
+            let bytes = std::fs::read(&p).unwrap();
+            (p, bytes)
+        })
+        .collect()
+}
+
+/// One line on stderr, starting `gpusort: `.
+fn one_line(err: &[u8]) -> String {
+    let err = String::from_utf8_lossy(err).into_owned();
+    assert!(err.starts_with("gpusort: "), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    err
+}
+
+/// Run `gpusort ARGS` under bash with a file-size limit of `kib` KiB (bash's unit), in `dir`.
+#[cfg(unix)]
+fn with_file_limit(dir: &Path, kib: u32, args: &str) -> std::process::Output {
+    std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -f {kib} && exec '{}' -q {args}",
+            assert_cmd::cargo::cargo_bin("gpusort").display()
+        ))
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
+/// The second output of a job fails (a file-size limit, as a full disk would, or a folder that
+/// cannot be written): the first output, written fine, is not put in place either — the input
+/// replaced in place, or an existing `-o` file, keeps its bytes, the message says nothing was
+/// written, and no temporary file is left.
+#[cfg(unix)]
+#[test]
+fn several_outputs_land_together_or_not_at_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // 16384 keys: 64 KiB of raw keys fit the limit; a .npy of the values (64 KiB + header) does not
+    let keys = random_u32(16384, 1);
+    write_u32(&d.join("k.bin"), &keys);
+    write_u32(&d.join("v.bin"), &(0..16384).collect::<Vec<u32>>());
+    write_u32(&d.join("existing.bin"), &[7, 8, 9]);
+    let before = snapshot(d);
+    for args in [
+        "sort k.bin --dtype u32 --in-place --values v.bin --values-out vo.npy",
+        "sort k.bin --dtype u32 --in-place --argsort perm.npy",
+        "sort k.bin --dtype u32 -o existing.bin --argsort perm.npy",
+        "sort k.bin --dtype u32 -o existing.bin --values v.bin --values-out vo.npy --memory-budget 64K",
+        "partition k.bin --dtype u32 --pivot 100 -o existing.bin --values v.bin --values-out vo.npy",
+    ] {
+        let out = with_file_limit(d, 64, args);
+        let err = one_line(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args}: {err}");
+        assert!(
+            err.contains("cannot write") && err.contains("no output was written"),
+            "{args}: {err}"
+        );
+        assert_eq!(snapshot(d), before, "{args}: nothing changed");
+    }
+    // a second output in a folder no one can write to (not even root): refused before any work
+    let out = gpusort()
+        .current_dir(d)
+        .args(["sort", "k.bin", "--dtype", "u32", "--in-place"])
+        .args(["--values", "v.bin", "--values-out", "/proc/v.out"])
+        .output()
+        .unwrap();
+    let err = one_line(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("/proc/v.out"), "{err}");
+    assert_eq!(snapshot(d), before);
+}
+
+/// Ctrl-C while the finished outputs of a job wait for the final step: the keys replaced in
+/// place and the values both stay as they were, and the message says so; then a run that is not
+/// interrupted writes both.
+#[cfg(unix)]
+#[test]
+fn an_interrupt_before_the_final_step_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let keys = random_u32(5000, 2);
+    write_u32(&d.join("k.bin"), &keys);
+    write_u32(&d.join("v.bin"), &(0..5000).collect::<Vec<u32>>());
+    let before = snapshot(d);
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("gpusort"))
+        .current_dir(d)
+        .args(["sort", "k.bin", "--dtype", "u32", "--in-place"])
+        .args(["--values", "v.bin", "--values-out", "vo.bin"])
+        .env("GPUSORT_TEST_STALL_BEFORE_RENAME_MS", "20000")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while temp_files(d).len() < 2 {
+        assert!(
+            start.elapsed().as_secs() < 60,
+            "no temporary files appeared"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    // SAFETY: sending a signal to our own child process.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(
+        err.trim_end()
+            .ends_with("interrupted; no output was written"),
+        "{err}"
+    );
+    assert_eq!(snapshot(d), before);
+    gpusort()
+        .current_dir(d)
+        .args(["-q", "sort", "k.bin", "--dtype", "u32", "--in-place"])
+        .args(["--values", "v.bin", "--values-out", "vo.bin"])
+        .assert()
+        .success();
+    assert_eq!(read_u32(&d.join("k.bin")), sorted(&keys));
+    let vals = read_u32(&d.join("vo.bin"));
+    assert!(vals
+        .iter()
+        .zip(read_u32(&d.join("k.bin")))
+        .all(|(&i, k)| keys[i as usize] == k));
+}
+
+/// Many files sorted in place and interrupted before the final step: every input keeps its
+/// bytes (not 9 of 12 replaced), and the message says no output was written.
+#[cfg(unix)]
+#[test]
+fn many_files_in_place_are_all_or_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut args: Vec<String> = vec![
+        "sort".into(),
+        "--dtype".into(),
+        "u32".into(),
+        "--in-place".into(),
+    ];
+    for i in 0..12 {
+        let p = d.join(format!("part{i:02}.bin"));
+        write_u32(&p, &random_u32(300 + i * 50, 10 + i as u64));
+        args.push(s(&p));
+    }
+    let before = snapshot(d);
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("gpusort"))
+        .args(&args)
+        .env("GPUSORT_TEST_STALL_BEFORE_RENAME_MS", "20000")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while temp_files(d).len() < 12 {
+        assert!(
+            start.elapsed().as_secs() < 60,
+            "the outputs were not all staged"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    // SAFETY: sending a signal to our own child process.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(err.contains("interrupted; no output was written"), "{err}");
+    assert_eq!(snapshot(d), before, "every input as it was");
+}
+
+/// Every output is checked against every input (keys, values, weights) and every other output
+/// by file identity — other spellings and links included — before any work: exit 2, one line,
+/// nothing written.
+#[test]
+fn outputs_that_are_inputs_or_each_other_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_u32(&d.join("in.bin"), &random_u32(100, 3));
+    write_u32(&d.join("vals.bin"), &(0..100).collect::<Vec<u32>>());
+    write_npy(&d.join("g.npy"), &[8, 8], &random_f32(64, 4));
+    write_npy(
+        &d.join("w.npy"),
+        &[3, 3],
+        &[0.0f32, 0.1, 0.0, 0.1, 0.6, 0.1, 0.0, 0.1, 0.0],
+    );
+    #[cfg(unix)]
+    std::os::unix::fs::symlink("in.bin", d.join("alias.bin")).unwrap();
+    let before = snapshot(d);
+    let mut cases: Vec<(&str, &str)> = vec![
+        ("sort in.bin --dtype u32 -o vals.bin --values vals.bin --values-out vo.bin", "same file as the input --values vals.bin"),
+        ("sort in.bin --dtype u32 -o o.bin --values vals.bin --values-out o2.bin --argsort vals.bin", "--argsort vals.bin is the same file"),
+        ("sort in.bin --dtype u32 -o same.bin --values vals.bin --values-out same.bin", "name the same file"),
+        ("sort in.bin --dtype u32 -o same.bin --values vals.bin --values-out ./same.bin", "name the same file"),
+        ("sort in.bin --dtype u32 -o k2.bin --argsort k2.bin", "name the same file"),
+        ("sort in.bin --dtype u32 -o ./in.bin", "pass --in-place"),
+        ("sort in.bin --dtype u32 --in-place --values vals.bin --values-out in.bin", "same file as the input"),
+        ("partition in.bin --dtype u32 --pivot 5 -o p.bin --values vals.bin --values-out p.bin", "name the same file"),
+        ("partition in.bin --dtype u32 --pivot 5 -o vals.bin --values vals.bin --values-out vo.bin", "same file as the input"),
+        ("compact in.bin --dtype u32 --nonzero -o c.bin --values vals.bin --values-out in.bin", "same file as the input"),
+        ("scan in.bin --dtype u32 -o in.bin", "same file as the input"),
+        ("stencil g.npy --weights w.npy -o w.npy", "same file as the input --weights w.npy"),
+        ("stencil g.npy -o ./g.npy", "same file as the input"),
+        ("sort in.bin vals.bin --dtype u32 --out-dir .", "same file as the input"),
+        ("sort in.bin --dtype u32 -o - --argsort -", "both write to standard output"),
+    ];
+    #[cfg(unix)]
+    cases.extend([
+        (
+            "sort in.bin --dtype u32 -o alias.bin",
+            "same file as the input",
+        ),
+        (
+            "sort alias.bin --dtype u32 -o o.bin --values vals.bin --values-out in.bin",
+            "same file as the input",
+        ),
+    ]);
+    for (args, needle) in cases {
+        let out = gpusort()
+            .current_dir(d)
+            .args(args.split(' '))
+            .output()
+            .unwrap();
+        let err = one_line(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args}: {err}");
+        assert!(err.contains(needle), "{args}: {err}");
+        assert_eq!(snapshot(d), before, "{args}: nothing written");
+    }
+    // standard output redirected to an input
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("gpusort"))
+        .current_dir(d)
+        .args(["sort", "in.bin", "--dtype", "u32", "-o", "-"])
+        .stdout(
+            std::fs::OpenOptions::new()
+                .append(true)
+                .open(d.join("in.bin"))
+                .unwrap(),
+        )
+        .output()
+        .unwrap();
+    let err = one_line(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("standard output is redirected to"), "{err}");
+    assert_eq!(snapshot(d), before);
+}
+
+/// `-` is standard input for every command and standard output for `-o -`; a stream input with
+/// no `-o` goes to standard output. Raw and .npy, through pipes, the same bytes as from files.
+#[test]
+fn standard_input_and_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let keys = random_u32(10_000, 5);
+    write_u32(&d.join("k.bin"), &keys);
+    write_npy(&d.join("k.npy"), &[10_000], &keys);
+    write_npy(&d.join("g.npy"), &[40, 30], &random_f32(1200, 6));
+    let raw = std::fs::read(d.join("k.bin")).unwrap();
+    let npy = std::fs::read(d.join("k.npy")).unwrap();
+    let grid = std::fs::read(d.join("g.npy")).unwrap();
+    let from_file = |args: &[&str], input: &str| {
+        // the same extension, so that the result keeps the input's format
+        let ext = Path::new(input)
+            .extension()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        let out = d.join(format!("expected.{ext}"));
+        gpusort()
+            .current_dir(d)
+            .arg("-q")
+            .args(args)
+            .arg(input)
+            .arg("-o")
+            .arg(&out)
+            .assert()
+            .success();
+        std::fs::read(out).unwrap()
+    };
+    let piped = |args: &[&str], stdin: &[u8], o: bool| {
+        let mut c = gpusort();
+        c.current_dir(d).arg("-q").args(args).arg("-");
+        if o {
+            c.args(["-o", "-"]);
+        }
+        let out = c.write_stdin(stdin.to_vec()).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    };
+    let commands: [(&[&str], &[u8], &str); 8] = [
+        (&["sort", "--dtype", "u32"], &raw, "k.bin"),
+        (&["sort"], &npy, "k.npy"),
+        (&["sort", "--descending"], &npy, "k.npy"),
+        (&["scan", "--dtype", "u32"], &raw, "k.bin"),
+        (&["scan"], &npy, "k.npy"),
+        (&["partition", "--pivot", "2000000000"], &npy, "k.npy"),
+        (&["compact", "--below", "1000000000"], &npy, "k.npy"),
+        (
+            &["stencil", "--radius", "2", "--steps", "3"],
+            &grid,
+            "g.npy",
+        ),
+    ];
+    for (args, stdin, file) in commands {
+        let want = from_file(args, file);
+        assert!(piped(args, stdin, true).stdout == want, "{args:?} -o -");
+        assert!(
+            piped(args, stdin, false).stdout == want,
+            "{args:?}, default output"
+        );
+    }
+    // partition's split index goes to stderr when the result takes stdout
+    let out = piped(&["partition", "--pivot", "2000000000"], &npy, true);
+    let split = keys.iter().filter(|&&k| k < 2_000_000_000).count();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim(),
+        split.to_string()
+    );
+    // raw grid on stdin with its shape
+    let raw_grid = bytemuck::cast_slice::<f32, u8>(&read_npy::<f32>(&d.join("g.npy")).1).to_vec();
+    std::fs::write(d.join("g.raw"), &raw_grid).unwrap();
+    let want = from_file(&["stencil", "--shape", "40x30"], "g.raw");
+    assert!(piped(&["stencil", "--shape", "40x30"], &raw_grid, true).stdout == want);
+    // an empty stream is an empty array; standard input is refused where a file is needed
+    assert!(piped(&["sort", "--dtype", "u32"], &[], true)
+        .stdout
+        .is_empty());
+    for (args, needle) in [
+        (
+            "sort - --dtype u32 --in-place",
+            "--in-place needs a regular file",
+        ),
+        (
+            "sort k.bin - --dtype u32 --out-dir .",
+            "standard input (-) is one input",
+        ),
+        (
+            "sort - --dtype u32 -o - --argsort -",
+            "both write to standard output",
+        ),
+    ] {
+        let before = snapshot(d);
+        let out = gpusort()
+            .current_dir(d)
+            .args(args.split(' '))
+            .write_stdin(raw.clone())
+            .output()
+            .unwrap();
+        let err = one_line(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args}: {err}");
+        assert!(err.contains(needle), "{args}: {err}");
+        assert_eq!(snapshot(d), before, "{args}");
+    }
+}
+
+/// A stream larger than the memory budget spills to a temporary file and sorts externally,
+/// with the same result.
+#[test]
+fn a_stream_beyond_the_memory_budget_sorts_externally() {
+    let keys = random_u32(100_000, 7);
+    let out = gpusort()
+        .args([
+            "-q",
+            "sort",
+            "-",
+            "--dtype",
+            "u32",
+            "-o",
+            "-",
+            "--memory-budget",
+            "128K",
+        ])
+        .write_stdin(bytemuck::cast_slice::<u32, u8>(&keys).to_vec())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        bytemuck::pod_collect_to_vec::<u8, u32>(&out.stdout),
+        sorted(&keys)
+    );
+}
+
+/// Pipes and FIFOs are read to their end (not taken as empty); `/proc` files, whose size reads
+/// 0, are read too; character devices, sockets and directories are refused; a FIFO or a
+/// character device as output is written to, never replaced.
+#[cfg(unix)]
+#[test]
+fn pipes_fifos_and_devices() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let keys = random_u32(20_000, 8);
+    let bytes = bytemuck::cast_slice::<u32, u8>(&keys).to_vec();
+    // a FIFO as input and another as output
+    let fifo_in = d.join("in.fifo");
+    let fifo_out = d.join("out.fifo");
+    for f in [&fifo_in, &fifo_out] {
+        let c = std::ffi::CString::new(s(f)).unwrap();
+        // SAFETY: mkfifo on a path we own.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    }
+    let writer = {
+        let (p, b) = (fifo_in.clone(), bytes.clone());
+        std::thread::spawn(move || std::fs::write(p, b).unwrap())
+    };
+    let reader = {
+        let p = fifo_out.clone();
+        std::thread::spawn(move || std::fs::read(p).unwrap())
+    };
+    gpusort()
+        .args(["-q", "sort", "--dtype", "u32"])
+        .arg(&fifo_in)
+        .arg("-o")
+        .arg(&fifo_out)
+        .assert()
+        .success();
+    writer.join().unwrap();
+    let got = reader.join().unwrap();
+    assert_eq!(bytemuck::pod_collect_to_vec::<u8, u32>(&got), sorted(&keys));
+    use std::os::unix::fs::FileTypeExt;
+    assert!(
+        std::fs::metadata(&fifo_out).unwrap().file_type().is_fifo(),
+        "the FIFO stays"
+    );
+    // process substitution's /dev/fd paths are pipes too
+    std::fs::write(d.join("k.bin"), &bytes).unwrap();
+    let out = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "'{}' -q scan --dtype u32 <(cat '{}') -o -",
+            assert_cmd::cargo::cargo_bin("gpusort").display(),
+            s(&d.join("k.bin"))
+        ))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let want: Vec<u32> = keys
+        .iter()
+        .scan(0u32, |acc, &k| {
+            *acc = acc.wrapping_add(k);
+            Some(*acc)
+        })
+        .collect();
+    assert_eq!(bytemuck::pod_collect_to_vec::<u8, u32>(&out.stdout), want);
+    // /dev/null as output: written to, still a character device
+    gpusort()
+        .args(["-q", "sort", "--dtype", "u32"])
+        .arg(d.join("k.bin"))
+        .args(["-o", "/dev/null"])
+        .assert()
+        .success();
+    assert!(std::fs::metadata("/dev/null")
+        .unwrap()
+        .file_type()
+        .is_char_device());
+    // a /proc file reports size 0 but holds bytes: read, not taken as empty ("Linux\n" is 6
+    // bytes, not a multiple of 4)
+    let out = gpusort()
+        .args(["sort", "--dtype", "u32", "/proc/sys/kernel/ostype", "-o"])
+        .arg(d.join("o.bin"))
+        .output()
+        .unwrap();
+    let err = one_line(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("has 6 bytes"), "{err}");
+    // what cannot be read as a stream of elements
+    let before = snapshot(d);
+    for (input, needle) in [
+        ("/dev/zero", "a character device"),
+        ("/dev/null", "a character device"),
+        (".", "a directory"),
+    ] {
+        let out = gpusort()
+            .current_dir(d)
+            .args(["sort", "--dtype", "u32", input, "-o", "o.bin"])
+            .output()
+            .unwrap();
+        let err = one_line(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{input}: {err}");
+        assert!(err.contains(needle), "{input}: {err}");
+    }
+    assert_eq!(snapshot(d), before);
+}
+
+/// Writing through a symbolic link puts the result in the link's target and keeps the link:
+/// `-o link`, `--in-place link`, a link to a file that does not exist yet.
+#[cfg(unix)]
+#[test]
+fn links_are_written_through() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::create_dir(d.join("real")).unwrap();
+    let keys = random_u32(3000, 9);
+    write_u32(&d.join("real/k.bin"), &keys);
+    write_u32(&d.join("real/old.bin"), &[1, 2, 3]);
+    std::os::unix::fs::symlink("real/k.bin", d.join("k.link")).unwrap();
+    std::os::unix::fs::symlink("real/old.bin", d.join("out.link")).unwrap();
+    std::os::unix::fs::symlink("real/new.bin", d.join("new.link")).unwrap();
+    let run = |args: &[&str]| {
+        gpusort()
+            .current_dir(d)
+            .arg("-q")
+            .args(args)
+            .assert()
+            .success();
+    };
+    run(&["sort", "--dtype", "u32", "real/k.bin", "-o", "out.link"]);
+    run(&["sort", "--dtype", "u32", "real/k.bin", "-o", "new.link"]);
+    for link in ["out.link", "new.link"] {
+        assert!(
+            std::fs::symlink_metadata(d.join(link))
+                .unwrap()
+                .file_type()
+                .is_symlink(),
+            "{link} stays a link"
+        );
+        assert_eq!(read_u32(&d.join(link)), sorted(&keys), "{link}");
+    }
+    assert_eq!(read_u32(&d.join("real/old.bin")), sorted(&keys));
+    assert_eq!(read_u32(&d.join("real/new.bin")), sorted(&keys));
+    run(&["sort", "--dtype", "u32", "k.link", "--in-place"]);
+    assert!(std::fs::symlink_metadata(d.join("k.link"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(
+        read_u32(&d.join("real/k.bin")),
+        sorted(&keys),
+        "the target is sorted"
+    );
+    assert!(temp_files(d).is_empty() && temp_files(&d.join("real")).is_empty());
+}
+
+/// An input truncated or rewritten by another process while a job reads it: one line, exit 1,
+/// no output and no temporary file — for the mapped commands (scan, partition, stencil, sort).
+#[cfg(unix)]
+#[test]
+fn inputs_that_change_during_the_run_fail_cleanly() {
+    let cases: [(&str, &str); 5] = [
+        ("scan --dtype u32", "truncate"),
+        ("partition --dtype u32 --pivot 100", "truncate"),
+        ("stencil --shape 400x250", "truncate"),
+        ("scan --dtype u32", "rewrite"),
+        ("sort --dtype u32 --algorithm bitonic", "rewrite"),
+    ];
+    for (command, change) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let input = d.join("in.bin");
+        write_u32(&input, &random_u32(100_000, 12));
+        let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("gpusort"))
+            .current_dir(d)
+            .arg("-q")
+            .args(command.split(' '))
+            .args(["in.bin", "-o", "out.bin"])
+            .env("GPUSORT_TEST_STALL_AFTER_OPEN_MS", "3000")
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(1000));
+        match change {
+            "truncate" => {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&input)
+                    .unwrap()
+                    .set_len(1000)
+                    .unwrap();
+            }
+            _ => {
+                use std::io::Write;
+                let mut f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&input)
+                    .unwrap();
+                f.write_all(&[9, 9, 9, 9]).unwrap();
+            }
+        }
+        let out = child.wait_with_output().unwrap();
+        let err = one_line(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{command} ({change}): {err}");
+        assert!(err.contains("no output was written"), "{command}: {err}");
+        assert_eq!(
+            listing(d),
+            vec![input.clone()],
+            "{command} ({change}): nothing left"
+        );
+    }
+}
+
+/// A run killed with SIGKILL leaves its temporary file, named after its host and process; the
+/// next run that writes to the same folder removes it, and leaves alone what a live process, an
+/// older gpusort or another host left.
+#[cfg(unix)]
+#[test]
+fn leftovers_of_killed_runs_are_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_u32(&d.join("k.bin"), &random_u32(2000, 13));
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("gpusort"))
+        .current_dir(d)
+        .args(["-q", "sort", "k.bin", "--dtype", "u32", "-o", "out.bin"])
+        .env("GPUSORT_TEST_STALL_BEFORE_RENAME_MS", "20000")
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while temp_files(d).is_empty() {
+        assert!(start.elapsed().as_secs() < 60, "no temporary file appeared");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().unwrap(); // SIGKILL: nothing can clean up
+    child.wait().unwrap();
+    let left = temp_files(d);
+    assert_eq!(left.len(), 1, "{left:?}");
+    let name = left[0].file_name().unwrap().to_string_lossy().into_owned();
+    assert!(
+        name.contains(&format!("-{}-", child.id())),
+        "named after its process: {name}"
+    );
+    let keep = [
+        ".gpusort-OLDSTYLE.tmp".to_string(),
+        ".gpusort-otherhost-999999999-abc123.tmp".to_string(),
+        // this test process is alive
+        name.replace(
+            &format!("-{}-", child.id()),
+            &format!("-{}-", std::process::id()),
+        ),
+    ];
+    for k in &keep {
+        std::fs::write(d.join(k), b"x").unwrap();
+    }
+    let dead_runs = name
+        .replace(".gpusort-", ".gpusort-runs-")
+        .trim_end_matches(".tmp")
+        .to_string();
+    std::fs::create_dir(d.join(&dead_runs)).unwrap();
+    std::fs::write(d.join(&dead_runs).join("run0"), b"x").unwrap();
+    gpusort()
+        .current_dir(d)
+        .args(["-q", "sort", "k.bin", "--dtype", "u32", "-o", "out.bin"])
+        .assert()
+        .success();
+    let mut want: Vec<PathBuf> = keep.iter().map(|k| d.join(k)).collect();
+    want.extend([d.join("k.bin"), d.join("out.bin")]);
+    want.sort();
+    assert_eq!(listing(d), want);
+}
+
+/// Numbers a dtype cannot hold are refused with its range (exit 2), not rounded to ±inf or 0;
+/// exact values, ±inf among them, are accepted.
+#[test]
+fn values_that_do_not_fit_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let x = random_f32(1000, 14);
+    write_f32(&d.join("x.bin"), &x);
+    write_f32(&d.join("g.bin"), &random_f32(64, 15));
+    let before = snapshot(d);
+    for (args, needle) in [
+        (
+            "stencil g.bin --shape 8x8 --boundary constant --cval 1e39",
+            "not a valid f32",
+        ),
+        (
+            "stencil g.bin --shape 8x8 --boundary constant --cval -1e39",
+            "not a valid f32",
+        ),
+        (
+            "partition x.bin --dtype f32 --pivot -1e40",
+            "not a valid f32",
+        ),
+        (
+            "partition x.bin --dtype f32 --pivot 1e-50",
+            "not a valid f32",
+        ),
+        (
+            "compact x.bin --dtype f32 --at-least 1e40",
+            "not a valid f32",
+        ),
+        ("compact x.bin --dtype f32 --below 1e40", "not a valid f32"),
+        (
+            "partition x.bin --dtype f64 --pivot 1e400",
+            "not a valid f64",
+        ),
+    ] {
+        let out = gpusort()
+            .current_dir(d)
+            .args(args.split(' '))
+            .output()
+            .unwrap();
+        let err = one_line(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args}: {err}");
+        assert!(err.contains(needle), "{args}: {err}");
+        if needle.contains("f32") {
+            assert!(err.contains("3.4028235e38"), "the range is named: {err}");
+        }
+        assert_eq!(snapshot(d), before, "{args}");
+    }
+    // exact values are fine: inf keeps every finite element before it
+    let out = gpusort()
+        .current_dir(d)
+        .args([
+            "partition",
+            "x.bin",
+            "--dtype",
+            "f32",
+            "--pivot",
+            "inf",
+            "-o",
+            "p.bin",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "1000");
+    gpusort()
+        .current_dir(d)
+        .args(["-q", "stencil", "g.bin", "--shape", "8x8", "--dtype", "f32"])
+        .args([
+            "--boundary",
+            "constant",
+            "--cval",
+            "3.4028235e38",
+            "-o",
+            "s.bin",
+        ])
+        .assert()
+        .success();
+}
+
+/// The result's format follows a name given with -o: a raw input written to `out.npy` gets a
+/// NumPy header, a .npy input written to `out.bin` raw bytes; in place and by default it keeps
+/// the input's.
+#[test]
+fn the_output_format_follows_its_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let keys = random_u32(777, 16);
+    write_u32(&d.join("k.bin"), &keys);
+    write_npy(&d.join("k.npy"), &[777], &keys);
+    for args in [
+        "sort k.bin --dtype u32 -o out.npy",
+        "scan k.bin --dtype u32 -o scan.npy",
+        "sort k.npy -o out.bin",
+        "sort k.npy",
+    ] {
+        gpusort()
+            .current_dir(d)
+            .arg("-q")
+            .args(args.split(' '))
+            .assert()
+            .success();
+    }
+    let (shape, got) = read_npy::<u32>(&d.join("out.npy"));
+    assert_eq!((shape, got), (vec![777], sorted(&keys)));
+    assert_eq!(read_npy::<u32>(&d.join("scan.npy")).0, vec![777]);
+    assert_eq!(read_u32(&d.join("out.bin")), sorted(&keys));
+    assert_eq!(read_npy::<u32>(&d.join("k.sorted.npy")).1, sorted(&keys));
+}
+
+/// Switches that exist only to time parts of a kernel are ignored by normal builds, and tuning
+/// values out of range are ignored with a warning: the results stay right.
+#[test]
+fn the_environment_cannot_change_a_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let keys = random_u32(70_000, 17);
+    write_u32(&d.join("k.bin"), &keys);
+    for (var, value, args) in [
+        (
+            "GPUSORT_RADIX_STOP",
+            "1",
+            "sort k.bin --dtype u32 --algorithm radix -o o.bin",
+        ),
+        (
+            "GPUSORT_RADIX_PROBE",
+            "7",
+            "sort k.bin --dtype u32 --algorithm radix -o o.bin",
+        ),
+        (
+            "GPUSORT_RADIX_WORKGROUPS",
+            "4294967295",
+            "sort k.bin --dtype u32 --algorithm radix -o o.bin",
+        ),
+    ] {
+        gpusort()
+            .current_dir(d)
+            .env(var, value)
+            .arg("-q")
+            .args(args.split(' '))
+            .assert()
+            .success();
+        assert_eq!(read_u32(&d.join("o.bin")), sorted(&keys), "{var}={value}");
+    }
+    let want: Vec<u32> = keys.iter().copied().filter(|&k| k < 1 << 31).collect();
+    for (var, value) in [
+        ("GPUSORT_COMPACT_PROBE", "3"),
+        ("GPUSORT_SCAN_NO_LOOKBACK", "1"),
+    ] {
+        gpusort()
+            .current_dir(d)
+            .env(var, value)
+            .args([
+                "-q",
+                "compact",
+                "k.bin",
+                "--dtype",
+                "u32",
+                "--below",
+                "2147483648",
+                "-o",
+                "c.bin",
+            ])
+            .assert()
+            .success();
+        assert_eq!(read_u32(&d.join("c.bin")), want, "{var}={value}");
+    }
+    // a tile height that would overflow a size check: ignored, the on-chip steps still right
+    let grid = random_f32(64 * 48, 18);
+    write_f32(&d.join("g.bin"), &grid);
+    let run = |env: Option<&str>| {
+        let mut c = gpusort();
+        c.current_dir(d);
+        if let Some(v) = env {
+            c.env("GPUSORT_STENCIL_TILE_ROWS", v);
+        }
+        c.args([
+            "-q",
+            "stencil",
+            "g.bin",
+            "--shape",
+            "64x48",
+            "--steps",
+            "2",
+            "--on-chip-steps",
+            "2",
+            "-o",
+            "s.bin",
+        ])
+        .assert()
+        .success();
+        std::fs::read(d.join("s.bin")).unwrap()
+    };
+    let plain = run(None);
+    assert!(run(Some("33554432")) == plain);
+    let want = gpusort_core::cpu::stencil::run(
+        &grid,
+        gpusort_core::stencil::GridShape::new(&[64, 48]).unwrap(),
+        &gpusort_core::stencil::Stencil::star(2, 1).unwrap(),
+        gpusort_core::stencil::Boundary::Reflect,
+        0.0,
+        2,
+    );
+    let got: Vec<f32> = bytemuck::pod_collect_to_vec(&plain);
+    assert!(got
+        .iter()
+        .zip(&want)
+        .all(|(g, w)| (g - w).abs() <= 1e-5 * w.abs().max(1.0)));
+}
