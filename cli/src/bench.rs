@@ -15,7 +15,7 @@ use gpusort_core::bench::{
 };
 use gpusort_core::bitonic::method_host_syncs;
 use gpusort_core::{transfer, BitonicSorter, GpuSortJob, KeyType, SortOrder};
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use rayon::slice::ParallelSliceMut;
 use serde::Serialize;
 
@@ -32,10 +32,15 @@ pub struct BenchArgs {
     /// Small sizes and few repetitions (under a minute on a software adapter).
     #[arg(long)]
     pub quick: bool,
-    /// Suites to run: sort, scan, transfer, stencil, sched.
-    #[arg(long, value_delimiter = ',', default_value = "sort")]
+    /// Suites to run: sort, scan, transfer, stencil, sched (default: all of them).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "sort,scan,transfer,stencil,sched"
+    )]
     pub suite: Vec<String>,
-    /// Sizes as powers of two, e.g. 16,20,24 (default 16..26 step 2; quick: 12,14,16).
+    /// Sizes as powers of two, e.g. 16,20,24 (default per suite, e.g. sort 16..26 step 2; quick
+    /// and on a software adapter: 12,14,16). Sizes the device cannot hold show as skipped rows.
     #[arg(long, value_delimiter = ',')]
     pub sizes: Vec<u32>,
     /// Timed repetitions per case (after one warm-up).
@@ -63,6 +68,9 @@ pub struct BenchArgs {
 #[derive(Serialize, Debug, Clone)]
 pub struct Case {
     pub suite: String,
+    /// Why the case did not run on this device (its stats are then empty).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
     pub case: String,
     pub n: u64,
     pub stats: Stats,
@@ -106,11 +114,41 @@ fn measure_warm(
     Ok(Stats::of(samples))
 }
 
+/// A row for a case the device cannot run, saying why.
+fn skipped(suite: &str, n: u64, case: &str, why: String) -> Case {
+    Case {
+        suite: suite.into(),
+        skipped: Some(why.clone()),
+        case: case.into(),
+        n,
+        stats: Stats::of(Vec::new()),
+        throughput: 0.0,
+        unit: String::new(),
+        relative: 0.0,
+        dispatches: None,
+        note: format!("skipped: {why}"),
+    }
+}
+
+/// Why `bytes` in one buffer cannot run on this device, if they cannot.
+fn too_big(gpu: &gpusort_core::Gpu, bytes: u64) -> Option<String> {
+    (bytes > gpu.max_binding()).then(|| {
+        format!(
+            "{} MiB in one buffer; {} binds at most {} MiB",
+            bytes >> 20,
+            gpu.adapter.name,
+            gpu.max_binding() >> 20
+        )
+    })
+}
+
 pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
+    const SUITES: [&str; 5] = ["sort", "scan", "transfer", "stencil", "sched"];
     for s in &args.suite {
-        if !["sort", "scan", "transfer", "stencil", "sched"].contains(&s.as_str()) {
+        if !SUITES.contains(&s.as_str()) {
             return Err(CliError::usage(format!(
-                "unknown suite '{s}' (available: sort, scan, transfer, stencil, sched)"
+                "unknown suite '{s}' (available: {})",
+                SUITES.join(", ")
             )));
         }
     }
@@ -119,27 +157,28 @@ pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
             "size 2^{bad} is out of range (1..=30)"
         )));
     }
+    let gpu = g.gpu()?;
+    // a software adapter runs the quick set unless sizes are given: the full one takes hours
+    let quick = args.quick || (gpu.is_software() && args.sizes.is_empty());
+    if quick && !args.quick && !g.quiet {
+        eprintln!(
+            "gpusort: {} is a software adapter: running the quick set (--sizes chooses others)",
+            gpu.adapter.name
+        );
+    }
     let sizes_for = |default: &[u32]| -> Vec<u32> {
         if !args.sizes.is_empty() {
             args.sizes.clone()
-        } else if args.quick {
+        } else if quick {
             vec![12, 14, 16]
         } else {
             default.to_vec()
         }
     };
-    let reps = args.reps.unwrap_or(if args.quick { 3 } else { 10 }).max(1);
-    let gpu = g.gpu()?;
+    let reps = args.reps.unwrap_or(if quick { 3 } else { 10 }).max(1);
     let timer = GpuTimer::new(&gpu);
     let copy = CopyKernel::new(&gpu)?;
-    let bar = if g.quiet {
-        ProgressBar::hidden()
-    } else {
-        ProgressBar::new(0)
-    };
-    bar.set_style(
-        ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").expect("valid template"),
-    );
+    let bar = crate::progress::bar(g.progress, g.quiet, 0, "cases");
     let ctx = Ctx {
         gpu: &gpu,
         timer: &timer,
@@ -153,48 +192,53 @@ pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
             DEFAULT_WARMUP_MS
         })),
     };
-    let mut cases = Vec::new();
-    if args.suite.iter().any(|s| s == "sort") {
-        cases.extend(sort_suite(&ctx, &sizes_for(&[16, 18, 20, 22, 24, 26]))?);
-    }
-    if args.suite.iter().any(|s| s == "scan") {
-        cases.extend(scan_suite(&ctx, &sizes_for(&[20, 24, 28]))?);
-    }
-    if args.suite.iter().any(|s| s == "transfer") {
-        cases.extend(transfer_suite(&ctx, &sizes_for(&[24, 28]))?);
-    }
-    if args.suite.iter().any(|s| s == "stencil") {
-        cases.extend(stencil_suite(&ctx, &sizes_for(&[24, 28]))?);
-    }
-    if args.suite.iter().any(|s| s == "sched") {
-        let tasks = args
-            .tasks
-            .unwrap_or(if args.quick { 100 } else { 1000 })
-            .max(1);
-        let sizes = if !args.sizes.is_empty() {
-            args.sizes.clone()
-        } else if args.quick {
-            vec![12, 14]
-        } else {
-            vec![12, 16]
-        };
-        cases.extend(sched::suite(&ctx, tasks, &sizes)?);
-    }
-    bar.finish_and_clear();
-    let report = Report {
+    let mut report = Report {
         device: gpu.adapter.name.clone(),
         backend: gpu.adapter.backend.clone(),
         time_source: timer.source(),
         warmup_ms: ctx.warm.as_millis(),
-        cases,
+        cases: Vec::new(),
     };
-    print_table(&report);
+    println!(
+        "device: {} ({}), times: {}, warm-up {} ms a GPU case",
+        report.device, report.backend, report.time_source, report.warmup_ms
+    );
+    // each suite is printed and exported as soon as it is done, so a failure later keeps it
+    for suite in SUITES.iter().filter(|s| args.suite.iter().any(|a| a == *s)) {
+        let cases = match *suite {
+            "sort" => sort_suite(&ctx, &sizes_for(&[16, 18, 20, 22, 24, 26]))?,
+            "scan" => scan_suite(&ctx, &sizes_for(&[20, 24, 28]))?,
+            "transfer" => transfer_suite(&ctx, &sizes_for(&[24, 28]))?,
+            "stencil" => stencil_suite(&ctx, &sizes_for(&[24, 28]))?,
+            _ => {
+                let tasks = args.tasks.unwrap_or(if quick { 100 } else { 1000 }).max(1);
+                let sizes = if !args.sizes.is_empty() {
+                    args.sizes.clone()
+                } else if quick {
+                    vec![12, 14]
+                } else {
+                    vec![12, 16]
+                };
+                sched::suite(&ctx, tasks, &sizes)?
+            }
+        };
+        bar.suspend(|| print_suite(suite, &cases));
+        report.cases.extend(cases);
+        export(&report, args)?;
+    }
+    bar.finish_and_clear();
+    Ok(())
+}
+
+/// Write the JSON and Markdown exports of what was measured so far, in place at once (each
+/// file atomically; a bench's exports are reports, not one job's outputs).
+fn export(report: &Report, args: &BenchArgs) -> CliResult {
     if let Some(p) = &args.json {
-        let text = serde_json::to_string_pretty(&report).expect("serialisable");
-        crate::files::Output::write_bytes(p, text.as_bytes())?;
+        let text = serde_json::to_string_pretty(report).expect("serialisable");
+        crate::files::Output::write_bytes_now(p, text.as_bytes())?;
     }
     if let Some(p) = &args.markdown {
-        crate::files::Output::write_bytes(p, markdown(&report).as_bytes())?;
+        crate::files::Output::write_bytes_now(p, markdown(report).as_bytes())?;
     }
     Ok(())
 }
@@ -273,6 +317,11 @@ fn sort_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
     let mut cases = Vec::new();
     for &log in sizes {
         let n = 1usize << log;
+        if let Some(why) = too_big(gpu, n as u64 * 4) {
+            cases.push(skipped("sort", n as u64, "u32 sorts", why));
+            bar.inc(8);
+            continue;
+        }
         let (pristine, work) = masked_u32_buffers(gpu, n, log as u64, key_mask)?;
         let restore = |enc: &mut wgpu::CommandEncoder| {
             enc.copy_buffer_to_buffer(&pristine, 0, &work, 0, (n * 4) as u64)
@@ -409,6 +458,7 @@ fn sort_case(
     note: String,
 ) -> Case {
     Case {
+        skipped: None,
         suite: "sort".into(),
         case: name.into(),
         n: n as u64,
@@ -478,18 +528,15 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
     let mut cases = Vec::new();
     for &log in sizes {
         let n = 1usize << log;
-        if (n * 4) as u64 > gpu.max_binding() {
-            bar.println(format!(
-                "scan suite: skipping 2^{log}: {} MiB exceed one binding on {}",
-                (n * 4) >> 20,
-                gpu.adapter.name
-            ));
+        if let Some(why) = too_big(gpu, n as u64 * 4) {
+            cases.push(skipped("scan", n as u64, "u32 scans and compactions", why));
             bar.inc(4);
             continue;
         }
         let (src, dst) = random_u32_buffers(gpu, n, log as u64 + 100)?;
         let counts = transfer::storage_buffer(gpu, "bench counts", 16)?;
         let case = |name: &str, stats: Stats, bytes: f64, relative: f64, note: String| Case {
+            skipped: None,
             suite: "scan".into(),
             case: name.into(),
             n: n as u64,
@@ -693,11 +740,8 @@ fn stencil_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
     let mut cases = Vec::new();
     for &log in sizes {
         let n = 1usize << log;
-        if (n * 4) as u64 > gpu.max_binding() {
-            bar.println(format!(
-                "stencil suite: skipping 2^{log}: the grid exceeds one binding on {}",
-                gpu.adapter.name
-            ));
+        if let Some(why) = too_big(gpu, n as u64 * 4) {
+            cases.push(skipped("stencil", n as u64, "f32 stencils", why));
             bar.inc(7);
             continue;
         }
@@ -705,6 +749,7 @@ fn stencil_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
         let a = transfer::buffer_from(gpu, "bench grid", &host)?;
         let b = transfer::storage_buffer(gpu, "bench grid out", (n * 4) as u64)?;
         let case = |name: &str, stats: Stats, relative: f64, note: String| Case {
+            skipped: None,
             suite: "stencil".into(),
             case: name.into(),
             n: n as u64,
@@ -865,6 +910,13 @@ fn transfer_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
         let n = 1usize << log;
         let bytes = (n * 4) as u64;
         if bytes > gpu.limits.max_buffer_size {
+            let why = format!(
+                "{} MiB in one buffer; {} allows at most {} MiB",
+                bytes >> 20,
+                gpu.adapter.name,
+                gpu.limits.max_buffer_size >> 20
+            );
+            cases.push(skipped("transfer", n as u64, "transfers", why));
             bar.inc(chunks.len() as u64);
             continue;
         }
@@ -900,6 +952,7 @@ fn transfer_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
                 ("download (GPU -> host)", down),
             ] {
                 cases.push(Case {
+                    skipped: None,
                     suite: "transfer".into(),
                     case: format!("{name}, {} MiB chunks", chunk >> 20),
                     n: n as u64,
@@ -966,21 +1019,34 @@ fn fmt_time(s: f64) -> String {
     }
 }
 
-fn rows(r: &Report) -> Vec<[String; 7]> {
-    r.cases
+fn rows(cases: &[Case]) -> Vec<[String; 7]> {
+    cases
         .iter()
         .map(|c| {
+            let measured = c.skipped.is_none();
             [
                 format!("2^{}", (c.n as f64).log2() as u32),
                 c.case.clone(),
-                format!(
-                    "{} [{} … {}]",
-                    fmt_time(c.stats.median_s),
-                    fmt_time(c.stats.min_s),
-                    fmt_time(c.stats.max_s)
-                ),
-                format!("{:.3} {}", c.throughput, c.unit),
-                format!("{:.2}×", c.relative),
+                if measured {
+                    format!(
+                        "{} [{} … {}]",
+                        fmt_time(c.stats.median_s),
+                        fmt_time(c.stats.min_s),
+                        fmt_time(c.stats.max_s)
+                    )
+                } else {
+                    "-".into()
+                },
+                if measured {
+                    format!("{:.3} {}", c.throughput, c.unit)
+                } else {
+                    "-".into()
+                },
+                if measured && c.relative > 0.0 {
+                    format!("{:.2}×", c.relative)
+                } else {
+                    String::new()
+                },
                 c.dispatches.map(|d| d.to_string()).unwrap_or_default(),
                 c.note.clone(),
             ]
@@ -1001,45 +1067,88 @@ const HEADER: [&str; 7] = [
     "note",
 ];
 
-fn print_table(r: &Report) {
-    let rows = rows(r);
-    let mut w = [0usize; 7];
+/// The widest a terminal table gets; min/max, dispatches and notes are in the exports.
+const TABLE_WIDTH: usize = 100;
+
+/// One suite's table on stdout, within [`TABLE_WIDTH`] columns, then a summary line.
+fn print_suite(suite: &str, cases: &[Case]) {
+    const CASE_WIDTH: usize = 40;
+    let cut = |s: &str, w: usize| -> String {
+        if s.chars().count() <= w {
+            s.to_string()
+        } else {
+            let mut t: String = s.chars().take(w - 1).collect();
+            t.push('…');
+            t
+        }
+    };
+    let rows: Vec<[String; 5]> = cases
+        .iter()
+        .map(|c| {
+            let measured = c.skipped.is_none();
+            [
+                format!("2^{}", (c.n as f64).log2() as u32),
+                cut(&c.case, CASE_WIDTH),
+                if measured {
+                    fmt_time(c.stats.median_s)
+                } else {
+                    "skipped".into()
+                },
+                if measured {
+                    format!("{:.3} {}", c.throughput, c.unit)
+                } else {
+                    c.skipped.clone().unwrap_or_default()
+                },
+                if measured && c.relative > 0.0 {
+                    format!("{:.2}×", c.relative)
+                } else {
+                    String::new()
+                },
+            ]
+        })
+        .collect();
+    let header = ["n", "case", "median", "throughput", "relative time"];
+    let mut w = [0usize; 5];
     for row in rows
         .iter()
-        .map(|r| r.iter().map(String::as_str).collect::<Vec<_>>())
-        .chain([HEADER.to_vec()])
+        .map(|r| r.each_ref().map(String::as_str))
+        .chain([header])
     {
         for (i, cell) in row.iter().enumerate() {
             w[i] = w[i].max(cell.chars().count());
         }
     }
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(
-        out,
-        "device: {} ({}), times: {:?}, warm-up {} ms a GPU case",
-        r.device, r.backend, r.time_source, r.warmup_ms
-    );
-    let line = |cells: &[&str]| {
-        cells
+    let _ = writeln!(out, "\n{suite}");
+    let line = |cells: [&str; 5]| {
+        let text = cells
             .iter()
             .enumerate()
             .map(|(i, c)| format!("{c:<width$}", width = w[i]))
             .collect::<Vec<_>>()
-            .join("  ")
+            .join("  ");
+        cut(text.trim_end(), TABLE_WIDTH)
     };
-    let _ = writeln!(out, "{}", line(&HEADER));
+    let _ = writeln!(out, "{}", line(header));
     for row in &rows {
-        let _ = writeln!(
-            out,
-            "{}",
-            line(&row.iter().map(String::as_str).collect::<Vec<_>>())
-        );
+        let _ = writeln!(out, "{}", line(row.each_ref().map(String::as_str)));
     }
+    let skipped = cases.iter().filter(|c| c.skipped.is_some()).count();
+    let _ = writeln!(
+        out,
+        "{} cases measured{}; min/max, dispatches and notes in --json / --markdown",
+        cases.len() - skipped,
+        if skipped > 0 {
+            format!(", {skipped} skipped (too large for this device)")
+        } else {
+            String::new()
+        }
+    );
 }
 
 fn markdown(r: &Report) -> String {
     let mut s = format!(
-        "Device: {} ({}); times from {:?}; each GPU case warmed up for {} ms.\n\n",
+        "Device: {} ({}); times from {}; each GPU case warmed up for {} ms.\n\n",
         r.device, r.backend, r.time_source, r.warmup_ms
     );
     s.push_str(&format!(
@@ -1047,7 +1156,7 @@ fn markdown(r: &Report) -> String {
         HEADER.join(" | "),
         ["---"; 7].join("|")
     ));
-    for row in rows(r) {
+    for row in rows(&r.cases) {
         s.push_str(&format!("| {} |\n", row.join(" | ")));
     }
     s

@@ -57,7 +57,8 @@ pub fn parse_bytes(flag: &str, s: &str) -> Result<u64, CliError> {
 #[command(
     name = "gpusort",
     version,
-    about = "Sort binary files and .npy arrays on the GPU (wgpu: Vulkan, Metal, DX12)"
+    about = "Sort, scan, partition and stencil binary files and .npy arrays on the GPU (wgpu: Vulkan, Metal, DX12)",
+    arg_required_else_help = true
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -67,8 +68,10 @@ pub struct Cli {
 }
 
 #[derive(clap::Args, Debug, Clone)]
+#[command(next_help_heading = "Global options")]
 pub struct Global {
-    /// Graphics backend to use.
+    /// Where jobs run: auto (a hardware GPU if there is one, else the CPU engine), cpu, gpu
+    /// (any GPU adapter, software ones too), or one graphics backend.
     #[arg(
         long,
         global = true,
@@ -86,9 +89,12 @@ pub struct Global {
     /// More log output (-v info, -vv debug); RUST_LOG also works.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
-    /// Only errors: no progress, no notes.
+    /// Only errors: no progress, no notes, no outcome line.
     #[arg(short, long, global = true)]
     pub quiet: bool,
+    /// After the outcome line, where the time went (also with -v).
+    #[arg(long, global = true)]
+    pub timings: bool,
     /// Progress bars: on a terminal (auto), always, or never.
     #[arg(long, global = true, value_enum, default_value = "auto")]
     pub progress: progress::When,
@@ -97,6 +103,8 @@ pub struct Global {
 #[derive(ValueEnum, Clone, Copy, Debug)]
 pub enum Backend {
     Auto,
+    Cpu,
+    Gpu,
     Vulkan,
     Metal,
     Dx12,
@@ -104,9 +112,14 @@ pub enum Backend {
 }
 
 impl Global {
+    /// Whether to print the time split after the outcome line.
+    pub fn show_timings(&self) -> bool {
+        !self.quiet && (self.timings || self.verbose > 0)
+    }
+
     pub fn gpu_options(&self) -> GpuOptions {
         let backend = match self.backend {
-            Backend::Auto => None,
+            Backend::Auto | Backend::Cpu | Backend::Gpu => None,
             Backend::Vulkan => Some("vulkan"),
             Backend::Metal => Some("metal"),
             Backend::Dx12 => Some("dx12"),
@@ -160,6 +173,54 @@ pub enum Command {
     Stencil(stencil::StencilArgs),
     /// Benchmark gpusort against baselines measured in the same run.
     Bench(bench::BenchArgs),
+    /// Print a shell completion script (bash, zsh, fish, powershell, elvish) to stdout.
+    Completions(CompletionsArgs),
+    /// Print the man page (roff) to stdout: `gpusort man > gpusort.1`.
+    Man,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+/// `gpusort completions SHELL` and `gpusort man`: generated from the clap definitions.
+fn generate_help_files(command: &Command) -> Result<(), CliError> {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command();
+    let mut out = std::io::stdout().lock();
+    match command {
+        Command::Completions(a) => {
+            clap_complete::generate(a.shell, &mut cmd, "gpusort", &mut out);
+            Ok(())
+        }
+        _ => clap_mangen::Man::new(cmd)
+            .render(&mut out)
+            .map_err(|e| CliError::runtime(format!("cannot write the man page: {e}"))),
+    }
+}
+
+/// `gpusort SUBCOMMAND` when the command line names one, else `gpusort`: where an error's reader
+/// finds help.
+pub fn help_command() -> String {
+    use clap::CommandFactory;
+    let cmd = Cli::command();
+    let names: Vec<String> = cmd
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .collect();
+    std::env::args()
+        .skip(1)
+        .find(|a| names.contains(a))
+        .map_or_else(|| "gpusort".to_string(), |s| format!("gpusort {s}"))
+}
+
+/// Colour only on a terminal, and never with NO_COLOR set (no-color.org).
+pub fn colour_on_stderr() -> bool {
+    use std::io::IsTerminal;
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
 /// Logging to stderr at the level -v/-q ask for (RUST_LOG overrides).
@@ -178,6 +239,7 @@ pub fn init_logging(g: &Global) {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(colour_on_stderr())
         .with_target(false)
         .init();
 }
@@ -193,6 +255,7 @@ pub fn run(cli: &Cli) -> Result<(), CliError> {
         Command::Compact(a) => scan::run_compact(&cli.global, a),
         Command::Stencil(a) => stencil::run(&cli.global, a),
         Command::Bench(a) => bench::run(&cli.global, a),
+        c @ (Command::Completions(_) | Command::Man) => generate_help_files(c),
     };
     match result {
         Ok(()) => files::finish().map(|_| ()),

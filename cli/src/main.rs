@@ -19,8 +19,13 @@ fn main() -> ExitCode {
             let _ = e.print(); // --help, --version
             return ExitCode::SUCCESS;
         }
+        Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            // a bare `gpusort`: the usage, then exit 2 as for any incomplete command line
+            let _ = e.print();
+            return ExitCode::from(2);
+        }
         Err(e) => {
-            // one line, like every other error; `--help` has the details
+            // one line, like every other error; the subcommand's --help has the details
             let text = e.render().to_string();
             let first = text
                 .lines()
@@ -29,7 +34,7 @@ fn main() -> ExitCode {
                 .collect::<Vec<_>>()
                 .join(" ");
             let first = first.trim_start_matches("error: ");
-            eprintln!("gpusort: {first} (see gpusort --help)");
+            eprintln!("gpusort: {first} (see {} --help)", gpusort::help_command());
             return ExitCode::from(2);
         }
     };
@@ -41,7 +46,6 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
     }
-    // Ctrl-C / SIGTERM: remove temporary outputs; inputs are never written, so they stay intact.
     // An input that shrinks under its memory map raises SIGBUS: one line, exit 1, temporaries
     // removed, instead of a silent kill.
     #[cfg(unix)]

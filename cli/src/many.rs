@@ -29,13 +29,15 @@ pub fn is_many(inputs: &[PathBuf], out_dir: Option<&Path>) -> bool {
 }
 
 /// Open every input (raw ones as `dtype`, .npy ones as their header says) and work out every
-/// destination: `DIR/<input's file name>`, or the input
-/// itself with `--in-place`.
+/// destination: `DIR/<input's file name>`, or the input itself with `--in-place` (where the
+/// command `offers_in_place`). A missing `--out-dir` is created (with its parents) once every
+/// input has been checked, and removed again if the job fails while it is still empty.
 pub fn open_all(
     paths: &[PathBuf],
     dtype: Option<KeyType>,
     out_dir: Option<&Path>,
     in_place: bool,
+    offers_in_place: bool,
 ) -> Result<Files, CliError> {
     let dir = match (out_dir, in_place) {
         (Some(_), true) => {
@@ -44,14 +46,16 @@ pub fn open_all(
             ))
         }
         (None, false) => {
-            return Err(CliError::usage(
-                "several inputs need --out-dir DIR (or --in-place)",
-            ))
+            return Err(CliError::usage(if offers_in_place {
+                "several inputs need --out-dir DIR (or --in-place)"
+            } else {
+                "several inputs need --out-dir DIR"
+            }))
         }
         (Some(d), false) => {
-            if !d.is_dir() {
+            if d.exists() && !d.is_dir() {
                 return Err(CliError::usage(format!(
-                    "--out-dir {} is not an existing folder",
+                    "--out-dir {} is a file, not a folder",
                     d.display()
                 )));
             }
@@ -60,7 +64,6 @@ pub fn open_all(
         (None, true) => None,
     };
     let mut inputs = Vec::with_capacity(paths.len());
-    let mut dests = Vec::with_capacity(paths.len());
     for p in paths {
         if is_std(p) {
             return Err(CliError::usage(
@@ -68,11 +71,17 @@ pub fn open_all(
             ));
         }
         // --dtype names what raw inputs hold; .npy inputs carry their own
-        let input = if Format::for_output(p) == Format::Npy {
+        inputs.push(if Format::for_output(p) == Format::Npy {
             Input::open(p, None)?
         } else {
             Input::open(p, dtype)?
-        };
+        });
+    }
+    if let Some(d) = dir {
+        crate::files::create_out_dir(d)?;
+    }
+    let mut dests = Vec::with_capacity(paths.len());
+    for p in paths {
         let dest = match dir {
             None => p.clone(),
             Some(d) => {
@@ -83,7 +92,6 @@ pub fn open_all(
             }
         };
         check_output_path(&dest)?;
-        inputs.push(input);
         dests.push(dest);
     }
     let named: Vec<Named> = inputs

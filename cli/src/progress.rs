@@ -1,4 +1,5 @@
-//! Progress display: a spinner with the current phase on a terminal, nothing in pipes.
+//! Progress display: a spinner or bar with the current phase on a terminal (`auto`), also into
+//! a pipe or file (`always`), or never.
 
 use std::time::Duration;
 
@@ -16,7 +17,11 @@ pub enum When {
 pub fn spinner(when: When, quiet: bool) -> ProgressBar {
     let target = match (when, quiet) {
         (_, true) | (When::Never, _) => ProgressDrawTarget::hidden(),
-        (When::Always, _) => ProgressDrawTarget::term(console::Term::buffered_stderr(), 10),
+        // a term-like target draws whether or not stderr is a terminal (indicatif's own `term`
+        // target hides itself on a pipe)
+        (When::Always, _) => {
+            ProgressDrawTarget::term_like_with_hz(Box::new(console::Term::buffered_stderr()), 10)
+        }
         (When::Auto, _) => ProgressDrawTarget::stderr(),
     };
     let bar = ProgressBar::with_draw_target(None, target);

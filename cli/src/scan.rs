@@ -70,6 +70,7 @@ pub struct ScanArgs {
     /// Exclusive scan (element i gets the elements before it); inclusive by default.
     #[arg(long)]
     pub exclusive: bool,
+    /// The operator: add, max, min, and, or, xor for integers; add for floats.
     #[arg(long, value_enum, default_value = "add")]
     pub op: Op,
 }
@@ -84,6 +85,7 @@ pub struct PartitionArgs {
     /// A u32 payload (4-byte elements) to move with the elements.
     #[arg(long, requires = "values_out")]
     pub values: Option<PathBuf>,
+    /// Where the payload goes, moved or kept with the elements (u32; .npy if the name ends in .npy).
     #[arg(long, requires = "values")]
     pub values_out: Option<PathBuf>,
 }
@@ -105,6 +107,7 @@ pub struct CompactArgs {
     /// A u32 payload (4-byte elements) to keep along with the elements.
     #[arg(long, requires = "values_out")]
     pub values: Option<PathBuf>,
+    /// Where the payload goes, moved or kept with the elements (u32; .npy if the name ends in .npy).
     #[arg(long, requires = "values")]
     pub values_out: Option<PathBuf>,
 }
@@ -190,7 +193,8 @@ fn job_bar(g: &Global, what: &str, p: &Prepared, gpu: &Gpu) -> indicatif::Progre
 fn check_op(op: Op, dtype: KeyType) -> CliResult {
     if ScanOp::from(op).code(dtype).is_none() {
         return Err(CliError::usage(format!(
-            "a {op:?} scan of {dtype} is not supported (integers u32/i32: add, max, min, and, or, xor; f32: add)"
+            "a {} scan of {dtype} is not supported (integers u32/i32: add, max, min, and, or, xor; f32: add)",
+            op.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default()
         )));
     }
     Ok(())
@@ -217,6 +221,7 @@ fn scan_many(g: &Global, a: &ScanArgs) -> CliResult {
         &a.io.inputs,
         a.io.dtype.map(Into::into),
         a.io.out_dir.as_deref(),
+        false,
         false,
     )?;
     for input in &files.inputs {
@@ -465,6 +470,7 @@ fn split_many(
         &io.inputs,
         io.dtype.map(Into::into),
         io.out_dir.as_deref(),
+        false,
         false,
     )?;
     let tests = files

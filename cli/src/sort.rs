@@ -80,12 +80,13 @@ pub struct SortArgs {
     /// Largest first. NaNs stay last.
     #[arg(long)]
     pub descending: bool,
+    /// Which sort: both give identical results.
     #[arg(long, value_enum, default_value = "auto")]
     pub algorithm: Algorithm,
     /// A u32 payload (4-byte elements, raw or .npy) to reorder with the keys.
     #[arg(long, requires = "values_out")]
     pub values: Option<PathBuf>,
-    /// Where the reordered payload goes.
+    /// Where the reordered payload goes (u32; .npy if the name ends in .npy).
     #[arg(long, requires = "values")]
     pub values_out: Option<PathBuf>,
     /// Also write the sorting permutation (u32; .npy if the name ends in .npy).
@@ -284,24 +285,19 @@ fn sort_typed<T: SortKey>(
     }
     let write_s = write_start.elapsed().as_secs_f64();
     bar.finish_and_clear();
-    if !g.quiet {
-        eprintln!(
-            "sorted {} {} keys ({:?}) in {:.3} s -> {}{}",
-            keys.len(),
-            T::TYPE,
-            stats.algorithm,
-            start.elapsed().as_secs_f64(),
-            shown(dest),
-            if args.verify { " (verified)" } else { "" }
-        );
-        eprintln!(
-            "  read {read_s:.3} s, GPU start {:.3} s, upload {:.3} s, sort {:.3} s, download {:.3} s, write {write_s:.3} s",
-            (sort_start - start).as_secs_f64() - read_s,
-            stats.upload_s,
-            stats.gpu_s,
-            stats.download_s
-        );
-    }
+    report::<T>(
+        g,
+        args,
+        keys.len(),
+        &stats,
+        start,
+        dest,
+        Split {
+            read: read_s,
+            gpu_start: (sort_start - start).as_secs_f64() - read_s,
+            write: write_s,
+        },
+    );
     Ok(())
 }
 
@@ -329,7 +325,12 @@ fn sort_direct<T: SortKey>(
         let format = output_format(input, args.output.as_deref());
         Output::write_all(dest, format, T::TYPE, bytemuck::cast_slice(&keys))?;
         bar.finish_and_clear();
-        report::<T>(g, args, input.len, &stats, start, dest, None);
+        let split = Split {
+            read: 0.0,
+            gpu_start: gpu_start_s,
+            write: 0.0,
+        };
+        report::<T>(g, args, input.len, &stats, start, dest, split);
         return Ok(());
     }
     bar.set_message(format!(
@@ -414,15 +415,12 @@ fn sort_direct<T: SortKey>(
     out.commit()?;
     let write_s = t.elapsed().as_secs_f64() - stats.download_s;
     bar.finish_and_clear();
-    report::<T>(
-        g,
-        args,
-        input.len,
-        &stats,
-        start,
-        dest,
-        Some((gpu_start_s, write_s)),
-    );
+    let split = Split {
+        read: 0.0, // uploaded straight from the input's map
+        gpu_start: gpu_start_s,
+        write: write_s,
+    };
+    report::<T>(g, args, input.len, &stats, start, dest, split);
     Ok(())
 }
 
@@ -544,14 +542,16 @@ fn sort_external<T: SortKey>(
     bar.finish_and_clear();
     if !g.quiet {
         eprintln!(
-            "sorted {n} {} keys externally in {:.3} s -> {}{}",
+            "sorted {n} {} keys in {:.3} s (externally: larger than the memory budget) -> {}{}",
             T::TYPE,
             start.elapsed().as_secs_f64(),
             shown(dest),
-            if args.verify { " (verified)" } else { "" }
+            if args.verify { ", verified" } else { "" }
         );
+    }
+    if g.show_timings() {
         eprintln!(
-            "  {} run{} of up to {} keys ({:.3} s), {} merge level{} of up to {} runs ({:.3} s), memory budget {} KiB",
+            "time: {} sorted run{} of up to {} keys {:.3} s, {} merge level{} of up to {} runs {:.3} s (memory budget {} KiB)",
             stats.runs,
             if stats.runs == 1 { "" } else { "s" },
             stats.run_keys,
@@ -566,7 +566,23 @@ fn sort_external<T: SortKey>(
     Ok(())
 }
 
-/// The summary line and time split of a single-file sort.
+/// The parts of a sort's time that the statistics do not hold.
+struct Split {
+    read: f64,
+    gpu_start: f64,
+    write: f64,
+}
+
+/// A sorting algorithm in a user's words.
+pub(crate) fn algorithm_words(a: gpusort_core::Algorithm) -> &'static str {
+    match a {
+        gpusort_core::Algorithm::Radix => "the radix sort",
+        _ => "the bitonic sort",
+    }
+}
+
+/// The outcome line of a single-file sort and, with -v or --timings, where the time went (the
+/// same shape on every path; transfers that overlap other work are counted where they ran).
 fn report<T: SortKey>(
     g: &Global,
     args: &SortArgs,
@@ -574,23 +590,23 @@ fn report<T: SortKey>(
     stats: &gpusort_core::SortStats,
     start: Instant,
     dest: &Path,
-    split: Option<(f64, f64)>,
+    split: Split,
 ) {
     if g.quiet {
         return;
     }
     eprintln!(
-        "sorted {n} {} keys ({:?}) in {:.3} s -> {}{}",
+        "sorted {n} {} keys with {} in {:.3} s -> {}{}",
         T::TYPE,
-        stats.algorithm,
+        algorithm_words(stats.algorithm),
         start.elapsed().as_secs_f64(),
         shown(dest),
-        if args.verify { " (verified)" } else { "" }
+        if args.verify { ", verified" } else { "" }
     );
-    if let Some((gpu_start_s, write_s)) = split {
+    if g.show_timings() {
         eprintln!(
-            "  read 0.000 s (uploaded from the input's map), GPU start {gpu_start_s:.3} s, upload {:.3} s (shaders built meanwhile), sort {:.3} s, download {:.3} s (written meanwhile), then write {write_s:.3} s (the rest, fsync, rename)",
-            stats.upload_s, stats.gpu_s, stats.download_s
+            "time: read {:.3} s, GPU start {:.3} s, upload {:.3} s, sort {:.3} s, download {:.3} s, write {:.3} s",
+            split.read, split.gpu_start, stats.upload_s, stats.gpu_s, stats.download_s, split.write
         );
     }
 }
@@ -613,6 +629,7 @@ fn sort_many(g: &Global, args: &SortArgs) -> CliResult {
         args.dtype.map(Into::into),
         args.out_dir.as_deref(),
         args.in_place,
+        true,
     )?;
     let order = SortOrder {
         descending: args.descending,
@@ -698,17 +715,18 @@ fn sort_many(g: &Global, args: &SortArgs) -> CliResult {
     bar.finish_and_clear();
     if !g.quiet {
         eprintln!(
-            "sorted {} files in {:.3} s: {} together in {launches} GPU launch{} ({}), {} one by one{}",
+            "sorted {} files in {:.3} s: {} together in {launches} GPU launch{}{}, {} one by one{}",
             files.inputs.len(),
             start.elapsed().as_secs_f64(),
             small.len(),
             if launches == 1 { "" } else { "es" },
             match mode {
-                Some(m) => format!("{m:?} mode").to_lowercase(),
-                None => "none".into(),
+                Some(gpusort_core::schedule::Mode::Merged) => " (merged)",
+                Some(_) => " (one after another)",
+                None => "",
             },
             large.len(),
-            if args.verify { " (verified)" } else { "" }
+            if args.verify { ", verified" } else { "" }
         );
     }
     Ok(())

@@ -304,8 +304,8 @@ pub fn run(g: &Global, args: &StencilArgs) -> CliResult {
         print!("{}", describe(&job, &chosen, budget, speeds, kernel.tile()));
         return Ok(());
     }
-    if !g.quiet {
-        eprintln!("{}", summary_line(&job, &chosen));
+    if g.show_timings() {
+        eprintln!("plan: {}", summary_line(&job, &chosen));
     }
     match job.dtype {
         KeyType::F64 => run_typed::<f64>(g, args, &gpu, &kernel, &chosen, &input, &dest, format),
@@ -369,12 +369,23 @@ fn run_typed<T: StencilValue + Into<f64>>(
     }
     out.commit()?;
     if !g.quiet {
+        eprintln!(
+            "{} {} of a radius-{} stencil ({} taps) on a {} {} grid in {:.3} s -> {}{}",
+            job.steps,
+            if job.steps == 1 { "step" } else { "steps" },
+            job.stencil.radius(),
+            job.stencil.taps().len(),
+            job.shape,
+            job.dtype,
+            stats.seconds,
+            shown(dest),
+            if args.verify { ", verified" } else { "" }
+        );
+    }
+    if g.show_timings() {
         let updates = job.shape.cells() as f64 * job.steps as f64;
         eprintln!(
-            "{} steps on {} cells in {:.3} s ({:.2} GCells/s per step, end to end); {} sub-block runs, {:.1} MiB up, {:.1} MiB down; host: {:.3} s filling staging, {:.3} s draining it, {:.3} s waiting for the GPU",
-            job.steps,
-            job.shape.cells(),
-            stats.seconds,
+            "time: {:.2} GCells/s per step end to end; {} sub-block runs, {:.1} MiB up, {:.1} MiB down; host {:.3} s filling staging, {:.3} s draining it, {:.3} s waiting for the GPU",
             updates / stats.seconds.max(1e-9) / 1e9,
             stats.blocks_run,
             stats.bytes_up as f64 / (1 << 20) as f64,
@@ -405,7 +416,12 @@ fn verify<T: StencilValue + Into<f64>>(got: &[T], want: &[T]) -> CliResult {
 
 fn summary_line(job: &StencilJob, p: &StencilPlan) -> String {
     if p.in_core {
-        format!("in core: {} steps on {}", job.steps, job.shape)
+        format!(
+            "in core: {} {} on {}",
+            job.steps,
+            if job.steps == 1 { "step" } else { "steps" },
+            job.shape
+        )
     } else {
         format!(
             "out of core: {} sub-blocks of {} rows, {} steps per residency, {} sweeps",
@@ -427,7 +443,7 @@ fn describe(
     tile: Option<gpusort_core::stencil::TileConfig>,
 ) -> String {
     let mut s = format!(
-        "grid       {} {} ({})\nstencil    radius {}, {} taps, boundary {:?}, {} steps\n",
+        "grid       {} {} ({})\nstencil    radius {}, {} taps, boundary {}, {} steps\n",
         job.shape,
         job.dtype,
         mib(job.shape.cells() as u64 * job.cell_bytes()),

@@ -63,11 +63,9 @@ pub(super) fn suite(ctx: &Ctx<'_>, tasks: usize, sizes: &[u32]) -> Result<Vec<Ca
             tasks
         };
         let words = regions * n;
-        if words as u64 * 4 > gpu.max_binding() {
-            eprintln!(
-                "sched suite: skipping {tasks} x 2^{log}: exceeds one binding on {}",
-                gpu.adapter.name
-            );
+        if let Some(why) = super::too_big(gpu, words as u64 * 4) {
+            let case = format!("{tasks} tasks of 2^{log}");
+            cases.push(super::skipped("sched", n as u64, &case, why));
             bar.inc(4);
             continue;
         }
@@ -271,6 +269,7 @@ fn case(
     note: String,
 ) -> Case {
     Case {
+        skipped: None,
         suite: "sched".into(),
         case: format!("{what}: {name}"),
         n: n as u64,

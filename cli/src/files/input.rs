@@ -178,7 +178,12 @@ impl Input {
         dtype: Option<KeyType>,
         raw_default: Option<KeyType>,
     ) -> Result<Input, CliError> {
-        let input = Input::open_any(path, dtype, raw_default)?;
+        let mut input = Input::open_any(path, dtype, raw_default)?;
+        // a column (n, 1) or a row (1, n) is a 1-D array to every command that takes one; its
+        // result is 1-D
+        if input.shape.len() == 2 && input.shape.contains(&1) {
+            input.shape = vec![input.len];
+        }
         if input.shape.len() != 1 {
             return Err(CliError::usage(format!(
                 "{} is {}-D (shape {:?}); this command takes 1-D arrays",

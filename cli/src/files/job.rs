@@ -65,6 +65,8 @@ struct State {
     inputs: Vec<Watched>,
     /// Folders already swept for leftovers in this run.
     swept: Vec<PathBuf>,
+    /// Folders this job created (`--out-dir`), removed again if it fails while they are empty.
+    created: Vec<PathBuf>,
 }
 
 static STATE: Mutex<State> = Mutex::new(State {
@@ -74,6 +76,7 @@ static STATE: Mutex<State> = Mutex::new(State {
     streaming: None,
     inputs: Vec::new(),
     swept: Vec::new(),
+    created: Vec::new(),
 });
 
 fn state() -> MutexGuard<'static, State> {
@@ -198,7 +201,7 @@ pub fn finish() -> Result<Vec<String>, CliError> {
     Ok(std::mem::take(&mut s.written))
 }
 
-fn copy_to_stream(tmp: &Path, target: &Target) -> std::io::Result<()> {
+pub(crate) fn copy_to_stream(tmp: &Path, target: &Target) -> std::io::Result<()> {
     use std::io::Write;
     let mut from = std::fs::File::open(tmp)?;
     match target {
@@ -216,13 +219,37 @@ fn copy_to_stream(tmp: &Path, target: &Target) -> std::io::Result<()> {
     }
 }
 
-/// Drop every staged output (their temporary files go with them): the job failed.
+/// Drop every staged output (their temporary files go with them): the job failed. Folders it
+/// created and left empty go too.
 pub fn abandon() {
-    let staged = std::mem::take(&mut state().staged);
+    let (staged, created) = {
+        let mut s = state();
+        (
+            std::mem::take(&mut s.staged),
+            std::mem::take(&mut s.created),
+        )
+    };
     for o in staged {
         untrack(&o.tmp);
         drop(o); // TempPath removes the file
     }
+    for dir in created.iter().rev() {
+        let _ = std::fs::remove_dir(dir); // only when empty
+    }
+}
+
+/// Create the output folder `dir` (with its parents) where it does not exist yet.
+pub fn create_out_dir(dir: &Path) -> Result<(), CliError> {
+    let mut missing = Vec::new();
+    let mut d = Some(dir);
+    while let Some(p) = d.filter(|p| !p.as_os_str().is_empty() && !p.exists()) {
+        missing.push(p.to_path_buf());
+        d = p.parent();
+    }
+    std::fs::create_dir_all(dir)
+        .map_err(|e| CliError::usage(format!("cannot create --out-dir {}: {e}", dir.display())))?;
+    state().created.extend(missing.into_iter().rev());
+    Ok(())
 }
 
 /// Ctrl-C / SIGTERM: remove every temporary file and say what, if anything, was already

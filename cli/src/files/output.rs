@@ -264,13 +264,27 @@ impl Output {
         out.commit()
     }
 
-    /// Write plain bytes (reports) crash-safely.
-    pub fn write_bytes(dest: &Path, data: &[u8]) -> Result<(), CliError> {
+    /// Write plain bytes (reports such as bench exports) and put them in place at once, each
+    /// file atomically on its own: a report written part by part keeps what it has if a later
+    /// part fails.
+    pub fn write_bytes_now(dest: &Path, data: &[u8]) -> Result<(), CliError> {
         let mut out = Output::create(dest)?;
-        let tmp = out.tmp.as_mut().expect("not yet committed");
-        tmp.write_all(data)
-            .map_err(|e| CliError::runtime(format!("cannot write {}: {e}", shown(dest))))?;
-        out.commit()
+        let tmp = out.tmp.take().expect("just created");
+        let err =
+            |e: std::io::Error| CliError::runtime(format!("cannot write {}: {e}", shown(dest)));
+        let path = tmp.path().to_path_buf();
+        let landed = (|| {
+            tmp.as_file().write_all(data)?;
+            match &out.target {
+                Target::File(real) => {
+                    tmp.as_file().sync_all()?;
+                    tmp.persist(real).map(drop).map_err(|e| e.error)
+                }
+                stream => job::copy_to_stream(&tmp.into_temp_path(), stream),
+            }
+        })();
+        job::untrack(&path);
+        landed.map_err(err)
     }
 
     pub fn write(&mut self, format: Format, dtype: KeyType, data: &[u8]) -> Result<(), CliError> {

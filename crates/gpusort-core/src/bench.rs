@@ -21,6 +21,15 @@ pub enum TimeSource {
     WallClock,
 }
 
+impl std::fmt::Display for TimeSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            TimeSource::GpuTimestamps => "GPU timestamps",
+            TimeSource::WallClock => "the wall clock",
+        })
+    }
+}
+
 /// Times recorded GPU work.
 pub struct GpuTimer {
     queries: Option<(wgpu::QuerySet, wgpu::Buffer, wgpu::Buffer)>,

@@ -173,19 +173,26 @@ fn choose(adapters: Vec<wgpu::Adapter>, selector: Option<&str>) -> Result<(usize
     }
     let mut indexed: Vec<(usize, wgpu::Adapter)> = adapters.into_iter().enumerate().collect();
     if let Some(sel) = selector {
+        // a name or index that matches nothing is the user's mistake: say what there is
+        let there_are = || {
+            indexed
+                .iter()
+                .map(|(i, a)| format!("[{i}] {}", a.get_info().name))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         if let Ok(i) = sel.parse::<usize>() {
-            let len = indexed.len();
+            let list = there_are();
             return indexed.into_iter().find(|(j, _)| *j == i).ok_or_else(|| {
-                Error::InvalidInput(format!(
-                    "no adapter with index {i} (there are {len}; see `gpusort info`)"
-                ))
+                Error::InvalidInput(format!("--adapter {i}: no such adapter; there are {list}"))
             });
         }
         let needle = sel.to_ascii_lowercase();
+        let list = there_are();
         indexed.retain(|(_, a)| a.get_info().name.to_ascii_lowercase().contains(&needle));
         if indexed.is_empty() {
-            return Err(Error::NoAdapter(format!(
-                " whose name contains '{sel}' (see `gpusort info`)"
+            return Err(Error::InvalidInput(format!(
+                "--adapter {sel}: no adapter's name contains it; there are {list}"
             )));
         }
     }

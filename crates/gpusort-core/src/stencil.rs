@@ -50,6 +50,12 @@ impl Boundary {
     }
 }
 
+impl std::fmt::Display for Boundary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(Boundary::NAMES[self.code() as usize])
+    }
+}
+
 impl FromStr for Boundary {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
