@@ -1222,8 +1222,7 @@ mod external_sort {
         let (mut k, mut v, mut p) = (Vec::new(), Vec::new(), Vec::new());
         let mut phases = Vec::new();
         external::sort_external::<T>(
-            s,
-            gpu,
+            &external::GpuRuns { sorter: s, gpu },
             bytemuck::cast_slice(keys),
             Some(bytemuck::cast_slice(&values)),
             &ExternalSort {
@@ -1396,8 +1395,10 @@ mod external_sort {
         };
         let mut sink = Failing(40_000);
         let err = external::sort_external::<u32>(
-            &sorter(gpu),
-            gpu,
+            &external::GpuRuns {
+                sorter: &sorter(gpu),
+                gpu,
+            },
             bytemuck::cast_slice(&keys),
             None,
             &job,
@@ -1420,8 +1421,10 @@ mod external_sort {
             ..job
         };
         let err = external::sort_external::<u32>(
-            &sorter(gpu),
-            gpu,
+            &external::GpuRuns {
+                sorter: &sorter(gpu),
+                gpu,
+            },
             bytemuck::cast_slice(&keys),
             None,
             &small,

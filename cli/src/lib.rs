@@ -132,6 +132,42 @@ impl Global {
         }
     }
 
+    /// Where this command's jobs run: the CPU engine with `--backend cpu`, and with `auto` when
+    /// there is no adapter or only software ones (lavapipe, WARP) and no `--adapter` was named;
+    /// the GPU otherwise (`--backend gpu` or a named backend runs on a software adapter too,
+    /// which is how the tests exercise the kernels).
+    pub fn engine(&self) -> Result<Engine, CliError> {
+        // one decision per process: many-file jobs ask once a file
+        static DECIDED: std::sync::OnceLock<Engine> = std::sync::OnceLock::new();
+        if let Some(e) = DECIDED.get() {
+            return Ok(*e);
+        }
+        let e = self.decide_engine()?;
+        Ok(*DECIDED.get_or_init(|| e))
+    }
+
+    fn decide_engine(&self) -> Result<Engine, CliError> {
+        match self.backend {
+            Backend::Cpu => Ok(Engine::Cpu { why: "asked for" }),
+            Backend::Auto if self.adapter.is_none() => {
+                let adapters = gpusort_core::gpu::list_adapters(&self.gpu_options())?;
+                let software = format!("{:?}", wgpu::DeviceType::Cpu);
+                Ok(if adapters.is_empty() {
+                    Engine::Cpu {
+                        why: "no GPU found",
+                    }
+                } else if adapters.iter().all(|a| a.device_type == software) {
+                    Engine::Cpu {
+                        why: "no hardware GPU; --backend gpu uses the software adapter",
+                    }
+                } else {
+                    Engine::Gpu
+                })
+            }
+            _ => Ok(Engine::Gpu),
+        }
+    }
+
     /// The GPU context; says on stderr when `auto` had to fall back to OpenGL.
     pub fn gpu(&self) -> Result<gpusort_core::Gpu, CliError> {
         let gpu = gpusort_core::Gpu::new(&self.gpu_options())?;
@@ -141,6 +177,26 @@ impl Global {
             }
         }
         Ok(gpu)
+    }
+}
+
+/// Where a command's jobs run (see [`Global::engine`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    /// `gpusort_core::cpu_engine` on all cores; `why` for the outcome line.
+    Cpu {
+        why: &'static str,
+    },
+    Gpu,
+}
+
+impl Engine {
+    /// How outcome lines name the CPU engine: "the CPU engine (N threads; why)".
+    pub fn cpu_words(why: &str) -> String {
+        format!(
+            "the CPU engine ({} threads; {why})",
+            rayon::current_num_threads()
+        )
     }
 }
 

@@ -19,9 +19,17 @@ fn main() -> ExitCode {
             let _ = e.print(); // --help, --version
             return ExitCode::SUCCESS;
         }
-        Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
-            // a bare `gpusort`: the usage, then exit 2 as for any incomplete command line
-            let _ = e.print();
+        Err(e)
+            if matches!(
+                e.kind(),
+                clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+                    | clap::error::ErrorKind::MissingSubcommand
+            ) =>
+        {
+            // a bare `gpusort` (GPUSORT_* variables set or not): the help, then exit 2 as for
+            // any incomplete command line
+            use clap::CommandFactory;
+            eprint!("{}", Cli::command().render_help());
             return ExitCode::from(2);
         }
         Err(e) => {

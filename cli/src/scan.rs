@@ -17,7 +17,7 @@ use crate::files::{
     Format, Input, Named, Output, Written,
 };
 use crate::sort::Dtype;
-use crate::{for_dtype, many, progress, Global};
+use crate::{for_dtype, many, progress, Engine, Global};
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
 pub enum Op {
@@ -169,24 +169,39 @@ fn prepare(
     })
 }
 
-/// The GPU and the scan kernels, started once per command.
-struct Device {
-    gpu: Gpu,
-    scanner: Scanner,
+/// Where a command's scans and splits run: the GPU with its scan kernels, started once per
+/// command, or the CPU engine.
+#[allow(clippy::large_enum_variant)] // one a command
+enum Device {
+    Gpu { gpu: Gpu, scanner: Scanner },
+    Cpu { why: &'static str },
 }
 
 impl Device {
     fn start(g: &Global) -> Result<Device, CliError> {
-        let gpu = g.gpu()?;
-        let scanner = Scanner::new(&gpu)?;
-        Ok(Device { gpu, scanner })
+        Ok(match g.engine()? {
+            Engine::Cpu { why } => Device::Cpu { why },
+            Engine::Gpu => {
+                let gpu = g.gpu()?;
+                let scanner = Scanner::new(&gpu)?;
+                Device::Gpu { gpu, scanner }
+            }
+        })
+    }
+
+    /// How outcome lines name it.
+    fn words(&self) -> String {
+        match self {
+            Device::Gpu { gpu, .. } => gpu.adapter.name.clone(),
+            Device::Cpu { why } => Engine::cpu_words(why),
+        }
     }
 }
 
 /// The progress bar of a one-file job, in elements.
-fn job_bar(g: &Global, what: &str, p: &Prepared, gpu: &Gpu) -> indicatif::ProgressBar {
+fn job_bar(g: &Global, what: &str, p: &Prepared, dev: &Device) -> indicatif::ProgressBar {
     let bar = progress::bar(g.progress, g.quiet, p.input.len as u64, "elements");
-    bar.set_message(format!("{what} {} on {}", p.input.dtype, gpu.adapter.name));
+    bar.set_message(format!("{what} {} on {}", p.input.dtype, dev.words()));
     bar
 }
 
@@ -229,6 +244,31 @@ fn scan_many(g: &Global, a: &ScanArgs) -> CliResult {
     }
     let start = Instant::now();
     let bar = progress::bar(g.progress, g.quiet, files.inputs.len() as u64, "files");
+    if let Engine::Cpu { why } = g.engine()? {
+        for (input, dest) in files.inputs.iter().zip(&files.dests) {
+            let p = Prepared {
+                input: Input::open(&input.path, Some(input.dtype))?,
+                dest: dest.clone(),
+                format: input.format,
+                values: None,
+            };
+            let (op, inclusive, verify) = (a.op.into(), !a.exclusive, a.io.verify);
+            (|| for_dtype!(input.dtype, scan_on_cpu(&p, op, inclusive, verify); u32, i32, f32))()?;
+            bar.inc(1);
+        }
+        bar.finish_and_clear();
+        note(
+            g,
+            format!(
+                "scanned {} files with {} in {:.3} s{}",
+                files.inputs.len(),
+                Engine::cpu_words(why),
+                start.elapsed().as_secs_f64(),
+                if a.io.verify { ", verified" } else { "" }
+            ),
+        );
+        return Ok(());
+    }
     let gpu = g.gpu()?;
     let sched = gpusort_core::schedule::Scheduler::new(&gpu)?;
     let lens: Vec<usize> = files.inputs.iter().map(|i| i.len).collect();
@@ -411,31 +451,60 @@ fn verify_scan_words(
 
 fn scan_typed<T: SortKey>(g: &Global, a: &ScanArgs, p: &Prepared, op: ScanOp) -> CliResult {
     let dev = Device::start(g)?;
-    let bar = job_bar(g, "scanning", p, &dev.gpu);
+    let bar = job_bar(g, "scanning", p, &dev);
     let t = Instant::now();
-    let n = scan_file::<T>(
-        &dev.gpu,
-        &dev.scanner,
-        &p.input,
-        &p.dest,
-        p.format,
-        op,
-        !a.exclusive,
-        a.io.verify,
-        &bar,
-    )?;
+    let n = match &dev {
+        Device::Gpu { gpu, scanner } => scan_file::<T>(
+            gpu,
+            scanner,
+            &p.input,
+            &p.dest,
+            p.format,
+            op,
+            !a.exclusive,
+            a.io.verify,
+            &bar,
+        )?,
+        Device::Cpu { .. } => scan_on_cpu::<T>(p, op, !a.exclusive, a.io.verify)?,
+    };
     bar.finish_and_clear();
     note(
         g,
         format!(
-            "scanned {n} {} elements in {:.3} s -> {}{}",
+            "scanned {n} {} elements with {} in {:.3} s -> {}{}",
             T::TYPE,
+            dev.words(),
             t.elapsed().as_secs_f64(),
             shown(&p.dest),
-            if a.io.verify { " (verified)" } else { "" }
+            if a.io.verify { ", verified" } else { "" }
         ),
     );
     Ok(())
+}
+
+/// A scan on the CPU engine, straight into the output's memory map (files larger than RAM
+/// go through the page cache). Returns the number of elements.
+fn scan_on_cpu<T: SortKey>(
+    p: &Prepared,
+    op: ScanOp,
+    inclusive: bool,
+    verify: bool,
+) -> CliResult<usize> {
+    let data = p.input.elements::<T>();
+    let mut out = Output::create(&p.dest)?;
+    let mut map = out.map_array(p.format, T::TYPE, &[data.len()])?;
+    if let Some(m) = map.as_mut() {
+        let dst: &mut [T] = bytemuck::cast_slice_mut(&mut m[..]);
+        gpusort_core::cpu_engine::scan(&data, dst, op, inclusive);
+        if verify {
+            ScanCheck::new::<T>(op, inclusive).check(&data, dst, 0)?;
+        }
+        m.flush()
+            .map_err(|e| CliError::runtime(format!("cannot write {}: {e}", shown(&p.dest))))?;
+    }
+    drop(map);
+    out.commit()?;
+    Ok(data.len())
 }
 
 fn verify_scan<T: SortKey>(data: &[T], out: &[T], op: ScanOp, inclusive: bool) -> CliResult {
@@ -480,13 +549,29 @@ fn split_many(
         .collect::<Result<Vec<_>, _>>()?;
     let bar = progress::bar(g.progress, g.quiet, files.inputs.len() as u64, "files");
     let dev = Device::start(g)?;
-    let sched = gpusort_core::schedule::Scheduler::new(&dev.gpu)?;
+    let Device::Gpu { gpu, .. } = &dev else {
+        // the CPU engine takes each file in turn
+        for (input, dest) in files.inputs.iter().zip(&files.dests) {
+            let input = Input::open(&input.path, Some(input.dtype))?;
+            let p = Prepared {
+                format: input.format,
+                input,
+                dest: dest.clone(),
+                values: None,
+            };
+            single(&p, &dev)?;
+            bar.inc(1);
+        }
+        bar.finish_and_clear();
+        return Ok(());
+    };
+    let sched = gpusort_core::schedule::Scheduler::new(gpu)?;
     let (small, large): (Vec<usize>, Vec<usize>) = (0..files.inputs.len()).partition(|&f| {
         let i = &files.inputs[f];
         !i.dtype.is_wide() && i.len <= MERGED_SCAN_MAX
     });
     many::run_merged(
-        &dev.gpu,
+        gpu,
         &sched,
         &files,
         &small,
@@ -541,6 +626,42 @@ fn split_many(
     }
     bar.finish_and_clear();
     Ok(())
+}
+
+/// A partition (`rest`) or compaction on the CPU engine, in memory. Returns (elements matched,
+/// elements in all).
+fn split_on_cpu<T: SortKey>(
+    p: &Prepared,
+    pred: Predicate<T>,
+    rest: bool,
+    values_out: Option<&Path>,
+    verify: bool,
+) -> CliResult<(usize, usize)> {
+    let data = p.input.elements::<T>();
+    let values = p.values.as_ref().map(|v| v.elements::<u32>());
+    let (out, moved, kept) = gpusort_core::cpu_engine::split(&data, values.as_deref(), &pred, rest);
+    if verify {
+        let (want, wvals, wsplit) = reference::partition(&data, values.as_deref(), &pred);
+        let len = out.len();
+        if bytemuck::cast_slice::<T, u8>(&out) != bytemuck::cast_slice::<T, u8>(&want[..len])
+            || moved.as_deref() != wvals.as_ref().map(|v| &v[..len])
+            || kept != wsplit
+        {
+            return Err(CliError::runtime(
+                "verification failed: the split differs from the CPU twin's; nothing was written",
+            ));
+        }
+    }
+    Output::write_all(&p.dest, p.format, T::TYPE, bytemuck::cast_slice(&out))?;
+    if let (Some(path), Some(m)) = (values_out, &moved) {
+        Output::write_all(
+            path,
+            Format::for_output(path),
+            KeyType::U32,
+            bytemuck::cast_slice(m),
+        )?;
+    }
+    Ok((kept, data.len()))
 }
 
 /// The split index or kept count on stdout: alone for one file, with the input's path for many;
@@ -599,7 +720,9 @@ fn split_file<T: SortKey>(
     verify: bool,
     bar: &indicatif::ProgressBar,
 ) -> CliResult<(usize, usize)> {
-    let (gpu, scanner) = (&dev.gpu, &dev.scanner);
+    let Device::Gpu { gpu, scanner } = dev else {
+        return split_on_cpu(p, pred, rest, values_out, verify);
+    };
     let data = p.input.elements::<T>();
     let values = p.values.as_ref().map(|v| v.elements::<u32>());
     let n = data.len() as u64;
@@ -698,7 +821,7 @@ fn partition_typed<T: SortKey + FromStr + PartialEq>(
 ) -> CliResult {
     let pivot: T = parse_pivot("--pivot", &a.pivot)?;
     let pred = Predicate::Below(pivot);
-    let bar = job_bar(g, "partitioning", p, &dev.gpu);
+    let bar = job_bar(g, "partitioning", p, dev);
     let (split, n) = split_file(
         p,
         dev,
@@ -763,7 +886,7 @@ fn compact_typed<T: SortKey + FromStr + PartialEq>(
         (_, Some(x)) => Predicate::AtLeast(parse_pivot("--at-least", x)?),
         _ => Predicate::NonZero,
     };
-    let bar = job_bar(g, "compacting", p, &dev.gpu);
+    let bar = job_bar(g, "compacting", p, dev);
     let (kept, n) = split_file(
         p,
         dev,

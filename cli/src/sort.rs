@@ -12,7 +12,7 @@ use crate::files::{
     check_distinct, check_output_path, open_values, output_format, resolve_output, shown, Format,
     Input, Named, Output, RunDir, Written,
 };
-use crate::{for_dtype, many, progress, Global};
+use crate::{for_dtype, many, progress, Engine, Global};
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
 pub enum Dtype {
@@ -213,6 +213,7 @@ fn sort_typed<T: SortKey>(
         descending: args.descending,
         segment_size: args.segment_size,
     };
+    let engine = g.engine()?;
     if let Some(budget) = memory_budget(args)? {
         let need = in_memory_bytes::<T>(
             input.len,
@@ -221,8 +222,11 @@ fn sort_typed<T: SortKey>(
             args.verify,
         );
         if need > budget {
-            return sort_external::<T>(g, args, input, values, dest, order, budget);
+            return sort_external::<T>(g, args, input, values, dest, order, budget, engine);
         }
+    }
+    if let Engine::Cpu { why } = engine {
+        return sort_on_cpu::<T>(g, args, input, values, dest, order, why);
     }
     if values.is_none() && args.argsort.is_none() && !args.verify {
         return sort_direct::<T>(g, args, input, dest, order);
@@ -258,31 +262,11 @@ fn sort_typed<T: SortKey>(
 
     if let Some(original) = &original {
         bar.set_message("verifying on the CPU");
-        match &args.key_bits {
-            Some(bits) => verify_on_bits(original, &keys, order.descending, bits.clone())?,
-            None => verify(original, &keys, order)?,
-        }
+        check(args, original, &keys, order)?;
     }
     bar.set_message(format!("writing {}", shown(dest)));
     let write_start = Instant::now();
-    let out_format = output_format(input, args.output.as_deref());
-    Output::write_all(dest, out_format, T::TYPE, bytemuck::cast_slice(&keys))?;
-    if let (Some(v), Some(path)) = (&vals, &args.values_out) {
-        Output::write_all(
-            path,
-            Format::for_output(path),
-            KeyType::U32,
-            bytemuck::cast_slice(v),
-        )?;
-    }
-    if let (Some(p), Some(path)) = (&perm, &args.argsort) {
-        Output::write_all(
-            path,
-            Format::for_output(path),
-            KeyType::U32,
-            bytemuck::cast_slice(p),
-        )?;
-    }
+    write_sorted(args, input, dest, &keys, vals.as_deref(), perm.as_deref())?;
     let write_s = write_start.elapsed().as_secs_f64();
     bar.finish_and_clear();
     report::<T>(
@@ -298,6 +282,96 @@ fn sort_typed<T: SortKey>(
             write: write_s,
         },
     );
+    Ok(())
+}
+
+/// --verify of an in-memory sort: ordered (on the key bits, if given) and the same keys.
+fn check<T: SortKey>(args: &SortArgs, original: &[T], keys: &[T], order: SortOrder) -> CliResult {
+    match &args.key_bits {
+        Some(bits) => verify_on_bits(original, keys, order.descending, bits.clone()),
+        None => verify(original, keys, order),
+    }
+}
+
+/// Write a sorted result and what came with it (the payload, the permutation).
+fn write_sorted<T: SortKey>(
+    args: &SortArgs,
+    input: &Input,
+    dest: &Path,
+    keys: &[T],
+    values: Option<&[u32]>,
+    perm: Option<&[u32]>,
+) -> CliResult {
+    let out_format = output_format(input, args.output.as_deref());
+    Output::write_all(dest, out_format, T::TYPE, bytemuck::cast_slice(keys))?;
+    for (data, path) in [(values, &args.values_out), (perm, &args.argsort)] {
+        if let (Some(d), Some(path)) = (data, path) {
+            Output::write_all(
+                path,
+                Format::for_output(path),
+                KeyType::U32,
+                bytemuck::cast_slice(d),
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// A sort of one file on the CPU engine, in memory: every option (payload, permutation,
+/// segments, key bits, --verify) with the GPU's results.
+fn sort_on_cpu<T: SortKey>(
+    g: &Global,
+    args: &SortArgs,
+    input: &Input,
+    values: Option<&Input>,
+    dest: &Path,
+    order: SortOrder,
+    why: &str,
+) -> CliResult {
+    let bar = progress::spinner(g.progress, g.quiet);
+    let start = Instant::now();
+    bar.set_message(format!("reading {}", input.shown()));
+    let mut keys: Vec<T> = input.to_vec();
+    let original: Option<Vec<T>> = args.verify.then(|| keys.clone());
+    let mut vals: Option<Vec<u32>> = values.map(|v| v.to_vec());
+    let read_s = start.elapsed().as_secs_f64();
+    bar.set_message(format!(
+        "sorting {} {} keys on the CPU",
+        keys.len(),
+        T::TYPE
+    ));
+    let t = Instant::now();
+    let perm = gpusort_core::cpu_engine::sort(
+        &mut keys,
+        vals.as_deref_mut(),
+        args.argsort.is_some(),
+        order,
+        args.key_bits.clone(),
+    );
+    let sort_s = t.elapsed().as_secs_f64();
+    if let Some(original) = &original {
+        bar.set_message("verifying");
+        check(args, original, &keys, order)?;
+    }
+    bar.set_message(format!("writing {}", shown(dest)));
+    let t = Instant::now();
+    write_sorted(args, input, dest, &keys, vals.as_deref(), perm.as_deref())?;
+    let write_s = t.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+    if !g.quiet {
+        eprintln!(
+            "sorted {} {} keys with {} in {:.3} s -> {}{}",
+            keys.len(),
+            T::TYPE,
+            Engine::cpu_words(why),
+            start.elapsed().as_secs_f64(),
+            shown(dest),
+            if args.verify { ", verified" } else { "" }
+        );
+    }
+    if g.show_timings() {
+        eprintln!("time: read {read_s:.3} s, sort {sort_s:.3} s, write {write_s:.3} s");
+    }
     Ok(())
 }
 
@@ -472,13 +546,20 @@ fn sort_external<T: SortKey>(
     dest: &Path,
     order: SortOrder,
     budget: u64,
+    engine: Engine,
 ) -> CliResult {
     let start = Instant::now();
     let n = input.len as u64;
     let bar = progress::bar(g.progress, g.quiet, n, "keys");
-    bar.set_message("starting the GPU");
-    let gpu = g.gpu()?;
-    let sorter = sorter(&gpu, args)?;
+    let gpu = match engine {
+        Engine::Gpu => {
+            bar.set_message("starting the GPU");
+            let gpu = g.gpu()?;
+            let sorter = sorter(&gpu, args)?;
+            Some((gpu, sorter))
+        }
+        Engine::Cpu { .. } => None,
+    };
     let runs = RunDir::new(args.tmp_dir.as_deref(), dest)?;
     let mut keys_out = Output::create(dest)?;
     let mut values_out = match (&args.values_out, values) {
@@ -512,27 +593,40 @@ fn sort_external<T: SortKey>(
             verify: args.verify,
         };
         let mut phase = None;
-        external::sort_external::<T>(
-            &sorter,
-            &gpu,
-            input.bytes(),
-            values.map(Input::bytes),
-            &job,
-            sink,
-            &mut |p, done| {
-                if phase != Some(p) {
-                    phase = Some(p);
-                    bar.set_position(0);
-                    bar.set_message(match p {
-                        external::Phase::Runs => "sorting runs".to_string(),
-                        external::Phase::Merge { level, levels } => {
-                            format!("merging ({level}/{levels})")
-                        }
-                    });
-                }
-                bar.set_position(done);
-            },
-        )?
+        let mut progress = |p, done| {
+            if phase != Some(p) {
+                phase = Some(p);
+                bar.set_position(0);
+                bar.set_message(match p {
+                    external::Phase::Runs => "sorting runs".to_string(),
+                    external::Phase::Merge { level, levels } => {
+                        format!("merging ({level}/{levels})")
+                    }
+                });
+            }
+            bar.set_position(done);
+        };
+        let (keys, vals) = (input.bytes(), values.map(Input::bytes));
+        match &gpu {
+            Some((gpu, sorter)) => external::sort_external::<T>(
+                &external::GpuRuns { sorter, gpu },
+                keys,
+                vals,
+                &job,
+                sink,
+                &mut progress,
+            )?,
+            None => external::sort_external::<T>(
+                &external::CpuRuns {
+                    bits: args.key_bits.clone(),
+                },
+                keys,
+                vals,
+                &job,
+                sink,
+                &mut progress,
+            )?,
+        }
     };
     drop(runs);
     for (_, o) in [values_out, perm_out].into_iter().flatten() {
@@ -656,6 +750,32 @@ fn sort_many(g: &Global, args: &SortArgs) -> CliResult {
     };
     let start = Instant::now();
     let bar = progress::bar(g.progress, g.quiet, files.inputs.len() as u64, "files");
+    let quiet = Global {
+        quiet: true,
+        timings: false,
+        ..g.clone()
+    };
+    if let Engine::Cpu { why } = g.engine()? {
+        // each file in turn, each sort on all cores
+        for (input, dest) in files.inputs.iter().zip(&files.dests) {
+            bar.set_message(format!("sorting {}", input.shown()));
+            (|| for_dtype!(input.dtype, sort_typed(&quiet, args, input, None, dest); u32, i32, f32, u64, i64, f64))(
+            )?;
+            bar.inc(1);
+        }
+        bar.finish_and_clear();
+        if !g.quiet {
+            eprintln!(
+                "sorted {} files with {} in {:.3} s{}",
+                files.inputs.len(),
+                Engine::cpu_words(why),
+                start.elapsed().as_secs_f64(),
+                if args.verify { ", verified" } else { "" }
+            );
+        }
+        return Ok(());
+    }
+
     bar.set_message("starting the GPU");
     let gpu = g.gpu()?;
     let sched = gpusort_core::schedule::Scheduler::new(&gpu)?;
@@ -703,10 +823,6 @@ fn sort_many(g: &Global, args: &SortArgs) -> CliResult {
     for &f in &large {
         let input = &files.inputs[f];
         bar.set_message(format!("sorting {}", input.shown()));
-        let quiet = Global {
-            quiet: true,
-            ..g.clone()
-        };
         let dest = &files.dests[f];
         (|| for_dtype!(input.dtype, sort_typed(&quiet, args, input, None, dest); u32, i32, f32, u64, i64, f64))(
         )?;

@@ -16,7 +16,7 @@ use crate::files::{
     check_distinct, output_format, resolve_output, shown, Format, Input, Named, Output, Scratch,
     Written,
 };
-use crate::{progress, Global};
+use crate::{progress, Engine, Global};
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
 pub enum Kind {
@@ -248,6 +248,20 @@ pub fn run(g: &Global, args: &StencilArgs) -> CliResult {
     )?;
     let format = output_format(&input, args.output.as_deref());
 
+    if let Engine::Cpu { why } = g.engine()? {
+        if args.plan {
+            println!(
+                "{}plan       on {}: the grid and one scratch copy in host memory, rows on all cores",
+                describe_job(&job),
+                Engine::cpu_words(why)
+            );
+            return Ok(());
+        }
+        return match job.dtype {
+            KeyType::F64 => run_on_cpu::<f64>(g, args, &job, &input, &dest, format, why),
+            _ => run_on_cpu::<f32>(g, args, &job, &input, &dest, format, why),
+        };
+    }
     let gpu = g.gpu()?;
     let tile = match args.on_chip_steps {
         None | Some(1) => None,
@@ -398,6 +412,80 @@ fn run_typed<T: StencilValue + Into<f64>>(
     Ok(())
 }
 
+/// A stencil on the CPU engine: bit-identical to the CPU twin (so --verify compares exactly),
+/// into the output's memory map, with a scratch grid of the same size.
+#[allow(clippy::too_many_arguments)]
+fn run_on_cpu<T: StencilValue + Into<f64>>(
+    g: &Global,
+    args: &StencilArgs,
+    job: &StencilJob,
+    input: &Input,
+    dest: &std::path::Path,
+    format: Format,
+    why: &str,
+) -> CliResult {
+    let start = std::time::Instant::now();
+    let bar = progress::spinner(g.progress, g.quiet);
+    bar.set_message(format!("{} steps on the CPU", job.steps));
+    let grid = input.elements::<T>();
+    let mut out = Output::create(dest)?;
+    let mut map = out.map_array(format, job.dtype, &job.shape.extents())?;
+    let mut scratch = if job.steps > 1 {
+        Some(Scratch::new(input.bytes().len() as u64, dest)?)
+    } else {
+        None
+    };
+    if let Some(m) = map.as_mut() {
+        let dst: &mut [T] = bytemuck::cast_slice_mut(&mut m[..]);
+        let tmp: &mut [T] = match scratch.as_mut() {
+            Some(s) => bytemuck::cast_slice_mut(s.bytes()),
+            None => &mut [],
+        };
+        gpusort_core::cpu_engine::stencil(
+            &grid,
+            dst,
+            tmp,
+            job.shape,
+            &job.stencil,
+            job.boundary,
+            job.cval,
+            job.steps,
+        );
+        if args.verify {
+            let want = cpu::stencil::run(
+                &grid,
+                job.shape,
+                &job.stencil,
+                job.boundary,
+                job.cval,
+                job.steps,
+            );
+            verify(dst, &want)?;
+        }
+        m.flush()
+            .map_err(|e| CliError::runtime(format!("cannot write {}: {e}", shown(dest))))?;
+    }
+    drop((map, scratch));
+    out.commit()?;
+    bar.finish_and_clear();
+    if !g.quiet {
+        eprintln!(
+            "{} {} of a radius-{} stencil ({} taps) on a {} {} grid with {} in {:.3} s -> {}{}",
+            job.steps,
+            if job.steps == 1 { "step" } else { "steps" },
+            job.stencil.radius(),
+            job.stencil.taps().len(),
+            job.shape,
+            job.dtype,
+            Engine::cpu_words(why),
+            start.elapsed().as_secs_f64(),
+            shown(dest),
+            if args.verify { ", verified" } else { "" }
+        );
+    }
+    Ok(())
+}
+
 /// The GPU result against the CPU twin, within the tolerance the tests use (the GPU may fuse a
 /// multiply and an add).
 fn verify<T: StencilValue + Into<f64>>(got: &[T], want: &[T]) -> CliResult {
@@ -434,15 +522,9 @@ fn mib(b: u64) -> String {
     format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64)
 }
 
-/// The `--plan` report.
-fn describe(
-    job: &StencilJob,
-    p: &StencilPlan,
-    budget: Budget,
-    speeds: Option<Speeds>,
-    tile: Option<gpusort_core::stencil::TileConfig>,
-) -> String {
-    let mut s = format!(
+/// The grid and stencil lines of a `--plan` report.
+fn describe_job(job: &StencilJob) -> String {
+    format!(
         "grid       {} {} ({})\nstencil    radius {}, {} taps, boundary {}, {} steps\n",
         job.shape,
         job.dtype,
@@ -451,7 +533,18 @@ fn describe(
         job.stencil.taps().len(),
         job.boundary,
         job.steps
-    );
+    )
+}
+
+/// The `--plan` report.
+fn describe(
+    job: &StencilJob,
+    p: &StencilPlan,
+    budget: Budget,
+    speeds: Option<Speeds>,
+    tile: Option<gpusort_core::stencil::TileConfig>,
+) -> String {
+    let mut s = describe_job(job);
     if p.in_core {
         s += "plan       in core: one upload, every step on the GPU, one download\n";
     } else {

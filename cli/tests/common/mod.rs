@@ -7,8 +7,12 @@ use assert_cmd::Command;
 use gpusort_tests::rng;
 use rand::Rng;
 
+/// The binary, on a GPU adapter even where the only one is a software adapter (lavapipe in CI),
+/// so that these tests exercise the kernels; `--backend cpu` on the command line overrides it.
 pub fn gpusort() -> Command {
-    Command::cargo_bin("gpusort").expect("binary built")
+    let mut c = Command::cargo_bin("gpusort").expect("binary built");
+    c.env("GPUSORT_BACKEND", "gpu");
+    c
 }
 
 pub fn write_u32(path: &Path, v: &[u32]) {

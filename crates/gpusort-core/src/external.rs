@@ -82,7 +82,7 @@ pub struct ExternalStats {
     /// Runs merged at once, and the merge levels that took.
     pub fan_in: usize,
     pub merge_levels: usize,
-    /// The first run's GPU sort.
+    /// The first run's GPU sort (None on the CPU engine).
     pub sort: Option<SortStats>,
     /// Wall-clock seconds sorting runs and merging.
     pub run_s: f64,
@@ -103,12 +103,80 @@ impl Record {
     }
 }
 
+/// What sorts the runs of an external sort: the GPU ([`GpuRuns`]) or the CPU engine
+/// ([`CpuRuns`]).
+pub trait RunSorter {
+    /// The most keys one run may hold (one GPU sort; pieces merged in memory would hold far
+    /// more than the run itself).
+    fn max_run(&self, key: crate::KeyType, carried: bool, order: SortOrder) -> u64;
+    /// The key-bit range the runs are sorted on, if not every bit.
+    fn key_bits(&self) -> Option<std::ops::Range<u32>>;
+    /// Sort one run in place, carrying `values`; the permutation when asked.
+    fn sort_run<T: SortKey>(
+        &self,
+        keys: &mut [T],
+        values: Option<&mut [u32]>,
+        want_permutation: bool,
+        order: SortOrder,
+    ) -> Result<(Option<Vec<u32>>, Option<SortStats>)>;
+}
+
+/// Runs sorted on the GPU.
+pub struct GpuRuns<'a> {
+    pub sorter: &'a BitonicSorter,
+    pub gpu: &'a Gpu,
+}
+
+impl RunSorter for GpuRuns<'_> {
+    fn max_run(&self, key: crate::KeyType, carried: bool, order: SortOrder) -> u64 {
+        BitonicSorter::max_len(self.gpu, key, carried, order)
+    }
+    fn key_bits(&self) -> Option<std::ops::Range<u32>> {
+        self.sorter.key_bits()
+    }
+    fn sort_run<T: SortKey>(
+        &self,
+        keys: &mut [T],
+        values: Option<&mut [u32]>,
+        want_permutation: bool,
+        order: SortOrder,
+    ) -> Result<(Option<Vec<u32>>, Option<SortStats>)> {
+        let (perm, st) = self
+            .sorter
+            .sort_host(self.gpu, keys, values, want_permutation, order)?;
+        Ok((perm, Some(st)))
+    }
+}
+
+/// Runs sorted by the CPU engine, on the key-bit range `bits` if given.
+pub struct CpuRuns {
+    pub bits: Option<std::ops::Range<u32>>,
+}
+
+impl RunSorter for CpuRuns {
+    fn max_run(&self, _key: crate::KeyType, _carried: bool, _order: SortOrder) -> u64 {
+        u32::MAX as u64 // permutations are u32 positions
+    }
+    fn key_bits(&self) -> Option<std::ops::Range<u32>> {
+        self.bits.clone()
+    }
+    fn sort_run<T: SortKey>(
+        &self,
+        keys: &mut [T],
+        values: Option<&mut [u32]>,
+        want_permutation: bool,
+        order: SortOrder,
+    ) -> Result<(Option<Vec<u32>>, Option<SortStats>)> {
+        let perm =
+            crate::cpu_engine::sort(keys, values, want_permutation, order, self.bits.clone());
+        Ok((perm, None))
+    }
+}
+
 /// Sort the `keys` bytes (elements of `T`; `values` u32 bytes carried along) into `sink`,
 /// holding at most about `job.memory_budget` bytes, with run files in `job.run_dir`.
-#[allow(clippy::too_many_arguments)]
 pub fn sort_external<T: SortKey>(
-    sorter: &BitonicSorter,
-    gpu: &Gpu,
+    runs_by: &impl RunSorter,
     keys: &[u8],
     values: Option<&[u8]>,
     job: &ExternalSort<'_>,
@@ -151,13 +219,13 @@ pub fn sort_external<T: SortKey>(
     // while a run sorts it is held as keys + payload, and the permutation comes back beside it
     let mut run_len = ((job.memory_budget / (2 * record.size() as u64)) as usize).max(MIN_RUN);
     // one GPU sort a run: pieces merged in memory would hold far more than the run itself
-    let one_sort = BitonicSorter::max_len(gpu, T::TYPE, want_index || values.is_some(), job.order);
+    let one_sort = runs_by.max_run(T::TYPE, want_index || values.is_some(), job.order);
     run_len = run_len.min(one_sort as usize);
     if let Some(seg) = job.order.segment_size {
         let seg = seg.max(1) as usize;
         run_len = (run_len / seg).max(1) * seg;
     }
-    let merge_key = merge_key_fn::<T>(sorter, job.order);
+    let merge_key = merge_key_fn::<T>(runs_by.key_bits(), job.order);
     let mut out = Emitter::new(sink, job.verify, job.order);
     let mut stats = ExternalStats {
         run_keys: run_len,
@@ -175,8 +243,10 @@ pub fn sort_external<T: SortKey>(
         if job.verify {
             input_print = input_print.combine(fingerprint(&k));
         }
-        let (perm, st) = sorter.sort_host(gpu, &mut k, v.as_deref_mut(), want_index, job.order)?;
-        stats.sort.get_or_insert(st);
+        let (perm, st) = runs_by.sort_run(&mut k, v.as_deref_mut(), want_index, job.order)?;
+        if let Some(st) = st {
+            stats.sort.get_or_insert(st);
+        }
         let index: Option<Vec<u32>> =
             perm.map(|p| p.into_iter().map(|i| i + start as u32).collect());
         if direct {
@@ -276,10 +346,9 @@ fn block_records(budget: u64, runs: usize, record: Record) -> usize {
 /// What the merge compares: the sort order as one u64 (the key-bit range only, when the sorter
 /// has one), as the in-memory piece merge does.
 pub(crate) fn merge_key_fn<T: SortKey>(
-    sorter: &BitonicSorter,
+    bits: Option<std::ops::Range<u32>>,
     order: SortOrder,
 ) -> impl Fn(&T) -> u64 + Sync {
-    let bits = sorter.key_bits();
     move |k: &T| match &bits {
         Some(r) => crate::cpu::radix::key_on_bits(k, order.descending, r),
         None => sortable(k, order.descending),

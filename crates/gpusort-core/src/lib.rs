@@ -11,12 +11,14 @@
 //! - [`schedule`]: many small sorts and scans in merged launches (METHODS.md method 5).
 //! - [`stencil`]: in-core and out-of-core stencils on 2-D/3-D grids (METHODS.md method 4).
 //! - [`cpu`]: CPU twins of the kernels, the references tests compare against.
+//! - [`cpu_engine`]: the same jobs on all cores, fast, for machines without a hardware GPU.
 //! - [`shaders`]: the embedded WGSL sources.
 
 pub mod bench;
 pub mod bitonic;
 mod bitonic_wgsl;
 pub mod cpu;
+pub mod cpu_engine;
 pub mod error;
 pub mod external;
 pub mod gpu;

@@ -14,19 +14,7 @@ pub fn scan<T: SortKey>(data: &[T], op: ScanOp, inclusive: bool) -> Vec<T> {
 /// combines to; returns the results and the value through the piece's end.
 pub fn scan_from<T: SortKey>(data: &[T], op: ScanOp, inclusive: bool, carry: u32) -> (Vec<T>, u32) {
     let (code, _) = op.code(T::TYPE).expect("supported operator");
-    let combine = |a: u32, b: u32| -> u32 {
-        match code {
-            1 => (f32::from_bits(a) + f32::from_bits(b)).to_bits(),
-            2 => a.max(b),
-            3 => a.min(b),
-            4 => (a as i32).max(b as i32) as u32,
-            5 => (a as i32).min(b as i32) as u32,
-            6 => a & b,
-            7 => a | b,
-            8 => a ^ b,
-            _ => a.wrapping_add(b),
-        }
-    };
+    let combine = |a: u32, b: u32| combine_bits(code, a, b);
     let bits: &[u32] = bytemuck::cast_slice(data);
     let mut acc = carry;
     let out: Vec<u32> = bits
@@ -63,6 +51,21 @@ pub fn holds<T: SortKey>(x: &T, p: &Predicate<T>) -> bool {
             };
             mag != 0
         }
+    }
+}
+
+/// One step of a scan on 32-bit words: operator `code` of [`ScanOp::code`] applied to `a`, `b`.
+pub fn combine_bits(code: u32, a: u32, b: u32) -> u32 {
+    match code {
+        1 => (f32::from_bits(a) + f32::from_bits(b)).to_bits(),
+        2 => a.max(b),
+        3 => a.min(b),
+        4 => (a as i32).max(b as i32) as u32,
+        5 => (a as i32).min(b as i32) as u32,
+        6 => a & b,
+        7 => a | b,
+        8 => a ^ b,
+        _ => a.wrapping_add(b),
     }
 }
 

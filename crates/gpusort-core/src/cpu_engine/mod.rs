@@ -1,0 +1,27 @@
+//! The CPU engine: gpusort's jobs on all cores, for machines whose only adapter is a software
+//! one (lavapipe, WARP) or that have none, and wherever `--backend cpu` asks for it.
+//!
+//! It gives the results the GPU kernels give — the same order rules (NaN last in both
+//! directions and canonical, -0.0 before +0.0, stable), the same wrapping scans, the same
+//! stable splits, stencils bit-identical to their CPU twin — but is written for speed on a CPU
+//! (a parallel LSD radix sort, chunked scans and splits, row-vectorised stencils) with rayon.
+//! The CPU twins in [`crate::cpu`] stay the simple references; tests compare this engine with
+//! them (`tests/cpu_engine.rs`).
+
+mod scan;
+mod sort;
+mod stencil;
+
+pub use scan::{scan, split};
+pub use sort::sort;
+pub use stencil::run as stencil;
+
+/// Elements below which a job runs on one thread: splitting smaller work costs more than it
+/// saves.
+const SEQUENTIAL_BELOW: usize = 1 << 15;
+
+/// Pieces for `n` elements: a few per thread, none below [`SEQUENTIAL_BELOW`].
+fn chunk_len(n: usize) -> usize {
+    let pieces = 4 * rayon::current_num_threads();
+    n.div_ceil(pieces).max(SEQUENTIAL_BELOW)
+}

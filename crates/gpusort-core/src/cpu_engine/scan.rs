@@ -1,0 +1,92 @@
+//! Scans and splits on the CPU, in chunks on all cores: a scan reduces each chunk, combines the
+//! chunk totals in order, and scans each chunk from the total before it; a split partitions
+//! each chunk stably and concatenates the kept parts, then the rest, in chunk order.
+
+use rayon::prelude::*;
+
+use super::chunk_len;
+use crate::cpu::scan::{combine_bits, holds};
+use crate::keys::SortKey;
+use crate::scan::{Predicate, ScanOp};
+
+/// The scan of `data` into `out` (the same length), with the kernels' semantics: wrapping
+/// integer operators; f32 additions in f32 (in another order than a sequential sum, as on the
+/// GPU). The operator must suit the type ([`ScanOp::code`]).
+pub fn scan<T: SortKey>(data: &[T], out: &mut [T], op: ScanOp, inclusive: bool) {
+    assert_eq!(data.len(), out.len(), "a scan writes one result an element");
+    let (code, identity) = op.code(T::TYPE).expect("an operator the type supports");
+    let bits: &[u32] = bytemuck::cast_slice(data);
+    let out: &mut [u32] = bytemuck::cast_slice_mut(out);
+    let chunk = chunk_len(bits.len());
+    let totals: Vec<u32> = bits
+        .par_chunks(chunk)
+        .map(|c| c.iter().fold(identity, |a, &x| combine_bits(code, a, x)))
+        .collect();
+    let mut carries = Vec::with_capacity(totals.len());
+    let mut acc = identity;
+    for t in totals {
+        carries.push(acc);
+        acc = combine_bits(code, acc, t);
+    }
+    bits.par_chunks(chunk)
+        .zip(out.par_chunks_mut(chunk))
+        .zip(carries)
+        .for_each(|((src, dst), carry)| {
+            let mut acc = carry;
+            for (d, &x) in dst.iter_mut().zip(src) {
+                let before = acc;
+                acc = combine_bits(code, acc, x);
+                *d = if inclusive { acc } else { before };
+            }
+        });
+}
+
+/// Stable split of `data` (and its `payload`) by `p`: the elements that hold it first, then,
+/// with `keep_rest`, the others, both in input order. Returns (elements, payload, how many hold).
+pub fn split<T: SortKey>(
+    data: &[T],
+    payload: Option<&[u32]>,
+    p: &Predicate<T>,
+    keep_rest: bool,
+) -> (Vec<T>, Option<Vec<u32>>, usize) {
+    type Part<T> = (Vec<T>, Vec<u32>, Vec<T>, Vec<u32>);
+    let chunk = chunk_len(data.len());
+    let parts: Vec<Part<T>> = data
+        .par_chunks(chunk)
+        .enumerate()
+        .map(|(c, xs)| {
+            let pl = payload.map(|pl| &pl[c * chunk..c * chunk + xs.len()]);
+            let mut part: Part<T> = Default::default();
+            for (i, x) in xs.iter().enumerate() {
+                let (e, v) = if holds(x, p) {
+                    (&mut part.0, &mut part.1)
+                } else if keep_rest {
+                    (&mut part.2, &mut part.3)
+                } else {
+                    continue;
+                };
+                e.push(*x);
+                if let Some(pl) = pl {
+                    v.push(pl[i]);
+                }
+            }
+            part
+        })
+        .collect();
+    let kept: usize = parts.iter().map(|p| p.0.len()).sum();
+    let mut elements = Vec::with_capacity(if keep_rest { data.len() } else { kept });
+    let mut moved = payload.map(|_| Vec::with_capacity(elements.capacity()));
+    for part in parts.iter() {
+        elements.extend_from_slice(&part.0);
+        if let Some(m) = moved.as_mut() {
+            m.extend_from_slice(&part.1);
+        }
+    }
+    for part in parts.iter() {
+        elements.extend_from_slice(&part.2);
+        if let Some(m) = moved.as_mut() {
+            m.extend_from_slice(&part.3);
+        }
+    }
+    (elements, moved, kept)
+}

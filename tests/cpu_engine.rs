@@ -1,0 +1,291 @@
+//! The CPU engine (`gpusort_core::cpu_engine`) against the CPU twins: sorts of every key type,
+//! shape, direction, payload, segment size and key-bit range; every scan operator; splits; and
+//! stencils bit for bit. No GPU involved.
+
+use gpusort_core::cpu::keys::{self as twin, canonical};
+use gpusort_core::cpu::{radix as radix_twin, scan as scan_twin, stencil as stencil_twin};
+use gpusort_core::cpu_engine as engine;
+use gpusort_core::scan::{Predicate, ScanOp};
+use gpusort_core::stencil::{Boundary, GridShape, Stencil};
+use gpusort_core::{SortKey, SortOrder};
+use gpusort_tests::*;
+use rand::Rng;
+
+/// Sizes around the engine's sequential cut-off (2^15) and its chunking, and the small edges.
+fn sizes() -> Vec<usize> {
+    let mut v = vec![0, 1, 2, 3, 17, 1000];
+    v.extend([(1 << 15) - 1, 1 << 15, (1 << 15) + 1, 100_003]);
+    v
+}
+
+fn same_bits<T: SortKey>(a: &[T], b: &[T]) -> bool {
+    bytemuck::cast_slice::<T, u8>(a) == bytemuck::cast_slice::<T, u8>(b)
+}
+
+/// Keys of type `T` from u64 bit patterns, with specials mixed in for floats.
+fn keys_of<T: SortKey>(n: usize, shape: Shape, seed: u64, specials: &[T]) -> Vec<T> {
+    let mut keys: Vec<T> = bits(n, shape, seed)
+        .into_iter()
+        .map(|b| {
+            let bytes = b.to_le_bytes();
+            bytemuck::pod_read_unaligned(&bytes[..std::mem::size_of::<T>()])
+        })
+        .collect();
+    let mut r = rng(seed ^ 0x5eed);
+    if n > 0 && matches!(shape, Shape::Random) {
+        for s in specials {
+            let i = r.random_range(0..n);
+            keys[i] = *s;
+        }
+    }
+    keys
+}
+
+fn check_sorts<T: SortKey>(specials: &[T]) {
+    for n in sizes() {
+        for (s, shape) in SHAPES.into_iter().enumerate() {
+            let keys = keys_of::<T>(n, shape, (n * 31 + s) as u64, specials);
+            for descending in [false, true] {
+                for segment_size in [None, Some(1), Some(7), Some(4096)] {
+                    let order = SortOrder {
+                        descending,
+                        segment_size,
+                    };
+                    let want_perm = twin::argsort(&keys, order);
+                    let want: Vec<T> = want_perm
+                        .iter()
+                        .map(|&i| canonical(&keys[i as usize]))
+                        .collect();
+                    let what = format!("{} n={n} {shape:?} {order:?}", T::TYPE);
+                    // keys only
+                    let mut k = keys.clone();
+                    assert!(engine::sort(&mut k, None, false, order, None).is_none());
+                    assert!(same_bits(&k, &want), "keys only: {what}");
+                    // with values and the permutation
+                    let mut k = keys.clone();
+                    let mut v: Vec<u32> = (0..n as u32).map(|i| i ^ 0xabcd).collect();
+                    let perm = engine::sort(&mut k, Some(&mut v), true, order, None).unwrap();
+                    assert!(same_bits(&k, &want), "keys with values: {what}");
+                    assert_eq!(perm, want_perm, "permutation (stable): {what}");
+                    assert!(
+                        v.iter().zip(&perm).all(|(&v, &i)| v == i ^ 0xabcd),
+                        "{what}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn sorts_match_the_twin_for_every_key_type() {
+    check_sorts::<u32>(&[0, u32::MAX]);
+    check_sorts::<i32>(&[i32::MIN, -1, 0, i32::MAX]);
+    check_sorts::<f32>(&f32_specials());
+    check_sorts::<u64>(&[0, u64::MAX]);
+    check_sorts::<i64>(&[i64::MIN, -1, 0, i64::MAX]);
+    check_sorts::<f64>(&f64_specials());
+}
+
+fn check_key_bits<T: SortKey>(ranges: &[std::ops::Range<u32>]) {
+    for n in [0, 5, 40_000, 100_003] {
+        let keys = keys_of::<T>(n, Shape::Random, n as u64 + 9, &[]);
+        for bits in ranges {
+            for descending in [false, true] {
+                let (want, _) = radix_twin::argsort(&keys, descending, bits.clone());
+                let mut k = keys.clone();
+                let order = SortOrder {
+                    descending,
+                    segment_size: None,
+                };
+                let perm = engine::sort(&mut k, None, true, order, Some(bits.clone())).unwrap();
+                assert_eq!(perm, want, "{} n={n} bits {bits:?}", T::TYPE);
+            }
+        }
+    }
+}
+
+#[test]
+fn key_bit_ranges_match_the_twin() {
+    check_key_bits::<u32>(&[0..32, 0..20, 8..16, 3..29, 31..32]);
+    check_key_bits::<f32>(&[0..32, 16..32]);
+    check_key_bits::<u64>(&[0..64, 0..40, 32..64, 20..36]);
+    check_key_bits::<i64>(&[0..64, 48..64]);
+}
+
+fn check_scans<T: SortKey>(data_of: impl Fn(usize, u64) -> Vec<T>, ops: &[ScanOp], exact: bool) {
+    for n in sizes() {
+        let data = data_of(n, n as u64);
+        for &op in ops {
+            for inclusive in [false, true] {
+                let want = scan_twin::scan(&data, op, inclusive);
+                let mut got = vec![data.first().copied().unwrap_or_else(T::zeroed); n];
+                engine::scan(&data, &mut got, op, inclusive);
+                let what = format!("{} n={n} {op:?} inclusive={inclusive}", T::TYPE);
+                if exact {
+                    assert!(same_bits(&got, &want), "{what}");
+                } else {
+                    // f32 sums in another order: within 1e-5 of the running sum of |x|
+                    let (g, w, x): (&[f32], &[f32], &[f32]) = (
+                        bytemuck::cast_slice(&got),
+                        bytemuck::cast_slice(&want),
+                        bytemuck::cast_slice(&data),
+                    );
+                    let mut abs = 0.0f64;
+                    for i in 0..n {
+                        abs += x[i].abs() as f64;
+                        let tol = 1e-5 * abs + 1e-6;
+                        assert!(((g[i] - w[i]) as f64).abs() <= tol, "{what} at {i}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn scans_match_the_twin_for_every_operator() {
+    use ScanOp::*;
+    let all = [Add, Max, Min, And, Or, Xor];
+    check_scans::<u32>(
+        |n, s| {
+            let mut r = rng(s);
+            (0..n).map(|_| r.random()).collect()
+        },
+        &all,
+        true,
+    );
+    check_scans::<i32>(
+        |n, s| {
+            let mut r = rng(s);
+            (0..n).map(|_| r.random()).collect()
+        },
+        &all,
+        true,
+    );
+    check_scans::<f32>(
+        |n, s| {
+            let mut r = rng(s);
+            (0..n).map(|_| r.random_range(-1.0..1.0)).collect()
+        },
+        &[Add],
+        false,
+    );
+}
+
+fn check_splits<T: SortKey + PartialEq>(keys: &[T], pivots: &[T]) {
+    let payload: Vec<u32> = (0..keys.len() as u32).collect();
+    let mut preds = vec![Predicate::NonZero];
+    for &p in pivots {
+        preds.push(Predicate::Below(p));
+        preds.push(Predicate::AtLeast(p));
+    }
+    for p in &preds {
+        let (want, want_pl, want_split) = scan_twin::partition(keys, Some(&payload), p);
+        let (got, got_pl, split) = engine::split(keys, Some(&payload), p, true);
+        assert_eq!(split, want_split, "{} n={}", T::TYPE, keys.len());
+        assert!(same_bits(&got, &want));
+        assert_eq!(got_pl, want_pl);
+        let (got, got_pl, kept) = engine::split(keys, None, p, false);
+        assert_eq!(kept, want_split);
+        assert!(same_bits(&got, &want[..want_split]));
+        assert!(got_pl.is_none());
+    }
+}
+
+#[test]
+fn splits_match_the_twin() {
+    for n in sizes() {
+        let mut r = rng(n as u64 + 77);
+        let u: Vec<u32> = (0..n).map(|_| r.random_range(0..1000)).collect();
+        check_splits(&u, &[0, 500, 1000]);
+        let i: Vec<i64> = (0..n).map(|_| r.random_range(-500..500)).collect();
+        check_splits(&i, &[-1, 0, 250]);
+        let mut f: Vec<f32> = (0..n).map(|_| r.random_range(-1.0..1.0)).collect();
+        for (k, s) in f32_specials().into_iter().enumerate().take(n) {
+            f[k * 7 % n.max(1)] = s;
+        }
+        check_splits(&f, &[0.0, -0.0, 0.5, f32::INFINITY, f32::NAN]);
+        let d: Vec<f64> = (0..n).map(|_| r.random_range(-1.0..1.0)).collect();
+        check_splits(&d, &[0.0, 0.25]);
+    }
+}
+
+#[test]
+fn stencils_are_bit_identical_to_the_twin() {
+    let boundaries = [
+        Boundary::Constant,
+        Boundary::Nearest,
+        Boundary::Reflect,
+        Boundary::Mirror,
+        Boundary::Wrap,
+    ];
+    let shapes: [&[usize]; 6] = [
+        &[1, 1],
+        &[3, 5],
+        &[37, 64],
+        &[130, 97],
+        &[5, 6, 7],
+        &[17, 12, 33],
+    ];
+    let mut seed = 0;
+    for extents in shapes {
+        let shape = GridShape::new(extents).unwrap();
+        let dims = extents.len();
+        for radius in 1..=3u32 {
+            if extents.iter().any(|&e| (e as u32) < radius) {
+                continue;
+            }
+            let stencils = [
+                Stencil::star(dims, radius).unwrap(),
+                Stencil::boxed(dims, radius).unwrap(),
+            ];
+            for stencil in &stencils {
+                for &boundary in &boundaries {
+                    seed += 1;
+                    let mut r = rng(seed);
+                    let grid: Vec<f32> = (0..shape.cells())
+                        .map(|_| r.random_range(-1.0..1.0))
+                        .collect();
+                    for steps in 0..=3 {
+                        let want = stencil_twin::run(&grid, shape, stencil, boundary, 0.25, steps);
+                        let mut out = vec![0f32; grid.len()];
+                        let mut scratch = vec![0f32; grid.len()];
+                        engine::stencil(
+                            &grid,
+                            &mut out,
+                            &mut scratch,
+                            shape,
+                            stencil,
+                            boundary,
+                            0.25,
+                            steps,
+                        );
+                        assert!(
+                            same_bits(&out, &want),
+                            "{extents:?} r{radius} {boundary} {} taps, {steps} steps",
+                            stencil.taps().len()
+                        );
+                    }
+                }
+            }
+        }
+    }
+    // f64 too
+    let shape = GridShape::new(&[40, 50]).unwrap();
+    let grid: Vec<f64> = (0..2000).map(|i| ((i * 37) % 101) as f64 / 7.0).collect();
+    let stencil = Stencil::star(2, 2).unwrap();
+    let want = stencil_twin::run(&grid, shape, &stencil, Boundary::Reflect, 0.0, 2);
+    let (mut out, mut scratch) = (vec![0f64; 2000], vec![0f64; 2000]);
+    engine::stencil(
+        &grid,
+        &mut out,
+        &mut scratch,
+        shape,
+        &stencil,
+        Boundary::Reflect,
+        0.0,
+        2,
+    );
+    assert!(same_bits(&out, &want));
+}
