@@ -3,7 +3,7 @@
 use gpusort_core::gpu::{list_adapters, AdapterSummary};
 
 use crate::error::CliResult;
-use crate::Global;
+use crate::{Engine, Global};
 
 #[derive(clap::Args, Debug)]
 pub struct InfoArgs {
@@ -19,6 +19,22 @@ fn mib(b: u64) -> String {
 pub fn run(g: &Global, args: &InfoArgs) -> CliResult {
     let options = g.gpu_options();
     let adapters = list_adapters(&options)?;
+    let engine = match g.engine()? {
+        Engine::Cpu { why } => Engine::cpu_words(why),
+        Engine::Gpu => "the GPU".to_string(),
+    };
+    if adapters.is_empty() {
+        if args.json {
+            let v = serde_json::json!({ "adapters": [], "jobs_run_on": engine });
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&v).expect("serialisable")
+            );
+        } else {
+            println!("adapters: none (no GPU driver found)\njobs run on: {engine}");
+        }
+        return Ok(());
+    }
     let gpu = g.gpu()?;
     let chosen: &AdapterSummary = &gpu.adapter;
     let subgroups_used = gpu.subgroups().is_some();
@@ -27,6 +43,7 @@ pub fn run(g: &Global, args: &InfoArgs) -> CliResult {
             "adapters": adapters,
             "chosen": chosen,
             "subgroups_in_use": subgroups_used,
+            "jobs_run_on": engine,
             "limits": {
                 "max_buffer_size": gpu.limits.max_buffer_size,
                 "max_storage_buffer_binding_size": gpu.limits.max_storage_buffer_binding_size,
@@ -54,6 +71,7 @@ pub fn run(g: &Global, args: &InfoArgs) -> CliResult {
         );
     }
     println!("chosen: [{}] {}", chosen.index, chosen.name);
+    println!("jobs run on: {engine}");
     if chosen.subgroups {
         println!(
             "subgroups: supported, size {}..{}{}",

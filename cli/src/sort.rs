@@ -257,8 +257,6 @@ fn sort_typed<T: SortKey>(
         args.argsort.is_some(),
         order,
     )?;
-    let sort_time = sort_start.elapsed();
-    tracing::info!(?stats, ?sort_time, "sorted");
 
     if let Some(original) = &original {
         bar.set_message("verifying on the CPU");

@@ -273,7 +273,15 @@ impl Gpu {
                 min_size: summary.subgroup_min_size,
                 max_size: summary.subgroup_max_size,
             });
-        tracing::info!(adapter = %summary.name, backend = %summary.backend, ?subgroups, "GPU ready");
+        let lanes = match &subgroups {
+            Some(s) => format!("subgroups of {}..{} lanes", s.min_size, s.max_size),
+            None => "no subgroups".to_string(),
+        };
+        tracing::info!(
+            "GPU ready: {} through {}, {lanes}",
+            summary.name,
+            summary.backend
+        );
         Ok(Gpu {
             device,
             queue,

@@ -2,7 +2,7 @@
 //!
 //! Data moves through mapped staging buffers in chunks. Copies into and out of mapped memory are
 //! split across CPU threads, because mapped memory is often uncached for the CPU and one thread
-//! reading it is far slower than the link (see ../shared/device/README.md: ~1.5 GB/s on one thread).
+//! reading it is far slower than the link (about 1.5 GB/s on one thread on the GPU machine).
 
 use rayon::prelude::*;
 
