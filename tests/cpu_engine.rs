@@ -171,6 +171,36 @@ fn scans_match_the_twin_for_every_operator() {
         &[Add],
         false,
     );
+    // 64-bit elements against their twin
+    for n in sizes() {
+        let mut r = rng(n as u64 + 5);
+        let u: Vec<u64> = (0..n).map(|_| r.random()).collect();
+        let i: Vec<i64> = (0..n).map(|_| r.random()).collect();
+        for op in all {
+            for inclusive in [false, true] {
+                let mut got = vec![0u64; n];
+                engine::scan(&u, &mut got, op, inclusive);
+                assert!(
+                    got == scan_twin::scan64(&u, op, inclusive),
+                    "u64 n={n} {op:?}"
+                );
+                let mut got = vec![0i64; n];
+                engine::scan(&i, &mut got, op, inclusive);
+                assert!(
+                    got == scan_twin::scan64(&i, op, inclusive),
+                    "i64 n={n} {op:?}"
+                );
+            }
+        }
+        let f: Vec<f64> = (0..n).map(|_| r.random_range(-1.0..1.0)).collect();
+        let mut got = vec![0f64; n];
+        engine::scan(&f, &mut got, Add, true);
+        let want = scan_twin::scan64(&f, Add, true);
+        assert!(
+            got.iter().zip(&want).all(|(g, w)| (g - w).abs() <= 1e-9),
+            "f64 n={n}"
+        );
+    }
 }
 
 fn check_splits<T: SortKey + PartialEq>(keys: &[T], pivots: &[T]) {

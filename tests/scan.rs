@@ -538,3 +538,54 @@ fn compaction_refuses_counts_its_statuses_cannot_hold() {
         .unwrap_err();
     assert!(err.to_string().contains("at most 2^31 - 1"), "{err}");
 }
+
+/// 64-bit scans (u64, i64 every operator; f64 add) against their twin, at tile edges, in one
+/// chunk and carried across chunks, inclusive and exclusive.
+#[test]
+fn scans_of_64_bit_elements() {
+    use gpusort_core::scan64::Scanner64;
+    use ScanOp::*;
+    for no_subgroups in MODES {
+        let gpu = gpu(no_subgroups);
+        for chunk in [None, Some(2048)] {
+            let mut s = Scanner64::new(gpu);
+            if let Some(c) = chunk {
+                s = s.with_chunk(c);
+            }
+            for n in [0usize, 1, 5, 1023, 1024, 1025, 2047, 4099, 70_001] {
+                let mut r = rng(n as u64 + 64);
+                let u: Vec<u64> = (0..n)
+                    .map(|i| match i % 4 {
+                        0 => r.random(),
+                        1 => r.random_range(0..1000),
+                        2 => u64::MAX - r.random_range(0..3),
+                        _ => 0xffff_ffff + r.random_range(0..3u64), // a carry into the high word
+                    })
+                    .collect();
+                let i: Vec<i64> = u.iter().map(|&x| x as i64).collect();
+                for op in [Add, Max, Min, And, Or, Xor] {
+                    for inclusive in [false, true] {
+                        let what = format!("n={n} {op:?} incl={inclusive} chunk={chunk:?}");
+                        let got = s.scan(gpu, &u, op, inclusive).unwrap();
+                        assert!(got == reference::scan64(&u, op, inclusive), "u64 {what}");
+                        let got = s.scan(gpu, &i, op, inclusive).unwrap();
+                        assert!(got == reference::scan64(&i, op, inclusive), "i64 {what}");
+                    }
+                }
+                let f: Vec<f64> = (0..n).map(|_| r.random_range(-1.0..1.0)).collect();
+                for inclusive in [false, true] {
+                    let got = s.scan(gpu, &f, Add, inclusive).unwrap();
+                    let want = reference::scan64(&f, Add, inclusive);
+                    let mut abs = 0.0;
+                    for k in 0..n {
+                        abs += f[k].abs();
+                        assert!(
+                            (got[k] - want[k]).abs() <= 1e-12 * abs + 1e-15,
+                            "f64 n={n} at {k}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

@@ -8,6 +8,7 @@ use std::time::Instant;
 use clap::ValueEnum;
 use gpusort_core::cpu::scan as reference;
 use gpusort_core::scan::{Predicate, ScanOp, Scanner};
+use gpusort_core::scan64::Scanner64;
 use gpusort_core::schedule::Test;
 use gpusort_core::{Error as CoreError, Gpu, KeyType, SortKey};
 
@@ -206,9 +207,13 @@ fn job_bar(g: &Global, what: &str, p: &Prepared, dev: &Device) -> indicatif::Pro
 }
 
 fn check_op(op: Op, dtype: KeyType) -> CliResult {
-    if ScanOp::from(op).code(dtype).is_none() {
+    let supported = match dtype.is_wide() {
+        true => gpusort_core::scan64::supports(dtype, op.into()),
+        false => ScanOp::from(op).code(dtype).is_some(),
+    };
+    if !supported {
         return Err(CliError::usage(format!(
-            "a {} scan of {dtype} is not supported (integers u32/i32: add, max, min, and, or, xor; f32: add)",
+            "a {} scan of {dtype} is not supported (integers: add, max, min, and, or, xor; floats: add)",
             op.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default()
         )));
     }
@@ -221,7 +226,7 @@ pub fn run_scan(g: &Global, a: &ScanArgs) -> CliResult {
     }
     let p = prepare(&a.io, "scan", None, None)?;
     check_op(a.op, p.input.dtype)?;
-    for_dtype!(p.input.dtype, scan_typed(g, a, &p, a.op.into()); u32, i32, f32)
+    for_dtype!(p.input.dtype, scan_typed(g, a, &p, a.op.into()); u32, i32, f32, u64, i64, f64)
 }
 
 /// Files up to this many elements are scanned together in the scheduler's merged launch when a
@@ -253,7 +258,8 @@ fn scan_many(g: &Global, a: &ScanArgs) -> CliResult {
                 values: None,
             };
             let (op, inclusive, verify) = (a.op.into(), !a.exclusive, a.io.verify);
-            (|| for_dtype!(input.dtype, scan_on_cpu(&p, op, inclusive, verify); u32, i32, f32))()?;
+            (|| for_dtype!(input.dtype, scan_on_cpu(&p, op, inclusive, verify); u32, i32, f32, u64, i64, f64))(
+            )?;
             bar.inc(1);
         }
         bar.finish_and_clear();
@@ -272,8 +278,8 @@ fn scan_many(g: &Global, a: &ScanArgs) -> CliResult {
     let gpu = g.gpu()?;
     let sched = gpusort_core::schedule::Scheduler::new(&gpu)?;
     let lens: Vec<usize> = files.inputs.iter().map(|i| i.len).collect();
-    let (small, large): (Vec<usize>, Vec<usize>) =
-        (0..files.inputs.len()).partition(|&f| lens[f] <= MERGED_SCAN_MAX);
+    let (small, large): (Vec<usize>, Vec<usize>) = (0..files.inputs.len())
+        .partition(|&f| lens[f] <= MERGED_SCAN_MAX && !files.inputs[f].dtype.is_wide());
     many::run_merged(
         &gpu,
         &sched,
@@ -306,12 +312,13 @@ fn scan_many(g: &Global, a: &ScanArgs) -> CliResult {
     )?;
     if !large.is_empty() {
         let scanner = Scanner::new(&gpu)?;
+        let scanner64 = Scanner64::new(&gpu);
         for &f in &large {
             let input = &files.inputs[f];
             let dest = &files.dests[f];
             let hidden = indicatif::ProgressBar::hidden();
             let (op, inclusive, verify) = (a.op.into(), !a.exclusive, a.io.verify);
-            (|| for_dtype!(input.dtype, scan_file(&gpu, &scanner, input, dest, input.format, op, inclusive, verify, &hidden); u32, i32, f32))(
+            (|| for_dtype!(input.dtype, scan_file(&gpu, &scanner, &scanner64, input, dest, input.format, op, inclusive, verify, &hidden); u32, i32, f32, u64, i64, f64))(
             )?;
             bar.inc(1);
         }
@@ -347,6 +354,7 @@ fn chunk_elements(gpu: &Gpu, dtype: KeyType) -> usize {
 fn scan_file<T: SortKey>(
     gpu: &Gpu,
     scanner: &Scanner,
+    scanner64: &Scanner64,
     input: &Input,
     dest: &Path,
     format: Format,
@@ -360,65 +368,109 @@ fn scan_file<T: SortKey>(
     {
         let w = out.positioned(format, T::TYPE, data.len() as u64)?;
         let mut check = verify.then(|| ScanCheck::new::<T>(op, inclusive));
-        let chunk = chunk_elements(gpu, T::TYPE);
-        scanner.scan_streamed(gpu, &data, op, inclusive, chunk, |at, piece| {
+        let size = T::TYPE.size() as u64;
+        let mut sink = |at: usize, piece: &[T]| -> Result<(), CoreError> {
             if let Some(c) = check.as_mut() {
                 c.check(&data[at..at + piece.len()], piece, at)?;
             }
-            w.write_at(at as u64 * 4, bytemuck::cast_slice(piece))
+            w.write_at(at as u64 * size, bytemuck::cast_slice(piece))
                 .map_err(|e| CoreError::Io(e.message))?;
             bar.inc(piece.len() as u64);
             Ok(())
-        })?;
+        };
+        if T::TYPE.is_wide() {
+            scanner64.scan_each(gpu, &data, op, inclusive, &mut sink)?;
+        } else {
+            let chunk = chunk_elements(gpu, T::TYPE);
+            scanner.scan_streamed(gpu, &data, op, inclusive, chunk, sink)?;
+        }
     }
     out.commit()?;
     Ok(data.len())
 }
 
-/// --verify of a scan, piece by piece: the CPU's sequential scan carried from piece to piece.
+/// --verify of a scan, piece by piece: the CPU's sequential scan carried from piece to piece
+/// (32-bit elements through `cpu::scan::scan_from`, 64-bit ones through `combine64`).
 struct ScanCheck {
     op: ScanOp,
     inclusive: bool,
-    carry: u32,
+    carry: u64,
     abs: f64,
 }
 
 impl ScanCheck {
     fn new<T: SortKey>(op: ScanOp, inclusive: bool) -> ScanCheck {
-        let (_, identity) = op.code(T::TYPE).expect("checked operator");
+        let carry = if T::TYPE.is_wide() {
+            reference::identity64(T::TYPE, op)
+        } else {
+            op.code(T::TYPE).expect("checked operator").1 as u64
+        };
         ScanCheck {
             op,
             inclusive,
-            carry: identity,
+            carry,
             abs: 0.0,
+        }
+    }
+
+    /// The CPU's results for `data`, from the carry so far.
+    fn want<T: SortKey>(&mut self, data: &[T]) -> Vec<T> {
+        if T::TYPE.is_wide() {
+            let t = T::TYPE;
+            let out: Vec<u64> = bytemuck::cast_slice::<T, u64>(data)
+                .iter()
+                .map(|&x| {
+                    let before = self.carry;
+                    self.carry = reference::combine64(t, self.op, self.carry, x);
+                    if self.inclusive {
+                        self.carry
+                    } else {
+                        before
+                    }
+                })
+                .collect();
+            bytemuck::cast_slice(&out).to_vec()
+        } else {
+            let (want, carry) =
+                reference::scan_from(data, self.op, self.inclusive, self.carry as u32);
+            self.carry = carry as u64;
+            want
         }
     }
 
     /// Check `got` for the elements `data` that start at element `at`.
     fn check<T: SortKey>(&mut self, data: &[T], got: &[T], at: usize) -> Result<(), CoreError> {
-        let (want, carry) = reference::scan_from(data, self.op, self.inclusive, self.carry);
-        self.carry = carry;
+        let want = self.want(data);
         let fail = |i: usize| CoreError::VerificationFailed(format!("element {}", at + i));
-        if T::TYPE == KeyType::F32 {
+        if T::TYPE.is_float() {
             // additions in another order: compare within a tolerance of the running sum of |x|
-            let (got, want): (&[f32], &[f32]) =
-                (bytemuck::cast_slice(got), bytemuck::cast_slice(&want));
-            for (i, x) in bytemuck::cast_slice::<T, f32>(data).iter().enumerate() {
-                self.abs += x.abs() as f64;
-                let tol = 1e-5 * self.abs + 1e-6;
-                if !((got[i] as f64 - want[i] as f64).abs() <= tol
-                    || (got[i].is_nan() && want[i].is_nan()))
+            let as_f64 = |v: &[T]| -> Vec<f64> {
+                match T::TYPE {
+                    KeyType::F32 => bytemuck::cast_slice::<T, f32>(v)
+                        .iter()
+                        .map(|&x| x as f64)
+                        .collect(),
+                    _ => bytemuck::cast_slice::<T, f64>(v).to_vec(),
+                }
+            };
+            let (x, g, w) = (as_f64(data), as_f64(got), as_f64(&want));
+            let rel = if T::TYPE == KeyType::F32 { 1e-5 } else { 1e-12 };
+            for i in 0..x.len() {
+                self.abs += x[i].abs();
+                let tol = rel * self.abs + rel / 10.0;
+                if !((g[i] - w[i]).abs() <= tol || (g[i].is_nan() && w[i].is_nan()) || g[i] == w[i])
                 {
                     return Err(fail(i));
                 }
             }
             return Ok(());
         }
-        match bytemuck::cast_slice::<T, u32>(got)
-            .iter()
-            .zip(bytemuck::cast_slice::<T, u32>(&want))
-            .position(|(a, b)| a != b)
-        {
+        let (g, w) = (
+            bytemuck::cast_slice::<T, u8>(got),
+            bytemuck::cast_slice::<T, u8>(&want),
+        );
+        let size = T::TYPE.size();
+        match g.chunks(size).zip(w.chunks(size)).position(|(a, b)| a != b) {
             Some(i) => Err(fail(i)),
             None => Ok(()),
         }
@@ -457,6 +509,7 @@ fn scan_typed<T: SortKey>(g: &Global, a: &ScanArgs, p: &Prepared, op: ScanOp) ->
         Device::Gpu { gpu, scanner } => scan_file::<T>(
             gpu,
             scanner,
+            &Scanner64::new(gpu),
             &p.input,
             &p.dest,
             p.format,

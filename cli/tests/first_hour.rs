@@ -143,11 +143,9 @@ fn the_cpu_engine_matches_the_gpu_for_every_command_and_type() {
             vec!["compact", name, "--dtype", t, "--nonzero", "--verify"],
             vec!["compact", name, "--dtype", t, "--at-least", "3"],
         ];
-        if t.ends_with("32") {
-            jobs.push(vec!["scan", name, "--dtype", t, "--verify"]);
-            jobs.push(vec!["scan", name, "--dtype", t, "--exclusive"]);
-        }
-        if *t != "f32" && t.ends_with("32") {
+        jobs.push(vec!["scan", name, "--dtype", t, "--verify"]);
+        jobs.push(vec!["scan", name, "--dtype", t, "--exclusive"]);
+        if !t.starts_with('f') {
             jobs.push(vec!["scan", name, "--dtype", t, "--op", "max"]);
             jobs.push(vec![
                 "scan",
@@ -173,12 +171,19 @@ fn the_cpu_engine_matches_the_gpu_for_every_command_and_type() {
                 }
                 outputs.push(got);
             }
-            let f32_sum = *t == "f32" && job[0] == "scan";
-            if f32_sum {
-                let (a, b): (Vec<f32>, Vec<f32>) = (
-                    bytemuck::pod_collect_to_vec(&outputs[0][0]),
-                    bytemuck::pod_collect_to_vec(&outputs[1][0]),
-                );
+            let float_sum = t.starts_with('f') && job[0] == "scan";
+            if float_sum {
+                let widen = |b: &[u8]| -> Vec<f32> {
+                    if *t == "f32" {
+                        bytemuck::pod_collect_to_vec(b)
+                    } else {
+                        bytemuck::pod_collect_to_vec::<u8, f64>(b)
+                            .iter()
+                            .map(|&x| x as f32)
+                            .collect()
+                    }
+                };
+                let (a, b) = (widen(&outputs[0][0]), widen(&outputs[1][0]));
                 let close = |x: &f32, y: &f32| {
                     x == y || (x.is_nan() && y.is_nan()) || (x - y).abs() <= 1e-3 * y.abs().max(1.0)
                 };

@@ -7,6 +7,7 @@
 //! - [`external`]: sorts larger than host memory (GPU-sorted runs on disk, streaming merge).
 //! - [`radix`]: the one-sweep LSD radix sort (METHODS.md method 3, digits ranked at once).
 //! - [`scan`]: scans, compaction and partition (METHODS.md method 3).
+//! - [`scan64`]: scans of u64, i64 and f64 elements.
 //! - [`streamed`]: scans and compactions of any length, chunks overlapped with transfers.
 //! - [`schedule`]: many small sorts and scans in merged launches (METHODS.md method 5).
 //! - [`stencil`]: in-core and out-of-core stencils on 2-D/3-D grids (METHODS.md method 4).
@@ -27,6 +28,7 @@ pub mod keys;
 mod merge;
 pub mod radix;
 pub mod scan;
+pub mod scan64;
 pub mod schedule;
 pub mod shaders;
 pub mod stencil;

@@ -54,6 +54,53 @@ pub fn holds<T: SortKey>(x: &T, p: &Predicate<T>) -> bool {
     }
 }
 
+/// One step of a 64-bit scan of `t` (u64, i64, f64) with `op`, on the elements' bits.
+pub fn combine64(t: KeyType, op: ScanOp, a: u64, b: u64) -> u64 {
+    match (t, op) {
+        (KeyType::F64, _) => (f64::from_bits(a) + f64::from_bits(b)).to_bits(),
+        (_, ScanOp::Add) => a.wrapping_add(b),
+        (_, ScanOp::And) => a & b,
+        (_, ScanOp::Or) => a | b,
+        (_, ScanOp::Xor) => a ^ b,
+        (KeyType::I64, ScanOp::Max) => (a as i64).max(b as i64) as u64,
+        (KeyType::I64, _) => (a as i64).min(b as i64) as u64,
+        (_, ScanOp::Max) => a.max(b),
+        _ => a.min(b),
+    }
+}
+
+/// The identity of `op` on 64-bit elements of `t`.
+pub fn identity64(t: KeyType, op: ScanOp) -> u64 {
+    match (t, op) {
+        (KeyType::F64, _) | (_, ScanOp::Add | ScanOp::Or | ScanOp::Xor) => 0,
+        (KeyType::I64, ScanOp::Max) => i64::MIN as u64,
+        (KeyType::I64, ScanOp::Min) => i64::MAX as u64,
+        (_, ScanOp::Max) => 0,
+        _ => u64::MAX,
+    }
+}
+
+/// The twin of `shaders/scan64.wgsl`: a sequential scan of 64-bit elements (wrapping integer
+/// operators, f64 additions in order).
+pub fn scan64<T: SortKey>(data: &[T], op: ScanOp, inclusive: bool) -> Vec<T> {
+    let t = T::TYPE;
+    let mut acc = identity64(t, op);
+    let bits: &[u64] = bytemuck::cast_slice(data);
+    let out: Vec<u64> = bits
+        .iter()
+        .map(|&x| {
+            let before = acc;
+            acc = combine64(t, op, acc, x);
+            if inclusive {
+                acc
+            } else {
+                before
+            }
+        })
+        .collect();
+    bytemuck::cast_slice(&out).to_vec()
+}
+
 /// One step of a scan on 32-bit words: operator `code` of [`ScanOp::code`] applied to `a`, `b`.
 pub fn combine_bits(code: u32, a: u32, b: u32) -> u32 {
     match code {

@@ -5,28 +5,59 @@
 use rayon::prelude::*;
 
 use super::chunk_len;
-use crate::cpu::scan::{combine_bits, holds};
+use crate::cpu::scan::{combine64, combine_bits, holds, identity64};
 use crate::keys::SortKey;
 use crate::scan::{Predicate, ScanOp};
 
 /// The scan of `data` into `out` (the same length), with the kernels' semantics: wrapping
-/// integer operators; f32 additions in f32 (in another order than a sequential sum, as on the
-/// GPU). The operator must suit the type ([`ScanOp::code`]).
+/// integer operators; float additions in the element type (in another order than a sequential
+/// sum, as on the GPU). The operator must suit the type ([`ScanOp::code`] for 32-bit types,
+/// [`crate::scan64::supports`] for 64-bit ones).
 pub fn scan<T: SortKey>(data: &[T], out: &mut [T], op: ScanOp, inclusive: bool) {
     assert_eq!(data.len(), out.len(), "a scan writes one result an element");
-    let (code, identity) = op.code(T::TYPE).expect("an operator the type supports");
-    let bits: &[u32] = bytemuck::cast_slice(data);
-    let out: &mut [u32] = bytemuck::cast_slice_mut(out);
+    let t = T::TYPE;
+    if t.is_wide() {
+        assert!(
+            crate::scan64::supports(t, op),
+            "an operator the type supports"
+        );
+        scan_words::<u64>(
+            bytemuck::cast_slice(data),
+            bytemuck::cast_slice_mut(out),
+            identity64(t, op),
+            |a, b| combine64(t, op, a, b),
+            inclusive,
+        );
+    } else {
+        let (code, identity) = op.code(t).expect("an operator the type supports");
+        scan_words::<u32>(
+            bytemuck::cast_slice(data),
+            bytemuck::cast_slice_mut(out),
+            identity,
+            |a, b| combine_bits(code, a, b),
+            inclusive,
+        );
+    }
+}
+
+/// A chunked scan of words: chunk totals, their carries in order, then each chunk from its carry.
+fn scan_words<W: bytemuck::Pod + Send + Sync>(
+    bits: &[W],
+    out: &mut [W],
+    identity: W,
+    combine: impl Fn(W, W) -> W + Sync,
+    inclusive: bool,
+) {
     let chunk = chunk_len(bits.len());
-    let totals: Vec<u32> = bits
+    let totals: Vec<W> = bits
         .par_chunks(chunk)
-        .map(|c| c.iter().fold(identity, |a, &x| combine_bits(code, a, x)))
+        .map(|c| c.iter().fold(identity, |a, &x| combine(a, x)))
         .collect();
     let mut carries = Vec::with_capacity(totals.len());
     let mut acc = identity;
     for t in totals {
         carries.push(acc);
-        acc = combine_bits(code, acc, t);
+        acc = combine(acc, t);
     }
     bits.par_chunks(chunk)
         .zip(out.par_chunks_mut(chunk))
@@ -35,7 +66,7 @@ pub fn scan<T: SortKey>(data: &[T], out: &mut [T], op: ScanOp, inclusive: bool) 
             let mut acc = carry;
             for (d, &x) in dst.iter_mut().zip(src) {
                 let before = acc;
-                acc = combine_bits(code, acc, x);
+                acc = combine(acc, x);
                 *d = if inclusive { acc } else { before };
             }
         });

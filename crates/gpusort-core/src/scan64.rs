@@ -1,0 +1,256 @@
+//! Scans of 64-bit elements (u64, i64, f64) on the GPU: `shaders/scan64.wgsl`, three dispatches
+//! a chunk (tile totals, tile prefixes in one workgroup, tile scans), the running value carried
+//! on the GPU from chunk to chunk. WGSL has no 64-bit integers, so u64 and i64 travel as two
+//! u32 words with carries and signed compares spelled out; f64 needs the device's SHADER_F64.
+//! The CPU twin is `cpu::scan::scan64`.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use crate::error::{Error, Result};
+use crate::gpu::Gpu;
+use crate::kernel::{self, Layout, Slot};
+use crate::keys::{KeyType, SortKey};
+use crate::scan::ScanOp;
+use crate::transfer;
+
+/// Elements a workgroup scans (shaders/scan64.wgsl's TILE).
+const TILE: u64 = 1024;
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct Params {
+    n: u32,
+    tiles: u32,
+    _pad: [u32; 2],
+}
+
+/// Whether `op` applies to 64-bit elements of `t`: every operator on u64 and i64, add on f64.
+pub fn supports(t: KeyType, op: ScanOp) -> bool {
+    match t {
+        KeyType::U64 | KeyType::I64 => true,
+        KeyType::F64 => op == ScanOp::Add,
+        _ => false,
+    }
+}
+
+/// The WGSL that defines `T`, `combine`, `identity` and `INCLUSIVE` for one scan.
+fn prelude(t: KeyType, op: ScanOp, inclusive: bool) -> String {
+    let body = match (t, op) {
+        (KeyType::F64, _) => "alias T = f64;\nfn identity() -> T { return 0.0lf; }\n\
+             fn combine(a: T, b: T) -> T { return a + b; }\n"
+            .to_string(),
+        (_, ScanOp::Add) => "fn identity() -> T { return vec2<u32>(0u, 0u); }\n\
+             fn combine(a: T, b: T) -> T {\n  let lo = a.x + b.x;\n  \
+             return vec2<u32>(lo, a.y + b.y + select(0u, 1u, lo < a.x));\n}\n"
+            .to_string(),
+        (_, ScanOp::And) => "fn identity() -> T { return vec2<u32>(0xffffffffu, 0xffffffffu); }\n\
+             fn combine(a: T, b: T) -> T { return a & b; }\n"
+            .to_string(),
+        (_, ScanOp::Or) => "fn identity() -> T { return vec2<u32>(0u, 0u); }\n\
+             fn combine(a: T, b: T) -> T { return a | b; }\n"
+            .to_string(),
+        (_, ScanOp::Xor) => "fn identity() -> T { return vec2<u32>(0u, 0u); }\n\
+             fn combine(a: T, b: T) -> T { return a ^ b; }\n"
+            .to_string(),
+        (_, ScanOp::Max | ScanOp::Min) => {
+            let signed = t == KeyType::I64;
+            // a before b in the type's order: high words (signed for i64), then low words
+            let high = if signed {
+                "bitcast<i32>(a.y) < bitcast<i32>(b.y)"
+            } else {
+                "a.y < b.y"
+            };
+            let identity = match (op, signed) {
+                (ScanOp::Max, false) => "vec2<u32>(0u, 0u)",
+                (ScanOp::Max, true) => "vec2<u32>(0u, 0x80000000u)",
+                (_, false) => "vec2<u32>(0xffffffffu, 0xffffffffu)",
+                (_, true) => "vec2<u32>(0xffffffffu, 0x7fffffffu)",
+            };
+            let pick = if op == ScanOp::Max {
+                "select(a, b, below)"
+            } else {
+                "select(b, a, below)"
+            };
+            format!(
+                "fn identity() -> T {{ return {identity}; }}\n\
+                 fn combine(a: T, b: T) -> T {{\n  \
+                 let below = {high} || (a.y == b.y && a.x < b.x);\n  return {pick};\n}}\n"
+            )
+        }
+    };
+    let alias = if t == KeyType::F64 {
+        ""
+    } else {
+        "alias T = vec2<u32>;\n"
+    };
+    format!(
+        "{alias}{body}const INCLUSIVE: u32 = {}u;\n",
+        inclusive as u32
+    )
+}
+
+struct Kernels {
+    totals: wgpu::ComputePipeline,
+    prefixes: wgpu::ComputePipeline,
+    scans: wgpu::ComputePipeline,
+}
+
+/// The 64-bit scans of one device; kernels are compiled on first use of each type and operator.
+pub struct Scanner64 {
+    layout: Layout,
+    /// Elements a chunk holds at most (None: as many as one binding takes).
+    chunk: Option<usize>,
+    kernels: Mutex<HashMap<(KeyType, ScanOp, bool), std::sync::Arc<Kernels>>>,
+}
+
+impl Scanner64 {
+    pub fn new(gpu: &Gpu) -> Scanner64 {
+        let layout = Layout::new(
+            gpu,
+            "scan64",
+            &[
+                (0, Slot::Uniform),
+                (1, Slot::Read),
+                (2, Slot::ReadWrite),
+                (3, Slot::ReadWrite),
+                (4, Slot::ReadWrite),
+            ],
+        );
+        Scanner64 {
+            layout,
+            chunk: None,
+            kernels: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Chunks of at most `elements` (rounded up to whole tiles), so that tests can carry a
+    /// running value across chunks without gigabytes of input.
+    pub fn with_chunk(mut self, elements: usize) -> Scanner64 {
+        self.chunk = Some(elements.div_ceil(TILE as usize).max(1) * TILE as usize);
+        self
+    }
+
+    fn kernels(
+        &self,
+        gpu: &Gpu,
+        t: KeyType,
+        op: ScanOp,
+        inclusive: bool,
+    ) -> Result<std::sync::Arc<Kernels>> {
+        let mut cache = self.kernels.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(k) = cache.get(&(t, op, inclusive)) {
+            return Ok(k.clone());
+        }
+        let source = format!(
+            "{}{}\n{}",
+            prelude(t, op, inclusive),
+            crate::shaders::COMMON,
+            crate::shaders::SCAN64
+        );
+        let module = kernel::module(gpu, "scan64", &source)?;
+        let k = std::sync::Arc::new(Kernels {
+            totals: kernel::pipeline(gpu, &module, "tile_totals", &self.layout)?,
+            prefixes: kernel::pipeline(gpu, &module, "tile_prefixes", &self.layout)?,
+            scans: kernel::pipeline(gpu, &module, "tile_scans", &self.layout)?,
+        });
+        cache.insert((t, op, inclusive), k.clone());
+        Ok(k)
+    }
+
+    /// Scan `data` (u64, i64 or f64) with `op`, handing each finished chunk of results to
+    /// `sink(first_index, results)` in order. Integer operators wrap; f64 additions happen in
+    /// a tree order, so the last bits may differ from a sequential sum.
+    pub fn scan_each<T: SortKey>(
+        &self,
+        gpu: &Gpu,
+        data: &[T],
+        op: ScanOp,
+        inclusive: bool,
+        sink: &mut dyn FnMut(usize, &[T]) -> Result<()>,
+    ) -> Result<()> {
+        let t = T::TYPE;
+        if !supports(t, op) {
+            return Err(Error::InvalidInput(format!(
+                "a {op:?} scan of {t} is not supported (u64/i64: every operator; f64: add)"
+            )));
+        }
+        if t == KeyType::F64 && !gpu.features.contains(wgpu::Features::SHADER_F64) {
+            return Err(Error::InvalidInput(format!(
+                "{} has no 64-bit float shaders (SHADER_F64): an f64 scan needs them; the CPU engine (--backend cpu) has no such limit",
+                gpu.adapter.name
+            )));
+        }
+        let k = self.kernels(gpu, t, op, inclusive)?;
+        // a chunk fills at most one binding and a u32 of elements
+        let binding = ((gpu.max_binding() / 8) / TILE * TILE).clamp(TILE, 1 << 28) as usize;
+        let chunk = self.chunk.unwrap_or(binding).min(binding);
+        let first = chunk.min(data.len()).max(1) as u64;
+        let tiles_max = first.div_ceil(TILE);
+        let src = transfer::storage_buffer(gpu, "scan64 src", first * 8)?;
+        let dst = transfer::storage_buffer(gpu, "scan64 dst", first * 8)?;
+        let totals = transfer::storage_buffer(gpu, "scan64 totals", tiles_max * 8)?;
+        let identity: [u8; 8] = match (t, op) {
+            (KeyType::F64, _) | (_, ScanOp::Add | ScanOp::Or | ScanOp::Xor) => [0; 8],
+            (_, ScanOp::And) => [0xff; 8],
+            (KeyType::I64, ScanOp::Max) => i64::MIN.to_le_bytes(),
+            (KeyType::I64, _) => i64::MAX.to_le_bytes(),
+            (_, ScanOp::Max) => [0; 8],
+            _ => [0xff; 8],
+        };
+        let carry = transfer::buffer_from(gpu, "scan64 carry", &identity)?;
+        let params = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("scan64 params"),
+            size: std::mem::size_of::<Params>() as u64,
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let bind = self
+            .layout
+            .bind(gpu, &[&params, &src, &dst, &totals, &carry]);
+        let mut out: Vec<T> = vec![T::zeroed(); chunk.min(data.len())];
+        for (c, piece) in data.chunks(chunk).enumerate() {
+            let n = piece.len() as u64;
+            let tiles = n.div_ceil(TILE) as u32;
+            gpu.queue.write_buffer(
+                &params,
+                0,
+                bytemuck::bytes_of(&Params {
+                    n: n as u32,
+                    tiles,
+                    _pad: [0; 2],
+                }),
+            );
+            transfer::upload(gpu, &src, 0, bytemuck::cast_slice(piece))?;
+            let mut encoder = gpu.device.create_command_encoder(&Default::default());
+            {
+                let mut pass = encoder.begin_compute_pass(&Default::default());
+                kernel::dispatch(gpu, &mut pass, &k.totals, &bind, &[], tiles);
+                kernel::dispatch(gpu, &mut pass, &k.prefixes, &bind, &[], 1);
+                kernel::dispatch(gpu, &mut pass, &k.scans, &bind, &[], tiles);
+            }
+            gpu.checked(|| gpu.queue.submit([encoder.finish()]))?;
+            gpu.wait()?;
+            let got = &mut out[..piece.len()];
+            transfer::download(gpu, &dst, 0, bytemuck::cast_slice_mut(got))?;
+            sink(c * chunk, got)?;
+        }
+        Ok(())
+    }
+
+    /// [`Scanner64::scan_each`] into one vector.
+    pub fn scan<T: SortKey>(
+        &self,
+        gpu: &Gpu,
+        data: &[T],
+        op: ScanOp,
+        inclusive: bool,
+    ) -> Result<Vec<T>> {
+        let mut all = Vec::with_capacity(data.len());
+        self.scan_each(gpu, data, op, inclusive, &mut |_, piece| {
+            all.extend_from_slice(piece);
+            Ok(())
+        })?;
+        Ok(all)
+    }
+}
