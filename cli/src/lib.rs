@@ -150,18 +150,17 @@ impl Global {
         match self.backend {
             Backend::Cpu => Ok(Engine::Cpu { why: "asked for" }),
             Backend::Auto if self.adapter.is_none() => {
-                let adapters = gpusort_core::gpu::list_adapters(&self.gpu_options())?;
-                let software = format!("{:?}", wgpu::DeviceType::Cpu);
-                Ok(if adapters.is_empty() {
+                let options = self.gpu_options();
+                Ok(if gpusort_core::gpu::hardware_adapter_present(&options)? {
+                    Engine::Gpu
+                } else if gpusort_core::gpu::list_adapters(&options)?.is_empty() {
                     Engine::Cpu {
                         why: "no GPU found",
                     }
-                } else if adapters.iter().all(|a| a.device_type == software) {
+                } else {
                     Engine::Cpu {
                         why: "no hardware GPU; --backend gpu uses the software adapter",
                     }
-                } else {
-                    Engine::Gpu
                 })
             }
             _ => Ok(Engine::Gpu),

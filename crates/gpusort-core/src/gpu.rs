@@ -146,6 +146,15 @@ fn enumerate(options: &GpuOptions) -> Result<Vec<wgpu::Adapter>> {
     Ok(adapters)
 }
 
+/// Whether these options see a hardware GPU (anything but a software adapter such as lavapipe or
+/// WARP). Where they see none, gpusort's front ends run their jobs on the CPU engine.
+pub fn hardware_adapter_present(options: &GpuOptions) -> Result<bool> {
+    let software = format!("{:?}", wgpu::DeviceType::Cpu);
+    Ok(list_adapters(options)?
+        .iter()
+        .any(|a| a.device_type != software))
+}
+
 /// Every adapter wgpu can see with these options, in enumeration order.
 pub fn list_adapters(options: &GpuOptions) -> Result<Vec<AdapterSummary>> {
     Ok(enumerate(options)?

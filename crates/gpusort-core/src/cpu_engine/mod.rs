@@ -16,6 +16,11 @@ pub use scan::{scan, split};
 pub use sort::sort;
 pub use stencil::run as stencil;
 
+/// The threads the engine runs on (all cores unless `RAYON_NUM_THREADS` says otherwise).
+pub fn threads() -> usize {
+    rayon::current_num_threads()
+}
+
 /// Elements below which a job runs on one thread: splitting smaller work costs more than it
 /// saves.
 const SEQUENTIAL_BELOW: usize = 1 << 15;

@@ -1,0 +1,254 @@
+"""gpusort: sort, scan, partition, compact and stencil NumPy arrays on any GPU (Vulkan, Metal,
+DX12 through wgpu), or on all CPU cores where there is no hardware GPU.
+
+Functions follow NumPy's semantics wherever NumPy has the function:
+
+    >>> import numpy as np, gpusort
+    >>> gpusort.sort(np.array([3, 1, 2], dtype=np.uint32))
+    array([1, 2, 3], dtype=uint32)
+
+One device context per process is made on first use and kept (``gpusort.use`` chooses another);
+the GIL is released while the work runs, and Ctrl-C interrupts a long call. Arrays of dtypes
+uint32, int32, float32, uint64, int64 and float64 are supported; other dtypes raise TypeError,
+bad arguments ValueError, failures on the device ``gpusort.GpuError``. Inputs are never modified.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import numpy as np
+
+# Mesa's Vulkan drivers complain on stderr when XDG_RUNTIME_DIR is unset (headless machines);
+# compute needs no display, so point it somewhere harmless if the process has none.
+os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.gettempdir())
+
+from . import _native
+from ._native import GpuError
+
+__all__ = [
+    "sort",
+    "argsort",
+    "cumsum",
+    "scan",
+    "partition",
+    "compact",
+    "stencil",
+    "info",
+    "use",
+    "GpuError",
+]
+
+_KEY_DTYPES = tuple(
+    np.dtype(t) for t in ("uint32", "int32", "float32", "uint64", "int64", "float64")
+)
+
+
+def _keys(a, what="a"):
+    """`a` as an array of a supported dtype (not copied where it need not be)."""
+    arr = np.asarray(a)
+    if arr.dtype.newbyteorder("=") not in _KEY_DTYPES or arr.dtype.byteorder == ">":
+        raise TypeError(
+            f"{what} has dtype {arr.dtype}; gpusort handles uint32, int32, float32, uint64, "
+            "int64 and float64"
+        )
+    return arr
+
+
+def _flat(arr):
+    """A C-contiguous 1-D view or copy of `arr`."""
+    return np.ascontiguousarray(arr).reshape(-1)
+
+
+def _rows(arr):
+    """(flat keys, segment size or None) for a sort along the last axis."""
+    if arr.ndim == 0:
+        raise ValueError("a 0-d array has no axis to sort along")
+    segment = arr.shape[-1] if arr.ndim > 1 else None
+    return _flat(arr), segment
+
+
+def _sorted(arr, descending, want_permutation):
+    flat, segment = _rows(arr)
+    if flat.size == 0:
+        return flat.copy(), np.zeros(0, dtype=np.uint32)
+    if segment == 0:
+        segment = None
+    keys, perm = _native.sort(flat, bool(descending), segment, want_permutation)
+    return keys, perm
+
+
+def sort(a, *, descending=False, values=None):
+    """A sorted copy of `a`, like ``np.sort`` (along the last axis: each row of a 2-D array on
+    its own). NaN sorts last, -0.0 before +0.0; ``descending=True`` is the exact reverse apart
+    from NaNs, which stay last. The sort is stable.
+
+    With ``values`` (an array of the same shape, any dtype) returns ``(sorted_keys, values in
+    that order)``.
+    """
+    arr = _keys(a)
+    if values is None:
+        keys, _ = _sorted(arr, descending, False)
+        return keys.reshape(arr.shape)
+    vals = np.asarray(values)
+    if vals.shape != arr.shape:
+        raise ValueError(f"values have shape {vals.shape} but the keys {arr.shape}")
+    keys, perm = _sorted(arr, descending, True)
+    moved = _flat(vals)[perm] if perm.size else _flat(vals).copy()
+    return keys.reshape(arr.shape), moved.reshape(arr.shape)
+
+
+def argsort(a, *, descending=False):
+    """The indices that sort `a` along its last axis, like ``np.argsort(a, kind="stable")``
+    (int64); NaN last, -0.0 before +0.0."""
+    arr = _keys(a)
+    _, perm = _sorted(arr, descending, True)
+    perm = perm.astype(np.int64)
+    if arr.ndim > 1 and perm.size:
+        rows = arr.size // arr.shape[-1]
+        perm = perm.reshape(rows, arr.shape[-1]) - (np.arange(rows, dtype=np.int64) * arr.shape[-1])[:, None]
+    return perm.reshape(arr.shape)
+
+
+_OPS = ("add", "max", "min", "and", "or", "xor")
+
+
+def scan(a, op="add", *, exclusive=False):
+    """The running `op` of the flattened `a` (inclusive unless ``exclusive``), in `a`'s dtype:
+    integers take add, max, min, and, or, xor (wrapping on overflow), floats add. Float sums are
+    added in another order than a sequential loop, so the last bits may differ."""
+    arr = _keys(a)
+    if op not in _OPS:
+        raise ValueError(f"unknown op {op!r} (one of {', '.join(_OPS)})")
+    if arr.dtype.kind == "f" and op != "add":
+        raise ValueError(f"a {op} scan of {arr.dtype} is not supported (floats: add)")
+    flat = _flat(arr)
+    if flat.size == 0:
+        return flat.copy()
+    return _native.scan(flat, op, not exclusive)
+
+
+def cumsum(a, *, exclusive=False):
+    """``np.cumsum(a)``, dtype included (int32 widens to int64 and uint32 to uint64, as NumPy
+    does); ``exclusive=True`` starts from 0 and leaves out each element itself."""
+    arr = _keys(a)
+    out_dtype = np.cumsum(np.zeros(1, dtype=arr.dtype)).dtype
+    return scan(arr.astype(out_dtype, copy=False), "add", exclusive=exclusive)
+
+
+def _pivot(p, dtype, what):
+    """`p` as a one-element array of `dtype`, refused where `dtype` cannot hold it."""
+    dtype = np.dtype(dtype)
+    if dtype.kind in "iu":
+        try:
+            v = int(p)
+        except (TypeError, ValueError, OverflowError):
+            raise ValueError(f"{what} {p!r} is not a valid {dtype}") from None
+        info = np.iinfo(dtype)
+        if v != p or not info.min <= v <= info.max:
+            raise ValueError(f"{what} {p!r} is not a valid {dtype} ({info.min} to {info.max})")
+        return np.array([v], dtype=dtype)
+    v = float(p)
+    with np.errstate(over="ignore", under="ignore"):
+        cast = np.array([v], dtype=dtype)
+    if (np.isinf(cast[0]) and not np.isinf(v)) or (cast[0] == 0 and v != 0):
+        info = np.finfo(dtype)
+        raise ValueError(
+            f"{what} {p!r} is not a valid {dtype} (finite values up to ±{info.max}, "
+            f"the smallest nonzero ±{info.smallest_subnormal}, or ±inf)"
+        )
+    return cast
+
+
+def _split(a, kind, pivot, keep_rest, values, what):
+    arr = _keys(a)
+    flat = _flat(arr)
+    vals = None
+    if values is not None:
+        vals = _flat(np.asarray(values))
+        if vals.shape != flat.shape:
+            raise ValueError(f"values have {vals.size} elements but the array {flat.size}")
+    p = None if pivot is None else _pivot(pivot, arr.dtype, what)
+    if flat.size == 0:
+        out = (flat.copy(), 0)
+        return out if vals is None else (out[0], vals.copy(), 0)
+    out, at, count = _native.split(flat, kind, p, keep_rest, vals is not None)
+    if vals is None:
+        return out, count
+    return out, vals[at], count
+
+
+def partition(a, pivot, *, values=None):
+    """A stable partition of the flattened `a`: the elements before `pivot` in the sort order
+    (NaN last, -0.0 before +0.0) first, then the rest, both in input order. Returns
+    ``(array, split_index)``, or ``(array, values_moved, split_index)`` with ``values``."""
+    out = _split(a, "below", pivot, True, values, "pivot")
+    return out
+
+
+def compact(a, *, below=None, at_least=None, nonzero=False, values=None):
+    """The elements of the flattened `a` that match one predicate, in order: ``below=p`` (like
+    ``a[a < p]``, in the sort order), ``at_least=p`` (``a[a >= p]``) or ``nonzero=True``
+    (``a[a != 0]``: ±0.0 are zero, NaN is not). With ``values`` returns ``(kept, values_kept)``."""
+    given = [x is not None for x in (below, at_least)] + [bool(nonzero)]
+    if sum(given) != 1:
+        raise ValueError("give exactly one of below=, at_least= or nonzero=True")
+    if below is not None:
+        out = _split(a, "below", below, False, values, "below")
+    elif at_least is not None:
+        out = _split(a, "at_least", at_least, False, values, "at_least")
+    else:
+        out = _split(a, "nonzero", None, False, values, "nonzero")
+    return out[0] if values is None else (out[0], out[1])
+
+
+_BOUNDARIES = ("reflect", "constant", "nearest", "mirror", "wrap")
+
+
+def stencil(grid, *, radius=1, stencil="star", weights=None, boundary="reflect", cval=0.0, steps=1):
+    """`steps` Jacobi steps of a stencil over a 2-D or 3-D float32/float64 grid: equal weights
+    summing to 1 on a ``"star"`` (the axes) or ``"box"`` of `radius`, or ``weights``, a dense
+    (2R+1)^d array applied like ``scipy.ndimage.correlate(grid, weights, mode=boundary,
+    cval=cval)`` each step. Grids larger than GPU memory stream through it in sub-blocks."""
+    g = np.asarray(grid)
+    if g.dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise TypeError(f"stencil grids are float32 or float64, not {g.dtype}")
+    if g.ndim not in (2, 3):
+        raise ValueError(f"stencil grids are 2-D or 3-D, not {g.ndim}-D")
+    if boundary not in _BOUNDARIES:
+        raise ValueError(f"unknown boundary {boundary!r} (one of {', '.join(_BOUNDARIES)})")
+    if stencil not in ("star", "box"):
+        raise ValueError(f"unknown stencil {stencil!r} (star or box)")
+    if int(steps) != steps or steps < 1:
+        raise ValueError(f"steps must be a positive integer, not {steps!r}")
+    w = None
+    if weights is not None:
+        w = np.asarray(weights, dtype=np.float64)
+        side = w.shape[0] if w.ndim else 0
+        if w.ndim != g.ndim or any(n != side for n in w.shape) or side % 2 == 0:
+            raise ValueError(
+                f"weights have shape {w.shape}; a {g.ndim}-D grid needs a (2R+1)^{g.ndim} array"
+            )
+        radius = side // 2
+        w = _flat(w)
+    if int(radius) != radius or radius < 1:
+        raise ValueError(f"radius must be a positive integer, not {radius!r}")
+    cv = float(_pivot(cval, g.dtype, "cval")[0])
+    return _native.stencil(
+        np.ascontiguousarray(g), int(radius), stencil, w, boundary, cv, int(steps)
+    )
+
+
+def info():
+    """Where gpusort runs: engine ("gpu" or "cpu"), adapter, backend, driver, subgroups and
+    limits (GPU), and CPU threads. Makes the context if it was not made yet."""
+    return _native.info()
+
+
+def use(backend=None, adapter=None):
+    """Choose where later calls run: backend "auto" (default: a hardware GPU if there is one,
+    else the CPU engine), "cpu", "gpu" (any adapter, software ones too), "vulkan", "metal",
+    "dx12" or "gl"; `adapter` a substring of the adapter's name or its index. Replaces the
+    context in use."""
+    _native.use_device(backend, None if adapter is None else str(adapter))

@@ -1,0 +1,44 @@
+"""Type stubs of the gpusort package (docstrings: help(gpusort.sort) and friends)."""
+
+from typing import Any, Literal, Optional, Tuple, Union, overload
+
+import numpy as np
+import numpy.typing as npt
+
+from ._native import GpuError as GpuError
+
+_Op = Literal["add", "max", "min", "and", "or", "xor"]
+_Boundary = Literal["reflect", "constant", "nearest", "mirror", "wrap"]
+
+@overload
+def sort(a: npt.ArrayLike, *, descending: bool = ..., values: None = ...) -> npt.NDArray: ...
+@overload
+def sort(
+    a: npt.ArrayLike, *, descending: bool = ..., values: npt.ArrayLike
+) -> Tuple[npt.NDArray, npt.NDArray]: ...
+def argsort(a: npt.ArrayLike, *, descending: bool = ...) -> npt.NDArray[np.int64]: ...
+def scan(a: npt.ArrayLike, op: _Op = ..., *, exclusive: bool = ...) -> npt.NDArray: ...
+def cumsum(a: npt.ArrayLike, *, exclusive: bool = ...) -> npt.NDArray: ...
+def partition(
+    a: npt.ArrayLike, pivot: Union[int, float], *, values: Optional[npt.ArrayLike] = ...
+) -> Union[Tuple[npt.NDArray, int], Tuple[npt.NDArray, npt.NDArray, int]]: ...
+def compact(
+    a: npt.ArrayLike,
+    *,
+    below: Optional[Union[int, float]] = ...,
+    at_least: Optional[Union[int, float]] = ...,
+    nonzero: bool = ...,
+    values: Optional[npt.ArrayLike] = ...,
+) -> Union[npt.NDArray, Tuple[npt.NDArray, npt.NDArray]]: ...
+def stencil(
+    grid: npt.ArrayLike,
+    *,
+    radius: int = ...,
+    stencil: Literal["star", "box"] = ...,
+    weights: Optional[npt.ArrayLike] = ...,
+    boundary: _Boundary = ...,
+    cval: float = ...,
+    steps: int = ...,
+) -> npt.NDArray: ...
+def info() -> dict[str, Any]: ...
+def use(backend: Optional[str] = ..., adapter: Optional[Union[str, int]] = ...) -> None: ...

@@ -1,0 +1,520 @@
+//! `gpusort._native`: the Rust half of the `gpusort` Python package. The Python half
+//! (`gpusort/__init__.py`) gives NumPy's semantics (dtypes, shapes, widening, arguments); this
+//! half runs jobs on contiguous 1-D (stencils: N-D) arrays of the six key types, on one device
+//! context per process (created on first use, kept), with the GIL released while the work runs
+//! on a worker thread, and Ctrl-C answered within 50 ms.
+
+use std::sync::mpsc::RecvTimeoutError;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use gpusort_core::scan::{Predicate, ScanOp, Scanner};
+use gpusort_core::scan64::Scanner64;
+use gpusort_core::stencil::{Boundary, GridShape, Stencil, StencilJob, StencilKernel};
+use gpusort_core::{BitonicSorter, Gpu, GpuOptions, SortKey, SortOrder};
+use numpy::{
+    IntoPyArray, PyArrayMethods, PyReadonlyArray1, PyReadonlyArrayDyn,
+    PyUntypedArrayMethods,
+};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+pyo3::create_exception!(
+    _native,
+    GpuError,
+    PyRuntimeError,
+    "A failure on the device (or of gpusort itself) while doing valid work."
+);
+
+/// Where jobs run.
+enum Engine {
+    Cpu,
+    Gpu(Box<GpuContext>),
+}
+
+struct GpuContext {
+    gpu: Gpu,
+    sorter: BitonicSorter,
+    scanner: Scanner,
+    scanner64: Scanner64,
+}
+
+/// What `gpusort.use()` asked for.
+#[derive(Clone, Default)]
+struct Settings {
+    backend: Option<String>,
+    adapter: Option<String>,
+}
+
+static SETTINGS: Mutex<Option<Settings>> = Mutex::new(None);
+static ENGINE: Mutex<Option<Arc<Engine>>> = Mutex::new(None);
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn to_py(e: gpusort_core::Error) -> PyErr {
+    match e {
+        gpusort_core::Error::InvalidInput(m) => PyValueError::new_err(m),
+        other => GpuError::new_err(other.to_string()),
+    }
+}
+
+/// The process's engine: made on first use from the settings, then kept.
+fn engine() -> PyResult<Arc<Engine>> {
+    let mut slot = lock(&ENGINE);
+    if let Some(e) = slot.as_ref() {
+        return Ok(e.clone());
+    }
+    let settings = lock(&SETTINGS).clone().unwrap_or_default();
+    let backend = settings.backend.as_deref().unwrap_or("auto");
+    let options = GpuOptions {
+        backend: match backend {
+            "auto" | "gpu" | "cpu" => None,
+            other => Some(other.to_string()),
+        },
+        adapter: settings.adapter.clone(),
+        no_subgroups: false,
+    };
+    let cpu = match backend {
+        "cpu" => true,
+        "auto" if settings.adapter.is_none() => {
+            !gpusort_core::gpu::hardware_adapter_present(&options).map_err(to_py)?
+        }
+        _ => false,
+    };
+    let e = Arc::new(if cpu {
+        Engine::Cpu
+    } else {
+        let gpu = Gpu::new(&options).map_err(to_py)?;
+        let sorter = BitonicSorter::new(&gpu).map_err(to_py)?;
+        let scanner = Scanner::new(&gpu).map_err(to_py)?;
+        let scanner64 = Scanner64::new(&gpu);
+        Engine::Gpu(Box::new(GpuContext {
+            gpu,
+            sorter,
+            scanner,
+            scanner64,
+        }))
+    });
+    *slot = Some(e.clone());
+    Ok(e)
+}
+
+/// Run `job` on a worker thread with the GIL released; Ctrl-C (a pending signal) returns
+/// KeyboardInterrupt at once, and the worker's result is then dropped when it finishes.
+fn run<R: Send + 'static>(
+    py: Python<'_>,
+    job: impl FnOnce(&Engine) -> gpusort_core::Result<R> + Send + 'static,
+) -> PyResult<R> {
+    let engine = engine()?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(job(&engine));
+    });
+    // a Mutex makes the receiver shareable with the detached closure; only this thread uses it
+    let rx = Mutex::new(rx);
+    loop {
+        match py.detach(|| lock(&rx).recv_timeout(Duration::from_millis(50))) {
+            Ok(result) => return result.map_err(to_py),
+            Err(RecvTimeoutError::Timeout) => py.check_signals()?,
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(GpuError::new_err(
+                    "the worker thread stopped without a result (a gpusort bug)",
+                ))
+            }
+        }
+    }
+}
+
+/// Call `$body` with `$arr` a read-only 1-D array and `$t` its element type, for the six key
+/// types; any other dtype is a TypeError.
+macro_rules! with_keys {
+    ($a:expr, |$arr:ident: $t:ident| $body:expr) => {{
+        let a = $a;
+        if let Ok($arr) = a.extract::<PyReadonlyArray1<'_, u32>>() {
+            #[allow(dead_code)]
+            type $t = u32;
+            $body
+        } else if let Ok($arr) = a.extract::<PyReadonlyArray1<'_, i32>>() {
+            #[allow(dead_code)]
+            type $t = i32;
+            $body
+        } else if let Ok($arr) = a.extract::<PyReadonlyArray1<'_, f32>>() {
+            #[allow(dead_code)]
+            type $t = f32;
+            $body
+        } else if let Ok($arr) = a.extract::<PyReadonlyArray1<'_, u64>>() {
+            #[allow(dead_code)]
+            type $t = u64;
+            $body
+        } else if let Ok($arr) = a.extract::<PyReadonlyArray1<'_, i64>>() {
+            #[allow(dead_code)]
+            type $t = i64;
+            $body
+        } else if let Ok($arr) = a.extract::<PyReadonlyArray1<'_, f64>>() {
+            #[allow(dead_code)]
+            type $t = f64;
+            $body
+        } else {
+            Err(PyTypeError::new_err(
+                "gpusort takes 1-D arrays of uint32, int32, float32, uint64, int64 or float64",
+            ))
+        }
+    }};
+}
+
+fn owned<T: numpy::Element + Copy>(a: &PyReadonlyArray1<'_, T>) -> Vec<T> {
+    match a.as_slice() {
+        Ok(s) => s.to_vec(),
+        Err(_) => a.as_array().iter().copied().collect(),
+    }
+}
+
+/// Sort `a` (segments of `segment` keys on their own); returns (keys, permutation or None).
+#[pyfunction]
+#[pyo3(signature = (a, descending, segment, want_permutation))]
+fn sort<'py>(
+    py: Python<'py>,
+    a: &Bound<'py, PyAny>,
+    descending: bool,
+    segment: Option<u32>,
+    want_permutation: bool,
+) -> PyResult<(Bound<'py, PyAny>, Option<Bound<'py, PyAny>>)> {
+    with_keys!(a, |arr: T| {
+        let mut keys = owned(&arr);
+        if keys.len() as u64 > u32::MAX as u64 {
+            return Err(PyValueError::new_err(
+                "arrays of more than 2^32 elements are not supported",
+            ));
+        }
+        let order = SortOrder {
+            descending,
+            segment_size: segment,
+        };
+        let (keys, perm) = run(py, move |e| {
+            let perm = match e {
+                Engine::Cpu => {
+                    gpusort_core::cpu_engine::sort(&mut keys, None, want_permutation, order, None)
+                }
+                Engine::Gpu(g) => {
+                    g.sorter
+                        .sort_host(&g.gpu, &mut keys, None, want_permutation, order)?
+                        .0
+                }
+            };
+            Ok((keys, perm))
+        })?;
+        Ok((
+            keys.into_pyarray(py).into_any(),
+            perm.map(|p| p.into_pyarray(py).into_any()),
+        ))
+    })
+}
+
+fn scan_op(op: &str) -> PyResult<ScanOp> {
+    Ok(match op {
+        "add" => ScanOp::Add,
+        "max" => ScanOp::Max,
+        "min" => ScanOp::Min,
+        "and" => ScanOp::And,
+        "or" => ScanOp::Or,
+        "xor" => ScanOp::Xor,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "unknown op {other:?} (add, max, min, and, or, xor)"
+            )))
+        }
+    })
+}
+
+fn scan_keys<T: SortKey>(e: &Engine, data: Vec<T>, op: ScanOp, inclusive: bool) -> gpusort_core::Result<Vec<T>> {
+    match e {
+        Engine::Cpu => {
+            let mut out = data.clone();
+            gpusort_core::cpu_engine::scan(&data, &mut out, op, inclusive);
+            Ok(out)
+        }
+        Engine::Gpu(g) if T::TYPE.is_wide() => g.scanner64.scan(&g.gpu, &data, op, inclusive),
+        Engine::Gpu(g) => {
+            let mut out = Vec::with_capacity(data.len());
+            let chunk = gpusort_core::streamed::chunk_elements(&g.gpu, T::TYPE.size(), None);
+            g.scanner
+                .scan_streamed(&g.gpu, &data, op, inclusive, chunk, |_, piece| {
+                    out.extend_from_slice(piece);
+                    Ok(())
+                })?;
+            Ok(out)
+        }
+    }
+}
+
+/// The scan of `a` with `op` (its dtype kept; integers wrap).
+#[pyfunction]
+fn scan<'py>(
+    py: Python<'py>,
+    a: &Bound<'py, PyAny>,
+    op: &str,
+    inclusive: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    let op = scan_op(op)?;
+    with_keys!(a, |arr: T| {
+        let t = <T as SortKey>::TYPE;
+        let ok = match t.is_wide() {
+            true => gpusort_core::scan64::supports(t, op),
+            false => op.code(t).is_some(),
+        };
+        if !ok {
+            return Err(PyValueError::new_err(format!(
+                "a {op:?} scan of {t} is not supported (integers: add, max, min, and, or, xor; floats: add)"
+            )));
+        }
+        let data = owned(&arr);
+        let out = run(py, move |e| scan_keys(e, data, op, inclusive))?;
+        Ok(out.into_pyarray(py).into_any())
+    })
+}
+
+fn split_keys<T: SortKey>(
+    e: &Engine,
+    data: Vec<T>,
+    pred: Predicate<T>,
+    keep_rest: bool,
+    want_index: bool,
+) -> gpusort_core::Result<(Vec<T>, Option<Vec<u32>>, usize)> {
+    let index: Option<Vec<u32>> = want_index.then(|| (0..data.len() as u32).collect());
+    match e {
+        Engine::Cpu => Ok(gpusort_core::cpu_engine::split(
+            &data,
+            index.as_deref(),
+            &pred,
+            keep_rest,
+        )),
+        Engine::Gpu(g) => {
+            let (mut kept, mut kept_at, mut rest, mut rest_at) = (vec![], vec![], vec![], vec![]);
+            let chunk = gpusort_core::streamed::chunk_elements(&g.gpu, T::TYPE.size(), None);
+            g.scanner.split_streamed(
+                &g.gpu,
+                &data,
+                index.as_deref(),
+                pred,
+                chunk,
+                keep_rest,
+                |c| {
+                    let (before, after) = c.elements.split_at(c.kept);
+                    kept.extend_from_slice(before);
+                    rest.extend_from_slice(after);
+                    if let Some(p) = c.payload {
+                        let (b, a) = p.split_at(c.kept);
+                        kept_at.extend_from_slice(b);
+                        rest_at.extend_from_slice(a);
+                    }
+                    Ok(())
+                },
+            )?;
+            let count = kept.len();
+            kept.extend_from_slice(&rest);
+            kept_at.extend_from_slice(&rest_at);
+            Ok((kept, want_index.then_some(kept_at), count))
+        }
+    }
+}
+
+/// A stable split of `a`: elements before `pivot` (kind "below"), not before it ("at_least"), or
+/// nonzero ("nonzero") first; the rest after them with `keep_rest`. Returns (elements, input
+/// positions or None, how many hold). `pivot` is a one-element array of `a`'s dtype.
+#[pyfunction]
+#[pyo3(signature = (a, kind, pivot, keep_rest, want_index))]
+fn split<'py>(
+    py: Python<'py>,
+    a: &Bound<'py, PyAny>,
+    kind: &str,
+    pivot: Option<&Bound<'py, PyAny>>,
+    keep_rest: bool,
+    want_index: bool,
+) -> PyResult<(Bound<'py, PyAny>, Option<Bound<'py, PyAny>>, usize)> {
+    let kind = kind.to_string();
+    with_keys!(a, |arr: T| {
+        let p: Option<T> = match pivot {
+            Some(p) => {
+                let p = p.extract::<PyReadonlyArray1<'_, T>>().map_err(|_| {
+                    PyTypeError::new_err("the pivot must be a one-element array of the array's dtype")
+                })?;
+                owned(&p).first().copied()
+            }
+            None => None,
+        };
+        let pred = match (kind.as_str(), p) {
+            ("below", Some(p)) => Predicate::Below(p),
+            ("at_least", Some(p)) => Predicate::AtLeast(p),
+            ("nonzero", _) => Predicate::NonZero,
+            _ => return Err(PyValueError::new_err("a split needs a kind and its pivot")),
+        };
+        let data = owned(&arr);
+        let (out, at, count) =
+            run(py, move |e| split_keys(e, data, pred, keep_rest, want_index))?;
+        Ok((
+            out.into_pyarray(py).into_any(),
+            at.map(|v| v.into_pyarray(py).into_any()),
+            count,
+        ))
+    })
+}
+
+fn stencil_grid<T: gpusort_core::stencil::StencilValue>(
+    e: &Engine,
+    grid: Vec<T>,
+    job: StencilJob,
+) -> gpusort_core::Result<Vec<T>> {
+    match e {
+        Engine::Cpu => {
+            let mut out = vec![T::from_f64(0.0); grid.len()];
+            let mut scratch = vec![T::from_f64(0.0); if job.steps > 1 { grid.len() } else { 0 }];
+            gpusort_core::cpu_engine::stencil(
+                &grid,
+                &mut out,
+                &mut scratch,
+                job.shape,
+                &job.stencil,
+                job.boundary,
+                job.cval,
+                job.steps,
+            );
+            Ok(out)
+        }
+        Engine::Gpu(g) => {
+            use gpusort_sched::stencil::{plan, Budget, Speeds, Streaming};
+            let gpu = &g.gpu;
+            let kernel = StencilKernel::new(gpu, &job)?;
+            let budget = Budget {
+                memory: 4 * gpu.max_binding(),
+                max_binding: gpu.max_binding(),
+            };
+            let guess = Speeds {
+                upload_bytes_per_s: 1e10,
+                download_bytes_per_s: 1e10,
+                cells_per_s: 1e11,
+            };
+            let bad = |e: gpusort_sched::stencil::StencilPlanError| {
+                gpusort_core::Error::InvalidInput(e.to_string())
+            };
+            let mut chosen = plan(&job.problem(), budget, guess, None, Streaming::Reuse).map_err(bad)?;
+            if !chosen.in_core {
+                // out of core: the choice of steps per residency needs this device's speeds
+                let measured = gpusort_core::stencil::measure_speeds(gpu, &kernel, 32 << 20)?;
+                chosen = plan(&job.problem(), budget, measured, None, Streaming::Reuse).map_err(bad)?;
+            }
+            Ok(gpusort_core::stencil::apply(gpu, &kernel, &chosen, &grid)?.0)
+        }
+    }
+}
+
+/// `steps` Jacobi steps of a stencil over a C-contiguous 2-D or 3-D float32/float64 grid; the
+/// weights, if given, are a flat (2R+1)^d float64 array.
+#[pyfunction]
+#[pyo3(signature = (grid, radius, kind, weights, boundary, cval, steps))]
+#[allow(clippy::too_many_arguments)]
+fn stencil<'py>(
+    py: Python<'py>,
+    grid: &Bound<'py, PyAny>,
+    radius: u32,
+    kind: &str,
+    weights: Option<PyReadonlyArray1<'py, f64>>,
+    boundary: &str,
+    cval: f64,
+    steps: u32,
+) -> PyResult<Bound<'py, PyAny>> {
+    let boundary: Boundary = boundary.parse().map_err(to_py)?;
+    macro_rules! typed {
+        ($t:ty) => {{
+            let arr = grid.extract::<PyReadonlyArrayDyn<'_, $t>>()?;
+            let dims: Vec<usize> = arr.shape().to_vec();
+            let shape = GridShape::new(&dims).map_err(to_py)?;
+            let stencil = match &weights {
+                Some(w) => Stencil::from_weights(dims.len(), radius, &owned(w)),
+                None if kind == "box" => Stencil::boxed(dims.len(), radius),
+                None => Stencil::star(dims.len(), radius),
+            }
+            .map_err(to_py)?;
+            let job = StencilJob {
+                shape,
+                stencil,
+                boundary,
+                cval,
+                steps,
+                dtype: <$t as gpusort_core::stencil::StencilValue>::TYPE,
+            };
+            job.validate().map_err(to_py)?;
+            let cells: Vec<$t> = arr.as_array().iter().copied().collect();
+            let out = run(py, move |e| stencil_grid(e, cells, job))?;
+            let flat = out.into_pyarray(py);
+            Ok(flat.reshape(dims)?.into_any())
+        }};
+    }
+    if grid.extract::<PyReadonlyArrayDyn<'_, f32>>().is_ok() {
+        typed!(f32)
+    } else if grid.extract::<PyReadonlyArrayDyn<'_, f64>>().is_ok() {
+        typed!(f64)
+    } else {
+        Err(PyTypeError::new_err("stencil grids are float32 or float64"))
+    }
+}
+
+/// The engine in use (made now if it was not), as a dict.
+#[pyfunction]
+fn info(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let e = engine()?;
+    let d = PyDict::new(py);
+    d.set_item("threads", gpusort_core::cpu_engine::threads())?;
+    match e.as_ref() {
+        Engine::Cpu => {
+            d.set_item("engine", "cpu")?;
+        }
+        Engine::Gpu(g) => {
+            let a = &g.gpu.adapter;
+            d.set_item("engine", "gpu")?;
+            d.set_item("adapter", &a.name)?;
+            d.set_item("backend", &a.backend)?;
+            d.set_item("device_type", &a.device_type)?;
+            d.set_item("driver", format!("{} {}", a.driver, a.driver_info))?;
+            d.set_item("subgroups", g.gpu.subgroups().is_some())?;
+            d.set_item("max_buffer_size", g.gpu.limits.max_buffer_size)?;
+            d.set_item("max_storage_binding", g.gpu.max_binding())?;
+            d.set_item("f64_shaders", g.gpu.features.contains(wgpu::Features::SHADER_F64))?;
+        }
+    }
+    Ok(d)
+}
+
+/// Choose where later calls run: backend "auto" (a hardware GPU if there is one, else the CPU
+/// engine), "cpu", "gpu" (any adapter, software ones too), "vulkan", "metal", "dx12" or "gl";
+/// `adapter` a name substring or index. Replaces the context in use.
+#[pyfunction]
+#[pyo3(signature = (backend=None, adapter=None))]
+fn use_device(backend: Option<String>, adapter: Option<String>) -> PyResult<()> {
+    if let Some(b) = backend.as_deref() {
+        const KNOWN: [&str; 7] = ["auto", "cpu", "gpu", "vulkan", "metal", "dx12", "gl"];
+        if !KNOWN.contains(&b) {
+            return Err(PyValueError::new_err(format!(
+                "unknown backend {b:?} ({})",
+                KNOWN.join(", ")
+            )));
+        }
+    }
+    *lock(&SETTINGS) = Some(Settings { backend, adapter });
+    *lock(&ENGINE) = None;
+    engine().map(|_| ())
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(sort, m)?)?;
+    m.add_function(wrap_pyfunction!(scan, m)?)?;
+    m.add_function(wrap_pyfunction!(split, m)?)?;
+    m.add_function(wrap_pyfunction!(stencil, m)?)?;
+    m.add_function(wrap_pyfunction!(info, m)?)?;
+    m.add_function(wrap_pyfunction!(use_device, m)?)?;
+    m.add("GpuError", m.py().get_type::<GpuError>())?;
+    Ok(())
+}

@@ -1,0 +1,214 @@
+"""gpusort's Python package against NumPy and SciPy, on the CPU engine and on the GPU kernels
+(lavapipe in CI): every function x dtype x edge, errors, and the persistent context."""
+
+import numpy as np
+import pytest
+import scipy.ndimage as ndi
+
+import gpusort
+
+DTYPES = [np.uint32, np.int32, np.float32, np.uint64, np.int64, np.float64]
+SIZES = [0, 1, 2, 7, 1023, 1024, 1025, 4097, 65537]
+
+
+@pytest.fixture(params=["cpu", "gpu"], autouse=True)
+def engine(request):
+    gpusort.use(backend=request.param)
+    yield request.param
+    gpusort.use()
+
+
+def data(dtype, n, seed=0, kind="random"):
+    r = np.random.default_rng(seed)
+    dt = np.dtype(dtype)
+    if kind == "equal":
+        return np.full(n, 3, dtype=dt)
+    if dt.kind == "f":
+        a = r.normal(size=n).astype(dt)
+        if kind == "special" and n >= 8:
+            a[:8] = [np.nan, -0.0, 0.0, np.inf, -np.inf, 1.0, -1.0, np.nan]
+            r.shuffle(a)
+        return a
+    info = np.iinfo(dt)
+    if kind == "special" and n >= 4:
+        a = r.integers(info.min, info.max, n, dtype=dt, endpoint=True)
+        a[:4] = [info.min, info.max, 0, info.min]
+        return a
+    return r.integers(info.min, info.max, n, dtype=dt, endpoint=True)
+
+
+def same(got, want):
+    """Equal element for element, NaN equal to NaN; dtypes and shapes too."""
+    assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, want.dtype)
+    assert np.array_equal(got, want, equal_nan=np.dtype(got.dtype).kind == "f")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("kind", ["random", "special", "equal"])
+def test_sort_and_argsort_match_numpy(dtype, n, kind):
+    a = data(dtype, n, n, kind)
+    before = a.copy()
+    same(gpusort.sort(a), np.sort(a, kind="stable"))
+    same(a, before)  # the input is not modified
+    if not (np.dtype(dtype).kind == "f" and kind == "special"):
+        same(gpusort.argsort(a), np.argsort(a, kind="stable"))
+    else:
+        # -0.0 sorts before +0.0 here, where NumPy keeps their input order
+        s = gpusort.sort(a)
+        zeros = s[s == 0]
+        assert list(np.signbit(zeros)) == sorted(np.signbit(zeros), reverse=True)
+        same(a[gpusort.argsort(a)], s)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_descending_keeps_nan_last(dtype):
+    a = data(dtype, 5000, 1, "special")
+    got = gpusort.sort(a, descending=True)
+    finite = a[~np.isnan(a)] if np.dtype(dtype).kind == "f" else a
+    want = np.sort(finite, kind="stable")[::-1]
+    same(got[: want.size], want)
+    assert np.all(np.isnan(got[want.size:]))
+    p = gpusort.argsort(a, descending=True)
+    assert p.dtype == np.int64
+    same(a[p], got)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_values_rows_and_non_contiguous_inputs(dtype):
+    a = data(dtype, 3000, 2)
+    v = np.arange(3000, dtype=np.float64) * 0.5
+    keys, moved = gpusort.sort(a, values=v)
+    order = np.argsort(a, kind="stable")
+    same(keys, a[order])
+    same(moved, v[order])
+    grid = data(dtype, 40 * 75, 3).reshape(40, 75)
+    same(gpusort.sort(grid), np.sort(grid, axis=-1, kind="stable"))
+    same(gpusort.argsort(grid), np.argsort(grid, axis=-1, kind="stable"))
+    strided = grid[:, ::3]
+    same(gpusort.sort(strided), np.sort(strided, axis=-1, kind="stable"))
+    with pytest.raises(ValueError):
+        gpusort.sort(a, values=v[:-1])
+    with pytest.raises(ValueError):
+        gpusort.sort(np.array(1, dtype=dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", [0, 1, 1025, 70001])
+def test_cumsum_and_scans_match_numpy(dtype, n):
+    dt = np.dtype(dtype)
+    if dt.kind == "f":
+        a = np.random.default_rng(n).random(n).astype(dt)
+    else:
+        a = np.random.default_rng(n).integers(0, 1000, n).astype(dt)
+    want = np.cumsum(a)
+    got = gpusort.cumsum(a)
+    assert got.dtype == want.dtype
+    if dt.kind == "f":
+        assert np.allclose(got, want, rtol=1e-5 if dt == np.float32 else 1e-12)
+    else:
+        same(got, want)
+        ex = gpusort.cumsum(a, exclusive=True)
+        same(ex, np.concatenate([np.zeros(min(n, 1), want.dtype), want[:-1]]))
+        for op, ufunc in [("max", np.maximum), ("min", np.minimum), ("and", np.bitwise_and),
+                          ("or", np.bitwise_or), ("xor", np.bitwise_xor)]:
+            got = gpusort.scan(a, op)
+            assert got.dtype == a.dtype
+            if n:
+                same(got, ufunc.accumulate(a))
+    with pytest.raises(ValueError):
+        gpusort.scan(a, "mul")
+
+
+def test_integer_scans_wrap():
+    a = np.array([np.iinfo(np.int32).max, 1, 1], dtype=np.int32)
+    same(gpusort.scan(a), np.array([2147483647, -2147483648, -2147483647], dtype=np.int32))
+    same(gpusort.cumsum(a), np.cumsum(a))  # widened: no wrap
+    b = np.array([2**64 - 1, 2], dtype=np.uint64)
+    same(gpusort.scan(b), np.array([2**64 - 1, 1], dtype=np.uint64))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_partition_and_compact_match_masks(dtype):
+    a = data(dtype, 20001, 4, "special")
+    v = np.arange(a.size, dtype=np.int64)
+    pivot = 0
+    # before the pivot in the sort order: for floats -0.0 comes before +0.0, and NaN after all
+    below = a < pivot
+    if np.dtype(dtype).kind == "f":
+        below |= (a == 0) & np.signbit(a)
+    out, split = gpusort.partition(a, pivot)
+    assert split == int(np.count_nonzero(below))
+    same(out, np.concatenate([a[below], a[~below]]))
+    out, moved, split = gpusort.partition(a, pivot, values=v)
+    same(moved, np.concatenate([v[below], v[~below]]))
+    same(gpusort.compact(a, below=pivot), a[below])
+    same(gpusort.compact(a, at_least=pivot), a[~below])
+    same(gpusort.compact(a, nonzero=True), a[a != 0])
+    kept, kv = gpusort.compact(a, nonzero=True, values=v)
+    same(kv, v[a != 0])
+    with pytest.raises(ValueError):
+        gpusort.compact(a)
+    with pytest.raises(ValueError):
+        gpusort.compact(a, below=1, nonzero=True)
+
+
+def test_pivots_a_dtype_cannot_hold_are_refused():
+    f = np.ones(10, np.float32)
+    for bad in [1e40, -1e40, 1e-50]:
+        with pytest.raises(ValueError, match="float32"):
+            gpusort.partition(f, bad)
+    with pytest.raises(ValueError):
+        gpusort.compact(np.ones(3, np.uint32), below=-1)
+    with pytest.raises(ValueError):
+        gpusort.compact(np.ones(3, np.int32), at_least=2**40)
+    out, split = gpusort.partition(f, np.inf)
+    assert split == 10
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("boundary", ["reflect", "constant", "nearest", "mirror", "wrap"])
+def test_stencils_match_scipy(dtype, boundary):
+    r = np.random.default_rng(5)
+    g = r.random((37, 50)).astype(dtype)
+    w = np.zeros((5, 5))
+    w[2, :] = 1 / 9
+    w[:, 2] = 1 / 9
+    want = g
+    for _ in range(3):
+        want = ndi.correlate(want, w.astype(dtype), mode=boundary, cval=0.25)
+    got = gpusort.stencil(g, radius=2, boundary=boundary, cval=0.25, steps=3)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    assert got.dtype == g.dtype and got.shape == g.shape
+    assert np.allclose(got, want, rtol=tol, atol=tol)
+    wr = r.random((3, 3, 3))
+    cube = r.random((9, 10, 11)).astype(dtype)
+    got = gpusort.stencil(cube, weights=wr, boundary=boundary, steps=2)
+    want = ndi.correlate(ndi.correlate(cube, wr.astype(dtype), mode=boundary), wr.astype(dtype), mode=boundary)
+    assert np.allclose(got, want, rtol=tol, atol=tol)
+
+
+def test_bad_types_and_arguments_raise_the_right_exception():
+    for dtype in [np.int8, np.uint16, np.float16, np.complex64, object]:
+        with pytest.raises(TypeError):
+            gpusort.sort(np.zeros(4, dtype=dtype))
+    with pytest.raises(TypeError):
+        gpusort.stencil(np.zeros((4, 4), np.int32))
+    with pytest.raises(ValueError):
+        gpusort.stencil(np.zeros(16, np.float32))
+    with pytest.raises(ValueError):
+        gpusort.stencil(np.zeros((4, 4), np.float32), boundary="sideways")
+    with pytest.raises(ValueError):
+        gpusort.stencil(np.zeros((4, 4), np.float32), weights=np.ones((2, 2)))
+    with pytest.raises(ValueError):
+        gpusort.use(backend="abacus")
+    assert issubclass(gpusort.GpuError, RuntimeError)
+
+
+def test_one_context_serves_many_calls(engine):
+    first = gpusort.info()
+    assert first["engine"] == engine
+    for i in range(200):
+        a = data(np.uint32, 100 + i, i)
+        same(gpusort.sort(a), np.sort(a))
+    assert gpusort.info() == first
