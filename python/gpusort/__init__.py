@@ -8,7 +8,8 @@ Functions follow NumPy's semantics wherever NumPy has the function:
     array([1, 2, 3], dtype=uint32)
 
 One device context per process is made on first use and kept (``gpusort.use`` chooses another);
-the GIL is released while the work runs, and Ctrl-C interrupts a long call. Arrays of dtypes
+the GIL is released while the work runs, and Ctrl-C interrupts a long call: KeyboardInterrupt is
+raised within 50 ms, while the work already under way finishes in the background. Arrays of dtypes
 uint32, int32, float32, uint64, int64 and float64 are supported; other dtypes raise TypeError,
 bad arguments ValueError, failures on the device ``gpusort.GpuError``. Inputs are never modified.
 """

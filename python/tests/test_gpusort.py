@@ -212,3 +212,40 @@ def test_one_context_serves_many_calls(engine):
         a = data(np.uint32, 100 + i, i)
         same(gpusort.sort(a), np.sort(a))
     assert gpusort.info() == first
+
+
+def test_ctrl_c_interrupts_a_long_call(engine):
+    """A long call (a stencil of many steps) is interrupted by SIGINT within a second, with
+    KeyboardInterrupt, instead of running to its end."""
+    import signal
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent(
+        f"""
+        import os, sys, time, numpy as np, gpusort
+        gpusort.use(backend="{engine}")
+        g = np.zeros((1024, 1024), np.float32)
+        gpusort.stencil(g, steps=1)  # the context and kernels exist before the long call
+        print("ready", flush=True)
+        t = time.time()
+        try:
+            gpusort.stencil(g, radius=4, stencil="box", steps=100000)
+        except KeyboardInterrupt:
+            print("interrupted after %.2f s" % (time.time() - t), flush=True)
+            # the interrupted work still runs on its worker thread: leave without finalising
+            os._exit(3)
+        """
+    )
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "ready"
+    time.sleep(0.5)
+    p.send_signal(signal.SIGINT)
+    out, _ = p.communicate(timeout=30)
+    assert p.returncode == 3, out
+    took = float(out.split()[2])
+    assert took < 3.0, out
+
+
+import time  # noqa: E402  (used by the test above)
