@@ -61,7 +61,10 @@ def main():
                 t_np, want = once(lambda: numpy_f(x))
                 got = ours(x)
                 if name == "cumsum" and dtype == np.float32:
-                    ok = np.allclose(got, want, rtol=1e-3)
+                    # NumPy's sequential float32 sum drifts far from the true sum at these
+                    # lengths: compare with the float64 sum instead
+                    exact = np.cumsum(x, dtype=np.float64)
+                    ok = bool(np.allclose(got, exact, rtol=1e-4))
                 elif name == "argsort":
                     ok = np.array_equal(x[got], x[want])
                 else:

@@ -73,7 +73,7 @@ def _rows(arr):
 def _sorted(arr, descending, want_permutation):
     flat, segment = _rows(arr)
     if flat.size == 0:
-        return flat.copy(), np.zeros(0, dtype=np.uint32)
+        return flat.copy(), np.zeros(0, dtype=np.int64)
     if segment == 0:
         segment = None
     keys, perm = _native.sort(flat, bool(descending), segment, want_permutation)
@@ -105,7 +105,6 @@ def argsort(a, *, descending=False):
     (int64); NaN last, -0.0 before +0.0."""
     arr = _keys(a)
     _, perm = _sorted(arr, descending, True)
-    perm = perm.astype(np.int64)
     if arr.ndim > 1 and perm.size:
         rows = arr.size // arr.shape[-1]
         perm = perm.reshape(rows, arr.shape[-1]) - (np.arange(rows, dtype=np.int64) * arr.shape[-1])[:, None]
@@ -134,8 +133,11 @@ def cumsum(a, *, exclusive=False):
     """``np.cumsum(a)``, dtype included (int32 widens to int64 and uint32 to uint64, as NumPy
     does); ``exclusive=True`` starts from 0 and leaves out each element itself."""
     arr = _keys(a)
-    out_dtype = np.cumsum(np.zeros(1, dtype=arr.dtype)).dtype
-    return scan(arr.astype(out_dtype, copy=False), "add", exclusive=exclusive)
+    flat = _flat(arr)
+    if flat.size == 0:
+        return np.cumsum(flat)
+    # the native side widens int32 and uint32 while it copies, as np.cumsum's dtype rule asks
+    return _native.cumsum(flat, not exclusive)
 
 
 def _pivot(p, dtype, what):

@@ -169,6 +169,46 @@ impl Scanner64 {
         inclusive: bool,
         sink: &mut dyn FnMut(usize, &[T]) -> Result<()>,
     ) -> Result<()> {
+        let mut piece: Vec<T> = Vec::new();
+        self.run(gpu, data, op, inclusive, &mut |at, len, download| {
+            piece.resize(len, T::zeroed());
+            download(&mut piece)?;
+            sink(at, &piece)
+        })
+    }
+
+    /// The scan of `data` straight into `out` (the same length), chunk by chunk.
+    pub fn scan_into<T: SortKey>(
+        &self,
+        gpu: &Gpu,
+        data: &[T],
+        out: &mut [T],
+        op: ScanOp,
+        inclusive: bool,
+    ) -> Result<()> {
+        if out.len() != data.len() {
+            return Err(Error::InvalidInput(format!(
+                "{} elements but room for {} results",
+                data.len(),
+                out.len()
+            )));
+        }
+        self.run(gpu, data, op, inclusive, &mut |at, len, download| {
+            download(&mut out[at..at + len])
+        })
+    }
+
+    /// The chunk loop: `land(first, len, download)` takes each chunk's results by calling
+    /// `download` with where they go.
+    #[allow(clippy::type_complexity)]
+    fn run<T: SortKey>(
+        &self,
+        gpu: &Gpu,
+        data: &[T],
+        op: ScanOp,
+        inclusive: bool,
+        land: &mut dyn FnMut(usize, usize, &mut dyn FnMut(&mut [T]) -> Result<()>) -> Result<()>,
+    ) -> Result<()> {
         let t = T::TYPE;
         if !supports(t, op) {
             return Err(Error::InvalidInput(format!(
@@ -208,7 +248,6 @@ impl Scanner64 {
         let bind = self
             .layout
             .bind(gpu, &[&params, &src, &dst, &totals, &carry]);
-        let mut out: Vec<T> = vec![T::zeroed(); chunk.min(data.len())];
         for (c, piece) in data.chunks(chunk).enumerate() {
             let n = piece.len() as u64;
             let tiles = n.div_ceil(TILE) as u32;
@@ -231,14 +270,14 @@ impl Scanner64 {
             }
             gpu.checked(|| gpu.queue.submit([encoder.finish()]))?;
             gpu.wait()?;
-            let got = &mut out[..piece.len()];
-            transfer::download(gpu, &dst, 0, bytemuck::cast_slice_mut(got))?;
-            sink(c * chunk, got)?;
+            land(c * chunk, piece.len(), &mut |into: &mut [T]| {
+                transfer::download(gpu, &dst, 0, bytemuck::cast_slice_mut(into))
+            })?;
         }
         Ok(())
     }
 
-    /// [`Scanner64::scan_each`] into one vector.
+    /// [`Scanner64::scan_into`] a new vector.
     pub fn scan<T: SortKey>(
         &self,
         gpu: &Gpu,
@@ -246,11 +285,8 @@ impl Scanner64 {
         op: ScanOp,
         inclusive: bool,
     ) -> Result<Vec<T>> {
-        let mut all = Vec::with_capacity(data.len());
-        self.scan_each(gpu, data, op, inclusive, &mut |_, piece| {
-            all.extend_from_slice(piece);
-            Ok(())
-        })?;
+        let mut all = vec![T::zeroed(); data.len()];
+        self.scan_into(gpu, data, &mut all, op, inclusive)?;
         Ok(all)
     }
 }
