@@ -251,28 +251,28 @@ fn scan_op(op: &str) -> PyResult<ScanOp> {
 }
 
 fn scan_keys<T: SortKey>(e: &Engine, data: Vec<T>, op: ScanOp, inclusive: bool) -> gpusort_core::Result<Vec<T>> {
+    // results land in fresh zeroed pages (no copy of the input made just to be overwritten)
+    let mut out: Vec<T> = bytemuck::zeroed_vec(data.len());
     match e {
-        Engine::Cpu => {
-            let mut out = data.clone();
-            gpusort_core::cpu_engine::scan(&data, &mut out, op, inclusive);
-            Ok(out)
-        }
+        Engine::Cpu => gpusort_core::cpu_engine::scan(&data, &mut out, op, inclusive),
         Engine::Gpu(g) if T::TYPE.is_wide() => {
-            let mut out = data.clone();
-            g.scanner64.scan_into(&g.gpu, &data, &mut out, op, inclusive)?;
-            Ok(out)
+            g.scanner64.scan_into(&g.gpu, &data, &mut out, op, inclusive)?
+        }
+        Engine::Gpu(g) if data.len() as u64 * 4 <= g.gpu.max_binding() => {
+            // one binding holds it: one upload, one scan, one download
+            return g.scanner.scan(&g.gpu, &data, op, inclusive);
         }
         Engine::Gpu(g) => {
-            let mut out = Vec::with_capacity(data.len());
             let chunk = gpusort_core::streamed::chunk_elements(&g.gpu, T::TYPE.size(), None);
+            let dst = &mut out;
             g.scanner
-                .scan_streamed(&g.gpu, &data, op, inclusive, chunk, |_, piece| {
-                    out.extend_from_slice(piece);
+                .scan_streamed(&g.gpu, &data, op, inclusive, chunk, |at, piece| {
+                    dst[at..at + piece.len()].copy_from_slice(piece);
                     Ok(())
                 })?;
-            Ok(out)
         }
     }
+    Ok(out)
 }
 
 /// The scan of `a` with `op` (its dtype kept; integers wrap).

@@ -1046,7 +1046,7 @@ pub fn apply<T: StencilValue>(
             T::TYPE
         )));
     }
-    let mut out = vec![T::from_f64(0.0); grid.len()];
+    let mut out: Vec<T> = bytemuck::zeroed_vec(grid.len()); // zero pages, not a fill
     let mut scratch = vec![
         0u8;
         if plan.sweeps > 1 {
