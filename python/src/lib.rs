@@ -453,6 +453,20 @@ fn stencil_grid<T: gpusort_core::stencil::StencilValue>(
                 let measured = gpusort_core::stencil::measure_speeds(gpu, &kernel, 32 << 20)?;
                 chosen = plan(&job.problem(), budget, measured, None, Streaming::Reuse).map_err(bad)?;
             }
+            let bytes = std::mem::size_of_val(&grid[..]) as u64;
+            if chosen.in_core && bytes <= gpu.max_binding() {
+                // in core: through the staging ring both ways, every step on the GPU
+                let a = gpusort_core::transfer::storage_buffer(gpu, "grid", bytes)?;
+                let b = gpusort_core::transfer::storage_buffer(gpu, "grid'", bytes)?;
+                gpusort_core::transfer::upload(gpu, &a, 0, bytemuck::cast_slice(&grid))?;
+                let mut encoder = gpu.device.create_command_encoder(&Default::default());
+                let result = kernel.record_steps(gpu, &mut encoder, &a, &b, job.steps)?;
+                gpu.queue.submit([encoder.finish()]);
+                gpu.wait()?;
+                let mut out: Vec<T> = bytemuck::zeroed_vec(grid.len());
+                gpusort_core::transfer::download(gpu, result, 0, bytemuck::cast_slice_mut(&mut out))?;
+                return Ok(out);
+            }
             Ok(gpusort_core::stencil::apply(gpu, &kernel, &chosen, &grid)?.0)
         }
     }
@@ -494,7 +508,10 @@ fn stencil<'py>(
                 dtype: <$t as gpusort_core::stencil::StencilValue>::TYPE,
             };
             job.validate().map_err(to_py)?;
-            let cells: Vec<$t> = arr.as_array().iter().copied().collect();
+            let cells: Vec<$t> = match arr.as_slice() {
+                Ok(s) => par_copy(s, |x| x),
+                Err(_) => arr.as_array().iter().copied().collect(),
+            };
             let out = run(py, move |e| stencil_grid(e, cells, job))?;
             let flat = out.into_pyarray(py);
             Ok(flat.reshape(dims)?.into_any())
