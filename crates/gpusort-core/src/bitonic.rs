@@ -883,6 +883,18 @@ impl BitonicSorter {
         }
         let want_index = values.is_some() || want_permutation;
         let mut max = Self::max_len(gpu, T::TYPE, want_index, order) as usize;
+        // max_len bounds the bitonic network's planes; the radix sort needs only one binding
+        // for the keys and one for the permutation, so where it will run a whole input that
+        // fits those is one GPU sort, not pieces merged on the host
+        let n32 = keys.len().min(u32::MAX as usize) as u32;
+        if keys.len() > max && self.algorithm_for(gpu, n32, T::TYPE, order) == Algorithm::Radix {
+            let by_keys = gpu.max_binding() / T::TYPE.size() as u64;
+            let by_index = gpu.max_binding() / 4;
+            let radix = by_keys
+                .min(by_index)
+                .min(crate::radix::RADIX_MAX_KEYS as u64);
+            max = max.max((radix & !3) as usize);
+        }
         if let Some(limit) = self.piece_limit {
             max = max.min(limit);
         }
