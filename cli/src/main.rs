@@ -90,8 +90,21 @@ fn main() -> ExitCode {
     }
 }
 
+/// Whether a thread is already answering a SIGBUS (several threads reading a truncated map
+/// fault at once; one line is enough).
+#[cfg(unix)]
+static SIGBUS_TAKEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 #[cfg(unix)]
 extern "C" fn on_sigbus(_: libc::c_int) {
+    if SIGBUS_TAKEN.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        // another thread is cleaning up and will end the process: wait for it (returning
+        // would only fault again)
+        loop {
+            // SAFETY: pause is async-signal-safe; it waits for the process to end.
+            unsafe { libc::pause() };
+        }
+    }
     gpusort::files::remove_pending_now();
     let line: &[u8] = b"gpusort: a file shrank while gpusort read it through a memory map (did another process truncate an input?); no output was written\n";
     // SAFETY: write and _exit are async-signal-safe.

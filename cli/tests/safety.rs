@@ -645,6 +645,8 @@ fn leftovers_of_killed_runs_are_removed() {
         assert!(start.elapsed().as_secs() < 60, "no temporary file appeared");
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+    // into the stall before the final step (past the brief probe of the output's folder)
+    std::thread::sleep(std::time::Duration::from_millis(300));
     child.kill().unwrap(); // SIGKILL: nothing can clean up
     child.wait().unwrap();
     let left = temp_files(d);
