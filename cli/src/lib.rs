@@ -150,10 +150,11 @@ impl Global {
         match self.backend {
             Backend::Cpu => Ok(Engine::Cpu { why: "asked for" }),
             Backend::Auto if self.adapter.is_none() => {
-                let options = self.gpu_options();
-                Ok(if gpusort_core::gpu::hardware_adapter_present(&options)? {
+                // one listing decides (each creates an instance: tens of milliseconds)
+                let adapters = gpusort_core::gpu::list_adapters(&self.gpu_options())?;
+                Ok(if adapters.iter().any(|a| a.is_hardware()) {
                     Engine::Gpu
-                } else if gpusort_core::gpu::list_adapters(&options)?.is_empty() {
+                } else if adapters.is_empty() {
                     Engine::Cpu {
                         why: "no GPU found",
                     }

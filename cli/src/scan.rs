@@ -416,20 +416,9 @@ impl ScanCheck {
     /// The CPU's results for `data`, from the carry so far.
     fn want<T: SortKey>(&mut self, data: &[T]) -> Vec<T> {
         if T::TYPE.is_wide() {
-            let t = T::TYPE;
-            let out: Vec<u64> = bytemuck::cast_slice::<T, u64>(data)
-                .iter()
-                .map(|&x| {
-                    let before = self.carry;
-                    self.carry = reference::combine64(t, self.op, self.carry, x);
-                    if self.inclusive {
-                        self.carry
-                    } else {
-                        before
-                    }
-                })
-                .collect();
-            bytemuck::cast_slice(&out).to_vec()
+            let (want, carry) = reference::scan64_from(data, self.op, self.inclusive, self.carry);
+            self.carry = carry;
+            want
         } else {
             let (want, carry) =
                 reference::scan_from(data, self.op, self.inclusive, self.carry as u32);

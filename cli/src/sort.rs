@@ -753,14 +753,18 @@ fn sort_many(g: &Global, args: &SortArgs) -> CliResult {
         timings: false,
         ..g.clone()
     };
+    // one file through the single-file path (its own kernels, or the CPU engine)
+    let one_by_one = |f: usize| -> CliResult {
+        let (input, dest) = (&files.inputs[f], &files.dests[f]);
+        bar.set_message(format!("sorting {}", input.shown()));
+        (|| for_dtype!(input.dtype, sort_typed(&quiet, args, input, None, dest); u32, i32, f32, u64, i64, f64))(
+        )?;
+        bar.inc(1);
+        Ok(())
+    };
     if let Engine::Cpu { why } = g.engine()? {
         // each file in turn, each sort on all cores
-        for (input, dest) in files.inputs.iter().zip(&files.dests) {
-            bar.set_message(format!("sorting {}", input.shown()));
-            (|| for_dtype!(input.dtype, sort_typed(&quiet, args, input, None, dest); u32, i32, f32, u64, i64, f64))(
-            )?;
-            bar.inc(1);
-        }
+        (0..files.inputs.len()).try_for_each(one_by_one)?;
         bar.finish_and_clear();
         if !g.quiet {
             eprintln!(
@@ -818,14 +822,7 @@ fn sort_many(g: &Global, args: &SortArgs) -> CliResult {
         },
     )?;
     let (launches, mode) = (merged.launches, merged.mode);
-    for &f in &large {
-        let input = &files.inputs[f];
-        bar.set_message(format!("sorting {}", input.shown()));
-        let dest = &files.dests[f];
-        (|| for_dtype!(input.dtype, sort_typed(&quiet, args, input, None, dest); u32, i32, f32, u64, i64, f64))(
-        )?;
-        bar.inc(1);
-    }
+    large.iter().try_for_each(|&f| one_by_one(f))?;
     bar.finish_and_clear();
     if !g.quiet {
         eprintln!(

@@ -383,18 +383,7 @@ fn run_typed<T: StencilValue + Into<f64>>(
     }
     out.commit()?;
     if !g.quiet {
-        eprintln!(
-            "{} {} of a radius-{} stencil ({} taps) on a {} {} grid in {:.3} s -> {}{}",
-            job.steps,
-            if job.steps == 1 { "step" } else { "steps" },
-            job.stencil.radius(),
-            job.stencil.taps().len(),
-            job.shape,
-            job.dtype,
-            stats.seconds,
-            shown(dest),
-            if args.verify { ", verified" } else { "" }
-        );
+        eprintln!("{}", outcome(job, None, stats.seconds, dest, args.verify));
     }
     if g.show_timings() {
         let updates = job.shape.cells() as f64 * job.steps as f64;
@@ -469,21 +458,33 @@ fn run_on_cpu<T: StencilValue + Into<f64>>(
     out.commit()?;
     bar.finish_and_clear();
     if !g.quiet {
-        eprintln!(
-            "{} {} of a radius-{} stencil ({} taps) on a {} {} grid with {} in {:.3} s -> {}{}",
-            job.steps,
-            if job.steps == 1 { "step" } else { "steps" },
-            job.stencil.radius(),
-            job.stencil.taps().len(),
-            job.shape,
-            job.dtype,
-            Engine::cpu_words(why),
-            start.elapsed().as_secs_f64(),
-            shown(dest),
-            if args.verify { ", verified" } else { "" }
-        );
+        let on = Engine::cpu_words(why);
+        let seconds = start.elapsed().as_secs_f64();
+        eprintln!("{}", outcome(job, Some(&on), seconds, dest, args.verify));
     }
     Ok(())
+}
+
+/// A stencil job's outcome line: what ran, where (when not the GPU), how long, and the output.
+fn outcome(
+    job: &StencilJob,
+    on: Option<&str>,
+    seconds: f64,
+    dest: &std::path::Path,
+    verified: bool,
+) -> String {
+    format!(
+        "{} {} of a radius-{} stencil ({} taps) on a {} {} grid{} in {seconds:.3} s -> {}{}",
+        job.steps,
+        if job.steps == 1 { "step" } else { "steps" },
+        job.stencil.radius(),
+        job.stencil.taps().len(),
+        job.shape,
+        job.dtype,
+        on.map(|w| format!(" with {w}")).unwrap_or_default(),
+        shown(dest),
+        if verified { ", verified" } else { "" }
+    )
 }
 
 /// The GPU result against the CPU twin, within the tolerance the tests use (the GPU may fuse a

@@ -954,13 +954,8 @@ fn interrupts_leave_the_input_intact() {
             .spawn()
             .unwrap();
         // wait for the finished temporary file: the most delicate moment
-        let start = std::time::Instant::now();
-        while temp_files(dir.path()).is_empty() {
-            assert!(start.elapsed().as_secs() < 60, "no temporary file appeared");
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100)); // into the stall
-                                                                   // SAFETY: sending a signal to our own child process.
+        wait_for_temp_files(dir.path(), 1);
+        // SAFETY: sending a signal to our own child process.
         assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
         let out = child.wait_with_output().unwrap();
         assert_eq!(

@@ -118,15 +118,7 @@ fn an_interrupt_before_the_final_step_writes_nothing() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let start = std::time::Instant::now();
-    while temp_files(d).len() < 2 {
-        assert!(
-            start.elapsed().as_secs() < 60,
-            "no temporary files appeared"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    std::thread::sleep(std::time::Duration::from_millis(200));
+    wait_for_temp_files(d, 2);
     // SAFETY: sending a signal to our own child process.
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
     let out = child.wait_with_output().unwrap();
@@ -177,15 +169,7 @@ fn many_files_in_place_are_all_or_nothing() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let start = std::time::Instant::now();
-    while temp_files(d).len() < 12 {
-        assert!(
-            start.elapsed().as_secs() < 60,
-            "the outputs were not all staged"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    std::thread::sleep(std::time::Duration::from_millis(200));
+    wait_for_temp_files(d, 12);
     // SAFETY: sending a signal to our own child process.
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
     let out = child.wait_with_output().unwrap();
@@ -640,13 +624,7 @@ fn leftovers_of_killed_runs_are_removed() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let start = std::time::Instant::now();
-    while temp_files(d).is_empty() {
-        assert!(start.elapsed().as_secs() < 60, "no temporary file appeared");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    // into the stall before the final step (past the brief probe of the output's folder)
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    wait_for_temp_files(d, 1);
     child.kill().unwrap(); // SIGKILL: nothing can clean up
     child.wait().unwrap();
     let left = temp_files(d);

@@ -94,3 +94,17 @@ pub fn random_f32(n: usize, seed: u64) -> Vec<f32> {
     let mut r = rng(seed);
     (0..n).map(|_| r.random_range(-1.0..1.0)).collect()
 }
+
+/// Wait (60 s at most) until `dir` holds at least `count` temporary files of gpusort's, then a
+/// little longer, into the stall that GPUSORT_TEST_STALL_BEFORE_RENAME_MS holds it in.
+pub fn wait_for_temp_files(dir: &Path, count: usize) {
+    let start = std::time::Instant::now();
+    while temp_files(dir).len() < count {
+        assert!(
+            start.elapsed().as_secs() < 60,
+            "no temporary files appeared"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+}

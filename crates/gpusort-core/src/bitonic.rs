@@ -30,7 +30,7 @@ pub enum Algorithm {
 }
 
 /// Where `Auto` switches from the bitonic network to the radix sort, in keys, for 32-bit keys on
-/// a hardware GPU. Measured on the H100 (docs/BENCHMARKS.md, docs/bench/h100-s8-sort.json):
+/// a hardware GPU. Measured on the H100 (the eighth session; its export is in git history):
 /// radix/bitonic time 1.54 at 2^18, 1.01 at 2^20, 0.79 at 2^21, 0.66 at 2^22, 0.39 at 2^24, 0.25
 /// at 2^28. On software adapters (lavapipe) the radix sort
 /// measured slower at every size (1.7x at 2^16) and is not chosen. A key-bit range always takes

@@ -149,10 +149,9 @@ fn enumerate(options: &GpuOptions) -> Result<Vec<wgpu::Adapter>> {
 /// Whether these options see a hardware GPU (anything but a software adapter such as lavapipe or
 /// WARP). Where they see none, gpusort's front ends run their jobs on the CPU engine.
 pub fn hardware_adapter_present(options: &GpuOptions) -> Result<bool> {
-    let software = format!("{:?}", wgpu::DeviceType::Cpu);
     Ok(list_adapters(options)?
         .iter()
-        .any(|a| a.device_type != software))
+        .any(AdapterSummary::is_hardware))
 }
 
 /// Every adapter wgpu can see with these options, in enumeration order.
@@ -231,10 +230,17 @@ impl std::fmt::Debug for Gpu {
     }
 }
 
+impl AdapterSummary {
+    /// Whether this is a real GPU, not a CPU implementation (lavapipe, llvmpipe, WARP).
+    pub fn is_hardware(&self) -> bool {
+        self.device_type != format!("{:?}", wgpu::DeviceType::Cpu)
+    }
+}
+
 impl Gpu {
     /// Whether the adapter is a CPU implementation (lavapipe, llvmpipe, WARP).
     pub fn is_software(&self) -> bool {
-        self.adapter.device_type == format!("{:?}", wgpu::DeviceType::Cpu)
+        !self.adapter.is_hardware()
     }
 
     /// Pick an adapter and create the device with the adapter's own limits and the optional

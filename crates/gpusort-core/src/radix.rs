@@ -72,7 +72,7 @@ const DEFAULT_PAYLOAD_WORKGROUPS: u32 = 1024;
 /// Unstable sweep workgroups, each looping over tiles (the stable keys-only sweeps keep one a
 /// tile: `RadixTuning::workgroups`). H100, twenty-fourth session, keys-only 2^20 / 2^22 / 2^24 /
 /// 2^26 / 2^28: 111.0 / 237.4 / 542.6 µs / 1.758 / 6.493 ms against 110.2 / 238.9 / 549.0 µs /
-/// 1.773 / 6.566 ms one a tile (docs/bench/h100-s24-unstable-workgroups.txt); from 2^24 this is
+/// 1.773 / 6.566 ms one a tile; from 2^24 this is
 /// the MSD path's top-digit sweep.
 const DEFAULT_UNSTABLE_WORKGROUPS: u32 = 1024;
 /// Dispatches of the MSD path (RadixKernels::record's steps; GPUSORT_RADIX_STOP 10 + k records

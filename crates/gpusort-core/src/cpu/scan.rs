@@ -83,10 +83,20 @@ pub fn identity64(t: KeyType, op: ScanOp) -> u64 {
 /// The twin of `shaders/scan64.wgsl`: a sequential scan of 64-bit elements (wrapping integer
 /// operators, f64 additions in order).
 pub fn scan64<T: SortKey>(data: &[T], op: ScanOp, inclusive: bool) -> Vec<T> {
+    scan64_from(data, op, inclusive, identity64(T::TYPE, op)).0
+}
+
+/// [`scan64`] of a piece of a longer array: `carry` (bits) is what everything before the piece
+/// combines to; returns the results and the value through the piece's end.
+pub fn scan64_from<T: SortKey>(
+    data: &[T],
+    op: ScanOp,
+    inclusive: bool,
+    carry: u64,
+) -> (Vec<T>, u64) {
     let t = T::TYPE;
-    let mut acc = identity64(t, op);
-    let bits: &[u64] = bytemuck::cast_slice(data);
-    let out: Vec<u64> = bits
+    let mut acc = carry;
+    let out: Vec<u64> = bytemuck::cast_slice::<T, u64>(data)
         .iter()
         .map(|&x| {
             let before = acc;
@@ -98,7 +108,7 @@ pub fn scan64<T: SortKey>(data: &[T], op: ScanOp, inclusive: bool) -> Vec<T> {
             }
         })
         .collect();
-    bytemuck::cast_slice(&out).to_vec()
+    (bytemuck::cast_slice(&out).to_vec(), acc)
 }
 
 /// One step of a scan on 32-bit words: operator `code` of [`ScanOp::code`] applied to `a`, `b`.

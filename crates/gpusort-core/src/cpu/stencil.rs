@@ -37,6 +37,32 @@ pub fn map_axis(boundary: Boundary, i: i64, n: i64) -> Option<i64> {
     })
 }
 
+/// One cell of a step: its taps summed in order, `acc + w * value`, the boundary rule applied
+/// where a tap leaves the grid (`extents` and `at` outermost first).
+pub fn cell<T: StencilValue>(
+    cur: &[T],
+    [nz, ny, nx]: [i64; 3],
+    taps: &[([i64; 3], T)],
+    boundary: Boundary,
+    cval: T,
+    [z, y, x]: [i64; 3],
+) -> T {
+    let mut acc = T::from_f64(0.0);
+    for &([dz, dy, dx], w) in taps {
+        let at = (
+            map_axis(boundary, z + dz, nz),
+            map_axis(boundary, y + dy, ny),
+            map_axis(boundary, x + dx, nx),
+        );
+        let value = match at {
+            (Some(z), Some(y), Some(x)) => cur[((z * ny + y) * nx + x) as usize],
+            _ => cval,
+        };
+        acc = acc + w * value;
+    }
+    acc
+}
+
 /// `steps` Jacobi steps of `stencil` over `grid` (C order, `shape`).
 pub fn run<T: StencilValue>(
     grid: &[T],
@@ -67,20 +93,7 @@ pub fn run<T: StencilValue>(
             .for_each(|(z, row)| {
                 for (i, out) in row.iter_mut().enumerate() {
                     let (y, x) = ((i / nx as usize) as i64, (i % nx as usize) as i64);
-                    let mut acc = T::from_f64(0.0);
-                    for &([dz, dy, dx], w) in &taps {
-                        let at = (
-                            map_axis(boundary, z as i64 + dz, nz),
-                            map_axis(boundary, y + dy, ny),
-                            map_axis(boundary, x + dx, nx),
-                        );
-                        let value = match at {
-                            (Some(z), Some(y), Some(x)) => cur[((z * ny + y) * nx + x) as usize],
-                            _ => cval,
-                        };
-                        acc = acc + w * value;
-                    }
-                    *out = acc;
+                    *out = cell(&cur, [nz, ny, nx], &taps, boundary, cval, [z as i64, y, x]);
                 }
             });
         std::mem::swap(&mut cur, &mut next);

@@ -6,7 +6,7 @@
 
 use rayon::prelude::*;
 
-use crate::cpu::stencil::map_axis;
+use crate::cpu::stencil::cell;
 use crate::stencil::{Boundary, GridShape, Stencil, StencilValue};
 
 /// `steps` Jacobi steps of `stencil` over `grid` (C order, `shape`), into `out`; `scratch`, of
@@ -65,22 +65,7 @@ fn step<T: StencilValue>(
         .enumerate()
         .for_each(|(row, outs)| {
             let (z, y) = (row as i64 / ny, row as i64 % ny);
-            let cell = |x: i64| {
-                let mut acc = zero;
-                for &([dz, dy, dx], w) in &taps {
-                    let at = (
-                        map_axis(boundary, z + dz, nz),
-                        map_axis(boundary, y + dy, ny),
-                        map_axis(boundary, x + dx, nx),
-                    );
-                    let value = match at {
-                        (Some(z), Some(y), Some(x)) => cur[((z * ny + y) * nx + x) as usize],
-                        _ => cval,
-                    };
-                    acc = acc + w * value;
-                }
-                acc
-            };
+            let cell = |x: i64| cell(cur, [nz, ny, nx], &taps, boundary, cval, [z, y, x]);
             let inside = z >= rz && z < nz - rz && y >= ry && y < ny - ry && x1 > x0;
             if !inside {
                 for (x, o) in outs.iter_mut().enumerate() {
