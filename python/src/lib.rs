@@ -453,20 +453,6 @@ fn stencil_grid<T: gpusort_core::stencil::StencilValue>(
                 let measured = gpusort_core::stencil::measure_speeds(gpu, &kernel, 32 << 20)?;
                 chosen = plan(&job.problem(), budget, measured, None, Streaming::Reuse).map_err(bad)?;
             }
-            let bytes = std::mem::size_of_val(&grid[..]) as u64;
-            if chosen.in_core && bytes <= gpu.max_binding() {
-                // in core: through the staging ring both ways, every step on the GPU
-                let a = gpusort_core::transfer::storage_buffer(gpu, "grid", bytes)?;
-                let b = gpusort_core::transfer::storage_buffer(gpu, "grid'", bytes)?;
-                gpusort_core::transfer::upload(gpu, &a, 0, bytemuck::cast_slice(&grid))?;
-                let mut encoder = gpu.device.create_command_encoder(&Default::default());
-                let result = kernel.record_steps(gpu, &mut encoder, &a, &b, job.steps)?;
-                gpu.queue.submit([encoder.finish()]);
-                gpu.wait()?;
-                let mut out: Vec<T> = bytemuck::zeroed_vec(grid.len());
-                gpusort_core::transfer::download(gpu, result, 0, bytemuck::cast_slice_mut(&mut out))?;
-                return Ok(out);
-            }
             Ok(gpusort_core::stencil::apply(gpu, &kernel, &chosen, &grid)?.0)
         }
     }
