@@ -2,17 +2,17 @@
 //! with subgroups and with them forced off.
 
 use gpusort_core::cpu::keys as reference;
-use gpusort_core::{BitonicSorter, Gpu, SortKey, SortOrder};
+use gpusort_core::{Gpu, SortKey, SortOrder, Sorter};
 use gpusort_tests::*;
 use rand::Rng;
 
-fn sorter(gpu: &Gpu) -> BitonicSorter {
-    BitonicSorter::new(gpu).expect("pipelines build")
+fn sorter(gpu: &Gpu) -> Sorter {
+    Sorter::new(gpu).expect("pipelines build")
 }
 
 fn check_sort<T: SortKey + PartialEq>(
     gpu: &Gpu,
-    s: &BitonicSorter,
+    s: &Sorter,
     keys: &[T],
     order: SortOrder,
     what: &str,
@@ -47,13 +47,7 @@ fn from_bits<T: SortKey>(b: &[u64]) -> Vec<T> {
 
 /// u32 keys of every size around the edges up to 2^max_log; every input shape up to
 /// 2^shapes_log, random beyond; both directions.
-fn u32_edge_sizes_and_shapes(
-    s: &BitonicSorter,
-    gpu: &Gpu,
-    max_log: u32,
-    shapes_log: u32,
-    what: &str,
-) {
+fn u32_edge_sizes_and_shapes(s: &Sorter, gpu: &Gpu, max_log: u32, shapes_log: u32, what: &str) {
     for n in edge_sizes(max_log) {
         for shape in SHAPES {
             if n > (1 << shapes_log) && !matches!(shape, Shape::Random) {
@@ -93,7 +87,7 @@ fn bitonic_u32_edge_sizes_and_shapes() {
     }
 }
 
-fn every_type_case<T: SortKey + PartialEq>(gpu: &Gpu, s: &BitonicSorter, specials: &[T]) {
+fn every_type_case<T: SortKey + PartialEq>(gpu: &Gpu, s: &Sorter, specials: &[T]) {
     for n in [
         0usize, 1, 2, 3, 5, 8, 17, 255, 256, 257, 4095, 4096, 4097, 65537,
     ] {
@@ -121,7 +115,7 @@ fn every_type_case<T: SortKey + PartialEq>(gpu: &Gpu, s: &BitonicSorter, special
 }
 
 /// Every key type, with its special values, through `every_type_case`.
-fn every_type(gpu: &Gpu, s: &BitonicSorter) {
+fn every_type(gpu: &Gpu, s: &Sorter) {
     every_type_case::<u32>(gpu, s, &[0, u32::MAX]);
     every_type_case::<i32>(gpu, s, &[i32::MIN, i32::MAX, -1, 0]);
     every_type_case::<f32>(gpu, s, &f32_specials());
@@ -227,11 +221,11 @@ fn dispatch_count_follows_the_plan() {
         .map(|&x| x as u32)
         .collect();
     let stats = s.sort(gpu, &mut keys, SortOrder::default()).unwrap();
-    let plan = gpusort_core::BitonicPlan::new(
+    let plan = gpusort_core::sort::BitonicPlan::new(
         1 << 18,
         1 << 18,
         stats.tile,
-        gpusort_core::bitonic::MAX_FUSED_GLOBAL_STEPS,
+        gpusort_core::sort::MAX_FUSED_GLOBAL_STEPS,
     );
     assert_eq!(stats.network_dispatches, plan.dispatches());
     // stages past the tile: one local merge each plus ceil(steps / 3) global passes
@@ -240,7 +234,7 @@ fn dispatch_count_follows_the_plan() {
     assert_eq!(stats.network_dispatches, expect);
     assert!(
         stats.network_dispatches
-            < gpusort_core::bitonic::method_host_syncs(1 << 18, 4, stats.tile / 16) as usize
+            < gpusort_core::sort::method_host_syncs(1 << 18, 4, stats.tile / 16) as usize
                 + beyond
                 + 1
     );
@@ -303,10 +297,8 @@ mod radix {
     use super::*;
     use gpusort_core::Algorithm;
 
-    fn radix(gpu: &Gpu) -> BitonicSorter {
-        BitonicSorter::new(gpu)
-            .unwrap()
-            .with_algorithm(Algorithm::Radix)
+    fn radix(gpu: &Gpu) -> Sorter {
+        Sorter::new(gpu).unwrap().with_algorithm(Algorithm::Radix)
     }
 
     #[test]
@@ -501,12 +493,11 @@ mod radix {
 mod radix_options {
     use super::*;
     use gpusort_core::cpu::radix as twin;
-    use gpusort_core::{transfer, Algorithm, GpuSortJob, KeyType};
+    use gpusort_core::device::transfer;
+    use gpusort_core::{Algorithm, KeyType, SortJob};
 
-    fn radix(gpu: &Gpu) -> BitonicSorter {
-        BitonicSorter::new(gpu)
-            .unwrap()
-            .with_algorithm(Algorithm::Radix)
+    fn radix(gpu: &Gpu) -> Sorter {
+        Sorter::new(gpu).unwrap().with_algorithm(Algorithm::Radix)
     }
 
     fn bit_range_case<T: SortKey + PartialEq>(gpu: &Gpu, keys: &[T], bits: std::ops::Range<u32>) {
@@ -575,7 +566,7 @@ mod radix_options {
                     Err(gpusort_core::Error::InvalidInput(_))
                 ));
             }
-            let bitonic = BitonicSorter::new(gpu)
+            let bitonic = Sorter::new(gpu)
                 .unwrap()
                 .with_algorithm(Algorithm::Bitonic)
                 .with_key_bits(0..8);
@@ -681,8 +672,8 @@ mod radix_options {
     fn unstable_first_pass_sorts_the_same() {
         fn both<T: SortKey + PartialEq>(
             gpu: &Gpu,
-            fast: &BitonicSorter,
-            stable: &BitonicSorter,
+            fast: &Sorter,
+            stable: &Sorter,
             keys: &[T],
             what: &str,
         ) {
@@ -709,7 +700,7 @@ mod radix_options {
             let mut r = rng(91);
             // which sweep ran shows in the stats; either way one dispatch a pass
             let keys: Vec<u32> = (0..3 * tile + 5).map(|_| r.random()).collect();
-            let recorded = |s: &BitonicSorter| {
+            let recorded = |s: &Sorter| {
                 let st = s
                     .sort(gpu, &mut keys.clone(), SortOrder::default())
                     .unwrap();
@@ -807,7 +798,7 @@ mod radix_options {
     /// each designed input takes the outcome it was designed for.
     #[test]
     fn msd_path_sorts_the_same() {
-        use gpusort_core::radix::MsdOutcome::{self, FellBack, LsdAtOnce, Ran};
+        use gpusort_core::sort::radix::MsdOutcome::{self, FellBack, LsdAtOnce, Ran};
         // what a sort did: the MSD path with or without msd_dense, or the LSD passes
         #[derive(Debug, PartialEq)]
         enum Took {
@@ -816,12 +807,7 @@ mod radix_options {
             Lsd(MsdOutcome),
         }
         use Took::{Dense, Local, Lsd};
-        fn run<T: SortKey + PartialEq>(
-            gpu: &Gpu,
-            s: &BitonicSorter,
-            keys: &[T],
-            what: &str,
-        ) -> Took {
+        fn run<T: SortKey + PartialEq>(gpu: &Gpu, s: &Sorter, keys: &[T], what: &str) -> Took {
             let mut took = Vec::new();
             for descending in [false, true] {
                 let order = SortOrder {
@@ -855,7 +841,7 @@ mod radix_options {
             let tile = s.radix_msd_tile() as usize;
             let mut r = rng(77);
             // which sorts take the MSD path: keys-only 32-bit keys over every bit, from msd_from
-            let mut path = |s: &BitonicSorter| {
+            let mut path = |s: &Sorter| {
                 let mut keys: Vec<u32> = (0..1000).map(|_| r.random()).collect();
                 s.sort(gpu, &mut keys, SortOrder::default())
                     .unwrap()
@@ -966,7 +952,7 @@ mod radix_options {
                 let key_buf = transfer::buffer_from(gpu, "keys", &keys).unwrap();
                 let count_buf = transfer::buffer_from(gpu, "count", &[count]).unwrap();
                 let mut enc = gpu.device.create_command_encoder(&Default::default());
-                let job = GpuSortJob {
+                let job = SortJob {
                     key_type: KeyType::F32,
                     order: SortOrder::default(),
                     keys: &key_buf,
@@ -1017,7 +1003,7 @@ mod radix_options {
                 s.record_counted(
                     gpu,
                     &mut enc,
-                    &GpuSortJob {
+                    &SortJob {
                         key_type: KeyType::F32,
                         order: SortOrder::default(),
                         keys: &key_buf,
@@ -1044,7 +1030,7 @@ mod radix_options {
             let both = s.record_counted(
                 gpu,
                 &mut gpu.device.create_command_encoder(&Default::default()),
-                &GpuSortJob {
+                &SortJob {
                     key_type: KeyType::U32,
                     order: SortOrder::default(),
                     keys: &transfer::storage_buffer(gpu, "k", 64).unwrap(),
@@ -1114,7 +1100,7 @@ mod radix_options {
                 (KeyType::U32, &a_buf, 20_000, None),
                 (KeyType::F32, &b_buf, 5_000, Some(&perm_buf)),
             ] {
-                let job = GpuSortJob {
+                let job = SortJob {
                     key_type,
                     order: SortOrder::default(),
                     keys,
@@ -1166,7 +1152,7 @@ mod radix_options {
 /// chunks than the ring has slots, at offsets, with slots growing between calls.
 #[test]
 fn transfers_round_trip_through_the_staging_ring() {
-    use gpusort_core::transfer;
+    use gpusort_core::device::transfer;
     let gpu = gpu(false);
     let chunk = 4096u64;
     let ring = transfer::RING_SLOTS as u64;
@@ -1200,7 +1186,7 @@ fn transfers_round_trip_through_the_staging_ring() {
 /// The external sort (runs on disk, streaming merge) under budgets far below the input's size.
 mod external_sort {
     use super::*;
-    use gpusort_core::external::{self, ExternalSort, Phase, Sink, MIN_MEMORY_BUDGET};
+    use gpusort_core::sort::external::{self, ExternalSort, Phase, Sink, MIN_MEMORY_BUDGET};
     use gpusort_core::{Algorithm, Error};
 
     struct Result<T> {
@@ -1211,7 +1197,7 @@ mod external_sort {
     }
 
     fn run<T: SortKey>(
-        s: &BitonicSorter,
+        s: &Sorter,
         gpu: &Gpu,
         keys: &[T],
         order: SortOrder,

@@ -2,8 +2,9 @@
 //! subgroups, including the look-back's fallback path.
 
 use gpusort_core::cpu::scan as reference;
+use gpusort_core::device::transfer;
 use gpusort_core::scan::{Predicate, ScanOp, Scanner, Tuning};
-use gpusort_core::{transfer, Gpu, SortKey};
+use gpusort_core::{Gpu, SortKey};
 use gpusort_tests::*;
 use rand::Rng;
 
@@ -543,7 +544,7 @@ fn compaction_refuses_counts_its_statuses_cannot_hold() {
 /// chunk and carried across chunks, inclusive and exclusive.
 #[test]
 fn scans_of_64_bit_elements() {
-    use gpusort_core::scan64::Scanner64;
+    use gpusort_core::scan::scan64::Scanner64;
     use ScanOp::*;
     for no_subgroups in MODES {
         let gpu = gpu(no_subgroups);

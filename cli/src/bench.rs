@@ -10,11 +10,12 @@ mod sched;
 use std::io::Write;
 use std::path::PathBuf;
 
-use gpusort_core::bench::{
+use gpusort_core::device::transfer;
+use gpusort_core::internal::bench::{
     masked_u32_buffers, random_u32_buffers, CopyKernel, GpuTimer, PlainBitonic, Stats,
 };
-use gpusort_core::bitonic::method_host_syncs;
-use gpusort_core::{transfer, BitonicSorter, GpuSortJob, KeyType, SortOrder};
+use gpusort_core::sort::method_host_syncs;
+use gpusort_core::{KeyType, SortJob, SortOrder, Sorter};
 use indicatif::ProgressBar;
 use rayon::slice::ParallelSliceMut;
 use serde::Serialize;
@@ -88,7 +89,7 @@ pub struct Case {
 struct Report {
     device: String,
     backend: String,
-    time_source: gpusort_core::bench::TimeSource,
+    time_source: gpusort_core::internal::bench::TimeSource,
     /// How long each GPU case repeated untimed before it was timed (--warmup).
     warmup_ms: u128,
     cases: Vec<Case>,
@@ -296,8 +297,8 @@ fn sort_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
     let (gpu, timer, bar, reps) = (ctx.gpu, ctx.timer, ctx.bar, ctx.reps);
     bar.inc_length((sizes.len() * 8) as u64);
     let plain = PlainBitonic::new(gpu)?;
-    let sorter = BitonicSorter::new(gpu)?.with_algorithm(gpusort_core::Algorithm::Bitonic);
-    let mut radix_sorter = BitonicSorter::new(gpu)?.with_algorithm(gpusort_core::Algorithm::Radix);
+    let sorter = Sorter::new(gpu)?.with_algorithm(gpusort_core::Algorithm::Bitonic);
+    let mut radix_sorter = Sorter::new(gpu)?.with_algorithm(gpusort_core::Algorithm::Radix);
     // measuring knob: the radix sort on a key-bit range only, e.g. "24..32" for one pass
     let radix_bits = std::env::var("GPUSORT_BENCH_RADIX_BITS")
         .ok()
@@ -343,7 +344,7 @@ fn sort_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
         ));
         bar.inc(1);
 
-        let job = GpuSortJob {
+        let job = SortJob {
             key_type: KeyType::U32,
             order: SortOrder::default(),
             keys: &work,
@@ -352,12 +353,12 @@ fn sort_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
             permutation: None,
         };
         let perm = transfer::storage_buffer(gpu, "bench permutation", n as u64 * 4)?;
-        let argsort_job = GpuSortJob {
+        let argsort_job = SortJob {
             permutation: Some(&perm),
             ..job
         };
         let copy_t = these[0].stats.median_s;
-        let tile = BitonicSorter::workgroup_size(gpu, 1) * 16;
+        let tile = Sorter::workgroup_size(gpu, 1) * 16;
         let formula = method_host_syncs(n as u64, 4, tile / 16);
         let recorded = |st: gpusort_core::SortStats| (st.network_dispatches, radix_path(&st));
         let gpu_sorts: [(&str, &RecordSort); 4] = [
@@ -406,7 +407,7 @@ fn sort_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
                     st.median_s / copy_t
                 ),
                 _ => {
-                    use gpusort_core::radix::MsdOutcome;
+                    use gpusort_core::sort::radix::MsdOutcome;
                     let how = match outcome {
                         None | Some(MsdOutcome::Ran { dense_buckets: 0 }) => String::new(),
                         Some(MsdOutcome::Ran { dense_buckets }) => {
@@ -745,7 +746,7 @@ fn stencil_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
             bar.inc(7);
             continue;
         }
-        let host = gpusort_core::bench::random_unit_f32(n, log as u64 + 300);
+        let host = gpusort_core::internal::bench::random_unit_f32(n, log as u64 + 300);
         let a = transfer::buffer_from(gpu, "bench grid", &host)?;
         let b = transfer::storage_buffer(gpu, "bench grid out", (n * 4) as u64)?;
         let case = |name: &str, stats: Stats, relative: f64, note: String| Case {

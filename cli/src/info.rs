@@ -1,6 +1,6 @@
 //! `gpusort info`: every adapter, the chosen one, and the limits that matter.
 
-use gpusort_core::gpu::{list_adapters, AdapterSummary};
+use gpusort_core::device::{list_adapters, AdapterSummary};
 
 use crate::error::CliResult;
 use crate::{Engine, Global};

@@ -151,7 +151,7 @@ impl Global {
             Backend::Cpu => Ok(Engine::Cpu { why: "asked for" }),
             Backend::Auto if self.adapter.is_none() => {
                 // one listing decides (each creates an instance: tens of milliseconds)
-                let adapters = gpusort_core::gpu::list_adapters(&self.gpu_options())?;
+                let adapters = gpusort_core::device::list_adapters(&self.gpu_options())?;
                 Ok(if adapters.iter().any(|a| a.is_hardware()) {
                     Engine::Gpu
                 } else if adapters.is_empty() {

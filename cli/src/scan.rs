@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use clap::ValueEnum;
 use gpusort_core::cpu::scan as reference;
+use gpusort_core::scan::scan64::Scanner64;
 use gpusort_core::scan::{Predicate, ScanOp, Scanner};
-use gpusort_core::scan64::Scanner64;
 use gpusort_core::schedule::Test;
 use gpusort_core::{Error as CoreError, Gpu, KeyType, SortKey};
 
@@ -208,7 +208,7 @@ fn job_bar(g: &Global, what: &str, p: &Prepared, dev: &Device) -> indicatif::Pro
 
 fn check_op(op: Op, dtype: KeyType) -> CliResult {
     let supported = match dtype.is_wide() {
-        true => gpusort_core::scan64::supports(dtype, op.into()),
+        true => gpusort_core::scan::scan64::supports(dtype, op.into()),
         false => ScanOp::from(op).code(dtype).is_some(),
     };
     if !supported {
@@ -344,10 +344,10 @@ fn chunk_elements(gpu: &Gpu, dtype: KeyType) -> usize {
     let bytes = std::env::var("GPUSORT_STREAM_CHUNK_BYTES")
         .ok()
         .and_then(|v| v.parse().ok());
-    gpusort_core::streamed::chunk_elements(gpu, dtype.size(), bytes)
+    gpusort_core::scan::streamed::chunk_elements(gpu, dtype.size(), bytes)
 }
 
-/// Scan one file in chunks (gpusort_core::streamed): each chunk's results are checked
+/// Scan one file in chunks (gpusort_core::scan::streamed): each chunk's results are checked
 /// (--verify) and written while later chunks are on the GPU, so files of any size scan in
 /// bounded GPU memory. Returns the number of elements.
 #[allow(clippy::too_many_arguments)]
@@ -748,7 +748,7 @@ pub fn run_partition(g: &Global, a: &PartitionArgs) -> CliResult {
     for_dtype!(p.input.dtype, partition_typed(g, a, &p, &dev); u32, i32, f32, u64, i64, f64)
 }
 
-/// Partition (`rest`) or compaction of one file, chunk by chunk (gpusort_core::streamed): each
+/// Partition (`rest`) or compaction of one file, chunk by chunk (gpusort_core::scan::streamed): each
 /// chunk's matching elements are checked (`verify`) and appended to the output while later
 /// chunks are on the GPU; with `rest` the others go to a temporary file beside it (never
 /// committed, removed when dropped), which follows them once every chunk is through. The .npy

@@ -5,7 +5,9 @@ use std::time::Instant;
 
 use clap::ValueEnum;
 use gpusort_core::cpu::keys::{canonical, fingerprint, sortable};
-use gpusort_core::{external, transfer, BitonicSorter, GpuSortJob, KeyType, SortKey, SortOrder};
+use gpusort_core::device::transfer;
+use gpusort_core::sort::external;
+use gpusort_core::{KeyType, SortJob, SortKey, SortOrder, Sorter};
 
 use crate::error::{CliError, CliResult};
 use crate::files::{
@@ -124,8 +126,8 @@ pub(crate) fn parse_key_bits(s: &str) -> Result<std::ops::Range<u32>, String> {
 }
 
 /// The sorter for `args`: its algorithm and key-bit range.
-fn sorter(gpu: &gpusort_core::Gpu, args: &SortArgs) -> Result<BitonicSorter, CliError> {
-    let s = BitonicSorter::new(gpu)?.with_algorithm(args.algorithm.into());
+fn sorter(gpu: &gpusort_core::Gpu, args: &SortArgs) -> Result<Sorter, CliError> {
+    let s = Sorter::new(gpu)?.with_algorithm(args.algorithm.into());
     Ok(match &args.key_bits {
         Some(bits) => s.with_key_bits(bits.clone()),
         None => s,
@@ -159,7 +161,9 @@ pub fn run(g: &Global, args: &SortArgs) -> CliResult {
     let path = &args.inputs[0];
     let input = Input::open(path, args.dtype.map(Into::into))?;
     let bad_bits = args.key_bits.as_ref();
-    if let Some(e) = bad_bits.and_then(|b| gpusort_core::radix::key_bits_error(input.dtype, b)) {
+    if let Some(e) =
+        bad_bits.and_then(|b| gpusort_core::sort::radix::key_bits_error(input.dtype, b))
+    {
         return Err(CliError::usage(format!("--key-bits: {e}")));
     }
     let dest = resolve_output(&input, args.output.as_deref(), args.in_place, "sorted")?;
@@ -389,7 +393,7 @@ fn sort_direct<T: SortKey>(
     bar.set_message("starting the GPU");
     let gpu = g.gpu()?;
     let gpu_start_s = start.elapsed().as_secs_f64();
-    if input.len as u64 > BitonicSorter::max_len(&gpu, T::TYPE, false, order) {
+    if input.len as u64 > Sorter::max_len(&gpu, T::TYPE, false, order) {
         // pieces merged on the host: the general path
         let sorter = sorter(&gpu, args)?;
         let mut keys: Vec<T> = input.to_vec();
@@ -415,7 +419,7 @@ fn sort_direct<T: SortKey>(
     let t = Instant::now();
     // the shaders compile on another thread while the keys upload
     let (sorter, keys) = std::thread::scope(|s| {
-        let warm = s.spawn(|| -> Result<BitonicSorter, CliError> {
+        let warm = s.spawn(|| -> Result<Sorter, CliError> {
             let sorter = sorter(&gpu, args)?;
             sorter.warm_up(&gpu, T::TYPE, input.len as u32, order, false, false)?;
             Ok(sorter)
@@ -436,7 +440,7 @@ fn sort_direct<T: SortKey>(
     let mut stats = sorter.record(
         &gpu,
         &mut encoder,
-        &GpuSortJob {
+        &SortJob {
             key_type: T::TYPE,
             order,
             keys: &keys,
@@ -534,7 +538,7 @@ fn in_memory_bytes<T: SortKey>(n: usize, values: bool, perm: bool, verify: bool)
 
 /// A sort larger than the memory budget: runs sorted on the GPU into files in a private
 /// directory, then a streaming merge into the outputs; every output is a temporary file until
-/// all of them are written (gpusort_core::external has the method).
+/// all of them are written (gpusort_core::sort::external has the method).
 #[allow(clippy::too_many_arguments)]
 fn sort_external<T: SortKey>(
     g: &Global,
@@ -729,7 +733,7 @@ fn sort_many(g: &Global, args: &SortArgs) -> CliResult {
     };
     if let Some(bits) = &args.key_bits {
         for input in &files.inputs {
-            if let Some(e) = gpusort_core::radix::key_bits_error(input.dtype, bits) {
+            if let Some(e) = gpusort_core::sort::radix::key_bits_error(input.dtype, bits) {
                 return Err(CliError::usage(format!(
                     "--key-bits: {} ({})",
                     e,

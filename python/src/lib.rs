@@ -9,9 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use gpusort_core::scan::{Predicate, ScanOp, Scanner};
-use gpusort_core::scan64::Scanner64;
+use gpusort_core::scan::scan64::Scanner64;
 use gpusort_core::stencil::{Boundary, GridShape, Stencil, StencilJob, StencilKernel};
-use gpusort_core::{BitonicSorter, Gpu, GpuOptions, SortKey, SortOrder};
+use gpusort_core::{Sorter, Gpu, GpuOptions, SortKey, SortOrder};
 use numpy::{
     IntoPyArray, PyArrayMethods, PyReadonlyArray1, PyReadonlyArrayDyn,
     PyUntypedArrayMethods,
@@ -35,7 +35,7 @@ enum Engine {
 
 struct GpuContext {
     gpu: Gpu,
-    sorter: BitonicSorter,
+    sorter: Sorter,
     scanner: Scanner,
     scanner64: Scanner64,
 }
@@ -80,7 +80,7 @@ fn engine() -> PyResult<Arc<Engine>> {
     let cpu = match backend {
         "cpu" => true,
         "auto" if settings.adapter.is_none() => {
-            !gpusort_core::gpu::hardware_adapter_present(&options).map_err(to_py)?
+            !gpusort_core::device::hardware_adapter_present(&options).map_err(to_py)?
         }
         _ => false,
     };
@@ -88,7 +88,7 @@ fn engine() -> PyResult<Arc<Engine>> {
         Engine::Cpu
     } else {
         let gpu = Gpu::new(&options).map_err(to_py)?;
-        let sorter = BitonicSorter::new(&gpu).map_err(to_py)?;
+        let sorter = Sorter::new(&gpu).map_err(to_py)?;
         let scanner = Scanner::new(&gpu).map_err(to_py)?;
         let scanner64 = Scanner64::new(&gpu);
         Engine::Gpu(Box::new(GpuContext {
@@ -263,7 +263,7 @@ fn scan_keys<T: SortKey>(e: &Engine, data: Vec<T>, op: ScanOp, inclusive: bool) 
             return g.scanner.scan(&g.gpu, &data, op, inclusive);
         }
         Engine::Gpu(g) => {
-            let chunk = gpusort_core::streamed::chunk_elements(&g.gpu, T::TYPE.size(), None);
+            let chunk = gpusort_core::scan::streamed::chunk_elements(&g.gpu, T::TYPE.size(), None);
             let dst = &mut out;
             g.scanner
                 .scan_streamed(&g.gpu, &data, op, inclusive, chunk, |at, piece| {
@@ -287,7 +287,7 @@ fn scan<'py>(
     with_keys!(a, |arr: T| {
         let t = <T as SortKey>::TYPE;
         let ok = match t.is_wide() {
-            true => gpusort_core::scan64::supports(t, op),
+            true => gpusort_core::scan::scan64::supports(t, op),
             false => op.code(t).is_some(),
         };
         if !ok {
@@ -318,7 +318,7 @@ fn split_keys<T: SortKey>(
         )),
         Engine::Gpu(g) => {
             let (mut kept, mut kept_at, mut rest, mut rest_at) = (vec![], vec![], vec![], vec![]);
-            let chunk = gpusort_core::streamed::chunk_elements(&g.gpu, T::TYPE.size(), None);
+            let chunk = gpusort_core::scan::streamed::chunk_elements(&g.gpu, T::TYPE.size(), None);
             g.scanner.split_streamed(
                 &g.gpu,
                 &data,

@@ -3,10 +3,11 @@
 //! the same single submit (the honest baseline: what a caller without the scheduler records),
 //! safe mode, and, for equal sizes, the segmented sort. GPU-resident, GPU timestamps.
 
-use gpusort_core::bench::random_u32;
+use gpusort_core::device::transfer;
+use gpusort_core::internal::bench::random_u32;
 use gpusort_core::scan::{ScanOp, Scanner};
 use gpusort_core::schedule::{Batch, Mode, Scheduler, Work};
-use gpusort_core::{transfer, BitonicSorter, GpuSortJob, KeyType, SortOrder};
+use gpusort_core::{KeyType, SortJob, SortOrder, Sorter};
 
 use super::{measure, Case, Ctx};
 use crate::error::{CliError, CliResult};
@@ -43,7 +44,7 @@ pub(super) fn suite(ctx: &Ctx<'_>, tasks: usize, sizes: &[u32]) -> Result<Vec<Ca
     let (gpu, timer, bar, reps) = (ctx.gpu, ctx.timer, ctx.bar, ctx.reps);
     let merged = Scheduler::new(gpu)?.with_mode(Mode::Merged);
     let safe = Scheduler::new(gpu)?.with_mode(Mode::Safe);
-    let sorter = BitonicSorter::new(gpu)?.with_algorithm(gpusort_core::Algorithm::Bitonic);
+    let sorter = Sorter::new(gpu)?.with_algorithm(gpusort_core::Algorithm::Bitonic);
     let scanner = Scanner::new(gpu)?;
     let mut cases = Vec::new();
     let mut cases_to_run: Vec<(u32, Shape)> =
@@ -159,7 +160,7 @@ pub(super) fn suite(ctx: &Ctx<'_>, tasks: usize, sizes: &[u32]) -> Result<Vec<Ca
                                     ..
                                 }
                             );
-                        let job = GpuSortJob {
+                        let job = SortJob {
                             key_type: KeyType::U32,
                             order: SortOrder {
                                 descending,
@@ -205,13 +206,13 @@ pub(super) fn suite(ctx: &Ctx<'_>, tasks: usize, sizes: &[u32]) -> Result<Vec<Ca
             st,
             batch.tasks.len(),
             dispatches,
-            "BitonicSorter (+ Scanner) per task, one submit".into(),
+            "Sorter (+ Scanner) per task, one submit".into(),
         ));
         bar.inc(1);
 
         if shape == Shape::Independent {
             bar.set_message(format!("{what} of 2^{log}: segmented sort"));
-            let job = GpuSortJob {
+            let job = SortJob {
                 key_type: KeyType::U32,
                 order: SortOrder {
                     descending: false,
@@ -238,7 +239,7 @@ pub(super) fn suite(ctx: &Ctx<'_>, tasks: usize, sizes: &[u32]) -> Result<Vec<Ca
                 st,
                 tasks,
                 dispatches,
-                "one BitonicSorter call with --segment-size".into(),
+                "one Sorter call with --segment-size".into(),
             ));
         }
         bar.inc(1);
@@ -263,7 +264,7 @@ fn case(
     what: &str,
     n: usize,
     name: &str,
-    stats: gpusort_core::bench::Stats,
+    stats: gpusort_core::internal::bench::Stats,
     tasks: usize,
     dispatches: u64,
     note: String,

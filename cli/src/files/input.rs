@@ -60,7 +60,7 @@ pub fn set_stream_memory(bytes: u64) {
 
 fn stream_memory() -> u64 {
     match STREAM_MEMORY.load(Ordering::Relaxed) {
-        0 => gpusort_core::external::default_memory_budget().unwrap_or(u64::MAX),
+        0 => gpusort_core::sort::external::default_memory_budget().unwrap_or(u64::MAX),
         b => b,
     }
 }

@@ -71,7 +71,7 @@ mod tests {
         }
         .into();
         assert!(bug.to_string().contains("a gpusort bug"), "{bug}");
-        let timeout = Error::Timeout(crate::gpu::GPU_WAIT_TIMEOUT).to_string();
+        let timeout = Error::Timeout(crate::device::GPU_WAIT_TIMEOUT).to_string();
         assert!(timeout.contains("timed out"), "{timeout}");
     }
 }

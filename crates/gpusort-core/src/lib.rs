@@ -1,41 +1,34 @@
-//! gpusort-core: the GPU context and the kernels of gpusort, on wgpu/WGSL.
+//! gpusort-core: sorts, scans and stencils on the GPU through wgpu/WGSL, with CPU twins.
 //!
-//! - [`gpu`]: instance, adapter, device and queue in one place ([`Gpu`]).
-//! - [`transfer`]: host <-> GPU copies through mapped staging buffers.
-//! - [`kernel`]: pipelines and bind groups from declared binding lists.
-//! - [`bitonic`]: the vectorised bitonic sort (METHODS.md method 1) and its plan.
-//! - [`external`]: sorts larger than host memory (GPU-sorted runs on disk, streaming merge).
-//! - [`radix`]: the one-sweep LSD radix sort (METHODS.md method 3, digits ranked at once).
-//! - [`scan`]: scans, compaction and partition (METHODS.md method 3).
-//! - [`scan64`]: scans of u64, i64 and f64 elements.
-//! - [`streamed`]: scans and compactions of any length, chunks overlapped with transfers.
-//! - [`schedule`]: many small sorts and scans in merged launches (METHODS.md method 5).
-//! - [`stencil`]: in-core and out-of-core stencils on 2-D/3-D grids (METHODS.md method 4).
-//! - [`cpu`]: CPU twins of the kernels, the references tests compare against.
-//! - [`cpu_engine`]: the same jobs on all cores, fast, for machines without a hardware GPU.
-//! - [`shaders`]: the embedded WGSL sources.
+//! - [`device`]: the device context ([`Gpu`]), made by gpusort or from your own wgpu device.
+//! - [`sort`]: the [`Sorter`] (bitonic network or radix sort, chosen per job), sorts larger
+//!   than memory ([`sort::external`]).
+//! - [`scan`]: the [`Scanner`]: scans, compaction and stable partition, 64-bit scans and
+//!   streamed scans of any length.
+//! - [`stencil`]: 2-D/3-D stencils in core and out of core.
+//! - [`schedule`]: many small sorts and scans merged into shared launches.
+//! - [`cpu`]: the CPU twins of the kernels, the reference semantics tests compare against.
+//! - [`cpu_engine`]: the same jobs on all CPU cores, for machines without a hardware GPU.
+//!
+//! docs/ARCHITECTURE.md maps the families to their kernels, twins, tests and benches.
 
-pub mod bench;
-pub mod bitonic;
-mod bitonic_wgsl;
 pub mod cpu;
 pub mod cpu_engine;
+pub mod device;
 pub mod error;
-pub mod external;
-pub mod gpu;
-pub mod kernel;
+#[doc(hidden)]
+pub mod internal;
 pub mod keys;
-mod merge;
-pub mod radix;
 pub mod scan;
-pub mod scan64;
 pub mod schedule;
-pub mod shaders;
+pub mod sort;
 pub mod stencil;
-pub mod streamed;
-pub mod transfer;
+mod wgsl;
 
-pub use bitonic::{Algorithm, BitonicPlan, BitonicSorter, GpuSortJob, SortStats};
+pub use device::{Gpu, GpuOptions};
 pub use error::{Error, Result};
-pub use gpu::{Gpu, GpuOptions};
 pub use keys::{KeyType, SortKey, SortOrder};
+pub use scan::Scanner;
+pub use sort::{Algorithm, SortJob, SortStats, Sorter};
+/// The wgpu this crate is built against, so that callers' buffers and devices match its version.
+pub use wgpu;

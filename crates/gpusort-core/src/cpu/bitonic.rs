@@ -2,7 +2,7 @@
 //! comparator, on planes of u32 words compared lexicographically. Positions at or past `n` are
 //! +inf and, as on the GPU, never read or written.
 
-use crate::bitonic::{BitonicPlan, Pass};
+use crate::sort::{BitonicPlan, Pass};
 
 /// One step of the network: the stage's mirrored step (`i ^ (k - 1)`) or a plain one (`i ^ j`).
 fn step(planes: &mut [Vec<u32>], n: usize, k: usize, j: usize, mirror: bool) {

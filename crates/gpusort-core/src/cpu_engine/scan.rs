@@ -12,13 +12,13 @@ use crate::scan::{Predicate, ScanOp};
 /// The scan of `data` into `out` (the same length), with the kernels' semantics: wrapping
 /// integer operators; float additions in the element type (in another order than a sequential
 /// sum, as on the GPU). The operator must suit the type ([`ScanOp::code`] for 32-bit types,
-/// [`crate::scan64::supports`] for 64-bit ones).
+/// [`crate::scan::scan64::supports`] for 64-bit ones).
 pub fn scan<T: SortKey>(data: &[T], out: &mut [T], op: ScanOp, inclusive: bool) {
     assert_eq!(data.len(), out.len(), "a scan writes one result an element");
     let t = T::TYPE;
     if t.is_wide() {
         assert!(
-            crate::scan64::supports(t, op),
+            crate::scan::scan64::supports(t, op),
             "an operator the type supports"
         );
         scan_words::<u64>(

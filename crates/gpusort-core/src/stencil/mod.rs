@@ -17,11 +17,11 @@ use std::time::Instant;
 
 use gpusort_sched::stencil::{Speeds, StencilPlan, StencilProblem, SubBlock};
 
+use crate::device::kernel::{self, Layout, ParamBlocks, Slot};
+use crate::device::transfer::{self, StagingSlot};
+use crate::device::Gpu;
 use crate::error::{Error, Result};
-use crate::gpu::Gpu;
-use crate::kernel::{self, Layout, ParamBlocks, Slot};
 use crate::keys::KeyType;
-use crate::transfer::{self, StagingSlot};
 
 /// Largest radius gpusort accepts (the tap code is unrolled; a 3-D box of radius 8 has 4913 taps).
 pub const MAX_RADIUS: u32 = 8;
@@ -457,7 +457,7 @@ pub fn source(job: &StencilJob, tile: Option<TileConfig>) -> String {
         taps.len().div_ceil(16 / job.cell_bytes() as usize).max(1),
         16 / job.cell_bytes(),
     );
-    s.push_str(crate::shaders::COMMON);
+    s.push_str(crate::wgsl::COMMON);
     s.push('\n');
     let plane = (ny * nx) as i64;
     let unrolled = taps.len() <= UNROLL_TAPS;
@@ -512,7 +512,7 @@ pub fn source(job: &StencilJob, tile: Option<TileConfig>) -> String {
         },
         "fetch(zr + o.x, y + o.y, x + o.z)",
     );
-    let family = crate::shaders::STENCIL
+    let family = crate::wgsl::STENCIL
         .replace("        // @generated-direct\n", &indent(&direct, 8))
         .replace("        // @generated-fetch\n", &indent(&fetch, 8))
         .replace("    // @generated-sum\n", &indent(&sum, 4));
@@ -532,7 +532,7 @@ pub fn source(job: &StencilJob, tile: Option<TileConfig>) -> String {
             t.rows, t.cols, t.steps
         ));
         s.push_str(
-            &crate::shaders::STENCIL_TILED
+            &crate::wgsl::STENCIL_TILED
                 .replace("                // @generated-tile\n", &indent(&g, 16))
                 .replace("                // @generated-sum\n", &indent(&sum, 16)),
         );

@@ -2,15 +2,19 @@
 //! bounded decoupled look-back (shaders/common/lookback.wgsl). Subgroup kernels where the device
 //! has SUBGROUP (and `--no-subgroups` is off); workgroup-memory twins otherwise.
 
+pub mod scan64;
+pub mod streamed;
+pub(crate) mod wgsl;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use crate::device::kernel::{self, Layout, ParamBlocks, Slot};
+use crate::device::transfer;
+use crate::device::Gpu;
 use crate::error::{Error, Result};
-use crate::gpu::Gpu;
-use crate::kernel::{self, Layout, ParamBlocks, Slot};
 use crate::keys::{KeyType, SortKey};
-use crate::shaders;
-use crate::transfer;
+use crate::scan::wgsl as scan_wgsl;
 
 /// How the single-pass kernels are built. The defaults are what measured fastest on the H100
 /// (docs/BENCHMARKS.md); each can be overridden by an environment variable, for measuring only,
@@ -567,13 +571,13 @@ impl Scanner {
         let tuning = self.tuning.capped(spin_cap(gpu));
         let (source, entry, layout) = if family == 0 {
             (
-                shaders::scan(a, b, c != 0, self.subgroups, &tuning, self.group_tiles),
+                scan_wgsl::scan(a, b, c != 0, self.subgroups, &tuning, self.group_tiles),
                 "scan",
                 &self.scan_layout,
             )
         } else {
             (
-                shaders::compact(
+                scan_wgsl::compact(
                     a,
                     b != 0,
                     c,

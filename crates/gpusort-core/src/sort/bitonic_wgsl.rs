@@ -5,7 +5,7 @@
 //! vectorised sort 1.4x *slower* than the plain per-step sort (24 ms vs 17 ms at 2^24 u32): the
 //! arrays were dynamically indexed and lived in local memory. Straight-line code over named
 //! variables keeps every key in registers on every driver. The generated text is plain WGSL and is
-//! validated by naga like every other shader (`shaders::all_configurations`).
+//! validated by naga like every other shader (`internal::all_configurations`).
 
 use std::fmt::Write;
 
@@ -248,8 +248,17 @@ pub fn generated(nw: u32) -> String {
     for r in 1..=2 {
         s.push_str(&tile_steps(r));
     }
-    for r in 1..=crate::bitonic::MAX_FUSED_GLOBAL_STEPS {
+    for r in 1..=crate::sort::MAX_FUSED_GLOBAL_STEPS {
         s.push_str(&global_steps(r));
     }
     s
+}
+
+/// The bitonic family for records of `nw` planes: the file plus its generated networks.
+pub fn bitonic(nw: u32, wg: u32) -> String {
+    crate::wgsl::compose(crate::wgsl::BITONIC, &[("NW", nw), ("WG", wg)]).replacen(
+        "// @generated-networks",
+        &generated(nw),
+        1,
+    )
 }

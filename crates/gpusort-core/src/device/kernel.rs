@@ -1,7 +1,7 @@
 //! Pipelines and bind groups built from each kernel's declared binding list, and the grid helper.
 
+use crate::device::Gpu;
 use crate::error::Result;
-use crate::gpu::Gpu;
 
 /// What one binding of a kernel is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -6,8 +6,8 @@
 
 use rayon::prelude::*;
 
+use crate::device::Gpu;
 use crate::error::{Error, Result};
-use crate::gpu::Gpu;
 
 /// Bytes per staging chunk: large enough to amortise a submit, small enough to stay cheap on
 /// software adapters.
@@ -445,10 +445,10 @@ impl StagingSlot {
             Some(idx) => gpu.wait_for(idx.clone())?,
             None => gpu.wait()?,
         }
-        match rx.recv_timeout(crate::gpu::GPU_WAIT_TIMEOUT) {
+        match rx.recv_timeout(crate::device::GPU_WAIT_TIMEOUT) {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(Error::Map(e.to_string())),
-            Err(_) => Err(Error::Timeout(crate::gpu::GPU_WAIT_TIMEOUT)),
+            Err(_) => Err(Error::Timeout(crate::device::GPU_WAIT_TIMEOUT)),
         }
     }
 

@@ -8,11 +8,11 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use crate::device::kernel::{self, Layout, ParamBlocks, Slot};
+use crate::device::transfer;
+use crate::device::Gpu;
 use crate::error::Result;
-use crate::gpu::Gpu;
-use crate::kernel::{self, Layout, ParamBlocks, Slot};
-use crate::shaders;
-use crate::transfer;
+use crate::wgsl;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -109,8 +109,8 @@ impl GpuTimer {
             let _ = tx.send(r);
         });
         gpu.wait()?;
-        rx.recv_timeout(crate::gpu::GPU_WAIT_TIMEOUT)
-            .map_err(|_| crate::Error::Timeout(crate::gpu::GPU_WAIT_TIMEOUT))?
+        rx.recv_timeout(crate::device::GPU_WAIT_TIMEOUT)
+            .map_err(|_| crate::Error::Timeout(crate::device::GPU_WAIT_TIMEOUT))?
             .map_err(|e| crate::Error::Map(e.to_string()))?;
         let ticks: [u64; 2] = {
             let view = read
@@ -155,11 +155,7 @@ impl CopyKernel {
     pub const WG: u32 = 256;
 
     pub fn new(gpu: &Gpu) -> Result<CopyKernel> {
-        let module = kernel::module(
-            gpu,
-            "copy",
-            &shaders::compose(shaders::COPY, &[("WG", Self::WG)]),
-        )?;
+        let module = kernel::module(gpu, "copy", &wgsl::compose(wgsl::COPY, &[("WG", Self::WG)]))?;
         let layout = Layout::new(gpu, "copy", &[(0, Slot::Read), (1, Slot::ReadWrite)]);
         let pipeline = kernel::pipeline(gpu, &module, "copy_vec4", &layout)?;
         Ok(CopyKernel { layout, pipeline })
@@ -208,7 +204,7 @@ impl PlainBitonic {
         let module = kernel::module(
             gpu,
             "plain bitonic",
-            &shaders::compose(shaders::BITONIC_PLAIN, &[("WG", Self::WG)]),
+            &wgsl::compose(wgsl::BITONIC_PLAIN, &[("WG", Self::WG)]),
         )?;
         let layout = Layout::new(
             gpu,

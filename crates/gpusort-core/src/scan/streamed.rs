@@ -13,11 +13,11 @@
 
 use std::sync::mpsc;
 
+use crate::device::transfer::{self, StagingSlot};
+use crate::device::Gpu;
 use crate::error::{Error, Result};
-use crate::gpu::Gpu;
 use crate::keys::SortKey;
 use crate::scan::{Carry, CompactJob, Predicate, ScanOp, Scanner};
-use crate::transfer::{self, StagingSlot};
 
 /// Bytes of input per chunk unless the caller asks otherwise: big enough that a chunk's kernel
 /// and copies dwarf the per-chunk submit and map (tens of microseconds), small enough that

@@ -4,13 +4,13 @@
 //! same stable order one big sort gives. Segmented sorts cut pieces on segment boundaries and
 //! need no merge at all.
 
-use crate::bitonic::{BitonicSorter, SortStats};
+use crate::device::Gpu;
 use crate::error::{Error, Result};
-use crate::gpu::Gpu;
 use crate::keys::{SortKey, SortOrder};
+use crate::sort::{SortStats, Sorter};
 
 pub(crate) fn sort_in_pieces<T: SortKey>(
-    sorter: &BitonicSorter,
+    sorter: &Sorter,
     gpu: &Gpu,
     keys: &mut [T],
     values: Option<&mut [u32]>,
@@ -48,9 +48,9 @@ pub(crate) fn sort_in_pieces<T: SortKey>(
         // ties take the earlier piece, so the order stays stable (a whole 4 GiB file sort in
         // four pieces took 139 s on the GPU machine with pairwise merges of (key, position)
         // vectors, 28 s with this merge)
-        let merge_key = crate::external::merge_key_fn::<T>(sorter.key_bits(), order);
+        let merge_key = crate::sort::external::merge_key_fn::<T>(sorter.key_bits(), order);
         let positions = want_index.then_some(&mut perm[..]);
-        crate::external::merge_in_memory(keys, positions, piece, &merge_key)?;
+        crate::sort::external::merge_in_memory(keys, positions, piece, &merge_key)?;
     }
     if let Some(v) = values {
         let src = v.to_vec();

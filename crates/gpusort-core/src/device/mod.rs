@@ -4,6 +4,9 @@
 //! a binding at 128 MiB), and optional features are requested only where the adapter has them;
 //! kernels then adapt to what was granted (`Gpu::subgroups`, `Gpu::timestamps`).
 
+pub(crate) mod kernel;
+pub mod transfer;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -217,8 +220,8 @@ pub struct Gpu {
     pub features: wgpu::Features,
     subgroups: Option<SubgroupInfo>,
     lost: Arc<Mutex<Option<String>>>,
-    /// The staging ring every host<->GPU copy goes through (crate::transfer).
-    pub(crate) staging: Mutex<crate::transfer::Ring>,
+    /// The staging ring every host<->GPU copy goes through (crate::device::transfer).
+    pub(crate) staging: Mutex<crate::device::transfer::Ring>,
 }
 
 impl std::fmt::Debug for Gpu {

@@ -7,12 +7,12 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+use crate::device::kernel::{self, Layout, Slot};
+use crate::device::transfer;
+use crate::device::Gpu;
 use crate::error::{Error, Result};
-use crate::gpu::Gpu;
-use crate::kernel::{self, Layout, Slot};
 use crate::keys::{KeyType, SortKey};
 use crate::scan::ScanOp;
-use crate::transfer;
 
 /// Elements a workgroup scans (shaders/scan64.wgsl's TILE).
 const TILE: u64 = 1024;
@@ -145,8 +145,8 @@ impl Scanner64 {
         let source = format!(
             "{}{}\n{}",
             prelude(t, op, inclusive),
-            crate::shaders::COMMON,
-            crate::shaders::SCAN64
+            crate::wgsl::COMMON,
+            crate::wgsl::SCAN64
         );
         let module = kernel::module(gpu, "scan64", &source)?;
         let k = std::sync::Arc::new(Kernels {

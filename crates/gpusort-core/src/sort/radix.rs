@@ -1,6 +1,6 @@
 //! LSD radix sort (shaders/radix.wgsl): one histogram read, then one sweep per 8-bit digit that
 //! ranks a whole tile by digit at once and finds its output places by a decoupled look-back. The
-//! sorter (`BitonicSorter` with `Algorithm::Radix`) records it; the order, stability and NaN rules
+//! sorter (`Sorter` with `Algorithm::Radix`) records it; the order, stability and NaN rules
 //! are the bitonic sort's. Keys-only sorts of 32-bit keys over every bit, from
 //! `RadixTuning::msd_from` keys, take an MSD path instead (shaders/radix_msd.wgsl: every pass
 //! unstable, a local sort of tiles of 16-bit buckets, a fall back to the LSD passes decided on the
@@ -10,12 +10,12 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
+use crate::device::kernel::{self, Layout, ParamBlocks, Slot};
+use crate::device::transfer;
+use crate::device::Gpu;
 use crate::error::{Error, Result};
-use crate::gpu::Gpu;
-use crate::kernel::{self, Layout, ParamBlocks, Slot};
 use crate::keys::KeyType;
-use crate::shaders;
-use crate::transfer;
+use crate::sort::radix_wgsl;
 
 /// Invocations per radix workgroup: one per digit value, or twice that (`WIDE_WG`).
 const RADIX_WG: u32 = 256;
@@ -581,7 +581,7 @@ impl RadixKernels {
         if let Some(p) = cache.get(&shape) {
             return Ok(p.clone());
         }
-        let config = |unstable: bool| shaders::RadixConfig {
+        let config = |unstable: bool| radix_wgsl::RadixConfig {
             items: self.items[payload as usize],
             wg: self.wg,
             kind: key_type.code(),
@@ -607,10 +607,10 @@ impl RadixKernels {
             msd_local_groups: self.tuning.msd_local_groups,
             msd_prefetch: self.tuning.msd_prefetch,
         };
-        let module = kernel::module(gpu, "radix", &shaders::radix(&config(false)))?;
+        let module = kernel::module(gpu, "radix", &radix_wgsl::radix(&config(false)))?;
         let (sweep_unstable, msd) = match !payload && self.tuning.unstable_first {
             true => {
-                let source = shaders::radix(&config(true));
+                let source = radix_wgsl::radix(&config(true));
                 let module = kernel::module(gpu, "radix unstable", &source)?;
                 let pipe = |entry| kernel::pipeline(gpu, &module, entry, &self.layout);
                 let msd = match !key_type.is_wide() && self.msd_fits {

@@ -8,15 +8,24 @@
 //! Stability: bitonic networks are not stable, so whenever a permutation or values are asked for,
 //! the original index is the last plane of every record; equal keys then keep their order.
 
+pub mod bitonic;
+pub(crate) mod bitonic_wgsl;
+pub mod external;
+pub(crate) mod merge;
+pub mod radix;
+pub(crate) mod radix_wgsl;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use crate::device::kernel::{self, Layout, ParamBlocks, Slot};
+use crate::device::transfer;
+use crate::device::Gpu;
 use crate::error::{Error, Result};
-use crate::gpu::Gpu;
-use crate::kernel::{self, Layout, ParamBlocks, Slot};
 use crate::keys::{KeyType, SortKey, SortOrder};
-use crate::shaders;
-use crate::transfer;
+use crate::wgsl;
+pub use bitonic::{method_host_syncs, BitonicPlan, Pass, MAX_FUSED_GLOBAL_STEPS};
+use bitonic::{BitonicParams, NetworkKernels};
 
 /// Which sort runs between the key encode and decode. Both give the same result.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -43,111 +52,6 @@ pub const RADIX_FROM: u32 = 1 << 21;
 /// between the size where they tie and the first where radix is faster.
 pub const RADIX_FROM_WIDE: u32 = 1 << 23;
 
-/// Global steps fused into one dispatch (each invocation holds 2^3 vec4s in registers).
-pub const MAX_FUSED_GLOBAL_STEPS: u32 = 3;
-
-/// One host-ordered dispatch of the sort.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Pass {
-    /// Case 1: every stage up to the tile size (or `k_end`), in registers and workgroup memory.
-    LocalSort,
-    /// Case 2: `steps` steps of stage `k` starting at distance `j`, partners in other tiles.
-    Global {
-        k: u32,
-        j: u32,
-        steps: u32,
-        mirror: bool,
-    },
-    /// Case 3: the steps of stage `k` below the tile size.
-    LocalMerge { k: u32 },
-}
-
-/// The passes of one sort of `n` records.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BitonicPlan {
-    pub n: u32,
-    /// The last stage: next power of two of `n`, or the segment size for segmented sorts.
-    pub k_end: u32,
-    /// Records per workgroup tile in the local kernels (16 per invocation).
-    pub tile: u32,
-    pub passes: Vec<Pass>,
-}
-
-impl BitonicPlan {
-    pub fn new(n: u32, k_end: u32, tile: u32, max_fused: u32) -> BitonicPlan {
-        let mut passes = Vec::new();
-        if n > 1 && k_end > 1 {
-            passes.push(Pass::LocalSort);
-            let mut k = tile * 2;
-            while k <= k_end {
-                let mut j = k / 2;
-                let mut mirror = true;
-                while j >= tile {
-                    let remaining = (j / tile).trailing_zeros() + 1;
-                    let steps = remaining.min(max_fused);
-                    passes.push(Pass::Global {
-                        k,
-                        j,
-                        steps,
-                        mirror,
-                    });
-                    j >>= steps;
-                    mirror = false;
-                }
-                passes.push(Pass::LocalMerge { k });
-                k *= 2;
-            }
-        }
-        BitonicPlan {
-            n,
-            k_end,
-            tile,
-            passes,
-        }
-    }
-
-    /// Host-ordered synchronisation points (dispatches) of the network itself.
-    pub fn dispatches(&self) -> usize {
-        self.passes.len()
-    }
-
-    /// How many of them are single global-memory passes (case 2).
-    pub fn global_dispatches(&self) -> usize {
-        self.passes
-            .iter()
-            .filter(|p| matches!(p, Pass::Global { .. }))
-            .count()
-    }
-}
-
-/// The method's count of host synchronisations for a vectorised network over 2N keys, vectors of
-/// L keys and W threads per workgroup, each thread holding two vectors: with n = lg N, l = lg L,
-/// w = lg W, (1+n-2l-w)(n-2l-w)/2 when the data exceed one workgroup, else 0. Our kernels hold
-/// four vectors per thread and fuse up to three global steps, so they need fewer; the bench
-/// prints both.
-pub fn method_host_syncs(keys: u64, vector: u32, threads: u32) -> u64 {
-    let n = (keys / 2).max(1).ilog2() as i64;
-    let (l, w) = (vector.ilog2() as i64, threads.ilog2() as i64);
-    let m = n - 2 * l - w;
-    if m <= 0 {
-        0
-    } else {
-        ((1 + m) * m / 2) as u64
-    }
-}
-
-#[repr(C)]
-#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-struct BitonicParams {
-    n: u32,
-    plane_vecs: u32,
-    k: u32,
-    j: u32,
-    mirror: u32,
-    k_end: u32,
-    pad: [u32; 2],
-}
-
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 struct KeyParams {
@@ -161,15 +65,6 @@ struct KeyParams {
 }
 
 const ELEMENTWISE_WG: u32 = 256;
-
-/// The pipelines of the network for one record width.
-struct NetworkKernels {
-    wg: u32,
-    layout: Layout,
-    local_sort: wgpu::ComputePipeline,
-    local_merge: wgpu::ComputePipeline,
-    global: [wgpu::ComputePipeline; MAX_FUSED_GLOBAL_STEPS as usize],
-}
 
 struct KeyKernels {
     codec_layout: Layout,
@@ -206,7 +101,7 @@ pub struct SortStats {
 }
 
 /// A sort of GPU-resident keys, recorded into a caller's encoder.
-pub struct GpuSortJob<'a> {
+pub struct SortJob<'a> {
     pub key_type: KeyType,
     pub order: SortOrder,
     /// `n` keys of `key_type` (8 bytes each for 64-bit types); sorted in place.
@@ -219,26 +114,22 @@ pub struct GpuSortJob<'a> {
 }
 
 /// Builds pipelines once; records sorts of GPU buffers, or sorts host slices.
-pub struct BitonicSorter {
+pub struct Sorter {
     networks: Mutex<HashMap<u32, Arc<NetworkKernels>>>,
     keys: KeyKernels,
     piece_limit: Option<usize>,
     algorithm: Algorithm,
-    radix: crate::radix::RadixKernels,
+    radix: crate::sort::radix::RadixKernels,
     key_bits: Option<std::ops::Range<u32>>,
 }
 
-impl BitonicSorter {
-    pub fn new(gpu: &Gpu) -> Result<BitonicSorter> {
+impl Sorter {
+    pub fn new(gpu: &Gpu) -> Result<Sorter> {
         let params = Slot::params::<KeyParams>();
         let module = kernel::module(
             gpu,
             "keys",
-            &shaders::compose_with(
-                shaders::KEYS,
-                &[("WG", ELEMENTWISE_WG)],
-                &[shaders::KEY_ORDER],
-            ),
+            &wgsl::compose_with(wgsl::KEYS, &[("WG", ELEMENTWISE_WG)], &[wgsl::KEY_ORDER]),
         )?;
         let codec_layout = Layout::new(
             gpu,
@@ -267,12 +158,15 @@ impl BitonicSorter {
             codec_layout,
             gather_layout,
         };
-        Ok(BitonicSorter {
+        Ok(Sorter {
             networks: Mutex::new(HashMap::new()),
             keys,
             piece_limit: None,
             algorithm: Algorithm::Auto,
-            radix: crate::radix::RadixKernels::new(gpu, crate::radix::RadixTuning::from_env()),
+            radix: crate::sort::radix::RadixKernels::new(
+                gpu,
+                crate::sort::radix::RadixTuning::from_env(),
+            ),
             key_bits: None,
         })
     }
@@ -295,11 +189,11 @@ impl BitonicSorter {
     fn with_radix_tuning(
         mut self,
         gpu: &Gpu,
-        change: impl FnOnce(&mut crate::radix::RadixTuning),
+        change: impl FnOnce(&mut crate::sort::radix::RadixTuning),
     ) -> Self {
         let mut tuning = self.radix.tuning();
         change(&mut tuning);
-        self.radix = crate::radix::RadixKernels::new(gpu, tuning);
+        self.radix = crate::sort::radix::RadixKernels::new(gpu, tuning);
         self
     }
 
@@ -366,7 +260,7 @@ impl BitonicSorter {
 
     /// How the radix MSD path of the last sort recorded went, once that sort has run on the GPU:
     /// None where it did not take the MSD path (reads a word back, so it waits for the GPU).
-    pub fn radix_msd_outcome(&self, gpu: &Gpu) -> Result<Option<crate::radix::MsdOutcome>> {
+    pub fn radix_msd_outcome(&self, gpu: &Gpu) -> Result<Option<crate::sort::radix::MsdOutcome>> {
         self.radix.last_msd_outcome(gpu)
     }
 
@@ -475,7 +369,7 @@ impl BitonicSorter {
             return Ok(k.clone());
         }
         let wg = Self::workgroup_size(gpu, planes);
-        let source = shaders::bitonic(planes, wg);
+        let source = bitonic_wgsl::bitonic(planes, wg);
         let module = kernel::module(gpu, "bitonic", &source)?;
         let layout = Layout::new(
             gpu,
@@ -545,7 +439,7 @@ impl BitonicSorter {
         &self,
         gpu: &Gpu,
         encoder: &mut wgpu::CommandEncoder,
-        job: &GpuSortJob<'_>,
+        job: &SortJob<'_>,
     ) -> Result<SortStats> {
         let n = job.n;
         let algorithm = self.algorithm_for(gpu, n, job.key_type, job.order);
@@ -741,7 +635,7 @@ impl BitonicSorter {
         &self,
         gpu: &Gpu,
         encoder: &mut wgpu::CommandEncoder,
-        job: &GpuSortJob<'_>,
+        job: &SortJob<'_>,
         count: &wgpu::Buffer,
     ) -> Result<SortStats> {
         if self.algorithm == Algorithm::Bitonic || job.order.segment_size.is_some() {
@@ -761,13 +655,13 @@ impl BitonicSorter {
         &self,
         gpu: &Gpu,
         encoder: &mut wgpu::CommandEncoder,
-        job: &GpuSortJob<'_>,
+        job: &SortJob<'_>,
         count: Option<&wgpu::Buffer>,
     ) -> Result<SortStats> {
-        use crate::radix::{Payload, RadixJob};
+        use crate::sort::radix::{Payload, RadixJob};
         let n = job.n;
         let max = (gpu.max_binding() / job.key_type.size() as u64)
-            .min(crate::radix::RADIX_MAX_KEYS as u64);
+            .min(crate::sort::radix::RADIX_MAX_KEYS as u64);
         if n as u64 > max {
             return Err(Error::TooLarge(format!(
                 "{n} keys exceed the {max} one radix sort can hold on {}",
@@ -783,7 +677,7 @@ impl BitonicSorter {
             (None, None) => Payload::None,
         };
         let mut codec_dispatches = 0;
-        let recorded = gpu.checked(|| -> Result<crate::radix::Recorded> {
+        let recorded = gpu.checked(|| -> Result<crate::sort::radix::Recorded> {
             let d = self.radix.record(
                 gpu,
                 encoder,
@@ -892,14 +786,14 @@ impl BitonicSorter {
             let by_index = gpu.max_binding() / 4;
             let radix = by_keys
                 .min(by_index)
-                .min(crate::radix::RADIX_MAX_KEYS as u64);
+                .min(crate::sort::radix::RADIX_MAX_KEYS as u64);
             max = max.max((radix & !3) as usize);
         }
         if let Some(limit) = self.piece_limit {
             max = max.min(limit);
         }
         if keys.len() > max {
-            return crate::merge::sort_in_pieces(
+            return crate::sort::merge::sort_in_pieces(
                 self,
                 gpu,
                 keys,
@@ -926,7 +820,7 @@ impl BitonicSorter {
         let stats = self.record(
             gpu,
             &mut encoder,
-            &GpuSortJob {
+            &SortJob {
                 key_type: T::TYPE,
                 order,
                 keys: &key_buf,

@@ -20,21 +20,21 @@
 //! Elements: the merged kernels take 32-bit elements (u32, i32, f32), sort them in the library's
 //! key order (NaN last both ways, -0.0 before +0.0), scan them with the scan operators, and split
 //! them with the compaction predicates. 64-bit elements and payloads go through
-//! [`crate::BitonicSorter`] and [`crate::scan::Scanner`].
+//! [`crate::Sorter`] and [`crate::scan::Scanner`].
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use gpusort_sched::{Plan, Task, TaskGraph};
 
-use crate::bitonic::{BitonicPlan, Pass};
+use crate::device::kernel::{self, Layout, ParamBlocks, Slot};
+use crate::device::Gpu;
 use crate::error::{Error, Result};
-use crate::gpu::Gpu;
-use crate::kernel::{self, Layout, ParamBlocks, Slot};
 use crate::keys::KeyType;
 use crate::scan::ScanOp;
-use crate::shaders;
-use crate::transfer;
+use crate::sort::{BitonicPlan, Pass};
+
+use crate::device::transfer;
 
 /// Block capacities (words of workgroup memory) the merged kernel is built for. A task uses the
 /// smallest that holds it; longer tasks are split into blocks of the largest.
@@ -704,7 +704,7 @@ impl Scheduler {
         if let Some(p) = cache.get(&cap) {
             return Ok(p.clone());
         }
-        let source = shaders::merged(cap, self.spin_limit);
+        let source = merged(cap, self.spin_limit);
         let module = kernel::module(gpu, "merged launch", &source)?;
         let p = Arc::new(kernel::pipeline(gpu, &module, "run", &self.layout)?);
         cache.insert(cap, p.clone());
@@ -1004,7 +1004,7 @@ fn split_words<T: crate::SortKey>(src: &[u32], test: Test, keep_rest: bool) -> (
 /// before its producer finished would change the result.
 fn self_test_batch() -> (Batch, Vec<u32>) {
     let n = 3 * MAX_CAP + 123;
-    let data = crate::bench::random_u32(2 * n as usize, 7);
+    let data = crate::internal::bench::random_u32(2 * n as usize, 7);
     let mut b = Batch::default();
     let sort = Work::Sort {
         key_type: KeyType::U32,
@@ -1020,4 +1020,19 @@ fn self_test_batch() -> (Batch, Vec<u32>) {
     let d = b.add(sort, n, n, &[]);
     b.add(scan, n, n, &[c, d]);
     (b, data)
+}
+
+/// The merged launch (scheduler) for blocks of `cap` words of workgroup memory, with its
+/// generated register networks.
+pub fn merged(cap: u32, spin_limit: u32) -> String {
+    let wg = workgroup_size(cap);
+    let mut s = crate::wgsl::compose_with(
+        crate::wgsl::MERGED,
+        &[("CAP", cap), ("WG", wg), ("SPIN_LIMIT", spin_limit)],
+        &[crate::wgsl::KEY_ORDER, crate::wgsl::SCAN_OP],
+    );
+    s.push('\n');
+    s.push_str(&own_networks(cap / wg));
+    s.push_str(&global_networks());
+    s
 }

@@ -25,11 +25,11 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 
-use crate::bitonic::{BitonicSorter, SortStats};
 use crate::cpu::keys::{fingerprint, sortable, Fingerprint};
+use crate::device::Gpu;
 use crate::error::{Error, Result};
-use crate::gpu::Gpu;
 use crate::keys::{SortKey, SortOrder};
+use crate::sort::{SortStats, Sorter};
 
 /// The smallest memory budget an external sort accepts.
 pub const MIN_MEMORY_BUDGET: u64 = 64 << 10;
@@ -123,13 +123,13 @@ pub trait RunSorter {
 
 /// Runs sorted on the GPU.
 pub struct GpuRuns<'a> {
-    pub sorter: &'a BitonicSorter,
+    pub sorter: &'a Sorter,
     pub gpu: &'a Gpu,
 }
 
 impl RunSorter for GpuRuns<'_> {
     fn max_run(&self, key: crate::KeyType, carried: bool, order: SortOrder) -> u64 {
-        BitonicSorter::max_len(self.gpu, key, carried, order)
+        Sorter::max_len(self.gpu, key, carried, order)
     }
     fn key_bits(&self) -> Option<std::ops::Range<u32>> {
         self.sorter.key_bits()

@@ -1,0 +1,307 @@
+//! Building blocks of gpusort's own front ends, benchmarks and tests. Not part of the library's
+//! API: no stability promise, and nothing here is needed to sort, scan or run a stencil.
+
+pub mod bench;
+
+use crate::scan::wgsl::{compact, scan};
+use crate::scan::Tuning;
+use crate::schedule::merged;
+use crate::sort::bitonic_wgsl::bitonic;
+use crate::sort::radix_wgsl::{radix, RadixConfig};
+use crate::wgsl::{compose, compose_with, BITONIC_PLAIN, COPY, KEYS, KEY_ORDER};
+
+/// Every (family name, composed source) configuration the library can build, so a test can run
+/// each through naga's validator without a GPU.
+pub fn all_configurations() -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let tuning = Tuning::default();
+    for nw in 1..=4 {
+        for wg in [64, 128, 256] {
+            out.push((format!("bitonic NW={nw} WG={wg}"), bitonic(nw, wg)));
+        }
+    }
+    out.push((
+        "bitonic_plain".into(),
+        compose(BITONIC_PLAIN, &[("WG", 256)]),
+    ));
+    out.push((
+        "keys".into(),
+        compose_with(KEYS, &[("WG", 256)], &[KEY_ORDER]),
+    ));
+    for sg in [false, true] {
+        for op in 0..=8 {
+            for inclusive in [false, true] {
+                out.push((
+                    format!("scan op={op} inclusive={inclusive} subgroups={sg}"),
+                    scan(op, 0, inclusive, sg, &tuning, 8),
+                ));
+            }
+        }
+        for kind in 0..6u32 {
+            let words = if kind >= 3 { 2 } else { 1 };
+            for variant in (0..6).map(|pk| kind << 3 | pk) {
+                for payload in [false, true] {
+                    out.push((
+                        format!("compact kind={kind} variant={variant} payload={payload} subgroups={sg}"),
+                        compact(words, payload, variant, sg, &tuning, u32::MAX, 32768),
+                    ));
+                }
+            }
+        }
+    }
+    for min_subgroup in [None, Some(8), Some(32)] {
+        for kind in 0..6u32 {
+            for payload in [false, true] {
+                for narrow_ballot in [false, true] {
+                    let descending = (kind + payload as u32) % 2 == 1;
+                    out.push((
+                        format!(
+                            "radix kind={kind} descending={descending} payload={payload} min_sg={min_subgroup:?} narrow={narrow_ballot} subgroups={}",
+                            min_subgroup.is_some()
+                        ),
+                        radix(&RadixConfig {
+                            items: 16,
+                            wg: if min_subgroup.is_some() && payload { 512 } else { 256 },
+                            kind,
+                            descending,
+                            payload,
+                            min_subgroup,
+                            spin_limit: 4096,
+                            max_dim: 65535,
+                            window: 16,
+                            probe: 0,
+                            stable_sweep_groups: if narrow_ballot { 0 } else { 64 },
+                            unstable_sweep_groups: 64 * (kind % 2),
+                            group_tiles: 8,
+                            narrow_ballot,
+                            early_counts: payload,
+                            hist_chunks: 8,
+                            pack: 1 + kind % 2,
+                            // the unstable sweep is for keys-only sorts
+                            unstable: !payload && narrow_ballot,
+                            unstable_items: 12,
+                            msd_local_groups: 64,
+                            msd_prefetch: kind == 0,
+                        }),
+                    ));
+                }
+            }
+        }
+    }
+    for cap in crate::schedule::CAPACITIES {
+        out.push((
+            format!("merged CAP={cap} subgroups=false"),
+            merged(cap, 4096),
+        ));
+    }
+    out.push(("copy".into(), compose(COPY, &[("WG", 256)])));
+    out.extend(stencil_configurations());
+    out
+}
+
+/// Stencil kernels are generated per job: a spread of them (2-D and 3-D, every boundary, narrow
+/// and wide, f32 and f64, with and without the on-chip pass).
+fn stencil_configurations() -> Vec<(String, String)> {
+    use crate::stencil::{self, Boundary, GridShape, Stencil, StencilJob, TileConfig};
+    let mut out = Vec::new();
+    let boundaries = [
+        Boundary::Constant,
+        Boundary::Nearest,
+        Boundary::Reflect,
+        Boundary::Mirror,
+        Boundary::Wrap,
+    ];
+    for boundary in boundaries {
+        for (shape, st) in [
+            (vec![64, 48], Stencil::star(2, 2)),
+            (vec![64, 48], Stencil::boxed(2, 4)),
+            (vec![16, 12, 20], Stencil::star(3, 1)),
+            (vec![16, 12, 20], Stencil::boxed(3, 2)),
+        ] {
+            let st = st.expect("valid stencil");
+            for dtype in [crate::KeyType::F32, crate::KeyType::F64] {
+                let job = StencilJob {
+                    shape: GridShape::new(&shape).expect("valid shape"),
+                    stencil: st.clone(),
+                    boundary,
+                    cval: 0.5,
+                    steps: 1,
+                    dtype,
+                };
+                let name = format!(
+                    "stencil {shape:?} {boundary:?} {dtype} taps={}",
+                    job.stencil.taps().len()
+                );
+                out.push((name.clone(), stencil::source(&job, None)));
+                if let Some(t) = TileConfig::choose(&job, 48 << 10) {
+                    out.push((
+                        format!("{name} on-chip {t:?}"),
+                        stencil::source(&job, Some(t)),
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every shader configuration parses and validates with naga, with no GPU involved.
+    #[test]
+    fn every_shader_validates_with_naga() {
+        for (name, source) in super::all_configurations() {
+            let module = naga::front::wgsl::parse_str(&source)
+                .unwrap_or_else(|e| panic!("{name}: {}", e.emit_to_string(&source)));
+            naga::valid::Validator::new(
+                naga::valid::ValidationFlags::all(),
+                // the workgroup-memory twins must not touch subgroups at all
+                if name.contains("subgroups=false") {
+                    naga::valid::Capabilities::all()
+                        - naga::valid::Capabilities::SUBGROUP
+                        - naga::valid::Capabilities::SUBGROUP_BARRIER
+                } else {
+                    naga::valid::Capabilities::all()
+                },
+            )
+            .validate(&module)
+            .unwrap_or_else(|e| panic!("{name}: {}", e.emit_to_string(&source)));
+        }
+    }
+
+    /// Workgroup bytes a composed kernel declares, as the driver is asked for them.
+    fn workgroup_bytes(source: &str) -> u32 {
+        let module = naga::front::wgsl::parse_str(source).unwrap();
+        let mut layouter = naga::proc::Layouter::default();
+        layouter.update(module.to_ctx()).unwrap();
+        module
+            .global_variables
+            .iter()
+            .filter(|(_, v)| v.space == naga::AddressSpace::WorkGroup)
+            .map(|(_, v)| layouter[v.ty].size)
+            .sum()
+    }
+
+    /// Workgroup bytes each entry point of a composed module uses (the variables it touches, as
+    /// wgpu and the driver count them), by name.
+    fn entry_workgroup_bytes(source: &str) -> Vec<(String, u32)> {
+        let module = naga::front::wgsl::parse_str(source).unwrap();
+        let info = naga::valid::Validator::new(
+            naga::valid::ValidationFlags::all(),
+            naga::valid::Capabilities::all(),
+        )
+        .validate(&module)
+        .unwrap();
+        let mut layouter = naga::proc::Layouter::default();
+        layouter.update(module.to_ctx()).unwrap();
+        let workgroup: Vec<_> = module
+            .global_variables
+            .iter()
+            .filter(|(_, v)| v.space == naga::AddressSpace::WorkGroup)
+            .collect();
+        module
+            .entry_points
+            .iter()
+            .enumerate()
+            .map(|(i, ep)| {
+                let used = info.get_entry_point(i);
+                let bytes = workgroup
+                    .iter()
+                    .filter(|(h, _)| !used[*h].is_empty())
+                    .map(|(_, v)| layouter[v.ty].size)
+                    .sum();
+                (ep.name.clone(), bytes)
+            })
+            .collect()
+    }
+
+    /// The radix sweep shape rule's estimate (`radix::other_workgroup_bytes` beside the scratch),
+    /// checked against every radix kernel as composed: no entry point declares more, with or
+    /// without subgroups, at every workgroup size, stable or unstable, with or without a payload.
+    #[test]
+    fn radix_workgroup_estimate_covers_the_kernels() {
+        for min_subgroup in [None, Some(4), Some(8), Some(32), Some(64)] {
+            for wg in [256, 512, 1024] {
+                for items in [1, 9, 16] {
+                    // kind 3 (u64) for the sweeps; kind 0 (u32) adds the MSD path's kernels
+                    for (payload, unstable, kind) in [
+                        (false, false, 3),
+                        (true, false, 3),
+                        (false, true, 3),
+                        (false, true, 0),
+                    ] {
+                        let source = super::radix(&super::RadixConfig {
+                            items,
+                            wg,
+                            kind,
+                            descending: false,
+                            payload,
+                            min_subgroup,
+                            spin_limit: 4096,
+                            max_dim: 65535,
+                            window: 4,
+                            probe: 0,
+                            stable_sweep_groups: 0,
+                            unstable_sweep_groups: 0,
+                            group_tiles: 8,
+                            narrow_ballot: false,
+                            early_counts: true,
+                            hist_chunks: 8,
+                            pack: 2,
+                            unstable,
+                            unstable_items: items,
+                            msd_local_groups: 0,
+                            msd_prefetch: true,
+                        });
+                        let estimate =
+                            crate::sort::radix::scratch_words(items, min_subgroup, wg, 2) * 4
+                                + crate::sort::radix::other_workgroup_bytes(
+                                    wg,
+                                    min_subgroup.is_some(),
+                                );
+                        for (entry, bytes) in entry_workgroup_bytes(&source) {
+                            let estimate = match entry.as_str() {
+                                "msd_local" | "msd_dense" => crate::sort::radix::msd_local_bytes(
+                                    wg,
+                                    items,
+                                    min_subgroup.is_some(),
+                                ),
+                                _ => estimate,
+                            };
+                            assert!(
+                                bytes <= estimate,
+                                "{entry} sg={min_subgroup:?} wg={wg} items={items} \
+                                 payload={payload} unstable={unstable}: {bytes} > {estimate}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The compaction stage rule's promise, checked against the kernels as composed: with the
+    /// scan helpers it reserves (`scan::scan_helper_bytes`, a copy of the WGSL arrays' sizes), a
+    /// stage smaller than its tile leaves the kernel within half the workgroup storage, so two
+    /// workgroups can share an SM.
+    #[test]
+    fn compaction_stage_fits_in_half_the_workgroup_storage() {
+        let t = crate::scan::Tuning::default();
+        for storage in [32768, 49152, 65536] {
+            for subgroups in [true, false] {
+                for (words, payload) in [(1, false), (1, true), (2, false), (2, true)] {
+                    let stage = t.compact_stage_size(payload, words, subgroups, storage);
+                    let source = super::compact(words, payload, 0, subgroups, &t, 8, storage);
+                    let bytes = workgroup_bytes(&source);
+                    let name = format!("storage={storage} subgroups={subgroups} words={words}");
+                    assert!(stage > 1, "{name}: stage {stage}");
+                    if stage < t.compact_tile(payload, words) {
+                        assert!(bytes <= storage / 2, "{name}: {bytes} bytes");
+                    } else {
+                        assert!(bytes <= storage, "{name}: {bytes} bytes");
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,118 @@
+//! WGSL generation for the radix sort (shaders/radix.wgsl, shaders/radix_msd.wgsl).
+
+use crate::wgsl::{
+    choose_lines, compose_with, per_item_lines, wgscan, KEY_ORDER, RADIX, RADIX_MSD,
+    RADIX_RANK_SHARED, RADIX_RANK_SUBGROUP,
+};
+
+/// One compiled shape of the radix sort.
+pub struct RadixConfig {
+    pub items: u32,
+    /// Invocations per workgroup: 256, or 512 with subgroups.
+    pub wg: u32,
+    /// The key type's code (keyorder.wgsl's KIND_*): 64-bit kinds take two words a key.
+    pub kind: u32,
+    pub descending: bool,
+    pub payload: bool,
+    /// Smallest subgroup size for the subgroup ranking; None ranks in workgroup memory.
+    pub min_subgroup: Option<u32>,
+    pub spin_limit: u32,
+    pub max_dim: u32,
+    /// Predecessor tiles the look-back reads at once.
+    pub window: u32,
+    /// Measuring only (`GPUSORT_RADIX_PROBE`): parts switched off, results wrong; 0 otherwise.
+    pub probe: u32,
+    /// Stable sweep workgroups launched, each looping over tiles; 0: one per tile.
+    pub stable_sweep_groups: u32,
+    /// The unstable sweep's (prepare sizes the dispatches of both).
+    pub unstable_sweep_groups: u32,
+    /// Tiles a looping workgroup takes at most (crate::scan::group_tiles).
+    pub group_tiles: u32,
+    /// Ballots of one word: every subgroup of the device has at most 32 lanes.
+    pub narrow_ballot: bool,
+    /// Digit counts published before the ranking (subgroup ranking only).
+    pub early_counts: bool,
+    /// Tiles of keys a count_digits workgroup reads.
+    pub hist_chunks: u32,
+    /// Digits a word of the subgroup rank tables (1 or 2).
+    pub pack: u32,
+    /// The unstable sweep (lines ending in `//@UNSTABLE` kept, `//@STABLE` dropped) instead of
+    /// the stable one: for the first pass of keys-only sorts over every key bit (radix.wgsl).
+    pub unstable: bool,
+    /// Keys an invocation of the unstable sweep holds (its module's ITEMS; UNSTABLE_TILE in both).
+    pub unstable_items: u32,
+    /// Workgroups of msd_local and msd_dense, each looping over tiles or buckets; 0: one a tile.
+    pub msd_local_groups: u32,
+    /// msd_local loads the next tile's keys while this one's are ranked (lines ending in
+    /// `//@PREFETCH`), or each tile's keys as its round starts (`//@NOPREFETCH`, measuring).
+    pub msd_prefetch: bool,
+}
+
+/// The radix-sort kernels for one shape.
+pub fn radix(c: &RadixConfig) -> String {
+    let sg = c.min_subgroup.is_some();
+    // keys an invocation of this module's sweep: its tile, its workgroup words, its per-key lines
+    let (items, sweep_groups) = match c.unstable {
+        true => (c.unstable_items, c.unstable_sweep_groups),
+        false => (c.items, c.stable_sweep_groups),
+    };
+    // the keys-only MSD path's kernels ride in the unstable module of 32-bit keys
+    let family = match c.unstable && c.kind < 3 {
+        true => format!("{RADIX}\n{RADIX_MSD}"),
+        false => RADIX.to_string(),
+    };
+    let mut consts = vec![
+        ("WG", c.wg),
+        ("ITEMS", items),
+        ("UNSTABLE_TILE", c.wg * c.unstable_items),
+        ("STABLE_TILE", c.wg * c.items),
+        ("UNSTABLE_ARGS", crate::sort::radix::UNSTABLE_ARGS as u32),
+        ("MSD_ARGS", crate::sort::radix::MSD_ARGS as u32),
+        ("MSD_LOCAL_GROUPS", c.msd_local_groups),
+        ("KIND", c.kind),
+        ("DESCENDING", c.descending as u32),
+        ("KEY_WORDS", if c.kind >= 3 { 2 } else { 1 }),
+        ("PAYLOAD", c.payload as u32),
+        ("MIN_SG", c.min_subgroup.unwrap_or(256)),
+        (
+            "SCRATCH",
+            crate::sort::radix::scratch_words(items, c.min_subgroup, c.wg, c.pack),
+        ),
+        ("SPIN_LIMIT", c.spin_limit),
+        ("MAX_DIM", c.max_dim),
+        ("IDENTITY", 0),
+        ("PROBE", c.probe),
+        ("SWEEP_GROUPS", sweep_groups),
+        ("STABLE_SWEEP_GROUPS", c.stable_sweep_groups),
+        ("UNSTABLE_SWEEP_GROUPS", c.unstable_sweep_groups),
+        ("PERSIST", (sweep_groups != 0) as u32),
+        ("GROUP_TILES", c.group_tiles),
+        ("EARLY", (c.early_counts && sg) as u32),
+        ("HIST_CHUNKS", c.hist_chunks),
+        (
+            "EARLY_AT",
+            crate::sort::radix::early_counts_at(c.min_subgroup, c.wg, c.pack),
+        ),
+        ("PACK", c.pack),
+    ];
+    consts.extend(crate::sort::radix::MSD_WORDS);
+    let source = compose_with(
+        &family,
+        &consts,
+        &[
+            KEY_ORDER,
+            wgscan(sg),
+            if sg {
+                RADIX_RANK_SUBGROUP
+            } else {
+                RADIX_RANK_SHARED
+            },
+        ],
+    );
+    // one sweep's lines; before the per-key lines, which may be either's
+    let source = choose_lines(&source, c.unstable, "//@UNSTABLE", "//@STABLE");
+    let source = choose_lines(&source, c.msd_prefetch, "//@PREFETCH", "//@NOPREFETCH");
+    let source = per_item_lines(&source, "//@ITEM", "@J", items);
+    let source = per_item_lines(&source, "//@LB", "@L", c.window);
+    choose_lines(&source, c.narrow_ballot, "//@NARROW", "//@WIDE")
+}
