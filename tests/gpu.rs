@@ -323,7 +323,7 @@ mod radix {
     fn radix_workgroups_of_512() {
         for no_sg in MODES {
             let gpu = gpu(no_sg);
-            let s = radix(gpu).with_radix_workgroup(gpu, 512);
+            let s = radix(gpu).tuned(gpu, |t| t.wg = Some(512));
             if no_sg {
                 // the size asked for is kept, with fewer keys where the workgroup memory is
                 // short (radix::sweep_shape): without subgroups the scan's buffers take 10 KiB of
@@ -365,8 +365,8 @@ mod radix {
         let gpu = gpu(false);
         for spin in [4096, 0] {
             let s = radix(gpu)
-                .with_radix_early_counts(gpu, false)
-                .with_radix_spin_limit(gpu, spin);
+                .tuned(gpu, |t| t.early_counts = false)
+                .tuned(gpu, |t| t.spin_limit = spin);
             let what = format!("radix late counts spin={spin}");
             u32_edge_sizes_and_shapes(&s, gpu, 13, 12, &what);
             let mut r = rng(spin as u64 + 7);
@@ -387,8 +387,12 @@ mod radix {
             let gpu = gpu(no_sg);
             for (groups, spin) in [(0, 4096), (2, 4096), (3, 0)] {
                 let s = radix(gpu)
-                    .with_radix_spin_limit(gpu, spin)
-                    .with_radix_sweep_groups(gpu, groups);
+                    .tuned(gpu, |t| t.spin_limit = spin)
+                    .tuned(gpu, |t| {
+                        t.workgroups = groups;
+                        t.payload_workgroups = groups;
+                        t.unstable_workgroups = groups
+                    });
                 let what = format!("radix sweep groups={groups} spin={spin} no_subgroups={no_sg}");
                 let mut r = rng(groups as u64 + 90);
                 for n in [1usize, 4097, 70_001] {
@@ -609,7 +613,7 @@ mod radix_options {
     fn look_back_fallback_gives_the_same_result() {
         for no_sg in MODES {
             let gpu = gpu(no_sg);
-            let s = radix(gpu).with_radix_spin_limit(gpu, 0);
+            let s = radix(gpu).tuned(gpu, |t| t.spin_limit = 0);
             let mut r = rng(11);
             let keys: Vec<i32> = (0..40_000).map(|_| r.random_range(-1000..1000)).collect();
             check_sort(gpu, &s, &keys, SortOrder::default(), "spin limit 0");
@@ -630,7 +634,7 @@ mod radix_options {
         let wide64: Vec<u64> = from_bits::<u64>(&bits(9000, Shape::Random, 13));
         let want = reference::argsort(&keys, SortOrder::default());
         let want64 = reference::argsort(&wide64, SortOrder::default());
-        for s in [radix(gpu), radix(gpu).with_wide_radix_ballots(gpu)] {
+        for s in [radix(gpu), radix(gpu).tuned(gpu, |t| t.wide_ballot = true)] {
             assert_eq!(s.argsort(gpu, &keys, SortOrder::default()).unwrap(), want);
             assert_eq!(
                 s.argsort(gpu, &wide64, SortOrder::default()).unwrap(),
@@ -656,7 +660,7 @@ mod radix_options {
             segment_size: None,
         };
         for digits in [1, 2] {
-            let s = radix(gpu).with_radix_counters_a_word(gpu, digits);
+            let s = radix(gpu).tuned(gpu, |t| t.pack = Some(digits));
             let ran = s.radix_counters_a_word();
             assert!(ran == digits || ran == 2, "asked for {digits}, ran {ran}");
             assert_eq!(s.argsort(gpu, &keys, SortOrder::default()).unwrap(), want);
@@ -695,7 +699,7 @@ mod radix_options {
         for no_sg in MODES {
             let gpu = gpu(no_sg);
             let fast = radix(gpu);
-            let stable = radix(gpu).with_radix_unstable_first(gpu, false);
+            let stable = radix(gpu).tuned(gpu, |t| t.unstable_first = false);
             let tile = fast.radix_tile(false) as usize;
             let mut r = rng(91);
             // which sweep ran shows in the stats; either way one dispatch a pass
@@ -773,10 +777,14 @@ mod radix_options {
             // an unstable tile smaller and larger than the stable sweeps' (prepare sizes its
             // dispatch from its own tile), on its own and looping over tiles
             for items in [3, 16] {
-                let other = radix(gpu).with_radix_unstable_items(gpu, items);
+                let other = radix(gpu).tuned(gpu, |t| t.unstable_items = items);
                 let looping = radix(gpu)
-                    .with_radix_unstable_items(gpu, items)
-                    .with_radix_sweep_groups(gpu, 3);
+                    .tuned(gpu, |t| t.unstable_items = items)
+                    .tuned(gpu, |t| {
+                        t.workgroups = 3;
+                        t.payload_workgroups = 3;
+                        t.unstable_workgroups = 3
+                    });
                 for n in [tile - 1, 5 * tile + 3] {
                     let keys: Vec<u32> = (0..n).map(|_| r.random()).collect();
                     let what = format!("unstable items={items} n={n}");
@@ -837,7 +845,7 @@ mod radix_options {
         }
         for no_sg in MODES {
             let gpu = gpu(no_sg);
-            let s = radix(gpu).with_radix_msd_from(gpu, 0);
+            let s = radix(gpu).tuned(gpu, |t| t.msd_from = 0);
             let tile = s.radix_msd_tile() as usize;
             let mut r = rng(77);
             // which sorts take the MSD path: keys-only 32-bit keys over every bit, from msd_from
@@ -852,7 +860,9 @@ mod radix_options {
                 !path(&radix(gpu)),
                 "1,000 keys are below the default msd_from"
             );
-            let ranged = radix(gpu).with_radix_msd_from(gpu, 0).with_key_bits(0..24);
+            let ranged = radix(gpu)
+                .tuned(gpu, |t| t.msd_from = 0)
+                .with_key_bits(0..24);
             assert!(!path(&ranged), "a key-bit range");
             let mut wide = vec![3u64, 1, 2];
             let st = s.sort(gpu, &mut wide, SortOrder::default()).unwrap();
@@ -913,9 +923,9 @@ mod radix_options {
             // with the next tile's keys loaded early (the default) or as each tile starts
             for (groups, prefetch) in [(0, true), (3, true), (3, false)] {
                 let s = radix(gpu)
-                    .with_radix_msd_from(gpu, 0)
-                    .with_radix_msd_local_groups(gpu, groups)
-                    .with_radix_msd_prefetch(gpu, prefetch);
+                    .tuned(gpu, |t| t.msd_from = 0)
+                    .tuned(gpu, |t| t.msd_local_groups = groups)
+                    .tuned(gpu, |t| t.msd_prefetch = prefetch);
                 for n in [257, tile, 40_001] {
                     let random: Vec<u32> = (0..n).map(|_| r.random()).collect();
                     let what = format!("{groups} local groups (prefetch {prefetch}), u32 n={n}");

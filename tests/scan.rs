@@ -132,7 +132,8 @@ fn look_back_fallback_gives_the_same_results() {
                     compact_late_loads: late,
                     ..Tuning::default()
                 })
-                .with_spin_limit(0);
+                .unwrap()
+                .tuned(gpu, |t| t.spin_limit = 0);
             let mut r = rng(3);
             for n in [5000usize, 40_000, 300_000] {
                 let u: Vec<u32> = (0..n).map(|_| r.random()).collect();
@@ -164,7 +165,8 @@ fn look_back_counters_count_the_walk() {
         let s = Scanner::new(gpu)
             .unwrap()
             .with_tuning(tuning)
-            .with_spin_limit(0);
+            .unwrap()
+            .tuned(gpu, |t| t.spin_limit = 0);
         let n = 5 * s.tuning().scan_tile() as usize;
         let u: Vec<u32> = (0..n).map(|_| r.random()).collect();
         check_scan(gpu, &s, &u, ScanOp::Add, false, "counters, fallbacks");
@@ -173,7 +175,7 @@ fn look_back_counters_count_the_walk() {
         assert_eq!([rounds, silent, fallbacks], [0, 0, 10]);
         // one workgroup per tile: 5 tiles, each counted in progress at least by itself
         assert!((1..=5).contains(&most) && (5..=15).contains(&started));
-        let s = Scanner::new(gpu).unwrap().with_tuning(tuning);
+        let s = Scanner::new(gpu).unwrap().with_tuning(tuning).unwrap();
         check_scan(gpu, &s, &u, ScanOp::Add, false, "counters");
         let [rounds, _, _, _, _] = s.look_back_counters(gpu, 0).unwrap().unwrap();
         assert!(rounds >= 4, "5 tiles walked {rounds} rounds");
@@ -216,23 +218,26 @@ fn look_back_and_tile_shapes_give_the_same_results() {
             (32, false, 512, 8, 5, 2, (256, 10), 0, true, false),
             (32, false, 512, 8, 5, 128, (256, 8), 0, true, true),
         ] {
-            let s = Scanner::new(gpu).unwrap().with_tuning(Tuning {
-                window,
-                scan_wait_nearest: wait,
-                compact_wait_nearest: wait,
-                scan_wg: wg,
-                scan_rounds: rounds,
-                scan_workgroups: workgroups,
-                compact_workgroups: workgroups,
-                state_stride,
-                compact_state_stride: state_stride,
-                compact_late_loads: late,
-                compact_wg: compact.0,
-                compact_rounds: compact.1,
-                compact_stage: stage,
-                compact_one_word: one_word,
-                ..Tuning::default()
-            });
+            let s = Scanner::new(gpu)
+                .unwrap()
+                .with_tuning(Tuning {
+                    window,
+                    scan_wait_nearest: wait,
+                    compact_wait_nearest: wait,
+                    scan_wg: wg,
+                    scan_rounds: rounds,
+                    scan_workgroups: workgroups,
+                    compact_workgroups: workgroups,
+                    state_stride,
+                    compact_state_stride: state_stride,
+                    compact_late_loads: late,
+                    compact_wg: compact.0,
+                    compact_rounds: compact.1,
+                    compact_stage: stage,
+                    compact_one_word: one_word,
+                    ..Tuning::default()
+                })
+                .unwrap();
             let mut r = rng(window as u64);
             for n in [0usize, 1, 4095, 4097, 300_001, (1 << 20) + 3] {
                 let u: Vec<u32> = (0..n).map(|_| r.random()).collect();
@@ -307,7 +312,9 @@ fn compaction_and_partition_every_type() {
     // the same workgroup-memory scan
     for (no_sg, ladder) in [(true, true), (false, true), (false, false)] {
         let gpu = gpu(no_sg);
-        let s = Scanner::new(gpu).unwrap().with_count_ladder(ladder);
+        let s = Scanner::new(gpu)
+            .unwrap()
+            .tuned(gpu, |t| t.count_ladder = ladder);
         for n in [0usize, 1, 33, 4096, 4097, 100_003] {
             let b = bits(n, Shape::Random, n as u64 + 5);
             let u: Vec<u32> = b.iter().map(|&x| (x >> 60) as u32).collect(); // many zeros and repeats
@@ -522,10 +529,13 @@ fn compaction_refuses_counts_its_statuses_cannot_hold() {
     let gpu = gpu(false);
     let buffer = |label| transfer::storage_buffer(gpu, label, 64).unwrap();
     let (src, dst, counts) = (buffer("src"), buffer("dst"), buffer("counts"));
-    let s = Scanner::new(gpu).unwrap().with_tuning(Tuning {
-        compact_one_word: true,
-        ..Tuning::default()
-    });
+    let s = Scanner::new(gpu)
+        .unwrap()
+        .with_tuning(Tuning {
+            compact_one_word: true,
+            ..Tuning::default()
+        })
+        .unwrap();
     let mut enc = gpu.device.create_command_encoder(&Default::default());
     let job = gpusort_core::scan::CompactJob {
         src: &src,
@@ -533,10 +543,12 @@ fn compaction_refuses_counts_its_statuses_cannot_hold() {
         counts: &counts,
         n: 1 << 31,
         payload: None,
+        predicate: Predicate::Below(7u32),
+        keep: true,
+        base_slot: None,
+        count_slot: 0,
     };
-    let err = s
-        .record_compact(gpu, &mut enc, &job, Predicate::Below(7u32), true, None, 0)
-        .unwrap_err();
+    let err = s.record_compact(gpu, &mut enc, &job).unwrap_err();
     assert!(err.to_string().contains("at most 2^31 - 1"), "{err}");
 }
 

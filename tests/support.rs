@@ -14,8 +14,14 @@ pub fn gpu(no_subgroups: bool) -> &'static Gpu {
     static OFF: OnceLock<Gpu> = OnceLock::new();
     let cell = if no_subgroups { &OFF } else { &ON };
     cell.get_or_init(|| {
-        let mut options = GpuOptions::from_env();
-        options.no_subgroups |= no_subgroups;
+        // the tests' own choice of adapter (the library reads no environment)
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let options = GpuOptions {
+            backend: var("GPUSORT_BACKEND"),
+            adapter: var("GPUSORT_ADAPTER"),
+            no_subgroups,
+            dump_wgsl: None,
+        };
         Gpu::new(&options)
             .expect("a GPU adapter is required (on Debian: apt-get install mesa-vulkan-drivers)")
     })
@@ -99,4 +105,28 @@ pub fn f64_specials() -> Vec<f64> {
             f64::from_bits(0x7ff0_0000_0000_0001),
         ])
         .collect()
+}
+
+/// A sorter or scanner with one change to its tuning (every tuning gives the same results).
+pub trait Tuned {
+    type Tuning;
+    fn tuned(self, gpu: &Gpu, change: impl FnOnce(&mut Self::Tuning)) -> Self;
+}
+
+impl Tuned for gpusort_core::Sorter {
+    type Tuning = gpusort_core::sort::Tuning;
+    fn tuned(self, gpu: &Gpu, change: impl FnOnce(&mut Self::Tuning)) -> Self {
+        let mut t = self.tuning();
+        change(&mut t);
+        self.with_tuning(gpu, t).expect("a valid sort tuning")
+    }
+}
+
+impl Tuned for gpusort_core::Scanner {
+    type Tuning = gpusort_core::scan::Tuning;
+    fn tuned(self, _gpu: &Gpu, change: impl FnOnce(&mut Self::Tuning)) -> Self {
+        let mut t = *self.tuning();
+        change(&mut t);
+        self.with_tuning(t).expect("a valid scan tuning")
+    }
 }

@@ -297,8 +297,9 @@ fn sort_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
     let (gpu, timer, bar, reps) = (ctx.gpu, ctx.timer, ctx.bar, ctx.reps);
     bar.inc_length((sizes.len() * 8) as u64);
     let plain = PlainBitonic::new(gpu)?;
-    let sorter = Sorter::new(gpu)?.with_algorithm(gpusort_core::Algorithm::Bitonic);
-    let mut radix_sorter = Sorter::new(gpu)?.with_algorithm(gpusort_core::Algorithm::Radix);
+    let sorter = crate::tuning::sorter(gpu)?.with_algorithm(gpusort_core::Algorithm::Bitonic);
+    let mut radix_sorter =
+        crate::tuning::sorter(gpu)?.with_algorithm(gpusort_core::Algorithm::Radix);
     // measuring knob: the radix sort on a key-bit range only, e.g. "24..32" for one pass
     let radix_bits = std::env::var("GPUSORT_BENCH_RADIX_BITS")
         .ok()
@@ -517,9 +518,9 @@ fn cpu_sorts(
 
 /// Scan suite: exclusive u32 sum scan and compaction against a vec4 copy of the same data.
 fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
-    use gpusort_core::scan::{CompactJob, Predicate, ScanOp, Scanner};
+    use gpusort_core::scan::{CompactJob, Predicate, ScanJob, ScanOp};
     let (gpu, timer, bar, reps) = (ctx.gpu, ctx.timer, ctx.bar, ctx.reps);
-    let scanner = Scanner::new(gpu)?;
+    let scanner = crate::tuning::scanner(gpu)?;
     let paths = if scanner.uses_subgroups() {
         "subgroup kernels"
     } else {
@@ -569,12 +570,15 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
                     scanner.record_scan(
                         gpu,
                         enc,
-                        &src,
-                        &dst,
-                        n as u32,
-                        KeyType::U32,
-                        ScanOp::Add,
-                        false,
+                        &ScanJob {
+                            src: &src,
+                            dst: &dst,
+                            n: n as u32,
+                            key_type: KeyType::U32,
+                            op: ScanOp::Add,
+                            inclusive: false,
+                            carry: None,
+                        },
                     )
                 },
             )?)
@@ -626,6 +630,10 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
             counts: &counts,
             n: n as u32,
             payload: None,
+            predicate: Predicate::Below(0),
+            keep: true,
+            base_slot: None,
+            count_slot: 0,
         };
         // GPUSORT_COMPACT_PROBE skips parts of the compaction: its output is wrong by design too
         let compact_unchecked = unchecked || scanner.tuning().compact_probe != 0;
@@ -639,11 +647,10 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
                         scanner.record_compact(
                             gpu,
                             enc,
-                            &job,
-                            Predicate::Below(pivot),
-                            true,
-                            None,
-                            0,
+                            &CompactJob {
+                                predicate: Predicate::Below(pivot),
+                                ..job
+                            },
                         )
                     },
                 )?)

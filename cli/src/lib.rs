@@ -12,6 +12,7 @@ pub mod progress;
 pub mod scan;
 pub mod sort;
 pub mod stencil;
+pub mod tuning;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use gpusort_core::GpuOptions;
@@ -129,6 +130,8 @@ impl Global {
             backend: backend.map(String::from),
             adapter: self.adapter.clone(),
             no_subgroups: self.no_subgroups,
+            // measuring: the composed kernels as compiled, for the shader_stats example
+            dump_wgsl: std::env::var_os("GPUSORT_DUMP_WGSL").map(Into::into),
         }
     }
 

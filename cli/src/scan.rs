@@ -184,7 +184,7 @@ impl Device {
             Engine::Cpu { why } => Device::Cpu { why },
             Engine::Gpu => {
                 let gpu = g.gpu()?;
-                let scanner = Scanner::new(&gpu)?;
+                let scanner = crate::tuning::scanner(&gpu)?;
                 Device::Gpu { gpu, scanner }
             }
         })
@@ -311,7 +311,7 @@ fn scan_many(g: &Global, a: &ScanArgs) -> CliResult {
         },
     )?;
     if !large.is_empty() {
-        let scanner = Scanner::new(&gpu)?;
+        let scanner = crate::tuning::scanner(&gpu)?;
         let scanner64 = Scanner64::new(&gpu);
         for &f in &large {
             let input = &files.inputs[f];

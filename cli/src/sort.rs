@@ -127,7 +127,7 @@ pub(crate) fn parse_key_bits(s: &str) -> Result<std::ops::Range<u32>, String> {
 
 /// The sorter for `args`: its algorithm and key-bit range.
 fn sorter(gpu: &gpusort_core::Gpu, args: &SortArgs) -> Result<Sorter, CliError> {
-    let s = Sorter::new(gpu)?.with_algorithm(args.algorithm.into());
+    let s = crate::tuning::sorter(gpu)?.with_algorithm(args.algorithm.into());
     Ok(match &args.key_bits {
         Some(bits) => s.with_key_bits(bits.clone()),
         None => s,

@@ -75,7 +75,7 @@ fn engine() -> PyResult<Arc<Engine>> {
             other => Some(other.to_string()),
         },
         adapter: settings.adapter.clone(),
-        no_subgroups: false,
+        ..GpuOptions::default()
     };
     let cpu = match backend {
         "cpu" => true,

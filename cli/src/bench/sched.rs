@@ -5,9 +5,9 @@
 
 use gpusort_core::device::transfer;
 use gpusort_core::internal::bench::random_u32;
-use gpusort_core::scan::{ScanOp, Scanner};
+use gpusort_core::scan::{ScanJob, ScanOp};
 use gpusort_core::schedule::{Batch, Mode, Scheduler, Work};
-use gpusort_core::{KeyType, SortJob, SortOrder, Sorter};
+use gpusort_core::{KeyType, SortJob, SortOrder};
 
 use super::{measure, Case, Ctx};
 use crate::error::{CliError, CliResult};
@@ -44,8 +44,8 @@ pub(super) fn suite(ctx: &Ctx<'_>, tasks: usize, sizes: &[u32]) -> Result<Vec<Ca
     let (gpu, timer, bar, reps) = (ctx.gpu, ctx.timer, ctx.bar, ctx.reps);
     let merged = Scheduler::new(gpu)?.with_mode(Mode::Merged);
     let safe = Scheduler::new(gpu)?.with_mode(Mode::Safe);
-    let sorter = Sorter::new(gpu)?.with_algorithm(gpusort_core::Algorithm::Bitonic);
-    let scanner = Scanner::new(gpu)?;
+    let sorter = crate::tuning::sorter(gpu)?.with_algorithm(gpusort_core::Algorithm::Bitonic);
+    let scanner = crate::tuning::scanner(gpu)?;
     let mut cases = Vec::new();
     let mut cases_to_run: Vec<(u32, Shape)> =
         sizes.iter().map(|&s| (s, Shape::Independent)).collect();
@@ -178,12 +178,15 @@ pub(super) fn suite(ctx: &Ctx<'_>, tasks: usize, sizes: &[u32]) -> Result<Vec<Ca
                         scanner.record_scan(
                             gpu,
                             enc,
-                            b,
-                            &outs[t],
-                            n as u32,
-                            KeyType::U32,
-                            ScanOp::Add,
-                            false,
+                            &ScanJob {
+                                src: b,
+                                dst: &outs[t],
+                                n: n as u32,
+                                key_type: KeyType::U32,
+                                op: ScanOp::Add,
+                                inclusive: false,
+                                carry: None,
+                            },
                         )?;
                         dispatches += 1;
                     }

@@ -4,12 +4,11 @@
 //! both directions and comes back as the canonical quiet NaN (all other values bit-exact);
 //! -0.0 sorts before +0.0. Sorts are stable: equal keys keep their input order.
 
-use serde::Serialize;
-
 use crate::error::{Error, Result};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
 pub enum KeyType {
     U32,
     I32,

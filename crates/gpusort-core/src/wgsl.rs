@@ -4,26 +4,26 @@
 //! `shaders/common/grid.wgsl`, then the family's file. Plain constants, not pipeline overrides,
 //! because they size workgroup arrays and private register arrays.
 
-pub const COMMON: &str = include_str!("../../../shaders/common/grid.wgsl");
-pub const BITONIC: &str = include_str!("../../../shaders/bitonic.wgsl");
-pub const BITONIC_PLAIN: &str = include_str!("../../../shaders/bitonic_plain.wgsl");
-pub const KEYS: &str = include_str!("../../../shaders/keys.wgsl");
-pub const COPY: &str = include_str!("../../../shaders/copy.wgsl");
-pub const SCAN: &str = include_str!("../../../shaders/scan.wgsl");
-pub const SCAN64: &str = include_str!("../../../shaders/scan64.wgsl");
-pub const COMPACT: &str = include_str!("../../../shaders/compact.wgsl");
-pub const KEY_ORDER: &str = include_str!("../../../shaders/common/keyorder.wgsl");
-pub const WGSCAN_SUBGROUP: &str = include_str!("../../../shaders/common/wgscan_subgroup.wgsl");
-pub const WGSCAN_SHARED: &str = include_str!("../../../shaders/common/wgscan_shared.wgsl");
-pub const RADIX: &str = include_str!("../../../shaders/radix.wgsl");
-pub const RADIX_MSD: &str = include_str!("../../../shaders/radix_msd.wgsl");
-pub const STENCIL: &str = include_str!("../../../shaders/stencil.wgsl");
-pub const STENCIL_TILED: &str = include_str!("../../../shaders/stencil_tiled.wgsl");
-pub const SCAN_OP: &str = include_str!("../../../shaders/common/scanop.wgsl");
-pub const MERGED: &str = include_str!("../../../shaders/merged.wgsl");
-pub const LOOKBACK: &str = include_str!("../../../shaders/common/lookback.wgsl");
-pub const LOOKBACK_SUBGROUP: &str = include_str!("../../../shaders/common/lookback_subgroup.wgsl");
-pub const LOOKBACK_SHARED: &str = include_str!("../../../shaders/common/lookback_shared.wgsl");
+pub const COMMON: &str = include_str!("../shaders/common/grid.wgsl");
+pub const BITONIC: &str = include_str!("../shaders/bitonic.wgsl");
+pub const BITONIC_PLAIN: &str = include_str!("../shaders/bitonic_plain.wgsl");
+pub const KEYS: &str = include_str!("../shaders/keys.wgsl");
+pub const COPY: &str = include_str!("../shaders/copy.wgsl");
+pub const SCAN: &str = include_str!("../shaders/scan.wgsl");
+pub const SCAN64: &str = include_str!("../shaders/scan64.wgsl");
+pub const COMPACT: &str = include_str!("../shaders/compact.wgsl");
+pub const KEY_ORDER: &str = include_str!("../shaders/common/keyorder.wgsl");
+pub const WGSCAN_SUBGROUP: &str = include_str!("../shaders/common/wgscan_subgroup.wgsl");
+pub const WGSCAN_SHARED: &str = include_str!("../shaders/common/wgscan_shared.wgsl");
+pub const RADIX: &str = include_str!("../shaders/radix.wgsl");
+pub const RADIX_MSD: &str = include_str!("../shaders/radix_msd.wgsl");
+pub const STENCIL: &str = include_str!("../shaders/stencil.wgsl");
+pub const STENCIL_TILED: &str = include_str!("../shaders/stencil_tiled.wgsl");
+pub const SCAN_OP: &str = include_str!("../shaders/common/scanop.wgsl");
+pub const MERGED: &str = include_str!("../shaders/merged.wgsl");
+pub const LOOKBACK: &str = include_str!("../shaders/common/lookback.wgsl");
+pub const LOOKBACK_SUBGROUP: &str = include_str!("../shaders/common/lookback_subgroup.wgsl");
+pub const LOOKBACK_SHARED: &str = include_str!("../shaders/common/lookback_shared.wgsl");
 
 /// Source of one kernel family with its compile-time constants.
 pub fn compose(family: &str, consts: &[(&str, u32)]) -> String {
@@ -67,9 +67,8 @@ pub fn single_pass(subgroups: bool) -> [&'static str; 3] {
     }
 }
 
-pub const RADIX_RANK_SUBGROUP: &str =
-    include_str!("../../../shaders/common/radix_rank_subgroup.wgsl");
-pub const RADIX_RANK_SHARED: &str = include_str!("../../../shaders/common/radix_rank_shared.wgsl");
+pub const RADIX_RANK_SUBGROUP: &str = include_str!("../shaders/common/radix_rank_subgroup.wgsl");
+pub const RADIX_RANK_SHARED: &str = include_str!("../shaders/common/radix_rank_shared.wgsl");
 
 /// Keep the lines ending in `if_true` (marker removed) and drop those ending in `if_false`, or
 /// the other way round when `which` is false.

@@ -129,7 +129,7 @@ impl Layout {
 /// zero-initialisation or the division checks nothing measurable (docs/BENCHMARKS.md), so those
 /// stay on.
 pub fn module(gpu: &Gpu, label: &str, source: &str) -> Result<wgpu::ShaderModule> {
-    dump_source(label, source);
+    dump_source(gpu.dump_wgsl.as_deref(), label, source);
     let desc = wgpu::ShaderModuleDescriptor {
         label: Some(label),
         source: wgpu::ShaderSource::Wgsl(source.into()),
@@ -143,14 +143,12 @@ pub fn module(gpu: &Gpu, label: &str, source: &str) -> Result<wgpu::ShaderModule
     })
 }
 
-/// With `GPUSORT_DUMP_WGSL=DIR` (measuring only), every composed module is also written to
-/// `DIR/LABEL-HASH.wgsl`, exactly as compiled, so tools outside the process (the
-/// `shader_stats` example: the driver's register and shared-memory figures) see the kernels
-/// that ran with the device's constants and the tuning knobs in force. Failures to write are
-/// logged, never fatal.
-fn dump_source(label: &str, source: &str) {
+/// With [`GpuOptions::dump_wgsl`](crate::GpuOptions::dump_wgsl), every composed module is also
+/// written out exactly as compiled, so tools outside the process see the kernels that ran.
+/// Failures to write are logged, never fatal.
+fn dump_source(dir: Option<&std::path::Path>, label: &str, source: &str) {
     use std::hash::{Hash, Hasher};
-    let Some(dir) = std::env::var_os("GPUSORT_DUMP_WGSL") else {
+    let Some(dir) = dir else {
         return;
     };
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
@@ -159,9 +157,9 @@ fn dump_source(label: &str, source: &str) {
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
         .collect();
-    let path = std::path::Path::new(&dir).join(format!("{name}-{:016x}.wgsl", hasher.finish()));
-    if let Err(e) = std::fs::create_dir_all(&dir).and_then(|_| std::fs::write(&path, source)) {
-        tracing::warn!("GPUSORT_DUMP_WGSL: cannot write {}: {e}", path.display());
+    let path = dir.join(format!("{name}-{:016x}.wgsl", hasher.finish()));
+    if let Err(e) = std::fs::create_dir_all(dir).and_then(|_| std::fs::write(&path, source)) {
+        tracing::warn!("dump_wgsl: cannot write {}: {e}", path.display());
     }
 }
 

@@ -10,15 +10,15 @@ pub mod transfer;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde::Serialize;
-
 use crate::error::{Error, Result};
 
 /// How long any single wait on the GPU may take before it is reported as a timeout rather than a
 /// hang. Generous: a 4 GiB sort on a slow software adapter can take minutes.
 pub const GPU_WAIT_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// How to pick and configure the device. Filled from CLI flags or environment variables.
+/// How [`Gpu::new`] picks and configures a device. The library reads no environment variable:
+/// front ends fill these from their flags (the CLI also from the `GPUSORT_*` variables it
+/// documents).
 #[derive(Clone, Debug, Default)]
 pub struct GpuOptions {
     /// `vulkan`, `metal`, `dx12`, `gl` or `auto` (None = auto).
@@ -27,19 +27,12 @@ pub struct GpuOptions {
     pub adapter: Option<String>,
     /// Force every kernel onto its non-subgroup path.
     pub no_subgroups: bool,
+    /// Write every composed WGSL module to `DIR/LABEL-HASH.wgsl` as it is compiled (for tools
+    /// that read the driver's register counts); None writes nothing.
+    pub dump_wgsl: Option<std::path::PathBuf>,
 }
 
 impl GpuOptions {
-    /// Options from `GPUSORT_BACKEND`, `GPUSORT_ADAPTER` and `GPUSORT_NO_SUBGROUPS`.
-    pub fn from_env() -> Self {
-        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-        GpuOptions {
-            backend: var("GPUSORT_BACKEND"),
-            adapter: var("GPUSORT_ADAPTER"),
-            no_subgroups: var("GPUSORT_NO_SUBGROUPS").is_some_and(|v| v != "0"),
-        }
-    }
-
     fn backends(&self) -> Result<wgpu::Backends> {
         Ok(
             match self
@@ -64,14 +57,16 @@ impl GpuOptions {
 }
 
 /// Subgroup facts of the granted device, when subgroups are in use.
-#[derive(Clone, Copy, Debug, Serialize)]
+#[derive(Clone, Copy, Debug)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct SubgroupInfo {
     pub min_size: u32,
     pub max_size: u32,
 }
 
 /// A short description of one adapter, for `gpusort info` and for choosing.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct AdapterSummary {
     pub index: usize,
     pub name: String,
@@ -91,9 +86,20 @@ pub struct AdapterSummary {
 }
 
 fn summarize(index: usize, adapter: &wgpu::Adapter) -> AdapterSummary {
-    let info = adapter.get_info();
-    let limits = adapter.limits();
-    let features = adapter.features();
+    describe(
+        index,
+        adapter.get_info(),
+        &adapter.limits(),
+        adapter.features(),
+    )
+}
+
+fn describe(
+    index: usize,
+    info: wgpu::AdapterInfo,
+    limits: &wgpu::Limits,
+    features: wgpu::Features,
+) -> AdapterSummary {
     AdapterSummary {
         index,
         name: info.name,
@@ -113,15 +119,11 @@ fn summarize(index: usize, adapter: &wgpu::Adapter) -> AdapterSummary {
     }
 }
 
-/// wgpu's default instance flags less `VALIDATION_INDIRECT_CALL`, then its environment variables
-/// (`WGPU_VALIDATION_INDIRECT_CALL=1` turns the check back on). That check runs a one-workgroup
-/// dispatch and two barriers before every indirect dispatch, to clamp the sizes it reads. The
-/// radix sort records ten indirect dispatches on its MSD path, whose sizes its own kernels write,
-/// bounded by the device's limit (`write_args` in radix.wgsl; the scheduler's resume dispatch is
-/// 0 or 1 workgroups), so the check only costs time: 64 µs of a 2^24-key sort on an H100
-/// (docs/BENCHMARKS.md, twenty-fourth session).
+/// wgpu's default instance flags less `VALIDATION_INDIRECT_CALL`: that check adds a dispatch and
+/// two barriers before every indirect dispatch, and the radix sort's indirect sizes are written by
+/// its own kernels, bounded by the device's limit.
 fn instance_flags() -> wgpu::InstanceFlags {
-    (wgpu::InstanceFlags::default() - wgpu::InstanceFlags::VALIDATION_INDIRECT_CALL).with_env()
+    wgpu::InstanceFlags::default() - wgpu::InstanceFlags::VALIDATION_INDIRECT_CALL
 }
 
 fn instance(backends: wgpu::Backends) -> wgpu::Instance {
@@ -220,6 +222,7 @@ pub struct Gpu {
     pub features: wgpu::Features,
     subgroups: Option<SubgroupInfo>,
     lost: Arc<Mutex<Option<String>>>,
+    pub(crate) dump_wgsl: Option<std::path::PathBuf>,
     /// The staging ring every host<->GPU copy goes through (crate::device::transfer).
     pub(crate) staging: Mutex<crate::device::transfer::Ring>,
 }
@@ -308,6 +311,69 @@ impl Gpu {
             features,
             subgroups,
             lost,
+            dump_wgsl: options.dump_wgsl.clone(),
+            staging: Mutex::new(Default::default()),
+        })
+    }
+
+    /// A context on a device the caller created (a renderer's, say), so that gpusort records into
+    /// the caller's encoders on the caller's buffers. `info` is the adapter's
+    /// (`adapter.get_info()`): its subgroup sizes size the subgroup kernels. Kernels use the
+    /// features and limits the device was created with: subgroups where `SUBGROUP` was granted,
+    /// GPU timestamps where `TIMESTAMP_QUERY` was, bindings as large as its limits allow (wgpu's
+    /// defaults cap one at 128 MiB: request the adapter's limits for larger sorts). The radix
+    /// sort needs 9 storage buffers per shader stage (wgpu's default is 8); with fewer,
+    /// `Algorithm::Auto` sorts with the bitonic network.
+    ///
+    /// gpusort sets no callbacks on a device it did not create: device loss and uncaptured
+    /// errors stay the caller's to handle, and gpusort's own calls still report theirs through
+    /// error scopes ([`Gpu::checked`]).
+    ///
+    /// Fails where the device grants fewer than 8 storage buffers per shader stage (the
+    /// compaction kernels bind 6, the scan 4) or 256 invocations per workgroup.
+    pub fn from_device(
+        device: wgpu::Device,
+        queue: wgpu::Queue,
+        info: &wgpu::AdapterInfo,
+    ) -> Result<Gpu> {
+        let limits = device.limits();
+        let features = device.features();
+        if limits.max_storage_buffers_per_shader_stage < 8
+            || limits.max_compute_invocations_per_workgroup < 256
+        {
+            return Err(Error::InvalidInput(format!(
+                "gpusort needs a device with at least 8 storage buffers per shader stage and 256 \
+                 invocations per workgroup; this one grants {} and {} (request \
+                 wgpu::Limits::default() or the adapter's limits)",
+                limits.max_storage_buffers_per_shader_stage,
+                limits.max_compute_invocations_per_workgroup
+            )));
+        }
+        let adapter = describe(0, info.clone(), &limits, features);
+        let subgroups = features
+            .contains(wgpu::Features::SUBGROUP)
+            .then_some(SubgroupInfo {
+                // the portable range where the adapter reports none
+                min_size: if info.subgroup_min_size == 0 {
+                    4
+                } else {
+                    info.subgroup_min_size
+                },
+                max_size: if info.subgroup_max_size == 0 {
+                    128
+                } else {
+                    info.subgroup_max_size
+                },
+            });
+        Ok(Gpu {
+            device,
+            queue,
+            adapter,
+            limits,
+            features,
+            subgroups,
+            lost: Arc::new(Mutex::new(None)),
+            dump_wgsl: None,
             staging: Mutex::new(Default::default()),
         })
     }

@@ -6,16 +6,15 @@
 
 use std::time::Instant;
 
-use serde::Serialize;
-
 use crate::device::kernel::{self, Layout, ParamBlocks, Slot};
 use crate::device::transfer;
 use crate::device::Gpu;
 use crate::error::Result;
 use crate::wgsl;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum TimeSource {
     GpuTimestamps,
     WallClock,
@@ -124,7 +123,8 @@ impl GpuTimer {
 }
 
 /// Median and spread of repeated measurements.
-#[derive(Clone, Copy, Debug, Serialize)]
+#[derive(Clone, Copy, Debug)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Stats {
     pub median_s: f64,
     pub min_s: f64,

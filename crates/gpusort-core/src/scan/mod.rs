@@ -16,10 +16,11 @@ use crate::error::{Error, Result};
 use crate::keys::{KeyType, SortKey};
 use crate::scan::wgsl as scan_wgsl;
 
-/// How the single-pass kernels are built. The defaults are what measured fastest on the H100
-/// (docs/BENCHMARKS.md); each can be overridden by an environment variable, for measuring only,
-/// read once when a [`Scanner`] is built.
+/// How the single-pass kernels are built: a plain value chosen by the caller, never read from the
+/// environment. The defaults are the fastest configuration measured (docs/BENCHMARKS.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(default))]
 pub struct Tuning {
     /// Invocations per scan workgroup: `GPUSORT_SCAN_WG` (128, 256, 512 or 1024). With the
     /// default 8 rounds, 512: on the H100 at 2^28, 512 x 8 measured 1.009-1.020 ms, 256 x 4
@@ -160,51 +161,30 @@ impl Default for Tuning {
 }
 
 impl Tuning {
-    /// The defaults with the environment's overrides.
-    pub fn from_env() -> Tuning {
-        let d = Tuning::default();
-        let flag = |var: &str, default: bool| env_u32(var, default as u32, |v| v <= 1) == 1;
-        Tuning {
-            scan_wg: env_u32("GPUSORT_SCAN_WG", d.scan_wg, |w| {
-                [128, 256, 512, 1024].contains(&w)
-            }),
-            scan_rounds: env_u32("GPUSORT_SCAN_ROUNDS", d.scan_rounds, |r| {
-                [4, 8, 12, 16].contains(&r)
-            }),
-            scan_workgroups: env_u32("GPUSORT_SCAN_WORKGROUPS", d.scan_workgroups, workgroups_ok),
-            compact_wg: env_u32("GPUSORT_COMPACT_WG", d.compact_wg, |w| {
-                [256, 512, 1024].contains(&w)
-            }),
-            compact_rounds: env_u32("GPUSORT_COMPACT_ROUNDS", d.compact_rounds, |r| {
-                (2..=16).contains(&r)
-            }),
-            // elements of a stage: capped again by the device's workgroup memory
-            compact_stage: env_u32("GPUSORT_COMPACT_STAGE", d.compact_stage, |v| v <= 1 << 16),
-            compact_probe: measure_u32("GPUSORT_COMPACT_PROBE", d.compact_probe, |p| p < 4),
-            compact_workgroups: env_u32(
-                "GPUSORT_COMPACT_WORKGROUPS",
-                d.compact_workgroups,
-                workgroups_ok,
-            ),
-            compact_one_word: flag("GPUSORT_COMPACT_ONE_WORD", d.compact_one_word),
-            compact_late_loads: flag("GPUSORT_COMPACT_LATE_LOADS", d.compact_late_loads),
-            window: env_u32("GPUSORT_LOOKBACK_WINDOW", d.window, |w| {
-                (1..=64).contains(&w)
-            }),
-            // any bound is correct (a waiter that gives up reduces its predecessor itself)
-            spin_limit: env_u32("GPUSORT_SCAN_SPIN", d.spin_limit, |v| v <= 1 << 24),
-            scan_wait_nearest: flag("GPUSORT_SCAN_WAIT_NEAREST", d.scan_wait_nearest),
-            compact_wait_nearest: flag("GPUSORT_COMPACT_WAIT_NEAREST", d.compact_wait_nearest),
-            count_ladder: flag("GPUSORT_COUNT_LADDER", d.count_ladder),
-            no_lookback: measure_u32("GPUSORT_SCAN_NO_LOOKBACK", d.no_lookback as u32, |v| v <= 1)
-                == 1,
-            counters: flag("GPUSORT_SCAN_COUNTERS", d.counters),
-            state_stride: env_u32("GPUSORT_LOOKBACK_STRIDE", d.state_stride, stride_ok),
-            compact_state_stride: env_u32(
-                "GPUSORT_COMPACT_STRIDE",
-                d.compact_state_stride,
-                stride_ok,
-            ),
+    /// This tuning, or an error naming the first field out of the range the kernels take.
+    pub fn checked(self) -> Result<Tuning> {
+        let workgroups = |v: u32| v <= 65_535;
+        let bad = [
+            ("scan_wg", [128, 256, 512, 1024].contains(&self.scan_wg)),
+            ("scan_rounds", [4, 8, 12, 16].contains(&self.scan_rounds)),
+            ("scan_workgroups", workgroups(self.scan_workgroups)),
+            ("compact_wg", [256, 512, 1024].contains(&self.compact_wg)),
+            ("compact_rounds", (2..=16).contains(&self.compact_rounds)),
+            ("compact_stage", self.compact_stage <= 1 << 16),
+            ("compact_probe", self.compact_probe < 4),
+            ("compact_workgroups", workgroups(self.compact_workgroups)),
+            ("window", (1..=64).contains(&self.window)),
+            ("spin_limit", self.spin_limit <= 1 << 24),
+            ("state_stride", stride_ok(self.state_stride)),
+            ("compact_state_stride", stride_ok(self.compact_state_stride)),
+        ]
+        .into_iter()
+        .find(|(_, ok)| !ok);
+        match bad {
+            Some((field, _)) => Err(Error::InvalidInput(format!(
+                "scan tuning: {field} is out of range"
+            ))),
+            None => Ok(self),
         }
     }
 
@@ -292,7 +272,7 @@ pub fn scan_helper_bytes(wg: u32, subgroups: bool) -> u32 {
 }
 
 /// A look-back status stride the kernels take: a power of two from 2 to 128 words.
-fn stride_ok(w: u32) -> bool {
+pub(crate) fn stride_ok(w: u32) -> bool {
     w.is_power_of_two() && (2..=128).contains(&w)
 }
 
@@ -303,41 +283,6 @@ const COUNTER_WORDS: usize = 8;
 /// a status slot's room at least, so that the ticket shares no polled status's sector or line.
 pub fn state_header(stride: u32) -> u32 {
     stride.max(COUNTER_WORDS as u32)
-}
-
-/// `var` as a number when it parses and `ok` accepts it, else `default` (with a warning: a
-/// tuning value out of range is ignored, never used).
-pub(crate) fn env_u32(var: &str, default: u32, ok: impl Fn(u32) -> bool) -> u32 {
-    env_u32_opt(var, ok).unwrap_or(default)
-}
-
-/// `var` as a number when it parses and `ok` accepts it (measuring overrides without a default).
-pub(crate) fn env_u32_opt(var: &str, ok: impl Fn(u32) -> bool) -> Option<u32> {
-    let text = std::env::var(var).ok()?;
-    match text.trim().parse::<u32>() {
-        Ok(v) if ok(v) => Some(v),
-        _ => {
-            tracing::warn!("{var}={text} is out of range for this setting; ignored");
-            None
-        }
-    }
-}
-
-/// A switch that exists only to time parts of a kernel and changes results (stops a sort
-/// part-way, forces a slower path): read only by measuring builds (`--features measure`), so
-/// that no environment can make a normal build return a wrong result.
-pub(crate) fn measure_u32(var: &str, default: u32, ok: impl Fn(u32) -> bool) -> u32 {
-    if cfg!(feature = "measure") {
-        env_u32(var, default, ok)
-    } else {
-        default
-    }
-}
-
-/// Workgroup counts a tuning variable may ask for (0: the default sizing): at most the 65535
-/// a dispatch's dimension is guaranteed.
-pub(crate) fn workgroups_ok(v: u32) -> bool {
-    v <= 65_535
 }
 
 /// The operator of a scan.
@@ -516,7 +461,7 @@ impl Scanner {
         );
         Ok(Scanner {
             subgroups: gpu.subgroups().is_some(),
-            tuning: Tuning::from_env(),
+            tuning: Tuning::default(),
             group_tiles: group_tiles(gpu),
             scan_layout,
             compact_layout,
@@ -529,26 +474,12 @@ impl Scanner {
         })
     }
 
-    /// Bound the look-back's wait on a predecessor to `reads` atomic reads (kernels are built
-    /// with at most the device's [`spin_cap`]) before the waiting workgroup does that tile's
-    /// work itself. 0 takes the fallback every time (for tests).
-    pub fn with_spin_limit(mut self, reads: u32) -> Self {
-        self.tuning.spin_limit = reads;
-        self
-    }
-
-    /// Count compaction's kept elements with the shuffle ladder (true, the default) or with
-    /// one-bit scans over the count bits (false); both give the same results.
-    pub fn with_count_ladder(mut self, ladder: bool) -> Self {
-        self.tuning.count_ladder = ladder;
-        self
-    }
-
-    /// Build this scanner's kernels with `tuning` (every shape gives the same results; for
-    /// tests and measurements); kernels wait at most the device's [`spin_cap`].
-    pub fn with_tuning(mut self, tuning: Tuning) -> Self {
-        self.tuning = tuning;
-        self
+    /// This scanner with `tuning` (checked: a field out of range is an error). Every tuning
+    /// gives the same results; kernels wait at most the device's [`spin_cap`].
+    pub fn with_tuning(mut self, tuning: Tuning) -> Result<Self> {
+        self.tuning = tuning.checked()?;
+        self.pipelines = Mutex::new(HashMap::new());
+        Ok(self)
     }
 
     /// How this scanner's kernels are built.
@@ -625,39 +556,22 @@ impl Scanner {
         }
     }
 
-    /// Record a scan of `n` elements of `src` into `dst` (both at least `n` elements, rounded up
-    /// to whole vec4s; `dst` may not be `src`).
-    #[allow(clippy::too_many_arguments)]
+    /// Record a scan of `job` into `enc` (nothing is submitted: the caller submits).
     pub fn record_scan(
         &self,
         gpu: &Gpu,
         enc: &mut wgpu::CommandEncoder,
-        src: &wgpu::Buffer,
-        dst: &wgpu::Buffer,
-        n: u32,
-        elem: KeyType,
-        op: ScanOp,
-        inclusive: bool,
+        job: &ScanJob<'_>,
     ) -> Result<()> {
-        self.record_scan_carried(gpu, enc, src, dst, n, elem, op, inclusive, None)
-    }
-
-    /// [`Scanner::record_scan`] of one piece of a longer array: with `carry`, every element
-    /// also combines the value in `carry.buffer[carry.read]` (everything before the piece), and
-    /// the value through the piece's end is written to `carry.buffer[carry.write]`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn record_scan_carried(
-        &self,
-        gpu: &Gpu,
-        enc: &mut wgpu::CommandEncoder,
-        src: &wgpu::Buffer,
-        dst: &wgpu::Buffer,
-        n: u32,
-        elem: KeyType,
-        op: ScanOp,
-        inclusive: bool,
-        carry: Option<Carry<'_>>,
-    ) -> Result<()> {
+        let ScanJob {
+            src,
+            dst,
+            n,
+            key_type: elem,
+            op,
+            inclusive,
+            carry,
+        } = *job;
         let (code, identity) = op
             .code(elem)
             .ok_or_else(|| Error::InvalidInput(format!("a {op:?} scan of {elem} is not supported (integers: add, max, min, and, or, xor; f32: add)")))?;
@@ -712,25 +626,34 @@ impl Scanner {
         transfer::upload(gpu, &src, 0, bytemuck::cast_slice(data))?;
         let dst = transfer::storage_buffer(gpu, "scan output", bytes)?;
         let mut enc = gpu.device.create_command_encoder(&Default::default());
-        self.record_scan(gpu, &mut enc, &src, &dst, n, T::TYPE, op, inclusive)?;
+        self.record_scan(
+            gpu,
+            &mut enc,
+            &ScanJob {
+                src: &src,
+                dst: &dst,
+                n,
+                key_type: T::TYPE,
+                op,
+                inclusive,
+                carry: None,
+            },
+        )?;
         gpu.queue.submit([enc.finish()]);
         gpu.wait()?;
         transfer::read_vec(gpu, &dst, data.len())
     }
 
-    /// Record a compaction of `n` elements; the count lands in `counts[count_slot]` and the output
-    /// starts at `counts[base_slot]` when given.
-    #[allow(clippy::too_many_arguments)]
+    /// Record a compaction of `job` into `enc`: the count lands in `counts[count_slot]` on the
+    /// GPU (nothing is read back, nothing submitted).
     pub fn record_compact<T: SortKey>(
         &self,
         gpu: &Gpu,
         enc: &mut wgpu::CommandEncoder,
-        job: &CompactJob<'_>,
-        predicate: Predicate<T>,
-        keep: bool,
-        base_slot: Option<u32>,
-        count_slot: u32,
+        job: &CompactJob<'_, T>,
     ) -> Result<()> {
+        let (predicate, keep, base_slot, count_slot) =
+            (job.predicate, job.keep, job.base_slot, job.count_slot);
         if self.tuning.compact_one_word && job.n >= 1 << 31 {
             // one-word statuses hold counts below 2^31 (no binding holds that many elements today)
             return Err(Error::InvalidInput(format!(
@@ -842,11 +765,24 @@ impl Scanner {
             counts: &counts,
             n,
             payload: pay.as_ref().map(|(a, b)| (a, b)),
+            predicate,
+            keep: true,
+            base_slot: None,
+            count_slot: 0,
         };
         let mut enc = gpu.device.create_command_encoder(&Default::default());
-        self.record_compact(gpu, &mut enc, &job, predicate, true, None, 0)?;
+        self.record_compact(gpu, &mut enc, &job)?;
         if both {
-            self.record_compact(gpu, &mut enc, &job, predicate, false, Some(0), 1)?;
+            self.record_compact(
+                gpu,
+                &mut enc,
+                &CompactJob {
+                    keep: false,
+                    base_slot: Some(0),
+                    count_slot: 1,
+                    ..job
+                },
+            )?;
         }
         gpu.queue.submit([enc.finish()]);
         gpu.wait()?;
@@ -871,16 +807,39 @@ pub struct Carry<'a> {
     pub write: u32,
 }
 
-/// Buffers of one compaction.
-pub struct CompactJob<'a> {
-    /// The elements, the buffer rounded up to whole 16 bytes (read as vec4s; storage_buffer does).
+/// One scan of GPU buffers. Every buffer needs `BufferUsages::STORAGE`; `src` and `dst` hold
+/// `n` elements of `key_type`, rounded up to whole 16 bytes (the kernels read vec4s).
+#[derive(Clone, Copy)]
+pub struct ScanJob<'a> {
+    pub src: &'a wgpu::Buffer,
+    /// A buffer other than `src`.
+    pub dst: &'a wgpu::Buffer,
+    pub n: u32,
+    /// u32, i32 or f32 (64-bit scans: [`scan64::Scanner64`]).
+    pub key_type: KeyType,
+    pub op: ScanOp,
+    /// Element i is the combination of elements 0..=i (inclusive) or 0..i (exclusive).
+    pub inclusive: bool,
+    /// For one piece of a longer array: the value before it, and where its end's value goes.
+    pub carry: Option<Carry<'a>>,
+}
+
+/// One compaction (or one side of a partition) of GPU buffers. Every buffer needs
+/// `BufferUsages::STORAGE`; `src` and `dst` are rounded up to whole 16 bytes.
+pub struct CompactJob<'a, T> {
     pub src: &'a wgpu::Buffer,
     pub dst: &'a wgpu::Buffer,
-    /// At least two u32: counts written (and read, for a second pass) by the kernel.
+    /// u32 slots: the kept count is written to `counts[count_slot]` (and read from
+    /// `counts[base_slot]` as the output's start, for a partition's second side).
     pub counts: &'a wgpu::Buffer,
     pub n: u32,
-    /// (payload in, payload out), u32 each.
+    /// (payload in, payload out), one u32 an element each.
     pub payload: Option<(&'a wgpu::Buffer, &'a wgpu::Buffer)>,
+    pub predicate: Predicate<T>,
+    /// Keep the elements matching `predicate` (true) or those that do not (false).
+    pub keep: bool,
+    pub base_slot: Option<u32>,
+    pub count_slot: u32,
 }
 
 /// A payload, where given, has one value per element.

@@ -17,7 +17,7 @@ use crate::device::transfer::{self, StagingSlot};
 use crate::device::Gpu;
 use crate::error::{Error, Result};
 use crate::keys::SortKey;
-use crate::scan::{Carry, CompactJob, Predicate, ScanOp, Scanner};
+use crate::scan::{Carry, CompactJob, Predicate, ScanJob, ScanOp, Scanner};
 
 /// Bytes of input per chunk unless the caller asks otherwise: big enough that a chunk's kernel
 /// and copies dwarf the per-chunk submit and map (tens of microseconds), small enough that
@@ -169,7 +169,19 @@ impl Scanner {
                     write: ((k + 1) % 2) as u32,
                 };
                 let n = len as u32 / 4;
-                self.record_scan_carried(gpu, enc, &src, &dst, n, T::TYPE, op, inclusive, Some(c))?;
+                self.record_scan(
+                    gpu,
+                    enc,
+                    &ScanJob {
+                        src: &src,
+                        dst: &dst,
+                        n,
+                        key_type: T::TYPE,
+                        op,
+                        inclusive,
+                        carry: Some(c),
+                    },
+                )?;
                 enc.copy_buffer_to_buffer(&dst, 0, slot.download_buffer(), 0, len);
                 Ok(len)
             },
@@ -267,11 +279,24 @@ impl Scanner {
                     counts: &counts,
                     n: n as u32,
                     payload: pay.as_ref().map(|(a, b)| (a, b)),
+                    predicate,
+                    keep: true,
+                    base_slot: None,
+                    count_slot: 0,
                 };
-                self.record_compact(gpu, enc, &job, predicate, true, None, 0)?;
+                self.record_compact(gpu, enc, &job)?;
                 if rest {
                     // the others after the matching ones: the count in slot 0 is their offset
-                    self.record_compact(gpu, enc, &job, predicate, false, Some(0), 1)?;
+                    self.record_compact(
+                        gpu,
+                        enc,
+                        &CompactJob {
+                            keep: false,
+                            base_slot: Some(0),
+                            count_slot: 1,
+                            ..job
+                        },
+                    )?;
                 }
                 let down = slot.download_buffer();
                 enc.copy_buffer_to_buffer(&dst, 0, down, 0, n * size);

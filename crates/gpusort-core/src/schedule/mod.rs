@@ -259,8 +259,9 @@ impl Batch {
 }
 
 /// How launches are recorded.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
 pub enum Mode {
     /// Per launch: merged when it has at least [`MERGED_FROM_LEVELS`] dependency levels and this
     /// device passed the self-test, else safe.
@@ -279,7 +280,8 @@ pub enum Mode {
 pub const MERGED_FROM_LEVELS: usize = 64;
 
 /// What a recorded batch did.
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct RunStats {
     /// The mode that ran (`Auto` resolved): `Merged` when any launch ran merged.
     pub mode: Mode,

@@ -14,6 +14,9 @@ pub mod external;
 pub(crate) mod merge;
 pub mod radix;
 pub(crate) mod radix_wgsl;
+mod tuning;
+
+pub use tuning::Tuning;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -28,8 +31,9 @@ pub use bitonic::{method_host_syncs, BitonicPlan, Pass, MAX_FUSED_GLOBAL_STEPS};
 use bitonic::{BitonicParams, NetworkKernels};
 
 /// Which sort runs between the key encode and decode. Both give the same result.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
 pub enum Algorithm {
     /// The faster one for the input and device, as measured (see [`RADIX_FROM`]).
     #[default]
@@ -37,20 +41,6 @@ pub enum Algorithm {
     Bitonic,
     Radix,
 }
-
-/// Where `Auto` switches from the bitonic network to the radix sort, in keys, for 32-bit keys on
-/// a hardware GPU. Measured on the H100 (the eighth session; its export is in git history):
-/// radix/bitonic time 1.54 at 2^18, 1.01 at 2^20, 0.79 at 2^21, 0.66 at 2^22, 0.39 at 2^24, 0.25
-/// at 2^28. On software adapters (lavapipe) the radix sort
-/// measured slower at every size (1.7x at 2^16) and is not chosen. A key-bit range always takes
-/// the radix sort.
-pub const RADIX_FROM: u32 = 1 << 21;
-
-/// The same for 64-bit keys (twice the digit passes). H100, the sort phase of `gpusort sort`
-/// (wall clock, u64 keys, three runs each): 2 ms both at 2^22, radix 9-10 ms against 12-14 ms at
-/// 2^24 and 36-45 ms against 57-59 ms at 2^26; f64 at 2^24 8-10 against 12-14 ms. 2^23 lies
-/// between the size where they tie and the first where radix is faster.
-pub const RADIX_FROM_WIDE: u32 = 1 << 23;
 
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
@@ -75,7 +65,8 @@ struct KeyKernels {
 }
 
 /// What a recorded sort did, for reports and for checking against the method's formula.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct SortStats {
     pub n: u32,
     pub planes: u32,
@@ -163,10 +154,7 @@ impl Sorter {
             keys,
             piece_limit: None,
             algorithm: Algorithm::Auto,
-            radix: crate::sort::radix::RadixKernels::new(
-                gpu,
-                crate::sort::radix::RadixTuning::from_env(),
-            ),
+            radix: crate::sort::radix::RadixKernels::new(gpu, Tuning::default()),
             key_bits: None,
         })
     }
@@ -185,77 +173,16 @@ impl Sorter {
         self.key_bits.clone()
     }
 
-    /// The radix kernels rebuilt with one change to their current tuning (the builders below).
-    fn with_radix_tuning(
-        mut self,
-        gpu: &Gpu,
-        change: impl FnOnce(&mut crate::sort::radix::RadixTuning),
-    ) -> Self {
-        let mut tuning = self.radix.tuning();
-        change(&mut tuning);
-        self.radix = crate::sort::radix::RadixKernels::new(gpu, tuning);
-        self
+    /// This sorter with `tuning` (checked: a field out of range is an error). Pipelines are
+    /// built again on first use.
+    pub fn with_tuning(mut self, gpu: &Gpu, tuning: Tuning) -> Result<Self> {
+        self.radix = crate::sort::radix::RadixKernels::new(gpu, tuning.checked()?);
+        Ok(self)
     }
 
-    /// How many reads the radix look-back waits on a silent tile before counting that tile's
-    /// digits itself (0: always count; for tests).
-    pub fn with_radix_spin_limit(self, gpu: &Gpu, reads: u32) -> Self {
-        self.with_radix_tuning(gpu, |t| t.spin_limit = reads)
-    }
-
-    /// Radix workgroups of `invocations` (256 or 512) where the device's workgroup memory holds
-    /// them, with fewer keys an invocation if need be (else 256), instead of the default (512 with
-    /// subgroups where the default tile fits); for tests.
-    pub fn with_radix_workgroup(self, gpu: &Gpu, invocations: u32) -> Self {
-        self.with_radix_tuning(gpu, |t| t.wg = Some(invocations))
-    }
-
-    /// Radix sweeps of `groups` workgroups that loop over tiles (each at most
-    /// [`crate::scan::group_tiles`]; 0: one workgroup per tile), every sweep (stable and
-    /// unstable, with and without a payload); for tests.
-    pub fn with_radix_sweep_groups(self, gpu: &Gpu, groups: u32) -> Self {
-        self.with_radix_tuning(gpu, |t| {
-            t.workgroups = groups;
-            t.payload_workgroups = groups;
-            t.unstable_workgroups = groups;
-        })
-    }
-
-    /// Whether radix sweeps publish their tile's digit counts before ranking it (the default
-    /// with subgroups) or after (the earlier kernel); for tests of both.
-    pub fn with_radix_early_counts(self, gpu: &Gpu, early: bool) -> Self {
-        self.with_radix_tuning(gpu, |t| t.early_counts = early)
-    }
-
-    /// Whether keys-only radix sorts over every key bit run their first pass as the unstable
-    /// sweep (the default) or as a stable one like every other pass; for tests and measuring.
-    /// The sorted keys are the same either way.
-    pub fn with_radix_unstable_first(self, gpu: &Gpu, unstable: bool) -> Self {
-        self.with_radix_tuning(gpu, |t| t.unstable_first = unstable)
-    }
-
-    /// Keys an invocation of the unstable radix sweep holds (where the device's workgroup memory
-    /// holds them; its tile may differ from the stable sweeps'); for tests and measuring.
-    pub fn with_radix_unstable_items(self, gpu: &Gpu, items: u32) -> Self {
-        self.with_radix_tuning(gpu, |t| t.unstable_items = items)
-    }
-
-    /// Keys (the capacity) from which keys-only radix sorts of 32-bit keys over every bit take
-    /// the MSD path (u32::MAX: never; 0: always, for tests).
-    pub fn with_radix_msd_from(self, gpu: &Gpu, keys: u32) -> Self {
-        self.with_radix_tuning(gpu, |t| t.msd_from = keys)
-    }
-
-    /// Workgroups of the radix MSD path's local sorts, each looping over tiles of 16-bit buckets
-    /// (0: one a tile).
-    pub fn with_radix_msd_local_groups(self, gpu: &Gpu, groups: u32) -> Self {
-        self.with_radix_tuning(gpu, |t| t.msd_local_groups = groups)
-    }
-
-    /// Whether the radix MSD path's local sort loads the next tile's keys while it ranks this
-    /// one's (the default), or each tile's keys as it starts it (a measuring variant).
-    pub fn with_radix_msd_prefetch(self, gpu: &Gpu, prefetch: bool) -> Self {
-        self.with_radix_tuning(gpu, |t| t.msd_prefetch = prefetch)
+    /// The tuning this sorter's kernels are built with.
+    pub fn tuning(&self) -> Tuning {
+        self.radix.tuning()
     }
 
     /// How the radix MSD path of the last sort recorded went, once that sort has run on the GPU:
@@ -289,19 +216,6 @@ impl Sorter {
         self.radix.release_scratch()
     }
 
-    /// Rank radix digits with whole vec4 ballots even where the device's subgroups never exceed
-    /// 32 lanes (where one word is used by default); for tests of the wide path on such devices.
-    pub fn with_wide_radix_ballots(self, gpu: &Gpu) -> Self {
-        self.with_radix_tuning(gpu, |t| t.wide_ballot = true)
-    }
-
-    /// Radix rank tables of `digits` counters a word (1 or 2) where the device's workgroup memory
-    /// holds them (else 2), instead of the default (1 where it costs no workgroup memory); for
-    /// tests of both.
-    pub fn with_radix_counters_a_word(self, gpu: &Gpu, digits: u32) -> Self {
-        self.with_radix_tuning(gpu, |t| t.pack = Some(digits))
-    }
-
     /// Digits a word of the radix rank tables this sorter's sweeps use (1 or 2).
     pub fn radix_counters_a_word(&self) -> u32 {
         self.radix.counters_a_word()
@@ -325,10 +239,11 @@ impl Sorter {
             Algorithm::Auto if self.key_bits.is_some() => Algorithm::Radix,
             Algorithm::Auto => {
                 let software = gpu.is_software();
+                let tuning = self.radix.tuning();
                 let from = if key_type.is_wide() {
-                    RADIX_FROM_WIDE
+                    tuning.radix_from_wide
                 } else {
-                    RADIX_FROM
+                    tuning.radix_from
                 };
                 // (a device whose workgroup memory holds no radix sweep sorts bitonic)
                 if order.segment_size.is_none()

@@ -2,7 +2,7 @@
 //! ranks a whole tile by digit at once and finds its output places by a decoupled look-back. The
 //! sorter (`Sorter` with `Algorithm::Radix`) records it; the order, stability and NaN rules
 //! are the bitonic sort's. Keys-only sorts of 32-bit keys over every bit, from
-//! `RadixTuning::msd_from` keys, take an MSD path instead (shaders/radix_msd.wgsl: every pass
+//! `sort::Tuning::msd_from` keys, take an MSD path instead (shaders/radix_msd.wgsl: every pass
 //! unstable, a local sort of tiles of 16-bit buckets, a fall back to the LSD passes decided on the
 //! GPU). CPU twins: `cpu::radix`.
 
@@ -16,6 +16,7 @@ use crate::device::Gpu;
 use crate::error::{Error, Result};
 use crate::keys::KeyType;
 use crate::sort::radix_wgsl;
+use crate::sort::tuning::Tuning;
 
 /// Invocations per radix workgroup: one per digit value, or twice that (`WIDE_WG`).
 const RADIX_WG: u32 = 256;
@@ -27,77 +28,9 @@ const RADIX_WG: u32 = 256;
 /// slower at 2^28 too, so 512 x 8 it is). Not on lavapipe with subgroups: 8-lane subgroups need
 /// 64 rows of rank counters (32 KiB).
 const WIDE_WG: u32 = 512;
-/// Keys each invocation holds in a sweep of a keys-only sort (`GPUSORT_RADIX_ITEMS` overrides).
-/// H100, 2^24 / 2^26 u32 keys: 4 -> 2.91 / 11.4 ms, 8 -> 2.07 / 7.77 ms, 16 -> 2.32 / 8.63 ms
-/// (fifth session); 512 invocations, ninth session: 3 / 4 / 5 / 6 / 8 -> 1.321 / 1.109 / 0.999 /
-/// 1.072 / 0.958 ms at 2^24, 17.7 / 14.5 / 13.5 / 14.6 / 12.6 ms at 2^28; 9 / 10 -> 0.924 /
-/// 1.179 ms at 2^24, 3.121 / 4.188 at 2^26, 11.94 / 16.30 at 2^28 (8: 0.958 / 3.298 / 12.62 in the
-/// same session).
-const DEFAULT_ITEMS: u32 = 9;
-/// The same for sorts with a payload (argsorts): they hold a payload word per key too. H100,
-/// 512 invocations, argsort 2^24 / 2^26 / 2^28: 3 -> 1.577 / 5.877 / 29.6 ms, 4 -> 1.352 / 4.954
-/// / 29.5, 5 -> 1.452 / 5.330 / 32.7, 6 -> 1.335 / 4.816 / 28.0, 8 -> 1.739 / 6.448 / 39.8; in a
-/// later session 7 -> 1.260 / 4.505 / 23.6 against 6 -> 1.337 / 4.816 / 24.4. Twelfth session,
-/// with the payload read before the look-back (64 registers up to 8, 86 at 9): 6 / 7 / 8 / 9 ->
-/// 1.130 / 1.084 / 1.056 / 1.371 ms at 2^24, 4.000 / 3.788 / 3.676 / 4.902 at 2^26; looping
-/// (DEFAULT_PAYLOAD_WORKGROUPS) 5 / 6 / 7 / 8 / 10 / 12 / 14 -> 4.212 / 3.883 / 3.683 / 3.550 /
-/// 4.385 / 4.128 / 4.055 ms at 2^26 (64 registers up to 7, 128 from 8).
-const DEFAULT_PAYLOAD_ITEMS: u32 = 8;
-/// Predecessor tiles the look-back reads at once (`GPUSORT_RADIX_WINDOW` overrides). Wider windows
-/// measured no faster on the H100 (2^26, 8 keys an invocation: window 1 7.77 ms, 16 8.6 ms): the
-/// predecessors have mostly published by the time a tile looks. Ninth session, 512 invocations:
-/// window 2 (one more predecessor read with the nearest) 1-3% faster: keys 9 an invocation 2^24
-/// / 2^26 / 2^28 0.909 / 3.081 / 11.77 ms against 0.924 / 3.121 / 11.94, argsorts of 7 1.252 /
-/// 4.468 / 22.80 against 1.260 / 4.505 / 23.56; 4 the same as 2. Twelfth session, with early
-/// counts (DEFAULT_EARLY): window 4 keys 2^24 / 2^26 / 2^28 0.866 / 2.929 / 11.21 ms against 0.872 /
-/// 2.950 / 11.28 with 2, argsort 2^26 4.242 against 4.300; 3 as 4, 1 4.362 ms (keys 2^26).
-const DEFAULT_WINDOW: u32 = 4;
-/// Whether sweeps count and publish their digits before ranking (`GPUSORT_RADIX_EARLY`). H100,
-/// twelfth session, window 2, alternating processes: keys 2^24 / 2^26 / 2^28 0.872 / 2.950 / 11.28
-/// ms against 0.914 / 3.083 / 11.78 published after the ranking, argsort 2^24 / 2^26 1.209 / 4.300
-/// against 1.258 / 4.494. (Held in a register through the ranking, the count first took the
-/// keys-only sweep to 77 registers, one workgroup an SM, and 4.18 ms at 2^26.)
-const DEFAULT_EARLY: bool = true;
-/// Tiles of keys a count_digits workgroup reads (`GPUSORT_RADIX_HIST_CHUNKS`). H100, 2^26, the
-/// histograms alone: 4 / 8 / 16 / 32 -> 258 / 255 / 255 / 290 us (twelfth session; a loop over the
-/// passes with a constant bound, to unroll, measured the same).
-const DEFAULT_HIST_CHUNKS: u32 = 8;
-/// Sweep workgroups of sorts with a payload, each looping over tiles (0: one per tile, as for
-/// keys-only sorts). H100, twelfth session, argsort 2^24 / 2^26 with 8 keys an invocation and
-/// the payload read before the look-back: 1024 (or 264) looping 1.036 / 3.549-3.554 ms against
-/// 1.054 / 3.674 one per tile; keys-only sorts lose by looping (3.882 against 2.925 ms at 2^26).
-/// 264 / 512 / 1024 / 2048 workgroups all took 1.034-1.039 / 3.544-3.547 ms; 132 (one an SM)
-/// 1.352 / 4.872.
-const DEFAULT_PAYLOAD_WORKGROUPS: u32 = 1024;
-/// Unstable sweep workgroups, each looping over tiles (the stable keys-only sweeps keep one a
-/// tile: `RadixTuning::workgroups`). H100, twenty-fourth session, keys-only 2^20 / 2^22 / 2^24 /
-/// 2^26 / 2^28: 111.0 / 237.4 / 542.6 µs / 1.758 / 6.493 ms against 110.2 / 238.9 / 549.0 µs /
-/// 1.773 / 6.566 ms one a tile; from 2^24 this is
-/// the MSD path's top-digit sweep.
-const DEFAULT_UNSTABLE_WORKGROUPS: u32 = 1024;
-/// Dispatches of the MSD path (RadixKernels::record's steps; GPUSORT_RADIX_STOP 10 + k records
+/// Dispatches of the MSD path (RadixKernels::record's steps; `Tuning::stop` 10 + k records
 /// the first k).
-const MSD_STEPS: usize = 7;
-/// Whether keys-only sorts over every key bit run their first pass unstably
-/// (RadixTuning::unstable_first).
-const DEFAULT_UNSTABLE_FIRST: bool = true;
-/// Keys an invocation of the unstable sweep holds (`GPUSORT_RADIX_UNSTABLE_ITEMS`); its tile is
-/// also the MSD path's (the most keys a 16-bit bucket may hold, and msd_local's tiles). H100,
-/// twenty-second session, MSD path at 2^24 / 2^26 / 2^28: 9 keys 0.690 / 1.959 / 7.043 ms, 10
-/// keys 0.683 / 1.957 / 6.946, 11 keys 0.78 / 2.34 / 8.43 (the LSD passes' unstable sweep
-/// measured 9 against 12, 16 and 20 in the twentieth session).
-const DEFAULT_UNSTABLE_ITEMS: u32 = 10;
-/// Keys from which keys-only sorts of 32-bit keys over every bit take the MSD path
-/// (RadixTuning::msd_from). H100, twenty-second session, random u32, MSD against LSD: 2^22
-/// 0.388 against 0.325 ms, 2^23 0.490 / 0.480, 2^24 0.693 / 0.795, 2^26 1.97 / 2.63, 2^28
-/// 7.07 / 10.0 ms (the twenty-first session's msd_local, a workgroup a 16-bit bucket, won only
-/// from 2^27).
-const DEFAULT_MSD_FROM: u32 = 1 << 24;
-/// msd_local's (and msd_dense's) workgroups, each looping over tiles (RadixTuning::
-/// msd_local_groups). H100, twenty-second session, 2^24 / 2^26 / 2^28: 264 (two an SM) 0.684 /
-/// 1.928 / 6.936 ms, 528 0.685 / 1.939 / 6.956, 1024 0.690 / 1.959 / 7.043. 528 keeps room for
-/// GPUs with up to twice the H100's SMs.
-const DEFAULT_MSD_LOCAL_GROUPS: u32 = 528;
+pub(crate) const MSD_STEPS: usize = 7;
 /// Digit passes one sort can have (64-bit keys, 8 bits a pass).
 const MAX_PASSES: u32 = 8;
 /// Dispatch-size slots (x, y, z each): a sweep per pass, finish, then an unstable sweep per pass
@@ -203,163 +136,6 @@ struct MsdPipelines {
     dense: wgpu::ComputePipeline,
 }
 
-/// The radix sort's tuning, read once (defaults = what measured fastest on the H100; the
-/// environment overrides them for measuring, see docs/ARCHITECTURE.md).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct RadixTuning {
-    /// Keys each invocation holds in a sweep, keys-only sorts: `GPUSORT_RADIX_ITEMS`.
-    pub items: u32,
-    /// The same for sorts with a payload: `GPUSORT_RADIX_ITEMS` sets both,
-    /// `GPUSORT_RADIX_PAYLOAD_ITEMS` this one alone.
-    pub payload_items: u32,
-    /// Predecessor tiles the look-back reads at once: `GPUSORT_RADIX_WINDOW`.
-    pub window: u32,
-    /// Reads of a silent predecessor before counting its digit here: `GPUSORT_RADIX_SPIN`.
-    pub spin_limit: u32,
-    /// Parts switched off (results wrong; measuring only): `--features measure` builds' `GPUSORT_RADIX_PROBE`.
-    pub probe: u32,
-    /// Stop recording early (measuring only): `--features measure` builds' `GPUSORT_RADIX_STOP`, 1 after the histograms, 2
-    /// after the sweeps, 3 without the MSD path's msd_local, msd_plan_rest and msd_dense; from
-    /// 10, after the first `stop - 10` dispatches of the MSD path (nothing after them), so that
-    /// the differences of such runs time each step of the path.
-    pub stop: u32,
-    /// Keep whole vec4 ballots even where subgroups have at most 32 lanes: `GPUSORT_RADIX_WIDE=1`
-    /// (measuring, and tests of the wide path on lavapipe).
-    pub wide_ballot: bool,
-    /// Invocations per workgroup, 256, 512 or 1024: `GPUSORT_RADIX_WG`; None: 512 with subgroups
-    /// where the default tile fits, else 256. A requested size is kept where the device's
-    /// workgroup memory holds it with fewer keys an invocation (`sweep_shape`), else 256.
-    pub wg: Option<u32>,
-    /// Sweep workgroups launched, each looping over tiles (`GPUSORT_RADIX_WORKGROUPS`; more where
-    /// crate::scan::group_tiles bounds each); 0, the default, launches one per tile. Looping
-    /// loads a tile's keys before the look-back of the one before, as the scans do, but it
-    /// holds twice the keys in registers: H100, keys 2^24 / 2^26 1.24 / 4.89 ms against 0.956
-    /// / 3.290 one per tile; argsorts gained with 8 keys an invocation (5.66-5.73 against 6.46
-    /// ms at 2^26) but 6 keys one per tile beat both (4.82 ms, DEFAULT_PAYLOAD_ITEMS).
-    pub workgroups: u32,
-    /// The same for sorts with a payload: `GPUSORT_RADIX_WORKGROUPS` sets all three,
-    /// `GPUSORT_RADIX_PAYLOAD_WORKGROUPS` this one alone (DEFAULT_PAYLOAD_WORKGROUPS).
-    pub payload_workgroups: u32,
-    /// The same for the unstable sweep (the first pass of a keys-only sort over every bit, the
-    /// MSD path's top digit): `GPUSORT_RADIX_UNSTABLE_WORKGROUPS` (DEFAULT_UNSTABLE_WORKGROUPS).
-    pub unstable_workgroups: u32,
-    /// Count the tile's digits and publish them before ranking it, as CUB's onesweep does, so
-    /// that successors looking back find them sooner (`GPUSORT_RADIX_EARLY`, 0 or 1; subgroup
-    /// ranking only).
-    pub early_counts: bool,
-    /// Tiles of keys each count_digits workgroup reads (`GPUSORT_RADIX_HIST_CHUNKS`): more, fewer
-    /// global atomics.
-    pub hist_chunks: u32,
-    /// Digits a word of the subgroup rank tables (`GPUSORT_RADIX_PACK`, 1 or 2): one 32-bit
-    /// counter a word (no shifts or masks) or two 16-bit ones (half the table). None: one where
-    /// the tables of one-word counters fit in the words the keys-only tile needs anyway (the H100:
-    /// 16 rows of 256 words and the early counts, 4,352 words, within the 4,608-key tile), else
-    /// two (lavapipe: 32 rows of 8-lane subgroups). H100, nineteenth session, alternating
-    /// processes: keys 2^24 / 2^26 / 2^28 0.873 / 2.911-2.926 / 11.18 ms against 0.887 /
-    /// 2.970-2.985 / 11.42 with two a word; argsort 2^26 3.514-3.530 against 3.532-3.548.
-    pub pack: Option<u32>,
-    /// Keys-only sorts over every key bit run their lowest digit's pass (the first that runs,
-    /// when it runs) as an unstable sweep
-    /// (`GPUSORT_RADIX_UNSTABLE_FIRST`, 0 or 1): no earlier order needs keeping there, since keys
-    /// equal on every sorted bit are the same key, so the tile's digit histogram atomics give the
-    /// keys their places and one atomic a digit reserves the tile's runs, without the ballot
-    /// ranking or the look-back. Sorts with a payload, or on a key-bit range, stay stable.
-    pub unstable_first: bool,
-    /// Keys each invocation holds in the unstable sweep: `GPUSORT_RADIX_UNSTABLE_ITEMS` (it
-    /// keeps no rank tables, so it has registers to spare for a larger tile).
-    pub unstable_items: u32,
-    /// Keys-only sorts of 32-bit keys over every bit, of at least this many keys (the capacity),
-    /// take the MSD path (radix_msd.wgsl): the top digit's unstable sweep, a segmented unstable
-    /// sweep by the next digit, then a local sort of tiles of 16-bit buckets in workgroup memory;
-    /// no pass is stable, since none has an order to keep. Where a 16-bit bucket holds more than
-    /// an unstable tile, the GPU falls back to the LSD passes. `GPUSORT_RADIX_MSD_FROM`;
-    /// u32::MAX never.
-    pub msd_from: u32,
-    /// Workgroups of msd_local and msd_dense, each looping over tiles (buckets) so that the next
-    /// one's keys load while this one's are ranked (`GPUSORT_RADIX_MSD_LOCAL_GROUPS`; 0: one a
-    /// tile).
-    pub msd_local_groups: u32,
-    /// msd_local loads the next tile's keys while this one's are ranked, holding them in
-    /// registers (`GPUSORT_RADIX_MSD_PREFETCH`, 1; 0, measuring: each tile's keys loaded as its
-    /// round starts, fewer registers, perhaps more workgroups an SM).
-    pub msd_prefetch: bool,
-}
-
-impl RadixTuning {
-    pub(crate) fn from_env() -> RadixTuning {
-        use crate::scan::{env_u32, env_u32_opt, measure_u32, workgroups_ok};
-        // looping sweep workgroups: a variable of their own, else GPUSORT_RADIX_WORKGROUPS (all
-        // sweeps), else the default
-        let workgroups = |own: &str, default: u32| {
-            env_u32(
-                own,
-                env_u32("GPUSORT_RADIX_WORKGROUPS", default, workgroups_ok),
-                workgroups_ok,
-            )
-        };
-        let keys_an_invocation = |v: u32| (1..=64).contains(&v);
-        RadixTuning {
-            items: env_u32("GPUSORT_RADIX_ITEMS", DEFAULT_ITEMS, keys_an_invocation),
-            // GPUSORT_RADIX_ITEMS sets both, GPUSORT_RADIX_PAYLOAD_ITEMS this one alone
-            payload_items: env_u32(
-                "GPUSORT_RADIX_PAYLOAD_ITEMS",
-                env_u32(
-                    "GPUSORT_RADIX_ITEMS",
-                    DEFAULT_PAYLOAD_ITEMS,
-                    keys_an_invocation,
-                ),
-                keys_an_invocation,
-            ),
-            window: env_u32("GPUSORT_RADIX_WINDOW", DEFAULT_WINDOW, |v| {
-                (1..=64).contains(&v)
-            }),
-            spin_limit: env_u32("GPUSORT_RADIX_SPIN", crate::scan::DEFAULT_SPIN_LIMIT, |v| {
-                v <= 1 << 24
-            }),
-            probe: measure_u32("GPUSORT_RADIX_PROBE", 0, |v| v < 4096),
-            stop: measure_u32("GPUSORT_RADIX_STOP", 0, |v| {
-                v <= 3 || (10..=10 + MSD_STEPS as u32).contains(&v)
-            }),
-            wide_ballot: env_u32("GPUSORT_RADIX_WIDE", 0, |v| v <= 1) == 1,
-            wg: env_u32_opt("GPUSORT_RADIX_WG", |v| {
-                [RADIX_WG, WIDE_WG, 2 * WIDE_WG].contains(&v)
-            }),
-            workgroups: env_u32("GPUSORT_RADIX_WORKGROUPS", 0, workgroups_ok),
-            payload_workgroups: workgroups(
-                "GPUSORT_RADIX_PAYLOAD_WORKGROUPS",
-                DEFAULT_PAYLOAD_WORKGROUPS,
-            ),
-            unstable_workgroups: workgroups(
-                "GPUSORT_RADIX_UNSTABLE_WORKGROUPS",
-                DEFAULT_UNSTABLE_WORKGROUPS,
-            ),
-            hist_chunks: env_u32("GPUSORT_RADIX_HIST_CHUNKS", DEFAULT_HIST_CHUNKS, |v| {
-                (1..=64).contains(&v)
-            }),
-            early_counts: env_u32("GPUSORT_RADIX_EARLY", DEFAULT_EARLY as u32, |v| v <= 1) == 1,
-            pack: env_u32_opt("GPUSORT_RADIX_PACK", |v| (1..=2).contains(&v)),
-            unstable_first: env_u32(
-                "GPUSORT_RADIX_UNSTABLE_FIRST",
-                DEFAULT_UNSTABLE_FIRST as u32,
-                |v| v <= 1,
-            ) == 1,
-            unstable_items: env_u32(
-                "GPUSORT_RADIX_UNSTABLE_ITEMS",
-                DEFAULT_UNSTABLE_ITEMS,
-                keys_an_invocation,
-            ),
-            // a size threshold: every value is correct (the MSD path sorts any size)
-            msd_from: env_u32("GPUSORT_RADIX_MSD_FROM", DEFAULT_MSD_FROM, |_| true),
-            msd_local_groups: env_u32(
-                "GPUSORT_RADIX_MSD_LOCAL_GROUPS",
-                DEFAULT_MSD_LOCAL_GROUPS,
-                workgroups_ok,
-            ),
-            msd_prefetch: env_u32("GPUSORT_RADIX_MSD_PREFETCH", 1, |v| v <= 1) == 1,
-        }
-    }
-}
-
 pub(crate) struct RadixKernels {
     /// The smallest subgroup size when the subgroup ranking is used.
     min_subgroup: Option<u32>,
@@ -371,17 +147,17 @@ pub(crate) struct RadixKernels {
     items: [u32; 3],
     /// Invocations per workgroup.
     wg: u32,
-    /// Digits a word of the subgroup rank tables (RadixTuning::pack resolved for this device).
+    /// Digits a word of the subgroup rank tables (Tuning::pack resolved for this device).
     pack: u32,
-    /// Workgroup bytes the smallest sweep shape needs, when the device has fewer (no shape fits:
-    /// 16 KiB without subgroups, say); None where the chosen shape fits.
-    short_of: Option<(u32, u32)>,
+    /// What the device lacks for any radix sweep (storage buffers, or workgroup memory: 16 KiB
+    /// without subgroups, say); None where the chosen shape fits.
+    short_of: Option<String>,
     /// Whether msd_local's bins and tile fit the device's workgroup memory (the MSD path's
-    /// condition besides RadixTuning::msd_from).
+    /// condition besides Tuning::msd_from).
     msd_fits: bool,
     /// Whether the last sort recorded recorded the MSD path (RadixKernels::last_msd_outcome).
     last_recorded_msd: Mutex<bool>,
-    tuning: RadixTuning,
+    tuning: Tuning,
     layout: Layout,
     /// Compiled per key type, direction and payload: the key order is a shader constant.
     by_shape: Mutex<HashMap<(KeyType, bool, bool), Arc<Pipelines>>>,
@@ -446,26 +222,31 @@ pub fn key_bits_error(key_type: KeyType, bits: &Range<u32>) -> Option<String> {
 
 impl RadixKernels {
     /// How these kernels are built (builders start from it, so their settings combine).
-    pub(crate) fn tuning(&self) -> RadixTuning {
+    pub(crate) fn tuning(&self) -> Tuning {
         self.tuning
     }
 
-    pub(crate) fn new(gpu: &Gpu, tuning: RadixTuning) -> RadixKernels {
+    pub(crate) fn new(gpu: &Gpu, tuning: Tuning) -> RadixKernels {
+        let slots = [
+            (0, Slot::params::<RadixParams>()),
+            (1, Slot::ReadWrite),
+            (2, Slot::ReadWrite),
+            (3, Slot::ReadWrite),
+            (4, Slot::ReadWrite),
+            (5, Slot::ReadWrite),
+            (6, Slot::ReadWrite),
+            (7, Slot::Read),
+            (8, Slot::ReadWrite),
+            (9, Slot::ReadWrite),
+        ];
+        // a device granted fewer storage buffers (a caller's device with wgpu's default 8) sorts
+        // bitonic: the layout is then never used, and one it could not create is not made
+        let buffers = slots.len() as u32 - 1;
+        let buffers_short = gpu.limits.max_storage_buffers_per_shader_stage < buffers;
         let layout = Layout::new(
             gpu,
             "radix",
-            &[
-                (0, Slot::params::<RadixParams>()),
-                (1, Slot::ReadWrite),
-                (2, Slot::ReadWrite),
-                (3, Slot::ReadWrite),
-                (4, Slot::ReadWrite),
-                (5, Slot::ReadWrite),
-                (6, Slot::ReadWrite),
-                (7, Slot::Read),
-                (8, Slot::ReadWrite),
-                (9, Slot::ReadWrite),
-            ],
+            if buffers_short { &slots[..1] } else { &slots },
         );
         let min_subgroup = gpu.subgroups().map(|s| s.min_size.clamp(4, RADIX_WG));
         let (wg, items) = sweep_shape(
@@ -497,7 +278,16 @@ impl RadixKernels {
             items,
             wg,
             pack,
-            short_of: (needs > storage).then_some((needs, storage)),
+            short_of: if buffers_short {
+                Some(format!(
+                    "{buffers} storage buffers per shader stage (the device grants {})",
+                    gpu.limits.max_storage_buffers_per_shader_stage
+                ))
+            } else {
+                (needs > storage).then(|| {
+                    format!("{needs} bytes of workgroup memory (the device has {storage})")
+                })
+            },
             msd_fits: msd_local_bytes(wg, items[2], min_subgroup.is_some()) <= storage,
             last_recorded_msd: Mutex::new(false),
             tuning,
@@ -651,10 +441,9 @@ impl RadixKernels {
         if let Some(e) = key_bits_error(job.key_type, &job.key_bits) {
             return Err(Error::InvalidInput(e));
         }
-        if let Some((needs, has)) = self.short_of {
+        if let Some(short) = &self.short_of {
             return Err(Error::InvalidInput(format!(
-                "the radix sort needs {needs} bytes of workgroup memory and {} has {has}; \
-                 use --algorithm bitonic",
+                "the radix sort needs {short} on {}; use the bitonic sort",
                 gpu.adapter.name
             )));
         }
@@ -815,7 +604,7 @@ impl RadixKernels {
                 pass.set_bind_group(0, &run, &[top]);
                 pass.dispatch_workgroups_indirect(&args, (MSD_ARGS + slot) * 12);
             };
-            // the path's dispatches in order (GPUSORT_RADIX_STOP 10 + k, measuring only, records
+            // the path's dispatches in order (`Tuning::stop` 10 + k, measuring only, records
             // the first k and nothing after them; 3 the first four, up to msd_sweep)
             // Where the path falls back, msd_sweep's dispatch counts every digit again and
             // msd_plan_rest's plans the LSD passes (the dispatches exclude each other, so each
@@ -928,7 +717,7 @@ fn sweep_bytes(items: u32, min_subgroup: Option<u32>, wg: u32, pack: u32) -> u32
 /// its workgroup memory holds some tile, else 256. Then each count of keys is cut until its tile
 /// fits the workgroup memory.
 pub(crate) fn sweep_shape(
-    t: &RadixTuning,
+    t: &Tuning,
     min_subgroup: Option<u32>,
     max_invocations: u32,
     storage: u32,
@@ -951,7 +740,7 @@ pub(crate) fn sweep_shape(
     (wg, items)
 }
 
-/// Digits a word of the subgroup rank tables (RadixTuning::pack) for sweeps of `wg` invocations
+/// Digits a word of the subgroup rank tables (Tuning::pack) for sweeps of `wg` invocations
 /// holding `items` keys each (keys-only) on a device with `storage` bytes of workgroup memory:
 /// one where it is asked for and fits, or where it costs no workgroup memory (the tables of
 /// one-word counters fit in the words the tile needs anyway); else two.
@@ -989,13 +778,13 @@ pub(crate) fn early_counts_at(min_subgroup: Option<u32>, wg: u32, pack: u32) -> 
 mod tests {
     use super::*;
 
-    fn tuning(wg: Option<u32>) -> RadixTuning {
-        RadixTuning {
+    fn tuning(wg: Option<u32>) -> Tuning {
+        Tuning {
             wg,
             items: 9,
             payload_items: 8,
             unstable_items: 9,
-            ..RadixTuning::from_env()
+            ..Tuning::default()
         }
     }
 

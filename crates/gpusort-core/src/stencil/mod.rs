@@ -408,10 +408,8 @@ impl TileConfig {
             // 64 columns with the halo: one per invocation (see stencil_tiled.wgsl)
             let cols = TILE_WIDTH - 2 * halo;
             // 20 rows measured best on an H100 (taller tiles cut the redundant halo work but
-            // fewer workgroups fit an SM); GPUSORT_STENCIL_TILE_ROWS overrides it, for measuring
-            let first =
-                crate::scan::env_u32("GPUSORT_STENCIL_TILE_ROWS", 20, |r| (1..=256).contains(&r));
-            for rows in [first, 16, 8] {
+            // fewer workgroups fit an SM)
+            for rows in [20, 16, 8] {
                 let bytes = 2 * (rows + 2 * halo) * TILE_WIDTH * job.cell_bytes() as u32;
                 if bytes <= workgroup_bytes {
                     return Some(TileConfig {
@@ -768,7 +766,8 @@ impl StencilKernel {
 }
 
 /// What a run did.
-#[derive(Clone, Debug, Default, serde::Serialize)]
+#[derive(Clone, Debug, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct StencilStats {
     pub seconds: f64,
     pub bytes_up: u64,

@@ -1,0 +1,137 @@
+//! The sort's tuning: a plain value, chosen by the caller (or `gpusort tune`), never read from
+//! the environment. The defaults are the fastest configuration measured on an H100 and an H200
+//! at 2^20..2^28 keys (docs/BENCHMARKS.md); kernels cut them to what a device's limits hold.
+
+use crate::error::{Error, Result};
+
+/// How the sorter's kernels are built and when `Algorithm::Auto` picks which sort.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(default))]
+pub struct Tuning {
+    /// `Auto` takes the radix sort from this many 32-bit keys on a hardware GPU (below, the
+    /// bitonic network is faster).
+    pub radix_from: u32,
+    /// The same for 64-bit keys (twice the digit passes).
+    pub radix_from_wide: u32,
+    /// Keys an invocation holds in a radix sweep of a keys-only sort (1..=64).
+    pub items: u32,
+    /// The same for sorts with a payload (argsorts, key-value), which hold a payload word too.
+    pub payload_items: u32,
+    /// Predecessor tiles the radix look-back reads at once (1..=64).
+    pub window: u32,
+    /// Reads of a silent predecessor before a tile counts its digits itself (0: always count).
+    pub spin_limit: u32,
+    /// Whole vec4 ballots even where subgroups have at most 32 lanes (tests of the wide path).
+    pub wide_ballot: bool,
+    /// Invocations per radix workgroup (256, 512 or 1024); None: 512 with subgroups where the
+    /// tile fits the device's workgroup memory, else 256.
+    pub wg: Option<u32>,
+    /// Stable keys-only sweep workgroups, each looping over tiles (0: one per tile).
+    pub workgroups: u32,
+    /// The same for sorts with a payload.
+    pub payload_workgroups: u32,
+    /// The same for the unstable sweep (first pass of a keys-only sort, the MSD path's top digit).
+    pub unstable_workgroups: u32,
+    /// Sweeps publish their tile's digit counts before ranking it (subgroup ranking only).
+    pub early_counts: bool,
+    /// Tiles of keys each histogram workgroup reads (1..=64).
+    pub hist_chunks: u32,
+    /// Digits a word of the subgroup rank tables (1 or 2); None: 1 where the tables fit the
+    /// words the tile needs anyway, else 2.
+    pub pack: Option<u32>,
+    /// Keys-only sorts over every key bit run their lowest pass as an unstable sweep (equal keys
+    /// are the same key there, so no order needs keeping).
+    pub unstable_first: bool,
+    /// Keys an invocation of the unstable sweep holds (1..=64); its tile is also the most keys a
+    /// 16-bit bucket of the MSD path may hold.
+    pub unstable_items: u32,
+    /// Keys-only sorts of 32-bit keys over every bit take the MSD path from this many keys
+    /// (u32::MAX: never; 0: always).
+    pub msd_from: u32,
+    /// Workgroups of the MSD path's local sorts, each looping over tiles (0: one a tile).
+    pub msd_local_groups: u32,
+    /// The MSD local sort loads the next tile's keys while it ranks this one's.
+    pub msd_prefetch: bool,
+    /// Measuring only, results wrong when non-zero: parts of the radix kernels switched off.
+    pub probe: u32,
+    /// Measuring only, results wrong when non-zero: stop recording after a step (1 histograms,
+    /// 2 sweeps, 3 without the MSD local sorts; 10 + k after the MSD path's first k dispatches).
+    pub stop: u32,
+}
+
+impl Default for Tuning {
+    fn default() -> Tuning {
+        Tuning {
+            // radix/bitonic time 1.01 at 2^20, 0.79 at 2^21 (32-bit); 64-bit ties at 2^22
+            radix_from: 1 << 21,
+            radix_from_wide: 1 << 23,
+            // 512 x 9 keys-only, 512 x 8 with a payload: fastest 2^24..2^28 (BENCHMARKS.md)
+            items: 9,
+            payload_items: 8,
+            window: 4,
+            spin_limit: crate::scan::DEFAULT_SPIN_LIMIT,
+            wide_ballot: false,
+            wg: None,
+            workgroups: 0,
+            // looping sweeps pay with a payload (more registers per key), not without
+            payload_workgroups: 1024,
+            unstable_workgroups: 1024,
+            early_counts: true,
+            hist_chunks: 8,
+            pack: None,
+            unstable_first: true,
+            unstable_items: 10,
+            // the MSD path wins from 2^24 keys (0.69 against 0.80 ms on an H100)
+            msd_from: 1 << 24,
+            // 528 looping workgroups: room for GPUs with twice the H100's SMs
+            msd_local_groups: 528,
+            msd_prefetch: true,
+            probe: 0,
+            stop: 0,
+        }
+    }
+}
+
+/// A workgroup count a dispatch may ask for (0: one per tile).
+pub(crate) fn workgroups_ok(v: u32) -> bool {
+    v <= 65_535
+}
+
+impl Tuning {
+    /// This tuning, or an error naming the first field out of the range the kernels take.
+    pub fn checked(self) -> Result<Tuning> {
+        let keys = |v: u32| (1..=64).contains(&v);
+        let bad = [
+            ("items", keys(self.items)),
+            ("payload_items", keys(self.payload_items)),
+            ("unstable_items", keys(self.unstable_items)),
+            ("window", keys(self.window)),
+            ("spin_limit", self.spin_limit <= 1 << 24),
+            ("wg", self.wg.is_none_or(|w| [256, 512, 1024].contains(&w))),
+            ("workgroups", workgroups_ok(self.workgroups)),
+            ("payload_workgroups", workgroups_ok(self.payload_workgroups)),
+            (
+                "unstable_workgroups",
+                workgroups_ok(self.unstable_workgroups),
+            ),
+            ("hist_chunks", keys(self.hist_chunks)),
+            ("pack", self.pack.is_none_or(|p| (1..=2).contains(&p))),
+            ("msd_local_groups", workgroups_ok(self.msd_local_groups)),
+            ("probe", self.probe < 4096),
+            (
+                "stop",
+                self.stop <= 3
+                    || (10..=10 + crate::sort::radix::MSD_STEPS as u32).contains(&self.stop),
+            ),
+        ]
+        .into_iter()
+        .find(|(_, ok)| !ok);
+        match bad {
+            Some((field, _)) => Err(Error::InvalidInput(format!(
+                "sort tuning: {field} is out of range"
+            ))),
+            None => Ok(self),
+        }
+    }
+}
