@@ -6,14 +6,10 @@
 // faster on the H100), and the group totals and the look-back (combine =
 // add) place the tile. The kept elements are packed in workgroup memory at their places in the
 // tile while the look-back runs, then written out by consecutive invocations: whole lines, not
-// scattered words (scattered 4-byte writes measured 2-4x slower on the H100 at 2^28, where the
-// output no longer fits in L2 and partly written sectors go back to memory; again at full clock
-// in the fourteenth session, written straight from registers with no stage: 2.2-2.5x). The stage holds
-// STAGE elements, by default as many as fit in half the device's workgroup storage, so two
-// workgroups share an SM (scan::Tuning::compact_stage_size); a tile keeping more is written out
-// in phases (repack). H100, 256 x 10, looping, 2^28 with half kept: 657-658 us, 82% of a copy
-// (docs/BENCHMARKS.md, eighteenth session: the largest tile whose half-kept elements fit the
-// stage in one phase; 256 x 8 took 692-695 us).
+// scattered words (scattered 4-byte writes measured 2-4x slower once the output leaves L2). The
+// stage holds STAGE elements, by default as many as fit in half the device's workgroup storage,
+// so two workgroups share an SM (scan::Tuning::compact_stage_size); a tile keeping more is
+// written out in phases (repack).
 // A stable partition is two of these: keep the matching elements, then the others starting at
 // the first pass's count.
 // CPU twin: crates/gpusort-core/src/cpu/scan.rs.

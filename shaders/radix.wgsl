@@ -41,7 +41,7 @@
 // common/wgscan_{subgroup,shared}.wgsl and the matching common/radix_rank_{subgroup,shared}.wgsl.
 
 const TILE: u32 = WG * ITEMS;
-// a sweep puts its whole tile in scratch (the host sizes both: shaders::radix)
+// a sweep puts its whole tile in scratch (the host sizes both: sort::radix_wgsl)
 const_assert SCRATCH >= TILE;
 const RADIX: u32 = 256u;
 const MAX_PASSES: u32 = 8u;
@@ -401,7 +401,7 @@ fn look_back(tile: u32, d: u32, mine: u32, alt: bool) -> u32 {
 var<workgroup> next_ticket: u32;
 
 // Lines ending in //@ITEM are written out once per key an invocation holds (@J: 0..ITEMS-1) by
-// the host (shaders::radix): straight-line code keeps the keys in registers, where loops over
+// the host (sort::radix_wgsl): straight-line code keeps the keys in registers, where loops over
 // private arrays measured spilling to local memory on the H100 (ITEMS 8 -> 16 doubled the time).
 // With PERSIST (fewer workgroups than tiles, see prepare), a workgroup loops over tiles: once its
 // tile is ranked it takes its next ticket and starts loading that tile's keys, so those loads

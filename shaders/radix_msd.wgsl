@@ -1,8 +1,7 @@
 // The radix sort's keys-only MSD path (32-bit keys sorted on every bit): composed after
-// radix.wgsl in the unstable module only (shaders::radix). An LSD sort needs every pass after its
-// first to be stable, and stable ranking (ballots, rank tables, look-back) is what made those
-// passes cost 0.65 ms against 0.38 for the unstable sweep at 2^26 on the H100 (BENCHMARKS.md,
-// twentieth session). An MSD sort keeps no earlier order in any pass, and keys that tie on every
+// radix.wgsl in the unstable module only (sort::radix_wgsl). An LSD sort needs every pass after
+// its first to be stable, and stable ranking (ballots, rank tables, look-back) makes those passes
+// cost 1.7x the unstable sweep. An MSD sort keeps no earlier order in any pass, and keys that tie on every
 // bit are the same key, so here every pass is unstable: atomics give the slots, atomics reserve
 // the runs, and no workgroup waits on another. Per sort, after count_digits and prepare (which
 // count the top digit alone and lay out P_TILES):

@@ -7,9 +7,8 @@
 // memory and registers (the rounds are straight-line code written out by the host). With PERSIST
 // (the default: fewer workgroups than tiles), a workgroup loops over tiles and loads its next
 // tile before it looks back for the current one, so the look-back's wait is hidden behind loads.
-// H100, 2^28 u32: 820-823 us, 87% of a copy (512 invocations x 8 rounds, 1024 workgroups); one
-// workgroup per tile took 1.01-1.02 ms (70%), 98% with the look-back switched off: the wait, not
-// the walk, was what cost (docs/BENCHMARKS.md).
+// (One workgroup per tile reached 70% of a copy, 98% with the look-back off: the wait, not the
+// walk, is what costs; BENCHMARKS.md.)
 // CPU twin: crates/gpusort-core/src/cpu/scan.rs.
 // Host-prepended constants: WG, OP (operator code, see combine), IDENTITY, INCLUSIVE (0/1),
 // SPIN_LIMIT, WINDOW, STATE_STRIDE and COUNTERS (look-back), ROUNDS, PERSIST (1: workgroups loop

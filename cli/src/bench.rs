@@ -5,6 +5,7 @@
 //! (sort_unstable, and rayon's par_sort_unstable on all cores). GPU cases are GPU-resident and
 //! timed with GPU timestamps where the device has them. Every GPU result is checked once.
 
+mod compare;
 mod sched;
 
 use std::io::Write;
@@ -23,9 +24,8 @@ use serde::Serialize;
 use crate::error::{CliError, CliResult};
 use crate::Global;
 
-/// `--warmup`'s default on a hardware GPU. NVIDIA H100: after a second of CPU work the SM clock
-/// had fallen to 345 MHz (of 1980), and a 2^28 compaction timed then took 1.6-3.3 ms against
-/// 0.73 ms after a warm-up (docs/BENCHMARKS.md, thirteenth session).
+/// `--warmup`'s default on a hardware GPU: after a second of CPU work a GPU's clock can fall to a
+/// fifth of its peak, and a kernel timed then looks 2-4x slower (BENCHMARKS.md).
 const DEFAULT_WARMUP_MS: u64 = 500;
 
 #[derive(clap::Args, Debug)]
@@ -58,9 +58,12 @@ pub struct BenchArgs {
     /// CPU work (checks, baselines) would otherwise run at a fraction of them.
     #[arg(long, value_name = "MS")]
     pub warmup: Option<u64>,
-    /// Write the results as JSON.
+    /// Write the results as JSON: version, commit, device, driver, date and every sample.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Print each case's change against a run saved with --json (same device or not: it says).
+    #[arg(long, value_name = "OLD.json")]
+    pub compare: Option<PathBuf>,
     /// Write the results as a Markdown table.
     #[arg(long)]
     pub markdown: Option<PathBuf>,
@@ -87,8 +90,15 @@ pub struct Case {
 
 #[derive(Serialize)]
 struct Report {
+    /// The export's layout (bumped when fields change meaning).
+    schema: u32,
+    gpusort_version: &'static str,
+    commit: &'static str,
+    /// When the run started, UTC (RFC 3339).
+    date: String,
     device: String,
     backend: String,
+    driver: String,
     time_source: gpusort_core::internal::bench::TimeSource,
     /// How long each GPU case repeated untimed before it was timed (--warmup).
     warmup_ms: u128,
@@ -158,6 +168,11 @@ pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
             "size 2^{bad} is out of range (1..=30)"
         )));
     }
+    // a saved run to compare with: read before anything is measured, so a bad file fails fast
+    let baseline = match &args.compare {
+        Some(p) => Some(compare::Baseline::load(p)?),
+        None => None,
+    };
     let gpu = g.gpu()?;
     // a software adapter runs the quick set unless sizes are given: the full one takes hours
     let quick = args.quick || (gpu.is_software() && args.sizes.is_empty());
@@ -194,8 +209,15 @@ pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
         })),
     };
     let mut report = Report {
+        schema: 1,
+        gpusort_version: env!("CARGO_PKG_VERSION"),
+        commit: env!("GPUSORT_COMMIT"),
+        date: utc_now(),
         device: gpu.adapter.name.clone(),
         backend: gpu.adapter.backend.clone(),
+        driver: format!("{} {}", gpu.adapter.driver, gpu.adapter.driver_info)
+            .trim()
+            .to_string(),
         time_source: timer.source(),
         warmup_ms: ctx.warm.as_millis(),
         cases: Vec::new(),
@@ -203,6 +225,10 @@ pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
     println!(
         "device: {} ({}), times: {}, warm-up {} ms a GPU case",
         report.device, report.backend, report.time_source, report.warmup_ms
+    );
+    println!(
+        "driver: {}; gpusort {} ({})",
+        report.driver, report.gpusort_version, report.commit
     );
     // each suite is printed and exported as soon as it is done, so a failure later keeps it
     for suite in SUITES.iter().filter(|s| args.suite.iter().any(|a| a == *s)) {
@@ -223,7 +249,12 @@ pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
                 sched::suite(&ctx, tasks, &sizes)?
             }
         };
-        bar.suspend(|| print_suite(suite, &cases));
+        bar.suspend(|| {
+            print_suite(suite, &cases);
+            if let Some(b) = &baseline {
+                compare::print(b, &cases);
+            }
+        });
         report.cases.extend(cases);
         export(&report, args)?;
     }
@@ -337,7 +368,7 @@ fn sort_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
         let st = measure_copy(ctx, &pristine, &work)?;
         these.push(case(
             "vec4 copy (bound)",
-            st,
+            st.clone(),
             8.0 * n as f64 / st.median_s / 1e9,
             "GB/s",
             Some(1),
@@ -422,7 +453,7 @@ fn sort_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
             };
             these.push(case(
                 name,
-                st,
+                st.clone(),
                 n as f64 / st.median_s / 1e9,
                 "GKeys/s",
                 Some(dispatches as u64),
@@ -542,7 +573,7 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
             suite: "scan".into(),
             case: name.into(),
             n: n as u64,
-            stats,
+            stats: stats.clone(),
             throughput: bytes / stats.median_s / 1e9,
             unit: "GB/s".into(),
             relative,
@@ -554,7 +585,7 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
         let copy_gbs = 8.0 * n as f64 / copy_st.median_s / 1e9;
         cases.push(case(
             "vec4 copy (bound)",
-            copy_st,
+            copy_st.clone(),
             8.0 * n as f64,
             1.0,
             "read+write bytes".into(),
@@ -596,7 +627,7 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
         let gbs = 8.0 * n as f64 / st.median_s / 1e9;
         cases.push(case(
             "exclusive sum scan u32",
-            st,
+            st.clone(),
             8.0 * n as f64,
             st.median_s / copy_st.median_s,
             format!(
@@ -675,7 +706,7 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
                 } else {
                     format!("compaction u32 (x < {pivot})")
                 },
-                st,
+                st.clone(),
                 bytes,
                 st.median_s / copy_st.median_s,
                 format!(
@@ -707,7 +738,7 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
             })?;
             cases.push(case(
                 "CPU exclusive sum scan (1 core)",
-                st,
+                st.clone(),
                 8.0 * n as f64,
                 st.median_s / copy_st.median_s,
                 "wall clock".into(),
@@ -720,7 +751,7 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
             })?;
             cases.push(case(
                 "CPU compaction (1 core)",
-                st,
+                st.clone(),
                 bytes,
                 st.median_s / copy_st.median_s,
                 "wall clock".into(),
@@ -761,7 +792,7 @@ fn stencil_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
             suite: "stencil".into(),
             case: name.into(),
             n: n as u64,
-            stats,
+            stats: stats.clone(),
             throughput: n as f64 / stats.median_s / 1e9,
             unit: "GCells/s".into(),
             relative,
@@ -772,7 +803,7 @@ fn stencil_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
         let copy_st = measure_copy(ctx, &a, &b)?;
         cases.push(case(
             "vec4 copy (bound)",
-            copy_st,
+            copy_st.clone(),
             1.0,
             "8 bytes per cell".into(),
         ));
@@ -878,7 +909,7 @@ fn stencil_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
                 job.shape,
                 100.0 * copy_st.median_s / st.median_s,
             );
-            cases.push(case(name, st, st.median_s / copy_st.median_s, note));
+            cases.push(case(name, st.clone(), st.median_s / copy_st.median_s, note));
             bar.inc(1);
             if name.ends_with("1 step per pass") && job.shape.dims() == 2 {
                 bar.set_message(format!("2^{log}: CPU step"));
@@ -894,7 +925,7 @@ fn stencil_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
                         "CPU twin, 2-D star r2 ({} threads)",
                         rayon::current_num_threads()
                     ),
-                    st,
+                    st.clone(),
                     st.median_s / copy_st.median_s,
                     "wall clock".into(),
                 );
@@ -964,7 +995,7 @@ fn transfer_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
                     suite: "transfer".into(),
                     case: format!("{name}, {} MiB chunks", chunk >> 20),
                     n: n as u64,
-                    stats: st,
+                    stats: st.clone(),
                     throughput: bytes as f64 / st.median_s / 1e9,
                     unit: "GB/s".into(),
                     relative: 1.0,
@@ -1168,4 +1199,28 @@ fn markdown(r: &Report) -> String {
         s.push_str(&format!("| {} |\n", row.join(" | ")));
     }
     s
+}
+
+/// The current time, UTC, as RFC 3339 (`2026-11-26T13:04:26Z`).
+fn utc_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    // civil date from days since 1970-01-01 (Howard Hinnant's algorithm)
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + (month <= 2) as i64;
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rest / 3600,
+        rest / 60 % 60,
+        rest % 60
+    )
 }

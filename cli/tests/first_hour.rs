@@ -547,4 +547,44 @@ fn plain_bench_finishes_on_a_software_adapter() {
     assert!(std::fs::read_to_string(d.join("b.md"))
         .unwrap()
         .contains("| n | case |"));
+    // what a later run needs to be compared with this one
+    assert_eq!(v["gpusort_version"], env!("CARGO_PKG_VERSION"));
+    for key in ["commit", "driver", "date", "device"] {
+        assert!(v[key].as_str().is_some_and(|s| !s.is_empty()), "{key}: {v}");
+    }
+    assert!(v["date"].as_str().unwrap().ends_with('Z'), "{}", v["date"]);
+    let measured = cases.iter().find(|c| c["skipped"].is_null()).unwrap();
+    assert_eq!(
+        measured["stats"]["samples_s"].as_array().unwrap().len() as u64,
+        measured["stats"]["runs"].as_u64().unwrap()
+    );
+    // --compare: every case of the suite found in the saved run, with its change
+    let (stdout, _) = run_ok(
+        d,
+        "gpu",
+        &["bench", "--suite", "scan", "--compare", "b.json"],
+    );
+    let text = String::from_utf8_lossy(&stdout);
+    assert!(text.contains("compared with"), "{text}");
+    let changes = text
+        .lines()
+        .filter(|l| l.contains('%') && l.contains(" -> "))
+        .count();
+    let scan_cases = cases
+        .iter()
+        .filter(|c| c["suite"] == "scan" && c["skipped"].is_null())
+        .count();
+    assert_eq!(changes, scan_cases, "{text}");
+    // a file that is not a bench export: one line, exit 2, nothing measured
+    std::fs::write(d.join("bad.json"), "{}").unwrap();
+    let out = gpusort()
+        .current_dir(d)
+        .args(["bench", "--compare", "bad.json"])
+        .assert()
+        .code(2);
+    let err = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    assert!(
+        err.contains("not a bench export") && err.lines().count() == 1,
+        "{err}"
+    );
 }

@@ -64,9 +64,8 @@ fn rank_begin() {
 
 // Round j: this key's place among the keys of its digit in this subgroup's rounds so far.
 fn rank_item(j: u32, d: u32) -> u32 {
-    // The driver's register count is sensitive to this loop: two more probe branches in it, off,
-    // took the keys-only sweep from 64 to 78 registers on the H100, a third slower
-    // (docs/BENCHMARKS.md, nineteenth session). Check bench/kernel_stats.sh after touching it.
+    // The driver's register count is sensitive to this loop (two more branches in it cost a
+    // third of the sweep's speed): check bench/kernel_stats.sh after touching it.
     var peers = ballot(true);
     // (PROBE 32, measuring only: one ballot instead of eight)
     for (var b = 0u; b < select(8u, 1u, (PROBE & 32u) != 0u); b++) {

@@ -168,8 +168,7 @@ fn pscan_count(c: u32, bits: u32, below: vec4<u32>) -> vec2<u32> {
 
 // group_exclusive4 for sums of small counts (at most `bits` bits each), from one-bit scans, or
 // (COUNT_LADDER, the default since it measured faster on the H100 at every size) the ladder.
-// Scalar calls per component: a loop indexing the vec4 by its counter measured 151 µs against
-// 136 µs for a 2^24 compaction on the H100 (the shuffle ladder: 122 µs; docs/BENCHMARKS.md).
+// Scalar calls per component: a loop indexing the vec4 by its counter measured 10% slower.
 fn group_count_exclusive4(c: vec4<u32>, bits: u32) -> array<vec4<u32>, 2> {
     if (COUNT_LADDER == 1u) { return group_exclusive4(c); } // the shuffle ladder (default)
     let below = lanes_below();

@@ -277,7 +277,7 @@ fn case(
         suite: "sched".into(),
         case: format!("{what}: {name}"),
         n: n as u64,
-        stats,
+        stats: stats.clone(),
         throughput: (tasks * n) as f64 / stats.median_s / 1e9,
         unit: "GKeys/s".into(),
         relative: 0.0,

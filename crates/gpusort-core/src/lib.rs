@@ -11,6 +11,38 @@
 //! - [`cpu_engine`]: the same jobs on all CPU cores, for machines without a hardware GPU.
 //!
 //! docs/ARCHITECTURE.md maps the families to their kernels, twins, tests and benches.
+//!
+//! # Quick start
+//!
+//! A host slice sorted in place (one upload, the sort on the GPU, one download):
+//!
+//! ```
+//! use gpusort_core::{Gpu, GpuOptions, SortOrder, Sorter};
+//!
+//! # fn main() -> gpusort_core::Result<()> {
+//! let gpu = Gpu::new(&GpuOptions::default())?;
+//! let sorter = Sorter::new(&gpu)?;
+//! let mut keys = vec![3.5f32, -1.0, f32::NAN, 0.0, -0.0, 2.0];
+//! sorter.sort(&gpu, &mut keys, SortOrder::default())?;
+//! // NumPy's order: -0.0 before +0.0, NaN last
+//! assert_eq!(format!("{keys:?}"), "[-1.0, -0.0, 0.0, 2.0, 3.5, NaN]");
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Programs that own a wgpu device wrap it with [`Gpu::from_device`] and record every family
+//! into their own encoders on their own buffers ([`Sorter::record`], [`Scanner::record_scan`],
+//! [`Scanner::record_compact`], [`stencil::StencilKernel::record_steps`]); see the examples
+//! `own_device`, `splat_sort` and `stencil_grid`.
+//!
+//! # Features
+//!
+//! - `vulkan`, `metal`, `dx12` (default): wgpu's native backends (each compiles only on its
+//!   platform); `gles`: wgpu's OpenGL backend.
+//! - `serde`: `Serialize` for reports and stats, `Serialize + Deserialize` for the tunings.
+//!
+//! The library reads no environment variable: devices come from [`GpuOptions`] or the caller,
+//! tunings from [`sort::Tuning`] and [`scan::Tuning`] values.
 
 pub mod cpu;
 pub mod cpu_engine;

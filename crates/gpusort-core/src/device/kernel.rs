@@ -123,11 +123,9 @@ impl Layout {
 /// Loop bounding guards against untrusted shaders looping forever by adding a counter to every
 /// loop; ours are our own, and every loop in shaders/ ends by construction: constant or
 /// buffer-bounded trip counts, bit masks that lose a bit a round, and waits on other workgroups
-/// that give up after SPIN_LIMIT reads (shaders/common/lookback.wgsl). The counters cost a lot:
-/// on the H100 the radix sort of 2^26 u32 keys went from 6.23 to 4.82 ms and compaction at 2^26
-/// from 416 to 301 us without them, while switching off the bounds checks gained about 1% and the
-/// zero-initialisation or the division checks nothing measurable (docs/BENCHMARKS.md), so those
-/// stay on.
+/// that give up after SPIN_LIMIT reads (shaders/common/lookback.wgsl). The counters cost a quarter of
+/// the radix sort's time; the bounds checks, zero-initialisation and division checks cost about
+/// 1% and stay on (BENCHMARKS.md).
 pub fn module(gpu: &Gpu, label: &str, source: &str) -> Result<wgpu::ShaderModule> {
     dump_source(gpu.dump_wgsl.as_deref(), label, source);
     let desc = wgpu::ShaderModuleDescriptor {

@@ -26,7 +26,7 @@ pub fn align_to(bytes: u64, to: u64) -> u64 {
 }
 
 /// The size a buffer of at least `bytes` is made with: whole vec4s, so any buffer can be bound
-/// as array<vec4<u32>>, and never zero, since wgpu rejects empty bindings.
+/// as `array<vec4<u32>>`, and never zero, since wgpu rejects empty bindings.
 pub fn buffer_size(bytes: u64) -> u64 {
     align_to(bytes, 16).max(16)
 }

@@ -122,18 +122,20 @@ impl GpuTimer {
     }
 }
 
-/// Median and spread of repeated measurements.
-#[derive(Clone, Copy, Debug)]
+/// Median and spread of repeated measurements, and every sample (in the order measured).
+#[derive(Clone, Debug)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Stats {
     pub median_s: f64,
     pub min_s: f64,
     pub max_s: f64,
     pub runs: usize,
+    pub samples_s: Vec<f64>,
 }
 
 impl Stats {
-    pub fn of(mut samples: Vec<f64>) -> Stats {
+    pub fn of(samples_s: Vec<f64>) -> Stats {
+        let mut samples = samples_s.clone();
         samples.sort_by(f64::total_cmp);
         let n = samples.len().max(1);
         Stats {
@@ -141,6 +143,7 @@ impl Stats {
             min_s: samples.first().copied().unwrap_or(0.0),
             max_s: samples.last().copied().unwrap_or(0.0),
             runs: samples.len(),
+            samples_s,
         }
     }
 }

@@ -1,6 +1,25 @@
-//! Scans, stream compaction and stable partition (METHODS.md method 3), single pass with a
-//! bounded decoupled look-back (shaders/common/lookback.wgsl). Subgroup kernels where the device
-//! has SUBGROUP (and `--no-subgroups` is off); workgroup-memory twins otherwise.
+//! Scans, stream compaction and stable partition (METHODS.md method 3): the [`Scanner`], single
+//! pass with a bounded decoupled look-back (shaders/common/lookback.wgsl); 64-bit scans
+//! ([`scan64`]) and scans of any length streamed through the GPU ([`streamed`]). Subgroup kernels
+//! where the device has SUBGROUP; workgroup-memory twins otherwise.
+//!
+//! ```
+//! use gpusort_core::scan::{Predicate, ScanOp, Scanner};
+//! use gpusort_core::{Gpu, GpuOptions};
+//!
+//! # fn main() -> gpusort_core::Result<()> {
+//! let gpu = Gpu::new(&GpuOptions::default())?;
+//! let scanner = Scanner::new(&gpu)?;
+//! let data: Vec<i32> = vec![3, -1, 4, -1, 5, -9, 2, 6];
+//! assert_eq!(scanner.scan(&gpu, &data, ScanOp::Add, true)?, [3, 2, 6, 5, 10, 1, 3, 9]);
+//! assert_eq!(scanner.scan(&gpu, &data, ScanOp::Max, false)?[..3], [i32::MIN, 3, 3]);
+//! let (kept, _) = scanner.compact(&gpu, &data, None, Predicate::AtLeast(0))?;
+//! assert_eq!(kept, [3, 4, 5, 2, 6]);
+//! let (parts, _, split) = scanner.partition(&gpu, &data, None, Predicate::Below(0))?;
+//! assert_eq!((&parts[..split], &parts[split..]), (&[-1, -1, -9][..], &[3, 4, 5, 2, 6][..]));
+//! # Ok(())
+//! # }
+//! ```
 
 pub mod scan64;
 pub mod streamed;
@@ -22,115 +41,54 @@ use crate::scan::wgsl as scan_wgsl;
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(default))]
 pub struct Tuning {
-    /// Invocations per scan workgroup: `GPUSORT_SCAN_WG` (128, 256, 512 or 1024). With the
-    /// default 8 rounds, 512: on the H100 at 2^28, 512 x 8 measured 1.009-1.020 ms, 256 x 4
-    /// 1.043-1.053 ms, 512 x 4 1.102-1.111 ms, 256 x 16 1.028 ms (processes of their own).
+    /// Invocations per scan workgroup (128, 256, 512 or 1024).
     pub scan_wg: u32,
-    /// Vec4s each scan invocation holds: `GPUSORT_SCAN_ROUNDS` (4, 8, 12 or 16; straight-line
-    /// code). H100, 256 invocations, 2^28: 4 -> 1.051 ms, 8 -> 1.067, 16 -> 1.028; with 512, 8
-    /// (see `scan_wg`); 2^20 took 21 us with 512 x 8 as with 256 x 4.
+    /// Vec4s each scan invocation holds (4, 8, 12 or 16; straight-line code).
     pub scan_rounds: u32,
-    /// Scan workgroups launched at most (`GPUSORT_SCAN_WORKGROUPS`; 0 launches one per tile).
-    /// When there are more tiles, each workgroup loops over tiles, taking its next tile and
-    /// loading it before it looks back for the current one, so its loads stay in flight while it
-    /// waits on its predecessors. H100, 2^28 (status stride 2): 1024 -> 850-857 us (84% of
-    /// copy) against 1.014-1.025 ms (70%) for one workgroup per tile, 2^26 80% against 69%;
-    /// 528 and 2048 the same as 1024, 4096 1-2% slower, a workgroup per tile that also loops 911 us (its surplus
-    /// workgroups start only to exit). 1024 is a count, not a device property: more than the
-    /// H100 holds at once (132 SMs x 2 of these workgroups), so no SM idles, and small enough
-    /// that starting surplus workgroups costs nothing; a GPU holding more than 1024 of them
-    /// (none does today) would want more.
+    /// Scan workgroups launched at most, each looping over tiles and loading its next tile
+    /// before it looks back for the current one (0: one per tile). 1024 is more than any
+    /// current GPU holds at once, so no SM idles, and few enough that surplus ones cost nothing.
     pub scan_workgroups: u32,
-    /// Invocations per compaction workgroup without a payload (`GPUSORT_COMPACT_WG`, 256, 512 or
-    /// 1024; half that with one). 256, with `compact_rounds` 10 (10,240 u32s a tile) and a stage
-    /// that lets two workgroups share an SM ([`Tuning::compact_stage_size`]). H100, u32, half
-    /// kept, 2^26, processes of their own (docs/BENCHMARKS.md, eleventh session): 512 x 8 with
-    /// the whole-storage stage (one workgroup an SM) 229-231 us (61% of copy); 256 x 8 with a
-    /// 4,608-element stage (two an SM) 221-224 us (63%), and faster at every fraction kept
-    /// (0% 186 -> 182, 25% 212 -> 207, 75% 328 -> 304, 100% 340 -> 316 us); 512 x 8 with that
-    /// stage (two an SM, but two phases a tile) 240 us.
+    /// Invocations per compaction workgroup without a payload (256, 512 or 1024; half with one).
     pub compact_wg: u32,
-    /// Vec4s each compaction invocation holds: `GPUSORT_COMPACT_ROUNDS` (2 to 16; straight-line
-    /// code, as the scan's rounds, the last group of four padded with empty rounds). 10 since
-    /// the eighteenth session: the largest tile whose half-kept elements (5,120 of 10,240)
-    /// still fit the H100's stage (5,690) in one phase, with 95 registers still two workgroups
-    /// an SM. Fewer, larger tiles mean fewer look-backs and ticket round trips. H100, 2^28, 256
-    /// invocations, alternating processes (docs/BENCHMARKS.md): half kept 8 -> 692-695 us (78%
-    /// of copy), 9 -> 671-675, 10 -> 657-658 (82%); none kept 552 / 540 / 522 us. All kept is
-    /// 9% slower with 10 (1.34 against 1.23 ms: its second phase is 4,550 elements, not
-    /// 2,502). 512 x 5 (the same tile, 60 registers) 721-729 us. Earlier, 2^26 / 2^28 in a
-    /// good process: 512 x 8 220 us / 783 us (63% / 69% of copy), 256 x 4 261 / 970 us, 256 x 8
-    /// 329 us (before re-packing from the input), 512 x 12 / 16 319 / 422 us (their tiles keep
-    /// more than the stage holds: two phases).
+    /// Vec4s each compaction invocation holds (2..=16): 10 is the largest tile whose half-kept
+    /// elements still fit the stage in one phase.
     pub compact_rounds: u32,
-    /// Elements a compaction tile's workgroup-memory stage holds (0: the default rule of
-    /// [`Tuning::compact_stage_size`], half the device's workgroup storage): `GPUSORT_COMPACT_STAGE`,
-    /// for measuring (up to the whole storage: 16384 with 512 invocations gives the tenth
-    /// session's kernel back), and for tests of tiles written out in several phases.
+    /// Elements a compaction tile's workgroup-memory stage holds (0: the rule of
+    /// [`Tuning::compact_stage_size`]); smaller values test tiles written out in several phases.
     pub compact_stage: u32,
-    /// Parts of compaction switched off (results wrong; measuring only):
-    /// `--features measure` builds' `GPUSORT_COMPACT_PROBE`, bit 0 the packing, bit 1 the write-out.
+    /// Measuring only, results wrong when non-zero: bit 0 skips the packing, bit 1 the write-out.
     pub compact_probe: u32,
-    /// The same for compaction (`GPUSORT_COMPACT_WORKGROUPS`; 0: one workgroup per tile). 1024,
-    /// looping, since the eleventh session (256 x 8 tiles, two workgroups an SM), when with half
-    /// kept every figure of that session's 25 processes at 2^28 favoured it: fast ones 728 us (74% of
-    /// copy) against 806-808 us a workgroup per tile, fast in 3 of 12 against 4 of 13 (the
-    /// rest timed at a lowered SM clock, docs/BENCHMARKS.md), median 1.97 against 2.15 ms; 2^26 205-207
-    /// against 221-222 us. But slower where tiles keep more than the stage holds (2^26, 75% /
-    /// 100% kept: 316 / 344 us against 304 / 316): 0 suits mostly-kept data.
-    /// Before, with 512 x 8 tiles, 2^28, processes of their own: looping (1024)
-    /// took 778-785 us in 8 of 19 processes and 1.7-3.5 ms in the others (timed at a lowered SM
-    /// clock, docs/BENCHMARKS.md thirteenth session); a workgroup per tile 830-837 us in
-    /// 9 of 10 (2.27 ms in one): 7% slower than looping at its best, far faster on average.
+    /// Compaction workgroups launched at most, each looping over tiles (0: one per tile).
     pub compact_workgroups: u32,
-    /// Compaction's look-back statuses are one word each (value and flag together, counts below
-    /// 2^31) instead of two: `GPUSORT_COMPACT_ONE_WORD` (0 or 1). On (the fifteenth session):
-    /// one load a predecessor instead of two; H100, 2^28, half kept, alternating processes,
-    /// 722.5-724.8 us against 728.3-730.4 us (3 of 3), 2^24 / 2^26 74.8 / 204.4 against
-    /// 75.6 / 205.5 us. The scan's sums need all 32 bits, so it keeps two words.
+    /// Compaction's look-back statuses are one word each (value and flag; counts below 2^31):
+    /// one load a predecessor instead of two. The scan's sums need all 32 bits.
     pub compact_one_word: bool,
-    /// A looping compaction workgroup takes its next tile's ticket and issues its loads after it
-    /// has packed the current tile instead of before (`GPUSORT_COMPACT_LATE_LOADS`, 0 or 1): the
-    /// two tiles' vec4s are then never live at once. On (the sixteenth session): 82 registers
-    /// instead of 109 on the H100 (still two workgroups an SM, which the stage bounds); 2^28
-    /// half kept 709.9-712.7 us against 720.3-725.1 (6 of 6 alternating processes), none kept
-    /// 561-564 against 583; all kept 1.32-1.54 ms against 1.27 with the old status stride, but
-    /// 1.23-1.24 with `compact_state_stride` 32 (docs/BENCHMARKS.md).
+    /// A looping compaction workgroup loads its next tile after packing the current one, so the
+    /// two tiles are never live at once (fewer registers).
     pub compact_late_loads: bool,
-    /// Predecessors the look-back reads per round on subgroups (at most the subgroup's width):
-    /// `GPUSORT_LOOKBACK_WINDOW` (1..=64); 1 is the classic tile-by-tile walk.
+    /// Predecessors the look-back reads per round on subgroups (1..=64, at most the subgroup's
+    /// width); 1 is the classic tile-by-tile walk.
     pub window: u32,
     /// Rounds without progress a workgroup waits on a predecessor before it reduces that tile
-    /// itself; 0 takes the fallback every time (for tests). Set with [`Scanner::with_spin_limit`]
-    /// or, for measuring, `GPUSORT_SCAN_SPIN`.
+    /// itself; 0 takes the fallback every time (for tests).
     pub spin_limit: u32,
-    /// After a round that found the nearest tile silent, wait on that tile alone:
-    /// `GPUSORT_SCAN_WAIT_NEAREST` and `GPUSORT_COMPACT_WAIT_NEAREST` (0 or 1).
+    /// After a round that found the nearest tile silent, wait on that tile alone (scan).
     pub scan_wait_nearest: bool,
+    /// The same for compaction.
     pub compact_wait_nearest: bool,
-    /// Count compaction's kept elements with the shuffle ladder (the default: on the H100 it
-    /// measured 11-15% faster than one-bit scans at 2^24..2^28, docs/BENCHMARKS.md) instead of
-    /// one-bit scans over the count bits: `GPUSORT_COUNT_LADDER=0` selects the one-bit scans.
+    /// Count compaction's kept elements with the shuffle ladder (faster on an H100) instead of
+    /// one-bit scans over the count bits.
     pub count_ladder: bool,
-    /// Tiles ignore their predecessors (wrong results; to measure what the look-back costs):
-    /// `--features measure` builds' `GPUSORT_SCAN_NO_LOOKBACK=1`.
+    /// Measuring only, results wrong: tiles ignore their predecessors (what the look-back costs).
     pub no_lookback: bool,
-    /// Words from one tile's look-back status (two words) to the next in the scan:
-    /// `GPUSORT_LOOKBACK_STRIDE` (2 to 128, a power of two). 8 puts each tile in a 32-byte sector
-    /// of its own, so the words every workgroup polls are spread over more cache lines. H100
-    /// 2^28 scan, processes of their own over two device sessions: 2 -> 856-859 us (84% of
-    /// copy), 4 -> 829-832, 8 -> 820-823 (87%, 9 of 9), 16 -> 823-826, 32 -> 828-891; 2^26
-    /// 235 -> 225-226 us (83%).
+    /// Words from one scan tile's look-back status to the next (a power of two, 2..=128): 8
+    /// spreads the polled words over more 32-byte sectors.
     pub state_stride: u32,
-    /// The same for compaction (one-word statuses): `GPUSORT_COMPACT_STRIDE`. 32 (the sixteenth
-    /// session): each status in a 128-byte line of its own (the ticket too, see
-    /// [`state_header`]). H100, 2^28, half kept, with late loads: 8 -> 710-712 us, 16 ->
-    /// 697-699, 32 -> 690-694 (5 of 5), 64 -> 720-722, 128 -> 726-727; the scan measured no
-    /// better at 32 (828 us against 822-827) and keeps 8.
+    /// The same for compaction's one-word statuses: 32, a 128-byte line each.
     pub compact_state_stride: u32,
-    /// Count the look-back's walk rounds, silent reads and fallbacks, and the tiles in progress
-    /// as each starts, in the state header, read with [`Scanner::look_back_counters`] (measuring
-    /// only): `GPUSORT_SCAN_COUNTERS=1`.
+    /// Count the look-back's walk rounds, silent reads and fallbacks, read with
+    /// [`Scanner::look_back_counters`] (measuring).
     pub counters: bool,
 }
 
@@ -215,19 +173,11 @@ impl Tuning {
     }
 
     /// Elements of a compaction tile that its workgroup-memory stage holds on a device with
-    /// `storage` bytes of workgroup memory (the per-workgroup limit): the whole tile where it
-    /// fits, with the group scans' arrays ([`scan_helper_bytes`]), in *half* that storage, else
-    /// as many as do (a tile keeping more is written out in several phases).
-    ///
-    /// Half, so that two workgroups can share an SM: the driver does not give an SM the shared
-    /// memory that its register file would allow. On the H100 (48 KiB a workgroup; counted with
-    /// `GPUSORT_SCAN_COUNTERS`, registers from the `shader_stats` example) 256-invocation
-    /// workgroups of 77 registers, room for three an SM, ran one an SM (132 tiles in flight)
-    /// with a 34 KB stage and two (264) with 19.7 KB; 512 invocations with a 21 KB stage also
-    /// ran two (the compiler then kept them to 64 registers). A tile held by a workgroup that
-    /// shares its SM waits on its look-back while the other works. `compact_stage` overrides
-    /// the half, up to the whole storage. At 256 invocations with subgroups that is 5,690 u32s
-    /// (23.3 KB in all; the seventeenth session measured one workgroup an SM from about 25 KB).
+    /// `storage` bytes of workgroup memory: the whole tile where it fits, with the group scans'
+    /// arrays ([`scan_helper_bytes`]), in *half* that storage (so that two workgroups share an
+    /// SM: drivers do not give an SM the shared memory its register file would allow), else as
+    /// many as do (a tile keeping more is written out in several phases). `compact_stage`
+    /// overrides the half, up to the whole storage.
     pub fn compact_stage_size(
         &self,
         payload: bool,
@@ -399,9 +349,8 @@ fn tiles(n: u32, tile: u32) -> u32 {
 /// spent every loop stops after its current iteration and the shader carries on, silently
 /// wrong. A workgroup running tile after tile with look-back fallbacks used it up and stopped
 /// partway through a tile (always at tile 42 / 58 / 76 for workgroups of 512 / 256 / 128); with
-/// at most 8 tiles, and short waits ([`spin_cap`]), a workgroup stays far below it. On the H100
-/// the bound cost: scan 2^28 898-904 us against 850-857, looping argsort 2^26 13.6 ms against
-/// 5.7 (its workgroups start and stop mid-sort), so GPUs loop without one.
+/// at most 8 tiles, and short waits ([`spin_cap`]), a workgroup stays far below it. Hardware GPUs
+/// loop without the bound, which costs them time (BENCHMARKS.md).
 pub fn group_tiles(gpu: &Gpu) -> u32 {
     if gpu.is_software() {
         8

@@ -21,6 +21,30 @@
 //! key order (NaN last both ways, -0.0 before +0.0), scan them with the scan operators, and split
 //! them with the compaction predicates. 64-bit elements and payloads go through
 //! [`crate::Sorter`] and [`crate::scan::Scanner`].
+//!
+//! ```
+//! use gpusort_core::schedule::{Batch, Scheduler, Work};
+//! use gpusort_core::scan::ScanOp;
+//! use gpusort_core::{Gpu, GpuOptions, KeyType};
+//!
+//! # fn main() -> gpusort_core::Result<()> {
+//! let gpu = Gpu::new(&GpuOptions::default())?;
+//! // 100 small sorts of 300 keys each, then a sum scan of the first region once it is sorted
+//! let mut data: Vec<u32> = (0..30_000u32).map(|i| i.wrapping_mul(2_654_435_761) % 1000).collect();
+//! let mut batch = Batch::default();
+//! let sort = Work::Sort { key_type: KeyType::U32, descending: false };
+//! let first = batch.add(sort, 0, 300, &[]);
+//! for t in 1..100 {
+//!     batch.add(sort, 300 * t, 300, &[]);
+//! }
+//! let scan = Work::Scan { key_type: KeyType::U32, op: ScanOp::Add, inclusive: true };
+//! batch.add(scan, 0, 300, &[first]);
+//! let want = gpusort_core::schedule::reference(&batch, &data);
+//! Scheduler::new(&gpu)?.run_host(&gpu, &batch, &mut data)?;
+//! assert_eq!(data, want);
+//! # Ok(())
+//! # }
+//! ```
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};

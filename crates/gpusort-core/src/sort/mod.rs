@@ -1,12 +1,39 @@
-//! Vectorised bitonic sort (METHODS.md method 1): planning, recording and host conveniences.
+//! Sorts: the [`Sorter`] facade over the vectorised bitonic network ([`bitonic`], for small and
+//! segmented sorts) and the radix sort ([`radix`], from about 2^21 keys on a hardware GPU), and
+//! sorts larger than memory ([`external`]). Every sort orders keys as NumPy does (NaN last,
+//! -0.0 before +0.0) and is stable where values or a permutation are asked for.
 //!
-//! A sort is: encode the user's keys into u32 planes (shaders/keys.wgsl), run the planned passes of
-//! shaders/bitonic.wgsl on the planes, decode back (and gather values through the permutation).
-//! The plan is plain data, so its dispatch count can be checked against the method's formula and
-//! the CPU twin (`cpu::bitonic`) can run it without a GPU.
+//! A bitonic sort encodes the keys into u32 planes (shaders/keys.wgsl), runs the planned passes
+//! of shaders/bitonic.wgsl and decodes back; with values or a permutation the original index is
+//! the last plane of every record, so equal keys keep their order.
 //!
-//! Stability: bitonic networks are not stable, so whenever a permutation or values are asked for,
-//! the original index is the last plane of every record; equal keys then keep their order.
+//! Recording into your own encoder, on your own buffer (`STORAGE | COPY_DST`, whole 16 bytes):
+//!
+//! ```
+//! use gpusort_core::device::transfer;
+//! use gpusort_core::{Gpu, GpuOptions, KeyType, SortJob, SortOrder, Sorter};
+//!
+//! # fn main() -> gpusort_core::Result<()> {
+//! let gpu = Gpu::new(&GpuOptions::default())?;
+//! let keys: Vec<u64> = (0..5000u64).map(|i| i * 7919 % 5003).collect();
+//! let buffer = transfer::buffer_from(&gpu, "keys", &keys)?;
+//! let sorter = Sorter::new(&gpu)?;
+//! let mut encoder = gpu.device.create_command_encoder(&Default::default());
+//! let job = SortJob {
+//!     key_type: KeyType::U64,
+//!     order: SortOrder { descending: true, segment_size: None },
+//!     keys: &buffer,
+//!     n: keys.len() as u32,
+//!     values: None,
+//!     permutation: None,
+//! };
+//! sorter.record(&gpu, &mut encoder, &job)?;
+//! gpu.queue.submit([encoder.finish()]);
+//! let sorted: Vec<u64> = transfer::read_vec(&gpu, &buffer, keys.len())?;
+//! assert!(sorted.windows(2).all(|w| w[0] >= w[1]));
+//! # Ok(())
+//! # }
+//! ```
 
 pub mod bitonic;
 pub(crate) mod bitonic_wgsl;
@@ -35,7 +62,7 @@ use bitonic::{BitonicParams, NetworkKernels};
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
 pub enum Algorithm {
-    /// The faster one for the input and device, as measured (see [`RADIX_FROM`]).
+    /// The faster one for the input and device, as measured ([`Tuning::radix_from`]).
     #[default]
     Auto,
     Bitonic,
@@ -92,13 +119,16 @@ pub struct SortStats {
 }
 
 /// A sort of GPU-resident keys, recorded into a caller's encoder.
+///
+/// Every buffer needs `BufferUsages::STORAGE | BufferUsages::COPY_DST` and at least its data's
+/// size rounded up to whole 16 bytes (`device::transfer::buffer_size`): the kernels read vec4s.
 pub struct SortJob<'a> {
     pub key_type: KeyType,
     pub order: SortOrder,
     /// `n` keys of `key_type` (8 bytes each for 64-bit types); sorted in place.
     pub keys: &'a wgpu::Buffer,
     pub n: u32,
-    /// Optional u32 payload of `n` values, permuted in place along with the keys.
+    /// Optional u32 payload of `n` values, permuted in place along with the keys (stable).
     pub values: Option<&'a wgpu::Buffer>,
     /// Optional output for the permutation: `perm[i]` is the input position of output `i`.
     pub permutation: Option<&'a wgpu::Buffer>,

@@ -20,13 +20,10 @@ use crate::sort::tuning::Tuning;
 
 /// Invocations per radix workgroup: one per digit value, or twice that (`WIDE_WG`).
 const RADIX_WG: u32 = 256;
-/// With subgroups, where the workgroup memory fits: 512 invocations, the second half idle where
-/// the work is per digit. Twice the tile (4096 keys) with the same registers per invocation; H100:
-/// 2^26 u32 4.85 -> 3.96 ms, 2^28 18.24 -> 15.36 ms, argsort 2^26 6.15 -> 5.10 ms (8 keys an
-/// invocation stays best: 4 / 6 / 10 measured 4.33 / 4.38 / 5.49 ms at 2^26; 1024 invocations of
-/// 8 / 4 / 6 keys 4.03 / 3.73 / 4.38 ms, but argsort 5.28 / 6.37 / 5.55 against 5.11 ms and 8 keys
-/// slower at 2^28 too, so 512 x 8 it is). Not on lavapipe with subgroups: 8-lane subgroups need
-/// 64 rows of rank counters (32 KiB).
+/// With subgroups, where the workgroup memory fits: 512 invocations (the second half idle where
+/// the work is per digit), twice the tile with the same registers an invocation: a fifth faster
+/// than 256 from 2^26 keys (BENCHMARKS.md). Not with 8-lane subgroups (lavapipe): their rank
+/// counters would need 32 KiB.
 const WIDE_WG: u32 = 512;
 /// Dispatches of the MSD path (RadixKernels::record's steps; `Tuning::stop` 10 + k records
 /// the first k).
@@ -166,10 +163,8 @@ pub(crate) struct RadixKernels {
 }
 
 /// Scratch buffers by role, each grown to the largest sort so far and reused by later sorts.
-/// Allocating them afresh every sort (768 MiB for an argsort of 2^26 keys, 3 GiB at 2^28) made
-/// repeated argsorts on the H100 slow: 29.5 ms against 13.4 kept at 2^28, and up to a quarter
-/// slower at 2^26 (docs/BENCHMARKS.md, fourteenth session). Renderers sorting every frame want
-/// no per-frame allocation either.
+/// Allocating them afresh every sort (3 GiB for an argsort of 2^28 keys) made repeated sorts up
+/// to twice as slow, and renderers sorting every frame want no per-frame allocation.
 /// Sorts recorded one after another may share them: the queue runs them in order, and each sort
 /// clears the state it needs zeroed.
 #[derive(Default)]
@@ -695,8 +690,7 @@ pub(crate) fn msd_local_bytes(wg: u32, items: u32, subgroups: bool) -> u32 {
 /// (3 KiB), the job and ticket words, the workgroup scan's helpers (`scan::scan_helper_bytes`:
 /// per subgroup slot with subgroups, 20 bytes an invocation without, a little to spare) and,
 /// without subgroups, the shared ranking's bins (1 KiB). The tests check it against every composed
-/// sweep with naga's layouter. (A flat 8 KiB before the twentieth session: without subgroups the
-/// sweeps declared up to 24 KiB besides their scratch.)
+/// sweep with naga's layouter.
 pub(crate) fn other_workgroup_bytes(wg: u32, subgroups: bool) -> u32 {
     let digit_tables = 3 * 256 * 4;
     let words = 32; // job, next_ticket, one_digit, with room
