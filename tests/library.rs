@@ -111,3 +111,83 @@ fn the_core_families_depend_one_way() {
         assert!(text.contains(facade), "{family}/mod.rs holds `{facade}`");
     }
 }
+
+/// A caller's device made with wgpu's default limits and no features: gpusort adapts (bitonic
+/// sorts, workgroup-memory scans), names what the radix sort lacks, and refuses a device below
+/// what any kernel needs with a clear error.
+#[test]
+fn a_callers_device_with_default_limits() {
+    use gpusort_core::scan::{ScanOp, Scanner};
+    use gpusort_core::{wgpu, Algorithm, Gpu, SortOrder, Sorter};
+    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
+    desc.backends = wgpu::Backends::PRIMARY;
+    let instance = wgpu::Instance::new(desc);
+    let adapter = pollster::block_on(instance.request_adapter(&Default::default()))
+        .expect("an adapter (CI has lavapipe)");
+    let device = |limits: wgpu::Limits| {
+        pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            required_limits: limits,
+            ..Default::default()
+        }))
+        .expect("a device")
+    };
+    let (d, q) = device(wgpu::Limits::default());
+    let gpu = Gpu::from_device(d, q, None).expect("default limits are enough");
+    assert!(gpu.subgroups().is_none());
+    let mut keys: Vec<i32> = (0..50_000).map(|i| (i * 7919 % 65_521) - 30_000).collect();
+    let mut want = keys.clone();
+    want.sort_unstable();
+    let sorter = Sorter::new(&gpu).unwrap();
+    sorter.sort(&gpu, &mut keys, SortOrder::default()).unwrap();
+    assert_eq!(keys, want);
+    let err = Sorter::new(&gpu)
+        .unwrap()
+        .with_algorithm(Algorithm::Radix)
+        .sort(&gpu, &mut keys, SortOrder::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("storage buffers"), "{err}");
+    let sums = Scanner::new(&gpu)
+        .unwrap()
+        .scan(&gpu, &want, ScanOp::Add, true)
+        .unwrap();
+    let mut acc = 0i32;
+    let want_sums: Vec<i32> = want
+        .iter()
+        .map(|&k| {
+            acc = acc.wrapping_add(k);
+            acc
+        })
+        .collect();
+    assert_eq!(sums, want_sums);
+    // many small sorts and a scan in merged launches
+    use gpusort_core::schedule::{Batch, Scheduler, Work};
+    let mut data: Vec<u32> = (0..20_000u32)
+        .map(|i| i.wrapping_mul(2_654_435_761) >> 7)
+        .collect();
+    let mut batch = Batch::default();
+    let sort = Work::Sort {
+        key_type: gpusort_core::KeyType::U32,
+        descending: false,
+    };
+    let first = batch.add(sort, 0, 5000, &[]);
+    batch.add(sort, 5000, 300, &[]);
+    let scan = Work::Scan {
+        key_type: gpusort_core::KeyType::U32,
+        op: ScanOp::Add,
+        inclusive: true,
+    };
+    batch.add(scan, 0, 5000, &[first]);
+    let want = gpusort_core::schedule::reference(&batch, &data);
+    Scheduler::new(&gpu)
+        .unwrap()
+        .run_host(&gpu, &batch, &mut data)
+        .unwrap();
+    assert_eq!(data, want);
+    // below what the compaction kernels bind
+    let (d, q) = device(wgpu::Limits::downlevel_defaults());
+    let err = Gpu::from_device(d, q, Some(&adapter.get_info()))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("storage buffers per shader stage"), "{err}");
+}

@@ -125,13 +125,16 @@ fn look_back_fallback_gives_the_same_results() {
         for (workgroups, one_word, late) in [(0, false, true), (2, false, false), (2, true, true)] {
             let s = Scanner::new(gpu)
                 .unwrap()
-                .with_tuning(Tuning {
-                    scan_workgroups: workgroups,
-                    compact_workgroups: workgroups,
-                    compact_one_word: one_word,
-                    compact_late_loads: late,
-                    ..Tuning::default()
-                })
+                .with_tuning(
+                    gpu,
+                    Tuning {
+                        scan_workgroups: workgroups,
+                        compact_workgroups: workgroups,
+                        compact_one_word: one_word,
+                        compact_late_loads: late,
+                        ..Tuning::default()
+                    },
+                )
                 .unwrap()
                 .tuned(gpu, |t| t.spin_limit = 0);
             let mut r = rng(3);
@@ -164,7 +167,7 @@ fn look_back_counters_count_the_walk() {
         let mut r = rng(17);
         let s = Scanner::new(gpu)
             .unwrap()
-            .with_tuning(tuning)
+            .with_tuning(gpu, tuning)
             .unwrap()
             .tuned(gpu, |t| t.spin_limit = 0);
         let n = 5 * s.tuning().scan_tile() as usize;
@@ -175,7 +178,7 @@ fn look_back_counters_count_the_walk() {
         assert_eq!([rounds, silent, fallbacks], [0, 0, 10]);
         // one workgroup per tile: 5 tiles, each counted in progress at least by itself
         assert!((1..=5).contains(&most) && (5..=15).contains(&started));
-        let s = Scanner::new(gpu).unwrap().with_tuning(tuning).unwrap();
+        let s = Scanner::new(gpu).unwrap().with_tuning(gpu, tuning).unwrap();
         check_scan(gpu, &s, &u, ScanOp::Add, false, "counters");
         let [rounds, _, _, _, _] = s.look_back_counters(gpu, 0).unwrap().unwrap();
         assert!(rounds >= 4, "5 tiles walked {rounds} rounds");
@@ -220,23 +223,26 @@ fn look_back_and_tile_shapes_give_the_same_results() {
         ] {
             let s = Scanner::new(gpu)
                 .unwrap()
-                .with_tuning(Tuning {
-                    window,
-                    scan_wait_nearest: wait,
-                    compact_wait_nearest: wait,
-                    scan_wg: wg,
-                    scan_rounds: rounds,
-                    scan_workgroups: workgroups,
-                    compact_workgroups: workgroups,
-                    state_stride,
-                    compact_state_stride: state_stride,
-                    compact_late_loads: late,
-                    compact_wg: compact.0,
-                    compact_rounds: compact.1,
-                    compact_stage: stage,
-                    compact_one_word: one_word,
-                    ..Tuning::default()
-                })
+                .with_tuning(
+                    gpu,
+                    Tuning {
+                        window,
+                        scan_wait_nearest: wait,
+                        compact_wait_nearest: wait,
+                        scan_wg: wg,
+                        scan_rounds: rounds,
+                        scan_workgroups: workgroups,
+                        compact_workgroups: workgroups,
+                        state_stride,
+                        compact_state_stride: state_stride,
+                        compact_late_loads: late,
+                        compact_wg: compact.0,
+                        compact_rounds: compact.1,
+                        compact_stage: stage,
+                        compact_one_word: one_word,
+                        ..Tuning::default()
+                    },
+                )
                 .unwrap();
             let mut r = rng(window as u64);
             for n in [0usize, 1, 4095, 4097, 300_001, (1 << 20) + 3] {
@@ -531,10 +537,13 @@ fn compaction_refuses_counts_its_statuses_cannot_hold() {
     let (src, dst, counts) = (buffer("src"), buffer("dst"), buffer("counts"));
     let s = Scanner::new(gpu)
         .unwrap()
-        .with_tuning(Tuning {
-            compact_one_word: true,
-            ..Tuning::default()
-        })
+        .with_tuning(
+            gpu,
+            Tuning {
+                compact_one_word: true,
+                ..Tuning::default()
+            },
+        )
         .unwrap();
     let mut enc = gpu.device.create_command_encoder(&Default::default());
     let job = gpusort_core::scan::CompactJob {

@@ -124,9 +124,9 @@ impl Tuned for gpusort_core::Sorter {
 
 impl Tuned for gpusort_core::Scanner {
     type Tuning = gpusort_core::scan::Tuning;
-    fn tuned(self, _gpu: &Gpu, change: impl FnOnce(&mut Self::Tuning)) -> Self {
+    fn tuned(self, gpu: &Gpu, change: impl FnOnce(&mut Self::Tuning)) -> Self {
         let mut t = *self.tuning();
         change(&mut t);
-        self.with_tuning(t).expect("a valid scan tuning")
+        self.with_tuning(gpu, t).expect("a valid scan tuning")
     }
 }

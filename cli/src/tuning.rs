@@ -18,7 +18,7 @@ pub fn sorter(gpu: &Gpu) -> Result<Sorter, CliError> {
 
 /// A scanner with the environment's tuning.
 pub fn scanner(gpu: &Gpu) -> Result<Scanner, CliError> {
-    Ok(Scanner::new(gpu)?.with_tuning(tunings().1)?)
+    Ok(Scanner::new(gpu)?.with_tuning(gpu, tunings().1)?)
 }
 
 fn tunings() -> (sort::Tuning, scan::Tuning) {

@@ -21,7 +21,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         required_features: adapter.features() & wgpu::Features::SUBGROUP,
         ..Default::default()
     }))?;
-    let gpu = Gpu::from_device(device.clone(), queue.clone(), &adapter.get_info())?;
+    let gpu = Gpu::from_device(device.clone(), queue.clone(), Some(&adapter.get_info()))?;
     println!("gpusort on {} ({})", gpu.adapter.name, gpu.adapter.backend);
 
     let n: u32 = 100_000;

@@ -318,7 +318,9 @@ impl Gpu {
 
     /// A context on a device the caller created (a renderer's, say), so that gpusort records into
     /// the caller's encoders on the caller's buffers. `info` is the adapter's
-    /// (`adapter.get_info()`): its subgroup sizes size the subgroup kernels. Kernels use the
+    /// (`adapter.get_info()`), where the caller has it: its subgroup sizes size the subgroup
+    /// kernels (without it they assume any size from 4 to 128 lanes) and its name appears in
+    /// messages. Kernels use the
     /// features and limits the device was created with: subgroups where `SUBGROUP` was granted,
     /// GPU timestamps where `TIMESTAMP_QUERY` was, bindings as large as its limits allow (wgpu's
     /// defaults cap one at 128 MiB: request the adapter's limits for larger sorts). The radix
@@ -334,7 +336,7 @@ impl Gpu {
     pub fn from_device(
         device: wgpu::Device,
         queue: wgpu::Queue,
-        info: &wgpu::AdapterInfo,
+        info: Option<&wgpu::AdapterInfo>,
     ) -> Result<Gpu> {
         let limits = device.limits();
         let features = device.features();
@@ -349,21 +351,36 @@ impl Gpu {
                 limits.max_compute_invocations_per_workgroup
             )));
         }
-        let adapter = describe(0, info.clone(), &limits, features);
+        let mut adapter = match info {
+            Some(info) => describe(0, info.clone(), &limits, features),
+            None => AdapterSummary {
+                index: 0,
+                name: "the caller's device".into(),
+                backend: "?".into(),
+                device_type: format!("{:?}", wgpu::DeviceType::Other),
+                driver: String::new(),
+                driver_info: String::new(),
+                subgroups: features.contains(wgpu::Features::SUBGROUP),
+                subgroup_min_size: 0,
+                subgroup_max_size: 0,
+                timestamps: features.contains(wgpu::Features::TIMESTAMP_QUERY),
+                max_buffer_size: limits.max_buffer_size,
+                max_storage_buffer_binding_size: limits.max_storage_buffer_binding_size,
+                max_compute_workgroup_storage_size: limits.max_compute_workgroup_storage_size,
+                max_compute_invocations_per_workgroup: limits.max_compute_invocations_per_workgroup,
+                max_compute_workgroups_per_dimension: limits.max_compute_workgroups_per_dimension,
+            },
+        };
+        // the portable range where the adapter reports no sizes
+        if adapter.subgroup_min_size == 0 || adapter.subgroup_max_size == 0 {
+            adapter.subgroup_min_size = 4;
+            adapter.subgroup_max_size = 128;
+        }
         let subgroups = features
             .contains(wgpu::Features::SUBGROUP)
             .then_some(SubgroupInfo {
-                // the portable range where the adapter reports none
-                min_size: if info.subgroup_min_size == 0 {
-                    4
-                } else {
-                    info.subgroup_min_size
-                },
-                max_size: if info.subgroup_max_size == 0 {
-                    128
-                } else {
-                    info.subgroup_max_size
-                },
+                min_size: adapter.subgroup_min_size,
+                max_size: adapter.subgroup_max_size,
             });
         Ok(Gpu {
             device,

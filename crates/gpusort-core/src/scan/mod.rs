@@ -146,6 +146,22 @@ impl Tuning {
         }
     }
 
+    /// These settings with workgroups no larger than `gpu` allows (a device made with wgpu's
+    /// default limits takes 256 invocations): the same results from smaller tiles.
+    pub fn fitted(mut self, gpu: &Gpu) -> Tuning {
+        let max = gpu
+            .limits
+            .max_compute_invocations_per_workgroup
+            .min(gpu.limits.max_compute_workgroup_size_x);
+        while self.scan_wg > max && self.scan_wg > 128 {
+            self.scan_wg /= 2;
+        }
+        while self.compact_wg > max && self.compact_wg > 256 {
+            self.compact_wg /= 2;
+        }
+        self
+    }
+
     /// These settings with the look-back's wait at most `spin_cap` rounds ([`spin_cap`]).
     pub fn capped(mut self, spin_cap: u32) -> Tuning {
         self.spin_limit = self.spin_limit.min(spin_cap);
@@ -410,7 +426,7 @@ impl Scanner {
         );
         Ok(Scanner {
             subgroups: gpu.subgroups().is_some(),
-            tuning: Tuning::default(),
+            tuning: Tuning::default().fitted(gpu),
             group_tiles: group_tiles(gpu),
             scan_layout,
             compact_layout,
@@ -425,8 +441,8 @@ impl Scanner {
 
     /// This scanner with `tuning` (checked: a field out of range is an error). Every tuning
     /// gives the same results; kernels wait at most the device's [`spin_cap`].
-    pub fn with_tuning(mut self, tuning: Tuning) -> Result<Self> {
-        self.tuning = tuning.checked()?;
+    pub fn with_tuning(mut self, gpu: &Gpu, tuning: Tuning) -> Result<Self> {
+        self.tuning = tuning.checked()?.fitted(gpu);
         self.pipelines = Mutex::new(HashMap::new());
         Ok(self)
     }
