@@ -65,11 +65,28 @@ fn decode_keys(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
     if (has_idx()) { perm[i] = planes[idx_plane() * s + i]; }
 }
 
-// values_out[i] = values_in[perm[i]]: carries a payload along with the sorted keys.
+// values_out[i] = values_in[perm[i]]: carries a payload along with the sorted keys; with flag
+// bit 2, elements of two words (64-bit keys).
 @compute @workgroup_size(WG)
 fn gather_values(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                  @builtin(local_invocation_index) li: u32) {
     let i = element(wid, nwg, li);
     if (i >= kp.n) { return; }
-    values_out[i] = values_in[perm[i]];
+    let p = perm[i];
+    if ((kp.flags & 4u) != 0u) {
+        values_out[2u * i] = values_in[2u * p];
+        values_out[2u * i + 1u] = values_in[2u * p + 1u];
+    } else {
+        values_out[i] = values_in[p];
+    }
+}
+
+// values_out[i] = perm[i] / seg_size: the segment of each element of a global argsort. The
+// segmented radix sort sorts these stably next, which leaves every segment's keys in key order.
+@compute @workgroup_size(WG)
+fn segment_of(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+              @builtin(local_invocation_index) li: u32) {
+    let i = element(wid, nwg, li);
+    if (i >= kp.n) { return; }
+    values_out[i] = perm[i] / kp.seg_size;
 }

@@ -475,19 +475,106 @@ mod radix {
                     );
                 }
             }
-            let segmented = s.sort(
-                gpu,
-                &mut [3u32, 1, 2],
-                SortOrder {
-                    descending: false,
-                    segment_size: Some(2),
-                },
-            );
-            assert!(
-                matches!(segmented, Err(gpusort_core::Error::InvalidInput(_))),
-                "radix refuses segmented sorts"
-            );
         }
+    }
+}
+
+/// Segmented sorts on the radix path (a stable sort by key, then by segment) give the CPU
+/// reference's keys, permutation and values for every key type, segment sizes around the
+/// edges and both directions, with subgroups and without.
+mod radix_segments {
+    use super::*;
+    use gpusort_core::Algorithm;
+
+    fn check<T: SortKey>(gpu: &Gpu, s: &Sorter, b: &[u64]) {
+        let keys: Vec<T> = from_bits(b);
+        let n = keys.len();
+        for seg in [
+            1u32,
+            3,
+            256,
+            1000,
+            4097,
+            n as u32 - 1,
+            n as u32,
+            n as u32 + 5,
+        ] {
+            for descending in [false, true] {
+                let order = SortOrder {
+                    descending,
+                    segment_size: Some(seg.max(1)),
+                };
+                let what = format!("{} n={n} seg={seg} descending={descending}", T::TYPE);
+                let mut got = keys.clone();
+                let mut vals: Vec<u32> = (0..n as u32).map(|i| i ^ 0x5a5a).collect();
+                let (perm, _) = s
+                    .sort_host(gpu, &mut got, Some(&mut vals), true, order)
+                    .unwrap();
+                let want_perm = reference::argsort(&keys, order);
+                assert_eq!(perm.unwrap(), want_perm, "permutation, {what}");
+                let canon = |v: &[T]| -> Vec<Vec<u8>> {
+                    v.iter()
+                        .map(|x| bytemuck::bytes_of(&reference::canonical(x)).to_vec())
+                        .collect()
+                };
+                assert!(
+                    canon(&got) == canon(&reference::sorted(&keys, order)),
+                    "keys, {what}"
+                );
+                let want_vals: Vec<u32> = want_perm.iter().map(|&i| i ^ 0x5a5a).collect();
+                assert_eq!(vals, want_vals, "values, {what}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_key_type_and_segment_size() {
+        for no_sg in MODES {
+            let gpu = gpu(no_sg);
+            let s = sorter(gpu).with_algorithm(Algorithm::Radix);
+            for (n, shape) in [
+                (2usize, Shape::Random),
+                (9, Shape::FewDistinct),
+                (4097, Shape::Random),
+                (20_011, Shape::FewDistinct),
+                (70_001, Shape::Random),
+            ] {
+                let b = bits(n, shape, n as u64 + 11);
+                check::<u32>(gpu, &s, &b);
+                check::<i32>(gpu, &s, &b);
+                check::<f32>(gpu, &s, &b);
+                check::<u64>(gpu, &s, &b);
+                check::<i64>(gpu, &s, &b);
+                check::<f64>(gpu, &s, &b);
+            }
+        }
+    }
+
+    /// Keys-only sorts (no permutation asked for) and a key-bit range, per segment.
+    #[test]
+    fn keys_only_and_key_bits() {
+        let gpu = gpu(false);
+        let mut r = rng(91);
+        let keys: Vec<u32> = (0..50_000).map(|_| r.random()).collect();
+        let order = SortOrder {
+            descending: false,
+            segment_size: Some(7000),
+        };
+        let mut got = keys.clone();
+        sorter(gpu)
+            .with_algorithm(Algorithm::Radix)
+            .sort(gpu, &mut got, order)
+            .unwrap();
+        assert_eq!(got, reference::sorted(&keys, order));
+        // bits 8..20 only: each segment stably by (k >> 8) & 0xfff
+        let mut got = keys.clone();
+        let s = sorter(gpu).with_key_bits(8..20);
+        s.sort(gpu, &mut got, order).unwrap();
+        let mut want = keys.clone();
+        for chunk in want.chunks_mut(7000) {
+            chunk.sort_by_key(|k| (k >> 8) & 0xfff);
+        }
+        assert_eq!(got, want);
     }
 }
 

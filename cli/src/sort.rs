@@ -46,7 +46,7 @@ pub enum Algorithm {
     Auto,
     /// Vectorised bitonic sort.
     Bitonic,
-    /// LSD radix sort (8-bit digits, one sweep a digit, passes that cannot reorder skipped); not for segmented sorts.
+    /// LSD radix sort (8-bit digits, one sweep a digit, passes that cannot reorder skipped); segmented sorts as a sort by key, then by segment.
     Radix,
 }
 
@@ -138,16 +138,9 @@ pub fn run(g: &Global, args: &SortArgs) -> CliResult {
     if args.segment_size == Some(0) {
         return Err(CliError::usage("--segment-size must be at least 1"));
     }
-    if args.segment_size.is_some() && matches!(args.algorithm, Algorithm::Radix) {
+    if args.key_bits.is_some() && matches!(args.algorithm, Algorithm::Bitonic) {
         return Err(CliError::usage(
-            "--algorithm radix does not do segmented sorts; use bitonic or auto",
-        ));
-    }
-    if args.key_bits.is_some()
-        && (matches!(args.algorithm, Algorithm::Bitonic) || args.segment_size.is_some())
-    {
-        return Err(CliError::usage(
-            "--key-bits is a radix sort option: use --algorithm radix or auto, no segments",
+            "--key-bits is a radix sort option: use --algorithm radix or auto",
         ));
     }
     // a bad size is a usage error before any work; it also bounds what a streamed input holds

@@ -163,6 +163,38 @@ fn in_place_values_argsort_and_segments() {
             }
         )
     );
+    // the radix path's segments: the same keys, and the stable permutation
+    let radix_in = dir.path().join("seg_radix_in.bin");
+    write_u32(&radix_in, &keys);
+    let radix_out = dir.path().join("seg_radix.bin");
+    let radix_perm = dir.path().join("seg_radix.perm");
+    gpusort()
+        .args([
+            "-q",
+            "sort",
+            "--dtype",
+            "u32",
+            "--segment-size",
+            "1000",
+            "--algorithm",
+            "radix",
+        ])
+        .arg(&radix_in)
+        .arg("-o")
+        .arg(&radix_out)
+        .arg("--argsort")
+        .arg(&radix_perm)
+        .assert()
+        .success();
+    let order = SortOrder {
+        descending: false,
+        segment_size: Some(1000),
+    };
+    assert_eq!(read_u32(&radix_out), reference::sorted(&keys, order));
+    assert_eq!(read_u32(&radix_perm), reference::argsort(&keys, order));
+    std::fs::remove_file(&radix_in).unwrap();
+    std::fs::remove_file(&radix_out).unwrap();
+    std::fs::remove_file(&radix_perm).unwrap();
     assert_eq!(
         listing(dir.path()).len(),
         5,
@@ -407,10 +439,6 @@ fn key_bits_sort_on_a_bit_range() {
         (
             vec!["--key-bits", "0..8", "--algorithm", "bitonic"],
             "bitonic",
-        ),
-        (
-            vec!["--key-bits", "0..8", "--segment-size", "10"],
-            "segments",
         ),
     ] {
         gpusort()

@@ -89,6 +89,7 @@ struct KeyKernels {
     decode: wgpu::ComputePipeline,
     gather_layout: Layout,
     gather: wgpu::ComputePipeline,
+    segment_of: wgpu::ComputePipeline,
 }
 
 /// What a recorded sort did, for reports and for checking against the method's formula.
@@ -176,6 +177,7 @@ impl Sorter {
             encode: kernel::pipeline(gpu, &module, "encode_keys", &codec_layout)?,
             decode: kernel::pipeline(gpu, &module, "decode_keys", &codec_layout)?,
             gather: kernel::pipeline(gpu, &module, "gather_values", &gather_layout)?,
+            segment_of: kernel::pipeline(gpu, &module, "segment_of", &gather_layout)?,
             codec_layout,
             gather_layout,
         };
@@ -275,12 +277,12 @@ impl Sorter {
                 } else {
                     tuning.radix_from
                 };
-                // (a device whose workgroup memory holds no radix sweep sorts bitonic)
-                if order.segment_size.is_none()
-                    && n >= from
-                    && !software
-                    && self.radix.fits_device()
-                {
+                // segmented sorts take the radix path (two radix sorts) from large segments;
+                // a device whose workgroup memory holds no radix sweep sorts bitonic
+                let segments_ok = order
+                    .segment_size
+                    .is_none_or(|s| s >= tuning.segmented_radix_from);
+                if segments_ok && n >= from && !software && self.radix.fits_device() {
                     Algorithm::Radix
                 } else {
                     Algorithm::Bitonic
@@ -364,9 +366,18 @@ impl Sorter {
         permutation: bool,
     ) -> Result<()> {
         let algorithm = self.algorithm_for(gpu, n, key_type, order);
-        if algorithm == Algorithm::Radix && order.segment_size.is_none() {
-            self.radix
-                .pipelines(gpu, key_type, order.descending, values || permutation)?;
+        if algorithm == Algorithm::Radix {
+            // a segmented sort: an argsort by key, then one by segment (u32, ascending)
+            let segmented = order.segment_size.is_some_and(|s| s < n);
+            self.radix.pipelines(
+                gpu,
+                key_type,
+                order.descending,
+                values || permutation || segmented,
+            )?;
+            if segmented {
+                self.radix.pipelines(gpu, KeyType::U32, false, true)?;
+            }
         } else {
             let segment_plane = order
                 .segment_size
@@ -388,8 +399,28 @@ impl Sorter {
     ) -> Result<SortStats> {
         let n = job.n;
         let algorithm = self.algorithm_for(gpu, n, job.key_type, job.order);
-        if algorithm == Algorithm::Radix && job.order.segment_size.is_none() {
-            return self.record_radix(gpu, encoder, job, None);
+        if job.order.segment_size == Some(0) {
+            return Err(Error::InvalidInput(
+                "segment size must be at least 1".into(),
+            ));
+        }
+        if algorithm == Algorithm::Radix {
+            return match job.order.segment_size {
+                Some(s) if s < n => self.record_segmented_radix(gpu, encoder, job, s),
+                // one segment holds every key: a plain sort
+                _ => self.record_radix(
+                    gpu,
+                    encoder,
+                    &SortJob {
+                        order: SortOrder {
+                            segment_size: None,
+                            ..job.order
+                        },
+                        ..*job
+                    },
+                    None,
+                ),
+            };
         }
         if self.key_bits.is_some() {
             return Err(Error::InvalidInput(
@@ -406,17 +437,6 @@ impl Sorter {
             )));
         }
         let seg = job.order.segment_size;
-        if seg == Some(0) {
-            return Err(Error::InvalidInput(
-                "segment size must be at least 1".into(),
-            ));
-        }
-        if algorithm == Algorithm::Radix && seg.is_some() {
-            return Err(Error::InvalidInput(
-                "the radix sort does not do segmented sorts; use --algorithm bitonic or auto"
-                    .into(),
-            ));
-        }
         // Power-of-two segments are aligned blocks of the network: stop the stages there.
         // Other segment sizes sort on (segment id, key), which keeps every key in its segment.
         let seg = seg.filter(|&s| (s as u64) < n as u64);
@@ -603,7 +623,6 @@ impl Sorter {
         job: &SortJob<'_>,
         count: Option<&wgpu::Buffer>,
     ) -> Result<SortStats> {
-        use crate::sort::radix::{Payload, RadixJob};
         let n = job.n;
         let max = (gpu.max_binding() / job.key_type.size() as u64)
             .min(crate::sort::radix::RADIX_MAX_KEYS as u64);
@@ -615,6 +634,20 @@ impl Sorter {
         }
         let width = 8 * job.key_type.size() as u32;
         let key_bits = self.key_bits.clone().unwrap_or(0..width);
+        self.record_radix_on(gpu, encoder, job, count, key_bits)
+    }
+
+    /// [`Self::record_radix`] on the bits `key_bits` of the sortable key.
+    fn record_radix_on(
+        &self,
+        gpu: &Gpu,
+        encoder: &mut wgpu::CommandEncoder,
+        job: &SortJob<'_>,
+        count: Option<&wgpu::Buffer>,
+        key_bits: std::ops::Range<u32>,
+    ) -> Result<SortStats> {
+        use crate::sort::radix::{Payload, RadixJob};
+        let n = job.n;
         // values alone travel with the keys; with the permutation too they are gathered after
         let payload = match (job.values, job.permutation) {
             (Some(v), None) => Payload::Values(v),
@@ -655,6 +688,167 @@ impl Sorter {
             upload_s: 0.0,
             gpu_s: 0.0,
             download_s: 0.0,
+        })
+    }
+
+    /// A segmented sort on the radix path: a stable argsort of every key (on the sorter's key
+    /// bits), then a stable sort of each element's segment (`perm / size`) on the bits the
+    /// segment count needs, then the keys, permutation and values gathered through both. Every
+    /// segment ends in key order, equal keys in input order, as the bitonic network leaves them.
+    fn record_segmented_radix(
+        &self,
+        gpu: &Gpu,
+        encoder: &mut wgpu::CommandEncoder,
+        job: &SortJob<'_>,
+        size: u32,
+    ) -> Result<SortStats> {
+        let n = job.n;
+        let whole = SortOrder {
+            segment_size: None,
+            ..job.order
+        };
+        let width = 8 * job.key_type.size() as u32;
+        let words = n as u64 * 4;
+        let by_key = transfer::storage_buffer(gpu, "argsort by key", words)?;
+        let segments = transfer::storage_buffer(gpu, "segment of each", words)?;
+        let by_segment = transfer::storage_buffer(gpu, "argsort by segment", words)?;
+        let keys_out = transfer::storage_buffer(
+            gpu,
+            "keys by segment",
+            n as u64 * job.key_type.size() as u64,
+        )?;
+        let perm_temp;
+        let perm = match job.permutation {
+            Some(p) => p,
+            None => {
+                perm_temp = transfer::storage_buffer(gpu, "permutation", words)?;
+                &perm_temp
+            }
+        };
+        let first = self.record_radix_on(
+            gpu,
+            encoder,
+            &SortJob {
+                order: whole,
+                values: None,
+                permutation: Some(&by_key),
+                ..*job
+            },
+            None,
+            self.key_bits.clone().unwrap_or(0..width),
+        )?;
+        self.elementwise(
+            gpu,
+            encoder,
+            &self.keys.segment_of,
+            n,
+            0,
+            size,
+            &by_key,
+            &by_key,
+            &segments,
+        )?;
+        let last_segment = (n - 1) / size;
+        let segment_bits = 32 - last_segment.leading_zeros();
+        let second = self.record_radix_on(
+            gpu,
+            encoder,
+            &SortJob {
+                key_type: KeyType::U32,
+                order: SortOrder::default(),
+                keys: &segments,
+                n,
+                values: None,
+                permutation: Some(&by_segment),
+            },
+            None,
+            0..segment_bits,
+        )?;
+        let wide = if job.key_type.is_wide() { 4 } else { 0 };
+        self.elementwise(
+            gpu,
+            encoder,
+            &self.keys.gather,
+            n,
+            wide,
+            1,
+            &by_segment,
+            job.keys,
+            &keys_out,
+        )?;
+        encoder.copy_buffer_to_buffer(
+            &keys_out,
+            0,
+            job.keys,
+            0,
+            n as u64 * job.key_type.size() as u64,
+        );
+        self.elementwise(
+            gpu,
+            encoder,
+            &self.keys.gather,
+            n,
+            0,
+            1,
+            &by_segment,
+            &by_key,
+            perm,
+        )?;
+        if let Some(values) = job.values {
+            self.gather(gpu, encoder, n, perm, values)?;
+        }
+        Ok(SortStats {
+            network_dispatches: first.network_dispatches + second.network_dispatches,
+            codec_dispatches: 3 + job.values.is_some() as usize,
+            planes: first.planes + 1,
+            ..first
+        })
+    }
+
+    /// One dispatch of an elementwise entry of keys.wgsl over `n` elements: `out[i]` from `src`
+    /// through `perm` (gather_values, `flags` 4 for two-word elements) or from `perm` alone
+    /// (segment_of, segments of `seg_size`).
+    #[allow(clippy::too_many_arguments)]
+    fn elementwise(
+        &self,
+        gpu: &Gpu,
+        encoder: &mut wgpu::CommandEncoder,
+        pipeline: &wgpu::ComputePipeline,
+        n: u32,
+        flags: u32,
+        seg_size: u32,
+        perm: &wgpu::Buffer,
+        src: &wgpu::Buffer,
+        out: &wgpu::Buffer,
+    ) -> Result<()> {
+        let mut params = ParamBlocks::new(gpu);
+        let off = params.push(&KeyParams {
+            n,
+            plane_stride: 0,
+            kind: 0,
+            descending: 0,
+            seg_size,
+            flags,
+            pad: [0; 2],
+        });
+        let params = params.finish(gpu, "elementwise params");
+        let bind = self
+            .keys
+            .gather_layout
+            .bind(gpu, &[&params, perm, src, out]);
+        gpu.checked(|| {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("keys elementwise"),
+                timestamp_writes: None,
+            });
+            kernel::dispatch(
+                gpu,
+                &mut pass,
+                pipeline,
+                &bind,
+                &[off],
+                n.div_ceil(ELEMENTWISE_WG),
+            );
         })
     }
 

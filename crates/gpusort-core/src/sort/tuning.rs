@@ -14,6 +14,9 @@ pub struct Tuning {
     pub radix_from: u32,
     /// The same for 64-bit keys (twice the digit passes).
     pub radix_from_wide: u32,
+    /// Segmented sorts take the radix path (a sort by key, then a sort by segment) from
+    /// segments of this many keys; smaller segments sort in the bitonic network.
+    pub segmented_radix_from: u32,
     /// Keys an invocation holds in a radix sweep of a keys-only sort (1..=64).
     pub items: u32,
     /// The same for sorts with a payload (argsorts, key-value), which hold a payload word too.
@@ -66,6 +69,7 @@ impl Default for Tuning {
             // radix/bitonic time 1.01 at 2^20, 0.79 at 2^21 (32-bit); 64-bit ties at 2^22
             radix_from: 1 << 21,
             radix_from_wide: 1 << 23,
+            segmented_radix_from: 1 << 16,
             // 512 x 9 keys-only, 512 x 8 with a payload: fastest 2^24..2^28 (BENCHMARKS.md)
             items: 9,
             payload_items: 8,
