@@ -6,7 +6,13 @@ Usage: python3 bench/cupy_reference.py [gpusort-bench.json] [--sizes 16,18,...] 
 Measures cupy.sort and cupy.argsort of random u32 keys, and cupy.cumsum and cupy.nonzero (plus
 the boolean-mask compaction x[x < 2^31]) at the scan sizes (GPU-resident, CUDA events, median of
 10, after a second of the case itself so the GPU is at its working clocks); given gpusort's JSON, prints each gpusort case's time over CuPy's.
+
+With --matrix, every "sort|argsort|key-value TYPE SET" case of the JSON (gpusort bench
+--dtypes/--keys) is timed in CuPy on the very same array (bench/keysets.py builds it as the
+bench does): cupy.sort, cupy.argsort, and for key-value an argsort and two gathers (CuPy has no
+pairs sort); then the ratio table, gpusort's time over CuPy's, per case and size.
 """
+import os
 import json
 import sys
 import time
@@ -60,8 +66,14 @@ def main():
         i = args.index("--scan-sizes")
         scan_sizes = [int(s) for s in args[i + 1].split(",") if s]
         del args[i : i + 2]
+    matrix = "--matrix" in args
+    if matrix:
+        args.remove("--matrix")
     if args:
         report = json.load(open(args[0]))
+    if matrix and report:
+        matrix_table(report)
+        return
     name = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
     print(f"CuPy {cp.__version__} on {name}")
     rows = []
@@ -101,6 +113,46 @@ def main():
                           f"{c['stats']['median_s']/ref:.2f}x {what}")
     json.dump([{"log2": l, "n": n, "cupy_sort_s": s, "cupy_argsort_s": a} for l, n, s, a in rows],
               sys.stdout if not report else open("/dev/null", "w"))
+
+
+def matrix_table(report):
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import keysets
+
+    name = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    print(f"CuPy {cp.__version__} on {name}; gpusort {report.get('gpusort_version')} "
+          f"({report.get('commit')}) from {report.get('date')} on {report.get('device')}")
+    cases = {}
+    for c in report["cases"]:
+        parts = c["case"].split(" ")
+        if len(parts) == 3 and parts[0] in ("sort", "argsort", "key-value") and not c.get("skipped"):
+            cases.setdefault((parts[1], parts[2], c["n"]), {})[parts[0]] = c["stats"]["median_s"]
+    print("| keys | n | sort | cupy.sort | ratio | argsort | cupy.argsort | ratio | key-value | CuPy | ratio |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    worst = []
+    for (dtype, set_name, n), ours in sorted(cases.items(), key=lambda kv: (keysets.DTYPES.index(kv[0][0]), keysets.KEY_SETS.index(kv[0][1]), kv[0][2])):
+        log = n.bit_length() - 1
+        host = keysets.generate(dtype, set_name, n, keysets.seed_of(log, dtype))
+        keys = cp.asarray(host)
+        values = cp.arange(n, dtype=cp.uint32)
+        ref = {
+            "sort": timed(lambda: cp.sort(keys)),
+            "argsort": timed(lambda: cp.argsort(keys)),
+            "key-value": timed(lambda: (lambda p: (keys[p], values[p]))(cp.argsort(keys))),
+        }
+        cells = []
+        for what in ("sort", "argsort", "key-value"):
+            if what in ours:
+                r = ours[what] / ref[what]
+                worst.append((r, f"{what} {dtype} {set_name} 2^{log}"))
+                cells += [f"{ours[what]*1e3:.3f} ms", f"{ref[what]*1e3:.3f} ms", f"{r:.2f}"]
+            else:
+                cells += ["", f"{ref[what]*1e3:.3f} ms", ""]
+        print(f"| {dtype} {set_name} | 2^{log} | " + " | ".join(cells) + " |")
+        del keys, values, host
+        cp.get_default_memory_pool().free_all_blocks()
+    worst.sort(reverse=True)
+    print("\nslowest against CuPy:", ", ".join(f"{w} {r:.2f}x" for r, w in worst[:10]))
 
 
 if __name__ == "__main__":

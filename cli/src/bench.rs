@@ -6,6 +6,8 @@
 //! timed with GPU timestamps where the device has them. Every GPU result is checked once.
 
 mod compare;
+mod keysets;
+mod matrix;
 mod sched;
 
 use std::io::Write;
@@ -61,6 +63,13 @@ pub struct BenchArgs {
     /// Write the results as JSON: version, commit, device, driver, date and every sample.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// The key types the sort suite's matrix measures (u32, i32, f32, u64, i64, f64).
+    #[arg(long, value_delimiter = ',', default_value = "u32,i32,f32,u64,i64,f64")]
+    pub dtypes: Vec<String>,
+    /// The key sets it measures them on, by name, or `all` (`gpusort bench --keys help` lists
+    /// them).
+    #[arg(long, value_delimiter = ',', default_value = "uniform")]
+    pub keys: Vec<String>,
     /// Print each case's change against a run saved with --json (same device or not: it says).
     #[arg(long, value_name = "OLD.json")]
     pub compare: Option<PathBuf>,
@@ -168,6 +177,14 @@ pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
             "size 2^{bad} is out of range (1..=30)"
         )));
     }
+    let dtypes = args
+        .dtypes
+        .iter()
+        .map(|d| {
+            gpusort_core::KeyType::parse(d).map_err(|e| CliError::usage(format!("--dtypes: {e}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let key_sets = key_sets(&args.keys)?;
     // a saved run to compare with: read before anything is measured, so a bad file fails fast
     let baseline = match &args.compare {
         Some(p) => Some(compare::Baseline::load(p)?),
@@ -233,7 +250,12 @@ pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
     // each suite is printed and exported as soon as it is done, so a failure later keeps it
     for suite in SUITES.iter().filter(|s| args.suite.iter().any(|a| a == *s)) {
         let cases = match *suite {
-            "sort" => sort_suite(&ctx, &sizes_for(&[16, 18, 20, 22, 24, 26]))?,
+            "sort" => {
+                let sizes = sizes_for(&[16, 18, 20, 22, 24, 26]);
+                let mut cases = sort_suite(&ctx, &sizes)?;
+                cases.extend(matrix::suite(&ctx, &sizes, &dtypes, &key_sets)?);
+                cases
+            }
             "scan" => scan_suite(&ctx, &sizes_for(&[20, 24, 28]))?,
             "transfer" => transfer_suite(&ctx, &sizes_for(&[24, 28]))?,
             "stencil" => stencil_suite(&ctx, &sizes_for(&[24, 28]))?,
@@ -1223,4 +1245,26 @@ fn utc_now() -> String {
         rest / 60 % 60,
         rest % 60
     )
+}
+
+/// `--keys`: names from `keysets::KEY_SETS`, or `all`; `help` lists them (a usage error, so
+/// nothing runs).
+fn key_sets(asked: &[String]) -> Result<Vec<String>, CliError> {
+    let names: Vec<&str> = keysets::KEY_SETS.iter().map(|(n, _)| *n).collect();
+    if asked.iter().any(|a| a == "all") {
+        return Ok(names.iter().map(|n| n.to_string()).collect());
+    }
+    for a in asked {
+        if !names.contains(&a.as_str()) {
+            let list: Vec<String> = keysets::KEY_SETS
+                .iter()
+                .map(|(n, what)| format!("{n} ({what})"))
+                .collect();
+            return Err(CliError::usage(format!(
+                "--keys {a}: the key sets are {}, or all",
+                list.join(", ")
+            )));
+        }
+    }
+    Ok(asked.to_vec())
 }

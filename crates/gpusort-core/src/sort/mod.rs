@@ -123,6 +123,7 @@ pub struct SortStats {
 ///
 /// Every buffer needs `BufferUsages::STORAGE | BufferUsages::COPY_DST` and at least its data's
 /// size rounded up to whole 16 bytes (`device::transfer::buffer_size`): the kernels read vec4s.
+#[derive(Clone, Copy)]
 pub struct SortJob<'a> {
     pub key_type: KeyType,
     pub order: SortOrder,

@@ -1,0 +1,234 @@
+//! The sort suite's key-type × key-set matrix: keys-only sorts, argsorts and key-value sorts
+//! (u32 values) of every `--dtypes` × `--keys` case, as a user's `gpusort sort` would run them
+//! (`Algorithm::Auto`), each result checked once. Named "sort f32 normal", "argsort f32 normal",
+//! "key-value f32 normal", so that `bench/cupy_reference.py` times CuPy on the same arrays.
+//! Segmented sorts (u32, segments of 2^8..2^20 keys) on both paths measure where `Auto`
+//! should switch (`sort::Tuning::segmented_radix_from`).
+
+use gpusort_core::cpu::keys::{fingerprint, sortable};
+use gpusort_core::device::transfer;
+use gpusort_core::{Algorithm, KeyType, SortJob, SortKey, SortOrder};
+
+use super::keysets::{applies, generate};
+use super::{measure_warm, skipped, sort_case, too_big, Case, Ctx};
+use crate::error::CliError;
+
+/// Cases of one size: every (type, set) pair that applies.
+pub fn suite(
+    ctx: &Ctx<'_>,
+    sizes: &[u32],
+    dtypes: &[KeyType],
+    sets: &[String],
+) -> Result<Vec<Case>, CliError> {
+    let mut cases = Vec::new();
+    for &log in sizes {
+        for &t in dtypes {
+            for set in sets.iter().filter(|s| applies(t, s)) {
+                ctx.bar.inc_length(3);
+                let n = 1usize << log;
+                if let Some(why) = too_big(ctx.gpu, n as u64 * t.size() as u64) {
+                    cases.push(skipped("sort", n as u64, &format!("sort {t} {set}"), why));
+                    ctx.bar.inc(3);
+                    continue;
+                }
+                let seed = log as u64 * 1000 + t.code() as u64 * 10;
+                cases.extend(match t {
+                    KeyType::U32 => one::<u32>(ctx, set, n, seed)?,
+                    KeyType::I32 => one::<i32>(ctx, set, n, seed)?,
+                    KeyType::F32 => one::<f32>(ctx, set, n, seed)?,
+                    KeyType::U64 => one::<u64>(ctx, set, n, seed)?,
+                    KeyType::I64 => one::<i64>(ctx, set, n, seed)?,
+                    KeyType::F64 => one::<f64>(ctx, set, n, seed)?,
+                });
+            }
+        }
+        if log >= 16 && dtypes.contains(&KeyType::U32) {
+            cases.extend(segmented(ctx, 1usize << log)?);
+        }
+    }
+    Ok(cases)
+}
+
+fn one<T: SortKey>(ctx: &Ctx<'_>, set: &str, n: usize, seed: u64) -> Result<Vec<Case>, CliError> {
+    let gpu = ctx.gpu;
+    let t = T::TYPE;
+    ctx.bar
+        .set_message(format!("2^{}: {t} {set} keys", n.ilog2()));
+    let keys: Vec<T> = generate(set, n, seed);
+    let bytes = n as u64 * t.size() as u64;
+    let pristine = transfer::buffer_from(gpu, "bench keys", &keys)?;
+    let work = transfer::storage_buffer(gpu, "bench sorted keys", bytes)?;
+    let perm = transfer::storage_buffer(gpu, "bench permutation", n as u64 * 4)?;
+    let values = transfer::storage_buffer(gpu, "bench values", n as u64 * 4)?;
+    let sorter = crate::tuning::sorter(gpu)?;
+    let restore = |enc: &mut gpusort_core::wgpu::CommandEncoder| {
+        enc.copy_buffer_to_buffer(&pristine, 0, &work, 0, bytes);
+    };
+    let job = SortJob {
+        key_type: t,
+        order: SortOrder::default(),
+        keys: &work,
+        n: n as u32,
+        values: None,
+        permutation: None,
+    };
+    let mut out = Vec::new();
+    let mut keys_only_s = 0.0;
+    for (what, job) in [
+        ("sort", job),
+        (
+            "argsort",
+            SortJob {
+                permutation: Some(&perm),
+                ..job
+            },
+        ),
+        (
+            "key-value",
+            SortJob {
+                values: Some(&values),
+                ..job
+            },
+        ),
+    ] {
+        ctx.bar
+            .set_message(format!("2^{}: {what} {t} {set}", n.ilog2()));
+        let mut algorithm = Algorithm::Auto;
+        let st = measure_warm(ctx.reps, ctx.warm, || {
+            Ok(ctx.timer.time(gpu, restore, |enc| {
+                algorithm = sorter.record(gpu, enc, &job)?.algorithm;
+                Ok(())
+            })?)
+        })?;
+        check(
+            ctx,
+            &keys,
+            &work,
+            job.permutation.is_some().then_some(&perm),
+            what,
+            set,
+        )?;
+        if what == "sort" {
+            keys_only_s = st.median_s;
+        }
+        let mut c = sort_case(
+            n,
+            &format!("{what} {t} {set}"),
+            st.clone(),
+            n as f64 / st.median_s / 1e9,
+            "GKeys/s",
+            None,
+            format!("{algorithm:?}").to_lowercase(),
+        );
+        c.relative = st.median_s / keys_only_s;
+        out.push(c);
+        ctx.bar.inc(1);
+    }
+    Ok(out)
+}
+
+/// The result is the input in order (same multiset, non-decreasing), and an argsort's
+/// permutation is stable: the keys it orders are non-decreasing, ties by position.
+fn check<T: SortKey>(
+    ctx: &Ctx<'_>,
+    keys: &[T],
+    work: &gpusort_core::wgpu::Buffer,
+    perm: Option<&gpusort_core::wgpu::Buffer>,
+    what: &str,
+    set: &str,
+) -> Result<(), CliError> {
+    let gpu = ctx.gpu;
+    let n = keys.len();
+    let got: Vec<T> = transfer::read_vec(gpu, work, n)?;
+    let ordered = got
+        .windows(2)
+        .all(|w| sortable(&w[0], false) <= sortable(&w[1], false));
+    let mut ok = ordered && fingerprint(&got) == fingerprint(keys);
+    if let (true, Some(p)) = (ok, perm) {
+        let p: Vec<u32> = transfer::read_vec(gpu, p, n)?;
+        let mut seen = vec![false; n];
+        ok = p
+            .iter()
+            .all(|&i| (i as usize) < n && !std::mem::replace(&mut seen[i as usize], true))
+            && p.windows(2).all(|w| {
+                let (a, b) = (
+                    sortable(&keys[w[0] as usize], false),
+                    sortable(&keys[w[1] as usize], false),
+                );
+                a < b || (a == b && w[0] < w[1])
+            });
+    }
+    if !ok {
+        return Err(CliError::runtime(format!(
+            "bench: {what} of {n} {} {set} keys is wrong on {}",
+            T::TYPE,
+            gpu.adapter.name
+        )));
+    }
+    Ok(())
+}
+
+/// Segmented u32 sorts on the bitonic network and on the radix path, segments of 2^8..2^20.
+fn segmented(ctx: &Ctx<'_>, n: usize) -> Result<Vec<Case>, CliError> {
+    let gpu = ctx.gpu;
+    let keys: Vec<u32> = generate("uniform", n, 77);
+    let pristine = transfer::buffer_from(gpu, "bench keys", &keys)?;
+    let work = transfer::storage_buffer(gpu, "bench sorted keys", n as u64 * 4)?;
+    let restore = |enc: &mut gpusort_core::wgpu::CommandEncoder| {
+        enc.copy_buffer_to_buffer(&pristine, 0, &work, 0, n as u64 * 4);
+    };
+    let mut out = Vec::new();
+    for seg_log in [8u32, 12, 16, 20]
+        .into_iter()
+        .filter(|&s| (1usize << (s + 2)) <= n)
+    {
+        let mut bitonic_s = 0.0;
+        for algorithm in [Algorithm::Bitonic, Algorithm::Radix] {
+            ctx.bar.inc_length(1);
+            let name = format!("segments of 2^{seg_log}, {algorithm:?}").to_lowercase();
+            ctx.bar.set_message(format!("2^{}: {name}", n.ilog2()));
+            let sorter = crate::tuning::sorter(gpu)?.with_algorithm(algorithm);
+            let order = SortOrder {
+                descending: false,
+                segment_size: Some(1 << seg_log),
+            };
+            let job = SortJob {
+                key_type: KeyType::U32,
+                order,
+                keys: &work,
+                n: n as u32,
+                values: None,
+                permutation: None,
+            };
+            let st = measure_warm(ctx.reps, ctx.warm, || {
+                Ok(ctx.timer.time(gpu, restore, |enc| {
+                    sorter.record(gpu, enc, &job)?;
+                    Ok(())
+                })?)
+            })?;
+            let got: Vec<u32> = transfer::read_vec(gpu, &work, n)?;
+            if got != gpusort_core::cpu::keys::sorted(&keys, order) {
+                return Err(CliError::runtime(format!(
+                    "bench: {name} of {n} keys is wrong on {}",
+                    gpu.adapter.name
+                )));
+            }
+            if algorithm == Algorithm::Bitonic {
+                bitonic_s = st.median_s;
+            }
+            let mut c = sort_case(
+                n,
+                &name,
+                st.clone(),
+                n as f64 / st.median_s / 1e9,
+                "GKeys/s",
+                None,
+                "u32 uniform; relative: to the bitonic network".into(),
+            );
+            c.relative = st.median_s / bitonic_s;
+            out.push(c);
+            ctx.bar.inc(1);
+        }
+    }
+    Ok(out)
+}
