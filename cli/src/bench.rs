@@ -6,7 +6,7 @@
 //! timed with GPU timestamps where the device has them. Every GPU result is checked once.
 
 mod compare;
-mod keysets;
+pub(crate) mod keysets;
 mod matrix;
 mod sched;
 
@@ -1224,7 +1224,7 @@ fn markdown(r: &Report) -> String {
 }
 
 /// The current time, UTC, as RFC 3339 (`2026-11-26T13:04:26Z`).
-fn utc_now() -> String {
+pub(crate) fn utc_now() -> String {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());

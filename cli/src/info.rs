@@ -43,6 +43,7 @@ pub fn run(g: &Global, args: &InfoArgs) -> CliResult {
             "adapters": adapters,
             "chosen": chosen,
             "subgroups_in_use": subgroups_used,
+            "tuning": tuning_words(&gpu),
             "jobs_run_on": engine,
             "limits": {
                 "max_buffer_size": gpu.limits.max_buffer_size,
@@ -71,6 +72,7 @@ pub fn run(g: &Global, args: &InfoArgs) -> CliResult {
         );
     }
     println!("chosen: [{}] {}", chosen.index, chosen.name);
+    println!("tuning: {}", tuning_words(&gpu));
     println!("jobs run on: {engine}");
     if chosen.subgroups {
         println!(
@@ -108,4 +110,17 @@ pub fn run(g: &Global, args: &InfoArgs) -> CliResult {
         gpu.limits.max_compute_workgroups_per_dimension
     );
     Ok(())
+}
+
+/// Whether a stored tuning (`gpusort tune`) is in use for this device.
+fn tuning_words(gpu: &gpusort_core::Gpu) -> String {
+    let file = crate::tuning::file();
+    match crate::tuning::stored(gpu) {
+        Some(t) => format!(
+            "measured by `gpusort tune` on {} ({})",
+            t.date,
+            file.map(|f| f.display().to_string()).unwrap_or_default()
+        ),
+        None => "the defaults (`gpusort tune` measures this device)".into(),
+    }
 }

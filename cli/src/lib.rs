@@ -12,6 +12,7 @@ pub mod progress;
 pub mod scan;
 pub mod sort;
 pub mod stencil;
+pub mod tune;
 pub mod tuning;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -232,6 +233,8 @@ pub enum Command {
     Stencil(stencil::StencilArgs),
     /// Benchmark gpusort against baselines measured in the same run.
     Bench(bench::BenchArgs),
+    /// Measure the fastest kernel configurations on this GPU and keep them for later runs.
+    Tune(tune::TuneArgs),
     /// Print a shell completion script (bash, zsh, fish, powershell, elvish) to stdout.
     Completions(CompletionsArgs),
     /// Print the man page (roff) to stdout: `gpusort man > gpusort.1`.
@@ -314,6 +317,7 @@ pub fn run(cli: &Cli) -> Result<(), CliError> {
         Command::Compact(a) => scan::run_compact(&cli.global, a),
         Command::Stencil(a) => stencil::run(&cli.global, a),
         Command::Bench(a) => bench::run(&cli.global, a),
+        Command::Tune(a) => tune::run(&cli.global, a),
         c @ (Command::Completions(_) | Command::Man) => generate_help_files(c),
     };
     match result {

@@ -1,29 +1,60 @@
-//! The tuning variables the CLI honours (docs/ARCHITECTURE.md lists them): the library reads no
+//! Where the CLI's tunings come from: the tuning `gpusort tune` stored for this device (in the
+//! user's cache directory; `GPUSORT_CACHE_DIR` moves it), else the measured defaults, then the
+//! tuning variables the CLI honours (docs/ARCHITECTURE.md lists them). The library reads no
 //! environment, so this is the one place a `GPUSORT_*` tuning variable becomes a `Tuning` value.
 //! Every tuning gives the same results; a value the kernels cannot take is ignored with a
 //! warning. The switches that change results (`GPUSORT_RADIX_STOP`, `GPUSORT_RADIX_PROBE`,
 //! `GPUSORT_SCAN_NO_LOOKBACK`, `GPUSORT_COMPACT_PROBE`) are read only by `--features measure`
 //! builds, so no environment can make a normal build return a wrong result.
 
+use std::path::PathBuf;
 use std::sync::OnceLock;
 
+use gpusort_core::tuning::{StoredTuning, TuningFile};
 use gpusort_core::{scan, sort, Gpu, Scanner, Sorter};
 
 use crate::error::CliError;
 
-/// A sorter with the environment's tuning.
+/// A sorter with this device's tuning.
 pub fn sorter(gpu: &Gpu) -> Result<Sorter, CliError> {
-    Ok(Sorter::new(gpu)?.with_tuning(gpu, tunings().0)?)
+    Ok(Sorter::new(gpu)?.with_tuning(gpu, tunings(gpu).0)?)
 }
 
-/// A scanner with the environment's tuning.
+/// A scanner with this device's tuning.
 pub fn scanner(gpu: &Gpu) -> Result<Scanner, CliError> {
-    Ok(Scanner::new(gpu)?.with_tuning(gpu, tunings().1)?)
+    Ok(Scanner::new(gpu)?.with_tuning(gpu, tunings(gpu).1)?)
 }
 
-fn tunings() -> (sort::Tuning, scan::Tuning) {
+/// The file `gpusort tune` writes: `$GPUSORT_CACHE_DIR/tuning.json`, else
+/// `gpusort/tuning.json` in the user's cache directory (None where there is none).
+pub fn file() -> Option<PathBuf> {
+    match std::env::var_os("GPUSORT_CACHE_DIR").filter(|d| !d.is_empty()) {
+        Some(dir) => Some(PathBuf::from(dir).join("tuning.json")),
+        None => dirs::cache_dir().map(|d| d.join("gpusort").join("tuning.json")),
+    }
+}
+
+/// The tuning stored for `gpu`, if any (a file that cannot be read is said once, then ignored).
+pub fn stored(gpu: &Gpu) -> Option<StoredTuning> {
+    let path = file()?;
+    match TuningFile::load(&path) {
+        Ok(f) => f.find(gpu).cloned(),
+        Err(e) => {
+            static SAID: OnceLock<()> = OnceLock::new();
+            SAID.get_or_init(|| tracing::warn!("{e}; using the default tuning"));
+            None
+        }
+    }
+}
+
+/// The sort and scan tunings a job on `gpu` uses: stored or default, then the environment's.
+pub fn tunings(gpu: &Gpu) -> (sort::Tuning, scan::Tuning) {
+    // one device per process
     static TUNINGS: OnceLock<(sort::Tuning, scan::Tuning)> = OnceLock::new();
-    *TUNINGS.get_or_init(|| (sort_from_env(), scan_from_env()))
+    *TUNINGS.get_or_init(|| {
+        let (s, c) = stored(gpu).map_or_else(Default::default, |t| (t.sort, t.scan));
+        (sort_from_env(s), scan_from_env(c))
+    })
 }
 
 /// `var` as a number, where it is set and parses.
@@ -49,8 +80,7 @@ fn apply<T: Copy>(t: &mut T, var: &str, valid: impl Fn(T) -> bool, set: impl Fn(
     }
 }
 
-fn sort_from_env() -> sort::Tuning {
-    let mut t = sort::Tuning::default();
+fn sort_from_env(mut t: sort::Tuning) -> sort::Tuning {
     let ok = |t: sort::Tuning| t.checked().is_ok();
     let on = |v: u32| v != 0;
     apply(&mut t, "GPUSORT_RADIX_FROM", ok, |t, v| t.radix_from = v);
@@ -110,8 +140,7 @@ fn sort_from_env() -> sort::Tuning {
     t
 }
 
-fn scan_from_env() -> scan::Tuning {
-    let mut t = scan::Tuning::default();
+fn scan_from_env(mut t: scan::Tuning) -> scan::Tuning {
     let ok = |t: scan::Tuning| t.checked().is_ok();
     let on = |v: u32| v != 0;
     apply(&mut t, "GPUSORT_SCAN_WG", ok, |t, v| t.scan_wg = v);

@@ -245,7 +245,8 @@ def stencil(grid, *, radius=1, stencil="star", weights=None, boundary="reflect",
 
 def info():
     """Where gpusort runs: engine ("gpu" or "cpu"), adapter, backend, driver, subgroups and
-    limits (GPU), and CPU threads. Makes the context if it was not made yet."""
+    limits (GPU), "tuned" (when `gpusort tune` measured the tuning in use for this GPU, None for
+    the defaults), and CPU threads. Makes the context if it was not made yet."""
     return _native.info()
 
 

@@ -38,6 +38,21 @@ struct GpuContext {
     sorter: Sorter,
     scanner: Scanner,
     scanner64: Scanner64,
+    /// When `gpusort tune` measured the tuning in use, if it did.
+    tuned: Option<String>,
+}
+
+/// The tuning `gpusort tune` stored for this device, as the CLI finds it (GPUSORT_CACHE_DIR, else
+/// the user's cache directory); None (the defaults) where there is none or it cannot be read.
+fn stored_tuning(gpu: &Gpu) -> Option<gpusort_core::tuning::StoredTuning> {
+    let path = match std::env::var_os("GPUSORT_CACHE_DIR").filter(|d| !d.is_empty()) {
+        Some(dir) => std::path::PathBuf::from(dir).join("tuning.json"),
+        None => dirs::cache_dir()?.join("gpusort").join("tuning.json"),
+    };
+    gpusort_core::tuning::TuningFile::load(&path)
+        .ok()?
+        .find(gpu)
+        .cloned()
 }
 
 /// What `gpusort.use()` asked for.
@@ -88,14 +103,23 @@ fn engine() -> PyResult<Arc<Engine>> {
         Engine::Cpu
     } else {
         let gpu = Gpu::new(&options).map_err(to_py)?;
-        let sorter = Sorter::new(&gpu).map_err(to_py)?;
-        let scanner = Scanner::new(&gpu).map_err(to_py)?;
+        let stored = stored_tuning(&gpu);
+        let (sort_tuning, scan_tuning) = stored
+            .as_ref()
+            .map_or_else(Default::default, |t| (t.sort, t.scan));
+        let sorter = Sorter::new(&gpu)
+            .and_then(|s| s.with_tuning(&gpu, sort_tuning))
+            .map_err(to_py)?;
+        let scanner = Scanner::new(&gpu)
+            .and_then(|s| s.with_tuning(&gpu, scan_tuning))
+            .map_err(to_py)?;
         let scanner64 = Scanner64::new(&gpu);
         Engine::Gpu(Box::new(GpuContext {
             gpu,
             sorter,
             scanner,
             scanner64,
+            tuned: stored.map(|t| t.date),
         }))
     });
     *slot = Some(e.clone());
@@ -530,6 +554,8 @@ fn info(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
             d.set_item("device_type", &a.device_type)?;
             d.set_item("driver", format!("{} {}", a.driver, a.driver_info))?;
             d.set_item("subgroups", g.gpu.subgroups().is_some())?;
+            // when `gpusort tune` measured the tuning in use; None: the defaults
+            d.set_item("tuned", g.tuned.clone())?;
             d.set_item("max_buffer_size", g.gpu.limits.max_buffer_size)?;
             d.set_item("max_storage_binding", g.gpu.max_binding())?;
             d.set_item("f64_shaders", g.gpu.features.contains(wgpu::Features::SHADER_F64))?;

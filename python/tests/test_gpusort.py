@@ -249,3 +249,34 @@ def test_ctrl_c_interrupts_a_long_call(engine):
 
 
 import time  # noqa: E402  (used by the test above)
+
+
+def test_a_stored_tuning_is_used(engine, tmp_path):
+    """The tuning `gpusort tune` stored for this GPU (in GPUSORT_CACHE_DIR here) is what a fresh
+    process's context uses; results are the same."""
+    if engine != "gpu":
+        return
+    import json
+    import subprocess
+    import sys
+
+    a = gpusort.info()
+    (tmp_path / "tuning.json").write_text(json.dumps({"tunings": [{
+        "adapter": a["adapter"], "backend": a["backend"], "driver": a["driver"].strip(),
+        "gpusort_version": "0.1.0", "date": "2026-11-26T00:00:00Z",
+        "sort": {"items": 7, "payload_items": 6}, "scan": {"scan_wg": 256, "scan_rounds": 4},
+    }]}))
+    code = (
+        "import numpy as np, gpusort; gpusort.use(backend='gpu');"
+        "a = np.random.default_rng(1).integers(0, 2**32, 300_000, dtype=np.uint32);"
+        "assert (gpusort.sort(a) == np.sort(a)).all();"
+        "assert (gpusort.cumsum(a) == np.cumsum(a)).all();"
+        "print(gpusort.info()['tuned'])"
+    )
+    env = dict(__import__("os").environ, GPUSORT_CACHE_DIR=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "2026-11-26T00:00:00Z"
+    env["GPUSORT_CACHE_DIR"] = str(tmp_path / "none")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "None", out.stderr

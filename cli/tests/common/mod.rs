@@ -12,6 +12,12 @@ use rand::Rng;
 pub fn gpusort() -> Command {
     let mut c = Command::cargo_bin("gpusort").expect("binary built");
     c.env("GPUSORT_BACKEND", "gpu");
+    // no stored tuning of the developer's own: the tests run the defaults (cli/tests/tune.rs
+    // points this at its own folder)
+    c.env(
+        "GPUSORT_CACHE_DIR",
+        std::env::temp_dir().join("gpusort-tests-no-stored-tuning"),
+    );
     c
 }
 

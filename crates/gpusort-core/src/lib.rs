@@ -55,6 +55,8 @@ pub mod scan;
 pub mod schedule;
 pub mod sort;
 pub mod stencil;
+#[cfg(feature = "serde")]
+pub mod tuning;
 mod wgsl;
 
 pub use device::{Gpu, GpuOptions};

@@ -1,0 +1,458 @@
+//! `gpusort tune`: time the candidate configurations of the sort and the scans on this device,
+//! keep the fastest, and store them (`tuning::file()`) for every later run on the same adapter,
+//! driver and gpusort version. One parameter at a time, the others held at their best so far;
+//! every candidate's result is checked, so a tuning can be slower but never wrong. The
+//! thresholds (where `Auto` takes the radix sort, the MSD path, the segmented radix path) are
+//! the sizes from which the faster choice stays faster.
+
+use gpusort_core::cpu::keys::{fingerprint, sortable};
+use gpusort_core::device::transfer;
+use gpusort_core::internal::bench::GpuTimer;
+use gpusort_core::scan::{CompactJob, Predicate, ScanJob, ScanOp, Scanner};
+use gpusort_core::tuning::{StoredTuning, TuningFile};
+use gpusort_core::{scan, sort, wgpu, Algorithm, Gpu, KeyType, SortJob, SortOrder, Sorter};
+
+use crate::error::{CliError, CliResult};
+use crate::{Engine, Global};
+
+#[derive(clap::Args, Debug)]
+pub struct TuneArgs {
+    /// A short run (small sizes, a few candidates): seconds; the default on software adapters.
+    #[arg(long)]
+    pub quick: bool,
+    /// Print the tuning stored for this device and where it is; measure nothing.
+    #[arg(long, conflicts_with = "reset")]
+    pub show: bool,
+    /// Forget the tuning stored for this device (later runs use the defaults).
+    #[arg(long)]
+    pub reset: bool,
+}
+
+pub fn run(g: &Global, args: &TuneArgs) -> CliResult {
+    if let Engine::Cpu { why } = g.engine()? {
+        return Err(CliError::usage(format!(
+            "gpusort tune measures a GPU, and jobs here run on the CPU engine ({why}); \
+             --backend gpu tunes the software adapter"
+        )));
+    }
+    let gpu = g.gpu()?;
+    let path = crate::tuning::file().ok_or_else(|| {
+        CliError::usage("no cache directory for the tuning: set GPUSORT_CACHE_DIR")
+    })?;
+    if args.show {
+        match crate::tuning::stored(&gpu) {
+            Some(t) => println!(
+                "{}: tuned on {} (gpusort {}), in {}\nsort: {:?}\nscan: {:?}",
+                gpu.adapter.name,
+                t.date,
+                t.gpusort_version,
+                path.display(),
+                t.sort,
+                t.scan
+            ),
+            None => println!(
+                "{}: no stored tuning (the defaults are in use); `gpusort tune` measures one",
+                gpu.adapter.name
+            ),
+        }
+        return Ok(());
+    }
+    let mut file = TuningFile::load(&path).unwrap_or_else(|e| {
+        tracing::warn!("{e}; starting a new tuning file");
+        TuningFile::default()
+    });
+    if args.reset {
+        let before = file.tunings.len();
+        file.tunings.retain(|t| !t.matches(&gpu));
+        file.save(&path)?;
+        if !g.quiet {
+            println!(
+                "{}: {}",
+                gpu.adapter.name,
+                if file.tunings.len() < before {
+                    "stored tuning forgotten; the defaults are in use"
+                } else {
+                    "no stored tuning to forget"
+                }
+            );
+        }
+        return Ok(());
+    }
+    let quick = args.quick || gpu.is_software();
+    let t = Tuner::new(&gpu, quick, g.quiet)?;
+    let start = std::time::Instant::now();
+    let (sort, sort_gain) = t.sort()?;
+    let (scan, scan_gain) = t.scan()?;
+    file.insert(StoredTuning {
+        adapter: gpu.adapter.name.clone(),
+        backend: gpu.adapter.backend.clone(),
+        driver: gpusort_core::tuning::driver(&gpu),
+        gpusort_version: env!("CARGO_PKG_VERSION").into(),
+        date: crate::bench::utc_now(),
+        sort,
+        scan,
+    });
+    file.save(&path)?;
+    if !g.quiet {
+        println!(
+            "tuned {} in {:.0} s: sort {sort_gain:.2}x, scan {scan_gain:.2}x the defaults' speed; \
+             stored in {}",
+            gpu.adapter.name,
+            start.elapsed().as_secs_f64(),
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+struct Tuner<'a> {
+    gpu: &'a Gpu,
+    timer: GpuTimer,
+    quick: bool,
+    quiet: bool,
+    reps: usize,
+    warm: std::time::Duration,
+}
+
+impl<'a> Tuner<'a> {
+    fn new(gpu: &'a Gpu, quick: bool, quiet: bool) -> Result<Tuner<'a>, CliError> {
+        Ok(Tuner {
+            gpu,
+            timer: GpuTimer::new(gpu),
+            quick,
+            quiet,
+            reps: if quick { 3 } else { 7 },
+            warm: std::time::Duration::from_millis(if gpu.is_software() { 0 } else { 150 }),
+        })
+    }
+
+    fn say(&self, line: String) {
+        if !self.quiet {
+            println!("{line}");
+        }
+    }
+
+    /// Median seconds of `record` after `restore`, following a warm-up.
+    fn time(
+        &self,
+        restore: &dyn Fn(&mut wgpu::CommandEncoder),
+        record: &dyn Fn(&mut wgpu::CommandEncoder) -> gpusort_core::Result<()>,
+    ) -> Result<f64, CliError> {
+        let once = || -> Result<f64, CliError> { Ok(self.timer.time(self.gpu, restore, record)?) };
+        once()?;
+        let start = std::time::Instant::now();
+        while start.elapsed() < self.warm {
+            once()?;
+        }
+        let mut v = (0..self.reps)
+            .map(|_| once())
+            .collect::<Result<Vec<_>, _>>()?;
+        v.sort_by(f64::total_cmp);
+        Ok(v[v.len() / 2])
+    }
+
+    /// The time of a sort of `keys` (keys only, or an argsort) with `sorter`, checked.
+    fn sort_time(
+        &self,
+        sorter: &Sorter,
+        keys: &[u32],
+        argsort: bool,
+        segment: Option<u32>,
+    ) -> Result<f64, CliError> {
+        let gpu = self.gpu;
+        let n = keys.len();
+        let pristine = transfer::buffer_from(gpu, "tune keys", keys)?;
+        let work = transfer::storage_buffer(gpu, "tune sorted", n as u64 * 4)?;
+        let perm = transfer::storage_buffer(gpu, "tune permutation", n as u64 * 4)?;
+        let order = SortOrder {
+            descending: false,
+            segment_size: segment,
+        };
+        let job = SortJob {
+            key_type: KeyType::U32,
+            order,
+            keys: &work,
+            n: n as u32,
+            values: None,
+            permutation: argsort.then_some(&perm),
+        };
+        let restore = |enc: &mut wgpu::CommandEncoder| {
+            enc.copy_buffer_to_buffer(&pristine, 0, &work, 0, n as u64 * 4)
+        };
+        let t = self.time(&restore, &|enc| sorter.record(gpu, enc, &job).map(|_| ()))?;
+        let got: Vec<u32> = transfer::read_vec(gpu, &work, n)?;
+        let ordered = match segment {
+            Some(s) => got
+                .chunks(s as usize)
+                .all(|c| c.windows(2).all(|w| w[0] <= w[1])),
+            None => got
+                .windows(2)
+                .all(|w| sortable(&w[0], false) <= sortable(&w[1], false)),
+        };
+        if !ordered || fingerprint(&got) != fingerprint(keys) {
+            return Err(CliError::runtime(format!(
+                "tune: a candidate sort of {n} keys is wrong on {}",
+                gpu.adapter.name
+            )));
+        }
+        Ok(t)
+    }
+
+    fn sort(&self) -> Result<(sort::Tuning, f64), CliError> {
+        let gpu = self.gpu;
+        let n = if self.quick { 1 << 14 } else { 1 << 24 };
+        let keys: Vec<u32> = crate::bench::keysets::generate("uniform", n, 1);
+        let radix = |t: sort::Tuning| -> Result<Sorter, CliError> {
+            Ok(Sorter::new(gpu)?
+                .with_algorithm(Algorithm::Radix)
+                .with_tuning(gpu, t)?)
+        };
+        let mut best = sort::Tuning::default();
+        let default_time = self.sort_time(&radix(best)?, &keys, false, None)?
+            + self.sort_time(&radix(best)?, &keys, true, None)?;
+        type Set = fn(&mut sort::Tuning, u32);
+        let candidates: [(&str, bool, &[u32], &[u32], Set); 4] = [
+            (
+                "keys an invocation",
+                false,
+                &[6, 7, 8, 9, 10, 11, 12],
+                &[8, 9],
+                |t, v| t.items = v,
+            ),
+            (
+                "keys an invocation, argsort",
+                true,
+                &[5, 6, 7, 8, 9],
+                &[7, 8],
+                |t, v| t.payload_items = v,
+            ),
+            (
+                "keys an invocation, first pass",
+                false,
+                &[8, 9, 10, 11, 12],
+                &[9, 10],
+                |t, v| t.unstable_items = v,
+            ),
+            ("look-back window", false, &[2, 4, 8], &[4], |t, v| {
+                t.window = v
+            }),
+        ];
+        for (what, argsort, full, quick, set) in candidates {
+            let values = if self.quick { quick } else { full };
+            let mut timed = Vec::new();
+            for &v in values {
+                let mut t = best;
+                set(&mut t, v);
+                timed.push((self.sort_time(&radix(t)?, &keys, argsort, None)?, v));
+            }
+            let (secs, v) = timed
+                .iter()
+                .copied()
+                .min_by(|a, b| a.0.total_cmp(&b.0))
+                .expect("candidates");
+            set(&mut best, v);
+            self.say(format!(
+                "sort, {what}: {v} ({:.3} ms at 2^{})",
+                secs * 1e3,
+                n.ilog2()
+            ));
+        }
+        let tuned_time = self.sort_time(&radix(best)?, &keys, false, None)?
+            + self.sort_time(&radix(best)?, &keys, true, None)?;
+        // within noise of the defaults (or behind them): keep the defaults' shapes
+        let gain = default_time / tuned_time;
+        if gain <= 1.0 {
+            let d = sort::Tuning::default();
+            (
+                best.items,
+                best.payload_items,
+                best.unstable_items,
+                best.window,
+            ) = (d.items, d.payload_items, d.unstable_items, d.window);
+        }
+        // where the faster choice stays faster, from the smallest size up
+        let from = |sizes: &[u32], a: &Sorter, b: &Sorter| -> Result<Option<u32>, CliError> {
+            let mut first = None;
+            for &log in sizes {
+                let k: Vec<u32> = crate::bench::keysets::generate("uniform", 1 << log, log as u64);
+                let faster =
+                    self.sort_time(b, &k, false, None)? < self.sort_time(a, &k, false, None)?;
+                first = match (faster, first) {
+                    (true, None) => Some(log),
+                    (true, f) => f,
+                    (false, _) => None,
+                };
+            }
+            Ok(first)
+        };
+        let bitonic = Sorter::new(gpu)?
+            .with_algorithm(Algorithm::Bitonic)
+            .with_tuning(gpu, best)?;
+        let sizes: Vec<u32> = if self.quick {
+            vec![10, 12]
+        } else {
+            (17..=23).collect()
+        };
+        best.radix_from = from(&sizes, &bitonic, &radix(best)?)?.map_or(u32::MAX, |l| 1 << l);
+        self.say(format!("sort, radix from: {}", keys_from(best.radix_from)));
+        let lsd = radix(sort::Tuning {
+            msd_from: u32::MAX,
+            ..best
+        })?;
+        let msd = radix(sort::Tuning {
+            msd_from: 0,
+            ..best
+        })?;
+        let sizes: Vec<u32> = if self.quick {
+            vec![12, 14]
+        } else {
+            (21..=26).collect()
+        };
+        best.msd_from = from(&sizes, &lsd, &msd)?.map_or(u32::MAX, |l| 1 << l);
+        self.say(format!("sort, MSD path from: {}", keys_from(best.msd_from)));
+        // segmented sorts of n keys: from which segment size the radix path is faster
+        let bitonic = Sorter::new(gpu)?
+            .with_algorithm(Algorithm::Bitonic)
+            .with_tuning(gpu, best)?;
+        let seg_radix = radix(best)?;
+        let mut seg_from = None;
+        for log in (8..=20)
+            .step_by(if self.quick { 4 } else { 2 })
+            .filter(|&l| 1 << (l + 2) <= n)
+        {
+            let s = Some(1u32 << log);
+            let faster = self.sort_time(&seg_radix, &keys, false, s)?
+                < self.sort_time(&bitonic, &keys, false, s)?;
+            seg_from = match (faster, seg_from) {
+                (true, None) => Some(log),
+                (true, f) => f,
+                (false, _) => None,
+            };
+        }
+        best.segmented_radix_from = seg_from.map_or(u32::MAX, |l| 1 << l);
+        self.say(format!(
+            "sort, segmented radix from segments of: {}",
+            keys_from(best.segmented_radix_from)
+        ));
+        Ok((best, gain.max(1.0)))
+    }
+
+    /// The time of an exclusive sum scan and a compaction of `data` with `scanner`, checked.
+    fn scan_time(&self, scanner: &Scanner, data: &[u32]) -> Result<f64, CliError> {
+        let gpu = self.gpu;
+        let n = data.len();
+        let src = transfer::buffer_from(gpu, "tune scan input", data)?;
+        let dst = transfer::storage_buffer(gpu, "tune scan output", n as u64 * 4)?;
+        let counts = transfer::storage_buffer(gpu, "tune counts", 16)?;
+        let scan = ScanJob {
+            src: &src,
+            dst: &dst,
+            n: n as u32,
+            key_type: KeyType::U32,
+            op: ScanOp::Add,
+            inclusive: false,
+            carry: None,
+        };
+        let t_scan = self.time(&|_| {}, &|enc| scanner.record_scan(gpu, enc, &scan))?;
+        let sums: Vec<u32> = transfer::read_vec(gpu, &dst, n)?;
+        let compact = CompactJob {
+            src: &src,
+            dst: &dst,
+            counts: &counts,
+            n: n as u32,
+            payload: None,
+            predicate: Predicate::Below(1u32 << 31),
+            keep: true,
+            base_slot: None,
+            count_slot: 0,
+        };
+        let t_compact = self.time(&|_| {}, &|enc| scanner.record_compact(gpu, enc, &compact))?;
+        let kept = transfer::read_vec::<u32>(gpu, &counts, 1)?[0] as usize;
+        let want_kept = data.iter().filter(|&&x| x < 1 << 31).count();
+        if sums != gpusort_core::cpu::scan::scan(data, ScanOp::Add, false) || kept != want_kept {
+            return Err(CliError::runtime(format!(
+                "tune: a candidate scan of {n} elements is wrong on {}",
+                gpu.adapter.name
+            )));
+        }
+        Ok(t_scan + t_compact)
+    }
+
+    fn scan(&self) -> Result<(scan::Tuning, f64), CliError> {
+        let gpu = self.gpu;
+        let n = if self.quick { 1 << 16 } else { 1 << 26 };
+        let data: Vec<u32> = crate::bench::keysets::generate("uniform", n, 2);
+        let with = |t: scan::Tuning| -> Result<Scanner, CliError> {
+            Ok(Scanner::new(gpu)?.with_tuning(gpu, t)?)
+        };
+        let mut best = scan::Tuning::default().fitted(gpu);
+        let default_time = self.scan_time(&with(best)?, &data)?;
+        type Set = fn(&mut scan::Tuning, u32);
+        let shapes: &[u32] = if self.quick {
+            &[0, 1]
+        } else {
+            &[0, 1, 2, 3, 4]
+        };
+        let candidates: [(&str, &[u32], &[u32], Set); 5] = [
+            ("shape (invocations x rounds)", shapes, &[0, 1], |t, v| {
+                (t.scan_wg, t.scan_rounds) = SCAN_SHAPES[v as usize]
+            }),
+            (
+                "looping workgroups",
+                &[0, 528, 1024, 2048],
+                &[0, 1024],
+                |t, v| {
+                    t.scan_workgroups = v;
+                    t.compact_workgroups = v;
+                },
+            ),
+            ("status stride", &[2, 8, 32], &[8], |t, v| {
+                t.state_stride = v
+            }),
+            ("compaction rounds", &[8, 10, 12], &[10], |t, v| {
+                t.compact_rounds = v
+            }),
+            ("look-back window", &[8, 16, 32], &[32], |t, v| t.window = v),
+        ];
+        for (what, full, quick, set) in candidates {
+            let values = if self.quick { quick } else { full };
+            let mut timed = Vec::new();
+            for &v in values {
+                let mut t = best;
+                set(&mut t, v);
+                if t.fitted(gpu) != t {
+                    continue; // more invocations than the device takes
+                }
+                timed.push((self.scan_time(&with(t)?, &data)?, v));
+            }
+            if let Some((secs, v)) = timed.iter().copied().min_by(|a, b| a.0.total_cmp(&b.0)) {
+                set(&mut best, v);
+                let shown = match what.starts_with("shape") {
+                    true => format!("{} x {}", best.scan_wg, best.scan_rounds),
+                    false => v.to_string(),
+                };
+                self.say(format!(
+                    "scan, {what}: {shown} ({:.3} ms at 2^{})",
+                    secs * 1e3,
+                    n.ilog2()
+                ));
+            }
+        }
+        let tuned_time = self.scan_time(&with(best)?, &data)?;
+        let gain = default_time / tuned_time;
+        if gain <= 1.0 {
+            return Ok((scan::Tuning::default().fitted(gpu), 1.0));
+        }
+        Ok((best, gain))
+    }
+}
+
+/// The scan shapes tried: (invocations, vec4 rounds) per workgroup.
+const SCAN_SHAPES: [(u32, u32); 5] = [(512, 8), (256, 8), (512, 4), (256, 16), (1024, 4)];
+
+fn keys_from(v: u32) -> String {
+    match v {
+        u32::MAX => "never (the alternative was faster at every size tried)".into(),
+        v => format!("2^{} keys", v.ilog2()),
+    }
+}

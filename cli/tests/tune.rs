@@ -1,0 +1,134 @@
+//! `gpusort tune` on the software adapter: it measures, stores the winners for this adapter,
+//! driver and version, and every later run uses them (and says so in `gpusort info`); a file
+//! that cannot be read, or a stored value the kernels cannot take, leaves the defaults in use;
+//! `--reset` forgets. Results are the same whatever the tuning.
+
+mod common;
+
+use common::*;
+use gpusort_tests::rng;
+use rand::Rng;
+
+fn info(cache: &std::path::Path) -> String {
+    let out = gpusort()
+        .env("GPUSORT_CACHE_DIR", cache)
+        .arg("info")
+        .assert()
+        .success();
+    String::from_utf8_lossy(&out.get_output().stdout).to_string()
+}
+
+#[test]
+fn tune_stores_what_later_runs_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    assert!(info(&cache).contains("tuning: the defaults"));
+    let out = gpusort()
+        .env("GPUSORT_CACHE_DIR", &cache)
+        .args(["tune", "--quick"])
+        .assert()
+        .success();
+    let text = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+    assert!(
+        text.contains("sort, keys an invocation") && text.contains("stored in"),
+        "{text}"
+    );
+    let file = cache.join("tuning.json");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    let t = &v["tunings"][0];
+    assert_eq!(t["gpusort_version"], env!("CARGO_PKG_VERSION"));
+    assert!(t["sort"]["items"].as_u64().is_some() && t["scan"]["scan_wg"].as_u64().is_some());
+    assert!(info(&cache).contains("tuning: measured by `gpusort tune`"));
+    let shown = gpusort()
+        .env("GPUSORT_CACHE_DIR", &cache)
+        .args(["tune", "--show"])
+        .assert()
+        .success();
+    assert!(String::from_utf8_lossy(&shown.get_output().stdout).contains("tuned on"));
+
+    // a later sort and scan with the stored tuning: the same results
+    let mut r = rng(5);
+    let keys: Vec<u32> = (0..100_000).map(|_| r.random()).collect();
+    write_u32(&dir.path().join("k.bin"), &keys);
+    let run = |extra: &[&str]| {
+        gpusort()
+            .current_dir(dir.path())
+            .env("GPUSORT_CACHE_DIR", &cache)
+            .args([
+                "-q",
+                "sort",
+                "k.bin",
+                "--dtype",
+                "u32",
+                "--algorithm",
+                "radix",
+                "-o",
+                "s.bin",
+            ])
+            .args(extra)
+            .assert()
+            .success();
+        gpusort()
+            .current_dir(dir.path())
+            .env("GPUSORT_CACHE_DIR", &cache)
+            .args(["-q", "scan", "k.bin", "--dtype", "u32", "-o", "c.bin"])
+            .assert()
+            .success();
+    };
+    let mut sorted = keys.clone();
+    sorted.sort_unstable();
+    let sums: Vec<u32> = keys
+        .iter()
+        .scan(0u32, |a, &k| {
+            *a = a.wrapping_add(k);
+            Some(*a)
+        })
+        .collect();
+    run(&[]);
+    assert_eq!(read_u32(&dir.path().join("s.bin")), sorted);
+    assert_eq!(read_u32(&dir.path().join("c.bin")), sums);
+
+    // a stored value the kernels cannot take: ignored, the defaults in use
+    let mut bad = v.clone();
+    bad["tunings"][0]["sort"]["items"] = serde_json::json!(999);
+    std::fs::write(&file, serde_json::to_vec(&bad).unwrap()).unwrap();
+    assert!(info(&cache).contains("tuning: the defaults"));
+    run(&[]);
+    assert_eq!(read_u32(&dir.path().join("s.bin")), sorted);
+
+    // a file that is not a tuning file: said on stderr, the defaults in use, results right
+    std::fs::write(&file, b"not json").unwrap();
+    let out = gpusort()
+        .current_dir(dir.path())
+        .env("GPUSORT_CACHE_DIR", &cache)
+        .args(["sort", "k.bin", "--dtype", "u32", "-o", "s.bin"])
+        .assert()
+        .success();
+    let err = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    assert!(err.contains("not a gpusort tuning file"), "{err}");
+    assert_eq!(read_u32(&dir.path().join("s.bin")), sorted);
+
+    // --reset forgets this device's tuning
+    std::fs::write(&file, serde_json::to_vec(&v).unwrap()).unwrap();
+    assert!(info(&cache).contains("measured by"));
+    gpusort()
+        .env("GPUSORT_CACHE_DIR", &cache)
+        .args(["tune", "--reset"])
+        .assert()
+        .success();
+    assert!(info(&cache).contains("tuning: the defaults"));
+}
+
+#[test]
+fn tune_needs_a_gpu() {
+    let out = gpusort()
+        .env("GPUSORT_BACKEND", "cpu")
+        .arg("tune")
+        .assert()
+        .code(2);
+    let err = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    assert!(
+        err.contains("measures a GPU") && err.lines().count() == 1,
+        "{err}"
+    );
+}

@@ -1,0 +1,111 @@
+//! Tunings measured on a device (`gpusort tune`), stored in a JSON file so that later runs on the
+//! same adapter, driver and gpusort version start from them. The library reads only the file it
+//! is given: front ends choose where it lives (the CLI and the Python package: the user's cache
+//! directory).
+
+use std::path::Path;
+
+use crate::device::Gpu;
+use crate::error::{Error, Result};
+use crate::{scan, sort};
+
+/// One device's measured tuning and what it was measured on.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct StoredTuning {
+    pub adapter: String,
+    pub backend: String,
+    /// The driver and its version, as wgpu reports them.
+    pub driver: String,
+    pub gpusort_version: String,
+    /// When it was measured (RFC 3339, UTC).
+    pub date: String,
+    pub sort: sort::Tuning,
+    pub scan: scan::Tuning,
+}
+
+impl StoredTuning {
+    /// Whether this tuning was measured on `gpu` by this version of gpusort.
+    pub fn matches(&self, gpu: &Gpu) -> bool {
+        let a = &gpu.adapter;
+        self.adapter == a.name
+            && self.backend == a.backend
+            && self.driver == driver(gpu)
+            && self.gpusort_version == env!("CARGO_PKG_VERSION")
+    }
+}
+
+/// The driver string a stored tuning is keyed by.
+pub fn driver(gpu: &Gpu) -> String {
+    format!("{} {}", gpu.adapter.driver, gpu.adapter.driver_info)
+        .trim()
+        .to_string()
+}
+
+/// Every stored tuning of a machine (one per adapter, driver and version).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct TuningFile {
+    pub tunings: Vec<StoredTuning>,
+}
+
+impl TuningFile {
+    /// The file at `path`; an empty one where there is none.
+    pub fn load(path: &Path) -> Result<TuningFile> {
+        match std::fs::read(path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+                Error::InvalidInput(format!(
+                    "{}: not a gpusort tuning file ({e})",
+                    path.display()
+                ))
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(TuningFile::default()),
+            Err(e) => Err(io(path, e)),
+        }
+    }
+
+    /// The tuning stored for `gpu`, checked against the ranges the kernels take.
+    pub fn find(&self, gpu: &Gpu) -> Option<&StoredTuning> {
+        self.tunings
+            .iter()
+            .rev()
+            .find(|t| t.matches(gpu) && t.sort.checked().is_ok() && t.scan.checked().is_ok())
+    }
+
+    /// Keep `tuning`, replacing any stored for the same adapter, backend, driver and version.
+    pub fn insert(&mut self, tuning: StoredTuning) {
+        self.tunings.retain(|t| {
+            (&t.adapter, &t.backend, &t.driver, &t.gpusort_version)
+                != (
+                    &tuning.adapter,
+                    &tuning.backend,
+                    &tuning.driver,
+                    &tuning.gpusort_version,
+                )
+        });
+        self.tunings.push(tuning);
+    }
+
+    /// Write the file: a temporary file beside it, flushed, then renamed over it.
+    pub fn save(&self, path: &Path) -> Result<()> {
+        self.write(path).map_err(|e| io(path, e))
+    }
+
+    fn write(&self, path: &Path) -> std::io::Result<()> {
+        use std::io::Write;
+        let dir = path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir)?;
+        let text = serde_json::to_vec_pretty(self).expect("a tuning serialises");
+        let tmp = dir.join(format!(".tuning-{}.tmp", std::process::id()));
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(&text)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        Ok(())
+    }
+}
+
+fn io(path: &Path, e: std::io::Error) -> Error {
+    Error::Io(format!("{}: {e}", path.display()))
+}
