@@ -307,7 +307,7 @@ mod tests {
         }
         // one 16-bit bucket of more than a tile: the GPU falls back to the LSD passes
         assert_eq!(msd_sort(&dups, 4608), None);
-        assert_eq!(msd_sort(&[], 1).unwrap().values, vec![]);
+        assert_eq!(msd_sort(&[], 1).unwrap().values, Vec::<u32>::new());
     }
 
     #[test]
