@@ -210,8 +210,9 @@ impl<'a> Tuner<'a> {
         let mut best = sort::Tuning::default();
         let default_time = self.sort_time(&radix(best)?, &keys, false, None)?
             + self.sort_time(&radix(best)?, &keys, true, None)?;
-        type Set = fn(&mut sort::Tuning, u32);
-        let candidates: [(&str, bool, &[u32], &[u32], Set); 4] = [
+        // (what, argsort, values, quick values, how to set it)
+        type Candidate<'c> = (&'c str, bool, &'c [u32], &'c [u32], fn(&mut sort::Tuning, u32));
+        let candidates: [Candidate; 4] = [
             (
                 "keys an invocation",
                 false,
