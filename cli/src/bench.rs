@@ -8,6 +8,7 @@
 mod compare;
 pub(crate) mod keysets;
 mod matrix;
+mod plot;
 mod sched;
 
 use std::io::Write;
@@ -76,6 +77,9 @@ pub struct BenchArgs {
     /// Write the results as a Markdown table.
     #[arg(long)]
     pub markdown: Option<PathBuf>,
+    /// Draw throughput against size, one line per case, as an SVG file.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
 }
 
 #[derive(Serialize, Debug, Clone)]
@@ -293,6 +297,13 @@ fn export(report: &Report, args: &BenchArgs) -> CliResult {
     }
     if let Some(p) = &args.markdown {
         crate::files::Output::write_bytes_now(p, markdown(report).as_bytes())?;
+    }
+    if let Some(p) = &args.plot {
+        let title = format!(
+            "gpusort {} ({}) on {}, {}",
+            report.gpusort_version, report.commit, report.device, report.date
+        );
+        plot::write(p, &title, &report.cases)?;
     }
     Ok(())
 }

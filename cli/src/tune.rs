@@ -211,7 +211,13 @@ impl<'a> Tuner<'a> {
         let default_time = self.sort_time(&radix(best)?, &keys, false, None)?
             + self.sort_time(&radix(best)?, &keys, true, None)?;
         // (what, argsort, values, quick values, how to set it)
-        type Candidate<'c> = (&'c str, bool, &'c [u32], &'c [u32], fn(&mut sort::Tuning, u32));
+        type Candidate<'c> = (
+            &'c str,
+            bool,
+            &'c [u32],
+            &'c [u32],
+            fn(&mut sort::Tuning, u32),
+        );
         let candidates: [Candidate; 4] = [
             (
                 "keys an invocation",

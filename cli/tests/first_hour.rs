@@ -531,7 +531,15 @@ fn plain_bench_finishes_on_a_software_adapter() {
     let (stdout, err) = run_ok(
         d,
         "gpu",
-        &["bench", "--json", "b.json", "--markdown", "b.md"],
+        &[
+            "bench",
+            "--json",
+            "b.json",
+            "--markdown",
+            "b.md",
+            "--plot",
+            "b.svg",
+        ],
     );
     let text = String::from_utf8_lossy(&stdout);
     for suite in ["sort", "scan", "transfer", "stencil", "sched"] {
@@ -547,6 +555,16 @@ fn plain_bench_finishes_on_a_software_adapter() {
     assert!(std::fs::read_to_string(d.join("b.md"))
         .unwrap()
         .contains("| n | case |"));
+    // the plot: a panel per suite and unit, a line per case
+    let svg = std::fs::read_to_string(d.join("b.svg")).unwrap();
+    assert!(svg.starts_with("<svg"), "{}", &svg[..svg.len().min(200)]);
+    for panel in ["sort (GKeys/s)", "scan (GB/s)", "stencil", "sched"] {
+        assert!(svg.contains(panel), "panel {panel}");
+    }
+    assert!(
+        svg.contains("argsort f64 uniform"),
+        "the key-type matrix is drawn"
+    );
     // what a later run needs to be compared with this one
     assert_eq!(v["gpusort_version"], env!("CARGO_PKG_VERSION"));
     for key in ["commit", "driver", "date", "device"] {
@@ -586,5 +604,41 @@ fn plain_bench_finishes_on_a_software_adapter() {
     assert!(
         err.contains("not a bench export") && err.lines().count() == 1,
         "{err}"
+    );
+}
+
+/// The sort suite's key sets by name (`all` for every one); an unknown name or type is one line
+/// naming what there is, exit 2, before anything is measured.
+#[test]
+fn bench_key_sets_and_types_by_name() {
+    for (args, says) in [
+        (["--keys", "zebra"], "the key sets are uniform"),
+        (["--dtypes", "u16"], "--dtypes"),
+    ] {
+        let out = gpusort().arg("bench").args(args).assert().code(2);
+        let err = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+        assert!(err.contains(says) && err.lines().count() == 1, "{err}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (stdout, _) = run_ok(
+        dir.path(),
+        "gpu",
+        &[
+            "bench", "--suite", "sort", "--sizes", "12", "--reps", "1", "--dtypes", "f32,i64",
+            "--keys", "all",
+        ],
+    );
+    let text = String::from_utf8_lossy(&stdout);
+    for case in [
+        "sort f32 normal",
+        "argsort f32 clustered",
+        "key-value i64 timestamps",
+        "sort i64 nearly",
+    ] {
+        assert!(text.contains(case), "{case}: {text}");
+    }
+    assert!(
+        !text.contains("f32 timestamps") && !text.contains("u32 uniform"),
+        "{text}"
     );
 }
