@@ -891,6 +891,28 @@ mod radix_options {
     /// passes; where a top-digit bucket already does, prepare chooses them at once. Every outcome
     /// sorts as the reference does, the buckets msd_dense took are those the CPU twin's took, and
     /// each designed input takes the outcome it was designed for.
+    /// f32 keys take the LSD passes unless the tuning asks for the MSD path; 32-bit integers
+    /// take it from `msd_from` keys.
+    #[test]
+    fn msd_path_is_for_integer_keys_by_default() {
+        let gpu = gpu(false);
+        let s = radix(gpu).tuned(gpu, |t| t.msd_from = 0);
+        let mut r = rng(41);
+        let mut ints: Vec<u32> = (0..50_000).map(|_| r.random()).collect();
+        let mut floats: Vec<f32> = (0..50_000).map(|_| r.random_range(-1.0..1.0f32)).collect();
+        s.sort(gpu, &mut floats, SortOrder::default()).unwrap();
+        assert!(
+            s.radix_msd_outcome(gpu).unwrap().is_none(),
+            "f32: the LSD passes"
+        );
+        assert!(floats.windows(2).all(|w| w[0] <= w[1]));
+        s.sort(gpu, &mut ints, SortOrder::default()).unwrap();
+        assert!(
+            s.radix_msd_outcome(gpu).unwrap().is_some(),
+            "u32: the MSD path"
+        );
+    }
+
     #[test]
     fn msd_path_sorts_the_same() {
         use gpusort_core::sort::radix::MsdOutcome::{self, FellBack, LsdAtOnce, Ran};
@@ -932,7 +954,10 @@ mod radix_options {
         }
         for no_sg in MODES {
             let gpu = gpu(no_sg);
-            let s = radix(gpu).tuned(gpu, |t| t.msd_from = 0);
+            let s = radix(gpu).tuned(gpu, |t| {
+                t.msd_from = 0;
+                t.msd_f32 = true;
+            });
             let tile = s.radix_msd_tile() as usize;
             let mut r = rng(77);
             // which sorts take the MSD path: keys-only 32-bit keys over every bit, from msd_from
@@ -948,7 +973,10 @@ mod radix_options {
                 "1,000 keys are below the default msd_from"
             );
             let ranged = radix(gpu)
-                .tuned(gpu, |t| t.msd_from = 0)
+                .tuned(gpu, |t| {
+                    t.msd_from = 0;
+                    t.msd_f32 = true;
+                })
                 .with_key_bits(0..24);
             assert!(!path(&ranged), "a key-bit range");
             let mut wide = vec![3u64, 1, 2];
@@ -1010,7 +1038,10 @@ mod radix_options {
             // with the next tile's keys loaded early (the default) or as each tile starts
             for (groups, prefetch) in [(0, true), (3, true), (3, false)] {
                 let s = radix(gpu)
-                    .tuned(gpu, |t| t.msd_from = 0)
+                    .tuned(gpu, |t| {
+                        t.msd_from = 0;
+                        t.msd_f32 = true;
+                    })
                     .tuned(gpu, |t| t.msd_local_groups = groups)
                     .tuned(gpu, |t| t.msd_prefetch = prefetch);
                 for n in [257, tile, 40_001] {

@@ -255,9 +255,20 @@ pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
     for suite in SUITES.iter().filter(|s| args.suite.iter().any(|a| a == *s)) {
         let cases = match *suite {
             "sort" => {
+                // exported part by part (the matrix size by size): a long run cut short keeps
+                // what it measured
                 let sizes = sizes_for(&[16, 18, 20, 22, 24, 26]);
+                let before = report.cases.len();
                 let mut cases = sort_suite(&ctx, &sizes)?;
-                cases.extend(matrix::suite(&ctx, &sizes, &dtypes, &key_sets)?);
+                report.cases.extend(cases.clone());
+                export(&report, args)?;
+                for &log in &sizes {
+                    let part = matrix::suite(&ctx, &[log], &dtypes, &key_sets)?;
+                    report.cases.extend(part.clone());
+                    export(&report, args)?;
+                    cases.extend(part);
+                }
+                report.cases.truncate(before);
                 cases
             }
             "scan" => scan_suite(&ctx, &sizes_for(&[20, 24, 28]))?,

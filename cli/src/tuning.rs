@@ -125,6 +125,9 @@ fn sort_from_env(mut t: sort::Tuning) -> sort::Tuning {
         t.unstable_items = v
     });
     apply(&mut t, "GPUSORT_RADIX_MSD_FROM", ok, |t, v| t.msd_from = v);
+    apply(&mut t, "GPUSORT_RADIX_MSD_F32", ok, |t, v| {
+        t.msd_f32 = on(v)
+    });
     apply(&mut t, "GPUSORT_RADIX_MSD_LOCAL_GROUPS", ok, |t, v| {
         t.msd_local_groups = v
     });

@@ -52,6 +52,9 @@ pub struct Tuning {
     /// Keys-only sorts of 32-bit keys over every bit take the MSD path from this many keys
     /// (u32::MAX: never; 0: always).
     pub msd_from: u32,
+    /// f32 keys take the MSD path too (off: their exponents put most keys in a few top-digit
+    /// buckets, and the LSD passes measured faster for every key set).
+    pub msd_f32: bool,
     /// Workgroups of the MSD path's local sorts, each looping over tiles (0: one a tile).
     pub msd_local_groups: u32,
     /// The MSD local sort loads the next tile's keys while it ranks this one's.
@@ -69,7 +72,9 @@ impl Default for Tuning {
             // radix/bitonic time 1.01 at 2^20, 0.79 at 2^21 (32-bit); 64-bit ties at 2^22
             radix_from: 1 << 21,
             radix_from_wide: 1 << 23,
-            segmented_radix_from: 1 << 16,
+            // the bitonic network won at every segment size on an H100 (2^8..2^20 of 2^24 keys):
+            // the radix path is there when asked for, or when `gpusort tune` finds it faster
+            segmented_radix_from: u32::MAX,
             // 512 x 9 keys-only, 512 x 8 with a payload: fastest 2^24..2^28 (BENCHMARKS.md)
             items: 9,
             payload_items: 8,
@@ -88,6 +93,7 @@ impl Default for Tuning {
             unstable_items: 10,
             // the MSD path wins from 2^24 keys (0.69 against 0.80 ms on an H100)
             msd_from: 1 << 24,
+            msd_f32: false,
             // 528 looping workgroups: room for GPUs with twice the H100's SMs
             msd_local_groups: 528,
             msd_prefetch: true,
