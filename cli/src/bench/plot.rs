@@ -11,7 +11,8 @@ use crate::error::{CliError, CliResult};
 
 pub fn write(path: &Path, title: &str, cases: &[Case]) -> CliResult {
     // (suite, unit) -> case name -> [(log2 n, throughput)], in the order measured
-    let mut panels: BTreeMap<(String, String), Vec<(String, Vec<(f64, f64)>)>> = BTreeMap::new();
+    type Lines = Vec<(String, Vec<(f64, f64)>)>;
+    let mut panels: BTreeMap<(String, String), Lines> = BTreeMap::new();
     for c in cases
         .iter()
         .filter(|c| c.skipped.is_none() && c.throughput > 0.0)
