@@ -769,7 +769,8 @@ impl Scheduler {
         Ok(*self.proven.get_or_init(|| ok))
     }
 
-    /// Record `batch` on `data` (u32 words, at least `batch.words()`) into `encoder`.
+    /// Record `batch` on `data` (u32 words, at least `batch.words()`, `BufferUsages::STORAGE`)
+    /// into `encoder`; nothing is submitted.
     pub fn record(
         &self,
         gpu: &Gpu,

@@ -762,7 +762,8 @@ impl StencilKernel {
 impl StencilKernel {
     /// Record `steps` in-core steps on a GPU-resident grid: `a` holds the grid and `b` is a
     /// second buffer of the same size; returns which of the two holds the result (it depends on
-    /// how many passes the steps took). For library users whose grids already live on the GPU.
+    /// how many passes the steps took). For library users whose grids already live on the GPU:
+    /// both buffers need `BufferUsages::STORAGE` and the grid's size within one binding.
     pub fn record_steps<'a>(
         &self,
         gpu: &Gpu,
