@@ -124,7 +124,7 @@ fn measure(reps: usize, f: impl FnMut() -> Result<f64, CliError>) -> Result<Stat
 
 /// `measure` of a GPU case: after its warm-up run, the case repeats untimed for `warm` (see
 /// `BenchArgs::warmup`).
-fn measure_warm(
+pub(crate) fn measure_warm(
     reps: usize,
     warm: std::time::Duration,
     mut f: impl FnMut() -> Result<f64, CliError>,

@@ -5,7 +5,7 @@
 //! thresholds (where `Auto` takes the radix sort, the MSD path, the segmented radix path) are
 //! the sizes from which the faster choice stays faster.
 
-use gpusort_core::cpu::keys::{fingerprint, sortable};
+use gpusort_core::cpu::keys::fingerprint;
 use gpusort_core::device::transfer;
 use gpusort_core::internal::bench::GpuTimer;
 use gpusort_core::scan::{CompactJob, Predicate, ScanJob, ScanOp, Scanner};
@@ -132,64 +132,51 @@ impl<'a> Tuner<'a> {
         }
     }
 
-    /// Median seconds of `record` after `restore`, following a warm-up.
+    /// Median seconds of `record` after `restore`, after the bench's warm-up.
     fn time(
         &self,
         restore: &dyn Fn(&mut wgpu::CommandEncoder),
         record: &dyn Fn(&mut wgpu::CommandEncoder) -> gpusort_core::Result<()>,
     ) -> Result<f64, CliError> {
-        let once = || -> Result<f64, CliError> { Ok(self.timer.time(self.gpu, restore, record)?) };
-        once()?;
-        let start = std::time::Instant::now();
-        while start.elapsed() < self.warm {
-            once()?;
-        }
-        let mut v = (0..self.reps)
-            .map(|_| once())
-            .collect::<Result<Vec<_>, _>>()?;
-        v.sort_by(f64::total_cmp);
-        Ok(v[v.len() / 2])
+        let stats = crate::bench::measure_warm(self.reps, self.warm, || {
+            Ok(self.timer.time(self.gpu, restore, record)?)
+        })?;
+        Ok(stats.median_s)
     }
 
     /// The time of a sort of `keys` (keys only, or an argsort) with `sorter`, checked.
     fn sort_time(
         &self,
         sorter: &Sorter,
-        keys: &[u32],
+        keys: &Uploaded,
         argsort: bool,
         segment: Option<u32>,
     ) -> Result<f64, CliError> {
         let gpu = self.gpu;
-        let n = keys.len();
-        let pristine = transfer::buffer_from(gpu, "tune keys", keys)?;
-        let work = transfer::storage_buffer(gpu, "tune sorted", n as u64 * 4)?;
-        let perm = transfer::storage_buffer(gpu, "tune permutation", n as u64 * 4)?;
-        let order = SortOrder {
-            descending: false,
-            segment_size: segment,
-        };
+        let n = keys.host.len();
         let job = SortJob {
             key_type: KeyType::U32,
-            order,
-            keys: &work,
+            order: SortOrder {
+                descending: false,
+                segment_size: segment,
+            },
+            keys: &keys.work,
             n: n as u32,
             values: None,
-            permutation: argsort.then_some(&perm),
+            permutation: argsort.then_some(&keys.perm),
         };
         let restore = |enc: &mut wgpu::CommandEncoder| {
-            enc.copy_buffer_to_buffer(&pristine, 0, &work, 0, n as u64 * 4)
+            enc.copy_buffer_to_buffer(&keys.pristine, 0, &keys.work, 0, n as u64 * 4)
         };
         let t = self.time(&restore, &|enc| sorter.record(gpu, enc, &job).map(|_| ()))?;
-        let got: Vec<u32> = transfer::read_vec(gpu, &work, n)?;
+        let got: Vec<u32> = transfer::read_vec(gpu, &keys.work, n)?;
         let ordered = match segment {
             Some(s) => got
                 .chunks(s as usize)
                 .all(|c| c.windows(2).all(|w| w[0] <= w[1])),
-            None => got
-                .windows(2)
-                .all(|w| sortable(&w[0], false) <= sortable(&w[1], false)),
+            None => got.windows(2).all(|w| w[0] <= w[1]),
         };
-        if !ordered || fingerprint(&got) != fingerprint(keys) {
+        if !ordered || fingerprint(&got) != keys.fingerprint {
             return Err(CliError::runtime(format!(
                 "tune: a candidate sort of {n} keys is wrong on {}",
                 gpu.adapter.name
@@ -201,7 +188,7 @@ impl<'a> Tuner<'a> {
     fn sort(&self) -> Result<(sort::Tuning, f64), CliError> {
         let gpu = self.gpu;
         let n = if self.quick { 1 << 14 } else { 1 << 24 };
-        let keys: Vec<u32> = crate::bench::keysets::generate("uniform", n, 1);
+        let keys = Uploaded::new(gpu, crate::bench::keysets::generate("uniform", n, 1))?;
         let radix = |t: sort::Tuning| -> Result<Sorter, CliError> {
             Ok(Sorter::new(gpu)?
                 .with_algorithm(Algorithm::Radix)
@@ -279,18 +266,15 @@ impl<'a> Tuner<'a> {
         }
         // where the faster choice stays faster, from the smallest size up
         let from = |sizes: &[u32], a: &Sorter, b: &Sorter| -> Result<Option<u32>, CliError> {
-            let mut first = None;
+            let mut faster = Vec::new();
             for &log in sizes {
-                let k: Vec<u32> = crate::bench::keysets::generate("uniform", 1 << log, log as u64);
-                let faster =
+                let generated = crate::bench::keysets::generate("uniform", 1 << log, log as u64);
+                let k = Uploaded::new(gpu, generated)?;
+                let b_wins =
                     self.sort_time(b, &k, false, None)? < self.sort_time(a, &k, false, None)?;
-                first = match (faster, first) {
-                    (true, None) => Some(log),
-                    (true, f) => f,
-                    (false, _) => None,
-                };
+                faster.push((log, b_wins));
             }
-            Ok(first)
+            Ok(stays_faster_from(faster))
         };
         let bitonic = Sorter::new(gpu)?
             .with_algorithm(Algorithm::Bitonic)
@@ -322,21 +306,17 @@ impl<'a> Tuner<'a> {
             .with_algorithm(Algorithm::Bitonic)
             .with_tuning(gpu, best)?;
         let seg_radix = radix(best)?;
-        let mut seg_from = None;
+        let mut faster = Vec::new();
         for log in (8..=20)
             .step_by(if self.quick { 4 } else { 2 })
             .filter(|&l| 1 << (l + 2) <= n)
         {
             let s = Some(1u32 << log);
-            let faster = self.sort_time(&seg_radix, &keys, false, s)?
+            let radix_wins = self.sort_time(&seg_radix, &keys, false, s)?
                 < self.sort_time(&bitonic, &keys, false, s)?;
-            seg_from = match (faster, seg_from) {
-                (true, None) => Some(log),
-                (true, f) => f,
-                (false, _) => None,
-            };
+            faster.push((log, radix_wins));
         }
-        best.segmented_radix_from = seg_from.map_or(u32::MAX, |l| 1 << l);
+        best.segmented_radix_from = stays_faster_from(faster).map_or(u32::MAX, |l| 1 << l);
         self.say(format!(
             "sort, segmented radix from segments of: {}",
             keys_from(best.segmented_radix_from)
@@ -345,15 +325,12 @@ impl<'a> Tuner<'a> {
     }
 
     /// The time of an exclusive sum scan and a compaction of `data` with `scanner`, checked.
-    fn scan_time(&self, scanner: &Scanner, data: &[u32]) -> Result<f64, CliError> {
+    fn scan_time(&self, scanner: &Scanner, data: &ScanInput) -> Result<f64, CliError> {
         let gpu = self.gpu;
-        let n = data.len();
-        let src = transfer::buffer_from(gpu, "tune scan input", data)?;
-        let dst = transfer::storage_buffer(gpu, "tune scan output", n as u64 * 4)?;
-        let counts = transfer::storage_buffer(gpu, "tune counts", 16)?;
+        let n = data.sums.len();
         let scan = ScanJob {
-            src: &src,
-            dst: &dst,
+            src: &data.src,
+            dst: &data.dst,
             n: n as u32,
             key_type: KeyType::U32,
             op: ScanOp::Add,
@@ -361,11 +338,11 @@ impl<'a> Tuner<'a> {
             carry: None,
         };
         let t_scan = self.time(&|_| {}, &|enc| scanner.record_scan(gpu, enc, &scan))?;
-        let sums: Vec<u32> = transfer::read_vec(gpu, &dst, n)?;
+        let sums: Vec<u32> = transfer::read_vec(gpu, &data.dst, n)?;
         let compact = CompactJob {
-            src: &src,
-            dst: &dst,
-            counts: &counts,
+            src: &data.src,
+            dst: &data.dst,
+            counts: &data.counts,
             n: n as u32,
             payload: None,
             predicate: Predicate::Below(1u32 << 31),
@@ -374,9 +351,8 @@ impl<'a> Tuner<'a> {
             count_slot: 0,
         };
         let t_compact = self.time(&|_| {}, &|enc| scanner.record_compact(gpu, enc, &compact))?;
-        let kept = transfer::read_vec::<u32>(gpu, &counts, 1)?[0] as usize;
-        let want_kept = data.iter().filter(|&&x| x < 1 << 31).count();
-        if sums != gpusort_core::cpu::scan::scan(data, ScanOp::Add, false) || kept != want_kept {
+        let kept = transfer::read_vec::<u32>(gpu, &data.counts, 1)?[0] as usize;
+        if sums != data.sums || kept != data.kept {
             return Err(CliError::runtime(format!(
                 "tune: a candidate scan of {n} elements is wrong on {}",
                 gpu.adapter.name
@@ -388,7 +364,7 @@ impl<'a> Tuner<'a> {
     fn scan(&self) -> Result<(scan::Tuning, f64), CliError> {
         let gpu = self.gpu;
         let n = if self.quick { 1 << 16 } else { 1 << 26 };
-        let data: Vec<u32> = crate::bench::keysets::generate("uniform", n, 2);
+        let data = ScanInput::new(gpu, &crate::bench::keysets::generate("uniform", n, 2))?;
         let with = |t: scan::Tuning| -> Result<Scanner, CliError> {
             Ok(Scanner::new(gpu)?.with_tuning(gpu, t)?)
         };
@@ -461,5 +437,78 @@ fn keys_from(v: u32) -> String {
     match v {
         u32::MAX => "never (the alternative was faster at every size tried)".into(),
         v => format!("2^{} keys", v.ilog2()),
+    }
+}
+
+/// Keys on the GPU for the sort candidates: uploaded once, restored before each sort.
+struct Uploaded {
+    host: Vec<u32>,
+    fingerprint: gpusort_core::cpu::keys::Fingerprint,
+    pristine: wgpu::Buffer,
+    work: wgpu::Buffer,
+    perm: wgpu::Buffer,
+}
+
+impl Uploaded {
+    fn new(gpu: &Gpu, host: Vec<u32>) -> Result<Uploaded, CliError> {
+        let bytes = host.len() as u64 * 4;
+        Ok(Uploaded {
+            fingerprint: fingerprint(&host),
+            pristine: transfer::buffer_from(gpu, "tune keys", &host)?,
+            work: transfer::storage_buffer(gpu, "tune sorted", bytes)?,
+            perm: transfer::storage_buffer(gpu, "tune permutation", bytes)?,
+            host,
+        })
+    }
+}
+
+/// The scan candidates' input on the GPU, with the results every candidate must give.
+struct ScanInput {
+    src: wgpu::Buffer,
+    dst: wgpu::Buffer,
+    counts: wgpu::Buffer,
+    sums: Vec<u32>,
+    kept: usize,
+}
+
+impl ScanInput {
+    fn new(gpu: &Gpu, data: &[u32]) -> Result<ScanInput, CliError> {
+        Ok(ScanInput {
+            src: transfer::buffer_from(gpu, "tune scan input", data)?,
+            dst: transfer::storage_buffer(gpu, "tune scan output", data.len() as u64 * 4)?,
+            counts: transfer::storage_buffer(gpu, "tune counts", 16)?,
+            sums: gpusort_core::cpu::scan::scan(data, ScanOp::Add, false),
+            kept: data.iter().filter(|&&x| x < 1 << 31).count(),
+        })
+    }
+}
+
+/// The smallest size (log2) from which the alternative is faster at every larger size measured,
+/// given (size, alternative faster) in increasing size.
+fn stays_faster_from(faster: Vec<(u32, bool)>) -> Option<u32> {
+    faster
+        .iter()
+        .rev()
+        .take_while(|(_, f)| *f)
+        .last()
+        .map(|(log, _)| *log)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stays_faster_from;
+
+    #[test]
+    fn a_threshold_is_where_the_alternative_stays_faster() {
+        assert_eq!(
+            stays_faster_from(vec![(10, false), (12, true), (14, true)]),
+            Some(12)
+        );
+        assert_eq!(
+            stays_faster_from(vec![(10, true), (12, false), (14, true)]),
+            Some(14)
+        );
+        assert_eq!(stays_faster_from(vec![(10, true), (12, false)]), None);
+        assert_eq!(stays_faster_from(vec![]), None);
     }
 }

@@ -5,7 +5,7 @@
 //! Segmented sorts (u32, segments of 2^8..2^20 keys) on both paths measure where `Auto`
 //! should switch (`sort::Tuning::segmented_radix_from`).
 
-use gpusort_core::cpu::keys::{fingerprint, sortable};
+use gpusort_core::cpu::keys::{fingerprint, sortable, Fingerprint};
 use gpusort_core::device::transfer;
 use gpusort_core::{Algorithm, KeyType, SortJob, SortKey, SortOrder};
 use rayon::prelude::*;
@@ -56,6 +56,7 @@ fn one<T: SortKey>(ctx: &Ctx<'_>, set: &str, n: usize, seed: u64) -> Result<Vec<
     ctx.bar
         .set_message(format!("2^{}: {t} {set} keys", n.ilog2()));
     let keys: Vec<T> = generate(set, n, seed);
+    let input_print = par_fingerprint(&keys);
     let bytes = n as u64 * t.size() as u64;
     let pristine = transfer::buffer_from(gpu, "bench keys", &keys)?;
     let work = transfer::storage_buffer(gpu, "bench sorted keys", bytes)?;
@@ -104,6 +105,7 @@ fn one<T: SortKey>(ctx: &Ctx<'_>, set: &str, n: usize, seed: u64) -> Result<Vec<
         check(
             ctx,
             &keys,
+            input_print,
             &work,
             job.permutation.is_some().then_some(&perm),
             what,
@@ -128,11 +130,20 @@ fn one<T: SortKey>(ctx: &Ctx<'_>, set: &str, n: usize, seed: u64) -> Result<Vec<
     Ok(out)
 }
 
+/// `cpu::keys::fingerprint` on all cores: at 2^26 keys one thread took longer than the sorts
+/// the check is for.
+fn par_fingerprint<T: SortKey>(v: &[T]) -> Fingerprint {
+    v.par_chunks(1 << 16)
+        .map(fingerprint)
+        .reduce(Default::default, |a, b| a.combine(b))
+}
+
 /// The result is the input in order (same multiset, non-decreasing), and an argsort's
 /// permutation is stable: the keys it orders are non-decreasing, ties by position.
 fn check<T: SortKey>(
     ctx: &Ctx<'_>,
     keys: &[T],
+    keys_print: Fingerprint,
     work: &gpusort_core::wgpu::Buffer,
     perm: Option<&gpusort_core::wgpu::Buffer>,
     what: &str,
@@ -141,16 +152,10 @@ fn check<T: SortKey>(
     let gpu = ctx.gpu;
     let n = keys.len();
     let got: Vec<T> = transfer::read_vec(gpu, work, n)?;
-    // on all cores: at 2^26 keys a one-thread check took longer than the sorts it checks
-    let print = |v: &[T]| {
-        v.par_chunks(1 << 16)
-            .map(fingerprint)
-            .reduce(Default::default, |a, b| a.combine(b))
-    };
     let ordered = got
         .par_windows(2)
         .all(|w| sortable(&w[0], false) <= sortable(&w[1], false));
-    let mut ok = ordered && print(&got) == print(keys);
+    let mut ok = ordered && par_fingerprint(&got) == keys_print;
     if let (true, Some(p)) = (ok, perm) {
         let p: Vec<u32> = transfer::read_vec(gpu, p, n)?;
         let stable = p.par_windows(2).all(|w| {

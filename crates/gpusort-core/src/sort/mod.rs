@@ -862,36 +862,18 @@ impl Sorter {
         perm: &wgpu::Buffer,
         values: &wgpu::Buffer,
     ) -> Result<()> {
-        let mut key_params = ParamBlocks::new(gpu);
-        let kp = key_params.push(&KeyParams {
-            n,
-            plane_stride: 0,
-            kind: 0,
-            descending: 0,
-            seg_size: 1,
-            flags: 0,
-            pad: [0; 2],
-        });
-        let key_params = key_params.finish(gpu, "gather params");
         let sorted = transfer::storage_buffer(gpu, "sorted values", n as u64 * 4)?;
-        let gather = self
-            .keys
-            .gather_layout
-            .bind(gpu, &[&key_params, perm, values, &sorted]);
-        {
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some("gather values"),
-                timestamp_writes: None,
-            });
-            kernel::dispatch(
-                gpu,
-                &mut pass,
-                &self.keys.gather,
-                &gather,
-                &[kp],
-                n.div_ceil(ELEMENTWISE_WG),
-            );
-        }
+        self.elementwise(
+            gpu,
+            encoder,
+            &self.keys.gather,
+            n,
+            0,
+            1,
+            perm,
+            values,
+            &sorted,
+        )?;
         encoder.copy_buffer_to_buffer(&sorted, 0, values, 0, n as u64 * 4);
         Ok(())
     }
