@@ -8,8 +8,9 @@
 //
 // The host prepends: `alias T = f32|f64;`, `const NX: i32`, `const NY: i32`, `const MODE: u32`,
 // `const CVAL: T`, `const RZ/RY/RX: i32` (the stencil's reach per axis), `const NTAPS: u32`,
-// `alias WEIGHTS` (vec4<f32> or vec2<f64>), `const NWEIGHTS: u32` and `const WG: u32`, and
-// fills the three @generated blocks below from the stencil's taps.
+// `alias WEIGHTS` (vec4<f32> or vec2<f64>), `const NWEIGHTS: u32`, `const WG: u32`, the grid's
+// element type `CELLS` (T, or vec4<T> for the four-cell kernels of stencil_vec.wgsl) with the
+// scalar accessors `ld` and `st` over it, and fills the @generated blocks below from the taps.
 //
 // Every cell gathers its tap values into `v` first — directly for cells whose whole neighbourhood
 // is resident and inside the grid, through `fetch` (boundary rules) otherwise — and then sums them
@@ -29,14 +30,15 @@ struct Params {
     res_rows: i32,
     comp_lo: i32,
     comp_rows: i32,
-    _pad0: i32,
+    // output rows per workgroup of steps_streamed (stencil_vec.wgsl)
+    chunk: i32,
     _pad1: i32,
     _pad2: i32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> src: array<T>;
-@group(0) @binding(2) var<storage, read_write> dst: array<T>;
+@group(0) @binding(1) var<storage, read> src: array<CELLS>;
+@group(0) @binding(2) var<storage, read_write> dst: array<CELLS>;
 // The tap weights, in tap order, four f32 (two f64) to an element (uniform arrays have a 16-byte
 // stride); a uniform buffer so they can be operands of the multiply-add directly. See
 // StencilKernel::weights for why they are not constants.
@@ -103,7 +105,17 @@ fn fetch(zr: i32, y: i32, x: i32) -> T {
         // outer halo cells (whose results are never used) inside the buffer.
         rr = clamp(map_axis(g, p.rows) - p.res_lo, 0, p.res_rows - 1);
     }
-    return src[(rr * NY + yy) * NX + xx];
+    return ld((rr * NY + yy) * NX + xx);
+}
+
+// One cell computed through `fetch`: the path of cells near an edge of the grid or of the
+// resident rows, shared by every kernel so that they all sum alike.
+fn cell_at(zr: i32, y: i32, x: i32) -> T {
+    var v: array<T, NTAPS>;
+    // @generated-fetch
+    var acc = T(0);
+    // @generated-sum
+    return acc;
 }
 
 @compute @workgroup_size(WG)
@@ -122,13 +134,13 @@ fn step(
     let y = i32(rem / u32(NX));
     let x = i32(rem % u32(NX));
     let c = zr * i32(plane) + i32(rem);
-    var v: array<T, NTAPS>;
     if (zr >= RZ && zr + RZ < p.res_rows && y >= RY && y + RY < NY && x >= RX && x + RX < NX) {
+        var v: array<T, NTAPS>;
         // @generated-direct
+        var acc = T(0);
+        // @generated-sum
+        st(c, acc);
     } else {
-        // @generated-fetch
+        st(c, cell_at(zr, y, x));
     }
-    var acc = T(0);
-    // @generated-sum
-    dst[c] = acc;
 }

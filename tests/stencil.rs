@@ -112,11 +112,19 @@ fn every_boundary_shape_and_radius_matches_the_cpu() {
                     } else {
                         Stencil::star(dims, radius).unwrap()
                     };
-                    // odd sizes, not multiples of anything; steps cycle through 1..=5
-                    let shape: &[usize] = if dims == 2 { &[23, 37] } else { &[9, 7, 13] };
-                    let steps = 1 + (case % 5) as u32;
-                    check_against_cpu(&job(shape, stencil, boundary, steps, KeyType::F32), case);
-                    case += 1;
+                    // odd sizes, not multiples of anything (one cell per invocation), and rows of
+                    // a multiple of 4 (four cells per invocation); steps cycle through 1..=5
+                    let shapes: [&[usize]; 2] = if dims == 2 {
+                        [&[23, 37], &[21, 36]]
+                    } else {
+                        [&[9, 7, 13], &[7, 9, 12]]
+                    };
+                    for shape in shapes {
+                        let steps = 1 + (case % 5) as u32;
+                        let j = job(shape, stencil.clone(), boundary, steps, KeyType::F32);
+                        check_against_cpu(&j, case);
+                        case += 1;
+                    }
                 }
             }
         }
@@ -230,25 +238,30 @@ fn f64_grids_where_the_device_has_them() {
         .iter()
         .zip(&out)
         .all(|(a, b)| a.to_bits() == b.to_bits()));
-    // and 2-D on chip, against single steps
+    // and streamed passes, against single steps
     let j2 = job(
-        &[30, 70],
+        &[30, 72],
         Stencil::star(2, 2).unwrap(),
         Boundary::Reflect,
         6,
         KeyType::F64,
     );
     let limit = gpu.limits.max_compute_workgroup_storage_size;
-    let tile = stencil::TileConfig::choose_up_to(&j2, limit, 3).expect("an f64 tile fits");
     let input2 = grid::<f64>(j2.shape.cells(), 6);
-    let plain = StencilKernel::with_tiles(gpu, &j2, None).unwrap();
-    let tiled = StencilKernel::with_tiles(gpu, &j2, Some(tile)).unwrap();
+    let plain = StencilKernel::new(gpu, &j2).unwrap();
     let (a, _) = stencil::apply(gpu, &plain, &in_core(&j2), &input2).unwrap();
-    let (b, _) = stencil::apply(gpu, &tiled, &in_core(&j2), &input2).unwrap();
-    assert!(
-        a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()),
-        "f64 on chip {tile:?}"
-    );
+    let cpu = cpu::stencil::run(&input2, j2.shape, &j2.stencil, j2.boundary, j2.cval, j2.steps);
+    close(&a, &cpu, 1e-12, "f64 four cells");
+    let shapes = stencil::Blocking::candidates(&j2, limit);
+    assert!(!shapes.is_empty(), "an f64 tile fits");
+    for b in shapes {
+        let kernel = StencilKernel::with_blocking(gpu, &j2, Some(b)).unwrap();
+        let (got, _) = stencil::apply(gpu, &kernel, &in_core(&j2), &input2).unwrap();
+        assert!(
+            a.iter().zip(&got).all(|(x, y)| x.to_bits() == y.to_bits()),
+            "f64 streamed {b:?}"
+        );
+    }
 }
 
 /// The out-of-core streamer under budgets that force 3..many sub-blocks and several `T`,
@@ -348,62 +361,106 @@ fn bad_jobs_are_refused() {
     assert!(GridShape::new(&[4]).is_err() && GridShape::new(&[4, 0]).is_err());
 }
 
-/// The on-chip temporal blocking pass (K steps per pass in workgroup memory) against one step per
-/// pass, bit for bit: every boundary, radius 1..4, dense weights, grids thinner than the halo and
-/// not multiples of the tile, in core and out of core.
+/// The streamed pass (K steps per pass, a ring of planes per level in workgroup memory) against
+/// one step per pass, bit for bit: every boundary, 2-D and 3-D, star and box of radius 1..4,
+/// dense weights, grids thinner than the halo, tiles that do not divide the grid, several chunks
+/// of rows, in core and out of core (time blocks that mix streamed passes and single steps).
 #[test]
-fn on_chip_passes_are_bit_identical_to_single_steps() {
+fn streamed_passes_are_bit_identical_to_single_steps() {
     let gpu = gpu(false);
     let limit = gpu.limits.max_compute_workgroup_storage_size;
     let w: Vec<f64> = (0..9).map(|i| (i as f64 - 3.0) / 10.0).collect();
-    let (mut tiled_cases, mut streamed) = (0, 0);
-    for boundary in BOUNDARIES {
-        for (shape, stencil, steps) in [
-            (&[70usize, 130][..], Stencil::star(2, 1).unwrap(), 9),
-            (&[45, 67], Stencil::star(2, 2).unwrap(), 6),
-            (&[5, 3], Stencil::boxed(2, 2).unwrap(), 8),
-            (&[33, 65], Stencil::boxed(2, 4).unwrap(), 5),
-            (&[40, 9], Stencil::from_weights(2, 1, &w).unwrap(), 7),
+    let (mut cases, mut streamed) = (0, 0);
+    let narrow = |k: u32, rows: u32, vec4s: u32| stencil::Blocking {
+        steps: k,
+        tile_rows: rows,
+        tile_vec4s: vec4s,
+        workgroup: 64,
+    };
+    for (n, boundary) in BOUNDARIES.into_iter().enumerate() {
+        for (shape, stencil, steps, forced) in [
+            (&[70usize, 132][..], Stencil::star(2, 1).unwrap(), 9, Some(narrow(2, 1, 8))),
+            (&[45, 68], Stencil::star(2, 2).unwrap(), 6, None),
+            (&[5, 8], Stencil::boxed(2, 2).unwrap(), 8, None),
+            (&[33, 64], Stencil::star(2, 4).unwrap(), 5, Some(narrow(3, 1, 10))),
+            (&[40, 12], Stencil::from_weights(2, 1, &w).unwrap(), 7, None),
+            (&[19, 13, 20], Stencil::star(3, 1).unwrap(), 5, Some(narrow(2, 7, 6))),
+            (&[12, 9, 16], Stencil::boxed(3, 1).unwrap(), 4, None),
+            (&[9, 6, 8], Stencil::star(3, 2).unwrap(), 4, None),
         ] {
             let j = job(shape, stencil, boundary, steps, KeyType::F32);
-            let Some(tile) = stencil::TileConfig::choose(&j, limit) else {
-                continue;
-            };
-            tiled_cases += 1;
-            let tiled = StencilKernel::with_tiles(gpu, &j, Some(tile)).unwrap();
-            let plain = StencilKernel::with_tiles(gpu, &j, None).unwrap();
-            let input = grid::<f32>(j.shape.cells(), 40 + steps as u64);
+            let input = grid::<f32>(j.shape.cells(), 40 + steps as u64 + n as u64);
+            let plain = StencilKernel::new(gpu, &j).unwrap();
+            assert!(plain.four_cells(), "{} has rows of a multiple of 4", j.shape);
             let (want, _) = stencil::apply(gpu, &plain, &in_core(&j), &input).unwrap();
-            let (got, _) = stencil::apply(gpu, &tiled, &in_core(&j), &input).unwrap();
-            let what = format!("{} {boundary:?} {tile:?}", j.shape);
-            assert!(
-                got.iter()
-                    .zip(&want)
-                    .all(|(a, b)| a.to_bits() == b.to_bits()),
-                "{what}: on-chip passes differ from single steps"
-            );
-            // and streamed: sub-blocks with time blocks that mix on-chip and single steps
-            let budget = Budget {
-                memory: 60 * j.row_bytes(),
-                max_binding: 1 << 30,
-            };
-            if let Ok(p) = plan(&j.problem(), budget, SPEEDS, Some(5), Streaming::Reuse) {
-                streamed += 1;
-                let (got, _) = stencil::apply(gpu, &tiled, &p, &input).unwrap();
+            let cpu = cpu::stencil::run(&input, j.shape, &j.stencil, boundary, j.cval, steps);
+            close(&want, &cpu, 1e-5, &format!("{} {boundary:?} four cells", j.shape));
+            let mut shapes = stencil::Blocking::candidates(&j, limit);
+            shapes.extend(forced);
+            for b in shapes {
+                cases += 1;
+                let kernel = StencilKernel::with_blocking(gpu, &j, Some(b)).unwrap();
+                let (got, _) = stencil::apply(gpu, &kernel, &in_core(&j), &input).unwrap();
+                let what = format!("{} {boundary:?} r{} {b:?}", j.shape, j.stencil.radius());
                 assert!(
                     got.iter()
                         .zip(&want)
                         .all(|(a, b)| a.to_bits() == b.to_bits()),
-                    "{what}: streamed on-chip passes differ ({p:?})"
+                    "{what}: streamed passes differ from single steps"
                 );
+                let budget = Budget {
+                    memory: 60 * j.row_bytes(),
+                    max_binding: 1 << 30,
+                };
+                if let Ok(p) = plan(&j.problem(), budget, SPEEDS, Some(5), Streaming::Reuse) {
+                    streamed += 1;
+                    let (got, _) = stencil::apply(gpu, &kernel, &p, &input).unwrap();
+                    assert!(
+                        got.iter()
+                            .zip(&want)
+                            .all(|(a, b)| a.to_bits() == b.to_bits()),
+                        "{what}: out of core, streamed passes differ ({p:?})"
+                    );
+                }
             }
         }
     }
-    assert!(
-        tiled_cases >= 20,
-        "on-chip blocking was chosen for {tiled_cases} cases"
-    );
-    assert!(streamed >= 10, "only {streamed} streamed cases");
+    assert!(cases >= 60, "the streamed pass ran {cases} cases");
+    assert!(streamed >= 20, "only {streamed} out-of-core cases");
+}
+
+/// What the streamed pass refuses, and the measured choice: `choose_blocking` returns a shape
+/// that runs, and `planned` kernels give the single steps' result.
+#[test]
+fn blocking_is_checked_and_measured() {
+    let gpu = gpu(false);
+    let j = job(&[64, 64], Stencil::star(2, 1).unwrap(), Boundary::Reflect, 8, KeyType::F32);
+    let odd = job(&[64, 66], Stencil::star(2, 1).unwrap(), Boundary::Reflect, 8, KeyType::F32);
+    let wide = job(&[64, 64], Stencil::boxed(2, 3).unwrap(), Boundary::Reflect, 8, KeyType::F32);
+    let limit = gpu.limits.max_compute_workgroup_storage_size;
+    assert!(stencil::Blocking::candidates(&odd, limit).is_empty(), "rows of 66 cells");
+    assert!(stencil::Blocking::candidates(&wide, limit).is_empty(), "49 taps");
+    let b = stencil::Blocking::choose(&j, limit, 2).unwrap();
+    for bad in [
+        stencil::Blocking { steps: 5, ..b },
+        stencil::Blocking { tile_vec4s: 2, ..b },
+        stencil::Blocking { tile_rows: 3, ..b },
+        stencil::Blocking { workgroup: 96, ..b },
+        stencil::Blocking { tile_vec4s: 1 << 20, ..b },
+    ] {
+        assert!(StencilKernel::with_blocking(gpu, &j, Some(bad)).is_err(), "{bad:?}");
+    }
+    assert!(StencilKernel::with_blocking(gpu, &odd, Some(b)).is_err());
+    let chosen = stencil::choose_blocking(gpu, &j, 1 << 20).unwrap();
+    let kernel = StencilKernel::with_blocking(gpu, &j, chosen).unwrap();
+    let input = grid::<f32>(j.shape.cells(), 77);
+    let plain = StencilKernel::new(gpu, &j).unwrap();
+    let (want, _) = stencil::apply(gpu, &plain, &in_core(&j), &input).unwrap();
+    let (got, _) = stencil::apply(gpu, &kernel, &in_core(&j), &input).unwrap();
+    assert!(got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()), "{chosen:?}");
+    // small grids are not measured: one step per pass
+    let planned = StencilKernel::planned(gpu, &j).unwrap();
+    assert_eq!(planned.blocking(), None);
 }
 
 mod properties {

@@ -100,9 +100,10 @@ pub fn all_configurations() -> Vec<(String, String)> {
 }
 
 /// Stencil kernels are generated per job: a spread of them (2-D and 3-D, every boundary, narrow
-/// and wide, f32 and f64, with and without the on-chip pass).
+/// and wide, rows of a multiple of 4 cells and not, f32 and f64, with and without the streamed
+/// pass).
 fn stencil_configurations() -> Vec<(String, String)> {
-    use crate::stencil::{self, Boundary, GridShape, Stencil, StencilJob, TileConfig};
+    use crate::stencil::{self, Blocking, Boundary, GridShape, Stencil, StencilJob};
     let mut out = Vec::new();
     let boundaries = [
         Boundary::Constant,
@@ -114,8 +115,11 @@ fn stencil_configurations() -> Vec<(String, String)> {
     for boundary in boundaries {
         for (shape, st) in [
             (vec![64, 48], Stencil::star(2, 2)),
+            (vec![64, 46], Stencil::star(2, 1)),
             (vec![64, 48], Stencil::boxed(2, 4)),
+            (vec![64, 48], Stencil::boxed(2, 1)),
             (vec![16, 12, 20], Stencil::star(3, 1)),
+            (vec![16, 12, 20], Stencil::boxed(3, 1)),
             (vec![16, 12, 20], Stencil::boxed(3, 2)),
         ] {
             let st = st.expect("valid stencil");
@@ -133,10 +137,10 @@ fn stencil_configurations() -> Vec<(String, String)> {
                     job.stencil.taps().len()
                 );
                 out.push((name.clone(), stencil::source(&job, None)));
-                if let Some(t) = TileConfig::choose(&job, 48 << 10) {
+                for b in Blocking::candidates(&job, 48 << 10) {
                     out.push((
-                        format!("{name} on-chip {t:?}"),
-                        stencil::source(&job, Some(t)),
+                        format!("{name} streamed {b:?}"),
+                        stencil::source(&job, Some(b)),
                     ));
                 }
             }

@@ -399,70 +399,198 @@ fn literal(v: f64) -> String {
 /// Stencils of up to this many taps get unrolled code; wider ones loop over a tap table.
 const UNROLL_TAPS: usize = 32;
 
-/// Columns of an on-chip tile including its halo: one per invocation, WG / 64 rows at a time.
-const TILE_WIDTH: u32 = 64;
-
-/// The shape of the on-chip temporal blocking pass (`shaders/stencil_tiled.wgsl`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TileConfig {
-    /// Output tile rows and columns per workgroup.
-    pub rows: u32,
-    pub cols: u32,
-    /// Steps per pass.
-    pub steps: u32,
+/// Planes of a streamed pass's ring per level: level s trails level s-1 by `RZ + 1` planes and
+/// reads `2·RZ + 1` of them, so one more slot is the plane being written (stencil_vec.wgsl).
+fn ring_depth(job: &StencilJob) -> u32 {
+    2 * job.stencil.reach()[0] as u32 + 2
 }
 
-impl TileConfig {
-    /// The largest time block (2..=4 steps, a halo of at most 8 cells) whose two tile copies fit
-    /// `workgroup_bytes`, for 2-D jobs; None where no such tile exists (3-D grids, whose halos
-    /// would be 3-D too, and wide stencils, whose halos outgrow workgroup memory).
-    pub fn choose(job: &StencilJob, workgroup_bytes: u32) -> Option<TileConfig> {
-        TileConfig::choose_up_to(job, workgroup_bytes, 4)
-    }
+/// Whether a job runs the four-cells-per-invocation kernels of `shaders/stencil_vec.wgsl`: rows
+/// of a multiple of 4 cells (every row starts on a vec4) and an unrolled tap list.
+pub fn four_cells(job: &StencilJob) -> bool {
+    job.shape.as_3d()[2].is_multiple_of(4) && job.stencil.taps().len() <= UNROLL_TAPS
+}
 
-    /// Like [`TileConfig::choose`] with at most `max_steps` steps per pass (for measuring).
-    pub fn choose_up_to(
-        job: &StencilJob,
-        workgroup_bytes: u32,
-        max_steps: u32,
-    ) -> Option<TileConfig> {
-        if job.shape.dims() != 2 {
+/// The x reach of a stencil in vec4s of cells.
+fn reach_vec4(job: &StencilJob) -> u32 {
+    (job.stencil.reach()[2] as u32).div_ceil(4)
+}
+
+/// The shape of a streamed pass (`steps_streamed` in `shaders/stencil_vec.wgsl`): K steps per
+/// pass, each workgroup owning a tile of the (y, x) plane — halos of K reaches per side included
+/// — and walking down a chunk of rows with a ring of planes per level in workgroup memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Blocking {
+    /// Steps per pass (K).
+    pub steps: u32,
+    /// Tile rows along y (1 for 2-D grids) and columns in vec4s of cells, halos included.
+    pub tile_rows: u32,
+    pub tile_vec4s: u32,
+    /// Invocations per workgroup.
+    pub workgroup: u32,
+}
+
+impl Blocking {
+    /// The tile for K = `steps` that fits `workgroup_bytes` and wastes the least on halos; None
+    /// where the job cannot stream (rows not a multiple of 4 cells, a tap list too long to
+    /// unroll, K outside 2..=4) or no tile keeps at least 40% of its cells as output.
+    pub fn choose(job: &StencilJob, workgroup_bytes: u32, steps: u32) -> Option<Blocking> {
+        if !four_cells(job) || !(2..=4).contains(&steps) {
             return None;
         }
-        let [rz, _, rx] = job.stencil.reach();
-        let r = rz.max(rx).max(1) as u32;
-        for k in (2..=max_steps).rev() {
-            let halo = r * k;
-            if halo > 8 {
-                continue;
-            }
-            // 64 columns with the halo: one per invocation (see stencil_tiled.wgsl)
-            let cols = TILE_WIDTH - 2 * halo;
-            // 20 rows measured best on an H100 (taller tiles cut the redundant halo work but
-            // fewer workgroups fit an SM)
-            for rows in [20, 16, 8] {
-                let bytes = 2 * (rows + 2 * halo) * TILE_WIDTH * job.cell_bytes() as u32;
-                if bytes <= workgroup_bytes {
-                    return Some(TileConfig {
-                        rows,
-                        cols,
-                        steps: k,
-                    });
+        let [_, ry, _] = job.stencil.reach();
+        let hy = ry as u32 * steps;
+        let hg = reach_vec4(job) * steps;
+        let vec4_bytes = 4 * job.cell_bytes() as u32;
+        let max_plane = workgroup_bytes / (steps * ring_depth(job) * vec4_bytes);
+        let [_, ny, nx] = job.shape.as_3d();
+        let mut best: Option<(f64, Blocking)> = None;
+        let rows: Vec<u32> = if job.shape.dims() == 2 {
+            vec![1]
+        } else {
+            (2 * hy + 1..=64).collect()
+        };
+        for &ty in &rows {
+            for lw4 in [8u32, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256] {
+                let plane = ty * lw4;
+                if plane > max_plane || lw4 <= 2 * hg {
+                    continue;
+                }
+                // output cells per tile cell, counting only what a grid this size can use
+                let out_y = (ty - 2 * hy).min(ny as u32);
+                let out_x = (lw4 - 2 * hg).min(nx as u32 / 4);
+                let useful = f64::from(out_y * out_x) / f64::from(plane);
+                let workgroup = if plane >= 256 && plane.is_multiple_of(256) {
+                    256
+                } else if plane >= 128 {
+                    128
+                } else {
+                    64
+                };
+                let b = Blocking {
+                    steps,
+                    tile_rows: ty,
+                    tile_vec4s: lw4,
+                    workgroup,
+                };
+                // ties go to the larger plane (more work per barrier)
+                if useful >= 0.4 && best.is_none_or(|(u, o)| useful > u + 1e-9 || (useful > u - 1e-9 && plane > o.tile_rows * o.tile_vec4s)) {
+                    best = Some((useful, b));
                 }
             }
         }
-        None
+        best.map(|(_, b)| b)
     }
 
-    fn halo(&self, job: &StencilJob) -> u32 {
-        let [rz, _, rx] = job.stencil.reach();
-        rz.max(rx).max(1) as u32 * self.steps
+    /// Every streamed shape worth measuring for `job`: K = 2..=4 where a tile fits.
+    pub fn candidates(job: &StencilJob, workgroup_bytes: u32) -> Vec<Blocking> {
+        (2..=4)
+            .filter_map(|k| Blocking::choose(job, workgroup_bytes, k))
+            .collect()
+    }
+
+    fn halo_rows(&self, job: &StencilJob) -> u32 {
+        job.stencil.reach()[1] as u32 * self.steps
+    }
+
+    fn halo_vec4s(&self, job: &StencilJob) -> u32 {
+        reach_vec4(job) * self.steps
+    }
+
+    /// Tiles across the (y, x) plane.
+    fn tiles(&self, job: &StencilJob) -> u64 {
+        let [_, ny, nx] = job.shape.as_3d();
+        let oy = (self.tile_rows - 2 * self.halo_rows(job)) as u64;
+        let og = (self.tile_vec4s - 2 * self.halo_vec4s(job)) as u64;
+        (ny as u64).div_ceil(oy) * (nx as u64 / 4).div_ceil(og)
+    }
+
+    /// Output rows per workgroup for a pass computing `comp_rows` rows: enough workgroups to
+    /// fill any current GPU (about 2048), with chunks long enough that the K·(2·RZ + 1) planes
+    /// of warm-up stay within an eighth of the work.
+    fn chunk_rows(&self, job: &StencilJob, comp_rows: u64) -> u64 {
+        let warm = self.steps as u64 * (2 * job.stencil.reach()[0] as u64 + 1);
+        let spread = (comp_rows * self.tiles(job)).div_ceil(2048);
+        spread.max(8 * warm).clamp(1, comp_rows.max(1))
+    }
+
+    /// Workgroups of a pass computing `comp_rows` rows.
+    fn workgroups(&self, job: &StencilJob, comp_rows: u64) -> u64 {
+        comp_rows.div_ceil(self.chunk_rows(job, comp_rows)) * self.tiles(job)
     }
 }
 
+/// Replace every line that holds only `marker` with `code`, indented as the marker was.
+fn fill(text: &str, marker: &str, code: &str) -> String {
+    let mut out = String::with_capacity(text.len() + code.len());
+    for line in text.split_inclusive('\n') {
+        if line.trim() == marker {
+            let indent = &line[..line.len() - line.trim_start().len()];
+            for l in code.lines() {
+                out.push_str(indent);
+                out.push_str(l);
+                out.push('\n');
+            }
+        } else {
+            out.push_str(line);
+        }
+    }
+    out
+}
+
+/// Four cells' gather and sums from vec4 loads: `load(dz, dy, m)` is the expression of the vec4
+/// `m` vec4s along x from the group's own in tap row (dz, dy) (hoisted into `let`s), and `done`
+/// what to do with the four sums `acc0..acc3`.
+fn gather4(job: &StencilJob, load: &dyn Fn(i32, i32, i32) -> String, done: &str) -> String {
+    let taps = job.stencil.taps();
+    let per16 = 16 / job.cell_bytes() as usize;
+    let mut rows: Vec<(i32, i32, i32, i32)> = Vec::new(); // (dz, dy, first m, last m)
+    for t in taps {
+        let [dz, dy, dx] = t.offset;
+        let (lo, hi) = (dx.div_euclid(4), (dx + 3).div_euclid(4));
+        match rows.iter_mut().find(|r| r.0 == dz && r.1 == dy) {
+            Some(r) => {
+                r.2 = r.2.min(lo);
+                r.3 = r.3.max(hi);
+            }
+            None => rows.push((dz, dy, lo, hi)),
+        }
+    }
+    let mut s = String::new();
+    for (r, &(dz, dy, lo, hi)) in rows.iter().enumerate() {
+        for m in lo..=hi {
+            s += &format!("let q{r}_{} = {};\n", m - lo, load(dz, dy, m));
+        }
+    }
+    for j in 0..4 {
+        s += &format!("var acc{j} = T(0);\n");
+    }
+    const COMP: [char; 4] = ['x', 'y', 'z', 'w'];
+    for (k, t) in taps.iter().enumerate() {
+        let [dz, dy, dx] = t.offset;
+        let (r, row) = rows
+            .iter()
+            .enumerate()
+            .find(|(_, r)| r.0 == dz && r.1 == dy)
+            .expect("every tap's row was collected above");
+        for j in 0..4 {
+            let at = j + dx;
+            s += &format!(
+                "acc{j} = acc{j} + weights[{}][{}] * q{r}_{}.{};\n",
+                k / per16,
+                k % per16,
+                at.div_euclid(4) - row.2,
+                COMP[at.rem_euclid(4) as usize]
+            );
+        }
+    }
+    s + done
+}
+
 /// The kernel source for a job: the prelude constants and the generated tap code, with the
-/// on-chip temporal blocking pass where `tile` is given.
-pub fn source(job: &StencilJob, tile: Option<TileConfig>) -> String {
+/// four-cell kernels where [`four_cells`] allows them and the streamed pass where `blocking`
+/// is given.
+pub fn source(job: &StencilJob, blocking: Option<Blocking>) -> String {
     let [_, ny, nx] = job.shape.as_3d();
     let [rz, ry, rx] = job.stencil.reach();
     let taps = job.stencil.taps();
@@ -476,6 +604,7 @@ pub fn source(job: &StencilJob, tile: Option<TileConfig>) -> String {
     } else {
         job.cval
     };
+    let four = four_cells(job);
     let mut s = format!(
         "alias T = {ty};\nconst NX: i32 = {nx};\nconst NY: i32 = {ny};\nconst MODE: u32 = {}u;\n\
          const CVAL: T = {};\nconst RZ: i32 = {rz};\nconst RY: i32 = {ry};\nconst RX: i32 = {rx};\n\
@@ -486,6 +615,17 @@ pub fn source(job: &StencilJob, tile: Option<TileConfig>) -> String {
         taps.len().div_ceil(16 / job.cell_bytes() as usize).max(1),
         16 / job.cell_bytes(),
     );
+    if four {
+        s += &format!(
+            "alias CELLS = vec4<T>;\nconst GR: i32 = {};\n\
+             fn ld(i: i32) -> T {{ return src[i >> 2u][i & 3]; }}\n\
+             fn st(i: i32, v: T) {{ dst[i >> 2u][i & 3] = v; }}\n",
+            reach_vec4(job)
+        );
+    } else {
+        s += "alias CELLS = T;\nfn ld(i: i32) -> T { return src[i]; }\n\
+              fn st(i: i32, v: T) { dst[i] = v; }\n";
+    }
     s.push_str(crate::wgsl::COMMON);
     s.push('\n');
     let plane = (ny * nx) as i64;
@@ -519,20 +659,15 @@ pub fn source(job: &StencilJob, tile: Option<TileConfig>) -> String {
             )
         }
     };
-    let indent = |text: &str, n: usize| -> String {
-        text.lines()
-            .map(|l| format!("{}{l}\n", " ".repeat(n)))
-            .collect()
-    };
     let direct = gather(
         &|t| {
             let [dz, dy, dx] = t.offset;
             format!(
-                "src[c + {}]",
+                "ld(c + {})",
                 dz as i64 * plane + dy as i64 * nx as i64 + dx as i64
             )
         },
-        "src[c + o.w]",
+        "ld(c + o.w)",
     );
     let fetch = gather(
         &|t| {
@@ -541,32 +676,53 @@ pub fn source(job: &StencilJob, tile: Option<TileConfig>) -> String {
         },
         "fetch(zr + o.x, y + o.y, x + o.z)",
     );
-    let family = crate::wgsl::STENCIL
-        .replace("        // @generated-direct\n", &indent(&direct, 8))
-        .replace("        // @generated-fetch\n", &indent(&fetch, 8))
-        .replace("    // @generated-sum\n", &indent(&sum, 4));
-    s.push_str(&family);
-    if let Some(t) = tile {
-        let halo = t.halo(job);
-        let lw = (t.cols + 2 * halo) as i64;
-        let g = gather(
-            &|tap| {
-                let [dz, _, dx] = tap.offset;
-                format!("tile[c + {}]", dz as i64 * lw + dx as i64)
+    let mut text = fill(crate::wgsl::STENCIL, "// @generated-direct", &direct);
+    text = fill(&text, "// @generated-fetch", &fetch);
+    if four {
+        let (step4, streamed) = crate::wgsl::STENCIL_VEC
+            .split_once("// @streamed")
+            .and_then(|(a, b)| Some((a, b.split_once('\n')?.1)))
+            .expect("stencil_vec.wgsl marks its streamed part");
+        let direct4 = gather4(
+            job,
+            &|dz, dy, m| {
+                let off = (dz as i64 * plane + dy as i64 * nx as i64) / 4 + m as i64;
+                format!("src[c4 + {off}]")
             },
-            "tile[c + o.x * LW + o.z]",
+            "dst[c4] = vec4<T>(acc0, acc1, acc2, acc3);\n",
         );
-        s.push_str(&format!(
-            "\nconst TH: i32 = {};\nconst TW: i32 = {};\nconst K: i32 = {};\nconst HALO: i32 = {halo};\n",
-            t.rows, t.cols, t.steps
-        ));
-        s.push_str(
-            &crate::wgsl::STENCIL_TILED
-                .replace("                // @generated-tile\n", &indent(&g, 16))
-                .replace("                // @generated-sum\n", &indent(&sum, 16)),
-        );
+        text += &fill(step4, "// @generated-direct4", &direct4);
+        if let Some(b) = blocking {
+            text += &format!(
+                "\nconst K: i32 = {};\nconst D: i32 = {};\nconst TY: i32 = {};\nconst LW4: i32 = {};\n\
+                 const HY: i32 = {};\nconst HG: i32 = {};\nconst SWG: u32 = {}u;\n",
+                b.steps,
+                ring_depth(job),
+                b.tile_rows,
+                b.tile_vec4s,
+                b.halo_rows(job),
+                b.halo_vec4s(job),
+                b.workgroup
+            );
+            let tile_fetch = gather(
+                &|t| {
+                    let [dz, dy, dx] = t.offset;
+                    format!("tile_fetch(lb, zr + {dz}, y + {dy}, x + {dx}, y0, x0)")
+                },
+                "tile_fetch(lb, zr + o.x, y + o.y, x + o.z, y0, x0)",
+            );
+            let tile4 = gather4(
+                job,
+                &|dz, dy, m| {
+                    format!("ring[lb + slot(z + {dz}) * PLANE4 + (ly + {dy}) * LW4 + lg + {m}]")
+                },
+                "out = vec4<T>(acc0, acc1, acc2, acc3);\n",
+            );
+            let part = fill(streamed, "// @generated-tile-fetch", &tile_fetch);
+            text += &fill(&part, "// @generated-tile4", &tile4);
+        }
     }
-    s
+    s + &fill(&text, "// @generated-sum", &sum)
 }
 
 /// The uniform block of `shaders/stencil.wgsl`.
@@ -578,7 +734,8 @@ struct StepParams {
     res_rows: i32,
     comp_lo: i32,
     comp_rows: i32,
-    _pad: [i32; 3],
+    chunk: i32,
+    _pad: [i32; 2],
 }
 
 impl StepParams {
@@ -590,7 +747,8 @@ impl StepParams {
             res_rows: (hi - lo) as i32,
             comp_lo: (c0 - lo) as i32,
             comp_rows: (c1 - c0) as i32,
-            _pad: [0; 3],
+            chunk: 0,
+            _pad: [0; 2],
         }
     }
 
@@ -611,30 +769,48 @@ pub struct StencilKernel {
     /// which overflows to ±inf for values near the type's limit where the tap-by-tap sum does not.
     weights: wgpu::Buffer,
     tap_offsets: wgpu::Buffer,
-    /// The on-chip temporal blocking pass, where it pays.
-    tiled: Option<(TileConfig, wgpu::ComputePipeline)>,
+    /// Whether `pipeline` is `step4` (four cells per invocation) rather than `step`.
+    four: bool,
+    /// The streamed pass of K steps, where asked for.
+    streamed: Option<(Blocking, wgpu::ComputePipeline)>,
 }
 
 impl StencilKernel {
-    /// The kernels for `job`, one step per pass. On-chip temporal blocking is not the default:
-    /// on an H100 a 9-tap step is bound by instruction issue rather than memory (one step per
-    /// pass reaches 64% of copy bandwidth), so the redundant halo work of K steps per pass cost
-    /// more than the traffic it saved (docs/BENCHMARKS.md). [`StencilKernel::with_tiles`] asks for it.
+    /// The kernels for `job`, one step per pass. Whether K steps per pass pay depends on the
+    /// device and the stencil: [`choose_blocking`] measures it, [`StencilKernel::with_blocking`]
+    /// takes a choice.
     pub fn new(gpu: &Gpu, job: &StencilJob) -> Result<StencilKernel> {
-        StencilKernel::with_tiles(gpu, job, None)
+        StencilKernel::with_blocking(gpu, job, None)
     }
 
-    /// The kernels for `job` with the given on-chip pass (None: one step per pass).
-    pub fn with_tiles(
+    /// The kernels for `job` with the given streamed pass (None: one step per pass).
+    pub fn with_blocking(
         gpu: &Gpu,
         job: &StencilJob,
-        tile: Option<TileConfig>,
+        blocking: Option<Blocking>,
     ) -> Result<StencilKernel> {
         job.validate()?;
-        if tile.is_some() && job.shape.dims() != 2 {
-            return Err(Error::InvalidInput(
-                "on-chip temporal blocking is for 2-D grids".into(),
-            ));
+        if let Some(b) = blocking {
+            let bytes = b.steps
+                * ring_depth(job)
+                * b.tile_rows
+                * b.tile_vec4s
+                * 4
+                * job.cell_bytes() as u32;
+            if !four_cells(job)
+                || !(2..=4).contains(&b.steps)
+                || bytes > gpu.limits.max_compute_workgroup_storage_size
+                || !matches!(b.workgroup, 64 | 128 | 256)
+                || b.tile_vec4s <= 2 * b.halo_vec4s(job)
+                || b.tile_rows <= 2 * b.halo_rows(job)
+                || (job.shape.dims() == 2 && b.tile_rows != 1)
+            {
+                return Err(Error::InvalidInput(format!(
+                    "{b:?} does not fit this job on {} (it needs rows of a multiple of 4 \
+                     cells, at most {UNROLL_TAPS} taps, and {bytes} bytes of workgroup memory)",
+                    gpu.adapter.name
+                )));
+            }
         }
         if job.dtype == KeyType::F64 && !gpu.features.contains(wgpu::Features::SHADER_F64) {
             return Err(Error::InvalidInput(format!(
@@ -653,10 +829,12 @@ impl StencilKernel {
                 (4, Slot::Read),
             ],
         );
-        let module = kernel::module(gpu, "stencil", &source(job, tile))?;
-        let pipeline = kernel::pipeline(gpu, &module, "step", &layout)?;
-        let tiled = match tile {
-            Some(t) => Some((t, kernel::pipeline(gpu, &module, "steps_tiled", &layout)?)),
+        let module = kernel::module(gpu, "stencil", &source(job, blocking))?;
+        let four = four_cells(job);
+        let entry = if four { "step4" } else { "step" };
+        let pipeline = kernel::pipeline(gpu, &module, entry, &layout)?;
+        let streamed = match blocking {
+            Some(b) => Some((b, kernel::pipeline(gpu, &module, "steps_streamed", &layout)?)),
             None => None,
         };
         // uniform arrays have a 16-byte stride: four f32 or two f64 weights per element
@@ -697,19 +875,33 @@ impl StencilKernel {
             pipeline,
             weights,
             tap_offsets,
-            tiled,
+            four,
+            streamed,
         })
     }
 
-    /// The on-chip pass in use, if any.
-    pub fn tile(&self) -> Option<TileConfig> {
-        self.tiled.as_ref().map(|(t, _)| *t)
+    /// The streamed pass in use, if any.
+    pub fn blocking(&self) -> Option<Blocking> {
+        self.streamed.as_ref().map(|(b, _)| *b)
     }
 
-    /// How `steps` steps are split into passes: on-chip passes of K steps while at least K
+    /// Whether single steps run four cells per invocation (`step4`).
+    pub fn four_cells(&self) -> bool {
+        self.four
+    }
+
+    /// The parameter block of a pass over `region`, with the streamed pass's chunk filled in.
+    fn params(&self, mut region: StepParams) -> StepParams {
+        if let Some(b) = self.blocking() {
+            region.chunk = b.chunk_rows(&self.job, region.comp_rows.max(0) as u64) as i32;
+        }
+        region
+    }
+
+    /// How `steps` steps are split into passes: streamed passes of K steps while at least K
     /// remain, single steps for the rest.
     fn passes(&self, steps: u64) -> Vec<u64> {
-        let k = self.tile().map_or(1, |t| t.steps as u64);
+        let k = self.blocking().map_or(1, |b| b.steps as u64);
         let mut out = vec![k; (steps / k) as usize];
         out.extend(std::iter::repeat_n(1, (steps % k) as usize));
         out
@@ -743,15 +935,15 @@ impl StencilKernel {
         comp_rows: u64,
         steps: u64,
     ) {
-        match &self.tiled {
-            Some((t, pipeline)) if steps > 1 => {
-                debug_assert_eq!(steps, t.steps as u64);
-                let tiles_x = (self.job.shape.as_3d()[2] as u64).div_ceil(t.cols as u64);
-                let groups = comp_rows.div_ceil(t.rows as u64) * tiles_x;
+        match &self.streamed {
+            Some((b, pipeline)) if steps > 1 => {
+                debug_assert_eq!(steps, b.steps as u64);
+                let groups = b.workgroups(&self.job, comp_rows);
                 kernel::dispatch(gpu, pass, pipeline, bind, &[offset], groups as u32);
             }
             _ => {
-                let cells = comp_rows * self.job.shape.row_cells() as u64;
+                let per_invocation = if self.four { 4 } else { 1 };
+                let cells = comp_rows * self.job.shape.row_cells() as u64 / per_invocation;
                 let groups = cells.div_ceil(WG as u64) as u32;
                 kernel::dispatch(gpu, pass, &self.pipeline, bind, &[offset], groups);
             }
@@ -782,7 +974,7 @@ impl StencilKernel {
             )));
         }
         let mut params = ParamBlocks::new(gpu);
-        let off = params.push(&StepParams::whole(rows));
+        let off = params.push(&self.params(StepParams::whole(rows)));
         let pbuf = params.finish(gpu, "stencil params");
         let binds = [self.bind(gpu, &pbuf, a, b), self.bind(gpu, &pbuf, b, a)];
         let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
@@ -795,6 +987,79 @@ impl StencilKernel {
         }
         Ok(if passes.len().is_multiple_of(2) { a } else { b })
     }
+}
+
+/// Grids below this many cells are not worth measuring the streamed pass for: their steps take
+/// microseconds, less than measuring would.
+pub const BLOCKING_MIN_CELLS: usize = 1 << 22;
+
+impl StencilKernel {
+    /// The kernels for `job` with K steps per pass where that measured faster on this device
+    /// ([`choose_blocking`] on a sample of the grid), for jobs of several steps on grids of at
+    /// least [`BLOCKING_MIN_CELLS`]; one step per pass otherwise. Every choice gives the same
+    /// result bit for bit.
+    pub fn planned(gpu: &Gpu, job: &StencilJob) -> Result<StencilKernel> {
+        let blocking = if job.steps >= 2 && job.shape.cells() >= BLOCKING_MIN_CELLS {
+            choose_blocking(gpu, job, 64 << 20)?
+        } else {
+            None
+        };
+        StencilKernel::with_blocking(gpu, job, blocking)
+    }
+}
+
+/// The streamed pass (K = 2..=4) that runs `job`'s steps fastest on this device, or None where
+/// one step per pass is as fast (within 5%) or no tile fits: each candidate times 12 steps on a
+/// sample of the job's grid (its first rows, at most `sample_bytes`), GPU-resident.
+pub fn choose_blocking(gpu: &Gpu, job: &StencilJob, sample_bytes: u64) -> Result<Option<Blocking>> {
+    job.validate()?;
+    let limit = gpu.limits.max_compute_workgroup_storage_size;
+    let candidates: Vec<Blocking> = Blocking::candidates(job, limit)
+        .into_iter()
+        .filter(|b| b.steps <= job.steps)
+        .collect();
+    if candidates.is_empty() {
+        return Ok(None);
+    }
+    let rb = job.row_bytes().max(1);
+    let radius = job.stencil.radius() as u64;
+    let rows = (sample_bytes / rb)
+        .min(gpu.max_binding() / rb)
+        .clamp(radius.max(1), job.shape.rows() as u64);
+    let mut extents = job.shape.extents();
+    extents[0] = rows as usize;
+    let sample = StencilJob {
+        shape: GridShape::new(&extents)?,
+        steps: 12,
+        ..job.clone()
+    };
+    let bytes = rows * rb;
+    let a = transfer::storage_buffer(gpu, "stencil sample", bytes)?;
+    let b = transfer::storage_buffer(gpu, "stencil sample out", bytes)?;
+    let time = |blocking: Option<Blocking>| -> Result<f64> {
+        let kernel = StencilKernel::with_blocking(gpu, &sample, blocking)?;
+        let mut best = f64::INFINITY;
+        for _ in 0..3 {
+            let mut enc = gpu.device.create_command_encoder(&Default::default());
+            kernel.record_steps(gpu, &mut enc, &a, &b, sample.steps)?;
+            let t = Instant::now();
+            gpu.queue.submit([enc.finish()]);
+            gpu.wait()?;
+            best = best.min(t.elapsed().as_secs_f64());
+        }
+        Ok(best)
+    };
+    let single = time(None)?;
+    let mut chosen = None;
+    let mut fastest = 0.95 * single;
+    for c in candidates {
+        let t = time(Some(c))?;
+        if t < fastest {
+            fastest = t;
+            chosen = Some(c);
+        }
+    }
+    Ok(chosen)
 }
 
 /// What a run did.
@@ -954,7 +1219,7 @@ pub fn run(
         for k in kernel.passes(b.steps) {
             t += k;
             let (c0, c1) = b.rows_after(t, radius);
-            let off = params.push(&StepParams::region(rows, b.lo, b.hi, c0, c1));
+            let off = params.push(&kernel.params(StepParams::region(rows, b.lo, b.hi, c0, c1)));
             passes.push((off, (c1 - c0) as u64, k));
         }
         let pbuf = params.finish(gpu, "stencil params");
@@ -1040,20 +1305,22 @@ pub fn measure_speeds(gpu: &Gpu, kernel: &StencilKernel, sample_bytes: u64) -> R
     transfer::download(gpu, &buf, 0, &mut fresh)?;
     let down = bytes as f64 / t.elapsed().as_secs_f64().max(1e-9);
     let mut params = ParamBlocks::new(gpu);
-    let off = params.push(&StepParams::whole(rows));
+    let off = params.push(&kernel.params(StepParams::whole(rows)));
     let pbuf = params.finish(gpu, "stencil params");
     let bind = kernel.bind(gpu, &pbuf, &buf, &other);
+    // the cell rate per step of the kernel's own passes (K steps in one where it streams)
+    let k = kernel.blocking().map_or(1, |b| b.steps as u64);
     let mut rate = 0.0f64;
     for _ in 0..3 {
         let mut enc = gpu.device.create_command_encoder(&Default::default());
         {
             let mut pass = enc.begin_compute_pass(&Default::default());
-            kernel.record_pass(gpu, &mut pass, &bind, off, rows, 1);
+            kernel.record_pass(gpu, &mut pass, &bind, off, rows, k);
         }
         let t = Instant::now();
         gpu.queue.submit([enc.finish()]);
         gpu.wait()?;
-        let cells = (rows * job.shape.row_cells() as u64) as f64;
+        let cells = (k * rows * job.shape.row_cells() as u64) as f64;
         rate = rate.max(cells / t.elapsed().as_secs_f64().max(1e-9));
     }
     Ok(Speeds {

@@ -1,0 +1,190 @@
+// Four cells per invocation along x (appended to stencil.wgsl when NX is a multiple of 4, so
+// every row starts on a vec4 and the grid is bound as array<vec4<T>>). Two kernels:
+//
+// - `step4`: one step, each invocation loading the few vec4s its four cells' taps cover (a row
+//   of a radius-R star is 1 + 2·ceil(R/4) vec4 loads for four cells, not 4·(2R+1) scalar loads):
+//   a single step is bound by instruction issue, not by memory, with one cell per invocation.
+// - `steps_streamed`: K steps in one pass, 2.5-D temporal blocking. A workgroup owns a tile of
+//   the (y, x) plane with a halo of K reaches per side and walks down its chunk of rows. At each
+//   row it loads one input plane into workgroup memory and advances every level s = 1..K by one
+//   plane: level s trails level s-1 by RZ + 1 planes, so it reads only planes that level s-1
+//   finished before the last barrier, and one barrier per row suffices. Level s keeps its last
+//   D = 2·RZ + 2 planes in a ring; level K goes to `dst`. Only the (y, x) halo is recomputed, and
+//   the chunk's first and last rows (K·RZ planes of warm-up).
+//
+// Cells outside the grid are never computed (except under `wrap`, whose periodic extension is
+// itself a solution and is computed like the grid): a tap that lands outside reads the cell it
+// mirrors, which always lies within the reading cell's own footprint and so is in the tile, or
+// CVAL. Every cell sums its taps with the same generated code as `step`, so every kernel here is
+// bit-identical to single steps.
+//
+// The host prepends GR (the x reach in vec4s, ceil(RX / 4)) and, for `steps_streamed`: K, D, TY
+// and LW4 (the tile's rows and vec4 columns, halos included), HY = K·RY, HG = K·GR, SWG (its
+// workgroup size), and fills the @generated blocks.
+
+const NX4: i32 = NX / 4;
+
+@compute @workgroup_size(WG)
+fn step4(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let idx = linear_workgroup(wid, nwg) * WG + lid;
+    let plane4 = u32(NY * NX4);
+    if (idx >= u32(p.comp_rows) * plane4) {
+        return;
+    }
+    let zr = p.comp_lo + i32(idx / plane4);
+    let rem = idx % plane4;
+    let y = i32(rem / u32(NX4));
+    let x = i32(rem % u32(NX4)) * 4;
+    let c4 = zr * i32(plane4) + i32(rem);
+    if (zr >= RZ && zr + RZ < p.res_rows && y >= RY && y + RY < NY && x >= 4 * GR
+        && x + 4 + 4 * GR <= NX) {
+        // @generated-direct4
+    } else {
+        dst[c4] = vec4<T>(cell_at(zr, y, x), cell_at(zr, y, x + 1), cell_at(zr, y, x + 2),
+            cell_at(zr, y, x + 3));
+    }
+}
+
+// @streamed: the host appends the rest only for jobs that block steps on chip
+
+const PLANE4: i32 = TY * LW4;
+// the output tile: rows and vec4 columns
+const OY: i32 = TY - 2 * HY;
+const OG: i32 = LW4 - 2 * HG;
+
+// levels 0..K-1, D planes each
+var<workgroup> ring: array<vec4<T>, K * D * PLANE4>;
+
+fn slot(zr: i32) -> i32 {
+    // resident rows start at -K·RZ at the lowest (the first chunk's warm-up)
+    return (zr + 64 * D) % D;
+}
+
+// Whether grid row g (of the whole grid) lies outside it; never under `wrap`.
+fn row_outside(g: i32) -> bool {
+    return MODE != WRAP && (g < 0 || g >= p.rows);
+}
+
+// The value of level `lb` (a ring offset) at resident row zr and grid coordinates (y, x), which
+// may lie outside the grid: then the mirrored cell (or CVAL), as `fetch` reads it.
+fn tile_fetch(lb: i32, zr: i32, y: i32, x: i32, y0: i32, x0: i32) -> T {
+    var r = zr;
+    var yy = y;
+    var xx = x;
+    let g = zr + p.res_lo;
+    if (MODE != WRAP && (g < 0 || g >= p.rows || y < 0 || y >= NY || x < 0 || x >= NX)) {
+        if (MODE == CONSTANT) {
+            return CVAL;
+        }
+        r = map_axis(g, p.rows) - p.res_lo;
+        yy = map_axis(y, NY);
+        xx = map_axis(x, NX);
+    }
+    let lx = xx - x0;
+    return ring[lb + slot(r) * PLANE4 + (yy - y0) * LW4 + (lx >> 2u)][lx & 3];
+}
+
+// One cell of a level from the previous level's ring, through tile_fetch.
+fn tile_cell(lb: i32, zr: i32, y: i32, x: i32, y0: i32, x0: i32) -> T {
+    var v: array<T, NTAPS>;
+    // @generated-tile-fetch
+    var acc = T(0);
+    // @generated-sum
+    return acc;
+}
+
+@compute @workgroup_size(SWG)
+fn steps_streamed(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let tiles_x = (NX4 + OG - 1) / OG;
+    let tiles_y = (NY + OY - 1) / OY;
+    let chunk_rows = p.chunk;
+    let chunks = (p.comp_rows + chunk_rows - 1) / chunk_rows;
+    let t = i32(linear_workgroup(wid, nwg));
+    if (t >= chunks * tiles_y * tiles_x) {
+        return; // the whole workgroup: surplus of the dispatch grid
+    }
+    let tx = t % tiles_x;
+    let ty = (t / tiles_x) % tiles_y;
+    let ch = t / (tiles_x * tiles_y);
+    // grid row of tile row 0, vec4 column of tile column 0, and x of its first cell
+    let y0 = ty * OY - HY;
+    let g0 = tx * OG - HG;
+    let x0 = g0 * 4;
+    // output rows [z_lo, z_hi), resident numbering
+    let z_lo = p.comp_lo + ch * chunk_rows;
+    let z_hi = min(z_lo + chunk_rows, p.comp_lo + p.comp_rows);
+    let last_in = z_hi - 1 + K * RZ;
+    let iterations = z_hi - z_lo + K * (2 * RZ + 1);
+    for (var i = 0; i < iterations; i++) {
+        let zi = z_lo - K * RZ + i;
+        // level 0: input plane zi, through fetch where any of it is not plain resident grid
+        if (zi <= last_in) {
+            let base = slot(zi) * PLANE4;
+            let rows_in = zi >= 0 && zi < p.res_rows;
+            for (var e = i32(lid); e < PLANE4; e += i32(SWG)) {
+                let ly = e / LW4;
+                let lg = e % LW4;
+                let y = y0 + ly;
+                let x = (g0 + lg) * 4;
+                if (rows_in && y >= 0 && y < NY && x >= 0 && x < NX) {
+                    ring[base + e] = src[(zi * NY + y) * NX4 + g0 + lg];
+                } else {
+                    ring[base + e] = vec4<T>(fetch(zi, y, x), fetch(zi, y, x + 1),
+                        fetch(zi, y, x + 2), fetch(zi, y, x + 3));
+                }
+            }
+        }
+        // levels 1..K, each one plane further behind
+        for (var s = 1; s <= K; s++) {
+            let z = zi - s * (RZ + 1);
+            let reach = (K - s) * RZ;
+            if (z < z_lo - reach || z >= z_hi + reach || row_outside(z + p.res_lo)) {
+                continue;
+            }
+            let lb = (s - 1) * D * PLANE4;
+            let out_base = s * D * PLANE4 + slot(z) * PLANE4;
+            // rows whose taps all lie in the grid (the plane's own edge test is per cell)
+            let g = z + p.res_lo;
+            let rows_inside = MODE == WRAP || (g >= RZ && g + RZ < p.rows);
+            // the tile less a margin of s reaches per side
+            let my = s * RY;
+            let mg = s * GR;
+            for (var e = i32(lid); e < PLANE4; e += i32(SWG)) {
+                let ly = e / LW4;
+                let lg = e % LW4;
+                if (ly < my || ly >= TY - my || lg < mg || lg >= LW4 - mg) {
+                    continue;
+                }
+                let y = y0 + ly;
+                let x = (g0 + lg) * 4;
+                if (MODE != WRAP && (y < 0 || y >= NY || x < 0 || x >= NX)) {
+                    continue;
+                }
+                var out: vec4<T>;
+                if (rows_inside && (MODE == WRAP || (y >= RY && y + RY < NY && x >= 4 * GR
+                    && x + 4 + 4 * GR <= NX))) {
+                    // @generated-tile4
+                } else {
+                    out = vec4<T>(tile_cell(lb, z, y, x, y0, x0),
+                        tile_cell(lb, z, y, x + 1, y0, x0), tile_cell(lb, z, y, x + 2, y0, x0),
+                        tile_cell(lb, z, y, x + 3, y0, x0));
+                }
+                if (s < K) {
+                    ring[out_base + e] = out;
+                } else if (z >= z_lo && z < z_hi && ly >= HY && ly < HY + OY && lg >= HG
+                    && lg < HG + OG && y < NY && x < NX) {
+                    dst[(z * NY + y) * NX4 + g0 + lg] = out;
+                }
+            }
+        }
+        workgroupBarrier();
+    }
+}
