@@ -5,12 +5,13 @@
 //   of a radius-R star is 1 + 2·ceil(R/4) vec4 loads for four cells, not 4·(2R+1) scalar loads):
 //   a single step is bound by instruction issue, not by memory, with one cell per invocation.
 // - `steps_streamed`: K steps in one pass, 2.5-D temporal blocking. A workgroup owns a tile of
-//   the (y, x) plane with a halo of K reaches per side and walks down its chunk of rows. At each
-//   row it loads one input plane into workgroup memory and advances every level s = 1..K by one
-//   plane: level s trails level s-1 by RZ + 1 planes, so it reads only planes that level s-1
-//   finished before the last barrier, and one barrier per row suffices. Level s keeps its last
-//   D = 2·RZ + 2 planes in a ring; level K goes to `dst`. Only the (y, x) halo is recomputed, and
-//   the chunk's first and last rows (K·RZ planes of warm-up).
+//   the (y, x) plane with a halo of K reaches per side and walks down its chunk of rows, RB
+//   planes per iteration: it loads RB input planes (issued first, stored last, so the loads'
+//   latency hides behind the iteration's arithmetic) and advances every level s = 1..K by RB
+//   planes. Level s trails level s-1 by LAG = RB + RZ planes, so it reads only planes that level
+//   s-1 finished before the last barrier: one barrier per iteration. Level s keeps its last
+//   D = 2·RB + 2·RZ planes in a ring in workgroup memory; level K goes to `dst`. Only the (y, x)
+//   halo is recomputed, and the chunk's first and last K·RZ planes.
 //
 // Cells outside the grid are never computed (except under `wrap`, whose periodic extension is
 // itself a solution and is computed like the grid): a tap that lands outside reads the cell it
@@ -18,11 +19,28 @@
 // CVAL. Every cell sums its taps with the same generated code as `step`, so every kernel here is
 // bit-identical to single steps.
 //
-// The host prepends GR (the x reach in vec4s, ceil(RX / 4)) and, for `steps_streamed`: K, D, TY
-// and LW4 (the tile's rows and vec4 columns, halos included), HY = K·RY, HG = K·GR, SWG (its
-// workgroup size), and fills the @generated blocks.
+// The host prepends GR (the x reach in vec4s, ceil(RX / 4)) and, for `steps_streamed`: K, RB, D,
+// TY and LW4 (the tile's rows and vec4 columns, halos included), HY = K·RY, HG = K·GR, SWG (its
+// workgroup size) and PRE (input vec4s per invocation and iteration), and fills the @generated
+// blocks.
 
 const NX4: i32 = NX / 4;
+
+// The vec4 at vec4 column g of the row whose first vec4 is row4; columns outside the row hold
+// the cells `fetch` would read there (the x edges of `step4`, without the per-cell path).
+fn ld4(row4: i32, g: i32) -> vec4<T> {
+    if (g >= 0 && g < NX4) {
+        return src[row4 + g];
+    }
+    var v = vec4<T>(CVAL);
+    if (MODE != CONSTANT) {
+        for (var j = 0; j < 4; j++) {
+            let x = map_axis(g * 4 + j, NX);
+            v[j] = src[row4 + x / 4][x % 4];
+        }
+    }
+    return v;
+}
 
 @compute @workgroup_size(WG)
 fn step4(
@@ -38,20 +56,29 @@ fn step4(
     let zr = p.comp_lo + i32(idx / plane4);
     let rem = idx % plane4;
     let y = i32(rem / u32(NX4));
-    let x = i32(rem % u32(NX4)) * 4;
+    let xg = i32(rem % u32(NX4));
+    let x = xg * 4;
     let c4 = zr * i32(plane4) + i32(rem);
-    if (zr >= RZ && zr + RZ < p.res_rows && y >= RY && y + RY < NY && x >= 4 * GR
-        && x + 4 + 4 * GR <= NX) {
-        // @generated-direct4
+    let row4 = c4 - xg;
+    if (zr >= RZ && zr + RZ < p.res_rows && y >= RY && y + RY < NY) {
+        if (x >= 4 * GR && x + 4 + 4 * GR <= NX) {
+            // @generated-direct4
+        } else {
+            // @generated-xedge4
+        }
     } else {
-        dst[c4] = vec4<T>(cell_at(zr, y, x), cell_at(zr, y, x + 1), cell_at(zr, y, x + 2),
-            cell_at(zr, y, x + 3));
+        var out: vec4<T>;
+        for (var j = 0; j < 4; j++) {
+            out[j] = cell_at(zr, y, x + j);
+        }
+        dst[c4] = out;
     }
 }
 
 // @streamed: the host appends the rest only for jobs that block steps on chip
 
 const PLANE4: i32 = TY * LW4;
+const LAG: i32 = RB + RZ;
 // the output tile: rows and vec4 columns
 const OY: i32 = TY - 2 * HY;
 const OG: i32 = LW4 - 2 * HG;
@@ -60,13 +87,25 @@ const OG: i32 = LW4 - 2 * HG;
 var<workgroup> ring: array<vec4<T>, K * D * PLANE4>;
 
 fn slot(zr: i32) -> i32 {
-    // resident rows start at -K·RZ at the lowest (the first chunk's warm-up)
+    // resident rows start at -K·(RZ + LAG) at the lowest (the first chunk's warm-up)
     return (zr + 64 * D) % D;
 }
 
 // Whether grid row g (of the whole grid) lies outside it; never under `wrap`.
 fn row_outside(g: i32) -> bool {
     return MODE != WRAP && (g < 0 || g >= p.rows);
+}
+
+// Input plane zr at tile vec4 e (tile origin: grid row y0, vec4 column g0), through fetch where
+// it is not plain resident grid.
+fn load_input(zr: i32, e: i32, y0: i32, g0: i32) -> vec4<T> {
+    let y = y0 + e / LW4;
+    let g = g0 + e % LW4;
+    let x = g * 4;
+    if (zr >= 0 && zr < p.res_rows && y >= 0 && y < NY && x >= 0 && x < NX) {
+        return src[(zr * NY + y) * NX4 + g];
+    }
+    return vec4<T>(fetch(zr, y, x), fetch(zr, y, x + 1), fetch(zr, y, x + 2), fetch(zr, y, x + 3));
 }
 
 // The value of level `lb` (a ring offset) at resident row zr and grid coordinates (y, x), which
@@ -121,46 +160,39 @@ fn steps_streamed(
     // output rows [z_lo, z_hi), resident numbering
     let z_lo = p.comp_lo + ch * chunk_rows;
     let z_hi = min(z_lo + chunk_rows, p.comp_lo + p.comp_rows);
+    let first_in = z_lo - K * RZ;
     let last_in = z_hi - 1 + K * RZ;
-    let iterations = z_hi - z_lo + K * (2 * RZ + 1);
+    let iterations = (z_hi - z_lo + K * (RZ + LAG) + RB - 1) / RB;
     for (var i = 0; i < iterations; i++) {
-        let zi = z_lo - K * RZ + i;
-        // level 0: input plane zi, through fetch where any of it is not plain resident grid
-        if (zi <= last_in) {
-            let base = slot(zi) * PLANE4;
-            let rows_in = zi >= 0 && zi < p.res_rows;
-            for (var e = i32(lid); e < PLANE4; e += i32(SWG)) {
-                let ly = e / LW4;
-                let lg = e % LW4;
-                let y = y0 + ly;
-                let x = (g0 + lg) * 4;
-                if (rows_in && y >= 0 && y < NY && x >= 0 && x < NX) {
-                    ring[base + e] = src[(zi * NY + y) * NX4 + g0 + lg];
-                } else {
-                    ring[base + e] = vec4<T>(fetch(zi, y, x), fetch(zi, y, x + 1),
-                        fetch(zi, y, x + 2), fetch(zi, y, x + 3));
-                }
+        let zb = first_in + i * RB;
+        // level 0: input planes [zb, zb + RB), loaded now and stored after the levels' work
+        var pre: array<vec4<T>, PRE>;
+        for (var k = 0; k < PRE; k++) {
+            let q = i32(lid) + k * i32(SWG);
+            let zi = zb + q / PLANE4;
+            if (q < RB * PLANE4 && zi <= last_in) {
+                pre[k] = load_input(zi, q % PLANE4, y0, g0);
             }
         }
-        // levels 1..K, each one plane further behind
+        // levels 1..K, each LAG planes further behind
         for (var s = 1; s <= K; s++) {
-            let z = zi - s * (RZ + 1);
+            let za = zb - s * LAG;
             let reach = (K - s) * RZ;
-            if (z < z_lo - reach || z >= z_hi + reach || row_outside(z + p.res_lo)) {
+            if (za + RB <= z_lo - reach || za >= z_hi + reach) {
                 continue;
             }
             let lb = (s - 1) * D * PLANE4;
-            let out_base = s * D * PLANE4 + slot(z) * PLANE4;
-            // rows whose taps all lie in the grid (the plane's own edge test is per cell)
-            let g = z + p.res_lo;
-            let rows_inside = MODE == WRAP || (g >= RZ && g + RZ < p.rows);
             // the tile less a margin of s reaches per side
             let my = s * RY;
             let mg = s * GR;
-            for (var e = i32(lid); e < PLANE4; e += i32(SWG)) {
+            for (var q = i32(lid); q < RB * PLANE4; q += i32(SWG)) {
+                let z = za + q / PLANE4;
+                let e = q % PLANE4;
                 let ly = e / LW4;
                 let lg = e % LW4;
-                if (ly < my || ly >= TY - my || lg < mg || lg >= LW4 - mg) {
+                let gz = z + p.res_lo;
+                if (z < z_lo - reach || z >= z_hi + reach || row_outside(gz) || ly < my
+                    || ly >= TY - my || lg < mg || lg >= LW4 - mg) {
                     continue;
                 }
                 let y = y0 + ly;
@@ -169,20 +201,27 @@ fn steps_streamed(
                     continue;
                 }
                 var out: vec4<T>;
-                if (rows_inside && (MODE == WRAP || (y >= RY && y + RY < NY && x >= 4 * GR
-                    && x + 4 + 4 * GR <= NX))) {
+                if (MODE == WRAP || (gz >= RZ && gz + RZ < p.rows && y >= RY && y + RY < NY
+                    && x >= 4 * GR && x + 4 + 4 * GR <= NX)) {
                     // @generated-tile4
                 } else {
-                    out = vec4<T>(tile_cell(lb, z, y, x, y0, x0),
-                        tile_cell(lb, z, y, x + 1, y0, x0), tile_cell(lb, z, y, x + 2, y0, x0),
-                        tile_cell(lb, z, y, x + 3, y0, x0));
+                    for (var j = 0; j < 4; j++) {
+                        out[j] = tile_cell(lb, z, y, x + j, y0, x0);
+                    }
                 }
                 if (s < K) {
-                    ring[out_base + e] = out;
+                    ring[s * D * PLANE4 + slot(z) * PLANE4 + e] = out;
                 } else if (z >= z_lo && z < z_hi && ly >= HY && ly < HY + OY && lg >= HG
                     && lg < HG + OG && y < NY && x < NX) {
                     dst[(z * NY + y) * NX4 + g0 + lg] = out;
                 }
+            }
+        }
+        for (var k = 0; k < PRE; k++) {
+            let q = i32(lid) + k * i32(SWG);
+            let zi = zb + q / PLANE4;
+            if (q < RB * PLANE4 && zi <= last_in) {
+                ring[slot(zi) * PLANE4 + q % PLANE4] = pre[k];
             }
         }
         workgroupBarrier();

@@ -371,20 +371,21 @@ fn streamed_passes_are_bit_identical_to_single_steps() {
     let limit = gpu.limits.max_compute_workgroup_storage_size;
     let w: Vec<f64> = (0..9).map(|i| (i as f64 - 3.0) / 10.0).collect();
     let (mut cases, mut streamed) = (0, 0);
-    let narrow = |k: u32, rows: u32, vec4s: u32| stencil::Blocking {
+    let narrow = |k: u32, rows: u32, vec4s: u32, planes: u32| stencil::Blocking {
         steps: k,
         tile_rows: rows,
         tile_vec4s: vec4s,
+        planes,
         workgroup: 64,
     };
     for (n, boundary) in BOUNDARIES.into_iter().enumerate() {
         for (shape, stencil, steps, forced) in [
-            (&[70usize, 132][..], Stencil::star(2, 1).unwrap(), 9, Some(narrow(2, 1, 8))),
+            (&[70usize, 132][..], Stencil::star(2, 1).unwrap(), 9, Some(narrow(2, 1, 8, 3))),
             (&[45, 68], Stencil::star(2, 2).unwrap(), 6, None),
             (&[5, 8], Stencil::boxed(2, 2).unwrap(), 8, None),
-            (&[33, 64], Stencil::star(2, 4).unwrap(), 5, Some(narrow(3, 1, 10))),
+            (&[33, 64], Stencil::star(2, 4).unwrap(), 5, Some(narrow(3, 1, 10, 1))),
             (&[40, 12], Stencil::from_weights(2, 1, &w).unwrap(), 7, None),
-            (&[19, 13, 20], Stencil::star(3, 1).unwrap(), 5, Some(narrow(2, 7, 6))),
+            (&[19, 13, 20], Stencil::star(3, 1).unwrap(), 5, Some(narrow(2, 7, 6, 2))),
             (&[12, 9, 16], Stencil::boxed(3, 1).unwrap(), 4, None),
             (&[9, 6, 8], Stencil::star(3, 2).unwrap(), 4, None),
         ] {
@@ -446,6 +447,7 @@ fn blocking_is_checked_and_measured() {
         stencil::Blocking { tile_vec4s: 2, ..b },
         stencil::Blocking { tile_rows: 3, ..b },
         stencil::Blocking { workgroup: 96, ..b },
+        stencil::Blocking { planes: 0, ..b },
         stencil::Blocking { tile_vec4s: 1 << 20, ..b },
     ] {
         assert!(StencilKernel::with_blocking(gpu, &j, Some(bad)).is_err(), "{bad:?}");

@@ -10,6 +10,7 @@ pub(crate) mod keysets;
 mod matrix;
 mod plot;
 mod sched;
+mod stencil;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -273,7 +274,7 @@ pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
             }
             "scan" => scan_suite(&ctx, &sizes_for(&[20, 24, 28]))?,
             "transfer" => transfer_suite(&ctx, &sizes_for(&[24, 28]))?,
-            "stencil" => stencil_suite(&ctx, &sizes_for(&[24, 28]))?,
+            "stencil" => stencil::suite(&ctx, &sizes_for(&[24, 28]), quick)?,
             _ => {
                 let tasks = args.tasks.unwrap_or(if quick { 100 } else { 1000 }).max(1);
                 let sizes = if !args.sizes.is_empty() {
@@ -805,179 +806,6 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
             }
         }
         bar.inc(1);
-    }
-    Ok(cases)
-}
-
-/// Stencil suite: Jacobi steps of a radius-2 star (reflect) on a square 2-D grid, one step per
-/// pass and with on-chip temporal blocking, and of a radius-1 star on a 3-D grid of the same
-/// cell count, GPU-resident, against a vec4 copy of the grid (8 bytes per cell: the bound for
-/// one step per pass) and the CPU twin on all cores. Steps are timed eight to a submission and
-/// reported per step; the 2-D variants are checked against each other bit for bit.
-fn stencil_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
-    use gpusort_core::cpu::stencil as reference;
-    use gpusort_core::stencil::{Boundary, GridShape, Stencil, StencilJob, StencilKernel};
-    const STEPS: u32 = 8;
-    let (gpu, timer, bar, reps) = (ctx.gpu, ctx.timer, ctx.bar, ctx.reps);
-    bar.inc_length((sizes.len() * 8) as u64);
-    let mut cases = Vec::new();
-    for &log in sizes {
-        let n = 1usize << log;
-        if let Some(why) = too_big(gpu, n as u64 * 4) {
-            cases.push(skipped("stencil", n as u64, "f32 stencils", why));
-            bar.inc(7);
-            continue;
-        }
-        let host = gpusort_core::internal::bench::random_unit_f32(n, log as u64 + 300);
-        let a = transfer::buffer_from(gpu, "bench grid", &host)?;
-        let b = transfer::storage_buffer(gpu, "bench grid out", (n * 4) as u64)?;
-        let case = |name: &str, stats: Stats, relative: f64, note: String| Case {
-            skipped: None,
-            suite: "stencil".into(),
-            case: name.into(),
-            n: n as u64,
-            stats: stats.clone(),
-            throughput: n as f64 / stats.median_s / 1e9,
-            unit: "GCells/s".into(),
-            relative,
-            dispatches: Some(1),
-            note,
-        };
-        bar.set_message(format!("2^{log}: copy"));
-        let copy_st = measure_copy(ctx, &a, &b)?;
-        cases.push(case(
-            "vec4 copy (bound)",
-            copy_st.clone(),
-            1.0,
-            "8 bytes per cell".into(),
-        ));
-        bar.inc(1);
-        let side = 1usize << (log / 2);
-        let cube = 1usize << (log / 3);
-        let limit = gpu.limits.max_compute_workgroup_storage_size;
-        let star2 = |max_steps: u32| -> Result<_, CliError> {
-            let job = StencilJob {
-                shape: GridShape::new(&[side, n / side])?,
-                stencil: Stencil::star(2, 2)?,
-                boundary: Boundary::Reflect,
-                cval: 0.0,
-                steps: 1,
-                dtype: KeyType::F32,
-            };
-            let tile = gpusort_core::stencil::TileConfig::choose_up_to(&job, limit, max_steps);
-            Ok((job, tile))
-        };
-        let cube_job = StencilJob {
-            shape: GridShape::new(&[cube, cube, n / (cube * cube)])?,
-            stencil: Stencil::star(3, 1)?,
-            boundary: Boundary::Reflect,
-            cval: 0.0,
-            steps: 1,
-            dtype: KeyType::F32,
-        };
-        let mut shapes = vec![{
-            let (job, _) = star2(1)?;
-            (
-                job,
-                None,
-                "2-D star r2 (9 taps), 1 step per pass".to_string(),
-            )
-        }];
-        for k in [2, 3, 4] {
-            if let (job, Some(t)) = star2(k)? {
-                let name = format!(
-                    "2-D star r2, {} steps per pass on chip ({}x{} tiles)",
-                    t.steps, t.rows, t.cols
-                );
-                shapes.push((job, Some(t), name));
-            }
-        }
-        shapes.push((
-            cube_job,
-            None,
-            "3-D star r1 (7 taps), 1 step per pass".to_string(),
-        ));
-        let mut plain_result: Option<Vec<f32>> = None;
-        for (job, tile, name) in shapes {
-            let name = name.as_str();
-            let kernel = StencilKernel::with_tiles(gpu, &job, tile)?;
-            bar.set_message(format!("2^{log}: {name}"));
-            let st = measure_warm(reps, ctx.warm, || {
-                Ok(timer.time(
-                    gpu,
-                    |_| {},
-                    |enc| kernel.record_steps(gpu, enc, &a, &b, STEPS).map(|_| ()),
-                )? / STEPS as f64)
-            })?;
-            // checked once: against the CPU twin (one step) up to 2^24 cells, for the first 2-D
-            // case and the 3-D one; the on-chip 2-D cases bit for bit against single steps
-            let cpu_checked = n <= 1 << 24 && (job.shape.dims() == 3 || plain_result.is_none());
-            if cpu_checked {
-                transfer::upload(gpu, &a, 0, bytemuck::cast_slice(&host))?;
-                let mut enc = gpu.device.create_command_encoder(&Default::default());
-                kernel.record_steps(gpu, &mut enc, &a, &b, 1)?;
-                gpu.queue.submit([enc.finish()]);
-                let one: Vec<f32> = transfer::read_vec(gpu, &b, n)?;
-                let want = reference::run(&host, job.shape, &job.stencil, job.boundary, 0.0, 1);
-                if one.iter().zip(&want).any(|(g, w)| (g - w).abs() > 1e-5) {
-                    return Err(CliError::runtime(format!(
-                        "bench: the {name} step of 2^{log} differs from the CPU's on {}",
-                        gpu.adapter.name
-                    )));
-                }
-            }
-            let mut checked = if cpu_checked {
-                "checked against the CPU"
-            } else {
-                "not checked at this size"
-            };
-            if job.shape.dims() == 2 {
-                transfer::upload(gpu, &a, 0, bytemuck::cast_slice(&host))?;
-                let mut enc = gpu.device.create_command_encoder(&Default::default());
-                let out = kernel.record_steps(gpu, &mut enc, &a, &b, STEPS)?;
-                gpu.queue.submit([enc.finish()]);
-                let got: Vec<f32> = transfer::read_vec(gpu, out, n)?;
-                match &plain_result {
-                    None => plain_result = Some(got),
-                    Some(p) if p.iter().zip(&got).any(|(x, y)| x.to_bits() != y.to_bits()) => {
-                        return Err(CliError::runtime(format!(
-                            "bench: {name} differs from single steps on {}",
-                            gpu.adapter.name
-                        )));
-                    }
-                    Some(_) => checked = "bit-identical to 1 step per pass",
-                }
-            }
-            let note = format!(
-                "grid {}; {:.0}% of copy bandwidth; {checked}",
-                job.shape,
-                100.0 * copy_st.median_s / st.median_s,
-            );
-            cases.push(case(name, st.clone(), st.median_s / copy_st.median_s, note));
-            bar.inc(1);
-            if name.ends_with("1 step per pass") && job.shape.dims() == 2 {
-                bar.set_message(format!("2^{log}: CPU step"));
-                let cpu_reps = if n >= 1 << 24 { reps.min(2) } else { reps };
-                let st = measure(cpu_reps, || {
-                    let t = std::time::Instant::now();
-                    let out = reference::run(&host, job.shape, &job.stencil, job.boundary, 0.0, 1);
-                    std::hint::black_box(&out);
-                    Ok(t.elapsed().as_secs_f64())
-                })?;
-                let mut c = case(
-                    &format!(
-                        "CPU twin, 2-D star r2 ({} threads)",
-                        rayon::current_num_threads()
-                    ),
-                    st.clone(),
-                    st.median_s / copy_st.median_s,
-                    "wall clock".into(),
-                );
-                c.dispatches = None;
-                cases.push(c);
-                bar.inc(1);
-            }
-        }
     }
     Ok(cases)
 }

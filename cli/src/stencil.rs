@@ -73,8 +73,10 @@ pub struct StencilArgs {
     /// Steps per residency of a sub-block (default: chosen by the planner).
     #[arg(long, value_name = "T")]
     pub time_block: Option<u64>,
-    /// Steps per pass on chip (2..=4, 2-D grids): each workgroup advances its tile K steps in
-    /// workgroup memory, recomputing a shrinking halo. Off by default (see docs/BENCHMARKS.md).
+    /// Steps per pass on chip (1..=4): each workgroup streams its tile of the grid through
+    /// workgroup memory and advances it K steps in one pass, recomputing only the tile's halo.
+    /// Default: measured per job on grids of 4 Mi cells or more (the fastest K on this device),
+    /// 1 otherwise. Every K gives the same result bit for bit.
     #[arg(long, value_name = "K")]
     pub on_chip_steps: Option<u32>,
     /// Print the plan and its predicted time, and stop.
@@ -263,19 +265,18 @@ pub fn run(g: &Global, args: &StencilArgs) -> CliResult {
         };
     }
     let gpu = g.gpu()?;
-    let tile = match args.on_chip_steps {
-        None | Some(1) => None,
+    let kernel = match args.on_chip_steps {
+        None => StencilKernel::planned(&gpu, &job)?,
+        Some(1) => StencilKernel::new(&gpu, &job)?,
         Some(k) if (2..=4).contains(&k) => {
             let limit = gpu.limits.max_compute_workgroup_storage_size;
-            let t = stencil::TileConfig::choose_up_to(&job, limit, k)
-                .filter(|t| t.steps == k)
-                .ok_or_else(|| {
-                    CliError::usage(format!(
-                        "--on-chip-steps {k}: no tile with a halo of {k} steps fits this grid and stencil on {} (2-D grids, halo up to 8 cells)",
-                        gpu.adapter.name
-                    ))
-                })?;
-            Some(t)
+            let b = stencil::Blocking::choose(&job, limit, k).ok_or_else(|| {
+                CliError::usage(format!(
+                    "--on-chip-steps {k}: no tile of {k} steps fits this job on {} (rows of a multiple of 4 cells, at most 32 taps, {} bytes of workgroup memory)",
+                    gpu.adapter.name, limit
+                ))
+            })?;
+            StencilKernel::with_blocking(&gpu, &job, Some(b))?
         }
         Some(k) => {
             return Err(CliError::usage(format!(
@@ -283,7 +284,6 @@ pub fn run(g: &Global, args: &StencilArgs) -> CliResult {
             )))
         }
     };
-    let kernel = StencilKernel::with_tiles(&gpu, &job, tile)?;
     let budget = Budget {
         memory: budget_bytes.unwrap_or(4 * gpu.max_binding()),
         max_binding: gpu.max_binding(),
@@ -315,7 +315,7 @@ pub fn run(g: &Global, args: &StencilArgs) -> CliResult {
         speeds = Some(measured);
     }
     if args.plan {
-        print!("{}", describe(&job, &chosen, budget, speeds, kernel.tile()));
+        print!("{}", describe(&job, &chosen, budget, speeds, &kernel));
         return Ok(());
     }
     if g.show_timings() {
@@ -543,7 +543,7 @@ fn describe(
     p: &StencilPlan,
     budget: Budget,
     speeds: Option<Speeds>,
-    tile: Option<gpusort_core::stencil::TileConfig>,
+    kernel: &StencilKernel,
 ) -> String {
     let mut s = describe_job(job);
     if p.in_core {
@@ -555,12 +555,19 @@ fn describe(
             p.blocks, p.block_rows, p.time_block, p.halo_rows, p.sweeps
         );
     }
-    s += &match tile {
-        Some(t) => format!(
-            "on chip    {} steps per pass in {}x{} tiles with their halos in workgroup memory\n",
-            t.steps, t.rows, t.cols
+    let cells = if kernel.four_cells() {
+        "4 cells per invocation"
+    } else {
+        "1 cell per invocation (rows not a multiple of 4 cells, or over 32 taps)"
+    };
+    s += &match kernel.blocking() {
+        Some(b) => format!(
+            "on chip    {} steps per pass, streamed in tiles of {}x{} cells with their halos, {cells}\n",
+            b.steps,
+            b.tile_rows,
+            4 * b.tile_vec4s
         ),
-        None => "on chip    1 step per pass\n".to_string(),
+        None => format!("on chip    1 step per pass, {cells}\n"),
     };
     let useful = job.shape.cells() as f64 * job.steps as f64;
     s += &format!(

@@ -458,7 +458,7 @@ fn stencil_grid<T: gpusort_core::stencil::StencilValue>(
         Engine::Gpu(g) => {
             use gpusort_sched::stencil::{plan, Budget, Speeds, Streaming};
             let gpu = &g.gpu;
-            let kernel = StencilKernel::new(gpu, &job)?;
+            let kernel = planned_stencil(gpu, &job)?;
             let budget = Budget {
                 memory: 4 * gpu.max_binding(),
                 max_binding: gpu.max_binding(),
@@ -480,6 +480,33 @@ fn stencil_grid<T: gpusort_core::stencil::StencilValue>(
             Ok(gpusort_core::stencil::apply(gpu, &kernel, &chosen, &grid)?.0)
         }
     }
+}
+
+/// The stencil kernel for `job` with its steps per pass measured once per job description and
+/// process (`StencilKernel::planned` measures on every call; the choice never changes a result).
+fn planned_stencil(
+    gpu: &gpusort_core::Gpu,
+    job: &StencilJob,
+) -> gpusort_core::Result<StencilKernel> {
+    use gpusort_core::stencil::{self, Blocking, BLOCKING_MIN_CELLS};
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static CHOSEN: OnceLock<Mutex<HashMap<String, Option<Blocking>>>> = OnceLock::new();
+    if job.steps < 2 || job.shape.cells() < BLOCKING_MIN_CELLS {
+        return StencilKernel::new(gpu, job);
+    }
+    let key = format!("{job:?}");
+    let cache = CHOSEN.get_or_init(Default::default);
+    let known = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key).copied();
+    let blocking = match known {
+        Some(b) => b,
+        None => {
+            let b = stencil::choose_blocking(gpu, job, 64 << 20)?;
+            cache.lock().unwrap_or_else(|e| e.into_inner()).insert(key, b);
+            b
+        }
+    };
+    StencilKernel::with_blocking(gpu, job, blocking)
 }
 
 /// `steps` Jacobi steps of a stencil over a C-contiguous 2-D or 3-D float32/float64 grid; the

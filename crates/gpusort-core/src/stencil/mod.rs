@@ -399,10 +399,10 @@ fn literal(v: f64) -> String {
 /// Stencils of up to this many taps get unrolled code; wider ones loop over a tap table.
 const UNROLL_TAPS: usize = 32;
 
-/// Planes of a streamed pass's ring per level: level s trails level s-1 by `RZ + 1` planes and
-/// reads `2·RZ + 1` of them, so one more slot is the plane being written (stencil_vec.wgsl).
-fn ring_depth(job: &StencilJob) -> u32 {
-    2 * job.stencil.reach()[0] as u32 + 2
+/// Planes of a streamed pass's ring per level: level s trails level s-1 by `RB + RZ` planes and
+/// reads `RB + 2·RZ` of them while `RB` more are written (stencil_vec.wgsl).
+fn ring_depth(job: &StencilJob, planes: u32) -> u32 {
+    2 * planes + 2 * job.stencil.reach()[0] as u32
 }
 
 /// Whether a job runs the four-cells-per-invocation kernels of `shaders/stencil_vec.wgsl`: rows
@@ -426,6 +426,8 @@ pub struct Blocking {
     /// Tile rows along y (1 for 2-D grids) and columns in vec4s of cells, halos included.
     pub tile_rows: u32,
     pub tile_vec4s: u32,
+    /// Planes every level advances per iteration (per barrier).
+    pub planes: u32,
     /// Invocations per workgroup.
     pub workgroup: u32,
 }
@@ -442,7 +444,9 @@ impl Blocking {
         let hy = ry as u32 * steps;
         let hg = reach_vec4(job) * steps;
         let vec4_bytes = 4 * job.cell_bytes() as u32;
-        let max_plane = workgroup_bytes / (steps * ring_depth(job) * vec4_bytes);
+        // a 2-D plane is one row: four of them per barrier; a 3-D plane is work enough
+        let planes = if job.shape.dims() == 2 { 4 } else { 1 };
+        let max_plane = workgroup_bytes / (steps * ring_depth(job, planes) * vec4_bytes);
         let [_, ny, nx] = job.shape.as_3d();
         let mut best: Option<(f64, Blocking)> = None;
         let rows: Vec<u32> = if job.shape.dims() == 2 {
@@ -460,9 +464,10 @@ impl Blocking {
                 let out_y = (ty - 2 * hy).min(ny as u32);
                 let out_x = (lw4 - 2 * hg).min(nx as u32 / 4);
                 let useful = f64::from(out_y * out_x) / f64::from(plane);
-                let workgroup = if plane >= 256 && plane.is_multiple_of(256) {
+                let work = plane * planes;
+                let workgroup = if work >= 512 && work.is_multiple_of(256) {
                     256
-                } else if plane >= 128 {
+                } else if work >= 128 {
                     128
                 } else {
                     64
@@ -471,6 +476,7 @@ impl Blocking {
                     steps,
                     tile_rows: ty,
                     tile_vec4s: lw4,
+                    planes,
                     workgroup,
                 };
                 // ties go to the larger plane (more work per barrier)
@@ -507,9 +513,9 @@ impl Blocking {
 
     /// Output rows per workgroup for a pass computing `comp_rows` rows: enough workgroups to
     /// fill any current GPU (about 2048), with chunks long enough that the K·(2·RZ + 1) planes
-    /// of warm-up stay within an eighth of the work.
+    /// of warm-up (K·(2·RZ + RB)) stay within an eighth of the work.
     fn chunk_rows(&self, job: &StencilJob, comp_rows: u64) -> u64 {
-        let warm = self.steps as u64 * (2 * job.stencil.reach()[0] as u64 + 1);
+        let warm = self.steps as u64 * (2 * job.stencil.reach()[0] as u64 + self.planes as u64);
         let spread = (comp_rows * self.tiles(job)).div_ceil(2048);
         spread.max(8 * warm).clamp(1, comp_rows.max(1))
     }
@@ -591,6 +597,11 @@ fn gather4(job: &StencilJob, load: &dyn Fn(i32, i32, i32) -> String, done: &str)
 /// four-cell kernels where [`four_cells`] allows them and the streamed pass where `blocking`
 /// is given.
 pub fn source(job: &StencilJob, blocking: Option<Blocking>) -> String {
+    source_with(job, blocking, four_cells(job))
+}
+
+/// [`source`], with the four-cell kernels only where `four` (and [`four_cells`]) allow.
+fn source_with(job: &StencilJob, blocking: Option<Blocking>, four: bool) -> String {
     let [_, ny, nx] = job.shape.as_3d();
     let [rz, ry, rx] = job.stencil.reach();
     let taps = job.stencil.taps();
@@ -604,7 +615,7 @@ pub fn source(job: &StencilJob, blocking: Option<Blocking>) -> String {
     } else {
         job.cval
     };
-    let four = four_cells(job);
+    let four = four && four_cells(job);
     let mut s = format!(
         "alias T = {ty};\nconst NX: i32 = {nx};\nconst NY: i32 = {ny};\nconst MODE: u32 = {}u;\n\
          const CVAL: T = {};\nconst RZ: i32 = {rz};\nconst RY: i32 = {ry};\nconst RX: i32 = {rx};\n\
@@ -683,26 +694,34 @@ pub fn source(job: &StencilJob, blocking: Option<Blocking>) -> String {
             .split_once("// @streamed")
             .and_then(|(a, b)| Some((a, b.split_once('\n')?.1)))
             .expect("stencil_vec.wgsl marks its streamed part");
+        let row_off = |dz: i32, dy: i32| (dz as i64 * plane + dy as i64 * nx as i64) / 4;
+        let done = "dst[c4] = vec4<T>(acc0, acc1, acc2, acc3);\n";
         let direct4 = gather4(
             job,
-            &|dz, dy, m| {
-                let off = (dz as i64 * plane + dy as i64 * nx as i64) / 4 + m as i64;
-                format!("src[c4 + {off}]")
-            },
-            "dst[c4] = vec4<T>(acc0, acc1, acc2, acc3);\n",
+            &|dz, dy, m| format!("src[c4 + {}]", row_off(dz, dy) + m as i64),
+            done,
         );
-        text += &fill(step4, "// @generated-direct4", &direct4);
+        let xedge4 = gather4(
+            job,
+            &|dz, dy, m| format!("ld4(row4 + {}, xg + {m})", row_off(dz, dy)),
+            done,
+        );
+        let step4 = fill(step4, "// @generated-direct4", &direct4);
+        text += &fill(&step4, "// @generated-xedge4", &xedge4);
         if let Some(b) = blocking {
             text += &format!(
-                "\nconst K: i32 = {};\nconst D: i32 = {};\nconst TY: i32 = {};\nconst LW4: i32 = {};\n\
-                 const HY: i32 = {};\nconst HG: i32 = {};\nconst SWG: u32 = {}u;\n",
+                "\nconst K: i32 = {};\nconst RB: i32 = {};\nconst D: i32 = {};\nconst TY: i32 = {};\n\
+                 const LW4: i32 = {};\nconst HY: i32 = {};\nconst HG: i32 = {};\n\
+                 const SWG: u32 = {}u;\nconst PRE: i32 = {};\n",
                 b.steps,
-                ring_depth(job),
+                b.planes,
+                ring_depth(job, b.planes),
                 b.tile_rows,
                 b.tile_vec4s,
                 b.halo_rows(job),
                 b.halo_vec4s(job),
-                b.workgroup
+                b.workgroup,
+                (b.planes * b.tile_rows * b.tile_vec4s).div_ceil(b.workgroup)
             );
             let tile_fetch = gather(
                 &|t| {
@@ -789,16 +808,33 @@ impl StencilKernel {
         job: &StencilJob,
         blocking: Option<Blocking>,
     ) -> Result<StencilKernel> {
+        StencilKernel::build(gpu, job, blocking, true)
+    }
+
+    /// One step per pass and one cell per invocation whatever the rows: the kernel the four-cell
+    /// one replaced, for the bench to measure against.
+    #[doc(hidden)]
+    pub fn one_cell(gpu: &Gpu, job: &StencilJob) -> Result<StencilKernel> {
+        StencilKernel::build(gpu, job, None, false)
+    }
+
+    fn build(
+        gpu: &Gpu,
+        job: &StencilJob,
+        blocking: Option<Blocking>,
+        four: bool,
+    ) -> Result<StencilKernel> {
         job.validate()?;
         if let Some(b) = blocking {
             let bytes = b.steps
-                * ring_depth(job)
+                * ring_depth(job, b.planes)
                 * b.tile_rows
                 * b.tile_vec4s
                 * 4
                 * job.cell_bytes() as u32;
             if !four_cells(job)
                 || !(2..=4).contains(&b.steps)
+                || !(1..=8).contains(&b.planes)
                 || bytes > gpu.limits.max_compute_workgroup_storage_size
                 || !matches!(b.workgroup, 64 | 128 | 256)
                 || b.tile_vec4s <= 2 * b.halo_vec4s(job)
@@ -829,8 +865,8 @@ impl StencilKernel {
                 (4, Slot::Read),
             ],
         );
-        let module = kernel::module(gpu, "stencil", &source(job, blocking))?;
-        let four = four_cells(job);
+        let four = four && four_cells(job);
+        let module = kernel::module(gpu, "stencil", &source_with(job, blocking, four))?;
         let entry = if four { "step4" } else { "step" };
         let pipeline = kernel::pipeline(gpu, &module, entry, &layout)?;
         let streamed = match blocking {

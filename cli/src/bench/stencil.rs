@@ -1,0 +1,230 @@
+//! The stencil suite: Jacobi steps on GPU-resident grids, per stencil (2-D and 3-D, star and box,
+//! radius 1..4, reflect boundary), each kernel variant against the vec4 copy of the grid (8 bytes
+//! a cell in f32: the bound of one step per pass) measured in the same run:
+//!
+//! - "1 cell/invocation": one step per pass, the kernel the four-cell one replaced;
+//! - "4 cells/invocation": one step per pass (`step4`), where the rows allow it;
+//! - "K steps/pass streamed": K = 2..4 steps per pass through workgroup memory, where a tile fits.
+//!
+//! Steps are timed twelve to a submission (a multiple of every K) and reported per step. The
+//! variants are checked against each other (bit for bit between the four-cell kernels) and, up to
+//! 2^24 cells, one step against the CPU twin.
+
+use gpusort_core::cpu::stencil as reference;
+use gpusort_core::device::transfer;
+use gpusort_core::stencil::{
+    Blocking, Boundary, GridShape, Stencil, StencilJob, StencilKernel,
+};
+use gpusort_core::KeyType;
+
+use super::{measure, measure_copy, measure_warm, skipped, too_big, Case, Ctx};
+use crate::error::CliError;
+
+const STEPS: u32 = 12;
+
+/// The stencils measured at each size: all of them, or two in the quick set.
+fn stencils(quick: bool) -> Vec<(usize, Stencil, String)> {
+    let mut out = Vec::new();
+    let mut add = |dims: usize, boxed: bool, r: u32| {
+        let s = if boxed {
+            Stencil::boxed(dims, r)
+        } else {
+            Stencil::star(dims, r)
+        }
+        .expect("radius 1..4 is valid");
+        let name = format!("{dims}-D {} r{r}", if boxed { "box" } else { "star" });
+        out.push((dims, s, name));
+    };
+    if quick {
+        add(2, false, 2);
+        add(3, false, 1);
+        return out;
+    }
+    for r in 1..=4 {
+        add(2, false, r);
+    }
+    for r in 1..=3 {
+        add(2, true, r);
+    }
+    for r in 1..=4 {
+        add(3, false, r);
+    }
+    add(3, true, 1);
+    out
+}
+
+pub(super) fn suite(ctx: &Ctx<'_>, sizes: &[u32], quick: bool) -> Result<Vec<Case>, CliError> {
+    let (gpu, timer, bar, reps) = (ctx.gpu, ctx.timer, ctx.bar, ctx.reps);
+    let list = stencils(quick);
+    let mut cases = Vec::new();
+    let limit = gpu.limits.max_compute_workgroup_storage_size;
+    for &log in sizes {
+        let n = 1usize << log;
+        if let Some(why) = too_big(gpu, n as u64 * 4) {
+            cases.push(skipped("stencil", n as u64, "f32 stencils", why));
+            continue;
+        }
+        bar.inc_length(1);
+        let host = gpusort_core::internal::bench::random_unit_f32(n, log as u64 + 300);
+        let a = transfer::buffer_from(gpu, "bench grid", &host)?;
+        let b = transfer::storage_buffer(gpu, "bench grid out", (n * 4) as u64)?;
+        let case = |name: &str, stats: &crate::bench::Stats, relative: f64, note: String| Case {
+            skipped: None,
+            suite: "stencil".into(),
+            case: name.into(),
+            n: n as u64,
+            stats: stats.clone(),
+            throughput: n as f64 / stats.median_s / 1e9,
+            unit: "GCells/s".into(),
+            relative,
+            dispatches: Some(1),
+            note,
+        };
+        bar.set_message(format!("2^{log}: copy"));
+        let copy_st = measure_copy(ctx, &a, &b)?;
+        cases.push(case(
+            "vec4 copy (bound)",
+            &copy_st,
+            1.0,
+            "8 bytes per cell".into(),
+        ));
+        bar.inc(1);
+        let side = 1usize << (log / 2);
+        let cube = 1usize << (log / 3);
+        for (dims, stencil, sname) in &list {
+            let shape = if *dims == 2 {
+                GridShape::new(&[side, n / side])?
+            } else {
+                GridShape::new(&[cube, cube, n / (cube * cube)])?
+            };
+            let job = StencilJob {
+                shape,
+                stencil: stencil.clone(),
+                boundary: Boundary::Reflect,
+                cval: 0.0,
+                steps: STEPS,
+                dtype: KeyType::F32,
+            };
+            let mut variants: Vec<(String, StencilKernel)> = vec![(
+                format!("{sname}, 1 cell/invocation"),
+                StencilKernel::one_cell(gpu, &job)?,
+            )];
+            let four = StencilKernel::new(gpu, &job)?;
+            if four.four_cells() {
+                variants.push((format!("{sname}, 4 cells/invocation"), four));
+            }
+            for blocking in Blocking::candidates(&job, limit) {
+                variants.push((
+                    format!("{sname}, {} steps/pass streamed", blocking.steps),
+                    StencilKernel::with_blocking(gpu, &job, Some(blocking))?,
+                ));
+            }
+            bar.inc_length(variants.len() as u64);
+            let mut first: Option<Vec<f32>> = None;
+            let mut four_result: Option<Vec<f32>> = None;
+            for (name, kernel) in &variants {
+                bar.set_message(format!("2^{log}: {name}"));
+                let st = measure_warm(reps, ctx.warm, || {
+                    Ok(timer.time(
+                        gpu,
+                        |_| {},
+                        |enc| kernel.record_steps(gpu, enc, &a, &b, STEPS).map(|_| ()),
+                    )? / STEPS as f64)
+                })?;
+                // the result of STEPS steps from the same input, against the other variants
+                transfer::upload(gpu, &a, 0, bytemuck::cast_slice(&host))?;
+                let mut enc = gpu.device.create_command_encoder(&Default::default());
+                let out = kernel.record_steps(gpu, &mut enc, &a, &b, STEPS)?;
+                gpu.queue.submit([enc.finish()]);
+                let got: Vec<f32> = transfer::read_vec(gpu, out, n)?;
+                transfer::upload(gpu, &a, 0, bytemuck::cast_slice(&host))?;
+                let checked = match (&first, &four_result) {
+                    (None, _) => {
+                        // the first variant: one step against the CPU twin, where that is quick
+                        let note = if n <= 1 << 24 {
+                            let mut enc = gpu.device.create_command_encoder(&Default::default());
+                            kernel.record_steps(gpu, &mut enc, &a, &b, 1)?;
+                            gpu.queue.submit([enc.finish()]);
+                            let one: Vec<f32> = transfer::read_vec(gpu, &b, n)?;
+                            let want = reference::run(
+                                &host,
+                                job.shape,
+                                &job.stencil,
+                                job.boundary,
+                                0.0,
+                                1,
+                            );
+                            if one.iter().zip(&want).any(|(g, w)| (g - w).abs() > 1e-5) {
+                                return Err(CliError::runtime(format!(
+                                    "bench: {name} of 2^{log} differs from the CPU's on {}",
+                                    gpu.adapter.name
+                                )));
+                            }
+                            "one step checked against the CPU"
+                        } else {
+                            "the reference variant"
+                        };
+                        first = Some(got);
+                        note
+                    }
+                    (Some(f), None) => {
+                        // a multiply-add may fuse differently in another kernel: close, not equal
+                        if f.iter().zip(&got).any(|(x, y)| (x - y).abs() > 1e-5) {
+                            return Err(CliError::runtime(format!(
+                                "bench: {name} of 2^{log} differs from one cell per invocation on {}",
+                                gpu.adapter.name
+                            )));
+                        }
+                        four_result = Some(got);
+                        "within 1e-5 of 1 cell per invocation"
+                    }
+                    (Some(_), Some(f)) => {
+                        if f.iter().zip(&got).any(|(x, y)| x.to_bits() != y.to_bits()) {
+                            return Err(CliError::runtime(format!(
+                                "bench: {name} of 2^{log} differs from single steps on {}",
+                                gpu.adapter.name
+                            )));
+                        }
+                        "bit-identical to 1 step per pass"
+                    }
+                };
+                let tiles = match kernel.blocking() {
+                    Some(b) => format!("tiles of {}x{} cells; ", b.tile_rows, 4 * b.tile_vec4s),
+                    None => String::new(),
+                };
+                let note = format!(
+                    "grid {}, {} taps; {tiles}{:.0}% of copy bandwidth per step; {checked}",
+                    job.shape,
+                    job.stencil.taps().len(),
+                    100.0 * copy_st.median_s / st.median_s,
+                );
+                cases.push(case(name, &st, st.median_s / copy_st.median_s, note));
+                bar.inc(1);
+            }
+        }
+        if ctx.cpu {
+            bar.set_message(format!("2^{log}: CPU step"));
+            let job_shape = GridShape::new(&[side, n / side])?;
+            let star = Stencil::star(2, 2)?;
+            let cpu_reps = if n >= 1 << 24 { reps.min(2) } else { reps };
+            let st = measure(cpu_reps, || {
+                let t = std::time::Instant::now();
+                let out = reference::run(&host, job_shape, &star, Boundary::Reflect, 0.0, 1);
+                std::hint::black_box(&out);
+                Ok(t.elapsed().as_secs_f64())
+            })?;
+            let mut c = case(
+                &format!(
+                    "CPU twin, 2-D star r2 ({} threads)",
+                    rayon::current_num_threads()
+                ),
+                &st,
+                st.median_s / copy_st.median_s,
+                "wall clock".into(),
+            );
+            c.dispatches = None;
+            cases.push(c);
+        }
+    }
+    Ok(cases)
+}
