@@ -386,6 +386,7 @@ fn streamed_passes_are_bit_identical_to_single_steps() {
             (&[33, 64], Stencil::star(2, 4).unwrap(), 5, Some(narrow(3, 1, 10, 1))),
             (&[40, 12], Stencil::from_weights(2, 1, &w).unwrap(), 7, None),
             (&[19, 13, 20], Stencil::star(3, 1).unwrap(), 5, Some(narrow(2, 7, 6, 2))),
+            (&[10, 9, 48], Stencil::star(3, 1).unwrap(), 3, Some(narrow(1, 4, 8, 1))),
             (&[12, 9, 16], Stencil::boxed(3, 1).unwrap(), 4, None),
             (&[9, 6, 8], Stencil::star(3, 2).unwrap(), 4, None),
         ] {

@@ -272,7 +272,7 @@ pub fn run(g: &Global, args: &StencilArgs) -> CliResult {
             let limit = gpu.limits.max_compute_workgroup_storage_size;
             let b = stencil::Blocking::choose(&job, limit, k).ok_or_else(|| {
                 CliError::usage(format!(
-                    "--on-chip-steps {k}: no tile of {k} steps fits this job on {} (rows of a multiple of 4 cells, at most 32 taps, {} bytes of workgroup memory)",
+                    "--on-chip-steps {k}: no tile of {k} steps fits this job on {} (it needs rows of a multiple of 4 cells, at most 32 taps, and a tile within {} bytes of workgroup memory of which 40% is output)",
                     gpu.adapter.name, limit
                 ))
             })?;

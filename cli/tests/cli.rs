@@ -1130,6 +1130,38 @@ fn stencil_on_files_in_core_and_streamed() {
     for (g, w) in got.iter().zip(&want) {
         assert!((g - w).abs() <= 1e-5, "{g} vs {w}");
     }
+    // 3-D on chip: rows of 7 cells cannot stream (exit 2, nothing written); rows of 32 can, and
+    // give the single steps' bytes; K outside 1..=4 is refused
+    let refused = gpusort()
+        .args(["stencil", "--steps", "3", "--on-chip-steps", "2"])
+        .arg(d.join("g3.npy"))
+        .arg("-o")
+        .arg(d.join("never.npy"))
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("multiple of 4") && err.lines().count() == 1, "{err}");
+    assert!(!d.join("never.npy").exists());
+    write_npy(&d.join("g8.npy"), &[12, 16, 32], &random_f32(12 * 16 * 32, 24));
+    for k in ["1", "2"] {
+        gpusort()
+            .args(["-q", "stencil", "--steps", "6", "--boundary", "mirror", "--on-chip-steps", k])
+            .arg(d.join("g8.npy"))
+            .arg("-o")
+            .arg(d.join(format!("k{k}.npy")))
+            .assert()
+            .success();
+    }
+    let one = std::fs::read(d.join("k1.npy")).unwrap();
+    assert_eq!(one, std::fs::read(d.join("k2.npy")).unwrap(), "3-D, 2 steps a pass");
+    gpusort()
+        .args(["stencil", "--on-chip-steps", "5"])
+        .arg(d.join("g8.npy"))
+        .arg("-o")
+        .arg(d.join("never.npy"))
+        .assert()
+        .code(2);
 }
 
 /// --plan prints the plan and writes nothing; --time-block is obeyed.

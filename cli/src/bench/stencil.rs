@@ -4,7 +4,8 @@
 //!
 //! - "1 cell/invocation": one step per pass, the kernel the four-cell one replaced;
 //! - "4 cells/invocation": one step per pass (`step4`), where the rows allow it;
-//! - "K steps/pass streamed": K = 2..4 steps per pass through workgroup memory, where a tile fits.
+//! - "K steps/pass streamed": K = 1..4 steps per pass through workgroup memory, where a tile fits
+//!   (K = 1: one step that reads each input plane once).
 //!
 //! Steps are timed twelve to a submission (a multiple of every K) and reported per step. The
 //! variants are checked against each other (bit for bit between the four-cell kernels) and, up to
@@ -115,7 +116,10 @@ pub(super) fn suite(ctx: &Ctx<'_>, sizes: &[u32], quick: bool) -> Result<Vec<Cas
             }
             for blocking in Blocking::candidates(&job, limit) {
                 variants.push((
-                    format!("{sname}, {} steps/pass streamed", blocking.steps),
+                    match blocking.steps {
+                        1 => format!("{sname}, 1 step/pass streamed"),
+                        k => format!("{sname}, {k} steps/pass streamed"),
+                    },
                     StencilKernel::with_blocking(gpu, &job, Some(blocking))?,
                 ));
             }

@@ -435,9 +435,10 @@ pub struct Blocking {
 impl Blocking {
     /// The tile for K = `steps` that fits `workgroup_bytes` and wastes the least on halos; None
     /// where the job cannot stream (rows not a multiple of 4 cells, a tap list too long to
-    /// unroll, K outside 2..=4) or no tile keeps at least 40% of its cells as output.
+    /// unroll, K outside 1..=4) or no tile keeps at least 40% of its cells as output. K = 1 is a
+    /// single step that reads each input plane once (the planes its taps reach stay on chip).
     pub fn choose(job: &StencilJob, workgroup_bytes: u32, steps: u32) -> Option<Blocking> {
-        if !four_cells(job) || !(2..=4).contains(&steps) {
+        if !four_cells(job) || !(1..=4).contains(&steps) {
             return None;
         }
         let [_, ry, _] = job.stencil.reach();
@@ -488,9 +489,9 @@ impl Blocking {
         best.map(|(_, b)| b)
     }
 
-    /// Every streamed shape worth measuring for `job`: K = 2..=4 where a tile fits.
+    /// Every streamed shape worth measuring for `job`: K = 1..=4 where a tile fits.
     pub fn candidates(job: &StencilJob, workgroup_bytes: u32) -> Vec<Blocking> {
-        (2..=4)
+        (1..=4)
             .filter_map(|k| Blocking::choose(job, workgroup_bytes, k))
             .collect()
     }
@@ -833,7 +834,7 @@ impl StencilKernel {
                 * 4
                 * job.cell_bytes() as u32;
             if !four_cells(job)
-                || !(2..=4).contains(&b.steps)
+                || !(1..=4).contains(&b.steps)
                 || !(1..=8).contains(&b.planes)
                 || bytes > gpu.limits.max_compute_workgroup_storage_size
                 || !matches!(b.workgroup, 64 | 128 | 256)
@@ -972,7 +973,7 @@ impl StencilKernel {
         steps: u64,
     ) {
         match &self.streamed {
-            Some((b, pipeline)) if steps > 1 => {
+            Some((b, pipeline)) if steps == b.steps as u64 => {
                 debug_assert_eq!(steps, b.steps as u64);
                 let groups = b.workgroups(&self.job, comp_rows);
                 kernel::dispatch(gpu, pass, pipeline, bind, &[offset], groups as u32);
