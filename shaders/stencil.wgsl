@@ -30,10 +30,15 @@ struct Params {
     res_rows: i32,
     comp_lo: i32,
     comp_rows: i32,
-    // output rows per workgroup of steps_streamed (stencil_vec.wgsl)
+    // output rows per workgroup of steps_streamed (stencil_vec.wgsl), and the box of its
+    // workgroups (chunk, tile row, tile column: [lo, hi) each) that steps_interior runs instead
     chunk: i32,
-    _pad1: i32,
-    _pad2: i32,
+    ic_lo: i32,
+    ic_hi: i32,
+    ity_lo: i32,
+    ity_hi: i32,
+    itx_lo: i32,
+    itx_hi: i32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;

@@ -21,8 +21,8 @@
 //
 // The host prepends GR (the x reach in vec4s, ceil(RX / 4)) and, for `steps_streamed`: K, RB, D,
 // TY and LW4 (the tile's rows and vec4 columns, halos included), HY = K·RY, HG = K·GR, SWG (its
-// workgroup size) and PRE (input vec4s per invocation and iteration), and fills the @generated
-// blocks.
+// workgroup size, a divisor of RB·TY·LW4) and PRE (input vec4s per invocation and iteration),
+// and fills the @generated blocks.
 
 const NX4: i32 = NX / 4;
 
@@ -153,6 +153,10 @@ fn steps_streamed(
     let tx = t % tiles_x;
     let ty = (t / tiles_x) % tiles_y;
     let ch = t / (tiles_x * tiles_y);
+    if (ch >= p.ic_lo && ch < p.ic_hi && ty >= p.ity_lo && ty < p.ity_hi && tx >= p.itx_lo
+        && tx < p.itx_hi) {
+        return; // steps_interior's
+    }
     // grid row of tile row 0, vec4 column of tile column 0, and x of its first cell
     let y0 = ty * OY - HY;
     let g0 = tx * OG - HG;
@@ -223,6 +227,81 @@ fn steps_streamed(
             if (q < RB * PLANE4 && zi <= last_in) {
                 ring[slot(zi) * PLANE4 + q % PLANE4] = pre[k];
             }
+        }
+        workgroupBarrier();
+    }
+}
+
+// Workgroups whose tile and rows lie wholly inside the grid (the host dispatches them apart, the
+// box [ic, ity, itx)_lo..hi of the params): no boundary code at all, which keeps the kernel's
+// registers few, and each invocation owns the same ITEMS (plane, vec4) pairs of every iteration,
+// so their offsets are worked out once.
+const ITEMS: i32 = RB * PLANE4 / i32(SWG);
+
+@compute @workgroup_size(SWG)
+fn steps_interior(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let nx_t = p.itx_hi - p.itx_lo;
+    let ny_t = p.ity_hi - p.ity_lo;
+    let t = i32(linear_workgroup(wid, nwg));
+    if (t >= (p.ic_hi - p.ic_lo) * ny_t * nx_t) {
+        return;
+    }
+    let tx = p.itx_lo + t % nx_t;
+    let ty = p.ity_lo + (t / nx_t) % ny_t;
+    let ch = p.ic_lo + t / (nx_t * ny_t);
+    let y0 = ty * OY - HY;
+    let g0 = tx * OG - HG;
+    let z_lo = p.comp_lo + ch * p.chunk;
+    let z_hi = min(z_lo + p.chunk, p.comp_lo + p.comp_rows);
+    let first_in = z_lo - K * RZ;
+    let last_in = z_hi - 1 + K * RZ;
+    let iterations = (z_hi - z_lo + K * (RZ + LAG) + RB - 1) / RB;
+    let plane = NY * NX4;
+    for (var i = 0; i < iterations; i++) {
+        let zb = first_in + i * RB;
+        // input planes [zb, zb + RB): loaded now, stored after the levels' work (planes past
+        // the last one needed load the last one again, into slots nothing reads)
+        var pre: array<vec4<T>, ITEMS>;
+        for (var k = 0; k < ITEMS; k++) {
+            let q = i32(lid) + k * i32(SWG);
+            let e = q % PLANE4;
+            let zl = min(zb + q / PLANE4, last_in);
+            pre[k] = src[zl * plane + (y0 + e / LW4) * NX4 + g0 + e % LW4];
+        }
+        for (var s = 1; s <= K; s++) {
+            let za = zb - s * LAG;
+            let reach = (K - s) * RZ;
+            let lb = (s - 1) * D * PLANE4;
+            let my = s * RY;
+            let mg = s * GR;
+            for (var k = 0; k < ITEMS; k++) {
+                let q = i32(lid) + k * i32(SWG);
+                let z = za + q / PLANE4;
+                let e = q % PLANE4;
+                let ly = e / LW4;
+                let lg = e % LW4;
+                if (z < z_lo - reach || z >= z_hi + reach || ly < my || ly >= TY - my || lg < mg
+                    || lg >= LW4 - mg) {
+                    continue;
+                }
+                // @generated-interior-rows
+                var out: vec4<T>;
+                // @generated-interior4
+                if (s < K) {
+                    ring[s * D * PLANE4 + slot(z) * PLANE4 + e] = out;
+                } else if (z >= z_lo && z < z_hi && ly >= HY && ly < HY + OY && lg >= HG
+                    && lg < HG + OG) {
+                    dst[z * plane + (y0 + ly) * NX4 + g0 + lg] = out;
+                }
+            }
+        }
+        for (var k = 0; k < ITEMS; k++) {
+            let q = i32(lid) + k * i32(SWG);
+            ring[slot(zb + q / PLANE4) * PLANE4 + q % PLANE4] = pre[k];
         }
         workgroupBarrier();
     }

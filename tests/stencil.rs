@@ -370,23 +370,26 @@ fn streamed_passes_are_bit_identical_to_single_steps() {
     let gpu = gpu(false);
     let limit = gpu.limits.max_compute_workgroup_storage_size;
     let w: Vec<f64> = (0..9).map(|i| (i as f64 - 3.0) / 10.0).collect();
-    let (mut cases, mut streamed) = (0, 0);
+    let (mut cases, mut streamed, mut interior) = (0, 0, 0);
     let narrow = |k: u32, rows: u32, vec4s: u32, planes: u32| stencil::Blocking {
         steps: k,
         tile_rows: rows,
         tile_vec4s: vec4s,
         planes,
-        workgroup: 64,
+        workgroup: 32,
     };
     for (n, boundary) in BOUNDARIES.into_iter().enumerate() {
         for (shape, stencil, steps, forced) in [
-            (&[70usize, 132][..], Stencil::star(2, 1).unwrap(), 9, Some(narrow(2, 1, 8, 3))),
+            (&[70usize, 132][..], Stencil::star(2, 1).unwrap(), 9, Some(narrow(2, 1, 32, 3))),
             (&[45, 68], Stencil::star(2, 2).unwrap(), 6, None),
             (&[5, 8], Stencil::boxed(2, 2).unwrap(), 8, None),
-            (&[33, 64], Stencil::star(2, 4).unwrap(), 5, Some(narrow(3, 1, 10, 1))),
+            (&[33, 160], Stencil::star(2, 4).unwrap(), 5, Some(narrow(3, 1, 32, 1))),
             (&[40, 12], Stencil::from_weights(2, 1, &w).unwrap(), 7, None),
-            (&[19, 13, 20], Stencil::star(3, 1).unwrap(), 5, Some(narrow(2, 7, 6, 2))),
+            (&[19, 13, 20], Stencil::star(3, 1).unwrap(), 5, Some(narrow(2, 8, 8, 2))),
             (&[10, 9, 48], Stencil::star(3, 1).unwrap(), 3, Some(narrow(1, 4, 8, 1))),
+            // big enough for workgroups wholly inside the grid (steps_interior)
+            (&[300, 400], Stencil::star(2, 1).unwrap(), 4, Some(narrow(2, 1, 32, 3))),
+            (&[80, 40, 96], Stencil::star(3, 1).unwrap(), 2, Some(narrow(1, 8, 8, 1))),
             (&[12, 9, 16], Stencil::boxed(3, 1).unwrap(), 4, None),
             (&[9, 6, 8], Stencil::star(3, 2).unwrap(), 4, None),
         ] {
@@ -402,6 +405,7 @@ fn streamed_passes_are_bit_identical_to_single_steps() {
             for b in shapes {
                 cases += 1;
                 let kernel = StencilKernel::with_blocking(gpu, &j, Some(b)).unwrap();
+                interior += kernel.interior_workgroups();
                 let (got, _) = stencil::apply(gpu, &kernel, &in_core(&j), &input).unwrap();
                 let what = format!("{} {boundary:?} r{} {b:?}", j.shape, j.stencil.radius());
                 assert!(
@@ -429,6 +433,7 @@ fn streamed_passes_are_bit_identical_to_single_steps() {
     }
     assert!(cases >= 60, "the streamed pass ran {cases} cases");
     assert!(streamed >= 20, "only {streamed} out-of-core cases");
+    assert!(interior >= 10, "only {interior} interior workgroups");
 }
 
 /// What the streamed pass refuses, and the measured choice: `choose_blocking` returns a shape

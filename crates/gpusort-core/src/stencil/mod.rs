@@ -436,7 +436,7 @@ impl Blocking {
     /// The tile for K = `steps` that fits `workgroup_bytes` and wastes the least on halos; None
     /// where the job cannot stream (rows not a multiple of 4 cells, a tap list too long to
     /// unroll, K outside 1..=4) or no tile keeps at least 40% of its cells as output. K = 1 is a
-    /// single step that reads each input plane once (the planes its taps reach stay on chip).
+    /// single step that reads every input plane once (the planes a tap reaches stay on chip).
     pub fn choose(job: &StencilJob, workgroup_bytes: u32, steps: u32) -> Option<Blocking> {
         if !four_cells(job) || !(1..=4).contains(&steps) {
             return None;
@@ -458,6 +458,9 @@ impl Blocking {
         for &ty in &rows {
             for lw4 in [8u32, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256] {
                 let plane = ty * lw4;
+                let Some(workgroup) = Blocking::workgroup_for(plane * planes) else {
+                    continue;
+                };
                 if plane > max_plane || lw4 <= 2 * hg {
                     continue;
                 }
@@ -465,14 +468,6 @@ impl Blocking {
                 let out_y = (ty - 2 * hy).min(ny as u32);
                 let out_x = (lw4 - 2 * hg).min(nx as u32 / 4);
                 let useful = f64::from(out_y * out_x) / f64::from(plane);
-                let work = plane * planes;
-                let workgroup = if work >= 512 && work.is_multiple_of(256) {
-                    256
-                } else if work >= 128 {
-                    128
-                } else {
-                    64
-                };
                 let b = Blocking {
                     steps,
                     tile_rows: ty,
@@ -487,6 +482,15 @@ impl Blocking {
             }
         }
         best.map(|(_, b)| b)
+    }
+
+    /// Invocations per workgroup for `work` vec4s an iteration (planes × tile plane): a whole
+    /// number of 32-wide waves that divides it, at most 256, so that each invocation owns the
+    /// same vec4s in every iteration; None where there is none.
+    fn workgroup_for(work: u32) -> Option<u32> {
+        (1..=work / 32)
+            .map(|per| work / per)
+            .find(|&w| w <= 256 && w % 32 == 0 && work % w == 0)
     }
 
     /// Every streamed shape worth measuring for `job`: K = 1..=4 where a tile fits.
@@ -525,6 +529,49 @@ impl Blocking {
     fn workgroups(&self, job: &StencilJob, comp_rows: u64) -> u64 {
         comp_rows.div_ceil(self.chunk_rows(job, comp_rows)) * self.tiles(job)
     }
+
+    /// Tile rows and columns across the plane.
+    fn tile_grid(&self, job: &StencilJob) -> (i64, i64) {
+        let [_, ny, nx] = job.shape.as_3d();
+        let oy = (self.tile_rows - 2 * self.halo_rows(job)) as i64;
+        let og = (self.tile_vec4s - 2 * self.halo_vec4s(job)) as i64;
+        ((ny as i64 + oy - 1) / oy, ((nx / 4) as i64 + og - 1) / og)
+    }
+
+    /// The box of workgroups (chunks, tile rows, tile columns; [lo, hi) each) whose tiles and
+    /// rows, halos included, lie inside the grid and the resident rows: `steps_interior` runs
+    /// them without any boundary code.
+    fn interior(&self, job: &StencilJob, p: &StepParams) -> [i32; 6] {
+        let [_, ny, nx] = job.shape.as_3d();
+        let (hy, hg) = (self.halo_rows(job) as i64, self.halo_vec4s(job) as i64);
+        let (ty_n, tx_n) = self.tile_grid(job);
+        let oy = self.tile_rows as i64 - 2 * hy;
+        let og = self.tile_vec4s as i64 - 2 * hg;
+        // tile t starts at t·o - h and spans `span`: inside [0, n) for t in [lo, hi)
+        let inside = |o: i64, h: i64, span: i64, n: i64, tiles: i64| -> (i64, i64) {
+            let lo = (h + o - 1) / o;
+            let hi = if n - span + h < 0 { 0 } else { (n - span + h) / o + 1 };
+            (lo.min(tiles), hi.clamp(lo.min(tiles), tiles))
+        };
+        let (ty_lo, ty_hi) = inside(oy, hy, self.tile_rows as i64, ny as i64, ty_n);
+        let (tx_lo, tx_hi) = inside(og, hg, self.tile_vec4s as i64, nx as i64 / 4, tx_n);
+        // chunks whose input rows, K·RZ beyond their output, are resident grid rows
+        let kr = self.steps as i64 * job.stencil.reach()[0] as i64;
+        let chunk = p.chunk.max(1) as i64;
+        let chunks = (p.comp_rows as i64 + chunk - 1) / chunk;
+        let ok = |c: i64| {
+            let z_lo = p.comp_lo as i64 + c * chunk;
+            let z_hi = (z_lo + chunk).min((p.comp_lo + p.comp_rows) as i64);
+            let (first, last) = (z_lo - kr, z_hi - 1 + kr);
+            first >= 0
+                && last < p.res_rows as i64
+                && first + p.res_lo as i64 >= 0
+                && last + (p.res_lo as i64) < p.rows as i64
+        };
+        let c_lo = (0..chunks).find(|&c| ok(c)).unwrap_or(chunks);
+        let c_hi = (c_lo..chunks).find(|&c| !ok(c)).unwrap_or(chunks);
+        [c_lo, c_hi, ty_lo, ty_hi, tx_lo, tx_hi].map(|v| v as i32)
+    }
 }
 
 /// Replace every line that holds only `marker` with `code`, indented as the marker was.
@@ -543,6 +590,18 @@ fn fill(text: &str, marker: &str, code: &str) -> String {
         }
     }
     out
+}
+
+/// The distinct tap rows `(dz, dy)` of a stencil, in tap order.
+fn tap_rows(job: &StencilJob) -> Vec<(i32, i32)> {
+    let mut rows = Vec::new();
+    for t in job.stencil.taps() {
+        let [dz, dy, _] = t.offset;
+        if !rows.contains(&(dz, dy)) {
+            rows.push((dz, dy));
+        }
+    }
+    rows
 }
 
 /// Four cells' gather and sums from vec4 loads: `load(dz, dy, m)` is the expression of the vec4
@@ -738,8 +797,29 @@ fn source_with(job: &StencilJob, blocking: Option<Blocking>, four: bool) -> Stri
                 },
                 "out = vec4<T>(acc0, acc1, acc2, acc3);\n",
             );
-            let part = fill(streamed, "// @generated-tile-fetch", &tile_fetch);
-            text += &fill(&part, "// @generated-tile4", &tile4);
+            let rows = tap_rows(job);
+            let row_bases: String = rows
+                .iter()
+                .enumerate()
+                .map(|(n, (dz, dy))| {
+                    format!("let rb{n} = lb + slot(z + {dz}) * PLANE4 + {dy} * LW4;\n")
+                })
+                .collect();
+            let interior4 = gather4(
+                job,
+                &|dz, dy, m| {
+                    let n = rows
+                        .iter()
+                        .position(|&r| r == (dz, dy))
+                        .expect("a tap row");
+                    format!("ring[rb{n} + e + {m}]")
+                },
+                "out = vec4<T>(acc0, acc1, acc2, acc3);\n",
+            );
+            let mut part = fill(streamed, "// @generated-tile-fetch", &tile_fetch);
+            part = fill(&part, "// @generated-tile4", &tile4);
+            part = fill(&part, "// @generated-interior-rows", &row_bases);
+            text += &fill(&part, "// @generated-interior4", &interior4);
         }
     }
     s + &fill(&text, "// @generated-sum", &sum)
@@ -755,7 +835,8 @@ struct StepParams {
     comp_lo: i32,
     comp_rows: i32,
     chunk: i32,
-    _pad: [i32; 2],
+    /// The workgroups `steps_interior` runs: chunks, tile rows, tile columns, [lo, hi) each.
+    interior: [i32; 6],
 }
 
 impl StepParams {
@@ -768,7 +849,7 @@ impl StepParams {
             comp_lo: (c0 - lo) as i32,
             comp_rows: (c1 - c0) as i32,
             chunk: 0,
-            _pad: [0; 2],
+            interior: [0; 6],
         }
     }
 
@@ -791,8 +872,9 @@ pub struct StencilKernel {
     tap_offsets: wgpu::Buffer,
     /// Whether `pipeline` is `step4` (four cells per invocation) rather than `step`.
     four: bool,
-    /// The streamed pass of K steps, where asked for.
-    streamed: Option<(Blocking, wgpu::ComputePipeline)>,
+    /// The streamed pass of K steps, where asked for: the general kernel and the one for
+    /// workgroups wholly inside the grid.
+    streamed: Option<(Blocking, wgpu::ComputePipeline, wgpu::ComputePipeline)>,
 }
 
 impl StencilKernel {
@@ -837,7 +919,9 @@ impl StencilKernel {
                 || !(1..=4).contains(&b.steps)
                 || !(1..=8).contains(&b.planes)
                 || bytes > gpu.limits.max_compute_workgroup_storage_size
-                || !matches!(b.workgroup, 64 | 128 | 256)
+                || !(b.planes * b.tile_rows * b.tile_vec4s).is_multiple_of(b.workgroup.max(1))
+                || b.workgroup % 32 != 0
+                || b.workgroup > 256
                 || b.tile_vec4s <= 2 * b.halo_vec4s(job)
                 || b.tile_rows <= 2 * b.halo_rows(job)
                 || (job.shape.dims() == 2 && b.tile_rows != 1)
@@ -871,7 +955,11 @@ impl StencilKernel {
         let entry = if four { "step4" } else { "step" };
         let pipeline = kernel::pipeline(gpu, &module, entry, &layout)?;
         let streamed = match blocking {
-            Some(b) => Some((b, kernel::pipeline(gpu, &module, "steps_streamed", &layout)?)),
+            Some(b) => Some((
+                b,
+                kernel::pipeline(gpu, &module, "steps_streamed", &layout)?,
+                kernel::pipeline(gpu, &module, "steps_interior", &layout)?,
+            )),
             None => None,
         };
         // uniform arrays have a 16-byte stride: four f32 or two f64 weights per element
@@ -919,7 +1007,19 @@ impl StencilKernel {
 
     /// The streamed pass in use, if any.
     pub fn blocking(&self) -> Option<Blocking> {
-        self.streamed.as_ref().map(|(b, _)| *b)
+        self.streamed.as_ref().map(|(b, _, _)| *b)
+    }
+
+    /// Workgroups of one in-core streamed pass that run `steps_interior` (no boundary code);
+    /// 0 without a streamed pass. For tests that must reach that kernel.
+    #[doc(hidden)]
+    pub fn interior_workgroups(&self) -> u64 {
+        let region = self.params(StepParams::whole(self.job.shape.rows() as u64));
+        let [c0, c1, y0, y1, x0, x1] = region.interior;
+        match self.blocking() {
+            Some(_) => ((c1 - c0) * (y1 - y0) * (x1 - x0)).max(0) as u64,
+            None => 0,
+        }
     }
 
     /// Whether single steps run four cells per invocation (`step4`).
@@ -931,6 +1031,7 @@ impl StencilKernel {
     fn params(&self, mut region: StepParams) -> StepParams {
         if let Some(b) = self.blocking() {
             region.chunk = b.chunk_rows(&self.job, region.comp_rows.max(0) as u64) as i32;
+            region.interior = b.interior(&self.job, &region);
         }
         region
     }
@@ -960,23 +1061,29 @@ impl StencilKernel {
             .bind(gpu, &[params, src, dst, &self.weights, &self.tap_offsets])
     }
 
-    /// Record one pass of `steps` steps (1, or the on-chip K) producing `comp_rows` resident
-    /// rows; the parameter block at `offset` says which, and `bind` which buffer is read and
-    /// which written.
+    /// Record one pass of `steps` steps (1, or the streamed K) over `region` (the parameter
+    /// block at `offset`, made by [`StencilKernel::params`]); `bind` says which buffer is read
+    /// and which written.
     fn record_pass(
         &self,
         gpu: &Gpu,
         pass: &mut wgpu::ComputePass<'_>,
         bind: &wgpu::BindGroup,
         offset: u32,
-        comp_rows: u64,
+        region: &StepParams,
         steps: u64,
     ) {
+        let comp_rows = region.comp_rows.max(0) as u64;
         match &self.streamed {
-            Some((b, pipeline)) if steps == b.steps as u64 => {
-                debug_assert_eq!(steps, b.steps as u64);
+            Some((b, general, interior)) if steps == b.steps as u64 => {
+                // every workgroup through the general kernel, which leaves the interior box's
                 let groups = b.workgroups(&self.job, comp_rows);
-                kernel::dispatch(gpu, pass, pipeline, bind, &[offset], groups as u32);
+                kernel::dispatch(gpu, pass, general, bind, &[offset], groups as u32);
+                let [c0, c1, y0, y1, x0, x1] = region.interior;
+                let inner = ((c1 - c0) * (y1 - y0) * (x1 - x0)).max(0) as u32;
+                if inner > 0 {
+                    kernel::dispatch(gpu, pass, interior, bind, &[offset], inner);
+                }
             }
             _ => {
                 let per_invocation = if self.four { 4 } else { 1 };
@@ -1011,7 +1118,8 @@ impl StencilKernel {
             )));
         }
         let mut params = ParamBlocks::new(gpu);
-        let off = params.push(&self.params(StepParams::whole(rows)));
+        let region = self.params(StepParams::whole(rows));
+        let off = params.push(&region);
         let pbuf = params.finish(gpu, "stencil params");
         let binds = [self.bind(gpu, &pbuf, a, b), self.bind(gpu, &pbuf, b, a)];
         let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
@@ -1020,7 +1128,7 @@ impl StencilKernel {
         });
         let passes = self.passes(steps as u64);
         for (i, &k) in passes.iter().enumerate() {
-            self.record_pass(gpu, &mut pass, &binds[i % 2], off, rows, k);
+            self.record_pass(gpu, &mut pass, &binds[i % 2], off, &region, k);
         }
         Ok(if passes.len().is_multiple_of(2) { a } else { b })
     }
@@ -1256,8 +1364,9 @@ pub fn run(
         for k in kernel.passes(b.steps) {
             t += k;
             let (c0, c1) = b.rows_after(t, radius);
-            let off = params.push(&kernel.params(StepParams::region(rows, b.lo, b.hi, c0, c1)));
-            passes.push((off, (c1 - c0) as u64, k));
+            let region = kernel.params(StepParams::region(rows, b.lo, b.hi, c0, c1));
+            let off = params.push(&region);
+            passes.push((off, region, k));
         }
         let pbuf = params.finish(gpu, "stencil params");
         let binds = [
@@ -1286,8 +1395,9 @@ pub fn run(
                 label: Some("stencil steps"),
                 timestamp_writes: None,
             });
-            for (i, &(off, comp_rows, k)) in passes.iter().enumerate() {
-                kernel.record_pass(gpu, &mut pass, &binds[i % 2], off, comp_rows, k);
+            for (i, (off, region, k)) in passes.iter().enumerate() {
+                let (off, k) = (*off, *k);
+                kernel.record_pass(gpu, &mut pass, &binds[i % 2], off, region, k);
             }
         }
         let out_len = (b.z1 - b.z0) as u64 * rb;
@@ -1342,7 +1452,8 @@ pub fn measure_speeds(gpu: &Gpu, kernel: &StencilKernel, sample_bytes: u64) -> R
     transfer::download(gpu, &buf, 0, &mut fresh)?;
     let down = bytes as f64 / t.elapsed().as_secs_f64().max(1e-9);
     let mut params = ParamBlocks::new(gpu);
-    let off = params.push(&kernel.params(StepParams::whole(rows)));
+    let region = kernel.params(StepParams::whole(rows));
+    let off = params.push(&region);
     let pbuf = params.finish(gpu, "stencil params");
     let bind = kernel.bind(gpu, &pbuf, &buf, &other);
     // the cell rate per step of the kernel's own passes (K steps in one where it streams)
@@ -1352,7 +1463,7 @@ pub fn measure_speeds(gpu: &Gpu, kernel: &StencilKernel, sample_bytes: u64) -> R
         let mut enc = gpu.device.create_command_encoder(&Default::default());
         {
             let mut pass = enc.begin_compute_pass(&Default::default());
-            kernel.record_pass(gpu, &mut pass, &bind, off, rows, k);
+            kernel.record_pass(gpu, &mut pass, &bind, off, &region, k);
         }
         let t = Instant::now();
         gpu.queue.submit([enc.finish()]);
