@@ -250,7 +250,14 @@ fn f64_grids_where_the_device_has_them() {
     let input2 = grid::<f64>(j2.shape.cells(), 6);
     let plain = StencilKernel::new(gpu, &j2).unwrap();
     let (a, _) = stencil::apply(gpu, &plain, &in_core(&j2), &input2).unwrap();
-    let cpu = cpu::stencil::run(&input2, j2.shape, &j2.stencil, j2.boundary, j2.cval, j2.steps);
+    let cpu = cpu::stencil::run(
+        &input2,
+        j2.shape,
+        &j2.stencil,
+        j2.boundary,
+        j2.cval,
+        j2.steps,
+    );
     close(&a, &cpu, 1e-12, "f64 four cells");
     let shapes = stencil::Blocking::candidates(&j2, limit);
     assert!(!shapes.is_empty(), "an f64 tile fits");
@@ -380,26 +387,65 @@ fn streamed_passes_are_bit_identical_to_single_steps() {
     };
     for (n, boundary) in BOUNDARIES.into_iter().enumerate() {
         for (shape, stencil, steps, forced) in [
-            (&[70usize, 132][..], Stencil::star(2, 1).unwrap(), 9, Some(narrow(2, 1, 32, 3))),
+            (
+                &[70usize, 132][..],
+                Stencil::star(2, 1).unwrap(),
+                9,
+                Some(narrow(2, 1, 32, 3)),
+            ),
             (&[45, 68], Stencil::star(2, 2).unwrap(), 6, None),
             (&[5, 8], Stencil::boxed(2, 2).unwrap(), 8, None),
-            (&[33, 160], Stencil::star(2, 4).unwrap(), 5, Some(narrow(3, 1, 32, 1))),
+            (
+                &[33, 160],
+                Stencil::star(2, 4).unwrap(),
+                5,
+                Some(narrow(3, 1, 32, 1)),
+            ),
             (&[40, 12], Stencil::from_weights(2, 1, &w).unwrap(), 7, None),
-            (&[19, 13, 20], Stencil::star(3, 1).unwrap(), 5, Some(narrow(2, 8, 8, 2))),
-            (&[10, 9, 48], Stencil::star(3, 1).unwrap(), 3, Some(narrow(1, 4, 8, 1))),
+            (
+                &[19, 13, 20],
+                Stencil::star(3, 1).unwrap(),
+                5,
+                Some(narrow(2, 8, 8, 2)),
+            ),
+            (
+                &[10, 9, 48],
+                Stencil::star(3, 1).unwrap(),
+                3,
+                Some(narrow(1, 4, 8, 1)),
+            ),
             // big enough for workgroups wholly inside the grid (steps_interior)
-            (&[300, 400], Stencil::star(2, 1).unwrap(), 4, Some(narrow(2, 1, 32, 3))),
-            (&[80, 40, 96], Stencil::star(3, 1).unwrap(), 2, Some(narrow(1, 8, 8, 1))),
+            (
+                &[300, 400],
+                Stencil::star(2, 1).unwrap(),
+                4,
+                Some(narrow(2, 1, 32, 3)),
+            ),
+            (
+                &[80, 40, 96],
+                Stencil::star(3, 1).unwrap(),
+                2,
+                Some(narrow(1, 8, 8, 1)),
+            ),
             (&[12, 9, 16], Stencil::boxed(3, 1).unwrap(), 4, None),
             (&[9, 6, 8], Stencil::star(3, 2).unwrap(), 4, None),
         ] {
             let j = job(shape, stencil, boundary, steps, KeyType::F32);
             let input = grid::<f32>(j.shape.cells(), 40 + steps as u64 + n as u64);
             let plain = StencilKernel::new(gpu, &j).unwrap();
-            assert!(plain.four_cells(), "{} has rows of a multiple of 4", j.shape);
+            assert!(
+                plain.four_cells(),
+                "{} has rows of a multiple of 4",
+                j.shape
+            );
             let (want, _) = stencil::apply(gpu, &plain, &in_core(&j), &input).unwrap();
             let cpu = cpu::stencil::run(&input, j.shape, &j.stencil, boundary, j.cval, steps);
-            close(&want, &cpu, 1e-5, &format!("{} {boundary:?} four cells", j.shape));
+            close(
+                &want,
+                &cpu,
+                1e-5,
+                &format!("{} {boundary:?} four cells", j.shape),
+            );
             let mut shapes = stencil::Blocking::candidates(&j, limit);
             shapes.extend(forced);
             for b in shapes {
@@ -441,12 +487,36 @@ fn streamed_passes_are_bit_identical_to_single_steps() {
 #[test]
 fn blocking_is_checked_and_measured() {
     let gpu = gpu(false);
-    let j = job(&[64, 64], Stencil::star(2, 1).unwrap(), Boundary::Reflect, 8, KeyType::F32);
-    let odd = job(&[64, 66], Stencil::star(2, 1).unwrap(), Boundary::Reflect, 8, KeyType::F32);
-    let wide = job(&[64, 64], Stencil::boxed(2, 3).unwrap(), Boundary::Reflect, 8, KeyType::F32);
+    let j = job(
+        &[64, 64],
+        Stencil::star(2, 1).unwrap(),
+        Boundary::Reflect,
+        8,
+        KeyType::F32,
+    );
+    let odd = job(
+        &[64, 66],
+        Stencil::star(2, 1).unwrap(),
+        Boundary::Reflect,
+        8,
+        KeyType::F32,
+    );
+    let wide = job(
+        &[64, 64],
+        Stencil::boxed(2, 3).unwrap(),
+        Boundary::Reflect,
+        8,
+        KeyType::F32,
+    );
     let limit = gpu.limits.max_compute_workgroup_storage_size;
-    assert!(stencil::Blocking::candidates(&odd, limit).is_empty(), "rows of 66 cells");
-    assert!(stencil::Blocking::candidates(&wide, limit).is_empty(), "49 taps");
+    assert!(
+        stencil::Blocking::candidates(&odd, limit).is_empty(),
+        "rows of 66 cells"
+    );
+    assert!(
+        stencil::Blocking::candidates(&wide, limit).is_empty(),
+        "49 taps"
+    );
     let b = stencil::Blocking::choose(&j, limit, 2).unwrap();
     for bad in [
         stencil::Blocking { steps: 5, ..b },
@@ -454,9 +524,15 @@ fn blocking_is_checked_and_measured() {
         stencil::Blocking { tile_rows: 3, ..b },
         stencil::Blocking { workgroup: 96, ..b },
         stencil::Blocking { planes: 0, ..b },
-        stencil::Blocking { tile_vec4s: 1 << 20, ..b },
+        stencil::Blocking {
+            tile_vec4s: 1 << 20,
+            ..b
+        },
     ] {
-        assert!(StencilKernel::with_blocking(gpu, &j, Some(bad)).is_err(), "{bad:?}");
+        assert!(
+            StencilKernel::with_blocking(gpu, &j, Some(bad)).is_err(),
+            "{bad:?}"
+        );
     }
     assert!(StencilKernel::with_blocking(gpu, &odd, Some(b)).is_err());
     let chosen = stencil::choose_blocking(gpu, &j, 1 << 20).unwrap();
@@ -465,7 +541,12 @@ fn blocking_is_checked_and_measured() {
     let plain = StencilKernel::new(gpu, &j).unwrap();
     let (want, _) = stencil::apply(gpu, &plain, &in_core(&j), &input).unwrap();
     let (got, _) = stencil::apply(gpu, &kernel, &in_core(&j), &input).unwrap();
-    assert!(got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()), "{chosen:?}");
+    assert!(
+        got.iter()
+            .zip(&want)
+            .all(|(a, b)| a.to_bits() == b.to_bits()),
+        "{chosen:?}"
+    );
     // small grids are not measured: one step per pass
     let planned = StencilKernel::planned(gpu, &j).unwrap();
     assert_eq!(planned.blocking(), None);

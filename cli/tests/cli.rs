@@ -1141,12 +1141,28 @@ fn stencil_on_files_in_core_and_streamed() {
         .unwrap();
     assert_eq!(refused.status.code(), Some(2));
     let err = String::from_utf8_lossy(&refused.stderr);
-    assert!(err.contains("multiple of 4") && err.lines().count() == 1, "{err}");
+    assert!(
+        err.contains("multiple of 4") && err.lines().count() == 1,
+        "{err}"
+    );
     assert!(!d.join("never.npy").exists());
-    write_npy(&d.join("g8.npy"), &[12, 16, 32], &random_f32(12 * 16 * 32, 24));
+    write_npy(
+        &d.join("g8.npy"),
+        &[12, 16, 32],
+        &random_f32(12 * 16 * 32, 24),
+    );
     for k in ["1", "2"] {
         gpusort()
-            .args(["-q", "stencil", "--steps", "6", "--boundary", "mirror", "--on-chip-steps", k])
+            .args([
+                "-q",
+                "stencil",
+                "--steps",
+                "6",
+                "--boundary",
+                "mirror",
+                "--on-chip-steps",
+                k,
+            ])
             .arg(d.join("g8.npy"))
             .arg("-o")
             .arg(d.join(format!("k{k}.npy")))
@@ -1154,7 +1170,11 @@ fn stencil_on_files_in_core_and_streamed() {
             .success();
     }
     let one = std::fs::read(d.join("k1.npy")).unwrap();
-    assert_eq!(one, std::fs::read(d.join("k2.npy")).unwrap(), "3-D, 2 steps a pass");
+    assert_eq!(
+        one,
+        std::fs::read(d.join("k2.npy")).unwrap(),
+        "3-D, 2 steps a pass"
+    );
     gpusort()
         .args(["stencil", "--on-chip-steps", "5"])
         .arg(d.join("g8.npy"))

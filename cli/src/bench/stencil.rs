@@ -14,9 +14,8 @@
 use gpusort_core::cpu::stencil as reference;
 use gpusort_core::device::transfer;
 use gpusort_core::stencil::{
-    Blocking, Boundary, GridShape, Stencil, StencilJob, StencilKernel,
+    Blocking, Boundary, GridShape, Stencil, StencilJob, StencilKernel, StencilValue,
 };
-use gpusort_core::KeyType;
 
 use super::{measure, measure_copy, measure_warm, skipped, too_big, Case, Ctx};
 use crate::error::CliError;
@@ -55,20 +54,76 @@ fn stencils(quick: bool) -> Vec<(usize, Stencil, String)> {
 }
 
 pub(super) fn suite(ctx: &Ctx<'_>, sizes: &[u32], quick: bool) -> Result<Vec<Case>, CliError> {
-    let (gpu, timer, bar, reps) = (ctx.gpu, ctx.timer, ctx.bar, ctx.reps);
-    let list = stencils(quick);
     let mut cases = Vec::new();
-    let limit = gpu.limits.max_compute_workgroup_storage_size;
     for &log in sizes {
         let n = 1usize << log;
-        if let Some(why) = too_big(gpu, n as u64 * 4) {
-            cases.push(skipped("stencil", n as u64, "f32 stencils", why));
-            continue;
+        let host = gpusort_core::internal::bench::random_unit_f32(n, log as u64 + 300);
+        per_type(ctx, log, &host, &stencils(quick), &mut cases)?;
+        if ctx.gpu.features.contains(wgpu::Features::SHADER_F64) {
+            // f64 at its own bound (16 bytes a cell): the narrowest stencils only
+            let wide: Vec<f64> = host.iter().map(|&v| f64::from(v)).collect();
+            let list = stencils(true);
+            per_type(ctx, log, &wide, &list, &mut cases)?;
+        }
+        if ctx.cpu {
+            let bar = ctx.bar;
+            bar.set_message(format!("2^{log}: CPU step"));
+            let side = 1usize << (log / 2);
+            let job_shape = GridShape::new(&[side, n / side])?;
+            let star = Stencil::star(2, 2)?;
+            let reps = if n >= 1 << 24 {
+                ctx.reps.min(2)
+            } else {
+                ctx.reps
+            };
+            let st = measure(reps, || {
+                let t = std::time::Instant::now();
+                let out = reference::run(&host, job_shape, &star, Boundary::Reflect, 0.0, 1);
+                std::hint::black_box(&out);
+                Ok(t.elapsed().as_secs_f64())
+            })?;
+            cases.push(Case {
+                skipped: None,
+                suite: "stencil".into(),
+                case: format!(
+                    "CPU twin, 2-D star r2 ({} threads)",
+                    rayon::current_num_threads()
+                ),
+                n: n as u64,
+                stats: st.clone(),
+                throughput: n as f64 / st.median_s / 1e9,
+                unit: "GCells/s".into(),
+                relative: 0.0,
+                dispatches: None,
+                note: "wall clock, f32".into(),
+            });
+        }
+    }
+    Ok(cases)
+}
+
+/// Every stencil of `list` on grids of `host`'s cells and type, each variant against the copy.
+fn per_type<T: StencilValue + Into<f64>>(
+    ctx: &Ctx<'_>,
+    log: u32,
+    host: &[T],
+    list: &[(usize, Stencil, String)],
+    cases: &mut Vec<Case>,
+) -> Result<(), CliError> {
+    let (gpu, timer, bar, reps) = (ctx.gpu, ctx.timer, ctx.bar, ctx.reps);
+    let limit = gpu.limits.max_compute_workgroup_storage_size;
+    let ty = T::TYPE;
+    let cell = std::mem::size_of::<T>();
+    let n = host.len();
+    {
+        if let Some(why) = too_big(gpu, std::mem::size_of_val(host) as u64) {
+            cases.push(skipped("stencil", n as u64, &format!("{ty} stencils"), why));
+            return Ok(());
         }
         bar.inc_length(1);
-        let host = gpusort_core::internal::bench::random_unit_f32(n, log as u64 + 300);
-        let a = transfer::buffer_from(gpu, "bench grid", &host)?;
-        let b = transfer::storage_buffer(gpu, "bench grid out", (n * 4) as u64)?;
+        let a = transfer::buffer_from(gpu, "bench grid", host)?;
+        let b =
+            transfer::storage_buffer(gpu, "bench grid out", std::mem::size_of_val(host) as u64)?;
         let case = |name: &str, stats: &crate::bench::Stats, relative: f64, note: String| Case {
             skipped: None,
             suite: "stencil".into(),
@@ -84,15 +139,22 @@ pub(super) fn suite(ctx: &Ctx<'_>, sizes: &[u32], quick: bool) -> Result<Vec<Cas
         bar.set_message(format!("2^{log}: copy"));
         let copy_st = measure_copy(ctx, &a, &b)?;
         cases.push(case(
-            "vec4 copy (bound)",
+            &match ty {
+                gpusort_core::KeyType::F32 => "vec4 copy (bound)".to_string(),
+                _ => format!("{ty} vec4 copy (bound)"),
+            },
             &copy_st,
             1.0,
-            "8 bytes per cell".into(),
+            format!("{} bytes per cell", 2 * cell),
         ));
         bar.inc(1);
         let side = 1usize << (log / 2);
         let cube = 1usize << (log / 3);
-        for (dims, stencil, sname) in &list {
+        for (dims, stencil, sname) in list {
+            let sname = match ty {
+                gpusort_core::KeyType::F32 => sname.clone(),
+                _ => format!("{ty} {sname}"),
+            };
             let shape = if *dims == 2 {
                 GridShape::new(&[side, n / side])?
             } else {
@@ -104,7 +166,7 @@ pub(super) fn suite(ctx: &Ctx<'_>, sizes: &[u32], quick: bool) -> Result<Vec<Cas
                 boundary: Boundary::Reflect,
                 cval: 0.0,
                 steps: STEPS,
-                dtype: KeyType::F32,
+                dtype: ty,
             };
             let mut variants: Vec<(String, StencilKernel)> = vec![(
                 format!("{sname}, 1 cell/invocation"),
@@ -124,8 +186,8 @@ pub(super) fn suite(ctx: &Ctx<'_>, sizes: &[u32], quick: bool) -> Result<Vec<Cas
                 ));
             }
             bar.inc_length(variants.len() as u64);
-            let mut first: Option<Vec<f32>> = None;
-            let mut four_result: Option<Vec<f32>> = None;
+            let mut first: Option<Vec<T>> = None;
+            let mut four_result: Option<Vec<T>> = None;
             for (name, kernel) in &variants {
                 bar.set_message(format!("2^{log}: {name}"));
                 let st = measure_warm(reps, ctx.warm, || {
@@ -136,12 +198,12 @@ pub(super) fn suite(ctx: &Ctx<'_>, sizes: &[u32], quick: bool) -> Result<Vec<Cas
                     )? / STEPS as f64)
                 })?;
                 // the result of STEPS steps from the same input, against the other variants
-                transfer::upload(gpu, &a, 0, bytemuck::cast_slice(&host))?;
+                transfer::upload(gpu, &a, 0, bytemuck::cast_slice(host))?;
                 let mut enc = gpu.device.create_command_encoder(&Default::default());
                 let out = kernel.record_steps(gpu, &mut enc, &a, &b, STEPS)?;
                 gpu.queue.submit([enc.finish()]);
-                let got: Vec<f32> = transfer::read_vec(gpu, out, n)?;
-                transfer::upload(gpu, &a, 0, bytemuck::cast_slice(&host))?;
+                let got: Vec<T> = transfer::read_vec(gpu, out, n)?;
+                transfer::upload(gpu, &a, 0, bytemuck::cast_slice(host))?;
                 let checked = match (&first, &four_result) {
                     (None, _) => {
                         // the first variant: one step against the CPU twin, where that is quick
@@ -149,16 +211,14 @@ pub(super) fn suite(ctx: &Ctx<'_>, sizes: &[u32], quick: bool) -> Result<Vec<Cas
                             let mut enc = gpu.device.create_command_encoder(&Default::default());
                             kernel.record_steps(gpu, &mut enc, &a, &b, 1)?;
                             gpu.queue.submit([enc.finish()]);
-                            let one: Vec<f32> = transfer::read_vec(gpu, &b, n)?;
-                            let want = reference::run(
-                                &host,
-                                job.shape,
-                                &job.stencil,
-                                job.boundary,
-                                0.0,
-                                1,
-                            );
-                            if one.iter().zip(&want).any(|(g, w)| (g - w).abs() > 1e-5) {
+                            let one: Vec<T> = transfer::read_vec(gpu, &b, n)?;
+                            let want =
+                                reference::run(host, job.shape, &job.stencil, job.boundary, 0.0, 1);
+                            if one
+                                .iter()
+                                .zip(&want)
+                                .any(|(&g, &w)| (g.into() - w.into()).abs() > 1e-5)
+                            {
                                 return Err(CliError::runtime(format!(
                                     "bench: {name} of 2^{log} differs from the CPU's on {}",
                                     gpu.adapter.name
@@ -173,7 +233,10 @@ pub(super) fn suite(ctx: &Ctx<'_>, sizes: &[u32], quick: bool) -> Result<Vec<Cas
                     }
                     (Some(f), None) => {
                         // a multiply-add may fuse differently in another kernel: close, not equal
-                        if f.iter().zip(&got).any(|(x, y)| (x - y).abs() > 1e-5) {
+                        if f.iter()
+                            .zip(&got)
+                            .any(|(&x, &y)| (x.into() - y.into()).abs() > 1e-5)
+                        {
                             return Err(CliError::runtime(format!(
                                 "bench: {name} of 2^{log} differs from one cell per invocation on {}",
                                 gpu.adapter.name
@@ -183,7 +246,7 @@ pub(super) fn suite(ctx: &Ctx<'_>, sizes: &[u32], quick: bool) -> Result<Vec<Cas
                         "within 1e-5 of 1 cell per invocation"
                     }
                     (Some(_), Some(f)) => {
-                        if f.iter().zip(&got).any(|(x, y)| x.to_bits() != y.to_bits()) {
+                        if bytemuck::cast_slice::<T, u8>(f) != bytemuck::cast_slice::<T, u8>(&got) {
                             return Err(CliError::runtime(format!(
                                 "bench: {name} of 2^{log} differs from single steps on {}",
                                 gpu.adapter.name
@@ -206,29 +269,6 @@ pub(super) fn suite(ctx: &Ctx<'_>, sizes: &[u32], quick: bool) -> Result<Vec<Cas
                 bar.inc(1);
             }
         }
-        if ctx.cpu {
-            bar.set_message(format!("2^{log}: CPU step"));
-            let job_shape = GridShape::new(&[side, n / side])?;
-            let star = Stencil::star(2, 2)?;
-            let cpu_reps = if n >= 1 << 24 { reps.min(2) } else { reps };
-            let st = measure(cpu_reps, || {
-                let t = std::time::Instant::now();
-                let out = reference::run(&host, job_shape, &star, Boundary::Reflect, 0.0, 1);
-                std::hint::black_box(&out);
-                Ok(t.elapsed().as_secs_f64())
-            })?;
-            let mut c = case(
-                &format!(
-                    "CPU twin, 2-D star r2 ({} threads)",
-                    rayon::current_num_threads()
-                ),
-                &st,
-                st.median_s / copy_st.median_s,
-                "wall clock".into(),
-            );
-            c.dispatches = None;
-            cases.push(c);
-        }
     }
-    Ok(cases)
+    Ok(())
 }

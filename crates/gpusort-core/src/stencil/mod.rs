@@ -476,7 +476,12 @@ impl Blocking {
                     workgroup,
                 };
                 // ties go to the larger plane (more work per barrier)
-                if useful >= 0.4 && best.is_none_or(|(u, o)| useful > u + 1e-9 || (useful > u - 1e-9 && plane > o.tile_rows * o.tile_vec4s)) {
+                if useful >= 0.4
+                    && best.is_none_or(|(u, o)| {
+                        useful > u + 1e-9
+                            || (useful > u - 1e-9 && plane > o.tile_rows * o.tile_vec4s)
+                    })
+                {
                     best = Some((useful, b));
                 }
             }
@@ -490,7 +495,7 @@ impl Blocking {
     fn workgroup_for(work: u32) -> Option<u32> {
         (1..=work / 32)
             .map(|per| work / per)
-            .find(|&w| w <= 256 && w % 32 == 0 && work % w == 0)
+            .find(|&w| w <= 256 && w % 32 == 0 && work.is_multiple_of(w))
     }
 
     /// Every streamed shape worth measuring for `job`: K = 1..=4 where a tile fits.
@@ -550,7 +555,11 @@ impl Blocking {
         // tile t starts at t·o - h and spans `span`: inside [0, n) for t in [lo, hi)
         let inside = |o: i64, h: i64, span: i64, n: i64, tiles: i64| -> (i64, i64) {
             let lo = (h + o - 1) / o;
-            let hi = if n - span + h < 0 { 0 } else { (n - span + h) / o + 1 };
+            let hi = if n - span + h < 0 {
+                0
+            } else {
+                (n - span + h) / o + 1
+            };
             (lo.min(tiles), hi.clamp(lo.min(tiles), tiles))
         };
         let (ty_lo, ty_hi) = inside(oy, hy, self.tile_rows as i64, ny as i64, ty_n);
@@ -808,10 +817,7 @@ fn source_with(job: &StencilJob, blocking: Option<Blocking>, four: bool) -> Stri
             let interior4 = gather4(
                 job,
                 &|dz, dy, m| {
-                    let n = rows
-                        .iter()
-                        .position(|&r| r == (dz, dy))
-                        .expect("a tap row");
+                    let n = rows.iter().position(|&r| r == (dz, dy)).expect("a tap row");
                     format!("ring[rb{n} + e + {m}]")
                 },
                 "out = vec4<T>(acc0, acc1, acc2, acc3);\n",
