@@ -405,10 +405,14 @@ fn ring_depth(job: &StencilJob, planes: u32) -> u32 {
     2 * planes + 2 * job.stencil.reach()[0] as u32
 }
 
-/// Whether a job runs the four-cells-per-invocation kernels of `shaders/stencil_vec.wgsl`: rows
-/// of a multiple of 4 cells (every row starts on a vec4) and an unrolled tap list.
+/// Whether a job runs the four-cells-per-invocation kernels of `shaders/stencil_vec.wgsl`: f32
+/// grids (four f64 cells are a 32-byte load, and one cell per invocation measured twice as fast
+/// for f64 on an H100: docs/BENCHMARKS.md), rows of a multiple of 4 cells (every row starts on a
+/// vec4) and an unrolled tap list.
 pub fn four_cells(job: &StencilJob) -> bool {
-    job.shape.as_3d()[2].is_multiple_of(4) && job.stencil.taps().len() <= UNROLL_TAPS
+    job.dtype == KeyType::F32
+        && job.shape.as_3d()[2].is_multiple_of(4)
+        && job.stencil.taps().len() <= UNROLL_TAPS
 }
 
 /// The x reach of a stencil in vec4s of cells.
