@@ -42,6 +42,10 @@ fn ld4(row4: i32, g: i32) -> vec4<T> {
     return v;
 }
 
+// `step4` computes MZ rows of four cells (the same (y, x) in MZ consecutive rows), so a tap column
+// loaded once serves every row whose taps reach it: a radius-R star reads MZ + 2R vec4s along the
+// streaming axis for MZ rows instead of MZ·(2R + 1), the traffic that otherwise goes to L2 for 3-D
+// grids (a plane apart per tap). MZ = 1 is one row; the host chooses it (`KernelChoice::rows`).
 @compute @workgroup_size(WG)
 fn step4(
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -50,28 +54,36 @@ fn step4(
 ) {
     let idx = linear_workgroup(wid, nwg) * WG + lid;
     let plane4 = u32(NY * NX4);
-    if (idx >= u32(p.comp_rows) * plane4) {
+    let blocks = u32((p.comp_rows + MZ - 1) / MZ);
+    if (idx >= blocks * plane4) {
         return;
     }
-    let zr = p.comp_lo + i32(idx / plane4);
+    let z0 = p.comp_lo + i32(idx / plane4) * MZ;
     let rem = idx % plane4;
     let y = i32(rem / u32(NX4));
     let xg = i32(rem % u32(NX4));
     let x = xg * 4;
-    let c4 = zr * i32(plane4) + i32(rem);
+    let c4 = z0 * i32(plane4) + i32(rem);
     let row4 = c4 - xg;
-    if (zr >= RZ && zr + RZ < p.res_rows && y >= RY && y + RY < NY) {
+    let z_end = p.comp_lo + p.comp_rows;
+    if (z0 >= RZ && z0 + MZ - 1 + RZ < p.res_rows && z0 + MZ <= z_end && y >= RY
+        && y + RY < NY) {
         if (x >= 4 * GR && x + 4 + 4 * GR <= NX) {
             // @generated-direct4
         } else {
             // @generated-xedge4
         }
     } else {
-        var out: vec4<T>;
-        for (var j = 0; j < 4; j++) {
-            out[j] = cell_at(zr, y, x + j);
+        for (var i = 0; i < MZ; i++) {
+            let zr = z0 + i;
+            if (zr < z_end) {
+                var out: vec4<T>;
+                for (var j = 0; j < 4; j++) {
+                    out[j] = cell_at(zr, y, x + j);
+                }
+                dst[c4 + i * i32(plane4)] = out;
+            }
         }
-        dst[c4] = out;
     }
 }
 

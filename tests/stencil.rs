@@ -252,7 +252,14 @@ fn f64_grids_where_the_device_has_them() {
     assert!(!plain.four_cells());
     assert!(stencil::Blocking::candidates(&j2, limit).is_empty());
     let (a, _) = stencil::apply(gpu, &plain, &in_core(&j2), &input2).unwrap();
-    let cpu = cpu::stencil::run(&input2, j2.shape, &j2.stencil, j2.boundary, j2.cval, j2.steps);
+    let cpu = cpu::stencil::run(
+        &input2,
+        j2.shape,
+        &j2.stencil,
+        j2.boundary,
+        j2.cval,
+        j2.steps,
+    );
     close(&a, &cpu, 1e-12, "f64 rows of 72 cells");
 }
 
@@ -431,6 +438,37 @@ fn streamed_passes_are_bit_identical_to_single_steps() {
                 1e-5,
                 &format!("{} {boundary:?} four cells", j.shape),
             );
+            // several rows of four cells per invocation, tails that do not fill a block
+            for rows in [3, 8] {
+                let choice = stencil::KernelChoice {
+                    rows,
+                    blocking: None,
+                };
+                let kernel = StencilKernel::with_choice(gpu, &j, choice).unwrap();
+                let (got, _) = stencil::apply(gpu, &kernel, &in_core(&j), &input).unwrap();
+                assert!(
+                    got.iter()
+                        .zip(&want)
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "{} {boundary:?} {rows} rows per invocation differ from one",
+                    j.shape
+                );
+                let budget = Budget {
+                    memory: 40 * j.row_bytes(),
+                    max_binding: 1 << 30,
+                };
+                let out_of_core = plan(&j.problem(), budget, SPEEDS, Some(3), Streaming::Reuse);
+                if let (3, Ok(p)) = (rows, out_of_core) {
+                    let (got, _) = stencil::apply(gpu, &kernel, &p, &input).unwrap();
+                    assert!(
+                        got.iter()
+                            .zip(&want)
+                            .all(|(a, b)| a.to_bits() == b.to_bits()),
+                        "{} {boundary:?} {rows} rows, out of core ({p:?})",
+                        j.shape
+                    );
+                }
+            }
             let mut shapes = stencil::Blocking::candidates(&j, limit);
             shapes.extend(forced);
             for b in shapes {
@@ -467,8 +505,8 @@ fn streamed_passes_are_bit_identical_to_single_steps() {
     assert!(interior >= 10, "only {interior} interior workgroups");
 }
 
-/// What the streamed pass refuses, and the measured choice: `choose_blocking` returns a shape
-/// that runs, and `planned` kernels give the single steps' result.
+/// What the streamed pass refuses, and the measured choice: `choose_kernel` returns a choice that
+/// runs and gives the single steps' result, and small grids are not measured.
 #[test]
 fn blocking_is_checked_and_measured() {
     let gpu = gpu(false);
@@ -520,8 +558,8 @@ fn blocking_is_checked_and_measured() {
         );
     }
     assert!(StencilKernel::with_blocking(gpu, &odd, Some(b)).is_err());
-    let chosen = stencil::choose_blocking(gpu, &j, 1 << 20).unwrap();
-    let kernel = StencilKernel::with_blocking(gpu, &j, chosen).unwrap();
+    let chosen = stencil::choose_kernel(gpu, &j, 1 << 20).unwrap();
+    let kernel = StencilKernel::with_choice(gpu, &j, chosen).unwrap();
     let input = grid::<f32>(j.shape.cells(), 77);
     let plain = StencilKernel::new(gpu, &j).unwrap();
     let (want, _) = stencil::apply(gpu, &plain, &in_core(&j), &input).unwrap();
@@ -534,7 +572,12 @@ fn blocking_is_checked_and_measured() {
     );
     // small grids are not measured: one step per pass
     let planned = StencilKernel::planned(gpu, &j).unwrap();
-    assert_eq!(planned.blocking(), None);
+    assert_eq!(planned.choice(), stencil::KernelChoice::default());
+    let bad_rows = stencil::KernelChoice {
+        rows: 9,
+        blocking: None,
+    };
+    assert!(StencilKernel::with_choice(gpu, &j, bad_rows).is_err());
 }
 
 mod properties {

@@ -482,31 +482,31 @@ fn stencil_grid<T: gpusort_core::stencil::StencilValue>(
     }
 }
 
-/// The stencil kernel for `job` with its steps per pass measured once per job description and
-/// process (`StencilKernel::planned` measures on every call; the choice never changes a result).
+/// The stencil kernels for `job` measured once per job description and process
+/// (`StencilKernel::planned` measures on every call; the choice never changes a result).
 fn planned_stencil(
     gpu: &gpusort_core::Gpu,
     job: &StencilJob,
 ) -> gpusort_core::Result<StencilKernel> {
-    use gpusort_core::stencil::{self, Blocking, BLOCKING_MIN_CELLS};
+    use gpusort_core::stencil::{self, KernelChoice, MEASURE_MIN_CELLS};
     use std::collections::HashMap;
     use std::sync::{Mutex, OnceLock};
-    static CHOSEN: OnceLock<Mutex<HashMap<String, Option<Blocking>>>> = OnceLock::new();
-    if job.steps < 2 || job.shape.cells() < BLOCKING_MIN_CELLS {
+    static CHOSEN: OnceLock<Mutex<HashMap<String, KernelChoice>>> = OnceLock::new();
+    if job.steps < 2 || job.shape.cells() < MEASURE_MIN_CELLS {
         return StencilKernel::new(gpu, job);
     }
     let key = format!("{job:?}");
     let cache = CHOSEN.get_or_init(Default::default);
     let known = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key).copied();
-    let blocking = match known {
-        Some(b) => b,
+    let choice = match known {
+        Some(c) => c,
         None => {
-            let b = stencil::choose_blocking(gpu, job, 64 << 20)?;
-            cache.lock().unwrap_or_else(|e| e.into_inner()).insert(key, b);
-            b
+            let c = stencil::choose_kernel(gpu, job, 64 << 20)?;
+            cache.lock().unwrap_or_else(|e| e.into_inner()).insert(key, c);
+            c
         }
     };
-    StencilKernel::with_blocking(gpu, job, blocking)
+    StencilKernel::with_choice(gpu, job, choice)
 }
 
 /// `steps` Jacobi steps of a stencil over a C-contiguous 2-D or 3-D float32/float64 grid; the

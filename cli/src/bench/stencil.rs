@@ -3,7 +3,8 @@
 //! a cell in f32: the bound of one step per pass) measured in the same run:
 //!
 //! - "1 cell/invocation": one step per pass, the kernel the four-cell one replaced;
-//! - "4 cells/invocation": one step per pass (`step4`), where the rows allow it;
+//! - "4 cells/invocation": one step per pass (`step4`), where the rows allow it, and "4 cells x M
+//!   rows": M rows of them per invocation, sharing their loads along the first axis;
 //! - "K steps/pass streamed": K = 1..4 steps per pass through workgroup memory, where a tile fits
 //!   (K = 1: one step that reads each input plane once).
 //!
@@ -14,7 +15,7 @@
 use gpusort_core::cpu::stencil as reference;
 use gpusort_core::device::transfer;
 use gpusort_core::stencil::{
-    Blocking, Boundary, GridShape, Stencil, StencilJob, StencilKernel, StencilValue,
+    Blocking, Boundary, GridShape, KernelChoice, Stencil, StencilJob, StencilKernel, StencilValue,
 };
 
 use super::{measure, measure_copy, measure_warm, skipped, too_big, Case, Ctx};
@@ -175,6 +176,16 @@ fn per_type<T: StencilValue + Into<f64>>(
             let four = StencilKernel::new(gpu, &job)?;
             if four.four_cells() {
                 variants.push((format!("{sname}, 4 cells/invocation"), four));
+                for rows in [2, 4, 8] {
+                    let choice = KernelChoice {
+                        rows,
+                        blocking: None,
+                    };
+                    variants.push((
+                        format!("{sname}, 4 cells x {rows} rows/invocation"),
+                        StencilKernel::with_choice(gpu, &job, choice)?,
+                    ));
+                }
             }
             for blocking in Blocking::candidates(&job, limit) {
                 variants.push((

@@ -103,7 +103,7 @@ pub fn all_configurations() -> Vec<(String, String)> {
 /// and wide, rows of a multiple of 4 cells and not, f32 and f64, with and without the streamed
 /// pass).
 fn stencil_configurations() -> Vec<(String, String)> {
-    use crate::stencil::{self, Blocking, Boundary, GridShape, Stencil, StencilJob};
+    use crate::stencil::{self, Blocking, Boundary, GridShape, KernelChoice, Stencil, StencilJob};
     let mut out = Vec::new();
     let boundaries = [
         Boundary::Constant,
@@ -136,11 +136,20 @@ fn stencil_configurations() -> Vec<(String, String)> {
                     "stencil {shape:?} {boundary:?} {dtype} taps={}",
                     job.stencil.taps().len()
                 );
-                out.push((name.clone(), stencil::source(&job, None)));
+                out.push((name.clone(), stencil::source(&job, Default::default())));
+                let rows = KernelChoice {
+                    rows: 3,
+                    blocking: None,
+                };
+                out.push((format!("{name} 3 rows"), stencil::source(&job, rows)));
                 for b in Blocking::candidates(&job, 48 << 10) {
+                    let choice = KernelChoice {
+                        rows: 1,
+                        blocking: Some(b),
+                    };
                     out.push((
                         format!("{name} streamed {b:?}"),
-                        stencil::source(&job, Some(b)),
+                        stencil::source(&job, choice),
                     ));
                 }
             }

@@ -587,6 +587,25 @@ impl Blocking {
     }
 }
 
+/// How a job's steps run on the GPU; every choice gives the same result bit for bit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelChoice {
+    /// Rows (along the grid's first axis) of four cells that each invocation of a single step
+    /// computes, 1..=8, where [`four_cells`] allows four cells; loads shared between the rows.
+    pub rows: u32,
+    /// K steps a pass, streamed through workgroup memory.
+    pub blocking: Option<Blocking>,
+}
+
+impl Default for KernelChoice {
+    fn default() -> Self {
+        KernelChoice {
+            rows: 1,
+            blocking: None,
+        }
+    }
+}
+
 /// Replace every line that holds only `marker` with `code`, indented as the marker was.
 fn fill(text: &str, marker: &str, code: &str) -> String {
     let mut out = String::with_capacity(text.len() + code.len());
@@ -666,15 +685,69 @@ fn gather4(job: &StencilJob, load: &dyn Fn(i32, i32, i32) -> String, done: &str)
     s + done
 }
 
+/// Four cells in each of `mz` consecutive rows (the z of the 3-D view), from vec4 loads that each
+/// row's taps share: `load(dz, dy, m)` is the vec4 `dz` rows below the block's first, `dy` rows
+/// along y and `m` vec4s along x from the group's own, emitted just before the first row that
+/// needs it (short live ranges); `store(i)` stores row i's `vec4<T>(a{i}_0, .., a{i}_3)`. Each
+/// cell sums its taps in tap order, as every other kernel does.
+fn gather4_rows(
+    job: &StencilJob,
+    mz: i32,
+    load: &dyn Fn(i32, i32, i32) -> String,
+    store: &dyn Fn(i32) -> String,
+) -> String {
+    const COMP: [char; 4] = ['x', 'y', 'z', 'w'];
+    let taps = job.stencil.taps();
+    let per16 = 16 / job.cell_bytes() as usize;
+    let name = |z: i32, dy: i32, m: i32| format!("q_{}_{}_{}", z + 64, dy + 64, m + 64);
+    let mut loaded = std::collections::HashSet::new();
+    let mut s = String::new();
+    for i in 0..mz {
+        for t in taps {
+            let [dz, dy, dx] = t.offset;
+            for j in 0..4 {
+                let key = (i + dz, dy, (j + dx).div_euclid(4));
+                if loaded.insert(key) {
+                    s += &format!(
+                        "let {} = {};\n",
+                        name(key.0, key.1, key.2),
+                        load(key.0, key.1, key.2)
+                    );
+                }
+            }
+        }
+        for j in 0..4 {
+            s += &format!("var a{i}_{j} = T(0);\n");
+        }
+        for (k, t) in taps.iter().enumerate() {
+            let [dz, dy, dx] = t.offset;
+            for j in 0..4 {
+                let at = j + dx;
+                s += &format!(
+                    "a{i}_{j} = a{i}_{j} + weights[{}][{}] * {}.{};\n",
+                    k / per16,
+                    k % per16,
+                    name(i + dz, dy, at.div_euclid(4)),
+                    COMP[at.rem_euclid(4) as usize]
+                );
+            }
+        }
+        s += &store(i);
+    }
+    s
+}
+
 /// The kernel source for a job: the prelude constants and the generated tap code, with the
 /// four-cell kernels where [`four_cells`] allows them and the streamed pass where `blocking`
 /// is given.
-pub fn source(job: &StencilJob, blocking: Option<Blocking>) -> String {
-    source_with(job, blocking, four_cells(job))
+pub fn source(job: &StencilJob, choice: KernelChoice) -> String {
+    source_with(job, choice, four_cells(job))
 }
 
 /// [`source`], with the four-cell kernels only where `four` (and [`four_cells`]) allow.
-fn source_with(job: &StencilJob, blocking: Option<Blocking>, four: bool) -> String {
+fn source_with(job: &StencilJob, choice: KernelChoice, four: bool) -> String {
+    let blocking = choice.blocking;
+    let mz = choice.rows.max(1) as i32;
     let [_, ny, nx] = job.shape.as_3d();
     let [rz, ry, rx] = job.stencil.reach();
     let taps = job.stencil.taps();
@@ -701,7 +774,7 @@ fn source_with(job: &StencilJob, blocking: Option<Blocking>, four: bool) -> Stri
     );
     if four {
         s += &format!(
-            "alias CELLS = vec4<T>;\nconst GR: i32 = {};\n\
+            "alias CELLS = vec4<T>;\nconst GR: i32 = {};\nconst MZ: i32 = {mz};\n\
              fn ld(i: i32) -> T {{ return src[i >> 2u][i & 3]; }}\n\
              fn st(i: i32, v: T) {{ dst[i >> 2u][i & 3] = v; }}\n",
             reach_vec4(job)
@@ -768,16 +841,23 @@ fn source_with(job: &StencilJob, blocking: Option<Blocking>, four: bool) -> Stri
             .and_then(|(a, b)| Some((a, b.split_once('\n')?.1)))
             .expect("stencil_vec.wgsl marks its streamed part");
         let row_off = |dz: i32, dy: i32| (dz as i64 * plane + dy as i64 * nx as i64) / 4;
-        let done = "dst[c4] = vec4<T>(acc0, acc1, acc2, acc3);\n";
-        let direct4 = gather4(
+        let store = |i: i32| {
+            format!(
+                "dst[c4 + {}] = vec4<T>(a{i}_0, a{i}_1, a{i}_2, a{i}_3);\n",
+                i as i64 * plane / 4
+            )
+        };
+        let direct4 = gather4_rows(
             job,
+            mz,
             &|dz, dy, m| format!("src[c4 + {}]", row_off(dz, dy) + m as i64),
-            done,
+            &store,
         );
-        let xedge4 = gather4(
+        let xedge4 = gather4_rows(
             job,
+            mz,
             &|dz, dy, m| format!("ld4(row4 + {}, xg + {m})", row_off(dz, dy)),
-            done,
+            &store,
         );
         let step4 = fill(step4, "// @generated-direct4", &direct4);
         text += &fill(&step4, "// @generated-xedge4", &xedge4);
@@ -882,6 +962,8 @@ pub struct StencilKernel {
     tap_offsets: wgpu::Buffer,
     /// Whether `pipeline` is `step4` (four cells per invocation) rather than `step`.
     four: bool,
+    /// Rows of four cells per invocation of `step4`.
+    rows: u32,
     /// The streamed pass of K steps, where asked for: the general kernel and the one for
     /// workgroups wholly inside the grid.
     streamed: Option<(Blocking, wgpu::ComputePipeline, wgpu::ComputePipeline)>,
@@ -889,7 +971,7 @@ pub struct StencilKernel {
 
 impl StencilKernel {
     /// The kernels for `job`, one step per pass. Whether K steps per pass pay depends on the
-    /// device and the stencil: [`choose_blocking`] measures it, [`StencilKernel::with_blocking`]
+    /// device and the stencil: [`choose_kernel`] measures it, [`StencilKernel::with_choice`]
     /// takes a choice.
     pub fn new(gpu: &Gpu, job: &StencilJob) -> Result<StencilKernel> {
         StencilKernel::with_blocking(gpu, job, None)
@@ -901,23 +983,35 @@ impl StencilKernel {
         job: &StencilJob,
         blocking: Option<Blocking>,
     ) -> Result<StencilKernel> {
-        StencilKernel::build(gpu, job, blocking, true)
+        StencilKernel::with_choice(gpu, job, KernelChoice { rows: 1, blocking })
+    }
+
+    /// The kernels for `job` as `choice` says.
+    pub fn with_choice(gpu: &Gpu, job: &StencilJob, choice: KernelChoice) -> Result<StencilKernel> {
+        StencilKernel::build(gpu, job, choice, true)
     }
 
     /// One step per pass and one cell per invocation whatever the rows: the kernel the four-cell
     /// one replaced, for the bench to measure against.
     #[doc(hidden)]
     pub fn one_cell(gpu: &Gpu, job: &StencilJob) -> Result<StencilKernel> {
-        StencilKernel::build(gpu, job, None, false)
+        StencilKernel::build(gpu, job, KernelChoice::default(), false)
     }
 
     fn build(
         gpu: &Gpu,
         job: &StencilJob,
-        blocking: Option<Blocking>,
+        choice: KernelChoice,
         four: bool,
     ) -> Result<StencilKernel> {
         job.validate()?;
+        let blocking = choice.blocking;
+        if !(1..=8).contains(&choice.rows) {
+            return Err(Error::InvalidInput(format!(
+                "rows per invocation must be 1 to 8, not {}",
+                choice.rows
+            )));
+        }
         if let Some(b) = blocking {
             let bytes = b.steps
                 * ring_depth(job, b.planes)
@@ -961,7 +1055,7 @@ impl StencilKernel {
             ],
         );
         let four = four && four_cells(job);
-        let module = kernel::module(gpu, "stencil", &source_with(job, blocking, four))?;
+        let module = kernel::module(gpu, "stencil", &source_with(job, choice, four))?;
         let entry = if four { "step4" } else { "step" };
         let pipeline = kernel::pipeline(gpu, &module, entry, &layout)?;
         let streamed = match blocking {
@@ -1011,6 +1105,7 @@ impl StencilKernel {
             weights,
             tap_offsets,
             four,
+            rows: if four { choice.rows } else { 1 },
             streamed,
         })
     }
@@ -1029,6 +1124,14 @@ impl StencilKernel {
         match self.blocking() {
             Some(_) => ((c1 - c0) * (y1 - y0) * (x1 - x0)).max(0) as u64,
             None => 0,
+        }
+    }
+
+    /// How this kernel runs (rows per invocation 1 where it runs one cell per invocation).
+    pub fn choice(&self) -> KernelChoice {
+        KernelChoice {
+            rows: self.rows,
+            blocking: self.blocking(),
         }
     }
 
@@ -1096,8 +1199,12 @@ impl StencilKernel {
                 }
             }
             _ => {
-                let per_invocation = if self.four { 4 } else { 1 };
-                let cells = comp_rows * self.job.shape.row_cells() as u64 / per_invocation;
+                let (rows, per_row) = if self.four {
+                    (self.rows as u64, 4)
+                } else {
+                    (1, 1)
+                };
+                let cells = comp_rows.div_ceil(rows) * self.job.shape.row_cells() as u64 / per_row;
                 let groups = cells.div_ceil(WG as u64) as u32;
                 kernel::dispatch(gpu, pass, &self.pipeline, bind, &[offset], groups);
             }
@@ -1144,37 +1251,51 @@ impl StencilKernel {
     }
 }
 
-/// Grids below this many cells are not worth measuring the streamed pass for: their steps take
+/// Grids below this many cells are not worth measuring kernels for: their steps take
 /// microseconds, less than measuring would.
-pub const BLOCKING_MIN_CELLS: usize = 1 << 22;
+pub const MEASURE_MIN_CELLS: usize = 1 << 22;
 
 impl StencilKernel {
-    /// The kernels for `job` with K steps per pass where that measured faster on this device
-    /// ([`choose_blocking`] on a sample of the grid), for jobs of several steps on grids of at
-    /// least [`BLOCKING_MIN_CELLS`]; one step per pass otherwise. Every choice gives the same
-    /// result bit for bit.
+    /// The kernels for `job` that measured fastest on this device ([`choose_kernel`] on a sample
+    /// of the grid), for jobs of several steps on grids of at least [`MEASURE_MIN_CELLS`]; one
+    /// row of four cells per invocation and one step per pass otherwise. Every choice gives the
+    /// same result bit for bit.
     pub fn planned(gpu: &Gpu, job: &StencilJob) -> Result<StencilKernel> {
-        let blocking = if job.steps >= 2 && job.shape.cells() >= BLOCKING_MIN_CELLS {
-            choose_blocking(gpu, job, 64 << 20)?
+        let choice = if job.steps >= 2 && job.shape.cells() >= MEASURE_MIN_CELLS {
+            choose_kernel(gpu, job, 64 << 20)?
         } else {
-            None
+            KernelChoice::default()
         };
-        StencilKernel::with_blocking(gpu, job, blocking)
+        StencilKernel::with_choice(gpu, job, choice)
     }
 }
 
-/// The streamed pass (K = 2..=4) that runs `job`'s steps fastest on this device, or None where
-/// one step per pass is as fast (within 5%) or no tile fits: each candidate times 12 steps on a
-/// sample of the job's grid (its first rows, at most `sample_bytes`), GPU-resident.
-pub fn choose_blocking(gpu: &Gpu, job: &StencilJob, sample_bytes: u64) -> Result<Option<Blocking>> {
+/// The kernels that run `job`'s steps fastest on this device: 1, 2, 4 or 8 rows of four cells
+/// per invocation, and each streamed pass (K = 1..=4) that fits. Each candidate times 12 steps
+/// on a sample of the job's grid (its first rows, at most `sample_bytes`), GPU-resident; a
+/// candidate must beat the plainest (one row, one step a pass) by 5% to be chosen.
+pub fn choose_kernel(gpu: &Gpu, job: &StencilJob, sample_bytes: u64) -> Result<KernelChoice> {
     job.validate()?;
     let limit = gpu.limits.max_compute_workgroup_storage_size;
-    let candidates: Vec<Blocking> = Blocking::candidates(job, limit)
-        .into_iter()
-        .filter(|b| b.steps <= job.steps)
-        .collect();
+    let mut candidates: Vec<KernelChoice> = Vec::new();
+    if four_cells(job) {
+        for rows in [2, 4, 8] {
+            candidates.push(KernelChoice {
+                rows,
+                blocking: None,
+            });
+        }
+    }
+    for b in Blocking::candidates(job, limit) {
+        if b.steps <= job.steps {
+            candidates.push(KernelChoice {
+                rows: 1,
+                blocking: Some(b),
+            });
+        }
+    }
     if candidates.is_empty() {
-        return Ok(None);
+        return Ok(KernelChoice::default());
     }
     let rb = job.row_bytes().max(1);
     let radius = job.stencil.radius() as u64;
@@ -1191,8 +1312,8 @@ pub fn choose_blocking(gpu: &Gpu, job: &StencilJob, sample_bytes: u64) -> Result
     let bytes = rows * rb;
     let a = transfer::storage_buffer(gpu, "stencil sample", bytes)?;
     let b = transfer::storage_buffer(gpu, "stencil sample out", bytes)?;
-    let time = |blocking: Option<Blocking>| -> Result<f64> {
-        let kernel = StencilKernel::with_blocking(gpu, &sample, blocking)?;
+    let time = |choice: KernelChoice| -> Result<f64> {
+        let kernel = StencilKernel::with_choice(gpu, &sample, choice)?;
         let mut best = f64::INFINITY;
         for _ in 0..3 {
             let mut enc = gpu.device.create_command_encoder(&Default::default());
@@ -1204,14 +1325,13 @@ pub fn choose_blocking(gpu: &Gpu, job: &StencilJob, sample_bytes: u64) -> Result
         }
         Ok(best)
     };
-    let single = time(None)?;
-    let mut chosen = None;
-    let mut fastest = 0.95 * single;
+    let mut chosen = KernelChoice::default();
+    let mut fastest = 0.95 * time(chosen)?;
     for c in candidates {
-        let t = time(Some(c))?;
+        let t = time(c)?;
         if t < fastest {
             fastest = t;
-            chosen = Some(c);
+            chosen = c;
         }
     }
     Ok(chosen)
