@@ -556,9 +556,9 @@ fn describe(
         );
     }
     let cells = if kernel.four_cells() {
-        "4 cells per invocation"
+        format!("4 cells x {} rows per invocation", kernel.choice().rows)
     } else {
-        "1 cell per invocation (rows not a multiple of 4 cells, or over 32 taps)"
+        "1 cell per invocation (f64, rows not a multiple of 4 cells, or over 32 taps)".to_string()
     };
     s += &match kernel.blocking() {
         Some(b) => format!(

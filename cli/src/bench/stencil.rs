@@ -173,7 +173,11 @@ fn per_type<T: StencilValue + Into<f64>>(
                 format!("{sname}, 1 cell/invocation"),
                 StencilKernel::one_cell(gpu, &job)?,
             )];
-            let four = StencilKernel::new(gpu, &job)?;
+            let one_row = KernelChoice {
+                rows: 1,
+                blocking: None,
+            };
+            let four = StencilKernel::with_choice(gpu, &job, one_row)?;
             if four.four_cells() {
                 variants.push((format!("{sname}, 4 cells/invocation"), four));
                 for rows in [2, 4, 8] {

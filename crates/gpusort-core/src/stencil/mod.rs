@@ -598,9 +598,13 @@ pub struct KernelChoice {
 }
 
 impl Default for KernelChoice {
+    /// Two rows per invocation, one step per pass: two rows halve the loads of every tap in
+    /// another row at no cost in registers worth measuring (one and two rows, every stencil of
+    /// docs/BENCHMARKS.md, H100); more rows and streamed passes are for [`choose_kernel`] to
+    /// measure.
     fn default() -> Self {
         KernelChoice {
-            rows: 1,
+            rows: 2,
             blocking: None,
         }
     }
@@ -970,20 +974,25 @@ pub struct StencilKernel {
 }
 
 impl StencilKernel {
-    /// The kernels for `job`, one step per pass. Whether K steps per pass pay depends on the
+    /// The kernels for `job` by [`KernelChoice::default`]. Whether K steps per pass pay depends on the
     /// device and the stencil: [`choose_kernel`] measures it, [`StencilKernel::with_choice`]
     /// takes a choice.
     pub fn new(gpu: &Gpu, job: &StencilJob) -> Result<StencilKernel> {
-        StencilKernel::with_blocking(gpu, job, None)
+        StencilKernel::with_choice(gpu, job, KernelChoice::default())
     }
 
-    /// The kernels for `job` with the given streamed pass (None: one step per pass).
+    /// The kernels for `job` with the given streamed pass (None: one step per pass), and the
+    /// default rows per invocation for its single steps.
     pub fn with_blocking(
         gpu: &Gpu,
         job: &StencilJob,
         blocking: Option<Blocking>,
     ) -> Result<StencilKernel> {
-        StencilKernel::with_choice(gpu, job, KernelChoice { rows: 1, blocking })
+        let choice = KernelChoice {
+            blocking,
+            ..KernelChoice::default()
+        };
+        StencilKernel::with_choice(gpu, job, choice)
     }
 
     /// The kernels for `job` as `choice` says.
@@ -1257,9 +1266,8 @@ pub const MEASURE_MIN_CELLS: usize = 1 << 22;
 
 impl StencilKernel {
     /// The kernels for `job` that measured fastest on this device ([`choose_kernel`] on a sample
-    /// of the grid), for jobs of several steps on grids of at least [`MEASURE_MIN_CELLS`]; one
-    /// row of four cells per invocation and one step per pass otherwise. Every choice gives the
-    /// same result bit for bit.
+    /// of the grid), for jobs of several steps on grids of at least [`MEASURE_MIN_CELLS`];
+    /// [`KernelChoice::default`] otherwise. Every choice gives the same result bit for bit.
     pub fn planned(gpu: &Gpu, job: &StencilJob) -> Result<StencilKernel> {
         let choice = if job.steps >= 2 && job.shape.cells() >= MEASURE_MIN_CELLS {
             choose_kernel(gpu, job, 64 << 20)?
@@ -1273,13 +1281,13 @@ impl StencilKernel {
 /// The kernels that run `job`'s steps fastest on this device: 1, 2, 4 or 8 rows of four cells
 /// per invocation, and each streamed pass (K = 1..=4) that fits. Each candidate times 12 steps
 /// on a sample of the job's grid (its first rows, at most `sample_bytes`), GPU-resident; a
-/// candidate must beat the plainest (one row, one step a pass) by 5% to be chosen.
+/// candidate must beat the default ([`KernelChoice::default`]) by 5% to be chosen.
 pub fn choose_kernel(gpu: &Gpu, job: &StencilJob, sample_bytes: u64) -> Result<KernelChoice> {
     job.validate()?;
     let limit = gpu.limits.max_compute_workgroup_storage_size;
     let mut candidates: Vec<KernelChoice> = Vec::new();
     if four_cells(job) {
-        for rows in [2, 4, 8] {
+        for rows in [1, 4, 8] {
             candidates.push(KernelChoice {
                 rows,
                 blocking: None,
@@ -1289,8 +1297,8 @@ pub fn choose_kernel(gpu: &Gpu, job: &StencilJob, sample_bytes: u64) -> Result<K
     for b in Blocking::candidates(job, limit) {
         if b.steps <= job.steps {
             candidates.push(KernelChoice {
-                rows: 1,
                 blocking: Some(b),
+                ..KernelChoice::default()
             });
         }
     }
