@@ -75,8 +75,8 @@ pub struct StencilArgs {
     pub time_block: Option<u64>,
     /// Steps per pass on chip (1..=4): each workgroup streams its tile of the grid through
     /// workgroup memory and advances it K steps in one pass, recomputing only the tile's halo.
-    /// Default: measured per job on grids of 4 Mi cells or more (the fastest K on this device),
-    /// 1 otherwise. Every K gives the same result bit for bit.
+    /// Default: measured per job of 2^40 cell updates or more (the fastest K on this device), 1
+    /// otherwise. Every K gives the same result bit for bit.
     #[arg(long, value_name = "K")]
     pub on_chip_steps: Option<u32>,
     /// Print the plan and its predicted time, and stop.

@@ -1260,16 +1260,18 @@ impl StencilKernel {
     }
 }
 
-/// Grids below this many cells are not worth measuring kernels for: their steps take
-/// microseconds, less than measuring would.
-pub const MEASURE_MIN_CELLS: usize = 1 << 22;
+/// Jobs of fewer cell updates (cells × steps) are not worth measuring kernels for: measuring
+/// compiles about ten pipelines (over a second on an H100), more than a job of 2^40 updates
+/// (about 3 s at the copy bound there) could save.
+pub const MEASURE_MIN_CELL_STEPS: u64 = 1 << 40;
 
 impl StencilKernel {
     /// The kernels for `job` that measured fastest on this device ([`choose_kernel`] on a sample
-    /// of the grid), for jobs of several steps on grids of at least [`MEASURE_MIN_CELLS`];
+    /// of the grid), for jobs of several steps and at least [`MEASURE_MIN_CELL_STEPS`] updates;
     /// [`KernelChoice::default`] otherwise. Every choice gives the same result bit for bit.
     pub fn planned(gpu: &Gpu, job: &StencilJob) -> Result<StencilKernel> {
-        let choice = if job.steps >= 2 && job.shape.cells() >= MEASURE_MIN_CELLS {
+        let updates = job.shape.cells() as u64 * job.steps as u64;
+        let choice = if job.steps >= 2 && updates >= MEASURE_MIN_CELL_STEPS {
             choose_kernel(gpu, job, 64 << 20)?
         } else {
             KernelChoice::default()
