@@ -365,7 +365,10 @@ fn sort_on_cpu<T: SortKey>(
         );
     }
     if g.show_timings() {
-        eprintln!("time: read {read_s:.3} s, sort {sort_s:.3} s, write {write_s:.3} s");
+        eprintln!(
+            "time: read {read_s:.3} s, sort {sort_s:.3} s, {} {write_s:.3} s",
+            crate::files::write_words()
+        );
     }
     Ok(())
 }
@@ -694,8 +697,14 @@ fn report<T: SortKey>(
     );
     if g.show_timings() {
         eprintln!(
-            "time: read {:.3} s, GPU start {:.3} s, upload {:.3} s, sort {:.3} s, download {:.3} s, write {:.3} s",
-            split.read, split.gpu_start, stats.upload_s, stats.gpu_s, stats.download_s, split.write
+            "time: read {:.3} s, GPU start {:.3} s, upload {:.3} s, sort {:.3} s, download {:.3} s, {} {:.3} s",
+            split.read,
+            split.gpu_start,
+            stats.upload_s,
+            stats.gpu_s,
+            stats.download_s,
+            crate::files::write_words(),
+            split.write
         );
     }
 }

@@ -859,3 +859,44 @@ fn the_environment_cannot_change_a_result() {
         assert_eq!(read_u32(&d.join("s.bin")), want, "{var}={value}");
     }
 }
+
+/// `--no-sync` skips only the flush: the outputs are the same bytes, land under their names
+/// through a rename (no temporary file left), replace an existing output, go to standard output,
+/// and the time split says no flush was made; without it the split says the outputs were flushed.
+#[test]
+fn no_sync_writes_the_same_outputs_without_the_flush() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let keys = random_u32(5000, 91);
+    write_u32(&d.join("in.u32"), &keys);
+    let mut want = keys.clone();
+    want.sort_unstable();
+    std::fs::write(d.join("old.u32"), b"an earlier result").unwrap();
+    for (flag, out, words) in [
+        (None, "flushed.u32", "write and flush"),
+        (Some("--no-sync"), "old.u32", "--no-sync: not flushed"),
+    ] {
+        let mut c = gpusort();
+        c.args(["--timings", "sort", "--dtype", "u32"])
+            .arg(d.join("in.u32"))
+            .arg("-o")
+            .arg(d.join(out));
+        if let Some(f) = flag {
+            c.arg(f);
+        }
+        let o = c.output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(words), "{err}");
+        assert_eq!(read_u32(&d.join(out)), want, "{out}");
+    }
+    assert!(temp_files(d).is_empty(), "{:?}", temp_files(d));
+    let o = gpusort()
+        .args(["--no-sync", "scan", "--dtype", "u32"])
+        .arg(d.join("in.u32"))
+        .args(["-o", "-"])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    assert_eq!(o.stdout.len(), keys.len() * 4);
+}

@@ -17,6 +17,27 @@ use super::platform::{pread_exact, pwrite_all, reserve, start_writeback};
 use super::Format;
 use crate::error::CliError;
 
+/// Whether outputs are flushed to disk before they are renamed into place (`--no-sync` turns it
+/// off for the process: one choice per command line).
+static DURABLE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+pub fn set_durable(on: bool) {
+    DURABLE.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+pub fn durable() -> bool {
+    DURABLE.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The time split's name for writing outputs: whether it included the flush.
+pub fn write_words() -> &'static str {
+    if durable() {
+        "write and flush"
+    } else {
+        "write (--no-sync: not flushed)"
+    }
+}
+
 /// Where `path` would be written, checked before any work: a regular file (new or replaced)
 /// whose folder exists, standard output (`-`), or an existing pipe or character device.
 /// Directories, block devices and sockets are refused.
@@ -277,7 +298,9 @@ impl Output {
             tmp.as_file().write_all(data)?;
             match &out.target {
                 Target::File(real) => {
-                    tmp.as_file().sync_all()?;
+                    if durable() {
+                        tmp.as_file().sync_all()?;
+                    }
                     tmp.persist(real).map(drop).map_err(|e| e.error)
                 }
                 stream => job::copy_to_stream(&tmp.into_temp_path(), stream),
@@ -395,11 +418,11 @@ impl Output {
         })
     }
 
-    /// Flush the finished file to disk and hand it to the job's final step, which puts every
-    /// output of the job in place together once the command has succeeded.
+    /// Flush the finished file to disk (unless `--no-sync`) and hand it to the job's final step,
+    /// which puts every output of the job in place together once the command has succeeded.
     pub fn commit(mut self) -> Result<(), CliError> {
         let tmp = self.tmp.take().expect("commit once");
-        if let Target::File(_) = self.target {
+        if matches!(self.target, Target::File(_)) && durable() {
             tmp.as_file().sync_all().map_err(|e| {
                 CliError::runtime(format!("cannot flush {}: {e}", shown(&self.dest)))
             })?;
