@@ -191,3 +191,50 @@ fn a_callers_device_with_default_limits() {
         .to_string();
     assert!(err.contains("storage buffers per shader stage"), "{err}");
 }
+
+/// `GpuOptions::pipeline_cache`: the file appears when the `Gpu` is dropped, a second `Gpu`
+/// starts from it and sorts alike, and a file of garbage (a foreign or truncated cache) is an
+/// empty cache, not an error.
+#[test]
+fn the_pipeline_cache_is_kept_and_survives_garbage() {
+    use gpusort_core::{Gpu, GpuOptions, SortOrder, Sorter};
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("pipelines");
+    let options = GpuOptions {
+        backend: Some("vulkan".into()),
+        pipeline_cache: Some(folder.clone()),
+        ..Default::default()
+    };
+    let keys: Vec<u32> = (0..30_000u32)
+        .map(|i| i.wrapping_mul(2_654_435_761))
+        .collect();
+    let mut want = keys.clone();
+    want.sort_unstable();
+    let sort = || {
+        let gpu = Gpu::new(&options).expect("a Vulkan adapter (CI has lavapipe)");
+        let cached = gpu
+            .features
+            .contains(gpusort_core::wgpu::Features::PIPELINE_CACHE);
+        let mut k = keys.clone();
+        Sorter::new(&gpu)
+            .unwrap()
+            .sort(&gpu, &mut k, SortOrder::default())
+            .unwrap();
+        assert_eq!(k, want);
+        cached
+    };
+    if !sort() {
+        // a driver without application pipeline caches: nothing may be written
+        assert!(!folder.exists());
+        return;
+    }
+    let files: Vec<_> = std::fs::read_dir(&folder).unwrap().flatten().collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let file = files[0].path();
+    assert!(file.extension().is_some_and(|e| e == "bin"), "{file:?}");
+    assert!(sort(), "from the kept cache");
+    std::fs::write(&file, b"not a pipeline cache at all").unwrap();
+    assert!(sort(), "from garbage");
+    let leftovers = std::fs::read_dir(&folder).unwrap().flatten().count();
+    assert_eq!(leftovers, 1, "no temporary files left");
+}

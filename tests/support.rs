@@ -20,7 +20,7 @@ pub fn gpu(no_subgroups: bool) -> &'static Gpu {
             backend: var("GPUSORT_BACKEND"),
             adapter: var("GPUSORT_ADAPTER"),
             no_subgroups,
-            dump_wgsl: None,
+            ..Default::default()
         };
         Gpu::new(&options)
             .expect("a GPU adapter is required (on Debian: apt-get install mesa-vulkan-drivers)")

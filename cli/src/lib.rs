@@ -138,6 +138,8 @@ impl Global {
             no_subgroups: self.no_subgroups,
             // measuring: the composed kernels as compiled, for the shader_stats example
             dump_wgsl: std::env::var_os("GPUSORT_DUMP_WGSL").map(Into::into),
+            // beside the stored tuning: a second run does not compile its shaders again
+            pipeline_cache: tuning::file().and_then(|f| f.parent().map(|d| d.join("pipelines"))),
         }
     }
 

@@ -176,7 +176,7 @@ pub fn pipeline(
                 module,
                 entry_point: Some(entry),
                 compilation_options: Default::default(),
-                cache: None,
+                cache: gpu.pipeline_cache.as_ref().map(|c| c.cache()),
             })
     })
 }

@@ -5,6 +5,7 @@
 //! kernels then adapt to what was granted (`Gpu::subgroups`, `Gpu::timestamps`).
 
 pub(crate) mod kernel;
+mod pipeline_cache;
 pub mod transfer;
 
 use std::sync::{Arc, Mutex};
@@ -30,6 +31,10 @@ pub struct GpuOptions {
     /// Write every composed WGSL module to `DIR/LABEL-HASH.wgsl` as it is compiled (for tools
     /// that read the driver's register counts); None writes nothing.
     pub dump_wgsl: Option<std::path::PathBuf>,
+    /// Keep compiled pipelines in this folder between runs (Vulkan; one file per adapter class,
+    /// driver and gpusort version), read when the device is created and written back when the
+    /// `Gpu` is dropped; None keeps none.
+    pub pipeline_cache: Option<std::path::PathBuf>,
 }
 
 impl GpuOptions {
@@ -225,6 +230,18 @@ pub struct Gpu {
     pub(crate) dump_wgsl: Option<std::path::PathBuf>,
     /// The staging ring every host<->GPU copy goes through (crate::device::transfer).
     pub(crate) staging: Mutex<crate::device::transfer::Ring>,
+    /// Compiled pipelines kept between runs, where asked for (`GpuOptions::pipeline_cache`).
+    pub(crate) pipeline_cache: Option<pipeline_cache::PipelineCache>,
+}
+
+impl Drop for Gpu {
+    fn drop(&mut self) {
+        if let Some(cache) = &self.pipeline_cache {
+            if let Err(e) = cache.save() {
+                tracing::warn!("could not save the pipeline cache: {e}");
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for Gpu {
@@ -260,7 +277,12 @@ impl Gpu {
             | wgpu::Features::TIMESTAMP_QUERY
             | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS
             | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES
-            | wgpu::Features::SHADER_F64;
+            | wgpu::Features::SHADER_F64
+            | if options.pipeline_cache.is_some() {
+                wgpu::Features::PIPELINE_CACHE
+            } else {
+                wgpu::Features::empty()
+            };
         let mut features = available & wanted;
         if options.no_subgroups {
             features.remove(wgpu::Features::SUBGROUP | wgpu::Features::SUBGROUP_BARRIER);
@@ -303,6 +325,9 @@ impl Gpu {
             summary.name,
             summary.backend
         );
+        let pipeline_cache = options.pipeline_cache.as_deref().and_then(|folder| {
+            pipeline_cache::PipelineCache::open(&device, &adapter.get_info(), &summary, folder)
+        });
         Ok(Gpu {
             device,
             queue,
@@ -313,6 +338,7 @@ impl Gpu {
             lost,
             dump_wgsl: options.dump_wgsl.clone(),
             staging: Mutex::new(Default::default()),
+            pipeline_cache,
         })
     }
 
@@ -392,6 +418,7 @@ impl Gpu {
             lost: Arc::new(Mutex::new(None)),
             dump_wgsl: None,
             staging: Mutex::new(Default::default()),
+            pipeline_cache: None,
         })
     }
 
