@@ -488,11 +488,11 @@ fn planned_stencil(
     gpu: &gpusort_core::Gpu,
     job: &StencilJob,
 ) -> gpusort_core::Result<StencilKernel> {
-    use gpusort_core::stencil::{self, KernelChoice, MEASURE_MIN_CELL_STEPS};
+    use gpusort_core::stencil::{self, KernelChoice};
     use std::collections::HashMap;
     use std::sync::{Mutex, OnceLock};
     static CHOSEN: OnceLock<Mutex<HashMap<String, KernelChoice>>> = OnceLock::new();
-    if job.steps < 2 || (job.shape.cells() as u64) * (job.steps as u64) < MEASURE_MIN_CELL_STEPS {
+    if !stencil::worth_measuring(job) {
         return StencilKernel::new(gpu, job);
     }
     let key = format!("{job:?}");

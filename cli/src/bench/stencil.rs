@@ -116,173 +116,170 @@ fn per_type<T: StencilValue + Into<f64>>(
     let ty = T::TYPE;
     let cell = std::mem::size_of::<T>();
     let n = host.len();
-    {
-        if let Some(why) = too_big(gpu, std::mem::size_of_val(host) as u64) {
-            cases.push(skipped("stencil", n as u64, &format!("{ty} stencils"), why));
-            return Ok(());
-        }
-        bar.inc_length(1);
-        let a = transfer::buffer_from(gpu, "bench grid", host)?;
-        let b =
-            transfer::storage_buffer(gpu, "bench grid out", std::mem::size_of_val(host) as u64)?;
-        let case = |name: &str, stats: &crate::bench::Stats, relative: f64, note: String| Case {
-            skipped: None,
-            suite: "stencil".into(),
-            case: name.into(),
-            n: n as u64,
-            stats: stats.clone(),
-            throughput: n as f64 / stats.median_s / 1e9,
-            unit: "GCells/s".into(),
-            relative,
-            dispatches: Some(1),
-            note,
+    if let Some(why) = too_big(gpu, std::mem::size_of_val(host) as u64) {
+        cases.push(skipped("stencil", n as u64, &format!("{ty} stencils"), why));
+        return Ok(());
+    }
+    bar.inc_length(1);
+    let a = transfer::buffer_from(gpu, "bench grid", host)?;
+    let b = transfer::storage_buffer(gpu, "bench grid out", std::mem::size_of_val(host) as u64)?;
+    let case = |name: &str, stats: &crate::bench::Stats, relative: f64, note: String| Case {
+        skipped: None,
+        suite: "stencil".into(),
+        case: name.into(),
+        n: n as u64,
+        stats: stats.clone(),
+        throughput: n as f64 / stats.median_s / 1e9,
+        unit: "GCells/s".into(),
+        relative,
+        dispatches: Some(1),
+        note,
+    };
+    bar.set_message(format!("2^{log}: copy"));
+    let copy_st = measure_copy(ctx, &a, &b)?;
+    cases.push(case(
+        &match ty {
+            gpusort_core::KeyType::F32 => "vec4 copy (bound)".to_string(),
+            _ => format!("{ty} vec4 copy (bound)"),
+        },
+        &copy_st,
+        1.0,
+        format!("{} bytes per cell", 2 * cell),
+    ));
+    bar.inc(1);
+    let side = 1usize << (log / 2);
+    let cube = 1usize << (log / 3);
+    for (dims, stencil, sname) in list {
+        let sname = match ty {
+            gpusort_core::KeyType::F32 => sname.clone(),
+            _ => format!("{ty} {sname}"),
         };
-        bar.set_message(format!("2^{log}: copy"));
-        let copy_st = measure_copy(ctx, &a, &b)?;
-        cases.push(case(
-            &match ty {
-                gpusort_core::KeyType::F32 => "vec4 copy (bound)".to_string(),
-                _ => format!("{ty} vec4 copy (bound)"),
-            },
-            &copy_st,
-            1.0,
-            format!("{} bytes per cell", 2 * cell),
-        ));
-        bar.inc(1);
-        let side = 1usize << (log / 2);
-        let cube = 1usize << (log / 3);
-        for (dims, stencil, sname) in list {
-            let sname = match ty {
-                gpusort_core::KeyType::F32 => sname.clone(),
-                _ => format!("{ty} {sname}"),
-            };
-            let shape = if *dims == 2 {
-                GridShape::new(&[side, n / side])?
-            } else {
-                GridShape::new(&[cube, cube, n / (cube * cube)])?
-            };
-            let job = StencilJob {
-                shape,
-                stencil: stencil.clone(),
-                boundary: Boundary::Reflect,
-                cval: 0.0,
-                steps: STEPS,
-                dtype: ty,
-            };
-            let mut variants: Vec<(String, StencilKernel)> = vec![(
-                format!("{sname}, 1 cell/invocation"),
-                StencilKernel::one_cell(gpu, &job)?,
-            )];
-            let one_row = KernelChoice {
-                rows: 1,
-                blocking: None,
-            };
-            let four = StencilKernel::with_choice(gpu, &job, one_row)?;
-            if four.four_cells() {
-                variants.push((format!("{sname}, 4 cells/invocation"), four));
-                for rows in [2, 4, 8] {
-                    let choice = KernelChoice {
-                        rows,
-                        blocking: None,
-                    };
-                    variants.push((
-                        format!("{sname}, 4 cells x {rows} rows/invocation"),
-                        StencilKernel::with_choice(gpu, &job, choice)?,
-                    ));
-                }
-            }
-            for blocking in Blocking::candidates(&job, limit) {
+        let shape = if *dims == 2 {
+            GridShape::new(&[side, n / side])?
+        } else {
+            GridShape::new(&[cube, cube, n / (cube * cube)])?
+        };
+        let job = StencilJob {
+            shape,
+            stencil: stencil.clone(),
+            boundary: Boundary::Reflect,
+            cval: 0.0,
+            steps: STEPS,
+            dtype: ty,
+        };
+        let mut variants: Vec<(String, StencilKernel)> = vec![(
+            format!("{sname}, 1 cell/invocation"),
+            StencilKernel::one_cell(gpu, &job)?,
+        )];
+        let one_row = KernelChoice {
+            rows: 1,
+            blocking: None,
+        };
+        let four = StencilKernel::with_choice(gpu, &job, one_row)?;
+        if four.four_cells() {
+            variants.push((format!("{sname}, 4 cells/invocation"), four));
+            for rows in [2, 4, 8] {
+                let choice = KernelChoice {
+                    rows,
+                    blocking: None,
+                };
                 variants.push((
-                    match blocking.steps {
-                        1 => format!("{sname}, 1 step/pass streamed"),
-                        k => format!("{sname}, {k} steps/pass streamed"),
-                    },
-                    StencilKernel::with_blocking(gpu, &job, Some(blocking))?,
+                    format!("{sname}, 4 cells x {rows} rows/invocation"),
+                    StencilKernel::with_choice(gpu, &job, choice)?,
                 ));
             }
-            bar.inc_length(variants.len() as u64);
-            let mut first: Option<Vec<T>> = None;
-            let mut four_result: Option<Vec<T>> = None;
-            for (name, kernel) in &variants {
-                bar.set_message(format!("2^{log}: {name}"));
-                let st = measure_warm(reps, ctx.warm, || {
-                    Ok(timer.time(
-                        gpu,
-                        |_| {},
-                        |enc| kernel.record_steps(gpu, enc, &a, &b, STEPS).map(|_| ()),
-                    )? / STEPS as f64)
-                })?;
-                // the result of STEPS steps from the same input, against the other variants
-                transfer::upload(gpu, &a, 0, bytemuck::cast_slice(host))?;
-                let mut enc = gpu.device.create_command_encoder(&Default::default());
-                let out = kernel.record_steps(gpu, &mut enc, &a, &b, STEPS)?;
-                gpu.queue.submit([enc.finish()]);
-                let got: Vec<T> = transfer::read_vec(gpu, out, n)?;
-                transfer::upload(gpu, &a, 0, bytemuck::cast_slice(host))?;
-                let checked = match (&first, &four_result) {
-                    (None, _) => {
-                        // the first variant: one step against the CPU twin, where that is quick
-                        let note = if n <= 1 << 24 {
-                            let mut enc = gpu.device.create_command_encoder(&Default::default());
-                            kernel.record_steps(gpu, &mut enc, &a, &b, 1)?;
-                            gpu.queue.submit([enc.finish()]);
-                            let one: Vec<T> = transfer::read_vec(gpu, &b, n)?;
-                            let want =
-                                reference::run(host, job.shape, &job.stencil, job.boundary, 0.0, 1);
-                            if one
-                                .iter()
-                                .zip(&want)
-                                .any(|(&g, &w)| (g.into() - w.into()).abs() > 1e-5)
-                            {
-                                return Err(CliError::runtime(format!(
-                                    "bench: {name} of 2^{log} differs from the CPU's on {}",
-                                    gpu.adapter.name
-                                )));
-                            }
-                            "one step checked against the CPU"
-                        } else {
-                            "the reference variant"
-                        };
-                        first = Some(got);
-                        note
-                    }
-                    (Some(f), None) => {
-                        // a multiply-add may fuse differently in another kernel: close, not equal
-                        if f.iter()
-                            .zip(&got)
-                            .any(|(&x, &y)| (x.into() - y.into()).abs() > 1e-5)
+        }
+        for blocking in Blocking::candidates(&job, limit) {
+            variants.push((
+                match blocking.steps {
+                    1 => format!("{sname}, 1 step/pass streamed"),
+                    k => format!("{sname}, {k} steps/pass streamed"),
+                },
+                StencilKernel::with_blocking(gpu, &job, Some(blocking))?,
+            ));
+        }
+        bar.inc_length(variants.len() as u64);
+        let mut first: Option<Vec<T>> = None;
+        let mut four_result: Option<Vec<T>> = None;
+        for (name, kernel) in &variants {
+            bar.set_message(format!("2^{log}: {name}"));
+            let st = measure_warm(reps, ctx.warm, || {
+                Ok(timer.time(
+                    gpu,
+                    |_| {},
+                    |enc| kernel.record_steps(gpu, enc, &a, &b, STEPS).map(|_| ()),
+                )? / STEPS as f64)
+            })?;
+            // the result of STEPS steps from the same input, against the other variants
+            transfer::upload(gpu, &a, 0, bytemuck::cast_slice(host))?;
+            let mut enc = gpu.device.create_command_encoder(&Default::default());
+            let out = kernel.record_steps(gpu, &mut enc, &a, &b, STEPS)?;
+            gpu.queue.submit([enc.finish()]);
+            let got: Vec<T> = transfer::read_vec(gpu, out, n)?;
+            transfer::upload(gpu, &a, 0, bytemuck::cast_slice(host))?;
+            let checked = match (&first, &four_result) {
+                (None, _) => {
+                    // the first variant: one step against the CPU twin, where that is quick
+                    let note = if n <= 1 << 24 {
+                        let mut enc = gpu.device.create_command_encoder(&Default::default());
+                        kernel.record_steps(gpu, &mut enc, &a, &b, 1)?;
+                        gpu.queue.submit([enc.finish()]);
+                        let one: Vec<T> = transfer::read_vec(gpu, &b, n)?;
+                        let want =
+                            reference::run(host, job.shape, &job.stencil, job.boundary, 0.0, 1);
+                        if one
+                            .iter()
+                            .zip(&want)
+                            .any(|(&g, &w)| (g.into() - w.into()).abs() > 1e-5)
                         {
                             return Err(CliError::runtime(format!(
-                                "bench: {name} of 2^{log} differs from one cell per invocation on {}",
+                                "bench: {name} of 2^{log} differs from the CPU's on {}",
                                 gpu.adapter.name
                             )));
                         }
-                        four_result = Some(got);
-                        "within 1e-5 of 1 cell per invocation"
+                        "one step checked against the CPU"
+                    } else {
+                        "the reference variant"
+                    };
+                    first = Some(got);
+                    note
+                }
+                (Some(f), None) => {
+                    // a multiply-add may fuse differently in another kernel: close, not equal
+                    if f.iter()
+                        .zip(&got)
+                        .any(|(&x, &y)| (x.into() - y.into()).abs() > 1e-5)
+                    {
+                        return Err(CliError::runtime(format!(
+                            "bench: {name} of 2^{log} differs from one cell per invocation on {}",
+                            gpu.adapter.name
+                        )));
                     }
-                    (Some(_), Some(f)) => {
-                        if bytemuck::cast_slice::<T, u8>(f) != bytemuck::cast_slice::<T, u8>(&got) {
-                            return Err(CliError::runtime(format!(
-                                "bench: {name} of 2^{log} differs from single steps on {}",
-                                gpu.adapter.name
-                            )));
-                        }
-                        "bit-identical to 1 step per pass"
+                    four_result = Some(got);
+                    "within 1e-5 of 1 cell per invocation"
+                }
+                (Some(_), Some(f)) => {
+                    if bytemuck::cast_slice::<T, u8>(f) != bytemuck::cast_slice::<T, u8>(&got) {
+                        return Err(CliError::runtime(format!(
+                            "bench: {name} of 2^{log} differs from single steps on {}",
+                            gpu.adapter.name
+                        )));
                     }
-                };
-                let tiles = match kernel.blocking() {
-                    Some(b) => format!("tiles of {}x{} cells; ", b.tile_rows, 4 * b.tile_vec4s),
-                    None => String::new(),
-                };
-                let note = format!(
-                    "grid {}, {} taps; {tiles}{:.0}% of copy bandwidth per step; {checked}",
-                    job.shape,
-                    job.stencil.taps().len(),
-                    100.0 * copy_st.median_s / st.median_s,
-                );
-                cases.push(case(name, &st, st.median_s / copy_st.median_s, note));
-                bar.inc(1);
-            }
+                    "bit-identical to 1 step per pass"
+                }
+            };
+            let tiles = match kernel.blocking() {
+                Some(b) => format!("tiles of {}x{} cells; ", b.tile_rows, 4 * b.tile_vec4s),
+                None => String::new(),
+            };
+            let note = format!(
+                "grid {}, {} taps; {tiles}{:.0}% of copy bandwidth per step; {checked}",
+                job.shape,
+                job.stencil.taps().len(),
+                100.0 * copy_st.median_s / st.median_s,
+            );
+            cases.push(case(name, &st, st.median_s / copy_st.median_s, note));
+            bar.inc(1);
         }
     }
     Ok(())

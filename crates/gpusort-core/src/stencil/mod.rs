@@ -519,10 +519,8 @@ impl Blocking {
 
     /// Tiles across the (y, x) plane.
     fn tiles(&self, job: &StencilJob) -> u64 {
-        let [_, ny, nx] = job.shape.as_3d();
-        let oy = (self.tile_rows - 2 * self.halo_rows(job)) as u64;
-        let og = (self.tile_vec4s - 2 * self.halo_vec4s(job)) as u64;
-        (ny as u64).div_ceil(oy) * (nx as u64 / 4).div_ceil(og)
+        let (rows, cols) = self.tile_grid(job);
+        (rows * cols) as u64
     }
 
     /// Output rows per workgroup for a pass computing `comp_rows` rows: enough workgroups to
@@ -539,11 +537,18 @@ impl Blocking {
         comp_rows.div_ceil(self.chunk_rows(job, comp_rows)) * self.tiles(job)
     }
 
+    /// A tile's output rows and vec4 columns (the tile less its halos).
+    fn output(&self, job: &StencilJob) -> (i64, i64) {
+        (
+            (self.tile_rows - 2 * self.halo_rows(job)) as i64,
+            (self.tile_vec4s - 2 * self.halo_vec4s(job)) as i64,
+        )
+    }
+
     /// Tile rows and columns across the plane.
     fn tile_grid(&self, job: &StencilJob) -> (i64, i64) {
         let [_, ny, nx] = job.shape.as_3d();
-        let oy = (self.tile_rows - 2 * self.halo_rows(job)) as i64;
-        let og = (self.tile_vec4s - 2 * self.halo_vec4s(job)) as i64;
+        let (oy, og) = self.output(job);
         ((ny as i64 + oy - 1) / oy, ((nx / 4) as i64 + og - 1) / og)
     }
 
@@ -554,8 +559,7 @@ impl Blocking {
         let [_, ny, nx] = job.shape.as_3d();
         let (hy, hg) = (self.halo_rows(job) as i64, self.halo_vec4s(job) as i64);
         let (ty_n, tx_n) = self.tile_grid(job);
-        let oy = self.tile_rows as i64 - 2 * hy;
-        let og = self.tile_vec4s as i64 - 2 * hg;
+        let (oy, og) = self.output(job);
         // tile t starts at t·o - h and spans `span`: inside [0, n) for t in [lo, hi)
         let inside = |o: i64, h: i64, span: i64, n: i64, tiles: i64| -> (i64, i64) {
             let lo = (h + o - 1) / o;
@@ -640,55 +644,6 @@ fn tap_rows(job: &StencilJob) -> Vec<(i32, i32)> {
     rows
 }
 
-/// Four cells' gather and sums from vec4 loads: `load(dz, dy, m)` is the expression of the vec4
-/// `m` vec4s along x from the group's own in tap row (dz, dy) (hoisted into `let`s), and `done`
-/// what to do with the four sums `acc0..acc3`.
-fn gather4(job: &StencilJob, load: &dyn Fn(i32, i32, i32) -> String, done: &str) -> String {
-    let taps = job.stencil.taps();
-    let per16 = 16 / job.cell_bytes() as usize;
-    let mut rows: Vec<(i32, i32, i32, i32)> = Vec::new(); // (dz, dy, first m, last m)
-    for t in taps {
-        let [dz, dy, dx] = t.offset;
-        let (lo, hi) = (dx.div_euclid(4), (dx + 3).div_euclid(4));
-        match rows.iter_mut().find(|r| r.0 == dz && r.1 == dy) {
-            Some(r) => {
-                r.2 = r.2.min(lo);
-                r.3 = r.3.max(hi);
-            }
-            None => rows.push((dz, dy, lo, hi)),
-        }
-    }
-    let mut s = String::new();
-    for (r, &(dz, dy, lo, hi)) in rows.iter().enumerate() {
-        for m in lo..=hi {
-            s += &format!("let q{r}_{} = {};\n", m - lo, load(dz, dy, m));
-        }
-    }
-    for j in 0..4 {
-        s += &format!("var acc{j} = T(0);\n");
-    }
-    const COMP: [char; 4] = ['x', 'y', 'z', 'w'];
-    for (k, t) in taps.iter().enumerate() {
-        let [dz, dy, dx] = t.offset;
-        let (r, row) = rows
-            .iter()
-            .enumerate()
-            .find(|(_, r)| r.0 == dz && r.1 == dy)
-            .expect("every tap's row was collected above");
-        for j in 0..4 {
-            let at = j + dx;
-            s += &format!(
-                "acc{j} = acc{j} + weights[{}][{}] * q{r}_{}.{};\n",
-                k / per16,
-                k % per16,
-                at.div_euclid(4) - row.2,
-                COMP[at.rem_euclid(4) as usize]
-            );
-        }
-    }
-    s + done
-}
-
 /// Four cells in each of `mz` consecutive rows (the z of the 3-D view), from vec4 loads that each
 /// row's taps share: `load(dz, dy, m)` is the vec4 `dz` rows below the block's first, `dy` rows
 /// along y and `m` vec4s along x from the group's own, emitted just before the first row that
@@ -748,7 +703,8 @@ pub fn source(job: &StencilJob, choice: KernelChoice) -> String {
     source_with(job, choice, four_cells(job))
 }
 
-/// [`source`], with the four-cell kernels only where `four` (and [`four_cells`]) allow.
+/// [`source`], with the four-cell kernels where `four` (decided by the caller within what
+/// [`four_cells`] allows).
 fn source_with(job: &StencilJob, choice: KernelChoice, four: bool) -> String {
     let blocking = choice.blocking;
     let mz = choice.rows.max(1) as i32;
@@ -765,7 +721,6 @@ fn source_with(job: &StencilJob, choice: KernelChoice, four: bool) -> String {
     } else {
         job.cval
     };
-    let four = four && four_cells(job);
     let mut s = format!(
         "alias T = {ty};\nconst NX: i32 = {nx};\nconst NY: i32 = {ny};\nconst MODE: u32 = {}u;\n\
          const CVAL: T = {};\nconst RZ: i32 = {rz};\nconst RY: i32 = {ry};\nconst RX: i32 = {rx};\n\
@@ -887,12 +842,15 @@ fn source_with(job: &StencilJob, choice: KernelChoice, four: bool) -> String {
                 },
                 "tile_fetch(lb, zr + o.x, y + o.y, x + o.z, y0, x0)",
             );
-            let tile4 = gather4(
+            // one row of four cells into `out`: the streamed kernels' own loads
+            let to_out = |_: i32| "out = vec4<T>(a0_0, a0_1, a0_2, a0_3);\n".to_string();
+            let tile4 = gather4_rows(
                 job,
+                1,
                 &|dz, dy, m| {
                     format!("ring[lb + slot(z + {dz}) * PLANE4 + (ly + {dy}) * LW4 + lg + {m}]")
                 },
-                "out = vec4<T>(acc0, acc1, acc2, acc3);\n",
+                &to_out,
             );
             let rows = tap_rows(job);
             let row_bases: String = rows
@@ -902,13 +860,14 @@ fn source_with(job: &StencilJob, choice: KernelChoice, four: bool) -> String {
                     format!("let rb{n} = lb + slot(z + {dz}) * PLANE4 + {dy} * LW4;\n")
                 })
                 .collect();
-            let interior4 = gather4(
+            let interior4 = gather4_rows(
                 job,
+                1,
                 &|dz, dy, m| {
                     let n = rows.iter().position(|&r| r == (dz, dy)).expect("a tap row");
                     format!("ring[rb{n} + e + {m}]")
                 },
-                "out = vec4<T>(acc0, acc1, acc2, acc3);\n",
+                &to_out,
             );
             let mut part = fill(streamed, "// @generated-tile-fetch", &tile_fetch);
             part = fill(&part, "// @generated-tile4", &tile4);
@@ -1260,18 +1219,19 @@ impl StencilKernel {
     }
 }
 
-/// Jobs of fewer cell updates (cells × steps) are not worth measuring kernels for: measuring
-/// compiles about ten pipelines (over a second on an H100), more than a job of 2^40 updates
-/// (about 3 s at the copy bound there) could save.
-pub const MEASURE_MIN_CELL_STEPS: u64 = 1 << 40;
+/// Whether measuring kernels ([`choose_kernel`]) can pay for `job`: several steps and at least
+/// 2^40 cell updates (cells × steps). Measuring compiles about ten pipelines (over a second on
+/// an H100), more than a smaller job could save (2^40 updates: about 3 s at the copy bound).
+pub fn worth_measuring(job: &StencilJob) -> bool {
+    job.steps >= 2 && job.shape.cells() as u64 * job.steps as u64 >= 1 << 40
+}
 
 impl StencilKernel {
     /// The kernels for `job` that measured fastest on this device ([`choose_kernel`] on a sample
-    /// of the grid), for jobs of several steps and at least [`MEASURE_MIN_CELL_STEPS`] updates;
+    /// of the grid), for jobs where [`worth_measuring`] says so;
     /// [`KernelChoice::default`] otherwise. Every choice gives the same result bit for bit.
     pub fn planned(gpu: &Gpu, job: &StencilJob) -> Result<StencilKernel> {
-        let updates = job.shape.cells() as u64 * job.steps as u64;
-        let choice = if job.steps >= 2 && updates >= MEASURE_MIN_CELL_STEPS {
+        let choice = if worth_measuring(job) {
             choose_kernel(gpu, job, 64 << 20)?
         } else {
             KernelChoice::default()
