@@ -35,6 +35,26 @@ pub fn run(g: &Global, args: &InfoArgs) -> CliResult {
         }
         return Ok(());
     }
+    // with --devices: the adapters a job would use, one a device
+    let devices: Vec<String> = match (g.several_devices()?, g.device_selectors()?) {
+        (true, Some(sel)) => sel
+            .iter()
+            .map(|s| {
+                let needle = s.to_ascii_lowercase();
+                let a = match s.parse::<usize>() {
+                    Ok(i) => adapters.iter().find(|a| a.index == i),
+                    Err(_) => adapters
+                        .iter()
+                        .find(|a| a.name.to_ascii_lowercase().contains(&needle)),
+                };
+                match a {
+                    Some(a) => format!("[{}] {}", a.index, a.name),
+                    None => format!("'{s}': no such adapter"),
+                }
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
     let gpu = g.gpu()?;
     let chosen: &AdapterSummary = &gpu.adapter;
     let subgroups_used = gpu.subgroups().is_some();
@@ -45,6 +65,7 @@ pub fn run(g: &Global, args: &InfoArgs) -> CliResult {
             "subgroups_in_use": subgroups_used,
             "tuning": tuning_words(&gpu),
             "jobs_run_on": engine,
+            "devices": devices,
             "limits": {
                 "max_buffer_size": gpu.limits.max_buffer_size,
                 "max_storage_buffer_binding_size": gpu.limits.max_storage_buffer_binding_size,
@@ -74,6 +95,13 @@ pub fn run(g: &Global, args: &InfoArgs) -> CliResult {
     println!("chosen: [{}] {}", chosen.index, chosen.name);
     println!("tuning: {}", tuning_words(&gpu));
     println!("jobs run on: {engine}");
+    if !devices.is_empty() {
+        println!(
+            "devices: {} ({} devices for one job: sorts split by key range, scans and splits in parts, stencils in slabs)",
+            devices.join(", "),
+            devices.len()
+        );
+    }
     if chosen.subgroups {
         println!(
             "subgroups: supported, size {}..{}{}",

@@ -85,6 +85,10 @@ pub struct Global {
     /// Adapter to use: a substring of its name, or its index in `gpusort info`.
     #[arg(long, global = true, env = "GPUSORT_ADAPTER")]
     pub adapter: Option<String>,
+    /// Several GPUs for one job: all, a count (2), or a list of adapter indices or name
+    /// substrings (0,1; an adapter named twice gives two devices on it). One device by default.
+    #[arg(long, global = true, value_name = "all|N|LIST")]
+    pub devices: Option<String>,
     /// Force every kernel onto its non-subgroup path.
     #[arg(long, global = true, env = "GPUSORT_NO_SUBGROUPS", value_parser = clap::builder::FalseyValueParser::new())]
     pub no_subgroups: bool,
@@ -125,6 +129,12 @@ impl Global {
     }
 
     pub fn gpu_options(&self) -> GpuOptions {
+        let mut o = self.gpu_options_base();
+        o.adapter = self.adapter.clone().or_else(|| self.one_device());
+        o
+    }
+
+    fn gpu_options_base(&self) -> GpuOptions {
         let backend = match self.backend {
             Backend::Auto | Backend::Cpu | Backend::Gpu => None,
             Backend::Vulkan => Some("vulkan"),
@@ -160,7 +170,7 @@ impl Global {
     fn decide_engine(&self) -> Result<Engine, CliError> {
         match self.backend {
             Backend::Cpu => Ok(Engine::Cpu { why: "asked for" }),
-            Backend::Auto if self.adapter.is_none() => {
+            Backend::Auto if self.adapter.is_none() && !self.names_devices() => {
                 // one listing decides (each creates an instance: tens of milliseconds)
                 let adapters = gpusort_core::device::list_adapters(&self.gpu_options())?;
                 Ok(if adapters.iter().any(|a| a.is_hardware()) {
@@ -176,6 +186,63 @@ impl Global {
                 })
             }
             _ => Ok(Engine::Gpu),
+        }
+    }
+
+    /// With `--devices`: the adapter selectors it names, one a device (resolved once).
+    pub fn device_selectors(&self) -> Result<Option<Vec<String>>, CliError> {
+        static RESOLVED: std::sync::OnceLock<Option<Vec<String>>> = std::sync::OnceLock::new();
+        if let Some(r) = RESOLVED.get() {
+            return Ok(r.clone());
+        }
+        let Some(spec) = &self.devices else {
+            return Ok(None);
+        };
+        if self.adapter.is_some() {
+            return Err(CliError::usage(
+                "--adapter and --devices both choose devices: give one of them",
+            ));
+        }
+        let spec = gpusort_core::multi::DeviceSpec::parse(spec)?;
+        let options = GpuOptions {
+            adapter: None,
+            ..self.gpu_options_base()
+        };
+        let selectors = spec.selectors(&options)?;
+        Ok(RESOLVED.get_or_init(|| Some(selectors)).clone())
+    }
+
+    /// Whether `--devices` names adapters itself (a list): then, as with `--adapter`, the job
+    /// runs on them even where they are software ones.
+    fn names_devices(&self) -> bool {
+        self.devices
+            .as_deref()
+            .and_then(|s| gpusort_core::multi::DeviceSpec::parse(s).ok())
+            .is_some_and(|s| matches!(s, gpusort_core::multi::DeviceSpec::List(_)))
+    }
+
+    /// `--devices` that resolves to one device: that adapter.
+    fn one_device(&self) -> Option<String> {
+        match self.device_selectors() {
+            Ok(Some(s)) if s.len() == 1 => s.into_iter().next(),
+            _ => None,
+        }
+    }
+
+    /// Whether this job runs on several devices (`--devices` naming more than one, on the GPU).
+    pub fn several_devices(&self) -> Result<bool, CliError> {
+        Ok(matches!(self.engine()?, Engine::Gpu)
+            && self.device_selectors()?.is_some_and(|s| s.len() > 1))
+    }
+
+    /// Every device `--devices` names (one, the usual, without it).
+    pub fn group(&self) -> Result<gpusort_core::multi::DeviceGroup, CliError> {
+        match self.device_selectors()? {
+            Some(s) if s.len() > 1 => Ok(gpusort_core::multi::DeviceGroup::open(
+                &self.gpu_options(),
+                &gpusort_core::multi::DeviceSpec::List(s),
+            )?),
+            _ => Ok(gpusort_core::multi::DeviceGroup::from_gpus(vec![self.gpu()?])?),
         }
     }
 
@@ -317,6 +384,15 @@ pub fn init_logging(g: &Global) {
 /// together, or, when the command failed, none is (files/job.rs).
 pub fn run(cli: &Cli) -> Result<(), CliError> {
     files::set_durable(!cli.global.no_sync);
+    // a bad --devices is a usage error even where the job would run on the CPU engine
+    if let Some(spec) = &cli.global.devices {
+        gpusort_core::multi::DeviceSpec::parse(spec)?;
+        if cli.global.adapter.is_some() {
+            return Err(CliError::usage(
+                "--adapter and --devices both choose devices: give one of them",
+            ));
+        }
+    }
     let result = match &cli.command {
         Command::Info(a) => info::run(&cli.global, a),
         Command::Sort(a) => sort::run(&cli.global, a),

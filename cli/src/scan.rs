@@ -174,14 +174,35 @@ fn prepare(
 /// command, or the CPU engine.
 #[allow(clippy::large_enum_variant)] // one a command
 enum Device {
-    Gpu { gpu: Gpu, scanner: Scanner },
-    Cpu { why: &'static str },
+    Gpu {
+        gpu: Gpu,
+        scanner: Scanner,
+    },
+    /// `--devices` naming several: one part of each file a device (single-file jobs).
+    Group {
+        group: gpusort_core::multi::DeviceGroup,
+        scanners: Vec<Scanner>,
+    },
+    Cpu {
+        why: &'static str,
+    },
 }
 
 impl Device {
-    fn start(g: &Global) -> Result<Device, CliError> {
+    /// The command's devices; `several` where the job can spread over `--devices` (many-file
+    /// scans and splits run on the first of them).
+    fn start(g: &Global, several: bool) -> Result<Device, CliError> {
         Ok(match g.engine()? {
             Engine::Cpu { why } => Device::Cpu { why },
+            Engine::Gpu if several && g.several_devices()? => {
+                let group = g.group()?;
+                let scanners = group
+                    .gpus()
+                    .iter()
+                    .map(crate::tuning::scanner)
+                    .collect::<Result<Vec<_>, _>>()?;
+                Device::Group { group, scanners }
+            }
             Engine::Gpu => {
                 let gpu = g.gpu()?;
                 let scanner = crate::tuning::scanner(&gpu)?;
@@ -194,6 +215,7 @@ impl Device {
     fn words(&self) -> String {
         match self {
             Device::Gpu { gpu, .. } => gpu.adapter.name.clone(),
+            Device::Group { group, .. } => group.describe(),
             Device::Cpu { why } => Engine::cpu_words(why),
         }
     }
@@ -389,6 +411,52 @@ fn scan_file<T: SortKey>(
     Ok(data.len())
 }
 
+/// A scan of one file over several devices (gpusort_core::multi::scan): one part a device,
+/// each chunk written at its place as it lands. `--verify` keeps a copy of the results and
+/// checks them in order at the end.
+#[allow(clippy::too_many_arguments)]
+fn scan_file_group<T: SortKey>(
+    group: &gpusort_core::multi::DeviceGroup,
+    scanners: &[Scanner],
+    p: &Prepared,
+    op: ScanOp,
+    inclusive: bool,
+    verify: bool,
+    bar: &indicatif::ProgressBar,
+) -> CliResult<usize> {
+    let data = p.input.elements::<T>();
+    let mut out = Output::create(&p.dest)?;
+    {
+        let w = out.positioned(p.format, T::TYPE, data.len() as u64)?;
+        let size = T::TYPE.size();
+        let copy = std::sync::Mutex::new(if verify {
+            vec![T::zeroed(); data.len()]
+        } else {
+            Vec::new()
+        });
+        let sink = |at: usize, piece: &[T]| -> Result<(), CoreError> {
+            if verify {
+                copy.lock().unwrap_or_else(|e| e.into_inner())[at..at + piece.len()]
+                    .copy_from_slice(piece);
+            }
+            w.write_at((at * size) as u64, bytemuck::cast_slice(piece))
+                .map_err(|e| CoreError::Io(e.message))?;
+            bar.inc(piece.len() as u64);
+            Ok(())
+        };
+        let chunk = chunk_elements(group.first(), T::TYPE);
+        gpusort_core::multi::scan::scan_streamed(
+            group, scanners, &data, op, inclusive, chunk, &sink,
+        )?;
+        if verify {
+            let got = copy.into_inner().unwrap_or_else(|e| e.into_inner());
+            ScanCheck::new::<T>(op, inclusive).check(&data, &got, 0)?;
+        }
+    }
+    out.commit()?;
+    Ok(data.len())
+}
+
 /// --verify of a scan, piece by piece: the CPU's sequential scan carried from piece to piece
 /// (32-bit elements through `cpu::scan::scan_from`, 64-bit ones through `combine64`).
 struct ScanCheck {
@@ -491,7 +559,7 @@ fn verify_scan_words(
 }
 
 fn scan_typed<T: SortKey>(g: &Global, a: &ScanArgs, p: &Prepared, op: ScanOp) -> CliResult {
-    let dev = Device::start(g)?;
+    let dev = Device::start(g, true)?;
     let bar = job_bar(g, "scanning", p, &dev);
     let t = Instant::now();
     let n = match &dev {
@@ -502,6 +570,15 @@ fn scan_typed<T: SortKey>(g: &Global, a: &ScanArgs, p: &Prepared, op: ScanOp) ->
             &p.input,
             &p.dest,
             p.format,
+            op,
+            !a.exclusive,
+            a.io.verify,
+            &bar,
+        )?,
+        Device::Group { group, scanners } => scan_file_group::<T>(
+            group,
+            scanners,
+            p,
             op,
             !a.exclusive,
             a.io.verify,
@@ -590,7 +667,7 @@ fn split_many(
         .map(|i| test_for(i.dtype))
         .collect::<Result<Vec<_>, _>>()?;
     let bar = progress::bar(g.progress, g.quiet, files.inputs.len() as u64, "files");
-    let dev = Device::start(g)?;
+    let dev = Device::start(g, false)?;
     let Device::Gpu { gpu, .. } = &dev else {
         // the CPU engine takes each file in turn
         for (input, dest) in files.inputs.iter().zip(&files.dests) {
@@ -744,7 +821,7 @@ pub fn run_partition(g: &Global, a: &PartitionArgs) -> CliResult {
         a.values.as_deref(),
         a.values_out.as_deref(),
     )?;
-    let dev = Device::start(g)?;
+    let dev = Device::start(g, true)?;
     for_dtype!(p.input.dtype, partition_typed(g, a, &p, &dev); u32, i32, f32, u64, i64, f64)
 }
 
@@ -762,8 +839,12 @@ fn split_file<T: SortKey>(
     verify: bool,
     bar: &indicatif::ProgressBar,
 ) -> CliResult<(usize, usize)> {
-    let Device::Gpu { gpu, scanner } = dev else {
-        return split_on_cpu(p, pred, rest, values_out, verify);
+    let (gpu, scanner) = match dev {
+        Device::Gpu { gpu, scanner } => (gpu, scanner),
+        Device::Group { group, scanners } => {
+            return split_file_group(p, group, scanners, pred, rest, values_out, verify, bar)
+        }
+        Device::Cpu { .. } => return split_on_cpu(p, pred, rest, values_out, verify),
     };
     let data = p.input.elements::<T>();
     let values = p.values.as_ref().map(|v| v.elements::<u32>());
@@ -855,6 +936,95 @@ fn split_file<T: SortKey>(
     Ok((matched, data.len()))
 }
 
+/// A partition or compaction of one file over several devices (gpusort_core::multi::scan): the
+/// matches counted first, so every chunk's elements are written straight to their places (the
+/// matching ones from the start, the others, with `rest`, after all the matching ones).
+#[allow(clippy::too_many_arguments)]
+fn split_file_group<T: SortKey>(
+    p: &Prepared,
+    group: &gpusort_core::multi::DeviceGroup,
+    scanners: &[Scanner],
+    pred: Predicate<T>,
+    rest: bool,
+    values_out: Option<&Path>,
+    verify: bool,
+    bar: &indicatif::ProgressBar,
+) -> CliResult<(usize, usize)> {
+    use gpusort_core::multi::scan::{split_streamed, PlacedSplit, SplitPlan};
+    let data = p.input.elements::<T>();
+    let values = p.values.as_ref().map(|v| v.elements::<u32>());
+    let chunk = chunk_elements(group.first(), T::TYPE);
+    let plan = SplitPlan::new(group, &data, &pred, chunk);
+    let matched = plan.total();
+    let len = if rest { data.len() } else { matched } as u64;
+    let mut out = Output::create(&p.dest)?;
+    let mut vals_out = match values_out {
+        Some(path) => Some((Output::create(path)?, Format::for_output(path))),
+        None => None,
+    };
+    {
+        let w = out.positioned(p.format, T::TYPE, len)?;
+        let vw = match vals_out.as_mut() {
+            Some((o, format)) => Some(o.positioned(*format, KeyType::U32, len)?),
+            None => None,
+        };
+        let size = T::TYPE.size();
+        let io = |e: CliError| CoreError::Io(e.message);
+        let sink = |c: PlacedSplit<'_, T>| -> Result<(), CoreError> {
+            if verify {
+                let vin = values.as_ref().map(|v| &v[c.range.clone()]);
+                let (want, wvals, wsplit) =
+                    reference::partition(&data[c.range.clone()], vin, &pred);
+                let n = c.elements.len();
+                if bytemuck::cast_slice::<T, u8>(c.elements)
+                    != bytemuck::cast_slice::<T, u8>(&want[..n])
+                    || c.payload.map(|v| v.to_vec()) != wvals.map(|v| v[..n].to_vec())
+                    || c.kept != wsplit
+                {
+                    return Err(CoreError::VerificationFailed(format!(
+                        "the split of elements {}..{} differs from the CPU's",
+                        c.range.start, c.range.end
+                    )));
+                }
+            }
+            let (before, after) = c.elements.split_at(c.kept);
+            w.write_at((c.kept_at * size) as u64, bytemuck::cast_slice(before))
+                .map_err(io)?;
+            if rest {
+                w.write_at(((matched + c.rest_at) * size) as u64, bytemuck::cast_slice(after))
+                    .map_err(io)?;
+            }
+            if let (Some(vw), Some(v)) = (vw.as_ref(), c.payload) {
+                let (before, after) = v.split_at(c.kept);
+                vw.write_at((c.kept_at * 4) as u64, bytemuck::cast_slice(before))
+                    .map_err(io)?;
+                if rest {
+                    vw.write_at(((matched + c.rest_at) * 4) as u64, bytemuck::cast_slice(after))
+                        .map_err(io)?;
+                }
+            }
+            bar.inc(c.range.len() as u64);
+            Ok(())
+        };
+        split_streamed(
+            group,
+            scanners,
+            &data,
+            values.as_deref(),
+            pred,
+            chunk,
+            rest,
+            &plan,
+            &sink,
+        )?;
+    }
+    out.commit()?;
+    if let Some((o, _)) = vals_out {
+        o.commit()?;
+    }
+    Ok((matched, data.len()))
+}
+
 fn partition_typed<T: SortKey + FromStr + PartialEq>(
     g: &Global,
     a: &PartitionArgs,
@@ -913,7 +1083,7 @@ pub fn run_compact(g: &Global, a: &CompactArgs) -> CliResult {
         a.values.as_deref(),
         a.values_out.as_deref(),
     )?;
-    let dev = Device::start(g)?;
+    let dev = Device::start(g, true)?;
     for_dtype!(p.input.dtype, compact_typed(g, a, &p, &dev); u32, i32, f32, u64, i64, f64)
 }
 

@@ -225,6 +225,9 @@ fn sort_typed<T: SortKey>(
     if let Engine::Cpu { why } = engine {
         return sort_on_cpu::<T>(g, args, input, values, dest, order, why);
     }
+    if g.several_devices()? {
+        return sort_on_group::<T>(g, args, input, values, dest, order);
+    }
     if values.is_none() && args.argsort.is_none() && !args.verify {
         return sort_direct::<T>(g, args, input, dest, order);
     }
@@ -277,6 +280,86 @@ fn sort_typed<T: SortKey>(
             write: write_s,
         },
     );
+    Ok(())
+}
+
+/// A sort held in memory over several devices (`--devices`): the keys split by key range across
+/// them (gpusort_core::multi::sort), the same bytes out as one device.
+fn sort_on_group<T: SortKey>(
+    g: &Global,
+    args: &SortArgs,
+    input: &Input,
+    values: Option<&Input>,
+    dest: &Path,
+    order: SortOrder,
+) -> CliResult {
+    let bar = progress::spinner(g.progress, g.quiet);
+    let start = Instant::now();
+    bar.set_message(format!("reading {}", input.shown()));
+    let mut keys: Vec<T> = input.to_vec();
+    let original: Option<Vec<T>> = args.verify.then(|| keys.clone());
+    let read_s = start.elapsed().as_secs_f64();
+    let mut vals: Option<Vec<u32>> = values.map(|v| v.to_vec());
+    bar.set_message("starting the GPUs");
+    let group = g.group()?;
+    let sorters = group
+        .gpus()
+        .iter()
+        .map(|gpu| sorter(gpu, args))
+        .collect::<Result<Vec<_>, _>>()?;
+    bar.set_message(format!(
+        "sorting {} {} keys on {}",
+        keys.len(),
+        T::TYPE,
+        group.describe()
+    ));
+    let sort_start = Instant::now();
+    let (perm, stats) = gpusort_core::multi::sort::sort_host(
+        &group,
+        &sorters,
+        &mut keys,
+        vals.as_deref_mut(),
+        args.argsort.is_some(),
+        order,
+    )?;
+    if let Some(original) = &original {
+        bar.set_message("verifying on the CPU");
+        check(args, original, &keys, order)?;
+    }
+    bar.set_message(format!("writing {}", shown(dest)));
+    let write_start = Instant::now();
+    write_sorted(args, input, dest, &keys, vals.as_deref(), perm.as_deref())?;
+    let write_s = write_start.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+    if g.quiet {
+        return Ok(());
+    }
+    let combined = stats.combined();
+    eprintln!(
+        "sorted {} {} keys with {} on {} in {:.3} s -> {}{}",
+        keys.len(),
+        T::TYPE,
+        algorithm_words(combined.algorithm),
+        group.describe(),
+        start.elapsed().as_secs_f64(),
+        shown(dest),
+        if args.verify { ", verified" } else { "" }
+    );
+    if g.show_timings() {
+        let (up, gpu, down) = stats.slowest();
+        eprintln!(
+            "time: read {:.3} s, GPU start {:.3} s, split by key range {:.3} s, slowest device: upload {:.3} s, sort {:.3} s, download {:.3} s; {} {:.3} s; keys per device {:?}",
+            read_s,
+            (sort_start - start).as_secs_f64() - read_s,
+            stats.partition_s,
+            up,
+            gpu,
+            down,
+            crate::files::write_words(),
+            write_s,
+            stats.parts
+        );
+    }
     Ok(())
 }
 
@@ -549,12 +632,17 @@ fn sort_external<T: SortKey>(
     let start = Instant::now();
     let n = input.len as u64;
     let bar = progress::bar(g.progress, g.quiet, n, "keys");
+    // the runs are sorted on every device of --devices (one, the usual)
     let gpu = match engine {
         Engine::Gpu => {
             bar.set_message("starting the GPU");
-            let gpu = g.gpu()?;
-            let sorter = sorter(&gpu, args)?;
-            Some((gpu, sorter))
+            let group = g.group()?;
+            let sorters = group
+                .gpus()
+                .iter()
+                .map(|gpu| sorter(gpu, args))
+                .collect::<Result<Vec<_>, _>>()?;
+            Some((group, sorters))
         }
         Engine::Cpu { .. } => None,
     };
@@ -606,8 +694,19 @@ fn sort_external<T: SortKey>(
         };
         let (keys, vals) = (input.bytes(), values.map(Input::bytes));
         match &gpu {
-            Some((gpu, sorter)) => external::sort_external::<T>(
-                &external::GpuRuns { sorter, gpu },
+            Some((group, sorters)) if group.len() > 1 => external::sort_external::<T>(
+                &gpusort_core::multi::sort::GroupRuns { group, sorters },
+                keys,
+                vals,
+                &job,
+                sink,
+                &mut progress,
+            )?,
+            Some((group, sorters)) => external::sort_external::<T>(
+                &external::GpuRuns {
+                    sorter: &sorters[0],
+                    gpu: group.first(),
+                },
                 keys,
                 vals,
                 &job,
@@ -709,6 +808,87 @@ fn report<T: SortKey>(
     }
 }
 
+/// Many files over several devices: each file sorted whole on one device, the files dealt out
+/// largest first to the device with the fewest keys so far, the devices working at once.
+fn sort_many_on_group(
+    g: &Global,
+    args: &SortArgs,
+    files: &many::Files,
+    order: SortOrder,
+    start: Instant,
+    bar: &indicatif::ProgressBar,
+) -> CliResult {
+    let group = g.group()?;
+    let sorters = group
+        .gpus()
+        .iter()
+        .map(|gpu| sorter(gpu, args))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut by_size: Vec<usize> = (0..files.inputs.len()).collect();
+    by_size.sort_by_key(|&f| std::cmp::Reverse(files.inputs[f].len));
+    let mut load = vec![0usize; group.len()];
+    let mut dealt: Vec<Vec<usize>> = vec![Vec::new(); group.len()];
+    for f in by_size {
+        let d = (0..group.len()).min_by_key(|&d| load[d]).unwrap_or(0);
+        load[d] += files.inputs[f].len.max(1);
+        dealt[d].push(f);
+    }
+    bar.set_message(format!("sorting on {}", group.describe()));
+    let results: Vec<CliResult> = std::thread::scope(|s| {
+        let handles: Vec<_> = dealt
+            .iter()
+            .zip(group.gpus().iter().zip(&sorters))
+            .map(|(mine, (gpu, sorter))| {
+                s.spawn(move || -> CliResult {
+                    for &f in mine {
+                        let (input, dest) = (&files.inputs[f], &files.dests[f]);
+                        (|| for_dtype!(input.dtype, sort_file_on(gpu, sorter, args, input, dest, order); u32, i32, f32, u64, i64, f64))()?;
+                        bar.inc(1);
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(CliError::runtime("a device's thread panicked")))
+            })
+            .collect()
+    });
+    results.into_iter().collect::<CliResult<Vec<()>>>()?;
+    bar.finish_and_clear();
+    if !g.quiet {
+        eprintln!(
+            "sorted {} files on {} in {:.3} s{}",
+            files.inputs.len(),
+            group.describe(),
+            start.elapsed().as_secs_f64(),
+            if args.verify { ", verified" } else { "" }
+        );
+    }
+    Ok(())
+}
+
+/// One file of a many-file job, sorted in memory on one device.
+fn sort_file_on<T: SortKey>(
+    gpu: &gpusort_core::Gpu,
+    sorter: &Sorter,
+    args: &SortArgs,
+    input: &Input,
+    dest: &Path,
+    order: SortOrder,
+) -> CliResult {
+    let mut keys: Vec<T> = input.to_vec();
+    let original: Option<Vec<T>> = args.verify.then(|| keys.clone());
+    sorter.sort_host(gpu, &mut keys, None, false, order)?;
+    if let Some(original) = &original {
+        check(args, original, &keys, order)?;
+    }
+    write_sorted(args, input, dest, &keys, None, None)
+}
+
 /// Files up to this many keys (or with segments up to this size) are sorted in the scheduler's
 /// merged launch when a job has several; on the H100, 1000 sorts of 2^16 keys ran 6.3x faster
 /// merged than as one dispatch chain each (docs/BENCHMARKS.md). Larger files sort one by one,
@@ -768,6 +948,9 @@ fn sort_many(g: &Global, args: &SortArgs) -> CliResult {
         bar.inc(1);
         Ok(())
     };
+    if g.several_devices()? {
+        return sort_many_on_group(g, args, &files, order, start, &bar);
+    }
     if let Engine::Cpu { why } = g.engine()? {
         // each file in turn, each sort on all cores
         (0..files.inputs.len()).try_for_each(one_by_one)?;

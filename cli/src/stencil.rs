@@ -264,26 +264,22 @@ pub fn run(g: &Global, args: &StencilArgs) -> CliResult {
             _ => run_on_cpu::<f32>(g, args, &job, &input, &dest, format, why),
         };
     }
+    if !args.plan && g.several_devices()? {
+        let group = g.group()?;
+        if gpusort_core::multi::stencil::fits(&group, &job) {
+            return match job.dtype {
+                KeyType::F64 => run_group::<f64>(g, args, &group, &job, &input, &dest, format),
+                _ => run_group::<f32>(g, args, &group, &job, &input, &dest, format),
+            };
+        }
+        if !g.quiet {
+            eprintln!(
+                "gpusort: note: a part of this grid with its halos exceeds one binding on a device of the group, so it runs on one device (streamed)"
+            );
+        }
+    }
     let gpu = g.gpu()?;
-    let kernel = match args.on_chip_steps {
-        None => StencilKernel::planned(&gpu, &job)?,
-        Some(1) => StencilKernel::new(&gpu, &job)?,
-        Some(k) if (2..=4).contains(&k) => {
-            let limit = gpu.limits.max_compute_workgroup_storage_size;
-            let b = stencil::Blocking::choose(&job, limit, k).ok_or_else(|| {
-                CliError::usage(format!(
-                    "--on-chip-steps {k}: no tile of {k} steps fits this job on {} (it needs rows of a multiple of 4 cells, at most 32 taps, and a tile within {} bytes of workgroup memory of which 40% is output)",
-                    gpu.adapter.name, limit
-                ))
-            })?;
-            StencilKernel::with_blocking(&gpu, &job, Some(b))?
-        }
-        Some(k) => {
-            return Err(CliError::usage(format!(
-                "--on-chip-steps must be 1 to 4, not {k}"
-            )))
-        }
-    };
+    let kernel = build_kernel(&gpu, &job, args)?;
     let budget = Budget {
         memory: budget_bytes.unwrap_or(4 * gpu.max_binding()),
         max_binding: gpu.max_binding(),
@@ -325,6 +321,101 @@ pub fn run(g: &Global, args: &StencilArgs) -> CliResult {
         KeyType::F64 => run_typed::<f64>(g, args, &gpu, &kernel, &chosen, &input, &dest, format),
         _ => run_typed::<f32>(g, args, &gpu, &kernel, &chosen, &input, &dest, format),
     }
+}
+
+/// The step kernels for `job` on `gpu`: measured (`StencilKernel::planned`), or the number of
+/// on-chip steps asked for.
+fn build_kernel(
+    gpu: &gpusort_core::Gpu,
+    job: &StencilJob,
+    args: &StencilArgs,
+) -> Result<StencilKernel, CliError> {
+    Ok(match args.on_chip_steps {
+        None => StencilKernel::planned(gpu, job)?,
+        Some(1) => StencilKernel::new(gpu, job)?,
+        Some(k) if (2..=4).contains(&k) => {
+            let limit = gpu.limits.max_compute_workgroup_storage_size;
+            let b = stencil::Blocking::choose(job, limit, k).ok_or_else(|| {
+                CliError::usage(format!(
+                    "--on-chip-steps {k}: no tile of {k} steps fits this job on {} (it needs rows of a multiple of 4 cells, at most 32 taps, and a tile within {} bytes of workgroup memory of which 40% is output)",
+                    gpu.adapter.name, limit
+                ))
+            })?;
+            StencilKernel::with_blocking(gpu, job, Some(b))?
+        }
+        Some(k) => {
+            return Err(CliError::usage(format!(
+                "--on-chip-steps must be 1 to 4, not {k}"
+            )))
+        }
+    })
+}
+
+/// A stencil over several devices (`--devices`), each holding its part of the grid
+/// (gpusort_core::multi::stencil): bit-identical to one device.
+fn run_group<T: StencilValue + Into<f64>>(
+    g: &Global,
+    args: &StencilArgs,
+    group: &gpusort_core::multi::DeviceGroup,
+    job: &StencilJob,
+    input: &Input,
+    dest: &std::path::Path,
+    format: Format,
+) -> CliResult {
+    // the first device's choice of kernel on every device: each device compiles the same one
+    let first = build_kernel(group.first(), job, args)?;
+    let mut kernels = vec![];
+    for gpu in &group.gpus()[1..] {
+        kernels.push(StencilKernel::with_choice(gpu, job, first.choice())?);
+    }
+    kernels.insert(0, first);
+    let bar = progress::spinner(g.progress, g.quiet);
+    bar.set_message(format!("{} steps on {}", job.steps, group.describe()));
+    let mut out = Output::create(dest)?;
+    let mut map = out.map_array(format, job.dtype, &job.shape.extents())?;
+    let dst: &mut [u8] = map.as_deref_mut().unwrap_or(&mut []);
+    let stats = gpusort_core::multi::stencil::run(group, &kernels, input.bytes(), dst)?;
+    bar.finish_and_clear();
+    if args.verify {
+        let grid: Vec<T> = input.to_vec();
+        let want = cpu::stencil::run(
+            &grid,
+            job.shape,
+            &job.stencil,
+            job.boundary,
+            job.cval,
+            job.steps,
+        );
+        let got: &[T] = bytemuck::cast_slice(map.as_deref().unwrap_or(&[]));
+        verify(got, &want)?;
+    }
+    if let Some(m) = map.take() {
+        m.flush()
+            .map_err(|e| CliError::runtime(format!("cannot write {}: {e}", shown(dest))))?;
+    }
+    out.commit()?;
+    if !g.quiet {
+        eprintln!(
+            "{} on {}",
+            outcome(job, None, stats.seconds, dest, args.verify),
+            group.describe()
+        );
+    }
+    if g.show_timings() {
+        let updates = job.shape.cells() as f64 * job.steps as f64;
+        eprintln!(
+            "time: {:.2} GCells/s per step end to end; rows per device {:?}, {} rounds of {} steps between halo exchanges; slowest device: upload {:.3} s, steps {:.3} s, exchanges {:.3} s, download {:.3} s",
+            updates / stats.seconds.max(1e-9) / 1e9,
+            stats.parts,
+            stats.rounds,
+            stats.round_steps,
+            stats.upload_s,
+            stats.compute_s,
+            stats.exchange_s,
+            stats.download_s,
+        );
+    }
+    Ok(())
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -7,6 +7,8 @@
 //!   streamed scans of any length.
 //! - [`stencil`]: 2-D/3-D stencils in core and out of core.
 //! - [`schedule`]: many small sorts and scans merged into shared launches.
+//! - [`multi`]: several GPUs as one ([`multi::DeviceGroup`]): sorts, scans, splits and stencils
+//!   spread over every device.
 //! - [`cpu`]: the CPU twins of the kernels, the reference semantics tests compare against.
 //! - [`cpu_engine`]: the same jobs on all CPU cores, for machines without a hardware GPU.
 //!
@@ -51,6 +53,7 @@ pub mod error;
 #[doc(hidden)]
 pub mod internal;
 pub mod keys;
+pub mod multi;
 pub mod scan;
 pub mod schedule;
 pub mod sort;

@@ -1219,6 +1219,52 @@ impl StencilKernel {
     }
 }
 
+impl StencilKernel {
+    /// Record `steps` steps on a resident part of the grid: buffer `a` holds grid rows
+    /// `[lo, hi)` (unwrapped: row r is grid row r mod rows), `b` is a second buffer of that size;
+    /// after the steps rows `[z0, z1)` are exact (each pass computes only the rows still needed,
+    /// as the streamer's sub-blocks do). Returns which buffer holds the result.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn record_region_steps<'a>(
+        &self,
+        gpu: &Gpu,
+        enc: &mut wgpu::CommandEncoder,
+        a: &'a wgpu::Buffer,
+        b: &'a wgpu::Buffer,
+        (lo, hi): (i64, i64),
+        (z0, z1): (i64, i64),
+        steps: u64,
+    ) -> &'a wgpu::Buffer {
+        let rows = self.job.shape.rows() as i64;
+        let radius = self.job.stencil.radius as i64;
+        let mut params = ParamBlocks::new(gpu);
+        let mut passes = Vec::new();
+        let mut t = 0u64;
+        for k in self.passes(steps) {
+            t += k;
+            let shrink = radius * (steps - t) as i64;
+            let (c0, c1) = ((z0 - shrink).max(lo), (z1 + shrink).min(hi));
+            let region = self.params(StepParams::region(rows, lo, hi, c0, c1));
+            let off = params.push(&region);
+            passes.push((off, region, k));
+        }
+        let pbuf = params.finish(gpu, "stencil params");
+        let binds = [self.bind(gpu, &pbuf, a, b), self.bind(gpu, &pbuf, b, a)];
+        let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some("stencil part steps"),
+            timestamp_writes: None,
+        });
+        for (i, (off, region, k)) in passes.iter().enumerate() {
+            self.record_pass(gpu, &mut pass, &binds[i % 2], *off, region, *k);
+        }
+        if passes.len().is_multiple_of(2) {
+            a
+        } else {
+            b
+        }
+    }
+}
+
 /// Whether measuring kernels ([`choose_kernel`]) can pay for `job`: several steps and at least
 /// 2^40 cell updates (cells × steps). Measuring compiles about ten pipelines (over a second on
 /// an H100), more than a smaller job could save (2^40 updates: about 3 s at the copy bound).

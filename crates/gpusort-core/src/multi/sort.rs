@@ -1,0 +1,399 @@
+//! Sorts over a device group: a partition by key range, then one sort per device.
+//!
+//! A sample of (key, position) pairs gives D − 1 splitters; one stable partition on the host's
+//! cores moves each key to its device's range; each device sorts its range, which lands where
+//! it belongs in the output — one exchange through the host and no final merge (the MSB
+//! partition of multi-GPU sorts). Splitting ties by position keeps the parts balanced when many
+//! keys are equal, and keeps the result that of one stable sort: every key, payload and
+//! permutation comes out bit-identical to a single device's.
+
+use std::ops::Range;
+use std::time::Instant;
+
+use rayon::prelude::*;
+
+use crate::cpu::keys::sortable;
+use crate::cpu::radix::key_on_bits;
+use crate::error::{Error, Result};
+use crate::keys::{SortKey, SortOrder};
+use crate::multi::{on_each, split_even, DeviceGroup};
+use crate::sort::{SortStats, Sorter};
+
+/// Sample positions per device: splitters within about 1/√(this) of an even split.
+const SAMPLE_PER_DEVICE: usize = 4096;
+
+/// What a group sort did: the host's partition, and each device's sort.
+#[derive(Clone, Debug, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct GroupSortStats {
+    /// Sampling, partition and copy back on the host (seconds).
+    pub partition_s: f64,
+    /// Each device's keys and its sort (upload, GPU, download), in device order.
+    pub parts: Vec<usize>,
+    pub devices: Vec<SortStats>,
+    /// From the call to the last device's download, payload gathered (seconds).
+    pub seconds: f64,
+}
+
+impl GroupSortStats {
+    /// The slowest device's split, for reports: (upload, GPU, download) seconds.
+    pub fn slowest(&self) -> (f64, f64, f64) {
+        self.devices
+            .iter()
+            .map(|s| (s.upload_s, s.gpu_s, s.download_s))
+            .max_by(|a, b| (a.0 + a.1 + a.2).total_cmp(&(b.0 + b.1 + b.2)))
+            .unwrap_or_default()
+    }
+}
+
+/// [`Sorter::sort_host`] over every device of `group` (`sorters[d]` built on device d, all with
+/// the same key bits and algorithm). Same results as one device: sorted keys, the payload in
+/// their order, the stable permutation.
+pub fn sort_host<T: SortKey>(
+    group: &DeviceGroup,
+    sorters: &[Sorter],
+    keys: &mut [T],
+    values: Option<&mut [u32]>,
+    want_permutation: bool,
+    order: SortOrder,
+) -> Result<(Option<Vec<u32>>, GroupSortStats)> {
+    if sorters.len() != group.len() {
+        return Err(Error::InvalidInput(format!(
+            "{} sorters for {} devices",
+            sorters.len(),
+            group.len()
+        )));
+    }
+    if let Some(v) = values.as_deref() {
+        if v.len() != keys.len() {
+            return Err(Error::InvalidInput(format!(
+                "{} keys but {} values",
+                keys.len(),
+                v.len()
+            )));
+        }
+    }
+    let start = Instant::now();
+    let n = keys.len();
+    if group.len() == 1 || n < 2 {
+        let (perm, stats) =
+            sorters[0].sort_host(group.first(), keys, values, want_permutation, order)?;
+        return Ok((
+            perm,
+            GroupSortStats {
+                parts: vec![n],
+                devices: vec![stats],
+                seconds: start.elapsed().as_secs_f64(),
+                ..Default::default()
+            },
+        ));
+    }
+    if let Some(seg) = order.segment_size.map(|s| s.max(1) as usize) {
+        if seg < n {
+            return by_segments(
+                group,
+                sorters,
+                keys,
+                values,
+                want_permutation,
+                order,
+                seg,
+                start,
+            );
+        }
+    }
+    let order = SortOrder {
+        segment_size: None,
+        ..order
+    };
+    let want_index = values.is_some() || want_permutation;
+    let bits = sorters[0].key_bits();
+    let word = |k: &T| match &bits {
+        Some(r) => key_on_bits(k, order.descending, r),
+        None => sortable(k, order.descending),
+    };
+    let t = Instant::now();
+    let splitters = splitters(keys, group.len(), &word);
+    let (mut moved, mut index, counts) = partition(keys, &splitters, want_index, &word);
+    let partition_s = t.elapsed().as_secs_f64();
+
+    // each device sorts its range of `moved` in place, the original positions as its payload
+    let mut key_parts = Vec::new();
+    let mut index_parts = Vec::new();
+    let (mut rk, mut ri): (&mut [T], &mut [u32]) = (&mut moved, &mut index);
+    for &c in &counts {
+        let (a, b) = rk.split_at_mut(c);
+        key_parts.push(a);
+        rk = b;
+        if want_index {
+            let (a, b) = ri.split_at_mut(c);
+            index_parts.push(Some(a));
+            ri = b;
+        } else {
+            index_parts.push(None);
+        }
+    }
+    let items: Vec<_> = key_parts.into_iter().zip(index_parts).collect();
+    let devices = on_each(group, items, |d, gpu, (part, idx)| {
+        Ok(sorters[d].sort_host(gpu, part, idx, false, order)?.1)
+    })?;
+    let t = Instant::now();
+    keys.par_chunks_mut(1 << 16)
+        .zip(moved.par_chunks(1 << 16))
+        .for_each(|(a, b)| a.copy_from_slice(b));
+    if let Some(v) = values {
+        let src = v.to_vec();
+        v.par_iter_mut()
+            .zip(index.par_iter())
+            .for_each(|(dst, &i)| *dst = src[i as usize]);
+    }
+    let partition_s = partition_s + t.elapsed().as_secs_f64();
+    Ok((
+        want_permutation.then_some(index),
+        GroupSortStats {
+            partition_s,
+            parts: counts,
+            devices,
+            seconds: start.elapsed().as_secs_f64(),
+        },
+    ))
+}
+
+/// D − 1 splitters as (key word, position) pairs from an evenly spaced sample.
+fn splitters<T: SortKey>(
+    keys: &[T],
+    devices: usize,
+    word: &(impl Fn(&T) -> u64 + Sync),
+) -> Vec<(u64, usize)> {
+    let n = keys.len();
+    let m = (SAMPLE_PER_DEVICE * devices).min(n);
+    let mut sample: Vec<(u64, usize)> = (0..m)
+        .into_par_iter()
+        .map(|j| {
+            let i = j * n / m;
+            (word(&keys[i]), i)
+        })
+        .collect();
+    sample.par_sort_unstable();
+    (1..devices).map(|e| sample[e * m / devices]).collect()
+}
+
+/// A stable partition of `keys` into the devices' ranges (`splitters`' buckets, compared as
+/// (word, position)): the moved keys, their original positions (when wanted) and each bucket's
+/// size. In chunks on all cores: count per chunk and bucket, then each chunk scatters into its
+/// own slice of every bucket.
+fn partition<T: SortKey>(
+    keys: &[T],
+    splitters: &[(u64, usize)],
+    want_index: bool,
+    word: &(impl Fn(&T) -> u64 + Sync),
+) -> (Vec<T>, Vec<u32>, Vec<usize>) {
+    let n = keys.len();
+    let buckets = splitters.len() + 1;
+    let chunk = n.div_ceil(crate::cpu_engine::threads() * 4).max(1 << 14);
+    let bucket_of = |i: usize| splitters.partition_point(|&s| s <= (word(&keys[i]), i)) as u8;
+    let ids: Vec<u8> = (0..n).into_par_iter().map(bucket_of).collect();
+    let chunk_counts: Vec<Vec<usize>> = ids
+        .par_chunks(chunk)
+        .map(|c| {
+            let mut h = vec![0usize; buckets];
+            for &b in c {
+                h[b as usize] += 1;
+            }
+            h
+        })
+        .collect();
+    let counts: Vec<usize> = (0..buckets)
+        .map(|b| chunk_counts.iter().map(|h| h[b]).sum())
+        .collect();
+    let mut moved = vec![T::zeroed(); n];
+    let mut index = if want_index { vec![0u32; n] } else { Vec::new() };
+    // every (chunk, bucket) pair gets its own disjoint slice of the outputs
+    let slices = |out_len: usize| -> Vec<Vec<Range<usize>>> {
+        let mut at: Vec<usize> = counts
+            .iter()
+            .scan(0, |s, &c| {
+                let a = *s;
+                *s += c;
+                Some(a)
+            })
+            .collect();
+        chunk_counts
+            .iter()
+            .map(|h| {
+                (0..buckets)
+                    .map(|b| {
+                        let r = at[b]..at[b] + h[b];
+                        at[b] += h[b];
+                        debug_assert!(r.end <= out_len);
+                        r
+                    })
+                    .collect()
+            })
+            .collect()
+    };
+    let ranges = slices(n);
+    let mut key_pieces = carve(&mut moved, &ranges);
+    let mut index_pieces = if want_index {
+        carve(&mut index, &ranges)
+    } else {
+        ranges.iter().map(|r| r.iter().map(|_| None).collect()).collect()
+    };
+    key_pieces
+        .par_iter_mut()
+        .zip(index_pieces.par_iter_mut())
+        .enumerate()
+        .for_each(|(c, (kp, ip))| {
+            let first = c * chunk;
+            let mut fill = vec![0usize; buckets];
+            for (j, (k, &b)) in keys[first..(first + chunk).min(n)]
+                .iter()
+                .zip(&ids[first..(first + chunk).min(n)])
+                .enumerate()
+            {
+                let b = b as usize;
+                let at = fill[b];
+                if let Some(p) = kp[b].as_deref_mut() {
+                    p[at] = *k;
+                }
+                if let Some(p) = ip[b].as_deref_mut() {
+                    p[at] = (first + j) as u32;
+                }
+                fill[b] += 1;
+            }
+        });
+    drop((key_pieces, index_pieces));
+    (moved, index, counts)
+}
+
+/// Mutable pieces of `out` at `ranges[chunk][bucket]` (disjoint, and laid out bucket by bucket,
+/// chunk by chunk within a bucket).
+fn carve<'a, T>(out: &'a mut [T], ranges: &[Vec<Range<usize>>]) -> Vec<Vec<Option<&'a mut [T]>>> {
+    let chunks = ranges.len();
+    let buckets = ranges.first().map_or(0, Vec::len);
+    let mut pieces: Vec<Vec<Option<&'a mut [T]>>> = (0..chunks)
+        .map(|_| (0..buckets).map(|_| None).collect())
+        .collect();
+    let mut rest = out;
+    for b in 0..buckets {
+        for c in 0..chunks {
+            let len = ranges[c][b].len();
+            let (piece, tail) = std::mem::take(&mut rest).split_at_mut(len);
+            pieces[c][b] = Some(piece);
+            rest = tail;
+        }
+    }
+    pieces
+}
+
+/// Segmented sorts: whole segments to each device, in order.
+#[allow(clippy::too_many_arguments)]
+fn by_segments<T: SortKey>(
+    group: &DeviceGroup,
+    sorters: &[Sorter],
+    keys: &mut [T],
+    mut values: Option<&mut [u32]>,
+    want_permutation: bool,
+    order: SortOrder,
+    seg: usize,
+    start: Instant,
+) -> Result<(Option<Vec<u32>>, GroupSortStats)> {
+    let ranges = split_even(keys.len(), group.len(), seg);
+    let mut items = Vec::new();
+    let mut rk: &mut [T] = keys;
+    for r in &ranges {
+        let (a, b) = std::mem::take(&mut rk).split_at_mut(r.len());
+        let v = match values.take() {
+            Some(v) => {
+                let (va, vb) = v.split_at_mut(r.len());
+                values = Some(vb);
+                Some(va)
+            }
+            None => None,
+        };
+        items.push((a, v, r.start));
+        rk = b;
+    }
+    let results = on_each(group, items, |d, gpu, (part, vals, first)| {
+        let (perm, stats) = sorters[d].sort_host(gpu, part, vals, want_permutation, order)?;
+        Ok((perm.map(|p| p.iter().map(|&i| i + first as u32).collect::<Vec<_>>()), stats))
+    })?;
+    let mut perm = want_permutation.then(Vec::new);
+    let mut devices = Vec::new();
+    for (p, s) in results {
+        if let (Some(all), Some(p)) = (perm.as_mut(), p) {
+            all.extend(p);
+        }
+        devices.push(s);
+    }
+    Ok((
+        perm,
+        GroupSortStats {
+            partition_s: 0.0,
+            parts: ranges.iter().map(Range::len).collect(),
+            devices,
+            seconds: start.elapsed().as_secs_f64(),
+        },
+    ))
+}
+
+/// Runs of an external sort sorted over a device group.
+pub struct GroupRuns<'a> {
+    pub group: &'a DeviceGroup,
+    pub sorters: &'a [Sorter],
+}
+
+impl crate::sort::external::RunSorter for GroupRuns<'_> {
+    fn max_run(&self, key: crate::KeyType, carried: bool, order: SortOrder) -> u64 {
+        // each device sorts about 1/D of a run; a part a little over its share still sorts
+        // (in pieces on that device)
+        let one = self
+            .group
+            .gpus()
+            .iter()
+            .map(|g| Sorter::max_len(g, key, carried, order))
+            .min()
+            .unwrap_or(0);
+        (one.saturating_mul(self.group.len() as u64) / 16 * 15).min(u32::MAX as u64)
+    }
+    fn key_bits(&self) -> Option<Range<u32>> {
+        self.sorters[0].key_bits()
+    }
+    fn sort_run<K: SortKey>(
+        &self,
+        keys: &mut [K],
+        values: Option<&mut [u32]>,
+        want_permutation: bool,
+        order: SortOrder,
+    ) -> Result<(Option<Vec<u32>>, Option<SortStats>)> {
+        let (perm, st) = sort_host(self.group, self.sorters, keys, values, want_permutation, order)?;
+        Ok((perm, Some(st.combined())))
+    }
+}
+
+impl GroupSortStats {
+    /// One [`SortStats`] for the whole: the first device's, with the slowest device's times and
+    /// every key counted.
+    pub fn combined(&self) -> SortStats {
+        let (upload_s, gpu_s, download_s) = self.slowest();
+        let mut s = self.devices.first().cloned().unwrap_or(SortStats {
+            n: 0,
+            planes: 0,
+            tile: 0,
+            network_dispatches: 0,
+            global_dispatches: 0,
+            codec_dispatches: 0,
+            algorithm: crate::sort::Algorithm::Auto,
+            radix_unstable_first: false,
+            radix_msd: false,
+            upload_s: 0.0,
+            gpu_s: 0.0,
+            download_s: 0.0,
+        });
+        s.n = self.parts.iter().sum::<usize>().min(u32::MAX as usize) as u32;
+        s.upload_s = upload_s + self.partition_s;
+        s.gpu_s = gpu_s;
+        s.download_s = download_s;
+        s
+    }
+}
