@@ -242,7 +242,9 @@ impl Global {
                 &self.gpu_options(),
                 &gpusort_core::multi::DeviceSpec::List(s),
             )?),
-            _ => Ok(gpusort_core::multi::DeviceGroup::from_gpus(vec![self.gpu()?])?),
+            _ => Ok(gpusort_core::multi::DeviceGroup::from_gpus(vec![
+                self.gpu()?
+            ])?),
         }
     }
 

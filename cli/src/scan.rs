@@ -575,15 +575,9 @@ fn scan_typed<T: SortKey>(g: &Global, a: &ScanArgs, p: &Prepared, op: ScanOp) ->
             a.io.verify,
             &bar,
         )?,
-        Device::Group { group, scanners } => scan_file_group::<T>(
-            group,
-            scanners,
-            p,
-            op,
-            !a.exclusive,
-            a.io.verify,
-            &bar,
-        )?,
+        Device::Group { group, scanners } => {
+            scan_file_group::<T>(group, scanners, p, op, !a.exclusive, a.io.verify, &bar)?
+        }
         Device::Cpu { .. } => scan_on_cpu::<T>(p, op, !a.exclusive, a.io.verify)?,
     };
     bar.finish_and_clear();
@@ -991,16 +985,22 @@ fn split_file_group<T: SortKey>(
             w.write_at((c.kept_at * size) as u64, bytemuck::cast_slice(before))
                 .map_err(io)?;
             if rest {
-                w.write_at(((matched + c.rest_at) * size) as u64, bytemuck::cast_slice(after))
-                    .map_err(io)?;
+                w.write_at(
+                    ((matched + c.rest_at) * size) as u64,
+                    bytemuck::cast_slice(after),
+                )
+                .map_err(io)?;
             }
             if let (Some(vw), Some(v)) = (vw.as_ref(), c.payload) {
                 let (before, after) = v.split_at(c.kept);
                 vw.write_at((c.kept_at * 4) as u64, bytemuck::cast_slice(before))
                     .map_err(io)?;
                 if rest {
-                    vw.write_at(((matched + c.rest_at) * 4) as u64, bytemuck::cast_slice(after))
-                        .map_err(io)?;
+                    vw.write_at(
+                        ((matched + c.rest_at) * 4) as u64,
+                        bytemuck::cast_slice(after),
+                    )
+                    .map_err(io)?;
                 }
             }
             bar.inc(c.range.len() as u64);

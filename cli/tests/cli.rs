@@ -1662,3 +1662,357 @@ fn plain_sorts_upload_from_the_mapped_input() {
     );
     assert_eq!(listing(dir.path()).len(), 3, "no temporary files left");
 }
+
+/// `--devices 0,0` and `0,0,0` (two and three devices on the one adapter CI has) give the bytes
+/// one device gives, for every command, at sizes that split unevenly; bad values are refused.
+#[test]
+fn several_devices_give_one_devices_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut r = rng(41);
+    let n = 70_001usize;
+    let f: Vec<f32> = (0..n)
+        .map(|i| match i % 501 {
+            0 => f32::NAN,
+            1 => -0.0,
+            2 => f32::NEG_INFINITY,
+            _ => r.random_range(-1e3..1e3),
+        })
+        .collect();
+    write_npy(&d.join("f32.npy"), &[n as u64], &f);
+    let small: Vec<i64> = (0..n).map(|_| r.random_range(-1000..1000)).collect();
+    write_npy(&d.join("i64.npy"), &[n as u64], &small);
+    let u: Vec<u64> = (0..n).map(|_| r.random()).collect();
+    write_npy(&d.join("u64.npy"), &[n as u64], &u);
+    let i: Vec<i32> = (0..n).map(|_| r.random_range(-50..50)).collect();
+    write_npy(&d.join("i32.npy"), &[n as u64], &i);
+    let g: Vec<f64> = (0..n).map(|_| r.random_range(-1.0..1.0)).collect();
+    write_npy(&d.join("f64.npy"), &[n as u64], &g);
+    write_u32(&d.join("u32.bin"), &random_u32(n, 42));
+    write_u32(&d.join("vals.bin"), &random_u32(n, 43));
+    let grid: Vec<f32> = (0..301 * 64).map(|i| ((i * 7919) % 1013) as f32).collect();
+    write_npy(&d.join("grid.npy"), &[301, 64], &grid);
+    let cube: Vec<f32> = (0..50 * 6 * 8).map(|i| ((i * 31) % 101) as f32).collect();
+    write_npy(&d.join("cube.npy"), &[50, 6, 8], &cube);
+    let run = |args: &[&str], devices: Option<&str>| {
+        let mut c = gpusort();
+        c.current_dir(d).arg("-q");
+        if let Some(x) = devices {
+            c.args(["--devices", x]);
+        }
+        c.args(args).assert().success();
+    };
+    // (command, outputs it writes)
+    let mut jobs: Vec<(Vec<String>, Vec<&str>)> = Vec::new();
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    for t in ["f32", "i64", "u64", "i32", "f64"] {
+        let input = format!("{t}.npy");
+        jobs.push((
+            s(&[
+                "sort",
+                &input,
+                "-o",
+                "OUT.npy",
+                "--argsort",
+                "PERM.npy",
+                "--verify",
+            ]),
+            vec!["OUT.npy", "PERM.npy"],
+        ));
+        jobs.push((
+            s(&[
+                "sort",
+                &input,
+                "-o",
+                "OUT.npy",
+                "--descending",
+                "--segment-size",
+                "1000",
+            ]),
+            vec!["OUT.npy"],
+        ));
+        jobs.push((
+            s(&[
+                "compact", &input, "--below", "0", "-o", "OUT.npy", "--verify",
+            ]),
+            vec!["OUT.npy"],
+        ));
+        jobs.push((
+            s(&[
+                "partition",
+                &input,
+                "--pivot",
+                "0",
+                "-o",
+                "OUT.npy",
+                "--verify",
+            ]),
+            vec!["OUT.npy"],
+        ));
+        if t != "f32" && t != "f64" {
+            jobs.push((
+                s(&["scan", &input, "--op", "max", "-o", "OUT.npy", "--verify"]),
+                vec!["OUT.npy"],
+            ));
+            jobs.push((
+                s(&["scan", &input, "--exclusive", "-o", "OUT.npy"]),
+                vec!["OUT.npy"],
+            ));
+        }
+    }
+    jobs.push((
+        s(&[
+            "sort",
+            "u32.bin",
+            "--dtype",
+            "u32",
+            "--values",
+            "vals.bin",
+            "--values-out",
+            "V.bin",
+            "-o",
+            "OUT.bin",
+        ]),
+        vec!["OUT.bin", "V.bin"],
+    ));
+    jobs.push((
+        s(&[
+            "sort",
+            "u32.bin",
+            "--dtype",
+            "u32",
+            "--key-bits",
+            "4..12",
+            "--argsort",
+            "PERM.npy",
+            "-o",
+            "OUT.bin",
+        ]),
+        vec!["OUT.bin", "PERM.npy"],
+    ));
+    jobs.push((
+        s(&[
+            "sort",
+            "u32.bin",
+            "--dtype",
+            "u32",
+            "--memory-budget",
+            "200K",
+            "--argsort",
+            "PERM.npy",
+            "-o",
+            "OUT.bin",
+        ]),
+        vec!["OUT.bin", "PERM.npy"],
+    ));
+    jobs.push((
+        s(&[
+            "partition",
+            "u32.bin",
+            "--dtype",
+            "u32",
+            "--pivot",
+            "2147483648",
+            "--values",
+            "vals.bin",
+            "--values-out",
+            "V.bin",
+            "-o",
+            "OUT.bin",
+        ]),
+        vec!["OUT.bin", "V.bin"],
+    ));
+    for boundary in ["reflect", "wrap"] {
+        jobs.push((
+            s(&[
+                "stencil",
+                "grid.npy",
+                "--radius",
+                "1",
+                "--steps",
+                "13",
+                "--boundary",
+                boundary,
+                "-o",
+                "OUT.npy",
+                "--verify",
+            ]),
+            vec!["OUT.npy"],
+        ));
+        jobs.push((
+            s(&[
+                "stencil",
+                "cube.npy",
+                "--radius",
+                "2",
+                "--steps",
+                "4",
+                "--boundary",
+                boundary,
+                "-o",
+                "OUT.npy",
+            ]),
+            vec!["OUT.npy"],
+        ));
+    }
+    for (k, (args, outs)) in jobs.iter().enumerate() {
+        let named = |tag: &str| -> Vec<String> {
+            args.iter()
+                .map(|a| match outs.iter().find(|o| *o == a) {
+                    Some(o) => format!("{tag}{k}-{o}"),
+                    None => a.clone(),
+                })
+                .collect()
+        };
+        let one = named("one");
+        run(&one.iter().map(String::as_str).collect::<Vec<_>>(), None);
+        for devices in ["0,0", "0,0,0"] {
+            let tag = format!("d{}-", devices.len());
+            let many = named(&tag);
+            run(
+                &many.iter().map(String::as_str).collect::<Vec<_>>(),
+                Some(devices),
+            );
+            for o in outs {
+                let (a, b) = (
+                    d.join(format!("one{k}-{o}")),
+                    d.join(format!("{tag}{k}-{o}")),
+                );
+                assert_eq!(
+                    std::fs::read(&a).unwrap(),
+                    std::fs::read(&b).unwrap(),
+                    "{args:?} --devices {devices}: {o}"
+                );
+            }
+        }
+    }
+    // a pipe in, a pipe out
+    let keys = std::fs::read(d.join("u32.bin")).unwrap();
+    let piped = gpusort()
+        .args([
+            "-q",
+            "--devices",
+            "0,0",
+            "sort",
+            "-",
+            "--dtype",
+            "u32",
+            "-o",
+            "-",
+        ])
+        .write_stdin(keys)
+        .output()
+        .unwrap();
+    assert!(piped.status.success());
+    let mut want = random_u32(n, 42);
+    want.sort_unstable();
+    assert_eq!(piped.stdout, bytemuck::cast_slice::<u32, u8>(&want));
+    // many files, spread over the devices
+    let (src, a, b) = (d.join("parts"), d.join("sorted-one"), d.join("sorted-two"));
+    std::fs::create_dir_all(&src).unwrap();
+    for p in 0..5 {
+        write_u32(
+            &src.join(format!("p{p}.bin")),
+            &random_u32(1000 + 7919 * p, 50 + p as u64),
+        );
+    }
+    let parts: Vec<String> = (0..5).map(|p| format!("parts/p{p}.bin")).collect();
+    let mut many = vec!["sort", "--dtype", "u32", "--algorithm", "radix"];
+    many.extend(parts.iter().map(String::as_str));
+    run(&[&many[..], &["--out-dir", "sorted-one"]].concat(), None);
+    run(
+        &[&many[..], &["--out-dir", "sorted-two"]].concat(),
+        Some("0,0"),
+    );
+    for p in 0..5 {
+        let name = format!("p{p}.bin");
+        assert_eq!(
+            std::fs::read(a.join(&name)).unwrap(),
+            std::fs::read(b.join(&name)).unwrap()
+        );
+    }
+    // bad values: one line, exit code 2, nothing written
+    let arg = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    let out = d.join("never.bin").to_string_lossy().to_string();
+    let input = d.join("u32.bin").to_string_lossy().to_string();
+    assert_refused(&[
+        (
+            arg(&[
+                "--devices",
+                "0",
+                "sort",
+                &input,
+                "--dtype",
+                "u32",
+                "-o",
+                &out,
+            ]),
+            "--devices",
+        ),
+        (
+            arg(&[
+                "--devices",
+                ",",
+                "sort",
+                &input,
+                "--dtype",
+                "u32",
+                "-o",
+                &out,
+            ]),
+            "--devices",
+        ),
+        (
+            arg(&[
+                "--devices",
+                "99",
+                "sort",
+                &input,
+                "--dtype",
+                "u32",
+                "-o",
+                &out,
+            ]),
+            "--devices",
+        ),
+        (
+            arg(&[
+                "--devices",
+                "0,0",
+                "--adapter",
+                "0",
+                "sort",
+                &input,
+                "--dtype",
+                "u32",
+                "-o",
+                &out,
+            ]),
+            "--adapter",
+        ),
+        (
+            arg(&[
+                "--devices",
+                "0,nosuchgpu",
+                "sort",
+                &input,
+                "--dtype",
+                "u32",
+                "-o",
+                &out,
+            ]),
+            "nosuchgpu",
+        ),
+    ]);
+    assert!(!d.join("never.bin").exists());
+    // info says which devices a job would use
+    let info = gpusort()
+        .args(["--devices", "0,0", "info"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&info.stdout);
+    assert!(
+        text.contains("devices: [0]") && text.contains("2 devices"),
+        "{text}"
+    );
+}

@@ -45,7 +45,9 @@ impl DeviceSpec {
         if !t.contains(',') {
             if let Ok(n) = t.parse::<usize>() {
                 return match n {
-                    0 => Err(bad("a count of devices is at least 1 (a list of one index: '0,')")),
+                    0 => Err(bad(
+                        "a count of devices is at least 1 (a list of one index: '0,')",
+                    )),
                     n if n > MAX_DEVICES => Err(bad(&format!("at most {MAX_DEVICES} devices"))),
                     n => Ok(DeviceSpec::Count(n)),
                 };

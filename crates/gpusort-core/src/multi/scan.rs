@@ -37,9 +37,9 @@ impl Combine {
                 identity: identity64(t, op),
             });
         }
-        let (code, identity) = op.code(t).ok_or_else(|| {
-            Error::InvalidInput(format!("a {op:?} scan of {t} is not supported"))
-        })?;
+        let (code, identity) = op
+            .code(t)
+            .ok_or_else(|| Error::InvalidInput(format!("a {op:?} scan of {t} is not supported")))?;
         Ok(Combine {
             t,
             op,

@@ -207,7 +207,11 @@ fn partition<T: SortKey>(
         .map(|b| chunk_counts.iter().map(|h| h[b]).sum())
         .collect();
     let mut moved = vec![T::zeroed(); n];
-    let mut index = if want_index { vec![0u32; n] } else { Vec::new() };
+    let mut index = if want_index {
+        vec![0u32; n]
+    } else {
+        Vec::new()
+    };
     // every (chunk, bucket) pair gets its own disjoint slice of the outputs
     let slices = |out_len: usize| -> Vec<Vec<Range<usize>>> {
         let mut at: Vec<usize> = counts
@@ -237,7 +241,10 @@ fn partition<T: SortKey>(
     let mut index_pieces = if want_index {
         carve(&mut index, &ranges)
     } else {
-        ranges.iter().map(|r| r.iter().map(|_| None).collect()).collect()
+        ranges
+            .iter()
+            .map(|r| r.iter().map(|_| None).collect())
+            .collect()
     };
     key_pieces
         .par_iter_mut()
@@ -316,7 +323,10 @@ fn by_segments<T: SortKey>(
     }
     let results = on_each(group, items, |d, gpu, (part, vals, first)| {
         let (perm, stats) = sorters[d].sort_host(gpu, part, vals, want_permutation, order)?;
-        Ok((perm.map(|p| p.iter().map(|&i| i + first as u32).collect::<Vec<_>>()), stats))
+        Ok((
+            perm.map(|p| p.iter().map(|&i| i + first as u32).collect::<Vec<_>>()),
+            stats,
+        ))
     })?;
     let mut perm = want_permutation.then(Vec::new);
     let mut devices = Vec::new();
@@ -366,7 +376,14 @@ impl crate::sort::external::RunSorter for GroupRuns<'_> {
         want_permutation: bool,
         order: SortOrder,
     ) -> Result<(Option<Vec<u32>>, Option<SortStats>)> {
-        let (perm, st) = sort_host(self.group, self.sorters, keys, values, want_permutation, order)?;
+        let (perm, st) = sort_host(
+            self.group,
+            self.sorters,
+            keys,
+            values,
+            want_permutation,
+            order,
+        )?;
         Ok((perm, Some(st.combined())))
     }
 }

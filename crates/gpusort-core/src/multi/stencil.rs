@@ -97,7 +97,15 @@ pub fn apply<T: StencilValue>(
 
 /// Rows `[a, b)` (unwrapped) of `grid` uploaded into `buf` from its start, a run of whole rows
 /// per wrap.
-fn upload_rows(gpu: &Gpu, buf: &wgpu::Buffer, grid: &[u8], rows: i64, rb: usize, a: i64, b: i64) -> Result<()> {
+fn upload_rows(
+    gpu: &Gpu,
+    buf: &wgpu::Buffer,
+    grid: &[u8],
+    rows: i64,
+    rb: usize,
+    a: i64,
+    b: i64,
+) -> Result<()> {
     let mut at = 0u64;
     let mut r = a;
     while r < b {
@@ -196,12 +204,21 @@ pub fn run(
                         let ts = (steps - round * t_round).min(t_round);
                         let last = round + 1 == rounds;
                         if !failed.load(Ordering::SeqCst) {
-                            let (a, b) = (cur.take().expect("buffers"), other.take().expect("buffers"));
+                            let (a, b) =
+                                (cur.take().expect("buffers"), other.take().expect("buffers"));
                             let t = Instant::now();
                             let r = (|| {
-                                let mut enc = gpu.device.create_command_encoder(&Default::default());
-                                let result =
-                                    kernel.record_region_steps(gpu, &mut enc, &a, &b, (lo, hi), (z0, z1), ts);
+                                let mut enc =
+                                    gpu.device.create_command_encoder(&Default::default());
+                                let result = kernel.record_region_steps(
+                                    gpu,
+                                    &mut enc,
+                                    &a,
+                                    &b,
+                                    (lo, hi),
+                                    (z0, z1),
+                                    ts,
+                                );
                                 let a_holds = std::ptr::eq(result, &a);
                                 gpu.checked(|| gpu.queue.submit([enc.finish()]))?;
                                 gpu.wait()?;
@@ -231,7 +248,12 @@ pub fn run(
                             let mut edges = Vec::new();
                             for band in bands {
                                 let mut host = vec![0u8; (band.end - band.start) as usize * rb];
-                                match transfer::download(gpu, buf, (band.start - lo) as u64 * rb as u64, &mut host) {
+                                match transfer::download(
+                                    gpu,
+                                    buf,
+                                    (band.start - lo) as u64 * rb as u64,
+                                    &mut host,
+                                ) {
                                     Ok(()) => edges.push((band.start, host)),
                                     Err(e) => fail(e, &mut own),
                                 }
@@ -249,16 +271,22 @@ pub fn run(
                                 let mut halo = vec![0u8; (b - a) as usize * rb];
                                 for r in a..b {
                                     let g = r.rem_euclid(rows);
-                                    let edges = published[owner(g)].lock().unwrap_or_else(|p| p.into_inner());
+                                    let edges = published[owner(g)]
+                                        .lock()
+                                        .unwrap_or_else(|p| p.into_inner());
                                     let (first, band) = edges
                                         .iter()
-                                        .find(|(f, band)| g >= *f && g < *f + (band.len() / rb) as i64)
+                                        .find(|(f, band)| {
+                                            g >= *f && g < *f + (band.len() / rb) as i64
+                                        })
                                         .expect("a halo row lies in its owner's published edge");
                                     let from = (g - first) as usize * rb;
                                     let to = (r - a) as usize * rb;
                                     halo[to..to + rb].copy_from_slice(&band[from..from + rb]);
                                 }
-                                if let Err(e) = transfer::upload(gpu, buf, (a - lo) as u64 * rb as u64, &halo) {
+                                if let Err(e) =
+                                    transfer::upload(gpu, buf, (a - lo) as u64 * rb as u64, &halo)
+                                {
                                     fail(e, &mut own);
                                 }
                             }
@@ -270,7 +298,9 @@ pub fn run(
                     if !failed.load(Ordering::SeqCst) {
                         let t = Instant::now();
                         let buf = cur.as_ref().expect("buffers");
-                        if let Err(e) = transfer::download(gpu, buf, (z0 - lo) as u64 * rb as u64, out) {
+                        if let Err(e) =
+                            transfer::download(gpu, buf, (z0 - lo) as u64 * rb as u64, out)
+                        {
                             fail(e, &mut own);
                         }
                         times[3] = t.elapsed().as_secs_f64();
@@ -281,7 +311,10 @@ pub fn run(
             .collect();
         handles
             .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err(Error::DeviceLost("a device's thread panicked".into()))))
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Error::DeviceLost("a device's thread panicked".into())))
+            })
             .collect()
     });
     let mut stats = GroupStencilStats {
