@@ -378,6 +378,18 @@ fn group_stencils_are_bit_identical_to_one_device() {
                 assert!(multi::stencil::fits(&g, &job));
                 let (got, stats) = multi::stencil::apply(&g, &kernels, &input).unwrap();
                 exchanges += stats.rounds - 1;
+                // parts held as several slabs a device (as where a part exceeds one binding)
+                let lay = multi::stencil::Layout::with_slabs(&job, devices, 3);
+                let mut slabbed = vec![0f32; input.len()];
+                multi::stencil::run_laid_out(
+                    &g,
+                    &kernels,
+                    &lay,
+                    bytemuck::cast_slice(&input),
+                    bytemuck::cast_slice_mut(&mut slabbed),
+                )
+                .unwrap();
+                assert_eq!(as_bytes(&slabbed), as_bytes(&want), "{shape:?} {boundary} in slabs");
                 assert_eq!(
                     as_bytes(&got),
                     as_bytes(&want),

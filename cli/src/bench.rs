@@ -8,6 +8,7 @@
 mod compare;
 pub(crate) mod keysets;
 mod matrix;
+mod multi;
 mod plot;
 mod sched;
 mod stencil;
@@ -37,7 +38,8 @@ pub struct BenchArgs {
     /// Small sizes and few repetitions (under a minute on a software adapter).
     #[arg(long)]
     pub quick: bool,
-    /// Suites to run: sort, scan, transfer, stencil, sched (default: all of them).
+    /// Suites to run: sort, scan, transfer, stencil, sched, and multi (each job on 1..N devices
+    /// of --devices; not in the default set).
     #[arg(
         long,
         value_delimiter = ',',
@@ -168,7 +170,7 @@ fn too_big(gpu: &gpusort_core::Gpu, bytes: u64) -> Option<String> {
 }
 
 pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
-    const SUITES: [&str; 5] = ["sort", "scan", "transfer", "stencil", "sched"];
+    const SUITES: [&str; 6] = ["sort", "scan", "transfer", "stencil", "sched", "multi"];
     for s in &args.suite {
         if !SUITES.contains(&s.as_str()) {
             return Err(CliError::usage(format!(
@@ -177,9 +179,9 @@ pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
             )));
         }
     }
-    if let Some(&bad) = args.sizes.iter().find(|&&s| !(1..=30).contains(&s)) {
+    if let Some(&bad) = args.sizes.iter().find(|&&s| !(1..=31).contains(&s)) {
         return Err(CliError::usage(format!(
-            "size 2^{bad} is out of range (1..=30)"
+            "size 2^{bad} is out of range (1..=31)"
         )));
     }
     let dtypes = args
@@ -275,6 +277,10 @@ pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
             "scan" => scan_suite(&ctx, &sizes_for(&[20, 24, 28]))?,
             "transfer" => transfer_suite(&ctx, &sizes_for(&[24, 28]))?,
             "stencil" => stencil::suite(&ctx, &sizes_for(&[24, 28]), quick)?,
+            "multi" => {
+                let group = g.group()?;
+                multi::suite(&ctx, &group, &sizes_for(&[28, 31]), quick)?
+            }
             _ => {
                 let tasks = args.tasks.unwrap_or(if quick { 100 } else { 1000 }).max(1);
                 let sizes = if !args.sizes.is_empty() {

@@ -199,7 +199,7 @@ impl Device {
                 let scanners = group
                     .gpus()
                     .iter()
-                    .map(crate::tuning::scanner)
+                    .map(|gpu| crate::tuning::scanner(gpu))
                     .collect::<Result<Vec<_>, _>>()?;
                 Device::Group { group, scanners }
             }

@@ -15,6 +15,8 @@ pub mod scan;
 pub mod sort;
 pub mod stencil;
 
+use std::sync::Arc;
+
 use crate::device::{list_adapters, Gpu, GpuOptions};
 use crate::error::{Error, Result};
 
@@ -111,7 +113,7 @@ impl DeviceSpec {
 /// Several devices that run one job together. Device 0 leads: single-device work (and every job
 /// of a group of one) runs there, so a group of one behaves exactly as that device alone.
 pub struct DeviceGroup {
-    gpus: Vec<Gpu>,
+    gpus: Vec<Arc<Gpu>>,
 }
 
 impl std::fmt::Debug for DeviceGroup {
@@ -125,6 +127,11 @@ impl std::fmt::Debug for DeviceGroup {
 impl DeviceGroup {
     /// A group of devices the caller made (its own included, through [`Gpu::from_device`]).
     pub fn from_gpus(gpus: Vec<Gpu>) -> Result<DeviceGroup> {
+        DeviceGroup::from_shared(gpus.into_iter().map(Arc::new).collect())
+    }
+
+    /// A group of devices shared with other groups or with the caller.
+    pub fn from_shared(gpus: Vec<Arc<Gpu>>) -> Result<DeviceGroup> {
         if gpus.is_empty() {
             return Err(Error::InvalidInput("a device group needs a device".into()));
         }
@@ -167,8 +174,15 @@ impl DeviceGroup {
         self.gpus.is_empty()
     }
 
-    pub fn gpus(&self) -> &[Gpu] {
+    pub fn gpus(&self) -> &[Arc<Gpu>] {
         &self.gpus
+    }
+
+    /// The first `k` devices as a group of their own (a bench's 1..N devices).
+    pub fn prefix(&self, k: usize) -> DeviceGroup {
+        DeviceGroup {
+            gpus: self.gpus[..k.clamp(1, self.gpus.len())].to_vec(),
+        }
     }
 
     /// The lead device.
@@ -176,9 +190,6 @@ impl DeviceGroup {
         &self.gpus[0]
     }
 
-    pub fn into_gpus(self) -> Vec<Gpu> {
-        self.gpus
-    }
 
     /// "NVIDIA H100 80GB HBM3 ×2", or the names in order where they differ.
     pub fn describe(&self) -> String {

@@ -8,9 +8,10 @@
 //! halo rows from its neighbours', and the next T steps start. Every cell is computed by the
 //! same kernel from the same values as on one device: results are bit-identical.
 //!
-//! T is as large as keeps the redundant halo work small (h at most 1/16 of the smallest part):
+//! T is as large as keeps the redundant halo work small (h at most 1/16 of the smallest slab):
 //! each exchange costs a few milliseconds of host round trips, so fewer exchanges pay more than
-//! overlapping them.
+//! overlapping them. A part whose rows and halos exceed one binding is held as several slabs on
+//! its device, exchanged like the others.
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,6 +31,9 @@ pub struct GroupStencilStats {
     pub seconds: f64,
     /// Rows (planes) each device owns.
     pub parts: Vec<usize>,
+    /// Slabs each device holds its part in (more than one where a part with its halos exceeds
+    /// one binding).
+    pub slabs_per_device: usize,
     /// Steps between exchanges (T), and how many rounds of them ran.
     pub round_steps: u64,
     pub rounds: u64,
@@ -41,21 +45,25 @@ pub struct GroupStencilStats {
     pub download_s: f64,
 }
 
-/// The rows each device owns: as even as whole rows allow, one device per row at most.
-pub fn parts(group: &DeviceGroup, job: &StencilJob) -> Vec<Range<usize>> {
-    let rows = job.shape.rows();
-    split_even(rows, group.len().min(rows).max(1), 1)
+/// How a job is laid out on a group: slabs of rows, `per_device` consecutive slabs a device,
+/// T steps between exchanges, halos of h = R·T rows.
+#[derive(Clone, Debug)]
+pub struct Layout {
+    pub slabs: Vec<Range<usize>>,
+    pub per_device: usize,
+    pub round_steps: u64,
+    pub halo: i64,
 }
 
-/// Steps between halo exchanges: halos of at most 1/16 of the smallest part (the redundant work
+/// Steps between halo exchanges: halos of at most 1/16 of the smallest slab (the redundant work
 /// stays within a few percent), at least one step, at most the job's steps.
-pub fn round_steps(job: &StencilJob, parts: &[Range<usize>]) -> u64 {
-    let smallest = parts.iter().map(Range::len).min().unwrap_or(1) as u64;
+pub fn round_steps(job: &StencilJob, slabs: &[Range<usize>]) -> u64 {
+    let smallest = slabs.iter().map(Range::len).min().unwrap_or(1) as u64;
     let radius = (job.stencil.radius() as u64).max(1);
     (smallest / (16 * radius)).clamp(1, (job.steps as u64).max(1))
 }
 
-/// The rows a device holds for its part `[z0, z1)` with halos of `h` rows (unwrapped).
+/// The rows a slab `[z0, z1)` holds with halos of `h` rows (unwrapped).
 fn resident(job: &StencilJob, z: &Range<usize>, h: i64) -> (i64, i64) {
     let rows = job.shape.rows() as i64;
     let (z0, z1) = (z.start as i64, z.end as i64);
@@ -66,16 +74,53 @@ fn resident(job: &StencilJob, z: &Range<usize>, h: i64) -> (i64, i64) {
     }
 }
 
-/// Whether every device of `group` can hold its part with halos (two buffers within one binding
-/// each); where not, run the job on one device, whose streamer handles any size.
+impl Layout {
+    /// `per_device` slabs on each of `devices` devices (at most one slab a row).
+    pub fn with_slabs(job: &StencilJob, devices: usize, per_device: usize) -> Layout {
+        let rows = job.shape.rows();
+        let devices = devices.min(rows).max(1);
+        let per_device = per_device.min(rows / devices).max(1);
+        let slabs = split_even(rows, devices * per_device, 1);
+        let round_steps = round_steps(job, &slabs);
+        Layout {
+            halo: job.stencil.radius() as i64 * round_steps as i64,
+            slabs,
+            per_device,
+            round_steps,
+        }
+    }
+}
+
+/// The layout of `job` on `group`: one slab a device where a part with its halos fits one
+/// binding, else as few more as make every slab fit; None where even slabs of one row do not.
+pub fn layout(group: &DeviceGroup, job: &StencilJob) -> Option<Layout> {
+    let rows = job.shape.rows();
+    let devices = group.len().min(rows).max(1);
+    let limit = group
+        .gpus()
+        .iter()
+        .map(|g| g.max_binding().min(g.limits.max_buffer_size))
+        .min()
+        .unwrap_or(0);
+    let mut per_device = 1;
+    while devices * per_device <= rows {
+        let lay = Layout::with_slabs(job, devices, per_device);
+        let fits = lay.slabs.iter().all(|z| {
+            let (lo, hi) = resident(job, z, lay.halo);
+            (hi - lo) as u64 * job.row_bytes() <= limit
+        });
+        if fits {
+            return Some(lay);
+        }
+        per_device = (per_device * 2).min(rows.div_ceil(devices).max(per_device + 1));
+    }
+    None
+}
+
+/// Whether `group` can run `job` resident ([`layout`] finds slabs that fit); where not, run it
+/// on one device, whose streamer handles any size.
 pub fn fits(group: &DeviceGroup, job: &StencilJob) -> bool {
-    let parts = parts(group, job);
-    let h = (job.stencil.radius() as u64 * round_steps(job, &parts)) as i64;
-    parts.iter().zip(group.gpus()).all(|(z, gpu)| {
-        let (lo, hi) = resident(job, z, h);
-        let bytes = (hi - lo) as u64 * job.row_bytes();
-        bytes <= gpu.max_binding() && bytes <= gpu.limits.max_buffer_size
-    })
+    layout(group, job).is_some()
 }
 
 /// `job`'s steps over the grid `grid` on every device of `group` (`kernels[d]` built for `job`
@@ -103,8 +148,7 @@ fn upload_rows(
     grid: &[u8],
     rows: i64,
     rb: usize,
-    a: i64,
-    b: i64,
+    (a, b): (i64, i64),
 ) -> Result<()> {
     let mut at = 0u64;
     let mut r = a;
@@ -120,10 +164,42 @@ fn upload_rows(
     Ok(())
 }
 
+/// One slab on its device: rows `[z0, z1)` exact, `[lo, hi)` held, in `cur` (and `other`, the
+/// second buffer the steps alternate with).
+struct Slab<'o> {
+    index: usize,
+    z: (i64, i64),
+    held: (i64, i64),
+    cur: wgpu::Buffer,
+    other: wgpu::Buffer,
+    out: &'o mut [u8],
+}
+
 /// The bytes of the host grid `src` through the job into `dst` (C order, the grid's size each).
 pub fn run(
     group: &DeviceGroup,
     kernels: &[StencilKernel],
+    src: &[u8],
+    dst: &mut [u8],
+) -> Result<GroupStencilStats> {
+    let job = kernels
+        .first()
+        .ok_or_else(|| Error::InvalidInput("no stencil kernels".into()))?
+        .job();
+    let lay = layout(group, job).ok_or_else(|| {
+        Error::TooLarge(format!(
+            "a row of the grid {} with its halos exceeds one binding",
+            job.shape
+        ))
+    })?;
+    run_laid_out(group, kernels, &lay, src, dst)
+}
+
+/// [`run`] by a given layout (its slabs must fit the devices' bindings).
+pub fn run_laid_out(
+    group: &DeviceGroup,
+    kernels: &[StencilKernel],
+    lay: &Layout,
     src: &[u8],
     dst: &mut [u8],
 ) -> Result<GroupStencilStats> {
@@ -140,8 +216,10 @@ pub fn run(
         )));
     }
     let start = Instant::now();
-    let parts = parts(group, &job);
-    let devices = parts.len();
+    if lay.slabs.last().map(|z| z.end) != Some(job.shape.rows()) || lay.per_device == 0 {
+        return Err(Error::InvalidInput("a layout made for another grid".into()));
+    }
+    let devices = lay.slabs.len() / lay.per_device;
     if kernels.len() < devices {
         return Err(Error::InvalidInput(format!(
             "{} stencil kernels for {devices} devices",
@@ -149,145 +227,158 @@ pub fn run(
         )));
     }
     let steps = job.steps as u64;
-    let t_round = round_steps(&job, &parts);
+    let t_round = lay.round_steps;
     let rounds = steps.div_ceil(t_round).max(1);
     let rows = job.shape.rows() as i64;
     let rb = job.row_bytes() as usize;
-    let h = job.stencil.radius() as i64 * t_round as i64;
-    // each device's published edge rows: (first row, bytes of whole rows)
+    let h = lay.halo;
+    let slabs = &lay.slabs;
+    // each slab's published edge rows: (first row, bytes of whole rows)
     let published: Vec<Mutex<Vec<(i64, Vec<u8>)>>> =
-        (0..devices).map(|_| Mutex::new(Vec::new())).collect();
+        (0..slabs.len()).map(|_| Mutex::new(Vec::new())).collect();
     let barrier = Barrier::new(devices);
     let failed = AtomicBool::new(false);
-    // each device's own rows of the output
-    let mut outs: Vec<&mut [u8]> = Vec::new();
+    // each slab's own rows of the output, dealt to its device
+    let mut outs: Vec<Vec<(usize, &mut [u8])>> = (0..devices).map(|_| Vec::new()).collect();
     let mut rest = dst;
-    for z in &parts {
+    for (i, z) in slabs.iter().enumerate() {
         let (a, b) = std::mem::take(&mut rest).split_at_mut(z.len() * rb);
-        outs.push(a);
+        outs[i / lay.per_device].push((i, a));
         rest = b;
     }
-    let owner = |g: i64| parts.partition_point(|p| p.end as i64 <= g);
+    let owner = |g: i64| slabs.partition_point(|p| p.end as i64 <= g);
     let results: Vec<Result<[f64; 4]>> = std::thread::scope(|s| {
         let handles: Vec<_> = outs
             .into_iter()
             .enumerate()
-            .map(|(d, out)| {
-                let (gpu, kernel, z) = (&group.gpus()[d], &kernels[d], parts[d].clone());
+            .map(|(d, mine)| {
+                let (gpu, kernel) = (&group.gpus()[d], &kernels[d]);
                 let (published, barrier, failed, job) = (&published, &barrier, &failed, &job);
                 s.spawn(move || -> Result<[f64; 4]> {
                     let mut times = [0.0f64; 4];
-                    let (lo, hi) = resident(job, &z, h);
-                    let (z0, z1) = (z.start as i64, z.end as i64);
-                    let bytes = (hi - lo) as u64 * rb as u64;
                     let mut own: Result<()> = Ok(());
                     let fail = |e: Error, own: &mut Result<()>| {
                         failed.store(true, Ordering::SeqCst);
                         *own = Err(e);
                     };
                     let t = Instant::now();
-                    let bufs = (|| {
-                        let a = transfer::storage_buffer(gpu, "stencil part", bytes)?;
-                        let b = transfer::storage_buffer(gpu, "stencil part'", bytes)?;
-                        upload_rows(gpu, &a, src, rows, rb, lo, hi)?;
-                        Ok::<_, Error>((a, b))
-                    })();
-                    times[0] = t.elapsed().as_secs_f64();
-                    let (mut cur, mut other) = match bufs {
-                        Ok(p) => (Some(p.0), Some(p.1)),
-                        Err(e) => {
-                            fail(e, &mut own);
-                            (None, None)
+                    let mut held: Vec<Slab<'_>> = Vec::new();
+                    for (index, out) in mine {
+                        let z = &slabs[index];
+                        let (lo, hi) = resident(job, z, h);
+                        let bytes = (hi - lo) as u64 * rb as u64;
+                        let made = (|| {
+                            let a = transfer::storage_buffer(gpu, "stencil slab", bytes)?;
+                            let b = transfer::storage_buffer(gpu, "stencil slab'", bytes)?;
+                            upload_rows(gpu, &a, src, rows, rb, (lo, hi))?;
+                            Ok::<_, Error>((a, b))
+                        })();
+                        match made {
+                            Ok((cur, other)) => held.push(Slab {
+                                index,
+                                z: (z.start as i64, z.end as i64),
+                                held: (lo, hi),
+                                cur,
+                                other,
+                                out,
+                            }),
+                            Err(e) => {
+                                fail(e, &mut own);
+                                break;
+                            }
                         }
-                    };
+                    }
+                    times[0] = t.elapsed().as_secs_f64();
                     for round in 0..rounds {
                         let ts = (steps - round * t_round).min(t_round);
-                        let last = round + 1 == rounds;
                         if !failed.load(Ordering::SeqCst) {
-                            let (a, b) =
-                                (cur.take().expect("buffers"), other.take().expect("buffers"));
                             let t = Instant::now();
-                            let r = (|| {
-                                let mut enc =
-                                    gpu.device.create_command_encoder(&Default::default());
+                            let mut enc = gpu.device.create_command_encoder(&Default::default());
+                            let mut swapped = Vec::new();
+                            for slab in &held {
                                 let result = kernel.record_region_steps(
                                     gpu,
                                     &mut enc,
-                                    &a,
-                                    &b,
-                                    (lo, hi),
-                                    (z0, z1),
+                                    &slab.cur,
+                                    &slab.other,
+                                    slab.held,
+                                    slab.z,
                                     ts,
                                 );
-                                let a_holds = std::ptr::eq(result, &a);
-                                gpu.checked(|| gpu.queue.submit([enc.finish()]))?;
-                                gpu.wait()?;
-                                Ok::<bool, Error>(a_holds)
-                            })();
+                                swapped.push(!std::ptr::eq(result, &slab.cur));
+                            }
+                            let r = gpu
+                                .checked(|| gpu.queue.submit([enc.finish()]))
+                                .and_then(|_| gpu.wait());
                             times[1] += t.elapsed().as_secs_f64();
                             match r {
-                                Ok(true) => (cur, other) = (Some(a), Some(b)),
-                                Ok(false) => (cur, other) = (Some(b), Some(a)),
+                                Ok(()) => {
+                                    for (slab, swap) in held.iter_mut().zip(swapped) {
+                                        if swap {
+                                            std::mem::swap(&mut slab.cur, &mut slab.other);
+                                        }
+                                    }
+                                }
                                 Err(e) => fail(e, &mut own),
                             }
                         }
-                        if last {
+                        if round + 1 == rounds {
                             break;
                         }
-                        // publish this part's edge rows
                         let t = Instant::now();
                         if !failed.load(Ordering::SeqCst) {
-                            let buf = cur.as_ref().expect("buffers");
-                            let e = h.min(z1 - z0);
-                            let mut bands = vec![z0..z0 + e];
-                            if z1 - e > z0 + e {
-                                bands.push(z1 - e..z1);
-                            } else {
-                                bands[0] = z0..z1;
-                            }
-                            let mut edges = Vec::new();
-                            for band in bands {
-                                let mut host = vec![0u8; (band.end - band.start) as usize * rb];
-                                match transfer::download(
-                                    gpu,
-                                    buf,
-                                    (band.start - lo) as u64 * rb as u64,
-                                    &mut host,
-                                ) {
-                                    Ok(()) => edges.push((band.start, host)),
-                                    Err(e) => fail(e, &mut own),
+                            // publish each slab's edge rows
+                            for slab in &held {
+                                let ((z0, z1), (lo, _)) = (slab.z, slab.held);
+                                let e = h.min(z1 - z0);
+                                let bands = if z1 - e > z0 + e {
+                                    vec![z0..z0 + e, z1 - e..z1]
+                                } else {
+                                    vec![z0..z1]
+                                };
+                                let mut edges = Vec::new();
+                                for band in bands {
+                                    let mut host = vec![0u8; (band.end - band.start) as usize * rb];
+                                    let at = (band.start - lo) as u64 * rb as u64;
+                                    match transfer::download(gpu, &slab.cur, at, &mut host) {
+                                        Ok(()) => edges.push((band.start, host)),
+                                        Err(e) => fail(e, &mut own),
+                                    }
                                 }
+                                *published[slab.index]
+                                    .lock()
+                                    .unwrap_or_else(|p| p.into_inner()) = edges;
                             }
-                            *published[d].lock().unwrap_or_else(|p| p.into_inner()) = edges;
                         }
                         barrier.wait();
-                        // read the halo rows from the parts that own them
                         if !failed.load(Ordering::SeqCst) {
-                            let buf = cur.as_ref().expect("buffers");
-                            for (a, b) in [(lo, z0), (z1, hi)] {
-                                if a >= b {
-                                    continue;
-                                }
-                                let mut halo = vec![0u8; (b - a) as usize * rb];
-                                for r in a..b {
-                                    let g = r.rem_euclid(rows);
-                                    let edges = published[owner(g)]
-                                        .lock()
-                                        .unwrap_or_else(|p| p.into_inner());
-                                    let (first, band) = edges
-                                        .iter()
-                                        .find(|(f, band)| {
-                                            g >= *f && g < *f + (band.len() / rb) as i64
-                                        })
-                                        .expect("a halo row lies in its owner's published edge");
-                                    let from = (g - first) as usize * rb;
-                                    let to = (r - a) as usize * rb;
-                                    halo[to..to + rb].copy_from_slice(&band[from..from + rb]);
-                                }
-                                if let Err(e) =
-                                    transfer::upload(gpu, buf, (a - lo) as u64 * rb as u64, &halo)
-                                {
-                                    fail(e, &mut own);
+                            // each slab's halo rows, from the slabs that own them
+                            for slab in &held {
+                                let ((z0, z1), (lo, hi)) = (slab.z, slab.held);
+                                for (a, b) in [(lo, z0), (z1, hi)] {
+                                    if a >= b {
+                                        continue;
+                                    }
+                                    let mut halo = vec![0u8; (b - a) as usize * rb];
+                                    for r in a..b {
+                                        let g = r.rem_euclid(rows);
+                                        let edges = published[owner(g)]
+                                            .lock()
+                                            .unwrap_or_else(|p| p.into_inner());
+                                        let (first, band) = edges
+                                            .iter()
+                                            .find(|(f, band)| {
+                                                g >= *f && g < *f + (band.len() / rb) as i64
+                                            })
+                                            .expect("a halo row lies in its owner's published edge");
+                                        let from = (g - first) as usize * rb;
+                                        let to = (r - a) as usize * rb;
+                                        halo[to..to + rb].copy_from_slice(&band[from..from + rb]);
+                                    }
+                                    let at = (a - lo) as u64 * rb as u64;
+                                    if let Err(e) = transfer::upload(gpu, &slab.cur, at, &halo) {
+                                        fail(e, &mut own);
+                                    }
                                 }
                             }
                         }
@@ -297,11 +388,11 @@ pub fn run(
                     }
                     if !failed.load(Ordering::SeqCst) {
                         let t = Instant::now();
-                        let buf = cur.as_ref().expect("buffers");
-                        if let Err(e) =
-                            transfer::download(gpu, buf, (z0 - lo) as u64 * rb as u64, out)
-                        {
-                            fail(e, &mut own);
+                        for slab in held.iter_mut() {
+                            let at = (slab.z.0 - slab.held.0) as u64 * rb as u64;
+                            if let Err(e) = transfer::download(gpu, &slab.cur, at, slab.out) {
+                                fail(e, &mut own);
+                            }
                         }
                         times[3] = t.elapsed().as_secs_f64();
                     }
@@ -318,7 +409,15 @@ pub fn run(
             .collect()
     });
     let mut stats = GroupStencilStats {
-        parts: parts.iter().map(Range::len).collect(),
+        parts: (0..devices)
+            .map(|d| {
+                slabs[d * lay.per_device..(d + 1) * lay.per_device]
+                    .iter()
+                    .map(Range::len)
+                    .sum()
+            })
+            .collect(),
+        slabs_per_device: lay.per_device,
         round_steps: t_round,
         rounds,
         ..Default::default()
