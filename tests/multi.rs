@@ -389,7 +389,11 @@ fn group_stencils_are_bit_identical_to_one_device() {
                     bytemuck::cast_slice_mut(&mut slabbed),
                 )
                 .unwrap();
-                assert_eq!(as_bytes(&slabbed), as_bytes(&want), "{shape:?} {boundary} in slabs");
+                assert_eq!(
+                    as_bytes(&slabbed),
+                    as_bytes(&want),
+                    "{shape:?} {boundary} in slabs"
+                );
                 assert_eq!(
                     as_bytes(&got),
                     as_bytes(&want),
@@ -415,4 +419,33 @@ fn plan(job: &StencilJob) -> gpusort_sched::stencil::StencilPlan {
         cells_per_s: 1e9,
     };
     plan(&job.problem(), budget, speeds, None, Streaming::Reuse).unwrap()
+}
+
+#[test]
+fn shares_larger_than_one_gpu_sort_go_in_several_buckets_a_device() {
+    // a piece limit stands in for a binding: each device sorts several key ranges in turn
+    let g = group(2, false);
+    let sorters: Vec<Sorter> = g
+        .gpus()
+        .iter()
+        .map(|x| Sorter::new(x).unwrap().with_piece_limit(3000))
+        .collect();
+    let plain = [Sorter::new(g.first()).unwrap()];
+    for (s, shape) in [Shape::Random, Shape::FewDistinct, Shape::AllEqual]
+        .into_iter()
+        .enumerate()
+    {
+        let keys: Vec<f32> = keys_of(&bits(20011, shape, 61 + s as u64));
+        let mut want = keys.clone();
+        let (pw, _) = plain[0]
+            .sort_host(g.first(), &mut want, None, true, SortOrder::default())
+            .unwrap();
+        let mut got = keys.clone();
+        let (pg, stats) =
+            multi::sort::sort_host(&g, &sorters, &mut got, None, true, SortOrder::default())
+                .unwrap();
+        assert_eq!(as_bytes(&got), as_bytes(&want), "{shape:?}");
+        assert_eq!(pg, pw, "{shape:?}");
+        assert_eq!(stats.parts.len(), 2);
+    }
 }

@@ -81,12 +81,24 @@ fn sort_cases<T: SortKey>(
     let mut base = 0.0;
     let mut want: Option<Vec<u8>> = None;
     for k in 1..=group.len() {
-        ctx.bar.set_message(format!("multi: sort 2^{} {} on {}", n.ilog2(), T::TYPE, devices_words(k)));
+        ctx.bar.set_message(format!(
+            "multi: sort 2^{} {} on {}",
+            n.ilog2(),
+            T::TYPE,
+            devices_words(k)
+        ));
         let sub = group.prefix(k);
         let st = measure(ctx.reps, || {
             work.copy_from_slice(&keys);
             let t = Instant::now();
-            multi::sort::sort_host(&sub, &sorters[..k], &mut work, None, false, SortOrder::default())?;
+            multi::sort::sort_host(
+                &sub,
+                &sorters[..k],
+                &mut work,
+                None,
+                false,
+                SortOrder::default(),
+            )?;
             Ok(t.elapsed().as_secs_f64())
         })?;
         let got = bytemuck::cast_slice::<T, u8>(&work);
@@ -132,28 +144,50 @@ fn scan_cases(
     n: usize,
     cases: &mut Vec<Case>,
 ) -> Result<(), CliError> {
-    let data: Vec<u32> = (0..n as u32).map(|i| i.wrapping_mul(2654435761) >> 8).collect();
+    let data: Vec<u32> = (0..n as u32)
+        .map(|i| i.wrapping_mul(2654435761) >> 8)
+        .collect();
     let out = std::sync::Mutex::new(vec![0u32; n]);
     let chunk = gpusort_core::scan::streamed::chunk_elements(group.first(), 4, None);
     let mut base = 0.0;
     let mut want: Option<Vec<u32>> = None;
     for k in 1..=group.len() {
-        ctx.bar.set_message(format!("multi: scan 2^{} u32 on {}", n.ilog2(), devices_words(k)));
+        ctx.bar.set_message(format!(
+            "multi: scan 2^{} u32 on {}",
+            n.ilog2(),
+            devices_words(k)
+        ));
         let sub = group.prefix(k);
         let st = measure(ctx.reps, || {
             let t = Instant::now();
             // each chunk lands in its place: the copy a caller's sink would do
-            let ptr = out.lock().map_err(|_| CliError::runtime("bench: a poisoned lock"))?.as_mut_ptr() as usize;
-            multi::scan::scan_streamed(&sub, &scanners[..k], &data, ScanOp::Add, false, chunk, &|at, piece| {
-                // SAFETY: chunks are disjoint ranges of `out`, which outlives the call and is
-                // not otherwise touched while it runs
-                let dst = unsafe { std::slice::from_raw_parts_mut((ptr as *mut u32).add(at), piece.len()) };
-                dst.copy_from_slice(piece);
-                Ok(())
-            })?;
+            let ptr = out
+                .lock()
+                .map_err(|_| CliError::runtime("bench: a poisoned lock"))?
+                .as_mut_ptr() as usize;
+            multi::scan::scan_streamed(
+                &sub,
+                &scanners[..k],
+                &data,
+                ScanOp::Add,
+                false,
+                chunk,
+                &|at, piece| {
+                    // SAFETY: chunks are disjoint ranges of `out`, which outlives the call and is
+                    // not otherwise touched while it runs
+                    let dst = unsafe {
+                        std::slice::from_raw_parts_mut((ptr as *mut u32).add(at), piece.len())
+                    };
+                    dst.copy_from_slice(piece);
+                    Ok(())
+                },
+            )?;
             Ok(t.elapsed().as_secs_f64())
         })?;
-        let got = out.lock().map_err(|_| CliError::runtime("bench: a poisoned lock"))?.clone();
+        let got = out
+            .lock()
+            .map_err(|_| CliError::runtime("bench: a poisoned lock"))?
+            .clone();
         match &want {
             None => want = Some(got),
             Some(w) if *w != got => {
@@ -189,7 +223,9 @@ fn stencil_cases(
     cases: &mut Vec<Case>,
 ) -> Result<(), CliError> {
     let cells = job.shape.cells();
-    let grid: Vec<f32> = (0..cells).map(|i| ((i * 7919) % 1013) as f32 / 1013.0).collect();
+    let grid: Vec<f32> = (0..cells)
+        .map(|i| ((i * 7919) % 1013) as f32 / 1013.0)
+        .collect();
     let mut out = vec![0f32; cells];
     let first = StencilKernel::new(group.first(), &job)?;
     let mut kernels = vec![];
@@ -200,7 +236,8 @@ fn stencil_cases(
     let (mut base, mut base_resident) = (0.0, 0.0);
     let mut want: Option<Vec<f32>> = None;
     for k in 1..=group.len() {
-        ctx.bar.set_message(format!("multi: {name} on {}", devices_words(k)));
+        ctx.bar
+            .set_message(format!("multi: {name} on {}", devices_words(k)));
         let sub = group.prefix(k);
         let mut resident = Vec::new();
         let mut last = None;
@@ -218,7 +255,9 @@ fn stencil_cases(
         })?;
         match &want {
             None => want = Some(out.clone()),
-            Some(w) if bytemuck::cast_slice::<f32, u8>(w) != bytemuck::cast_slice::<f32, u8>(&out) => {
+            Some(w)
+                if bytemuck::cast_slice::<f32, u8>(w) != bytemuck::cast_slice::<f32, u8>(&out) =>
+            {
                 return Err(CliError::runtime(format!(
                     "bench: the stencil on {} differs from one device's",
                     devices_words(k)

@@ -190,7 +190,6 @@ impl DeviceGroup {
         &self.gpus[0]
     }
 
-
     /// "NVIDIA H100 80GB HBM3 ×2", or the names in order where they differ.
     pub fn describe(&self) -> String {
         let first = &self.gpus[0].adapter.name;

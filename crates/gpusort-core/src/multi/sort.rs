@@ -19,8 +19,29 @@ use crate::keys::{SortKey, SortOrder};
 use crate::multi::{on_each, split_even, DeviceGroup};
 use crate::sort::{SortStats, Sorter};
 
-/// Sample positions per device: splitters within about 1/√(this) of an even split.
+/// Sample positions per bucket: splitters within about 1/√(this) of an even split.
 const SAMPLE_PER_DEVICE: usize = 4096;
+
+/// At most this many buckets (bucket ids are bytes).
+const MAX_BUCKETS: usize = 255;
+
+/// The stats of a device that had no keys to sort.
+fn empty_stats(_order: SortOrder) -> SortStats {
+    SortStats {
+        n: 0,
+        planes: 0,
+        tile: 0,
+        network_dispatches: 0,
+        global_dispatches: 0,
+        codec_dispatches: 0,
+        algorithm: crate::sort::Algorithm::Auto,
+        radix_unstable_first: false,
+        radix_msd: false,
+        upload_s: 0.0,
+        gpu_s: 0.0,
+        download_s: 0.0,
+    }
+}
 
 /// What a group sort did: the host's partition, and each device's sort.
 #[derive(Clone, Debug, Default)]
@@ -112,31 +133,61 @@ pub fn sort_host<T: SortKey>(
         Some(r) => key_on_bits(k, order.descending, r),
         None => sortable(k, order.descending),
     };
+    // more buckets than devices where a device's share exceeds one GPU sort: each device then
+    // sorts its buckets one after another, and they still land in order (no merge)
+    let devices = group.len();
+    let share = n.div_ceil(devices);
+    let cap = group
+        .gpus()
+        .iter()
+        .zip(sorters)
+        .map(|(g, s)| s.one_sort_max(g, T::TYPE, want_index, order, share))
+        .min()
+        .unwrap_or(share)
+        .max(1);
+    // an eighth of slack for a sample's unevenness
+    let per_device = (share + share / 8)
+        .div_ceil(cap)
+        .clamp(1, MAX_BUCKETS / devices);
     let t = Instant::now();
-    let splitters = splitters(keys, group.len(), &word);
+    let splitters = splitters(keys, devices * per_device, &word);
     let (mut moved, mut index, counts) = partition(keys, &splitters, want_index, &word);
     let partition_s = t.elapsed().as_secs_f64();
 
-    // each device sorts its range of `moved` in place, the original positions as its payload
-    let mut key_parts = Vec::new();
-    let mut index_parts = Vec::new();
+    // each device sorts its buckets of `moved` in place, the original positions as their payload
+    let mut mine: Vec<Vec<(&mut [T], Option<&mut [u32]>)>> =
+        (0..devices).map(|_| Vec::new()).collect();
     let (mut rk, mut ri): (&mut [T], &mut [u32]) = (&mut moved, &mut index);
-    for &c in &counts {
-        let (a, b) = rk.split_at_mut(c);
-        key_parts.push(a);
-        rk = b;
-        if want_index {
-            let (a, b) = ri.split_at_mut(c);
-            index_parts.push(Some(a));
-            ri = b;
+    for (b, &c) in counts.iter().enumerate() {
+        let (a, rest) = std::mem::take(&mut rk).split_at_mut(c);
+        rk = rest;
+        let idx = if want_index {
+            let (a, rest) = std::mem::take(&mut ri).split_at_mut(c);
+            ri = rest;
+            Some(a)
         } else {
-            index_parts.push(None);
-        }
+            None
+        };
+        mine[b / per_device].push((a, idx));
     }
-    let items: Vec<_> = key_parts.into_iter().zip(index_parts).collect();
-    let devices = on_each(group, items, |d, gpu, (part, idx)| {
-        Ok(sorters[d].sort_host(gpu, part, idx, false, order)?.1)
+    let devices = on_each(group, mine, |d, gpu, buckets| {
+        let mut total: Option<SortStats> = None;
+        for (part, idx) in buckets {
+            let st = sorters[d].sort_host(gpu, part, idx, false, order)?.1;
+            total = Some(match total {
+                None => st,
+                Some(t) => SortStats {
+                    upload_s: t.upload_s + st.upload_s,
+                    gpu_s: t.gpu_s + st.gpu_s,
+                    download_s: t.download_s + st.download_s,
+                    n: t.n.saturating_add(st.n),
+                    ..t
+                },
+            });
+        }
+        Ok(total.unwrap_or_else(|| empty_stats(order)))
     })?;
+    let counts: Vec<usize> = counts.chunks(per_device).map(|c| c.iter().sum()).collect();
     let t = Instant::now();
     keys.par_chunks_mut(1 << 16)
         .zip(moved.par_chunks(1 << 16))
@@ -393,20 +444,12 @@ impl GroupSortStats {
     /// every key counted.
     pub fn combined(&self) -> SortStats {
         let (upload_s, gpu_s, download_s) = self.slowest();
-        let mut s = self.devices.first().cloned().unwrap_or(SortStats {
-            n: 0,
-            planes: 0,
-            tile: 0,
-            network_dispatches: 0,
-            global_dispatches: 0,
-            codec_dispatches: 0,
-            algorithm: crate::sort::Algorithm::Auto,
-            radix_unstable_first: false,
-            radix_msd: false,
-            upload_s: 0.0,
-            gpu_s: 0.0,
-            download_s: 0.0,
-        });
+        let mut s = self
+            .devices
+            .iter()
+            .find(|s| s.n > 0)
+            .cloned()
+            .unwrap_or_else(|| empty_stats(SortOrder::default()));
         s.n = self.parts.iter().sum::<usize>().min(u32::MAX as usize) as u32;
         s.upload_s = upload_s + self.partition_s;
         s.gpu_s = gpu_s;

@@ -370,7 +370,9 @@ pub fn run_laid_out(
                                             .find(|(f, band)| {
                                                 g >= *f && g < *f + (band.len() / rb) as i64
                                             })
-                                            .expect("a halo row lies in its owner's published edge");
+                                            .expect(
+                                                "a halo row lies in its owner's published edge",
+                                            );
                                         let from = (g - first) as usize * rb;
                                         let to = (r - a) as usize * rb;
                                         halo[to..to + rb].copy_from_slice(&band[from..from + rb]);

@@ -898,22 +898,7 @@ impl Sorter {
             }
         }
         let want_index = values.is_some() || want_permutation;
-        let mut max = Self::max_len(gpu, T::TYPE, want_index, order) as usize;
-        // max_len bounds the bitonic network's planes; the radix sort needs only one binding
-        // for the keys and one for the permutation, so where it will run a whole input that
-        // fits those is one GPU sort, not pieces merged on the host
-        let n32 = keys.len().min(u32::MAX as usize) as u32;
-        if keys.len() > max && self.algorithm_for(gpu, n32, T::TYPE, order) == Algorithm::Radix {
-            let by_keys = gpu.max_binding() / T::TYPE.size() as u64;
-            let by_index = gpu.max_binding() / 4;
-            let radix = by_keys
-                .min(by_index)
-                .min(crate::sort::radix::RADIX_MAX_KEYS as u64);
-            max = max.max((radix & !3) as usize);
-        }
-        if let Some(limit) = self.piece_limit {
-            max = max.min(limit);
-        }
+        let max = self.one_sort_max(gpu, T::TYPE, want_index, order, keys.len());
         if keys.len() > max {
             return crate::sort::merge::sort_in_pieces(
                 self,
@@ -975,6 +960,35 @@ impl Sorter {
             }
         }
         Ok((if want_permutation { perm } else { None }, stats))
+    }
+
+    /// The most keys [`Sorter::sort_host`] sorts as one GPU sort (more go in pieces merged on
+    /// the host), for an input of `n` keys.
+    pub fn one_sort_max(
+        &self,
+        gpu: &Gpu,
+        key_type: KeyType,
+        with_index: bool,
+        order: SortOrder,
+        n: usize,
+    ) -> usize {
+        let mut max = Self::max_len(gpu, key_type, with_index, order) as usize;
+        // max_len bounds the bitonic network's planes; the radix sort needs only one binding
+        // for the keys and one for the permutation, so where it will run a whole input that
+        // fits those is one GPU sort, not pieces merged on the host
+        let n32 = n.min(u32::MAX as usize) as u32;
+        if n > max && self.algorithm_for(gpu, n32, key_type, order) == Algorithm::Radix {
+            let by_keys = gpu.max_binding() / key_type.size() as u64;
+            let by_index = gpu.max_binding() / 4;
+            let radix = by_keys
+                .min(by_index)
+                .min(crate::sort::radix::RADIX_MAX_KEYS as u64);
+            max = max.max((radix & !3) as usize);
+        }
+        if let Some(limit) = self.piece_limit {
+            max = max.min(limit);
+        }
+        max
     }
 
     /// Convenience: sort a host slice in place.
