@@ -8,6 +8,7 @@
 use std::sync::Mutex;
 
 use gpusort_core::cpu;
+use gpusort_core::multi::sort::Spread;
 use gpusort_core::multi::{self, DeviceGroup, DeviceSpec};
 use gpusort_core::scan::{Predicate, ScanOp};
 use gpusort_core::stencil::{self, Boundary, GridShape, Stencil, StencilJob, StencilKernel};
@@ -59,13 +60,14 @@ fn sort_case<T: SortKey>(
     let (pa, _) = sorters[0]
         .sort_host(one, &mut a, carried.then_some(&mut va[..]), carried, order)
         .unwrap();
-    let (pb, stats) = multi::sort::sort_host(
+    let (pb, stats) = multi::sort::sort_host_spread(
         g,
         sorters,
         &mut b,
         carried.then_some(&mut vb[..]),
         carried,
         order,
+        Spread::Always,
     )
     .unwrap();
     assert_eq!(as_bytes(&a), as_bytes(&b), "{what}: keys");
@@ -378,6 +380,24 @@ fn group_stencils_are_bit_identical_to_one_device() {
                 assert!(multi::stencil::fits(&g, &job));
                 let (got, stats) = multi::stencil::apply(&g, &kernels, &input).unwrap();
                 exchanges += stats.rounds - 1;
+                // one device holding the grid in slabs (wrap: a single slab is its own halo)
+                for per_device in [1, 2] {
+                    let lay = multi::stencil::Layout::with_slabs(&job, 1, per_device);
+                    let mut alone = vec![0f32; input.len()];
+                    multi::stencil::run_laid_out(
+                        &g.prefix(1),
+                        &kernels[..1],
+                        &lay,
+                        bytemuck::cast_slice(&input),
+                        bytemuck::cast_slice_mut(&mut alone),
+                    )
+                    .unwrap();
+                    assert_eq!(
+                        as_bytes(&alone),
+                        as_bytes(&want),
+                        "{shape:?} {boundary} one device, {per_device} slabs"
+                    );
+                }
                 // parts held as several slabs a device (as where a part exceeds one binding)
                 let lay = multi::stencil::Layout::with_slabs(&job, devices, 3);
                 let mut slabbed = vec![0f32; input.len()];
@@ -448,4 +468,39 @@ fn shares_larger_than_one_gpu_sort_go_in_several_buckets_a_device() {
         assert_eq!(pg, pw, "{shape:?}");
         assert_eq!(stats.parts.len(), 2);
     }
+}
+
+#[test]
+fn inputs_one_device_sorts_whole_stay_on_it_unless_asked() {
+    let g = group(2, false);
+    let sorters: Vec<Sorter> = g.gpus().iter().map(|x| Sorter::new(x).unwrap()).collect();
+    let keys: Vec<u32> = keys_of(&bits(50_000, Shape::Random, 8));
+    let (mut a, mut b) = (keys.clone(), keys.clone());
+    let (_, auto) =
+        multi::sort::sort_host(&g, &sorters, &mut a, None, false, SortOrder::default()).unwrap();
+    assert_eq!(auto.parts, vec![keys.len()], "one GPU sort: the first device alone");
+    let (_, spread) = multi::sort::sort_host_spread(
+        &g,
+        &sorters,
+        &mut b,
+        None,
+        false,
+        SortOrder::default(),
+        Spread::Always,
+    )
+    .unwrap();
+    assert_eq!(spread.parts.len(), 2);
+    assert!(spread.parts.iter().all(|&p| p > 20_000), "{:?}", spread.parts);
+    assert_eq!(a, b);
+    // a piece limit (as a binding would) makes one device's sort pieces: then it spreads
+    let limited: Vec<Sorter> = g
+        .gpus()
+        .iter()
+        .map(|x| Sorter::new(x).unwrap().with_piece_limit(10_000))
+        .collect();
+    let mut c = keys.clone();
+    let (_, st) =
+        multi::sort::sort_host(&g, &limited, &mut c, None, false, SortOrder::default()).unwrap();
+    assert_eq!(st.parts.len(), 2);
+    assert_eq!(a, c);
 }

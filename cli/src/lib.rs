@@ -89,6 +89,10 @@ pub struct Global {
     /// substrings (0,1; an adapter named twice gives two devices on it). One device by default.
     #[arg(long, global = true, value_name = "all|N|LIST")]
     pub devices: Option<String>,
+    /// Spread every sort over --devices, also where one device would sort it whole faster
+    /// (tests and measurements: the results are the same).
+    #[arg(long, global = true, hide = true)]
+    pub spread_always: bool,
     /// Force every kernel onto its non-subgroup path.
     #[arg(long, global = true, env = "GPUSORT_NO_SUBGROUPS", value_parser = clap::builder::FalseyValueParser::new())]
     pub no_subgroups: bool,

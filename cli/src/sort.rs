@@ -314,13 +314,19 @@ fn sort_on_group<T: SortKey>(
         group.describe()
     ));
     let sort_start = Instant::now();
-    let (perm, stats) = gpusort_core::multi::sort::sort_host(
+    let spread = if g.spread_always {
+        gpusort_core::multi::sort::Spread::Always
+    } else {
+        gpusort_core::multi::sort::Spread::WhenItPays
+    };
+    let (perm, stats) = gpusort_core::multi::sort::sort_host_spread(
         &group,
         &sorters,
         &mut keys,
         vals.as_deref_mut(),
         args.argsort.is_some(),
         order,
+        spread,
     )?;
     if let Some(original) = &original {
         bar.set_message("verifying on the CPU");

@@ -1698,7 +1698,8 @@ fn several_devices_give_one_devices_bytes() {
         let mut c = gpusort();
         c.current_dir(d).arg("-q");
         if let Some(x) = devices {
-            c.args(["--devices", x]);
+            // inputs this small fit one GPU sort: spread them anyway, to test the split
+            c.args(["--devices", x, "--spread-always"]);
         }
         c.args(args).assert().success();
     };

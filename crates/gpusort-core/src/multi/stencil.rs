@@ -164,6 +164,15 @@ fn upload_rows(
     Ok(())
 }
 
+/// Halo rows `[row, row + len)` of a slab (unwrapped) are rows `[from, from + len)` of slab
+/// `owner`.
+struct HaloRun {
+    owner: usize,
+    row: i64,
+    from: i64,
+    len: i64,
+}
+
 /// One slab on its device: rows `[z0, z1)` exact, `[lo, hi)` held, in `cur` (and `other`, the
 /// second buffer the steps alternate with).
 struct Slab<'o> {
@@ -247,6 +256,48 @@ pub fn run_laid_out(
         rest = b;
     }
     let owner = |g: i64| slabs.partition_point(|p| p.end as i64 <= g);
+    let device_of = |slab: usize| slab / lay.per_device;
+    // each slab's halo rows as runs of consecutive rows of one owning slab
+    let runs: Vec<Vec<HaloRun>> = slabs
+        .iter()
+        .map(|z| {
+            let (lo, hi) = resident(&job, z, h);
+            let mut out: Vec<HaloRun> = Vec::new();
+            for (a, b) in [(lo, z.start as i64), (z.end as i64, hi)] {
+                for r in a..b {
+                    let g = r.rem_euclid(rows);
+                    let o = owner(g);
+                    match out.last_mut() {
+                        Some(run)
+                            if run.owner == o
+                                && run.row + run.len == r
+                                && run.from + run.len == g =>
+                        {
+                            run.len += 1
+                        }
+                        _ => out.push(HaloRun {
+                            owner: o,
+                            row: r,
+                            from: g,
+                            len: 1,
+                        }),
+                    }
+                }
+            }
+            out
+        })
+        .collect();
+    // a slab publishes its edges to the host only where another device's slab needs them;
+    // slabs of one device exchange on the GPU
+    let mut publishes = vec![false; slabs.len()];
+    for (s, rs) in runs.iter().enumerate() {
+        for run in rs {
+            if device_of(run.owner) != device_of(s) {
+                publishes[run.owner] = true;
+            }
+        }
+    }
+    let (runs, publishes) = (&runs, &publishes);
     let results: Vec<Result<[f64; 4]>> = std::thread::scope(|s| {
         let handles: Vec<_> = outs
             .into_iter()
@@ -327,8 +378,8 @@ pub fn run_laid_out(
                         }
                         let t = Instant::now();
                         if !failed.load(Ordering::SeqCst) {
-                            // publish each slab's edge rows
-                            for slab in &held {
+                            // publish the edge rows other devices need
+                            for slab in held.iter().filter(|x| publishes[x.index]) {
                                 let ((z0, z1), (lo, _)) = (slab.z, slab.held);
                                 let e = h.min(z1 - z0);
                                 let bands = if z1 - e > z0 + e {
@@ -352,19 +403,47 @@ pub fn run_laid_out(
                         }
                         barrier.wait();
                         if !failed.load(Ordering::SeqCst) {
-                            // each slab's halo rows, from the slabs that own them
+                            // each slab's halo rows from the slabs that own them: through the host
+                            // from other devices, by GPU copies from this device's own slabs
+                            let mut enc = gpu.device.create_command_encoder(&Default::default());
+                            let first_slab = held.first().map_or(0, |x| x.index);
                             for slab in &held {
-                                let ((z0, z1), (lo, hi)) = (slab.z, slab.held);
-                                for (a, b) in [(lo, z0), (z1, hi)] {
-                                    if a >= b {
+                                let lo = slab.held.0;
+                                for run in &runs[slab.index] {
+                                    let at = (run.row - lo) as u64 * rb as u64;
+                                    let bytes = run.len as u64 * rb as u64;
+                                    if device_of(run.owner) == d {
+                                        let src = &held[run.owner - first_slab];
+                                        let from = (run.from - src.held.0) as u64 * rb as u64;
+                                        if run.owner == slab.index {
+                                            // a slab wrapping onto itself: through its second buffer
+                                            enc.copy_buffer_to_buffer(
+                                                &slab.cur,
+                                                from,
+                                                &slab.other,
+                                                0,
+                                                bytes,
+                                            );
+                                            enc.copy_buffer_to_buffer(
+                                                &slab.other,
+                                                0,
+                                                &slab.cur,
+                                                at,
+                                                bytes,
+                                            );
+                                        } else {
+                                            enc.copy_buffer_to_buffer(
+                                                &src.cur, from, &slab.cur, at, bytes,
+                                            );
+                                        }
                                         continue;
                                     }
-                                    let mut halo = vec![0u8; (b - a) as usize * rb];
-                                    for r in a..b {
-                                        let g = r.rem_euclid(rows);
-                                        let edges = published[owner(g)]
-                                            .lock()
-                                            .unwrap_or_else(|p| p.into_inner());
+                                    let edges = published[run.owner]
+                                        .lock()
+                                        .unwrap_or_else(|p| p.into_inner());
+                                    let mut halo = vec![0u8; bytes as usize];
+                                    for j in 0..run.len {
+                                        let g = run.from + j;
                                         let (first, band) = edges
                                             .iter()
                                             .find(|(f, band)| {
@@ -374,14 +453,16 @@ pub fn run_laid_out(
                                                 "a halo row lies in its owner's published edge",
                                             );
                                         let from = (g - first) as usize * rb;
-                                        let to = (r - a) as usize * rb;
+                                        let to = j as usize * rb;
                                         halo[to..to + rb].copy_from_slice(&band[from..from + rb]);
                                     }
-                                    let at = (a - lo) as u64 * rb as u64;
                                     if let Err(e) = transfer::upload(gpu, &slab.cur, at, &halo) {
                                         fail(e, &mut own);
                                     }
                                 }
+                            }
+                            if let Err(e) = gpu.checked(|| gpu.queue.submit([enc.finish()])) {
+                                fail(e, &mut own);
                             }
                         }
                         times[2] += t.elapsed().as_secs_f64();
