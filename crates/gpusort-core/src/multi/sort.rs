@@ -244,7 +244,14 @@ pub fn sort_host_spread<T: SortKey>(
             .zip(index.par_iter())
             .for_each(|(dst, &i)| *dst = src[i as usize]);
     }
+    tracing::debug!(
+        "group sort: copied back in {:.3} s; partition {partition_s:.3} s",
+        t.elapsed().as_secs_f64()
+    );
     let partition_s = partition_s + t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    drop(moved);
+    tracing::debug!("group sort: freed in {:.3} s", t.elapsed().as_secs_f64());
     Ok((
         want_permutation.then_some(index),
         GroupSortStats {
@@ -289,17 +296,22 @@ fn partition<T: SortKey>(
     let buckets = splitters.len() + 1;
     let chunk = n.div_ceil(crate::cpu_engine::threads() * 4).max(1 << 14);
     let bucket_of = |i: usize| splitters.partition_point(|&s| s <= (word(&keys[i]), i)) as u8;
-    let ids: Vec<u8> = (0..n).into_par_iter().map(bucket_of).collect();
+    let t = Instant::now();
+    // bucket ids and each chunk's counts in one pass
+    let mut ids = vec![0u8; n];
     let chunk_counts: Vec<Vec<usize>> = ids
-        .par_chunks(chunk)
-        .map(|c| {
+        .par_chunks_mut(chunk)
+        .enumerate()
+        .map(|(c, out)| {
             let mut h = vec![0usize; buckets];
-            for &b in c {
-                h[b as usize] += 1;
+            for (j, id) in out.iter_mut().enumerate() {
+                *id = bucket_of(c * chunk + j);
+                h[*id as usize] += 1;
             }
             h
         })
         .collect();
+    let ids_s = t.elapsed().as_secs_f64();
     let counts: Vec<usize> = (0..buckets)
         .map(|b| chunk_counts.iter().map(|h| h[b]).sum())
         .collect();
@@ -367,6 +379,10 @@ fn partition<T: SortKey>(
             }
         });
     drop((key_pieces, index_pieces));
+    tracing::debug!(
+        "group sort partition of {n} keys into {buckets}: ids and counts {ids_s:.3} s, scatter {:.3} s",
+        t.elapsed().as_secs_f64() - ids_s
+    );
     (moved, index, counts)
 }
 
