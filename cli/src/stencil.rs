@@ -404,7 +404,7 @@ fn run_group<T: StencilValue + Into<f64>>(
     if g.show_timings() {
         let updates = job.shape.cells() as f64 * job.steps as f64;
         eprintln!(
-            "time: {:.2} GCells/s per step end to end; rows per device {:?}, {} rounds of {} steps between halo exchanges; slowest device: upload {:.3} s, steps {:.3} s, exchanges {:.3} s, download {:.3} s",
+            "time: {:.2} GCells/s per step end to end; rows per device {:?}, {} rounds of {} steps between halo exchanges; slowest device: upload {:.3} s, steps {:.3} s, exchanges {:.3} s (and {:.3} s waiting for the others), download {:.3} s",
             updates / stats.seconds.max(1e-9) / 1e9,
             stats.parts,
             stats.rounds,
@@ -412,6 +412,7 @@ fn run_group<T: StencilValue + Into<f64>>(
             stats.upload_s,
             stats.compute_s,
             stats.exchange_s,
+            stats.wait_s,
             stats.download_s,
         );
     }

@@ -249,7 +249,7 @@ fn stencil_cases(
                 bytemuck::cast_slice(&grid),
                 bytemuck::cast_slice_mut(&mut out),
             )?;
-            resident.push(s.compute_s + s.exchange_s);
+            resident.push(s.compute_s + s.exchange_s + s.wait_s);
             last = Some(s);
             Ok(t.elapsed().as_secs_f64())
         })?;
@@ -273,7 +273,7 @@ fn stencil_cases(
         let s = last.unwrap_or_default();
         let updates = cells as f64 * job.steps as f64;
         let note = format!(
-            "{} slab(s) a device, {} rounds of {} steps; end to end {:.2}x one device; resident (steps + exchanges) {:.3} s = {:.2}x one device, {:.0} GCells/s; exchanges {:.3} s",
+            "{} slab(s) a device, {} rounds of {} steps; end to end {:.2}x one device; resident (steps + exchanges) {:.3} s = {:.2}x one device, {:.0} GCells/s; steps {:.3} s, exchange copies {:.3} s, waits {:.3} s",
             s.slabs_per_device,
             s.rounds,
             s.round_steps,
@@ -281,7 +281,9 @@ fn stencil_cases(
             res.median_s,
             base_resident / res.median_s,
             updates / res.median_s / 1e9,
-            s.exchange_s
+            s.compute_s,
+            s.exchange_s,
+            s.wait_s
         );
         cases.push(case(
             format!("stencil {name}, {}", devices_words(k)),

@@ -37,12 +37,14 @@ pub struct GroupStencilStats {
     /// Steps between exchanges (T), and how many rounds of them ran.
     pub round_steps: u64,
     pub rounds: u64,
-    /// The slowest device's seconds uploading its part, computing, exchanging halos and
-    /// downloading its rows.
+    /// The slowest device's seconds uploading its part, computing, exchanging halos (its own
+    /// copies) and downloading its rows.
     pub upload_s: f64,
     pub compute_s: f64,
     pub exchange_s: f64,
     pub download_s: f64,
+    /// The longest a device waited at the exchanges for the others.
+    pub wait_s: f64,
 }
 
 /// How a job is laid out on a group: slabs of rows, `per_device` consecutive slabs a device,
@@ -289,24 +291,34 @@ pub fn run_laid_out(
         .collect();
     // a slab publishes its edges to the host only where another device's slab needs them;
     // slabs of one device exchange on the GPU
-    let mut publishes = vec![false; slabs.len()];
+    // exactly the rows other devices need of each slab, as merged ranges
+    let mut publishes: Vec<Vec<Range<i64>>> = vec![Vec::new(); slabs.len()];
     for (s, rs) in runs.iter().enumerate() {
-        for run in rs {
-            if device_of(run.owner) != device_of(s) {
-                publishes[run.owner] = true;
-            }
+        for run in rs.iter().filter(|r| device_of(r.owner) != device_of(s)) {
+            publishes[run.owner].push(run.from..run.from + run.len);
         }
     }
+    for ranges in publishes.iter_mut() {
+        ranges.sort_by_key(|r| r.start);
+        let mut merged: Vec<Range<i64>> = Vec::new();
+        for r in ranges.drain(..) {
+            match merged.last_mut() {
+                Some(m) if r.start <= m.end => m.end = m.end.max(r.end),
+                _ => merged.push(r),
+            }
+        }
+        *ranges = merged;
+    }
     let (runs, publishes) = (&runs, &publishes);
-    let results: Vec<Result<[f64; 4]>> = std::thread::scope(|s| {
+    let results: Vec<Result<[f64; 5]>> = std::thread::scope(|s| {
         let handles: Vec<_> = outs
             .into_iter()
             .enumerate()
             .map(|(d, mine)| {
                 let (gpu, kernel) = (&group.gpus()[d], &kernels[d]);
                 let (published, barrier, failed, job) = (&published, &barrier, &failed, &job);
-                s.spawn(move || -> Result<[f64; 4]> {
-                    let mut times = [0.0f64; 4];
+                s.spawn(move || -> Result<[f64; 5]> {
+                    let mut times = [0.0f64; 5];
                     let mut own: Result<()> = Ok(());
                     let fail = |e: Error, own: &mut Result<()>| {
                         failed.store(true, Ordering::SeqCst);
@@ -378,17 +390,11 @@ pub fn run_laid_out(
                         }
                         let t = Instant::now();
                         if !failed.load(Ordering::SeqCst) {
-                            // publish the edge rows other devices need
-                            for slab in held.iter().filter(|x| publishes[x.index]) {
-                                let ((z0, z1), (lo, _)) = (slab.z, slab.held);
-                                let e = h.min(z1 - z0);
-                                let bands = if z1 - e > z0 + e {
-                                    vec![z0..z0 + e, z1 - e..z1]
-                                } else {
-                                    vec![z0..z1]
-                                };
+                            // publish the rows other devices need
+                            for slab in held.iter().filter(|x| !publishes[x.index].is_empty()) {
+                                let lo = slab.held.0;
                                 let mut edges = Vec::new();
-                                for band in bands {
+                                for band in &publishes[slab.index] {
                                     let mut host = vec![0u8; (band.end - band.start) as usize * rb];
                                     let at = (band.start - lo) as u64 * rb as u64;
                                     match transfer::download(gpu, &slab.cur, at, &mut host) {
@@ -401,7 +407,11 @@ pub fn run_laid_out(
                                     .unwrap_or_else(|p| p.into_inner()) = edges;
                             }
                         }
+                        times[2] += t.elapsed().as_secs_f64();
+                        let t = Instant::now();
                         barrier.wait();
+                        times[4] += t.elapsed().as_secs_f64();
+                        let t = Instant::now();
                         if !failed.load(Ordering::SeqCst) {
                             // each slab's halo rows from the slabs that own them: through the host
                             // from other devices, by GPU copies from this device's own slabs
@@ -441,22 +451,17 @@ pub fn run_laid_out(
                                     let edges = published[run.owner]
                                         .lock()
                                         .unwrap_or_else(|p| p.into_inner());
-                                    let mut halo = vec![0u8; bytes as usize];
-                                    for j in 0..run.len {
-                                        let g = run.from + j;
-                                        let (first, band) = edges
-                                            .iter()
-                                            .find(|(f, band)| {
-                                                g >= *f && g < *f + (band.len() / rb) as i64
-                                            })
-                                            .expect(
-                                                "a halo row lies in its owner's published edge",
-                                            );
-                                        let from = (g - first) as usize * rb;
-                                        let to = j as usize * rb;
-                                        halo[to..to + rb].copy_from_slice(&band[from..from + rb]);
-                                    }
-                                    if let Err(e) = transfer::upload(gpu, &slab.cur, at, &halo) {
+                                    // a run lies in one published range (they are merged unions)
+                                    let (first, band) = edges
+                                        .iter()
+                                        .find(|(f, band)| {
+                                            run.from >= *f
+                                                && run.from + run.len <= *f + (band.len() / rb) as i64
+                                        })
+                                        .expect("a halo run lies in its owner's published rows");
+                                    let from = (run.from - first) as usize * rb;
+                                    let piece = &band[from..from + bytes as usize];
+                                    if let Err(e) = transfer::upload(gpu, &slab.cur, at, piece) {
                                         fail(e, &mut own);
                                     }
                                 }
@@ -467,7 +472,9 @@ pub fn run_laid_out(
                         }
                         times[2] += t.elapsed().as_secs_f64();
                         // nobody publishes the next round's edges before everyone has read these
+                        let t = Instant::now();
                         barrier.wait();
+                        times[4] += t.elapsed().as_secs_f64();
                     }
                     if !failed.load(Ordering::SeqCst) {
                         let t = Instant::now();
@@ -511,6 +518,7 @@ pub fn run_laid_out(
         stats.compute_s = stats.compute_s.max(t[1]);
         stats.exchange_s = stats.exchange_s.max(t[2]);
         stats.download_s = stats.download_s.max(t[3]);
+        stats.wait_s = stats.wait_s.max(t[4]);
     }
     if failed.load(Ordering::SeqCst) {
         return Err(Error::DeviceLost("a device of the group failed".into()));
