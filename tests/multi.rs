@@ -478,7 +478,11 @@ fn inputs_one_device_sorts_whole_stay_on_it_unless_asked() {
     let (mut a, mut b) = (keys.clone(), keys.clone());
     let (_, auto) =
         multi::sort::sort_host(&g, &sorters, &mut a, None, false, SortOrder::default()).unwrap();
-    assert_eq!(auto.parts, vec![keys.len()], "one GPU sort: the first device alone");
+    assert_eq!(
+        auto.parts,
+        vec![keys.len()],
+        "one GPU sort: the first device alone"
+    );
     let (_, spread) = multi::sort::sort_host_spread(
         &g,
         &sorters,
@@ -490,7 +494,11 @@ fn inputs_one_device_sorts_whole_stay_on_it_unless_asked() {
     )
     .unwrap();
     assert_eq!(spread.parts.len(), 2);
-    assert!(spread.parts.iter().all(|&p| p > 20_000), "{:?}", spread.parts);
+    assert!(
+        spread.parts.iter().all(|&p| p > 20_000),
+        "{:?}",
+        spread.parts
+    );
     assert_eq!(a, b);
     // a piece limit (as a binding would) makes one device's sort pieces: then it spreads
     let limited: Vec<Sorter> = g

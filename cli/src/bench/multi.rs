@@ -241,7 +241,7 @@ fn stencil_cases(
         let sub = group.prefix(k);
         let mut resident = Vec::new();
         let mut last = None;
-        let st = measure(ctx.reps.min(5), || {
+        let st = super::measure_warm(ctx.reps.min(5), ctx.warm, || {
             let t = Instant::now();
             let s = multi::stencil::run(
                 &sub,

@@ -398,6 +398,55 @@ fn request_map(buffer: &wgpu::Buffer, mode: wgpu::MapMode, len: u64) -> MapResul
     rx
 }
 
+/// A buffer the GPU copies results into for the host to read (`MAP_READ | COPY_DST`).
+pub fn readback_buffer(gpu: &Gpu, bytes: u64) -> Result<wgpu::Buffer> {
+    gpu.checked(|| {
+        gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("readback"),
+            size: align_to(bytes.max(4), wgpu::COPY_BUFFER_ALIGNMENT),
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        })
+    })
+}
+
+/// Ask for `buffer` (a [`readback_buffer`]) mapped for reading once the submissions that write
+/// it are done; call after submitting them, then [`finish_read`].
+pub fn request_read(buffer: &wgpu::Buffer) -> MapResult {
+    request_map(buffer, wgpu::MapMode::Read, buffer.size())
+}
+
+/// After waiting for the submission that fills `buffer`: copy its first `out.len()` bytes into
+/// `out` and unmap it for the next use.
+pub fn finish_read(
+    gpu: &Gpu,
+    buffer: &wgpu::Buffer,
+    ready: MapResult,
+    out: &mut [u8],
+) -> Result<()> {
+    // polled, not waited on: later submissions may still run (that is the point)
+    let start = std::time::Instant::now();
+    loop {
+        match ready.try_recv() {
+            Ok(Ok(())) => break,
+            Ok(Err(e)) => return Err(Error::Map(e.to_string())),
+            Err(std::sync::mpsc::TryRecvError::Disconnected) => {
+                return Err(Error::Map("the map request was dropped".into()))
+            }
+            Err(std::sync::mpsc::TryRecvError::Empty) => {
+                if start.elapsed() > crate::device::GPU_WAIT_TIMEOUT {
+                    return Err(Error::Timeout(crate::device::GPU_WAIT_TIMEOUT));
+                }
+                let _ = gpu.device.poll(wgpu::PollType::Poll);
+                std::thread::yield_now();
+            }
+        }
+    }
+    read_mapped(buffer, 0, out);
+    buffer.unmap();
+    Ok(())
+}
+
 impl StagingSlot {
     /// A slot for uploads of up to `up_bytes` and downloads of up to `down_bytes`; the upload
     /// side starts mapped.

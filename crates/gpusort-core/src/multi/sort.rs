@@ -43,6 +43,9 @@ fn empty_stats(_order: SortOrder) -> SortStats {
     }
 }
 
+/// One bucket of keys for a device, with the original positions where they are carried.
+type Bucket<'a, T> = (&'a mut [T], Option<&'a mut [u32]>);
+
 /// What a group sort did: the host's partition, and each device's sort.
 #[derive(Clone, Debug, Default)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
@@ -201,8 +204,7 @@ pub fn sort_host_spread<T: SortKey>(
     let partition_s = t.elapsed().as_secs_f64();
 
     // each device sorts its buckets of `moved` in place, the original positions as their payload
-    let mut mine: Vec<Vec<(&mut [T], Option<&mut [u32]>)>> =
-        (0..devices).map(|_| Vec::new()).collect();
+    let mut mine: Vec<Vec<Bucket<'_, T>>> = (0..devices).map(|_| Vec::new()).collect();
     let (mut rk, mut ri): (&mut [T], &mut [u32]) = (&mut moved, &mut index);
     for (b, &c) in counts.iter().enumerate() {
         let (a, rest) = std::mem::take(&mut rk).split_at_mut(c);

@@ -175,6 +175,20 @@ struct HaloRun {
     len: i64,
 }
 
+/// A slab's rows for other devices on the host: (first row, the rows' bytes) per range.
+type Published = Vec<(i64, Vec<u8>)>;
+
+/// Rows `band` of slab `slab` that other devices need, computed ahead from rows `region` in
+/// buffers `a` and `b`, read back through `readback`.
+struct Edge {
+    slab: usize,
+    band: Range<i64>,
+    region: (i64, i64),
+    a: wgpu::Buffer,
+    b: wgpu::Buffer,
+    readback: wgpu::Buffer,
+}
+
 /// One slab on its device: rows `[z0, z1)` exact, `[lo, hi)` held, in `cur` (and `other`, the
 /// second buffer the steps alternate with).
 struct Slab<'o> {
@@ -245,7 +259,7 @@ pub fn run_laid_out(
     let h = lay.halo;
     let slabs = &lay.slabs;
     // each slab's published edge rows: (first row, bytes of whole rows)
-    let published: Vec<Mutex<Vec<(i64, Vec<u8>)>>> =
+    let published: Vec<Mutex<Published>> =
         (0..slabs.len()).map(|_| Mutex::new(Vec::new())).collect();
     let barrier = Barrier::new(devices);
     let failed = AtomicBool::new(false);
@@ -351,11 +365,69 @@ pub fn run_laid_out(
                             }
                         }
                     }
+                    // the rows other devices need, computed ahead in their own small buffers
+                    // (their cone of rows copied out first) so that they can be read back
+                    // while the whole slab computes
+                    let mut edges: Vec<Edge> = Vec::new();
+                    if !failed.load(Ordering::SeqCst) && rounds > 1 {
+                        for slab in &held {
+                            for band in &publishes[slab.index] {
+                                let (lo, hi) = slab.held;
+                                let region = ((band.start - h).max(lo), (band.end + h).min(hi));
+                                let bytes = (region.1 - region.0) as u64 * rb as u64;
+                                let made = (|| {
+                                    Ok::<_, Error>(Edge {
+                                        slab: slab.index,
+                                        band: band.clone(),
+                                        region,
+                                        a: transfer::storage_buffer(gpu, "stencil edge", bytes)?,
+                                        b: transfer::storage_buffer(gpu, "stencil edge'", bytes)?,
+                                        readback: transfer::readback_buffer(
+                                            gpu,
+                                            (band.end - band.start) as u64 * rb as u64,
+                                        )?,
+                                    })
+                                })();
+                                match made {
+                                    Ok(e) => edges.push(e),
+                                    Err(e) => fail(e, &mut own),
+                                }
+                            }
+                        }
+                    }
                     times[0] = t.elapsed().as_secs_f64();
+                    let first_slab = held.first().map_or(0, |x| x.index);
                     for round in 0..rounds {
                         let ts = (steps - round * t_round).min(t_round);
+                        let last = round + 1 == rounds;
+                        let t = Instant::now();
+                        let mut edge_done = None;
+                        if !failed.load(Ordering::SeqCst) && !last && !edges.is_empty() {
+                            let mut enc = gpu.device.create_command_encoder(&Default::default());
+                            for e in &edges {
+                                let slab = &held[e.slab - first_slab];
+                                let from = (e.region.0 - slab.held.0) as u64 * rb as u64;
+                                let bytes = (e.region.1 - e.region.0) as u64 * rb as u64;
+                                enc.copy_buffer_to_buffer(&slab.cur, from, &e.a, 0, bytes);
+                                let result = kernel.record_region_steps(
+                                    gpu,
+                                    &mut enc,
+                                    &e.a,
+                                    &e.b,
+                                    e.region,
+                                    (e.band.start, e.band.end),
+                                    ts,
+                                );
+                                let at = (e.band.start - e.region.0) as u64 * rb as u64;
+                                let len = (e.band.end - e.band.start) as u64 * rb as u64;
+                                enc.copy_buffer_to_buffer(result, at, &e.readback, 0, len);
+                            }
+                            match gpu.checked(|| gpu.queue.submit([enc.finish()])) {
+                                Ok(idx) => edge_done = Some(idx),
+                                Err(e) => fail(e, &mut own),
+                            }
+                        }
                         if !failed.load(Ordering::SeqCst) {
-                            let t = Instant::now();
                             let mut enc = gpu.device.create_command_encoder(&Default::default());
                             let mut swapped = Vec::new();
                             for slab in &held {
@@ -370,12 +442,9 @@ pub fn run_laid_out(
                                 );
                                 swapped.push(!std::ptr::eq(result, &slab.cur));
                             }
-                            let r = gpu
-                                .checked(|| gpu.queue.submit([enc.finish()]))
-                                .and_then(|_| gpu.wait());
-                            times[1] += t.elapsed().as_secs_f64();
-                            match r {
-                                Ok(()) => {
+                            match gpu.checked(|| gpu.queue.submit([enc.finish()])) {
+                                Ok(_) => {
+                                    // later copies and steps read the result where it is
                                     for (slab, swap) in held.iter_mut().zip(swapped) {
                                         if swap {
                                             std::mem::swap(&mut slab.cur, &mut slab.other);
@@ -385,38 +454,56 @@ pub fn run_laid_out(
                                 Err(e) => fail(e, &mut own),
                             }
                         }
-                        if round + 1 == rounds {
+                        if last {
                             break;
                         }
-                        let t = Instant::now();
-                        if !failed.load(Ordering::SeqCst) {
-                            // publish the rows other devices need
-                            for slab in held.iter().filter(|x| !publishes[x.index].is_empty()) {
-                                let lo = slab.held.0;
-                                let mut edges = Vec::new();
-                                for band in &publishes[slab.index] {
-                                    let mut host = vec![0u8; (band.end - band.start) as usize * rb];
-                                    let at = (band.start - lo) as u64 * rb as u64;
-                                    match transfer::download(gpu, &slab.cur, at, &mut host) {
-                                        Ok(()) => edges.push((band.start, host)),
-                                        Err(e) => fail(e, &mut own),
+                        // publish the rows other devices need: read back as soon as their own
+                        // steps are done, while the slabs still compute
+                        if let Some(idx) = edge_done {
+                            let mut ready = Vec::new();
+                            for e in &edges {
+                                ready.push(transfer::request_read(&e.readback));
+                            }
+                            let r = gpu.wait_for(idx);
+                            times[1] += t.elapsed().as_secs_f64();
+                            let t = Instant::now();
+                            match r {
+                                Err(e) => fail(e, &mut own),
+                                Ok(()) => {
+                                    let mut by_slab: Vec<(usize, Published)> = Vec::new();
+                                    for (e, rx) in edges.iter().zip(ready) {
+                                        let mut host =
+                                            vec![0u8; (e.band.end - e.band.start) as usize * rb];
+                                        match transfer::finish_read(gpu, &e.readback, rx, &mut host)
+                                        {
+                                            Ok(()) => match by_slab.last_mut() {
+                                                Some((s, v)) if *s == e.slab => {
+                                                    v.push((e.band.start, host))
+                                                }
+                                                _ => by_slab
+                                                    .push((e.slab, vec![(e.band.start, host)])),
+                                            },
+                                            Err(err) => fail(err, &mut own),
+                                        }
+                                    }
+                                    for (slab, bands) in by_slab {
+                                        *published[slab]
+                                            .lock()
+                                            .unwrap_or_else(|p| p.into_inner()) = bands;
                                     }
                                 }
-                                *published[slab.index]
-                                    .lock()
-                                    .unwrap_or_else(|p| p.into_inner()) = edges;
                             }
+                            times[2] += t.elapsed().as_secs_f64();
                         }
-                        times[2] += t.elapsed().as_secs_f64();
                         let t = Instant::now();
                         barrier.wait();
                         times[4] += t.elapsed().as_secs_f64();
                         let t = Instant::now();
                         if !failed.load(Ordering::SeqCst) {
                             // each slab's halo rows from the slabs that own them: through the host
-                            // from other devices, by GPU copies from this device's own slabs
+                            // from other devices, by GPU copies from this device's own slabs; all
+                            // queued behind this round's steps
                             let mut enc = gpu.device.create_command_encoder(&Default::default());
-                            let first_slab = held.first().map_or(0, |x| x.index);
                             for slab in &held {
                                 let lo = slab.held.0;
                                 for run in &runs[slab.index] {
@@ -456,7 +543,8 @@ pub fn run_laid_out(
                                         .iter()
                                         .find(|(f, band)| {
                                             run.from >= *f
-                                                && run.from + run.len <= *f + (band.len() / rb) as i64
+                                                && run.from + run.len
+                                                    <= *f + (band.len() / rb) as i64
                                         })
                                         .expect("a halo run lies in its owner's published rows");
                                     let from = (run.from - first) as usize * rb;
@@ -475,6 +563,13 @@ pub fn run_laid_out(
                         let t = Instant::now();
                         barrier.wait();
                         times[4] += t.elapsed().as_secs_f64();
+                    }
+                    if !failed.load(Ordering::SeqCst) {
+                        let t = Instant::now();
+                        if let Err(e) = gpu.wait() {
+                            fail(e, &mut own);
+                        }
+                        times[1] += t.elapsed().as_secs_f64();
                     }
                     if !failed.load(Ordering::SeqCst) {
                         let t = Instant::now();
