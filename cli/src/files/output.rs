@@ -324,11 +324,21 @@ impl Output {
         dtype: KeyType,
         len: u64,
     ) -> Result<PositionedWriter<'_>, CliError> {
+        self.positioned_array(format, dtype, &[len as usize])
+    }
+
+    /// [`Output::positioned`] for an array of `shape` (the .npy header says it).
+    pub fn positioned_array(
+        &mut self,
+        format: Format,
+        dtype: KeyType,
+        shape: &[usize],
+    ) -> Result<PositionedWriter<'_>, CliError> {
         use std::io::Seek;
         let dest = self.dest.clone();
         let err =
             |e: std::io::Error| CliError::runtime(format!("cannot write {}: {e}", shown(&dest)));
-        let mut header = self.stream(format, dtype, len)?;
+        let mut header = self.stream_array(format, dtype, shape)?;
         header.flush().map_err(err)?;
         drop(header);
         let file = self.tmp.as_mut().expect("not yet committed").as_file_mut();
@@ -349,13 +359,23 @@ impl Output {
         dtype: KeyType,
         len: u64,
     ) -> Result<BufWriter<&mut File>, CliError> {
+        self.stream_array(format, dtype, &[len as usize])
+    }
+
+    fn stream_array(
+        &mut self,
+        format: Format,
+        dtype: KeyType,
+        shape: &[usize],
+    ) -> Result<BufWriter<&mut File>, CliError> {
         let dest = self.dest.clone();
         let err =
             |e: std::io::Error| CliError::runtime(format!("cannot write {}: {e}", shown(&dest)));
         let file = self.tmp.as_mut().expect("not yet committed").as_file_mut();
         let mut w = BufWriter::with_capacity(8 << 20, file);
         if format == Format::Npy {
-            w.write_all(&npy_header(dtype, &[len], 0)).map_err(err)?;
+            let shape: Vec<u64> = shape.iter().map(|&n| n as u64).collect();
+            w.write_all(&npy_header(dtype, &shape, 0)).map_err(err)?;
         }
         Ok(w)
     }
