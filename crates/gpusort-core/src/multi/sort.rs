@@ -297,18 +297,20 @@ fn partition<T: SortKey>(
     let n = keys.len();
     let buckets = splitters.len() + 1;
     let chunk = n.div_ceil(crate::cpu_engine::threads() * 4).max(1 << 14);
-    let bucket_of = |i: usize| splitters.partition_point(|&s| s <= (word(&keys[i]), i)) as u8;
+    // recomputed in the scatter rather than kept: an array of ids is another allocation to fault
+    // in, which cost more than the comparisons on a 32-thread host
+    let bucket_of = |k: &T, i: usize| {
+        let w = word(k);
+        splitters.partition_point(|&s| s <= (w, i))
+    };
     let t = Instant::now();
-    // bucket ids and each chunk's counts in one pass
-    let mut ids = vec![0u8; n];
-    let chunk_counts: Vec<Vec<usize>> = ids
-        .par_chunks_mut(chunk)
+    let chunk_counts: Vec<Vec<usize>> = keys
+        .par_chunks(chunk)
         .enumerate()
-        .map(|(c, out)| {
+        .map(|(c, part)| {
             let mut h = vec![0usize; buckets];
-            for (j, id) in out.iter_mut().enumerate() {
-                *id = bucket_of(c * chunk + j);
-                h[*id as usize] += 1;
+            for (j, k) in part.iter().enumerate() {
+                h[bucket_of(k, c * chunk + j)] += 1;
             }
             h
         })
@@ -364,12 +366,8 @@ fn partition<T: SortKey>(
         .for_each(|(c, (kp, ip))| {
             let first = c * chunk;
             let mut fill = vec![0usize; buckets];
-            for (j, (k, &b)) in keys[first..(first + chunk).min(n)]
-                .iter()
-                .zip(&ids[first..(first + chunk).min(n)])
-                .enumerate()
-            {
-                let b = b as usize;
+            for (j, k) in keys[first..(first + chunk).min(n)].iter().enumerate() {
+                let b = bucket_of(k, first + j);
                 let at = fill[b];
                 if let Some(p) = kp[b].as_deref_mut() {
                     p[at] = *k;
@@ -382,7 +380,7 @@ fn partition<T: SortKey>(
         });
     drop((key_pieces, index_pieces));
     tracing::debug!(
-        "group sort partition of {n} keys into {buckets}: ids and counts {ids_s:.3} s, scatter {:.3} s",
+        "group sort partition of {n} keys into {buckets}: counts {ids_s:.3} s, scatter {:.3} s",
         t.elapsed().as_secs_f64() - ids_s
     );
     (moved, index, counts)
