@@ -245,14 +245,22 @@ def stencil(grid, *, radius=1, stencil="star", weights=None, boundary="reflect",
 
 def info():
     """Where gpusort runs: engine ("gpu" or "cpu"), adapter, backend, driver, subgroups and
-    limits (GPU), "tuned" (when `gpusort tune` measured the tuning in use for this GPU, None for
+    limits (GPU), "devices" (the adapters a call uses), "tuned" (when `gpusort tune` measured the tuning in use for this GPU, None for
     the defaults), and CPU threads. Makes the context if it was not made yet."""
     return _native.info()
 
 
-def use(backend=None, adapter=None):
+def use(backend=None, adapter=None, devices=None, _spread_always=False):
     """Choose where later calls run: backend "auto" (default: a hardware GPU if there is one,
     else the CPU engine), "cpu", "gpu" (any adapter, software ones too), "vulkan", "metal",
-    "dx12" or "gl"; `adapter` a substring of the adapter's name or its index. Replaces the
-    context in use."""
-    _native.use_device(backend, None if adapter is None else str(adapter))
+    "dx12" or "gl"; `adapter` a substring of the adapter's name or its index; `devices` several
+    GPUs for each call: "all", a count (2), or a list of indices or names ("0,1"; one named
+    twice gives two devices on it). Sorts too large for one GPU sort are split by key range
+    over them and stencils held in slabs across them, with the results one device gives; other
+    calls run on the first. Replaces the context in use."""
+    _native.use_device(
+        backend,
+        None if adapter is None else str(adapter),
+        None if devices is None else str(devices),
+        bool(_spread_always),
+    )

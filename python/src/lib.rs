@@ -34,12 +34,16 @@ enum Engine {
 }
 
 struct GpuContext {
-    gpu: Gpu,
+    gpu: Arc<Gpu>,
     sorter: Sorter,
     scanner: Scanner,
     scanner64: Scanner64,
     /// When `gpusort tune` measured the tuning in use, if it did.
     tuned: Option<String>,
+    /// `use(devices=...)` naming several: the group (this device first) and a sorter each.
+    group: Option<(gpusort_core::multi::DeviceGroup, Vec<Sorter>)>,
+    /// Spread every sort over the group (tests): the results are the same.
+    spread_always: bool,
 }
 
 /// The tuning `gpusort tune` stored for this device, as the CLI finds it (GPUSORT_CACHE_DIR, else
@@ -60,6 +64,8 @@ fn stored_tuning(gpu: &Gpu) -> Option<gpusort_core::tuning::StoredTuning> {
 struct Settings {
     backend: Option<String>,
     adapter: Option<String>,
+    devices: Option<String>,
+    spread_always: bool,
 }
 
 static SETTINGS: Mutex<Option<Settings>> = Mutex::new(None);
@@ -102,24 +108,48 @@ fn engine() -> PyResult<Arc<Engine>> {
     let e = Arc::new(if cpu {
         Engine::Cpu
     } else {
-        let gpu = Gpu::new(&options).map_err(to_py)?;
+        // several devices where `devices` names more than one (the first leads)
+        let gpus: Vec<Arc<Gpu>> = match settings.devices.as_deref() {
+            Some(spec) => {
+                let spec = gpusort_core::multi::DeviceSpec::parse(spec).map_err(to_py)?;
+                gpusort_core::multi::DeviceGroup::open(&options, &spec)
+                    .map_err(to_py)?
+                    .gpus()
+                    .to_vec()
+            }
+            None => vec![Arc::new(Gpu::new(&options).map_err(to_py)?)],
+        };
+        let sorter_for = |gpu: &Gpu| {
+            let tuning = stored_tuning(gpu).map_or_else(Default::default, |t| t.sort);
+            Sorter::new(gpu).and_then(|s| s.with_tuning(gpu, tuning))
+        };
+        let gpu = gpus[0].clone();
         let stored = stored_tuning(&gpu);
-        let (sort_tuning, scan_tuning) = stored
-            .as_ref()
-            .map_or_else(Default::default, |t| (t.sort, t.scan));
-        let sorter = Sorter::new(&gpu)
-            .and_then(|s| s.with_tuning(&gpu, sort_tuning))
-            .map_err(to_py)?;
+        let scan_tuning = stored.as_ref().map_or_else(Default::default, |t| t.scan);
+        let sorter = sorter_for(&gpu).map_err(to_py)?;
         let scanner = Scanner::new(&gpu)
             .and_then(|s| s.with_tuning(&gpu, scan_tuning))
             .map_err(to_py)?;
         let scanner64 = Scanner64::new(&gpu);
+        let group = if gpus.len() > 1 {
+            let sorters = gpus
+                .iter()
+                .map(|g| sorter_for(g))
+                .collect::<gpusort_core::Result<Vec<_>>>()
+                .map_err(to_py)?;
+            let group = gpusort_core::multi::DeviceGroup::from_shared(gpus).map_err(to_py)?;
+            Some((group, sorters))
+        } else {
+            None
+        };
         Engine::Gpu(Box::new(GpuContext {
             gpu,
             sorter,
             scanner,
             scanner64,
             tuned: stored.map(|t| t.date),
+            group,
+            spread_always: settings.spread_always,
         }))
     });
     *slot = Some(e.clone());
@@ -242,11 +272,23 @@ fn sort<'py>(
                 Engine::Cpu => {
                     gpusort_core::cpu_engine::sort(&mut keys, None, want_permutation, order, None)
                 }
-                Engine::Gpu(g) => {
-                    g.sorter
-                        .sort_host(&g.gpu, &mut keys, None, want_permutation, order)?
-                        .0
-                }
+                Engine::Gpu(g) => match &g.group {
+                    Some((group, sorters)) => {
+                        use gpusort_core::multi::sort::{sort_host_spread, Spread};
+                        let spread = if g.spread_always {
+                            Spread::Always
+                        } else {
+                            Spread::WhenItPays
+                        };
+                        sort_host_spread(group, sorters, &mut keys, None, want_permutation, order, spread)?
+                            .0
+                    }
+                    None => {
+                        g.sorter
+                            .sort_host(&g.gpu, &mut keys, None, want_permutation, order)?
+                            .0
+                    }
+                },
             };
             Ok((keys, perm))
         })?;
@@ -459,6 +501,16 @@ fn stencil_grid<T: gpusort_core::stencil::StencilValue>(
             use gpusort_sched::stencil::{plan, Budget, Speeds, Streaming};
             let gpu = &g.gpu;
             let kernel = planned_stencil(gpu, &job)?;
+            if let Some((group, _)) = &g.group {
+                if gpusort_core::multi::stencil::fits(group, &job) {
+                    // each device holds its slabs; the first device's kernel choice on all
+                    let mut kernels = vec![kernel];
+                    for other in &group.gpus()[1..] {
+                        kernels.push(StencilKernel::with_choice(other, &job, kernels[0].choice())?);
+                    }
+                    return Ok(gpusort_core::multi::stencil::apply(group, &kernels, &grid)?.0);
+                }
+            }
             let budget = Budget {
                 memory: 4 * gpu.max_binding(),
                 max_binding: gpu.max_binding(),
@@ -586,6 +638,11 @@ fn info(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
             d.set_item("max_buffer_size", g.gpu.limits.max_buffer_size)?;
             d.set_item("max_storage_binding", g.gpu.max_binding())?;
             d.set_item("f64_shaders", g.gpu.features.contains(wgpu::Features::SHADER_F64))?;
+            let devices: Vec<String> = match &g.group {
+                Some((group, _)) => group.gpus().iter().map(|x| x.adapter.name.clone()).collect(),
+                None => vec![a.name.clone()],
+            };
+            d.set_item("devices", devices)?;
         }
     }
     Ok(d)
@@ -593,10 +650,24 @@ fn info(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
 
 /// Choose where later calls run: backend "auto" (a hardware GPU if there is one, else the CPU
 /// engine), "cpu", "gpu" (any adapter, software ones too), "vulkan", "metal", "dx12" or "gl";
-/// `adapter` a name substring or index. Replaces the context in use.
+/// `adapter` a name substring or index; `devices` several ("all", a count, or a list such as
+/// "0,1"). Replaces the context in use.
 #[pyfunction]
-#[pyo3(signature = (backend=None, adapter=None))]
-fn use_device(backend: Option<String>, adapter: Option<String>) -> PyResult<()> {
+#[pyo3(signature = (backend=None, adapter=None, devices=None, spread_always=false))]
+fn use_device(
+    backend: Option<String>,
+    adapter: Option<String>,
+    devices: Option<String>,
+    spread_always: bool,
+) -> PyResult<()> {
+    if adapter.is_some() && devices.is_some() {
+        return Err(PyValueError::new_err(
+            "adapter and devices both choose devices: give one of them",
+        ));
+    }
+    if let Some(d) = devices.as_deref() {
+        gpusort_core::multi::DeviceSpec::parse(d).map_err(to_py)?;
+    }
     if let Some(b) = backend.as_deref() {
         const KNOWN: [&str; 7] = ["auto", "cpu", "gpu", "vulkan", "metal", "dx12", "gl"];
         if !KNOWN.contains(&b) {
@@ -606,7 +677,12 @@ fn use_device(backend: Option<String>, adapter: Option<String>) -> PyResult<()> 
             )));
         }
     }
-    *lock(&SETTINGS) = Some(Settings { backend, adapter });
+    *lock(&SETTINGS) = Some(Settings {
+        backend,
+        adapter,
+        devices,
+        spread_always,
+    });
     *lock(&ENGINE) = None;
     engine().map(|_| ())
 }

@@ -280,3 +280,27 @@ def test_a_stored_tuning_is_used(engine, tmp_path):
     env["GPUSORT_CACHE_DIR"] = str(tmp_path / "none")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.strip() == "None", out.stderr
+
+
+def test_several_devices_give_one_devices_results(engine):
+    # two devices on the one adapter CI has; every sort spread over both (a sort this small
+    # would otherwise stay on the first device)
+    gpusort.use(backend="gpu", devices="0,0", _spread_always=True)
+    assert len(gpusort.info()["devices"]) == 2
+    results = []
+    for dtype in DTYPES:
+        a = data(dtype, 40001, 3, "random")
+        same(gpusort.sort(a), np.sort(a, kind="stable"))
+        same(gpusort.argsort(a), np.argsort(a, kind="stable"))
+        results.append(gpusort.sort(a, descending=True))
+    g = np.random.default_rng(5).random((301, 40)).astype(np.float32)
+    spread = gpusort.stencil(g, radius=1, boundary="wrap", steps=13)
+    gpusort.use(backend="gpu")
+    assert len(gpusort.info()["devices"]) == 1
+    same(spread, gpusort.stencil(g, radius=1, boundary="wrap", steps=13))
+    for dtype, got in zip(DTYPES, results):
+        same(got, gpusort.sort(data(dtype, 40001, 3, "random"), descending=True))
+    with pytest.raises(ValueError):
+        gpusort.use(devices="0")
+    with pytest.raises(ValueError):
+        gpusort.use(adapter="0", devices="0,0")
