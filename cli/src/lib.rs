@@ -398,6 +398,11 @@ pub fn run(cli: &Cli) -> Result<(), CliError> {
                 "--adapter and --devices both choose devices: give one of them",
             ));
         }
+        if matches!(cli.global.backend, Backend::Cpu) {
+            return Err(CliError::usage(
+                "--devices chooses GPUs, and --backend cpu runs on the CPU engine: give one of them",
+            ));
+        }
     }
     let result = match &cli.command {
         Command::Info(a) => info::run(&cli.global, a),

@@ -2004,6 +2004,21 @@ fn several_devices_give_one_devices_bytes() {
             ]),
             "nosuchgpu",
         ),
+        (
+            arg(&[
+                "--devices",
+                "0,0",
+                "--backend",
+                "cpu",
+                "sort",
+                &input,
+                "--dtype",
+                "u32",
+                "-o",
+                &out,
+            ]),
+            "--backend cpu",
+        ),
     ]);
     assert!(!d.join("never.bin").exists());
     // info says which devices a job would use
