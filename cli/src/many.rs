@@ -201,3 +201,19 @@ mod tests {
         assert_eq!(batches(&[], &lens, 9), Vec::<Vec<usize>>::new());
     }
 }
+
+/// Files `files` (indices into `lens`) dealt out to `devices` devices: largest first, each to
+/// the device with the fewest elements so far.
+pub fn deal(files: &[usize], lens: &[usize], devices: usize) -> Vec<Vec<usize>> {
+    let mut by_size = files.to_vec();
+    by_size.sort_by_key(|&f| std::cmp::Reverse(lens[f]));
+    let devices = devices.max(1);
+    let mut load = vec![0usize; devices];
+    let mut dealt: Vec<Vec<usize>> = vec![Vec::new(); devices];
+    for f in by_size {
+        let d = (0..devices).min_by_key(|&d| load[d]).unwrap_or(0);
+        load[d] += lens[f].max(1);
+        dealt[d].push(f);
+    }
+    dealt
+}

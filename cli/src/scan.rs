@@ -297,8 +297,11 @@ fn scan_many(g: &Global, a: &ScanArgs) -> CliResult {
         );
         return Ok(());
     }
-    let gpu = g.gpu()?;
-    let sched = gpusort_core::schedule::Scheduler::new(&gpu)?;
+    // with --devices, the files scanned one by one are dealt out to the devices; the merged
+    // launch of the small ones runs on the first
+    let group = g.group()?;
+    let gpu: &Gpu = group.first();
+    let sched = gpusort_core::schedule::Scheduler::new(gpu)?;
     let lens: Vec<usize> = files.inputs.iter().map(|i| i.len).collect();
     let (small, large): (Vec<usize>, Vec<usize>) = (0..files.inputs.len())
         .partition(|&f| lens[f] <= MERGED_SCAN_MAX && !files.inputs[f].dtype.is_wide());
@@ -333,17 +336,40 @@ fn scan_many(g: &Global, a: &ScanArgs) -> CliResult {
         },
     )?;
     if !large.is_empty() {
-        let scanner = crate::tuning::scanner(&gpu)?;
-        let scanner64 = Scanner64::new(&gpu);
-        for &f in &large {
-            let input = &files.inputs[f];
-            let dest = &files.dests[f];
-            let hidden = indicatif::ProgressBar::hidden();
-            let (op, inclusive, verify) = (a.op.into(), !a.exclusive, a.io.verify);
-            (|| for_dtype!(input.dtype, scan_file(&gpu, &scanner, &scanner64, input, dest, input.format, op, inclusive, verify, &hidden); u32, i32, f32, u64, i64, f64))(
-            )?;
-            bar.inc(1);
-        }
+        let dealt = many::deal(&large, &lens, group.len());
+        let bar = &bar;
+        let results: Vec<CliResult> = std::thread::scope(|s| {
+            let handles: Vec<_> = dealt
+                .iter()
+                .zip(group.gpus())
+                .map(|(mine, gpu)| {
+                    let files = &files;
+                    s.spawn(move || -> CliResult {
+                        let gpu: &Gpu = gpu;
+                        let scanner = crate::tuning::scanner(gpu)?;
+                        let scanner64 = Scanner64::new(gpu);
+                        for &f in mine {
+                            let input = &files.inputs[f];
+                            let dest = &files.dests[f];
+                            let hidden = indicatif::ProgressBar::hidden();
+                            let (op, inclusive, verify) = (a.op.into(), !a.exclusive, a.io.verify);
+                            (|| for_dtype!(input.dtype, scan_file(gpu, &scanner, &scanner64, input, dest, input.format, op, inclusive, verify, &hidden); u32, i32, f32, u64, i64, f64))(
+                            )?;
+                            bar.inc(1);
+                        }
+                        Ok(())
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(CliError::runtime("a device's thread panicked")))
+                })
+                .collect()
+        });
+        results.into_iter().collect::<CliResult<Vec<()>>>()?;
     }
     bar.finish_and_clear();
     note(

@@ -830,15 +830,9 @@ fn sort_many_on_group(
         .iter()
         .map(|gpu| sorter(gpu, args))
         .collect::<Result<Vec<_>, _>>()?;
-    let mut by_size: Vec<usize> = (0..files.inputs.len()).collect();
-    by_size.sort_by_key(|&f| std::cmp::Reverse(files.inputs[f].len));
-    let mut load = vec![0usize; group.len()];
-    let mut dealt: Vec<Vec<usize>> = vec![Vec::new(); group.len()];
-    for f in by_size {
-        let d = (0..group.len()).min_by_key(|&d| load[d]).unwrap_or(0);
-        load[d] += files.inputs[f].len.max(1);
-        dealt[d].push(f);
-    }
+    let lens: Vec<usize> = files.inputs.iter().map(|i| i.len).collect();
+    let all: Vec<usize> = (0..lens.len()).collect();
+    let dealt = many::deal(&all, &lens, group.len());
     bar.set_message(format!("sorting on {}", group.describe()));
     let results: Vec<CliResult> = std::thread::scope(|s| {
         let handles: Vec<_> = dealt

@@ -1932,6 +1932,30 @@ fn several_devices_give_one_devices_bytes() {
             std::fs::read(b.join(&name)).unwrap()
         );
     }
+    // many files scanned one by one (64-bit ones), dealt out to the devices
+    let mut wide = vec!["scan".to_string(), "--op".into(), "max".into()];
+    for p in 0..4u64 {
+        let v: Vec<i64> = (0..(3000 + 5000 * p) as i64)
+            .map(|i| (i * 7919 + p as i64) % 100_003 - 50_000)
+            .collect();
+        let name = format!("w{p}.npy");
+        write_npy(&d.join(&name), &[v.len() as u64], &v);
+        wide.push(name);
+    }
+    let wide: Vec<&str> = wide.iter().map(String::as_str).collect();
+    run(&[&wide[..], &["--out-dir", "scanned-one"]].concat(), None);
+    run(
+        &[&wide[..], &["--out-dir", "scanned-two"]].concat(),
+        Some("0,0"),
+    );
+    for p in 0..4 {
+        let name = format!("w{p}.npy");
+        assert_eq!(
+            std::fs::read(d.join("scanned-one").join(&name)).unwrap(),
+            std::fs::read(d.join("scanned-two").join(&name)).unwrap(),
+            "{name}"
+        );
+    }
     // bad values: one line, exit code 2, nothing written
     let arg = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
     let out = d.join("never.bin").to_string_lossy().to_string();
