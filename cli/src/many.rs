@@ -187,21 +187,6 @@ pub fn run_merged(
     Ok(merged)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn batches_respect_the_binding() {
-        let lens = [5, 3, 9, 2, 2];
-        assert_eq!(
-            batches(&[0, 1, 2, 3, 4], &lens, 9),
-            vec![vec![0, 1], vec![2], vec![3, 4]]
-        );
-        assert_eq!(batches(&[], &lens, 9), Vec::<Vec<usize>>::new());
-    }
-}
-
 /// Files `files` (indices into `lens`) dealt out to `devices` devices: largest first, each to
 /// the device with the fewest elements so far.
 pub fn deal(files: &[usize], lens: &[usize], devices: usize) -> Vec<Vec<usize>> {
@@ -216,4 +201,19 @@ pub fn deal(files: &[usize], lens: &[usize], devices: usize) -> Vec<Vec<usize>> 
         dealt[d].push(f);
     }
     dealt
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batches_respect_the_binding() {
+        let lens = [5, 3, 9, 2, 2];
+        assert_eq!(
+            batches(&[0, 1, 2, 3, 4], &lens, 9),
+            vec![vec![0, 1], vec![2], vec![3, 4]]
+        );
+        assert_eq!(batches(&[], &lens, 9), Vec::<Vec<usize>>::new());
+    }
 }
