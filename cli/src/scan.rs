@@ -306,7 +306,7 @@ fn scan_many(g: &Global, a: &ScanArgs) -> CliResult {
     let (small, large): (Vec<usize>, Vec<usize>) = (0..files.inputs.len())
         .partition(|&f| lens[f] <= MERGED_SCAN_MAX && !files.inputs[f].dtype.is_wide());
     many::run_merged(
-        &gpu,
+        gpu,
         &sched,
         &files,
         &small,
