@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use gpusort_core::schedule::{Batch, RunStats, Scheduler, Work};
 use gpusort_core::{Gpu, KeyType};
 
-use crate::error::CliError;
+use crate::error::{CliError, CliResult};
 use crate::files::{check_distinct, check_output_path, is_std, Format, Input, Named, Written};
 
 /// The inputs of a job and where each result goes.
@@ -201,6 +201,30 @@ pub fn deal(files: &[usize], lens: &[usize], devices: usize) -> Vec<Vec<usize>> 
         dealt[d].push(f);
     }
     dealt
+}
+
+/// Each device's dealt files (see [`deal`]) through `one(device, file)` on a thread per device,
+/// the devices at once; the first error in device order is returned.
+pub fn on_devices(
+    dealt: &[Vec<usize>],
+    one: impl Fn(usize, usize) -> CliResult + Sync,
+) -> CliResult {
+    let one = &one;
+    let results: Vec<CliResult> = std::thread::scope(|s| {
+        let handles: Vec<_> = dealt
+            .iter()
+            .enumerate()
+            .map(|(d, mine)| s.spawn(move || mine.iter().try_for_each(|&f| one(d, f))))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(CliError::runtime("a device's thread panicked")))
+            })
+            .collect()
+    });
+    results.into_iter().collect()
 }
 
 #[cfg(test)]

@@ -337,39 +337,21 @@ fn scan_many(g: &Global, a: &ScanArgs) -> CliResult {
     )?;
     if !large.is_empty() {
         let dealt = many::deal(&large, &lens, group.len());
-        let bar = &bar;
-        let results: Vec<CliResult> = std::thread::scope(|s| {
-            let handles: Vec<_> = dealt
-                .iter()
-                .zip(group.gpus())
-                .map(|(mine, gpu)| {
-                    let files = &files;
-                    s.spawn(move || -> CliResult {
-                        let gpu: &Gpu = gpu;
-                        let scanner = crate::tuning::scanner(gpu)?;
-                        let scanner64 = Scanner64::new(gpu);
-                        for &f in mine {
-                            let input = &files.inputs[f];
-                            let dest = &files.dests[f];
-                            let hidden = indicatif::ProgressBar::hidden();
-                            let (op, inclusive, verify) = (a.op.into(), !a.exclusive, a.io.verify);
-                            (|| for_dtype!(input.dtype, scan_file(gpu, &scanner, &scanner64, input, dest, input.format, op, inclusive, verify, &hidden); u32, i32, f32, u64, i64, f64))(
-                            )?;
-                            bar.inc(1);
-                        }
-                        Ok(())
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err(CliError::runtime("a device's thread panicked")))
-                })
-                .collect()
-        });
-        results.into_iter().collect::<CliResult<Vec<()>>>()?;
+        let scanners = group
+            .gpus()
+            .iter()
+            .map(|gpu| Ok((crate::tuning::scanner(gpu)?, Scanner64::new(gpu))))
+            .collect::<CliResult<Vec<_>>>()?;
+        many::on_devices(&dealt, |d, f| {
+            let (gpu, (scanner, scanner64)): (&Gpu, _) = (&group.gpus()[d], &scanners[d]);
+            let (input, dest) = (&files.inputs[f], &files.dests[f]);
+            let hidden = indicatif::ProgressBar::hidden();
+            let (op, inclusive, verify) = (a.op.into(), !a.exclusive, a.io.verify);
+            (|| for_dtype!(input.dtype, scan_file(gpu, scanner, scanner64, input, dest, input.format, op, inclusive, verify, &hidden); u32, i32, f32, u64, i64, f64))(
+            )?;
+            bar.inc(1);
+            Ok(())
+        })?;
     }
     bar.finish_and_clear();
     note(
@@ -905,21 +887,15 @@ fn split_file<T: SortKey>(
         let chunk = chunk_elements(gpu, T::TYPE);
         scanner.split_streamed(gpu, &data, values.as_deref(), pred, chunk, rest, |c| {
             if verify {
-                // a compaction is the partition's first part
-                let vin = values.as_ref().map(|v| &v[c.range.clone()]);
-                let (want, wvals, wsplit) =
-                    reference::partition(&data[c.range.clone()], vin, &pred);
-                let len = c.elements.len();
-                if bytemuck::cast_slice::<T, u8>(c.elements)
-                    != bytemuck::cast_slice::<T, u8>(&want[..len])
-                    || c.payload.map(|v| v.to_vec()) != wvals.map(|v| v[..len].to_vec())
-                    || c.kept != wsplit
-                {
-                    return Err(CoreError::VerificationFailed(format!(
-                        "the split of elements {}..{} differs from the CPU's",
-                        c.range.start, c.range.end
-                    )));
-                }
+                check_split(
+                    &data,
+                    values.as_deref(),
+                    &pred,
+                    c.range.clone(),
+                    c.elements,
+                    c.payload,
+                    c.kept,
+                )?;
             }
             let (before, after) = c.elements.split_at(c.kept);
             w.append(bytemuck::cast_slice(before)).map_err(io)?;
@@ -954,6 +930,34 @@ fn split_file<T: SortKey>(
         o.commit()?;
     }
     Ok((matched, data.len()))
+}
+
+/// --verify of one chunk of a split: its elements (the matching ones, then, for a partition,
+/// the others), payload and count against the CPU's partition of the same input range.
+#[allow(clippy::too_many_arguments)]
+fn check_split<T: SortKey>(
+    data: &[T],
+    values: Option<&[u32]>,
+    pred: &Predicate<T>,
+    range: std::ops::Range<usize>,
+    elements: &[T],
+    payload: Option<&[u32]>,
+    kept: usize,
+) -> Result<(), CoreError> {
+    // a compaction is the partition's first part
+    let vin = values.map(|v| &v[range.clone()]);
+    let (want, wvals, wsplit) = reference::partition(&data[range.clone()], vin, pred);
+    let n = elements.len();
+    if bytemuck::cast_slice::<T, u8>(elements) != bytemuck::cast_slice::<T, u8>(&want[..n])
+        || payload.map(|v| v.to_vec()) != wvals.map(|v| v[..n].to_vec())
+        || kept != wsplit
+    {
+        return Err(CoreError::VerificationFailed(format!(
+            "the split of elements {}..{} differs from the CPU's",
+            range.start, range.end
+        )));
+    }
+    Ok(())
 }
 
 /// A partition or compaction of one file over several devices (gpusort_core::multi::scan): the
@@ -992,20 +996,15 @@ fn split_file_group<T: SortKey>(
         let io = |e: CliError| CoreError::Io(e.message);
         let sink = |c: PlacedSplit<'_, T>| -> Result<(), CoreError> {
             if verify {
-                let vin = values.as_ref().map(|v| &v[c.range.clone()]);
-                let (want, wvals, wsplit) =
-                    reference::partition(&data[c.range.clone()], vin, &pred);
-                let n = c.elements.len();
-                if bytemuck::cast_slice::<T, u8>(c.elements)
-                    != bytemuck::cast_slice::<T, u8>(&want[..n])
-                    || c.payload.map(|v| v.to_vec()) != wvals.map(|v| v[..n].to_vec())
-                    || c.kept != wsplit
-                {
-                    return Err(CoreError::VerificationFailed(format!(
-                        "the split of elements {}..{} differs from the CPU's",
-                        c.range.start, c.range.end
-                    )));
-                }
+                check_split(
+                    &data,
+                    values.as_deref(),
+                    &pred,
+                    c.range.clone(),
+                    c.elements,
+                    c.payload,
+                    c.kept,
+                )?;
             }
             let (before, after) = c.elements.split_at(c.kept);
             w.write_at((c.kept_at * size) as u64, bytemuck::cast_slice(before))

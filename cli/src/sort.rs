@@ -225,67 +225,16 @@ fn sort_typed<T: SortKey>(
     if let Engine::Cpu { why } = engine {
         return sort_on_cpu::<T>(g, args, input, values, dest, order, why);
     }
-    if g.several_devices()? {
-        return sort_on_group::<T>(g, args, input, values, dest, order);
-    }
-    if values.is_none() && args.argsort.is_none() && !args.verify {
+    if values.is_none() && args.argsort.is_none() && !args.verify && !g.several_devices()? {
         return sort_direct::<T>(g, args, input, dest, order);
     }
-    let bar = progress::spinner(g.progress, g.quiet);
-    let start = Instant::now();
-    bar.set_message(format!("reading {}", input.shown()));
-    let mut keys: Vec<T> = input.to_vec();
-    // the untouched input is kept only when --verify needs it
-    let original: Option<Vec<T>> = args.verify.then(|| keys.clone());
-    let read_s = start.elapsed().as_secs_f64();
-    let mut vals: Option<Vec<u32>> = values.map(|v| v.to_vec());
-
-    bar.set_message("starting the GPU");
-    let gpu = g.gpu()?;
-    let sorter = sorter(&gpu, args)?;
-    bar.set_message(format!(
-        "sorting {} {} keys on {}",
-        keys.len(),
-        T::TYPE,
-        gpu.adapter.name
-    ));
-    let sort_start = Instant::now();
-    let (perm, stats) = sorter.sort_host(
-        &gpu,
-        &mut keys,
-        vals.as_deref_mut(),
-        args.argsort.is_some(),
-        order,
-    )?;
-
-    if let Some(original) = &original {
-        bar.set_message("verifying on the CPU");
-        check(args, original, &keys, order)?;
-    }
-    bar.set_message(format!("writing {}", shown(dest)));
-    let write_start = Instant::now();
-    write_sorted(args, input, dest, &keys, vals.as_deref(), perm.as_deref())?;
-    let write_s = write_start.elapsed().as_secs_f64();
-    bar.finish_and_clear();
-    report::<T>(
-        g,
-        args,
-        keys.len(),
-        &stats,
-        start,
-        dest,
-        Split {
-            read: read_s,
-            gpu_start: (sort_start - start).as_secs_f64() - read_s,
-            write: write_s,
-        },
-    );
-    Ok(())
+    sort_in_memory::<T>(g, args, input, values, dest, order)
 }
 
-/// A sort held in memory over several devices (`--devices`): the keys split by key range across
-/// them (gpusort_core::multi::sort), the same bytes out as one device.
-fn sort_on_group<T: SortKey>(
+/// A sort held in memory (keys, payload, permutation, --verify) on the device, or over the
+/// devices of `--devices`: there the keys are split by key range across them
+/// (gpusort_core::multi::sort) where one device would sort them in pieces, the same bytes out.
+fn sort_in_memory<T: SortKey>(
     g: &Global,
     args: &SortArgs,
     input: &Input,
@@ -300,7 +249,7 @@ fn sort_on_group<T: SortKey>(
     let original: Option<Vec<T>> = args.verify.then(|| keys.clone());
     let read_s = start.elapsed().as_secs_f64();
     let mut vals: Option<Vec<u32>> = values.map(|v| v.to_vec());
-    bar.set_message("starting the GPUs");
+    bar.set_message("starting the GPU");
     let group = g.group()?;
     let sorters = group
         .gpus()
@@ -337,6 +286,15 @@ fn sort_on_group<T: SortKey>(
     write_sorted(args, input, dest, &keys, vals.as_deref(), perm.as_deref())?;
     let write_s = write_start.elapsed().as_secs_f64();
     bar.finish_and_clear();
+    let split = Split {
+        read: read_s,
+        gpu_start: (sort_start - start).as_secs_f64() - read_s,
+        write: write_s,
+    };
+    if group.len() == 1 {
+        report::<T>(g, args, keys.len(), &stats.devices[0], start, dest, split);
+        return Ok(());
+    }
     if g.quiet {
         return Ok(());
     }
@@ -355,14 +313,14 @@ fn sort_on_group<T: SortKey>(
         let (up, gpu, down) = stats.slowest();
         eprintln!(
             "time: read {:.3} s, GPU start {:.3} s, split by key range {:.3} s, slowest device: upload {:.3} s, sort {:.3} s, download {:.3} s; {} {:.3} s; keys per device {:?}",
-            read_s,
-            (sort_start - start).as_secs_f64() - read_s,
+            split.read,
+            split.gpu_start,
             stats.partition_s,
             up,
             gpu,
             down,
             crate::files::write_words(),
-            write_s,
+            split.write,
             stats.parts
         );
     }
@@ -834,30 +792,14 @@ fn sort_many_on_group(
     let all: Vec<usize> = (0..lens.len()).collect();
     let dealt = many::deal(&all, &lens, group.len());
     bar.set_message(format!("sorting on {}", group.describe()));
-    let results: Vec<CliResult> = std::thread::scope(|s| {
-        let handles: Vec<_> = dealt
-            .iter()
-            .zip(group.gpus().iter().zip(&sorters))
-            .map(|(mine, (gpu, sorter))| {
-                s.spawn(move || -> CliResult {
-                    for &f in mine {
-                        let (input, dest) = (&files.inputs[f], &files.dests[f]);
-                        (|| for_dtype!(input.dtype, sort_file_on(gpu, sorter, args, input, dest, order); u32, i32, f32, u64, i64, f64))()?;
-                        bar.inc(1);
-                    }
-                    Ok(())
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(CliError::runtime("a device's thread panicked")))
-            })
-            .collect()
-    });
-    results.into_iter().collect::<CliResult<Vec<()>>>()?;
+    many::on_devices(&dealt, |d, f| {
+        let (input, dest) = (&files.inputs[f], &files.dests[f]);
+        let (gpu, sorter) = (&group.gpus()[d], &sorters[d]);
+        (|| for_dtype!(input.dtype, sort_file_on(gpu, sorter, args, input, dest, order); u32, i32, f32, u64, i64, f64))(
+        )?;
+        bar.inc(1);
+        Ok(())
+    })?;
     bar.finish_and_clear();
     if !g.quiet {
         eprintln!(

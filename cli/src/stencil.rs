@@ -378,16 +378,11 @@ fn run_group<T: StencilValue + Into<f64>>(
     let stats = gpusort_core::multi::stencil::run(group, &kernels, input.bytes(), &mut host)?;
     bar.finish_and_clear();
     if args.verify {
-        let grid: Vec<T> = input.to_vec();
-        let want = cpu::stencil::run(
-            &grid,
-            job.shape,
-            &job.stencil,
-            job.boundary,
-            job.cval,
-            job.steps,
-        );
-        verify(bytemuck::cast_slice::<u8, T>(&host), &want)?;
+        verify(
+            job,
+            &input.to_vec::<T>(),
+            bytemuck::cast_slice::<u8, T>(&host),
+        )?;
     }
     let t = std::time::Instant::now();
     let mut out = Output::create(dest)?;
@@ -465,17 +460,8 @@ fn run_typed<T: StencilValue + Into<f64>>(
     bar.finish_and_clear();
     drop(scratch);
     if args.verify {
-        let grid: Vec<T> = input.to_vec();
-        let want = cpu::stencil::run(
-            &grid,
-            job.shape,
-            &job.stencil,
-            job.boundary,
-            job.cval,
-            job.steps,
-        );
         let got: &[T] = bytemuck::cast_slice(map.as_deref().unwrap_or(&[]));
-        verify(got, &want)?;
+        verify(job, &input.to_vec::<T>(), got)?;
     }
     if let Some(m) = map.take() {
         m.flush()
@@ -541,15 +527,7 @@ fn run_on_cpu<T: StencilValue + Into<f64>>(
             job.steps,
         );
         if args.verify {
-            let want = cpu::stencil::run(
-                &grid,
-                job.shape,
-                &job.stencil,
-                job.boundary,
-                job.cval,
-                job.steps,
-            );
-            verify(dst, &want)?;
+            verify(job, &grid, dst)?;
         }
         m.flush()
             .map_err(|e| CliError::runtime(format!("cannot write {}: {e}", shown(dest))))?;
@@ -587,11 +565,19 @@ fn outcome(
     )
 }
 
-/// The GPU result against the CPU twin, within the tolerance the tests use (the GPU may fuse a
-/// multiply and an add).
-fn verify<T: StencilValue + Into<f64>>(got: &[T], want: &[T]) -> CliResult {
+/// The result of `job` on `grid` against the CPU twin, within the tolerance the tests use (the
+/// GPU may fuse a multiply and an add).
+fn verify<T: StencilValue + Into<f64>>(job: &StencilJob, grid: &[T], got: &[T]) -> CliResult {
+    let want = cpu::stencil::run(
+        grid,
+        job.shape,
+        &job.stencil,
+        job.boundary,
+        job.cval,
+        job.steps,
+    );
     let tol = if T::TYPE == KeyType::F64 { 1e-12 } else { 1e-5 };
-    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+    for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
         let (g, w): (f64, f64) = (g.into(), w.into());
         let same = (g.is_nan() && w.is_nan()) || g == w || (g - w).abs() <= tol * w.abs().max(1.0);
         if !same {

@@ -25,24 +25,6 @@ const SAMPLE_PER_DEVICE: usize = 4096;
 /// At most this many buckets (bucket ids are bytes).
 const MAX_BUCKETS: usize = 255;
 
-/// The stats of a device that had no keys to sort.
-fn empty_stats(_order: SortOrder) -> SortStats {
-    SortStats {
-        n: 0,
-        planes: 0,
-        tile: 0,
-        network_dispatches: 0,
-        global_dispatches: 0,
-        codec_dispatches: 0,
-        algorithm: crate::sort::Algorithm::Auto,
-        radix_unstable_first: false,
-        radix_msd: false,
-        upload_s: 0.0,
-        gpu_s: 0.0,
-        download_s: 0.0,
-    }
-}
-
 /// One bucket of keys for a device, with the original positions where they are carried.
 type Bucket<'a, T> = (&'a mut [T], Option<&'a mut [u32]>);
 
@@ -233,7 +215,7 @@ pub fn sort_host_spread<T: SortKey>(
                 },
             });
         }
-        Ok(total.unwrap_or_else(|| empty_stats(order)))
+        Ok(total.unwrap_or_default())
     })?;
     let counts: Vec<usize> = counts.chunks(per_device).map(|c| c.iter().sum()).collect();
     let t = Instant::now();
@@ -326,37 +308,13 @@ fn partition<T: SortKey>(
         Vec::new()
     };
     // every (chunk, bucket) pair gets its own disjoint slice of the outputs
-    let slices = |out_len: usize| -> Vec<Vec<Range<usize>>> {
-        let mut at: Vec<usize> = counts
-            .iter()
-            .scan(0, |s, &c| {
-                let a = *s;
-                *s += c;
-                Some(a)
-            })
-            .collect();
+    let mut key_pieces = carve(&mut moved, &chunk_counts);
+    let mut index_pieces = if want_index {
+        carve(&mut index, &chunk_counts)
+    } else {
         chunk_counts
             .iter()
-            .map(|h| {
-                (0..buckets)
-                    .map(|b| {
-                        let r = at[b]..at[b] + h[b];
-                        at[b] += h[b];
-                        debug_assert!(r.end <= out_len);
-                        r
-                    })
-                    .collect()
-            })
-            .collect()
-    };
-    let ranges = slices(n);
-    let mut key_pieces = carve(&mut moved, &ranges);
-    let mut index_pieces = if want_index {
-        carve(&mut index, &ranges)
-    } else {
-        ranges
-            .iter()
-            .map(|r| r.iter().map(|_| None).collect())
+            .map(|h| h.iter().map(|_| None).collect())
             .collect()
     };
     key_pieces
@@ -386,18 +344,18 @@ fn partition<T: SortKey>(
     (moved, index, counts)
 }
 
-/// Mutable pieces of `out` at `ranges[chunk][bucket]` (disjoint, and laid out bucket by bucket,
-/// chunk by chunk within a bucket).
-fn carve<'a, T>(out: &'a mut [T], ranges: &[Vec<Range<usize>>]) -> Vec<Vec<Option<&'a mut [T]>>> {
-    let chunks = ranges.len();
-    let buckets = ranges.first().map_or(0, Vec::len);
+/// Mutable pieces of `out` of `lens[chunk][bucket]` elements, laid out bucket by bucket and
+/// chunk by chunk within a bucket (so each bucket is contiguous, its chunks in input order).
+fn carve<'a, T>(out: &'a mut [T], lens: &[Vec<usize>]) -> Vec<Vec<Option<&'a mut [T]>>> {
+    let chunks = lens.len();
+    let buckets = lens.first().map_or(0, Vec::len);
     let mut pieces: Vec<Vec<Option<&'a mut [T]>>> = (0..chunks)
         .map(|_| (0..buckets).map(|_| None).collect())
         .collect();
     let mut rest = out;
     for b in 0..buckets {
         for c in 0..chunks {
-            let len = ranges[c][b].len();
+            let len = lens[c][b];
             let (piece, tail) = std::mem::take(&mut rest).split_at_mut(len);
             pieces[c][b] = Some(piece);
             rest = tail;
@@ -511,7 +469,7 @@ impl GroupSortStats {
             .iter()
             .find(|s| s.n > 0)
             .cloned()
-            .unwrap_or_else(|| empty_stats(SortOrder::default()));
+            .unwrap_or_default();
         s.n = self.parts.iter().sum::<usize>().min(u32::MAX as usize) as u32;
         s.upload_s = upload_s + self.partition_s;
         s.gpu_s = gpu_s;

@@ -153,15 +153,11 @@ fn upload_rows(
     (a, b): (i64, i64),
 ) -> Result<()> {
     let mut at = 0u64;
-    let mut r = a;
-    while r < b {
-        let g = r.rem_euclid(rows);
-        let n = (b - r).min(rows - g);
+    for (g, n) in crate::stencil::wrapped_runs(rows, a, b) {
         let from = g as usize * rb;
         let bytes = n as usize * rb;
         transfer::upload(gpu, buf, at, &grid[from..from + bytes])?;
         at += bytes as u64;
-        r += n;
     }
     Ok(())
 }

@@ -93,7 +93,7 @@ struct KeyKernels {
 }
 
 /// What a recorded sort did, for reports and for checking against the method's formula.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct SortStats {
     pub n: u32,

@@ -1374,16 +1374,26 @@ pub struct StencilStats {
 /// upload side of `slot`.
 fn gather_rows(grid: &[u8], rows: i64, row_bytes: usize, a: i64, b: i64, slot: &StagingSlot) {
     let mut at = 0u64;
-    let mut r = a;
-    while r < b {
-        let g = r.rem_euclid(rows);
-        let n = (b - r).min(rows - g);
+    for (g, n) in wrapped_runs(rows, a, b) {
         let bytes = n as usize * row_bytes;
         let from = g as usize * row_bytes;
         slot.fill(at, &grid[from..from + bytes]);
         at += bytes as u64;
-        r += n;
     }
+}
+
+/// Unwrapped rows `[a, b)` of a grid of `rows` rows as runs of consecutive grid rows: (first
+/// grid row, rows), in order.
+pub(crate) fn wrapped_runs(rows: i64, a: i64, b: i64) -> impl Iterator<Item = (i64, i64)> {
+    let mut r = a;
+    std::iter::from_fn(move || {
+        (r < b).then(|| {
+            let g = r.rem_euclid(rows);
+            let n = (b - r).min(rows - g);
+            r += n;
+            (g, n)
+        })
+    })
 }
 
 /// Which host buffers a sweep reads and writes: sweeps alternate between `dst` and `scratch`
