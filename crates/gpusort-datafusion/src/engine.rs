@@ -1,0 +1,141 @@
+//! What sorts the packed keys: a GPU through gpusort-core, or gpusort's CPU engine.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use datafusion::common::{DataFusionError, Result};
+use gpusort_core::{cpu_engine, Gpu, GpuOptions, SortKey, SortOrder, Sorter};
+
+use crate::keys::Word;
+
+/// The device a [`crate::GpuSortExec`] sorts on. One is shared by every operator of a process
+/// ([`SortEngine::shared`]); tests and programs with their own device build their own.
+pub struct SortEngine {
+    device: Device,
+    sorted_rows: AtomicU64,
+}
+
+enum Device {
+    /// One GPU job at a time: partitions sorting at once take turns on the one device.
+    Gpu(Mutex<(Gpu, Sorter)>),
+    Cpu,
+}
+
+impl std::fmt::Debug for SortEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SortEngine({})", self.describe())
+    }
+}
+
+impl SortEngine {
+    /// The process's engine, made on first use: the first hardware GPU wgpu finds, or — where
+    /// there is none (only software adapters such as lavapipe) or it cannot be opened — gpusort's
+    /// CPU engine on all cores, as the gpusort CLI does. Never a wrong answer either way.
+    pub fn shared() -> Arc<SortEngine> {
+        static SHARED: OnceLock<Arc<SortEngine>> = OnceLock::new();
+        SHARED
+            .get_or_init(|| {
+                let options = GpuOptions::default();
+                let engine = match gpusort_core::device::hardware_adapter_present(&options) {
+                    Ok(true) => SortEngine::gpu(&options).unwrap_or_else(|e| {
+                        tracing::warn!("gpusort: no GPU ({e}); sorting on the CPU engine");
+                        SortEngine::cpu()
+                    }),
+                    _ => SortEngine::cpu(),
+                };
+                Arc::new(engine)
+            })
+            .clone()
+    }
+
+    /// An engine on the device these options pick (software adapters included).
+    pub fn gpu(options: &GpuOptions) -> Result<SortEngine> {
+        Self::from_gpu(Gpu::new(options).map_err(external)?)
+    }
+
+    /// An engine on a device the caller made.
+    pub fn from_gpu(gpu: Gpu) -> Result<SortEngine> {
+        let sorter = Sorter::new(&gpu).map_err(external)?;
+        Ok(SortEngine {
+            device: Device::Gpu(Mutex::new((gpu, sorter))),
+            sorted_rows: AtomicU64::new(0),
+        })
+    }
+
+    /// gpusort's CPU engine (a parallel radix sort on all cores).
+    pub fn cpu() -> SortEngine {
+        SortEngine {
+            device: Device::Cpu,
+            sorted_rows: AtomicU64::new(0),
+        }
+    }
+
+    /// The device, in words (for EXPLAIN).
+    pub fn describe(&self) -> String {
+        match &self.device {
+            Device::Gpu(g) => match g.lock() {
+                Ok(g) => format!("gpu: {}", g.0.adapter.name),
+                Err(_) => "gpu".into(),
+            },
+            Device::Cpu => "cpu".into(),
+        }
+    }
+
+    /// How many rows this engine has sorted, over every operator that used it.
+    pub fn sorted_rows(&self) -> u64 {
+        self.sorted_rows.load(Ordering::Relaxed)
+    }
+
+    /// The stable permutation that orders the rows by the words, most significant first.
+    pub fn argsort(&self, words: &[Word]) -> Result<Vec<u32>> {
+        let Some(last) = words.last() else {
+            return Err(DataFusionError::Internal("no sort keys".into()));
+        };
+        if last.len() > u32::MAX as usize {
+            return Err(DataFusionError::ResourcesExhausted(format!(
+                "{} rows in one sorted run (the GPU sort indexes rows with u32)",
+                last.len()
+            )));
+        }
+        // least significant word first; each later pass is stable, so earlier orders stay
+        // within ties
+        let mut perm: Option<Vec<u32>> = None;
+        for word in words.iter().rev() {
+            perm = Some(match word {
+                Word::U32(w) => self.pass(w, perm)?,
+                Word::U64(w) => self.pass(w, perm)?,
+            });
+        }
+        self.sorted_rows
+            .fetch_add(last.len() as u64, Ordering::Relaxed);
+        Ok(perm.expect("at least one word"))
+    }
+
+    /// One stable pass: the rows (in the order `perm`) sorted by `word`.
+    fn pass<T: SortKey>(&self, word: &[T], perm: Option<Vec<u32>>) -> Result<Vec<u32>> {
+        let order = SortOrder::default();
+        let (mut keys, mut values) = match perm {
+            None => (word.to_vec(), (0..word.len() as u32).collect::<Vec<u32>>()),
+            Some(p) => (p.iter().map(|&i| word[i as usize]).collect(), p),
+        };
+        match &self.device {
+            Device::Gpu(g) => {
+                let g = g
+                    .lock()
+                    .map_err(|_| DataFusionError::Internal("GPU lock poisoned".into()))?;
+                let (gpu, sorter) = &*g;
+                sorter
+                    .sort_host(gpu, &mut keys, Some(&mut values), false, order)
+                    .map_err(external)?;
+            }
+            Device::Cpu => {
+                cpu_engine::sort(&mut keys, Some(&mut values), false, order, None);
+            }
+        }
+        Ok(values)
+    }
+}
+
+fn external(e: gpusort_core::Error) -> DataFusionError {
+    DataFusionError::External(Box::new(e))
+}

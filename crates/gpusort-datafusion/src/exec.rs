@@ -1,0 +1,354 @@
+//! [`GpuSortExec`]: DataFusion's `SortExec`, with the sort itself on the GPU.
+
+use std::fmt;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{RecordBatch, UInt32Array};
+use datafusion::arrow::compute::{concat_batches, take_record_batch};
+use datafusion::common::runtime::SpawnedTask;
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::utils::memory::get_record_batch_memory_size;
+use datafusion::common::{DataFusionError, Result};
+use datafusion::execution::memory_pool::MemoryConsumer;
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::{LexOrdering, PhysicalExpr};
+use datafusion::physical_plan::execution_plan::{
+    ChildrenPropertiesMode, ReplaceChildrenOptions,
+};
+use datafusion::physical_plan::metrics::{
+    BaselineMetrics, Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet, SpillMetrics,
+};
+use datafusion::physical_plan::sorts::sort::{sort_batch, SortExec};
+use datafusion::physical_plan::sorts::streaming_merge::{SortedSpillFile, StreamingMergeBuilder};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    apply_expression_roots, DisplayAs, DisplayFormatType, Distribution, ExecutionPlan,
+    InputDistributionRequirements, PlanProperties, SpillManager,
+};
+use futures::{StreamExt, TryStreamExt};
+use rayon::prelude::*;
+
+use crate::engine::SortEngine;
+use crate::keys::{self, KeyColumn};
+
+/// A sort whose keys are packed and argsorted by gpusort (on the GPU, or its CPU engine where
+/// the process has no GPU), the rows then gathered with Arrow's `take`. It has the plan
+/// properties, output and spilling behaviour of the `SortExec` it replaces: it wraps that node,
+/// and inputs larger than the memory pool grants are sorted into runs, spilled through
+/// DataFusion's `SpillManager` and merged by its streaming merge, as `SortExec` does.
+#[derive(Debug, Clone)]
+pub struct GpuSortExec {
+    sort: Arc<SortExec>,
+    engine: Arc<SortEngine>,
+    /// Inputs of fewer rows are sorted by DataFusion's own kernel (a GPU launch does not pay).
+    min_rows: usize,
+    metrics: ExecutionPlanMetricsSet,
+}
+
+impl GpuSortExec {
+    /// The GPU sort doing what `sort` does; `min_rows`: fewer rows sort on the CPU as `sort`
+    /// would.
+    pub fn new(sort: SortExec, engine: Arc<SortEngine>, min_rows: usize) -> Result<Self> {
+        let schema = sort.input().schema();
+        for e in sort.expr().iter() {
+            let t = e.expr.data_type(&schema)?;
+            if !keys::supported(&t) {
+                return Err(DataFusionError::NotImplemented(format!(
+                    "GpuSortExec: sort key {} of type {t}",
+                    e.expr
+                )));
+            }
+        }
+        Ok(GpuSortExec {
+            sort: Arc::new(sort),
+            engine,
+            min_rows,
+            metrics: ExecutionPlanMetricsSet::new(),
+        })
+    }
+
+    /// The `SortExec` this node stands for (its expressions, fetch and partitioning).
+    pub fn sort_exec(&self) -> &SortExec {
+        &self.sort
+    }
+
+    /// The fewest rows sorted on the GPU.
+    pub fn min_rows(&self) -> usize {
+        self.min_rows
+    }
+
+    pub fn engine(&self) -> &Arc<SortEngine> {
+        &self.engine
+    }
+
+    fn with_sort(&self, sort: SortExec) -> Self {
+        GpuSortExec {
+            sort: Arc::new(sort),
+            engine: Arc::clone(&self.engine),
+            min_rows: self.min_rows,
+            metrics: ExecutionPlanMetricsSet::new(),
+        }
+    }
+}
+
+impl DisplayAs for GpuSortExec {
+    fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        match t {
+            DisplayFormatType::TreeRender => writeln!(f, "{}", self.sort.expr()),
+            _ => {
+                write!(f, "GpuSortExec: ")?;
+                if let Some(fetch) = self.sort.fetch() {
+                    write!(f, "fetch={fetch}, ")?;
+                }
+                write!(
+                    f,
+                    "expr=[{}], preserve_partitioning=[{}], device=[{}]",
+                    self.sort.expr(),
+                    self.sort.preserve_partitioning(),
+                    self.engine.describe()
+                )
+            }
+        }
+    }
+}
+
+impl ExecutionPlan for GpuSortExec {
+    fn name(&self) -> &'static str {
+        "GpuSortExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        self.sort.properties()
+    }
+
+    fn input_distribution_requirements(&self) -> InputDistributionRequirements {
+        self.sort.input_distribution_requirements()
+    }
+
+    fn required_input_distribution(&self) -> Vec<Distribution> {
+        self.input_distribution_requirements().into_per_child()
+    }
+
+    fn benefits_from_input_partitioning(&self) -> Vec<bool> {
+        vec![false]
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![self.sort.input()]
+    }
+
+    fn apply_expressions(
+        &self,
+        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        apply_expression_roots(self.sort.expr().iter().map(|e| &e.expr), f)
+    }
+
+    fn replace_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+        options: ReplaceChildrenOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let sort = Arc::new(SortExec::clone(&self.sort)).replace_children(children, options)?;
+        let sort = sort
+            .downcast_ref::<SortExec>()
+            .ok_or_else(|| DataFusionError::Internal("SortExec rebuilt as another node".into()))?
+            .clone();
+        Ok(Arc::new(self.with_sort(sort)))
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        self.replace_children(
+            children,
+            ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
+        )
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let input = self.sort.input().execute(partition, Arc::clone(&context))?;
+        let job = Job {
+            partition,
+            expr: self.sort.expr().clone(),
+            fetch: self.sort.fetch(),
+            engine: Arc::clone(&self.engine),
+            min_rows: self.min_rows,
+            metrics: self.metrics.clone(),
+            gpu_rows: MetricBuilder::new(&self.metrics).counter("gpu_sorted_rows", partition),
+            batch_size: context.session_config().batch_size(),
+        };
+        let schema = self.schema();
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            schema,
+            futures::stream::once(job.run(input, context)).try_flatten(),
+        )))
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+
+    fn fetch(&self) -> Option<usize> {
+        self.sort.fetch()
+    }
+
+    fn with_fetch(&self, limit: Option<usize>) -> Option<Arc<dyn ExecutionPlan>> {
+        Some(Arc::new(self.with_sort(self.sort.with_fetch(limit))))
+    }
+}
+
+/// What one partition's sort needs, moved into its stream.
+struct Job {
+    partition: usize,
+    expr: LexOrdering,
+    fetch: Option<usize>,
+    engine: Arc<SortEngine>,
+    min_rows: usize,
+    metrics: ExecutionPlanMetricsSet,
+    gpu_rows: Count,
+    batch_size: usize,
+}
+
+impl Job {
+    async fn run(
+        self,
+        mut input: SendableRecordBatchStream,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let schema = input.schema();
+        let pool = context.memory_pool();
+        let reservation = MemoryConsumer::new(format!("GpuSortExec[{}]", self.partition))
+            .with_can_spill(true)
+            .register(pool);
+        let spill_manager = SpillManager::new(
+            context.runtime_env(),
+            SpillMetrics::new(&self.metrics, self.partition),
+            schema.clone(),
+        );
+        let job = Arc::new(self);
+        let mut batches: Vec<RecordBatch> = Vec::new();
+        let mut spills: Vec<SortedSpillFile> = Vec::new();
+        while let Some(batch) = input.next().await {
+            let batch = batch?;
+            if batch.num_rows() == 0 {
+                continue;
+            }
+            // the batch, plus its packed keys, permutation and gathered copy while sorted
+            let size = 2 * get_record_batch_memory_size(&batch) + batch.num_rows() * 16;
+            if reservation.try_grow(size).is_err() {
+                if batches.is_empty() {
+                    reservation.try_grow(size)?;
+                }
+                let run = job.sort_blocking(std::mem::take(&mut batches), None).await?;
+                spills.extend(spill(&spill_manager, &run)?);
+                reservation.free();
+                reservation.try_grow(size)?;
+            }
+            batches.push(batch);
+        }
+        drop(input);
+        let baseline = BaselineMetrics::new(&job.metrics, job.partition);
+        if spills.is_empty() {
+            let run = job.sort_blocking(batches, job.fetch).await?;
+            let stream = futures::stream::iter(run).map(move |b| {
+                let _held_until_sent = &reservation;
+                baseline.record_output(b.num_rows());
+                Ok(b)
+            });
+            return Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)));
+        }
+        if !batches.is_empty() {
+            let run = job.sort_blocking(batches, None).await?;
+            spills.extend(spill(&spill_manager, &run)?);
+        }
+        reservation.free();
+        let merge = MemoryConsumer::new(format!("GpuSortExec[{}] merge", job.partition))
+            .register(context.memory_pool());
+        StreamingMergeBuilder::new()
+            .with_sorted_spill_files(spills)
+            .with_spill_manager(spill_manager)
+            .with_schema(schema)
+            .with_expressions(&job.expr)
+            .with_metrics(baseline)
+            .with_batch_size(job.batch_size)
+            .with_fetch(job.fetch)
+            .with_reservation(merge)
+            .build()
+    }
+
+    /// Sort the batches into one run (of `batch_size` batches) off the async threads.
+    async fn sort_blocking(
+        self: &Arc<Self>,
+        batches: Vec<RecordBatch>,
+        fetch: Option<usize>,
+    ) -> Result<Vec<RecordBatch>> {
+        let job = Arc::clone(self);
+        SpawnedTask::spawn_blocking(move || job.sort_run(batches, fetch))
+            .join()
+            .await
+            .map_err(|e| DataFusionError::External(Box::new(e)))?
+    }
+
+    fn sort_run(&self, batches: Vec<RecordBatch>, fetch: Option<usize>) -> Result<Vec<RecordBatch>> {
+        let Some(first) = batches.first() else {
+            return Ok(Vec::new());
+        };
+        let batch = concat_batches(&first.schema(), &batches)?;
+        drop(batches);
+        let rows = batch.num_rows();
+        if rows < self.min_rows {
+            let sorted = sort_batch(&batch, &self.expr, fetch)?;
+            return Ok(chunks(&sorted, self.batch_size));
+        }
+        let columns = self
+            .expr
+            .iter()
+            .map(|e| {
+                Ok(KeyColumn {
+                    values: e.expr.evaluate(&batch)?.into_array(rows)?,
+                    options: e.options,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let words = keys::pack(&columns, rows)?;
+        drop(columns);
+        let mut perm = self.engine.argsort(&words)?;
+        drop(words);
+        self.gpu_rows.add(rows);
+        if let Some(k) = fetch {
+            perm.truncate(k);
+        }
+        perm.par_chunks(self.batch_size.max(1))
+            .map(|idx| Ok(take_record_batch(&batch, &UInt32Array::from(idx.to_vec()))?))
+            .collect()
+    }
+}
+
+/// `batch` cut into batches of at most `size` rows (zero-copy slices).
+fn chunks(batch: &RecordBatch, size: usize) -> Vec<RecordBatch> {
+    let size = size.max(1);
+    (0..batch.num_rows())
+        .step_by(size)
+        .map(|at| batch.slice(at, size.min(batch.num_rows() - at)))
+        .collect()
+}
+
+fn spill(manager: &SpillManager, run: &[RecordBatch]) -> Result<Option<SortedSpillFile>> {
+    let max_record_batch_memory = run
+        .iter()
+        .map(get_record_batch_memory_size)
+        .max()
+        .unwrap_or(0);
+    Ok(manager
+        .spill_record_batch_and_finish(run, "GpuSortExec run")?
+        .map(|file| SortedSpillFile {
+            file,
+            max_record_batch_memory,
+        }))
+}
