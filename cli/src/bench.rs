@@ -6,6 +6,7 @@
 //! timed with GPU timestamps where the device has them. Every GPU result is checked once.
 
 mod compare;
+mod datafusion;
 pub(crate) mod keysets;
 mod matrix;
 mod multi;
@@ -38,8 +39,9 @@ pub struct BenchArgs {
     /// Small sizes and few repetitions (under a minute on a software adapter).
     #[arg(long)]
     pub quick: bool,
-    /// Suites to run: sort, scan, transfer, stencil, sched, and multi (each job on 1..N devices
-    /// of --devices; not in the default set).
+    /// Suites to run: sort, scan, transfer, stencil, sched; and, not in the default set, multi
+    /// (each job on 1..N devices of --devices) and datafusion (ORDER BY in DataFusion, its own
+    /// sort against GpuSortExec).
     #[arg(
         long,
         value_delimiter = ',',
@@ -83,6 +85,10 @@ pub struct BenchArgs {
     /// Draw throughput against size, one line per case, as an SVG file.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
+    /// Where the datafusion suite writes its Parquet datasets (kept; default: a temporary
+    /// folder, removed).
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
 }
 
 #[derive(Serialize, Debug, Clone)]
@@ -170,7 +176,15 @@ fn too_big(gpu: &gpusort_core::Gpu, bytes: u64) -> Option<String> {
 }
 
 pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
-    const SUITES: [&str; 6] = ["sort", "scan", "transfer", "stencil", "sched", "multi"];
+    const SUITES: [&str; 7] = [
+        "sort",
+        "scan",
+        "transfer",
+        "stencil",
+        "sched",
+        "multi",
+        "datafusion",
+    ];
     for s in &args.suite {
         if !SUITES.contains(&s.as_str()) {
             return Err(CliError::usage(format!(
@@ -281,6 +295,12 @@ pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
                 let group = g.group()?;
                 multi::suite(&ctx, &group, &sizes_for(&[28, 31]), quick)?
             }
+            "datafusion" => datafusion::suite(
+                g.gpu()?,
+                &sizes_for(&[27]),
+                args.reps.unwrap_or(if quick { 2 } else { 3 }).max(1),
+                args.data_dir.as_deref(),
+            )?,
             _ => {
                 let tasks = args.tasks.unwrap_or(if quick { 100 } else { 1000 }).max(1);
                 let sizes = if !args.sizes.is_empty() {

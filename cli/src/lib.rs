@@ -12,6 +12,7 @@ pub mod progress;
 pub mod scan;
 pub mod sort;
 pub mod stencil;
+pub mod table;
 pub mod tune;
 pub mod tuning;
 
@@ -309,6 +310,8 @@ pub enum Command {
     Partition(scan::PartitionArgs),
     /// Keep the elements matching a predicate, in order; prints how many.
     Compact(scan::CompactArgs),
+    /// Run a SQL query over Parquet, Arrow and CSV tables (DataFusion, with sorts on the GPU).
+    Sql(table::SqlArgs),
     /// Jacobi steps of a stencil over a 2-D or 3-D grid, streamed when it does not fit the GPU.
     Stencil(stencil::StencilArgs),
     /// Benchmark gpusort against baselines measured in the same run.
@@ -410,6 +413,7 @@ pub fn run(cli: &Cli) -> Result<(), CliError> {
         Command::Scan(a) => scan::run_scan(&cli.global, a),
         Command::Partition(a) => scan::run_partition(&cli.global, a),
         Command::Compact(a) => scan::run_compact(&cli.global, a),
+        Command::Sql(a) => table::sql(&cli.global, a),
         Command::Stencil(a) => stencil::run(&cli.global, a),
         Command::Bench(a) => bench::run(&cli.global, a),
         Command::Tune(a) => tune::run(&cli.global, a),

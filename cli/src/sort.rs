@@ -64,7 +64,8 @@ impl From<Algorithm> for gpusort_core::Algorithm {
 pub struct SortArgs {
     /// Inputs: raw little-endian binary (needs --dtype) or .npy (1-D, C order). Several inputs
     /// are sorted as one job (small ones share merged GPU launches) and need --out-dir or
-    /// --in-place.
+    /// --in-place. A table (.parquet, .arrow/.feather/.ipc, .csv with a header) is sorted by
+    /// its --by columns, every column carried.
     #[arg(required = true, value_name = "INPUT")]
     pub inputs: Vec<PathBuf>,
     /// Output file (same format as the input). Default: INPUT's name with `.sorted` before the extension.
@@ -115,6 +116,46 @@ pub struct SortArgs {
     /// the input's size on disk and are removed as the merge consumes them.
     #[arg(long, value_name = "DIR")]
     pub tmp_dir: Option<PathBuf>,
+    /// For a table input: a sort key, COLUMN[:asc|:desc][:nulls-first|:nulls-last]; repeat for
+    /// more keys, most significant first. Nulls sort as the largest values unless told.
+    #[arg(long, value_name = "COLUMN[:desc]", value_parser = crate::table::parse_by)]
+    pub by: Vec<crate::table::ByKey>,
+}
+
+/// A table input (by extension): sorted through DataFusion with the GPU sort operator. The flags
+/// that describe raw arrays do not apply to it.
+fn sort_table(g: &Global, args: &SortArgs) -> CliResult {
+    if args.inputs.len() > 1 || args.out_dir.is_some() {
+        return Err(CliError::usage(
+            "tables are sorted one at a time: give one table input and -o",
+        ));
+    }
+    let not_for_tables = [
+        ("--dtype", args.dtype.is_some()),
+        ("--values", args.values.is_some()),
+        ("--argsort", args.argsort.is_some()),
+        ("--segment-size", args.segment_size.is_some()),
+        ("--key-bits", args.key_bits.is_some()),
+        ("--verify", args.verify),
+        ("--algorithm", !matches!(args.algorithm, Algorithm::Auto)),
+    ];
+    if let Some((flag, _)) = not_for_tables.iter().find(|(_, given)| *given) {
+        return Err(CliError::usage(format!(
+            "{flag} is for raw and .npy arrays; a table is sorted by its --by columns"
+        )));
+    }
+    crate::table::sort(
+        g,
+        &crate::table::TableSort {
+            input: &args.inputs[0],
+            output: args.output.as_deref(),
+            in_place: args.in_place,
+            by: &args.by,
+            descending: args.descending,
+            memory_budget: memory_budget(args)?,
+            tmp_dir: args.tmp_dir.as_deref(),
+        },
+    )
 }
 
 pub(crate) fn parse_key_bits(s: &str) -> Result<std::ops::Range<u32>, String> {
@@ -141,6 +182,18 @@ pub fn run(g: &Global, args: &SortArgs) -> CliResult {
     if args.key_bits.is_some() && matches!(args.algorithm, Algorithm::Bitonic) {
         return Err(CliError::usage(
             "--key-bits is a radix sort option: use --algorithm radix or auto",
+        ));
+    }
+    if args
+        .inputs
+        .first()
+        .is_some_and(|p| crate::table::TableFormat::of(p).is_some() || p.is_dir())
+    {
+        return sort_table(g, args);
+    }
+    if !args.by.is_empty() {
+        return Err(CliError::usage(
+            "--by names the columns of a table (.parquet, .arrow, .feather, .ipc, .csv); an array is sorted by its values",
         ));
     }
     // a bad size is a usage error before any work; it also bounds what a streamed input holds

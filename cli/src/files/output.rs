@@ -310,6 +310,15 @@ impl Output {
         landed.map_err(err)
     }
 
+    /// A handle on the temporary file, for writers that produce their own format (Parquet, Arrow
+    /// IPC, CSV); [`Output::commit`] after they are done.
+    pub fn file(&self) -> Result<File, CliError> {
+        let tmp = self.tmp.as_ref().expect("not yet committed");
+        tmp.as_file()
+            .try_clone()
+            .map_err(|e| CliError::runtime(format!("cannot write {}: {e}", shown(&self.dest))))
+    }
+
     pub fn write(&mut self, format: Format, dtype: KeyType, data: &[u8]) -> Result<(), CliError> {
         let len = (data.len() / dtype.size()) as u64;
         self.positioned(format, dtype, len)?.write_at(0, data)

@@ -98,7 +98,8 @@ impl PhysicalExtensionCodec for GpuSortCodec {
             return self.inner.try_encode(node, buf, proto_converter);
         };
         let sort = gpu.sort_exec();
-        let exprs = serialize_physical_sort_exprs(sort.expr().iter().cloned(), self, proto_converter)?;
+        let exprs =
+            serialize_physical_sort_exprs(sort.expr().iter().cloned(), self, proto_converter)?;
         let wire = GpuSortNode {
             expr: Some(PhysicalSortExprNodeCollection {
                 physical_sort_expr_nodes: exprs,

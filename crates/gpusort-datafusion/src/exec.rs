@@ -12,9 +12,7 @@ use datafusion::common::{DataFusionError, Result};
 use datafusion::execution::memory_pool::MemoryConsumer;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::{LexOrdering, PhysicalExpr};
-use datafusion::physical_plan::execution_plan::{
-    ChildrenPropertiesMode, ReplaceChildrenOptions,
-};
+use datafusion::physical_plan::execution_plan::{ChildrenPropertiesMode, ReplaceChildrenOptions};
 use datafusion::physical_plan::metrics::{
     BaselineMetrics, Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet, SpillMetrics,
 };
@@ -245,7 +243,9 @@ impl Job {
                 if batches.is_empty() {
                     reservation.try_grow(size)?;
                 }
-                let run = job.sort_blocking(std::mem::take(&mut batches), None).await?;
+                let run = job
+                    .sort_blocking(std::mem::take(&mut batches), None)
+                    .await?;
                 spills.extend(spill(&spill_manager, &run)?);
                 reservation.free();
                 reservation.try_grow(size)?;
@@ -295,7 +295,11 @@ impl Job {
             .map_err(|e| DataFusionError::External(Box::new(e)))?
     }
 
-    fn sort_run(&self, batches: Vec<RecordBatch>, fetch: Option<usize>) -> Result<Vec<RecordBatch>> {
+    fn sort_run(
+        &self,
+        batches: Vec<RecordBatch>,
+        fetch: Option<usize>,
+    ) -> Result<Vec<RecordBatch>> {
         let Some(first) = batches.first() else {
             return Ok(Vec::new());
         };

@@ -8,8 +8,6 @@
 //! sorted as u32. Several words are sorted from the last to the first with a stable sort, so the
 //! rows end in lexicographic order of all keys, ties in input order.
 
-
-
 use datafusion::arrow::array::{Array, ArrayRef, AsArray};
 use datafusion::arrow::compute::SortOptions;
 use datafusion::arrow::datatypes::*;
@@ -89,10 +87,7 @@ pub fn pack(columns: &[KeyColumn], rows: usize) -> Result<Vec<Word>> {
             )));
         }
         let value = value_bits(key.values.data_type()).ok_or_else(|| {
-            DataFusionError::NotImplemented(format!(
-                "GPU sort of {} keys",
-                key.values.data_type()
-            ))
+            DataFusionError::NotImplemented(format!("GPU sort of {} keys", key.values.data_type()))
         })?;
         let mut parts = vec![(Part::Value, value)];
         if key.values.null_count() > 0 {
@@ -151,7 +146,9 @@ fn or_codes(key: &KeyColumn, field: &Field, word: &mut [u64]) -> Result<()> {
     match a.data_type() {
         Boolean => {
             let b = a.as_boolean();
-            fill(a, key.options, field, value_bits, word, |i| b.value(i) as u64)
+            fill(a, key.options, field, value_bits, word, |i| {
+                b.value(i) as u64
+            })
         }
         Int8 => prim::<Int8Type>(a, key.options, field, value_bits, word, |v| {
             (v as u8 ^ 0x80) as u64
@@ -174,7 +171,11 @@ fn or_codes(key: &KeyColumn, field: &Field, word: &mut [u64]) -> Result<()> {
         UInt32 => prim::<UInt32Type>(a, key.options, field, value_bits, word, |v| v as u64),
         Float32 => prim::<Float32Type>(a, key.options, field, value_bits, word, |v| {
             let b = v.to_bits();
-            (if b & 0x8000_0000 != 0 { !b } else { b | 0x8000_0000 }) as u64
+            (if b & 0x8000_0000 != 0 {
+                !b
+            } else {
+                b | 0x8000_0000
+            }) as u64
         }),
         Int64 => prim::<Int64Type>(a, key.options, field, value_bits, word, i64_code),
         UInt64 => prim::<UInt64Type>(a, key.options, field, value_bits, word, |v| v),
@@ -242,26 +243,24 @@ fn fill(
     let shift = field.shift;
     let nulls = a.logical_nulls();
     const CHUNK: usize = 1 << 16;
-    word.par_chunks_mut(CHUNK)
-        .enumerate()
-        .for_each(|(c, out)| {
-            let base = c * CHUNK;
-            for (j, w) in out.iter_mut().enumerate() {
-                let i = base + j;
-                if nulls.as_ref().is_some_and(|n| n.is_null(i)) {
-                    continue; // a null's value bits stay 0: its flag field orders it
-                }
-                *w |= ((code(i) ^ invert) & mask) << shift;
+    word.par_chunks_mut(CHUNK).enumerate().for_each(|(c, out)| {
+        let base = c * CHUNK;
+        for (j, w) in out.iter_mut().enumerate() {
+            let i = base + j;
+            if nulls.as_ref().is_some_and(|n| n.is_null(i)) {
+                continue; // a null's value bits stay 0: its flag field orders it
             }
-        });
+            *w |= ((code(i) ^ invert) & mask) << shift;
+        }
+    });
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
     use datafusion::arrow::array::{Float64Array, Int32Array, UInt8Array};
+    use std::sync::Arc;
 
     fn unpack64(w: &Word) -> Vec<u64> {
         match w {
@@ -315,7 +314,10 @@ mod tests {
         let words = pack(&[a, b], 3).unwrap();
         assert_eq!(words.len(), 1);
         let w = unpack64(&words[0]);
-        assert!(w[1] < w[2] && w[2] < w[0], "null first, then 0, then 1: {w:x?}");
+        assert!(
+            w[1] < w[2] && w[2] < w[0],
+            "null first, then 0, then 1: {w:x?}"
+        );
         let small = KeyColumn {
             values: Arc::new(UInt8Array::from(vec![3, 2, 1])),
             options: SortOptions::default(),

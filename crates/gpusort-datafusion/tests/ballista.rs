@@ -133,7 +133,13 @@ async fn order_by_runs_on_ballista_executors() {
         "SELECT id, x FROM t WHERE k > 0 ORDER BY x NULLS FIRST, id LIMIT 50",
     ] {
         let before = engine.sorted_rows();
-        let explain = ctx.sql(&format!("EXPLAIN {sql}")).await.unwrap().collect().await.unwrap();
+        let explain = ctx
+            .sql(&format!("EXPLAIN {sql}"))
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
         let explain = pretty_format_batches(&explain).unwrap().to_string();
         assert!(explain.contains("GpuSortExec"), "{explain}");
         let got = ctx.sql(sql).await.unwrap().collect().await.unwrap();

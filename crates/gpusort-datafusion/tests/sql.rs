@@ -213,7 +213,9 @@ async fn every_key_type_orders_as_datafusion_does() {
                 let (got, shown) = run(&gpu, &sql).await;
                 assert!(
                     shown.contains("GpuSortExec")
-                        && !shown.lines().any(|l| l.trim_start().starts_with("SortExec")),
+                        && !shown
+                            .lines()
+                            .any(|l| l.trim_start().starts_with("SortExec")),
                     "{name}: {sql}\n{shown}"
                 );
                 assert!(!plain.contains("GpuSortExec"));
@@ -347,7 +349,9 @@ async fn empty_and_one_row_tables() {
             Field::new("t", DataType::Timestamp(TimeUnit::Nanosecond, None), false),
         ]));
         let k: ArrayRef = Arc::new(Float64Array::from(
-            (0..rows).map(|i| (i == 0).then_some(f64::NAN)).collect::<Vec<_>>(),
+            (0..rows)
+                .map(|i| (i == 0).then_some(f64::NAN))
+                .collect::<Vec<_>>(),
         ));
         let t: ArrayRef = Arc::new(TimestampNanosecondArray::from(
             (0..rows as i64).rev().collect::<Vec<_>>(),

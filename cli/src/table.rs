@@ -1,0 +1,555 @@
+//! Tables: `gpusort sort data.parquet --by col[:desc] -o out.parquet` and `gpusort sql`, through
+//! DataFusion with the GPU sort operator (gpusort-datafusion). Parquet, Arrow IPC and CSV (with a
+//! header) in and out; every column carried, the schema kept; outputs land as every other
+//! command's do (a flushed temporary file, put in place when the job has succeeded).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::error::DataFusionError;
+use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
+use datafusion::execution::memory_pool::FairSpillPool;
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::execution::SessionStateBuilder;
+use datafusion::parquet::arrow::ArrowWriter;
+use datafusion::parquet::basic::{Compression, ZstdLevel};
+use datafusion::parquet::file::properties::WriterProperties;
+use datafusion::prelude::{
+    ident, CsvReadOptions, DataFrame, ParquetReadOptions, SessionConfig, SessionContext,
+};
+use futures::StreamExt;
+use gpusort_datafusion::SortEngine;
+
+use crate::error::{CliError, CliResult};
+use crate::files::{check_distinct, check_output_path, shown, Named, Output, Written};
+use crate::{Engine, Global};
+
+/// The table formats, known by file extension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TableFormat {
+    Parquet,
+    /// Arrow IPC file format (`.arrow`, `.feather`, `.ipc`).
+    Arrow,
+    /// CSV with a header line.
+    Csv,
+}
+
+impl TableFormat {
+    pub fn of(path: &Path) -> Option<TableFormat> {
+        let ext = path.extension()?.to_str()?.to_ascii_lowercase();
+        Some(match ext.as_str() {
+            "parquet" | "pq" => TableFormat::Parquet,
+            "arrow" | "feather" | "ipc" => TableFormat::Arrow,
+            "csv" => TableFormat::Csv,
+            _ => return None,
+        })
+    }
+}
+
+/// One `--by` key: `COL`, `COL:desc`, `COL:asc:nulls-first`, … (nulls sort as the largest
+/// values by default, as in DataFusion's SQL: last ascending, first descending).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ByKey {
+    pub column: String,
+    /// None: `--descending` decides.
+    pub descending: Option<bool>,
+    pub nulls_first: Option<bool>,
+}
+
+pub fn parse_by(s: &str) -> Result<ByKey, String> {
+    let mut column = s;
+    let mut descending = None;
+    let mut nulls_first = None;
+    // options are read from the right, so a column name may itself contain ':'
+    while let Some((rest, word)) = column.rsplit_once(':') {
+        match word.to_ascii_lowercase().as_str() {
+            "asc" if descending.is_none() => descending = Some(false),
+            "desc" if descending.is_none() => descending = Some(true),
+            "nulls-first" if nulls_first.is_none() => nulls_first = Some(true),
+            "nulls-last" if nulls_first.is_none() => nulls_first = Some(false),
+            _ => break,
+        }
+        column = rest;
+    }
+    if column.is_empty() {
+        return Err(format!(
+            "{s:?}: expected COLUMN[:asc|:desc][:nulls-first|:nulls-last]"
+        ));
+    }
+    Ok(ByKey {
+        column: column.to_string(),
+        descending,
+        nulls_first,
+    })
+}
+
+/// What a table sort needs from `gpusort sort`'s flags.
+pub struct TableSort<'a> {
+    pub input: &'a Path,
+    pub output: Option<&'a Path>,
+    pub in_place: bool,
+    pub by: &'a [ByKey],
+    /// `--descending`: the direction of keys that name none.
+    pub descending: bool,
+    pub memory_budget: Option<u64>,
+    pub tmp_dir: Option<&'a Path>,
+}
+
+/// A DataFusion session with the GPU sort on this command's device, `budget` bytes of memory
+/// (spilling to `tmp_dir` beyond it) where given.
+fn session(g: &Global, budget: Option<u64>, tmp_dir: Option<&Path>) -> CliResult<SessionContext> {
+    let engine = match g.engine()? {
+        Engine::Cpu { .. } => SortEngine::cpu(),
+        Engine::Gpu => SortEngine::from_gpu(g.gpu()?).map_err(runtime)?,
+    };
+    let mut runtime_env = RuntimeEnvBuilder::new();
+    if let Some(b) = budget {
+        runtime_env = runtime_env.with_memory_pool(Arc::new(FairSpillPool::new(b as usize)));
+    }
+    if let Some(dir) = tmp_dir {
+        runtime_env = runtime_env.with_disk_manager_builder(
+            DiskManagerBuilder::default()
+                .with_mode(DiskManagerMode::Directories(vec![dir.to_path_buf()])),
+        );
+    }
+    let runtime_env = runtime_env.build_arc().map_err(runtime)?;
+    let builder = SessionStateBuilder::new()
+        .with_default_features()
+        .with_config(SessionConfig::new())
+        .with_runtime_env(runtime_env);
+    let state = gpusort_datafusion::with_gpu_sort_on(builder, Arc::new(engine)).build();
+    Ok(SessionContext::new_with_state(state))
+}
+
+fn tokio() -> CliResult<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::runtime(format!("cannot start the query runtime: {e}")))
+}
+
+/// A DataFusion error as the CLI reports it: plans that cannot be made (a column that is not
+/// there, bad SQL, a file that is not what its name says) are the user's to fix, exit 2.
+fn classify(e: DataFusionError) -> CliError {
+    let inner = e.find_root();
+    let line = inner.to_string().replace('\n', " ");
+    match inner {
+        DataFusionError::Plan(_)
+        | DataFusionError::SQL(..)
+        | DataFusionError::SchemaError(..)
+        | DataFusionError::ParquetError(_)
+        | DataFusionError::ArrowError(..)
+        | DataFusionError::NotImplemented(_) => CliError::usage(line),
+        _ => CliError::runtime(line),
+    }
+}
+
+fn runtime(e: impl std::fmt::Display) -> CliError {
+    CliError::runtime(e.to_string())
+}
+
+/// The format of a table path: by extension, or for a folder (a partitioned dataset) by the
+/// extension of the table files in it.
+pub fn table_format(path: &Path) -> Option<TableFormat> {
+    if path.is_dir() {
+        let entries = std::fs::read_dir(path).ok()?;
+        return entries
+            .filter_map(|e| e.ok())
+            .find_map(|e| TableFormat::of(&e.path()));
+    }
+    TableFormat::of(path)
+}
+
+/// Register `path` (a file, or a folder of files of one format) as table `name`.
+async fn register(ctx: &SessionContext, name: &str, path: &Path) -> CliResult {
+    let meta = std::fs::metadata(path)
+        .map_err(|e| CliError::usage(format!("cannot read {}: {e}", path.display())))?;
+    let format = table_format(path).ok_or_else(|| {
+        CliError::usage(format!(
+            "{}: a table must end in .parquet, .arrow, .feather, .ipc or .csv (or be a folder of such files)",
+            path.display()
+        ))
+    })?;
+    if meta.is_file() {
+        crate::files::watch_input(path, &meta);
+    } else if !meta.is_dir() {
+        return Err(CliError::usage(format!(
+            "{} is not a regular file (tables are read by position: copy a stream to a file first)",
+            path.display()
+        )));
+    }
+    let p = path.to_str().ok_or_else(|| {
+        CliError::usage(format!("{}: the path is not valid UTF-8", path.display()))
+    })?;
+    let ext = |o: &str| {
+        if meta.is_dir() {
+            // a folder's files may use any of the format's spellings: the first one found
+            std::fs::read_dir(path)
+                .ok()
+                .and_then(|mut d| {
+                    d.find_map(|e| {
+                        let e = e.ok()?.path();
+                        let ext = e.extension()?.to_str()?;
+                        (TableFormat::of(&e) == Some(format)).then(|| format!(".{ext}"))
+                    })
+                })
+                .unwrap_or_else(|| o.to_string())
+        } else {
+            format!(
+                ".{}",
+                path.extension().and_then(|e| e.to_str()).unwrap_or(o)
+            )
+        }
+    };
+    let done = match format {
+        TableFormat::Parquet => {
+            let e = ext("parquet");
+            ctx.register_parquet(name, p, ParquetReadOptions::default().file_extension(&e))
+                .await
+        }
+        TableFormat::Arrow => {
+            let e = ext("arrow");
+            let options = datafusion::datasource::file_format::options::ArrowReadOptions {
+                file_extension: &e,
+                ..Default::default()
+            };
+            ctx.register_arrow(name, p, options).await
+        }
+        TableFormat::Csv => {
+            let e = ext("csv");
+            ctx.register_csv(
+                name,
+                p,
+                CsvReadOptions::new().has_header(true).file_extension(&e),
+            )
+            .await
+        }
+    };
+    done.map_err(|e| CliError::usage(format!("{}: {}", path.display(), classify(e).message)))
+}
+
+/// Stream `df`'s rows into `dest` in `format`, then commit it. Returns the rows written.
+async fn write(df: DataFrame, dest: &Path, format: TableFormat) -> CliResult<u64> {
+    let schema: SchemaRef = Arc::new(df.schema().as_arrow().clone());
+    let mut stream = df.execute_stream().await.map_err(classify)?;
+    let out = Output::create(dest)?;
+    let file = std::io::BufWriter::with_capacity(8 << 20, out.file()?);
+    let mut writer = TableWriter::new(file, schema, format)?;
+    let mut rows = 0u64;
+    while let Some(batch) = stream.next().await {
+        let batch = batch.map_err(classify)?;
+        rows += batch.num_rows() as u64;
+        writer.write(&batch)?;
+    }
+    writer.finish(dest)?;
+    out.commit()?;
+    Ok(rows)
+}
+
+enum TableWriter<W: std::io::Write + Send> {
+    Parquet(ArrowWriter<W>),
+    Arrow(datafusion::arrow::ipc::writer::FileWriter<W>),
+    Csv(datafusion::arrow::csv::Writer<W>),
+}
+
+impl<W: std::io::Write + Send> TableWriter<W> {
+    fn new(w: W, schema: SchemaRef, format: TableFormat) -> CliResult<Self> {
+        Ok(match format {
+            // zstd level 1: a few percent larger than level 3 and written several times faster
+            TableFormat::Parquet => TableWriter::Parquet(
+                ArrowWriter::try_new(
+                    w,
+                    schema,
+                    Some(
+                        WriterProperties::builder()
+                            .set_compression(Compression::ZSTD(
+                                ZstdLevel::try_new(1).map_err(runtime)?,
+                            ))
+                            .build(),
+                    ),
+                )
+                .map_err(runtime)?,
+            ),
+            TableFormat::Arrow => TableWriter::Arrow(
+                datafusion::arrow::ipc::writer::FileWriter::try_new(w, &schema).map_err(runtime)?,
+            ),
+            TableFormat::Csv => TableWriter::Csv(
+                datafusion::arrow::csv::WriterBuilder::new()
+                    .with_header(true)
+                    .build(w),
+            ),
+        })
+    }
+
+    fn write(&mut self, batch: &RecordBatch) -> CliResult {
+        match self {
+            TableWriter::Parquet(w) => w.write(batch).map_err(runtime),
+            TableWriter::Arrow(w) => w.write(batch).map_err(runtime),
+            TableWriter::Csv(w) => w.write(batch).map_err(runtime),
+        }
+    }
+
+    fn finish(self, dest: &Path) -> CliResult {
+        let err = |e: &dyn std::fmt::Display| {
+            CliError::runtime(format!("cannot write {}: {e}", shown(dest)))
+        };
+        let mut inner = match self {
+            TableWriter::Parquet(w) => w.into_inner().map_err(|e| err(&e))?,
+            TableWriter::Arrow(mut w) => {
+                w.finish().map_err(|e| err(&e))?;
+                w.into_inner().map_err(|e| err(&e))?
+            }
+            TableWriter::Csv(w) => w.into_inner(),
+        };
+        std::io::Write::flush(&mut inner).map_err(|e| err(&e))
+    }
+}
+
+/// `gpusort sort TABLE --by …`.
+pub fn sort(g: &Global, job: &TableSort) -> CliResult {
+    if job.by.is_empty() {
+        return Err(CliError::usage(format!(
+            "{} is a table: name the sort keys with --by COLUMN[:desc] (one or more)",
+            job.input.display()
+        )));
+    }
+    if job.in_place && job.input.is_dir() {
+        return Err(CliError::usage(format!(
+            "{} is a folder of files: write the sorted table with -o FILE",
+            job.input.display()
+        )));
+    }
+    let dest = match (job.output, job.in_place) {
+        (_, true) => job.input.to_path_buf(),
+        (Some(o), false) => o.to_path_buf(),
+        (None, false) => default_output(job.input),
+    };
+    check_output_path(&dest)?;
+    let out_format = if dest == Path::new("-") || job.in_place {
+        table_format(job.input)
+    } else {
+        TableFormat::of(&dest)
+    }
+    .ok_or_else(|| {
+        CliError::usage(format!(
+            "{}: a table output must end in .parquet, .arrow, .feather, .ipc or .csv",
+            dest.display()
+        ))
+    })?;
+    check_distinct(
+        &[Named {
+            flag: "",
+            path: job.input,
+        }],
+        &[Written {
+            flag: "-o",
+            path: &dest,
+            replaces: job.in_place.then_some(0),
+        }],
+    )?;
+    let start = Instant::now();
+    let rt = tokio()?;
+    let rows = rt.block_on(async {
+        let ctx = session(g, job.memory_budget, job.tmp_dir)?;
+        register(&ctx, "input", job.input).await?;
+        let df = ctx.table("input").await.map_err(classify)?;
+        let sort: Vec<_> = job
+            .by
+            .iter()
+            .map(|k| {
+                let asc = !k.descending.unwrap_or(job.descending);
+                ident(&k.column).sort(asc, k.nulls_first.unwrap_or(!asc))
+            })
+            .collect();
+        let df = df.sort(sort).map_err(classify)?;
+        write(df, &dest, out_format).await
+    })?;
+    if !g.quiet {
+        eprintln!(
+            "sorted {rows} rows of {} by {} in {:.2} s -> {}",
+            job.input.display(),
+            job.by
+                .iter()
+                .map(|k| k.column.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            start.elapsed().as_secs_f64(),
+            shown(&dest)
+        );
+    }
+    Ok(())
+}
+
+/// INPUT's name with `.sorted` before the extension.
+fn default_output(input: &Path) -> PathBuf {
+    let stem = input
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "out".into());
+    let name = match input.extension() {
+        Some(ext) => format!("{stem}.sorted.{}", ext.to_string_lossy()),
+        None => format!("{stem}.sorted"),
+    };
+    input.with_file_name(name)
+}
+
+#[derive(clap::Args, Debug)]
+pub struct SqlArgs {
+    /// The query, in DataFusion's SQL. `EXPLAIN …` shows whether GpuSortExec runs.
+    #[arg(value_name = "QUERY")]
+    pub query: String,
+    /// A table the query reads: NAME=PATH (.parquet, .arrow/.feather/.ipc, or .csv with a
+    /// header). Repeat for more tables.
+    #[arg(long = "table", value_name = "NAME=PATH", value_parser = parse_table)]
+    pub tables: Vec<(String, PathBuf)>,
+    /// Write the result here (format by extension) instead of printing it as a table.
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// Host memory the query may hold (e.g. 8G); sorts beyond it spill sorted runs to disk.
+    #[arg(long, value_name = "BYTES")]
+    pub memory_budget: Option<String>,
+    /// Where spilled runs go (default: the system's temporary folder).
+    #[arg(long, value_name = "DIR")]
+    pub tmp_dir: Option<PathBuf>,
+    /// A DataFusion setting for this query, KEY=VALUE (e.g. gpusort.enabled=false runs
+    /// DataFusion's own sort; datafusion.execution.target_partitions=8). Repeatable.
+    #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_setting)]
+    pub settings: Vec<(String, String)>,
+}
+
+fn parse_setting(s: &str) -> Result<(String, String), String> {
+    let (k, v) = s
+        .split_once('=')
+        .ok_or_else(|| format!("expected KEY=VALUE, got {s:?}"))?;
+    if k.trim().is_empty() {
+        return Err(format!("expected KEY=VALUE, got {s:?}"));
+    }
+    Ok((k.trim().to_string(), v.trim().to_string()))
+}
+
+fn parse_table(s: &str) -> Result<(String, PathBuf), String> {
+    let (name, path) = s
+        .split_once('=')
+        .ok_or_else(|| format!("expected NAME=PATH, got {s:?}"))?;
+    if name.is_empty() || path.is_empty() {
+        return Err(format!("expected NAME=PATH, got {s:?}"));
+    }
+    Ok((name.to_string(), PathBuf::from(path)))
+}
+
+/// `gpusort sql QUERY --table NAME=PATH … [-o OUT]`.
+pub fn sql(g: &Global, args: &SqlArgs) -> CliResult {
+    let budget = args
+        .memory_budget
+        .as_deref()
+        .map(|b| crate::parse_bytes("--memory-budget", b))
+        .transpose()?;
+    let out = match &args.output {
+        Some(o) => {
+            check_output_path(o)?;
+            let format = TableFormat::of(o).ok_or_else(|| {
+                CliError::usage(format!(
+                    "{}: a table output must end in .parquet, .arrow, .feather, .ipc or .csv",
+                    o.display()
+                ))
+            })?;
+            let inputs: Vec<Named> = args
+                .tables
+                .iter()
+                .map(|(_, p)| Named {
+                    flag: "--table",
+                    path: p,
+                })
+                .collect();
+            check_distinct(
+                &inputs,
+                &[Written {
+                    flag: "-o",
+                    path: o,
+                    replaces: None,
+                }],
+            )?;
+            Some((o, format))
+        }
+        None => None,
+    };
+    let rt = tokio()?;
+    rt.block_on(async {
+        let ctx = session(g, budget, args.tmp_dir.as_deref())?;
+        {
+            let state = ctx.state_ref();
+            let mut state = state.write();
+            for (k, v) in &args.settings {
+                state.config_mut().options_mut().set(k, v).map_err(|e| {
+                    CliError::usage(format!("--set {k}={v}: {}", classify(e).message))
+                })?;
+            }
+        }
+        for (name, path) in &args.tables {
+            register(&ctx, name, path).await?;
+        }
+        let df = ctx.sql(&args.query).await.map_err(classify)?;
+        match out {
+            Some((o, format)) => {
+                let rows = write(df, o, format).await?;
+                if !g.quiet {
+                    eprintln!("{rows} rows -> {}", shown(o));
+                }
+            }
+            None => {
+                let batches = df.collect().await.map_err(classify)?;
+                let text = datafusion::arrow::util::pretty::pretty_format_batches(&batches)
+                    .map_err(runtime)?;
+                println!("{text}");
+            }
+        }
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn by_keys_parse_from_the_right() {
+        assert_eq!(
+            parse_by("price:desc").unwrap(),
+            ByKey {
+                column: "price".into(),
+                descending: Some(true),
+                nulls_first: None
+            }
+        );
+        let k = parse_by("a:b:asc:nulls-first").unwrap();
+        assert_eq!((k.column.as_str(), k.descending), ("a:b", Some(false)));
+        assert_eq!(k.nulls_first, Some(true));
+        assert_eq!(
+            parse_by("x:DESC:NULLS-LAST").unwrap().nulls_first,
+            Some(false)
+        );
+        assert!(parse_by(":desc").is_err());
+        assert_eq!(parse_by("time:zone").unwrap().column, "time:zone");
+    }
+
+    #[test]
+    fn formats_by_extension() {
+        assert_eq!(
+            TableFormat::of(Path::new("a.PARQUET")),
+            Some(TableFormat::Parquet)
+        );
+        assert_eq!(
+            TableFormat::of(Path::new("a.feather")),
+            Some(TableFormat::Arrow)
+        );
+        assert_eq!(TableFormat::of(Path::new("a.csv")), Some(TableFormat::Csv));
+        assert_eq!(TableFormat::of(Path::new("a.bin")), None);
+        assert_eq!(
+            default_output(Path::new("d/x.parquet")),
+            Path::new("d/x.sorted.parquet")
+        );
+    }
+}
