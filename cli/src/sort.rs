@@ -116,8 +116,9 @@ pub struct SortArgs {
     /// the input's size on disk and are removed as the merge consumes them.
     #[arg(long, value_name = "DIR")]
     pub tmp_dir: Option<PathBuf>,
-    /// For a table input: a sort key, COLUMN[:asc|:desc][:nulls-first|:nulls-last]; repeat for
-    /// more keys, most significant first. Nulls sort as the largest values unless told.
+    /// For a table input: a sort key, COLUMN with optional :asc or :desc and :nulls-first or
+    /// :nulls-last (e.g. price:desc); repeat for more keys, most significant first. Nulls sort
+    /// as the largest values unless told.
     #[arg(long, value_name = "COLUMN[:desc]", value_parser = crate::table::parse_by)]
     pub by: Vec<crate::table::ByKey>,
 }

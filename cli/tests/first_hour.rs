@@ -406,6 +406,7 @@ fn help_that_helps() {
         "partition",
         "compact",
         "stencil",
+        "sql",
         "info",
         "bench",
     ] {

@@ -284,3 +284,36 @@ fn bad_tables_and_flags_are_one_line_exit_2_nothing_written() {
         assert_eq!(std::fs::read(&existing).unwrap(), b"the user's file");
     }
 }
+
+#[test]
+fn the_datafusion_bench_suite_checks_its_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("df.json");
+    let out = gpusort()
+        .args([
+            "bench",
+            "--suite",
+            "datafusion",
+            "--sizes",
+            "13",
+            "--reps",
+            "1",
+            "--json",
+        ])
+        .arg(&json)
+        .arg("--data-dir")
+        .arg(dir.path())
+        .assert()
+        .success();
+    let text = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+    assert!(text.contains("GpuSortExec"), "{text}");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let cases = v["cases"].as_array().unwrap();
+    // DataFusion and GpuSortExec, from memory and from Parquet; the GPU rows checked
+    assert_eq!(cases.len(), 4, "{cases:?}");
+    assert!(cases
+        .iter()
+        .filter(|c| c["case"].as_str().unwrap().contains("GpuSortExec"))
+        .all(|c| c["note"].as_str().unwrap().contains("same rows")));
+    assert!(dir.path().join("orderby-2^13").is_dir());
+}

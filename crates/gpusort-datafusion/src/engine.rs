@@ -6,6 +6,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use datafusion::common::{DataFusionError, Result};
 use gpusort_core::{cpu_engine, Gpu, GpuOptions, SortKey, SortOrder, Sorter};
 
+use rayon::prelude::*;
+
 use crate::keys::Word;
 
 /// The device a [`crate::GpuSortExec`] sorts on. One is shared by every operator of a process
@@ -17,7 +19,7 @@ pub struct SortEngine {
 
 enum Device {
     /// One GPU job at a time: partitions sorting at once take turns on the one device.
-    Gpu(Mutex<(Gpu, Sorter)>),
+    Gpu(Box<Mutex<(Gpu, Sorter)>>),
     Cpu,
 }
 
@@ -57,7 +59,7 @@ impl SortEngine {
     pub fn from_gpu(gpu: Gpu) -> Result<SortEngine> {
         let sorter = Sorter::new(&gpu).map_err(external)?;
         Ok(SortEngine {
-            device: Device::Gpu(Mutex::new((gpu, sorter))),
+            device: Device::Gpu(Box::new(Mutex::new((gpu, sorter)))),
             sorted_rows: AtomicU64::new(0),
         })
     }
@@ -87,52 +89,58 @@ impl SortEngine {
     }
 
     /// The stable permutation that orders the rows by the words, most significant first.
-    pub fn argsort(&self, words: &[Word]) -> Result<Vec<u32>> {
-        let Some(last) = words.last() else {
+    pub fn argsort(&self, words: Vec<Word>) -> Result<Vec<u32>> {
+        let Some(rows) = words.last().map(Word::len) else {
             return Err(DataFusionError::Internal("no sort keys".into()));
         };
-        if last.len() > u32::MAX as usize {
+        if rows > u32::MAX as usize {
             return Err(DataFusionError::ResourcesExhausted(format!(
-                "{} rows in one sorted run (the GPU sort indexes rows with u32)",
-                last.len()
+                "{rows} rows in one sorted run (the GPU sort indexes rows with u32)"
             )));
         }
         // least significant word first; each later pass is stable, so earlier orders stay
         // within ties
         let mut perm: Option<Vec<u32>> = None;
-        for word in words.iter().rev() {
+        for word in words.into_iter().rev() {
             perm = Some(match word {
                 Word::U32(w) => self.pass(w, perm)?,
                 Word::U64(w) => self.pass(w, perm)?,
             });
         }
-        self.sorted_rows
-            .fetch_add(last.len() as u64, Ordering::Relaxed);
+        self.sorted_rows.fetch_add(rows as u64, Ordering::Relaxed);
         Ok(perm.expect("at least one word"))
     }
 
-    /// One stable pass: the rows (in the order `perm`) sorted by `word`.
-    fn pass<T: SortKey>(&self, word: &[T], perm: Option<Vec<u32>>) -> Result<Vec<u32>> {
-        let order = SortOrder::default();
-        let (mut keys, mut values) = match perm {
-            None => (word.to_vec(), (0..word.len() as u32).collect::<Vec<u32>>()),
-            Some(p) => (p.iter().map(|&i| word[i as usize]).collect(), p),
+    /// One stable pass: the rows (in the order `perm`) sorted by `word`, as a permutation of
+    /// the original rows. The gathers run on all cores.
+    fn pass<T: SortKey + Send + Sync>(
+        &self,
+        word: Vec<T>,
+        perm: Option<Vec<u32>>,
+    ) -> Result<Vec<u32>> {
+        let mut keys = match &perm {
+            None => word,
+            Some(p) => p.par_iter().map(|&i| word[i as usize]).collect(),
         };
-        match &self.device {
+        let order = SortOrder::default();
+        let by_word = match &self.device {
             Device::Gpu(g) => {
                 let g = g
                     .lock()
                     .map_err(|_| DataFusionError::Internal("GPU lock poisoned".into()))?;
                 let (gpu, sorter) = &*g;
                 sorter
-                    .sort_host(gpu, &mut keys, Some(&mut values), false, order)
-                    .map_err(external)?;
+                    .sort_host(gpu, &mut keys, None, true, order)
+                    .map_err(external)?
+                    .0
             }
-            Device::Cpu => {
-                cpu_engine::sort(&mut keys, Some(&mut values), false, order, None);
-            }
+            Device::Cpu => cpu_engine::sort(&mut keys, None, true, order, None),
         }
-        Ok(values)
+        .ok_or_else(|| DataFusionError::Internal("the sort returned no permutation".into()))?;
+        Ok(match perm {
+            None => by_word,
+            Some(p) => by_word.par_iter().map(|&j| p[j as usize]).collect(),
+        })
     }
 }
 
