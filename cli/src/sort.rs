@@ -188,7 +188,7 @@ pub fn run(g: &Global, args: &SortArgs) -> CliResult {
     if args
         .inputs
         .first()
-        .is_some_and(|p| crate::table::TableFormat::of(p).is_some() || p.is_dir())
+        .is_some_and(|p| crate::table::table_format(p).is_some())
     {
         return sort_table(g, args);
     }
