@@ -325,7 +325,7 @@ pub fn sort(g: &Global, job: &TableSort) -> CliResult {
     let dest = match (job.output, job.in_place) {
         (_, true) => job.input.to_path_buf(),
         (Some(o), false) => o.to_path_buf(),
-        (None, false) => default_output(job.input),
+        (None, false) => crate::files::default_name(job.input, "sorted"),
     };
     check_output_path(&dest)?;
     let out_format = if dest == Path::new("-") || job.in_place {
@@ -381,19 +381,6 @@ pub fn sort(g: &Global, job: &TableSort) -> CliResult {
         );
     }
     Ok(())
-}
-
-/// INPUT's name with `.sorted` before the extension.
-fn default_output(input: &Path) -> PathBuf {
-    let stem = input
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "out".into());
-    let name = match input.extension() {
-        Some(ext) => format!("{stem}.sorted.{}", ext.to_string_lossy()),
-        None => format!("{stem}.sorted"),
-    };
-    input.with_file_name(name)
 }
 
 #[derive(clap::Args, Debug)]
@@ -548,7 +535,7 @@ mod tests {
         assert_eq!(TableFormat::of(Path::new("a.csv")), Some(TableFormat::Csv));
         assert_eq!(TableFormat::of(Path::new("a.bin")), None);
         assert_eq!(
-            default_output(Path::new("d/x.parquet")),
+            crate::files::default_name(Path::new("d/x.parquet"), "sorted"),
             Path::new("d/x.sorted.parquet")
         );
     }

@@ -140,20 +140,23 @@ pub fn resolve_output(
         }
         (Some(o), false) => o.to_path_buf(),
         (None, false) if input.streamed => PathBuf::from("-"),
-        (None, false) => {
-            let stem = path
-                .file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_else(|| "out".into());
-            let name = match path.extension() {
-                Some(ext) => format!("{stem}.{suffix}.{}", ext.to_string_lossy()),
-                None => format!("{stem}.{suffix}"),
-            };
-            path.with_file_name(name)
-        }
+        (None, false) => default_name(path, suffix),
     };
     check_output_path(&dest)?;
     Ok(dest)
+}
+
+/// `path`'s name with `.SUFFIX` before its extension (`keys.bin` -> `keys.sorted.bin`).
+pub fn default_name(path: &Path, suffix: &str) -> PathBuf {
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "out".into());
+    let name = match path.extension() {
+        Some(ext) => format!("{stem}.{suffix}.{}", ext.to_string_lossy()),
+        None => format!("{stem}.{suffix}"),
+    };
+    path.with_file_name(name)
 }
 
 /// The format of a command's main result: a name given with `-o` decides (`.npy` gets a NumPy
