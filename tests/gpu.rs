@@ -2,7 +2,7 @@
 //! with subgroups and with them forced off.
 
 use gpusort_core::cpu::keys as reference;
-use gpusort_core::{Gpu, SortKey, SortOrder, Sorter};
+use gpusort_core::{Gpu, GpuOptions, SortKey, SortOrder, Sorter};
 use gpusort_tests::*;
 use rand::Rng;
 
@@ -1276,38 +1276,108 @@ mod radix_options {
     }
 }
 
-/// The staging ring: round trips bit-exact for sizes around chunk boundaries, many chunks, more
-/// chunks than the ring has slots, at offsets, with slots growing between calls.
+/// The staging ring: round trips bit-exact for sizes around chunk and page boundaries, many
+/// chunks, more chunks than the ring has slots, at offsets, with slots growing between calls —
+/// through imported host memory (Vulkan's VK_EXT_external_memory_host, which lavapipe offers)
+/// and through wgpu's mapped buffers, which must give the same bytes.
 #[test]
 fn transfers_round_trip_through_the_staging_ring() {
     use gpusort_core::device::transfer;
-    let gpu = gpu(false);
-    let chunk = 4096u64;
-    let ring = transfer::RING_SLOTS as u64;
-    let buf = transfer::storage_buffer(gpu, "transfer test", 64 * chunk).unwrap();
-    let mut r = rng(77);
-    for bytes in [
-        0,
-        4,
-        chunk - 4,
-        chunk,
-        chunk + 4,
-        2 * chunk + 4,
-        ring * chunk,
-        ring * chunk + 4,
-        7 * ring * chunk + 12,
-    ] {
-        for offset in [0u64, 8, chunk + 4] {
-            let data: Vec<u8> = (0..bytes).map(|_| r.random()).collect();
-            transfer::upload_chunked(gpu, &buf, offset, &data, chunk).unwrap();
-            let mut back = vec![0u8; bytes as usize];
-            transfer::download_chunked(gpu, &buf, offset, &mut back, chunk).unwrap();
-            assert!(back == data, "{bytes} bytes at {offset}");
-            // the default chunk size (a single chunk here) reads the same bytes back
-            let mut again = vec![0u8; bytes as usize];
-            transfer::download(gpu, &buf, offset, &mut again).unwrap();
-            assert!(again == data, "{bytes} bytes at {offset}, default chunks");
+    let shared = gpu(false);
+    for no_host_import in [false, true] {
+        let options = GpuOptions {
+            adapter: Some(shared.adapter.index.to_string()),
+            no_host_import,
+            ..Default::default()
+        };
+        let gpu = &Gpu::new(&options).unwrap();
+        if shared.adapter.name.contains("llvmpipe") {
+            assert!(gpu.can_import_host_memory(), "lavapipe imports host memory");
         }
+        assert_eq!(
+            gpu.host_memory_import(),
+            gpu.can_import_host_memory() && !no_host_import
+        );
+        // a page, and a chunk that is not a whole number of pages (imported slots round up)
+        for chunk in [4096u64, 6004] {
+            let ring = transfer::RING_SLOTS as u64;
+            let buf = transfer::storage_buffer(gpu, "transfer test", 64 * chunk).unwrap();
+            let mut r = rng(77);
+            for bytes in [
+                0,
+                4,
+                chunk - 4,
+                chunk,
+                chunk + 4,
+                2 * chunk + 4,
+                ring * chunk,
+                ring * chunk + 4,
+                7 * ring * chunk + 12,
+            ] {
+                for offset in [0u64, 8, chunk + 4] {
+                    let data: Vec<u8> = (0..bytes).map(|_| r.random()).collect();
+                    transfer::upload_chunked(gpu, &buf, offset, &data, chunk).unwrap();
+                    let mut back = vec![0u8; bytes as usize];
+                    transfer::download_chunked(gpu, &buf, offset, &mut back, chunk).unwrap();
+                    assert!(back == data, "{bytes} bytes at {offset}, chunks of {chunk}");
+                    // the default chunk size (a single chunk here) reads the same bytes back
+                    let mut again = vec![0u8; bytes as usize];
+                    transfer::download(gpu, &buf, offset, &mut again).unwrap();
+                    assert!(again == data, "{bytes} bytes at {offset}, default chunks");
+                }
+            }
+        }
+        assert_eq!(
+            transfer::ring_in_host_memory(gpu),
+            gpu.host_memory_import(),
+            "the ring's buffers are where the device says"
+        );
+        // switching the path on a live device keeps the bytes
+        gpu.set_host_memory_import(no_host_import).unwrap();
+        let keys: Vec<u32> = (0..100_003u32)
+            .map(|i| i.wrapping_mul(2_654_435_761))
+            .collect();
+        let mut got = keys.clone();
+        Sorter::new(gpu)
+            .unwrap()
+            .sort(gpu, &mut got, SortOrder::default())
+            .unwrap();
+        let mut want = keys;
+        want.sort_unstable();
+        assert!(got == want, "a sort after switching the staging path");
+        assert_eq!(transfer::ring_in_host_memory(gpu), gpu.host_memory_import());
+        // the streamed jobs' staging slots (two per job) on this path: a scan in odd chunks
+        let scanner = gpusort_core::scan::Scanner::new(gpu).unwrap();
+        let data: Vec<u32> = (0..70_001u32)
+            .map(|i| i.wrapping_mul(2_654_435_761))
+            .collect();
+        let mut out = vec![0u32; data.len()];
+        scanner
+            .scan_streamed(
+                gpu,
+                &data,
+                gpusort_core::scan::ScanOp::Add,
+                true,
+                9_999,
+                |at, piece| {
+                    out[at..at + piece.len()].copy_from_slice(piece);
+                    Ok(())
+                },
+            )
+            .unwrap();
+        let mut sum = 0u32;
+        let want: Vec<u32> = data
+            .iter()
+            .map(|&x| {
+                sum = sum.wrapping_add(x);
+                sum
+            })
+            .collect();
+        assert!(
+            out == want,
+            "a streamed scan, import {}",
+            gpu.host_memory_import()
+        );
     }
 }
 

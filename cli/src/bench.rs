@@ -837,11 +837,18 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
 }
 
 /// Transfer suite: host -> GPU and GPU -> host bandwidth of the transfer layer by staging chunk
-/// size, wall clock (transfers are CPU work too), round trip checked.
+/// size, through imported host memory (where the device can) and through wgpu's mapped buffers,
+/// wall clock (transfers are CPU work too), round trip checked.
 fn transfer_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
     let (gpu, bar, reps) = (ctx.gpu, ctx.bar, ctx.reps.min(5));
     let chunks: [u64; 4] = [4 << 20, 16 << 20, 64 << 20, 256 << 20];
-    bar.inc_length((sizes.len() * chunks.len()) as u64);
+    let paths: Vec<bool> = if gpu.can_import_host_memory() {
+        vec![true, false]
+    } else {
+        vec![false]
+    };
+    let default_path = gpu.host_memory_import();
+    bar.inc_length((sizes.len() * chunks.len() * paths.len()) as u64);
     let mut cases = Vec::new();
     for &log in sizes {
         let n = 1usize << log;
@@ -854,61 +861,74 @@ fn transfer_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
                 gpu.limits.max_buffer_size >> 20
             );
             cases.push(skipped("transfer", n as u64, "transfers", why));
-            bar.inc(chunks.len() as u64);
+            bar.inc((chunks.len() * paths.len()) as u64);
             continue;
         }
         let host: Vec<u32> = (0..n as u32).map(|i| i.wrapping_mul(2654435761)).collect();
         let mut back = vec![0u32; n];
         let buf = transfer::storage_buffer(gpu, "bench transfer", bytes)?;
-        for &chunk in chunks.iter().filter(|&&c| c <= bytes.max(4 << 20)) {
-            bar.set_message(format!("2^{log}: transfers in {} MiB chunks", chunk >> 20));
-            let up = measure(reps, || {
-                let t = std::time::Instant::now();
-                transfer::upload_chunked(gpu, &buf, 0, bytemuck::cast_slice(&host), chunk)?;
-                gpu.wait()?; // until the last chunk is on the GPU
-                Ok(t.elapsed().as_secs_f64())
-            })?;
-            let down = measure(reps, || {
-                let t = std::time::Instant::now();
-                transfer::download_chunked(
-                    gpu,
-                    &buf,
-                    0,
-                    bytemuck::cast_slice_mut(&mut back),
-                    chunk,
-                )?;
-                Ok(t.elapsed().as_secs_f64())
-            })?;
-            if back != host {
-                return Err(CliError::runtime(format!(
-                    "bench: a transfer round trip of 2^{log} u32 came back different"
-                )));
+        for &imported in &paths {
+            gpu.set_host_memory_import(imported)?;
+            let path = if imported {
+                "imported host memory"
+            } else {
+                "mapped staging"
+            };
+            for &chunk in chunks.iter().filter(|&&c| c <= bytes.max(4 << 20)) {
+                bar.set_message(format!(
+                    "2^{log}: transfers in {} MiB chunks, {path}",
+                    chunk >> 20
+                ));
+                let up = measure(reps, || {
+                    let t = std::time::Instant::now();
+                    transfer::upload_chunked(gpu, &buf, 0, bytemuck::cast_slice(&host), chunk)?;
+                    gpu.wait()?; // until the last chunk is on the GPU
+                    Ok(t.elapsed().as_secs_f64())
+                })?;
+                back.fill(0);
+                let down = measure(reps, || {
+                    let t = std::time::Instant::now();
+                    transfer::download_chunked(
+                        gpu,
+                        &buf,
+                        0,
+                        bytemuck::cast_slice_mut(&mut back),
+                        chunk,
+                    )?;
+                    Ok(t.elapsed().as_secs_f64())
+                })?;
+                if back != host {
+                    return Err(CliError::runtime(format!(
+                        "bench: a transfer round trip of 2^{log} u32 ({path}) came back different"
+                    )));
+                }
+                for (name, st) in [
+                    ("upload (host -> GPU)", up),
+                    ("download (GPU -> host)", down),
+                ] {
+                    cases.push(Case {
+                        skipped: None,
+                        suite: "transfer".into(),
+                        case: format!("{name}, {path}, {} MiB chunks", chunk >> 20),
+                        n: n as u64,
+                        stats: st.clone(),
+                        throughput: bytes as f64 / st.median_s / 1e9,
+                        unit: "GB/s".into(),
+                        relative: 1.0,
+                        dispatches: None,
+                        note: format!(
+                            "{} MiB, wall clock, ring of {} staging buffers ({path}), {} CPU threads",
+                            bytes >> 20,
+                            transfer::RING_SLOTS,
+                            rayon::current_num_threads()
+                        ),
+                    });
+                }
+                bar.inc(1);
             }
-            for (name, st) in [
-                ("upload (host -> GPU)", up),
-                ("download (GPU -> host)", down),
-            ] {
-                cases.push(Case {
-                    skipped: None,
-                    suite: "transfer".into(),
-                    case: format!("{name}, {} MiB chunks", chunk >> 20),
-                    n: n as u64,
-                    stats: st.clone(),
-                    throughput: bytes as f64 / st.median_s / 1e9,
-                    unit: "GB/s".into(),
-                    relative: 1.0,
-                    dispatches: None,
-                    note: format!(
-                        "{} MiB, wall clock, ring of {} staging buffers, {} CPU threads",
-                        bytes >> 20,
-                        transfer::RING_SLOTS,
-                        rayon::current_num_threads()
-                    ),
-                });
-            }
-            bar.inc(1);
         }
     }
+    gpu.set_host_memory_import(default_path)?;
     Ok(cases)
 }
 

@@ -63,6 +63,7 @@ pub fn run(g: &Global, args: &InfoArgs) -> CliResult {
             "adapters": adapters,
             "chosen": chosen,
             "subgroups_in_use": subgroups_used,
+            "host_memory_import": gpu.host_memory_import(),
             "tuning": tuning_words(&gpu),
             "jobs_run_on": engine,
             "devices": devices,
@@ -119,6 +120,14 @@ pub fn run(g: &Global, args: &InfoArgs) -> CliResult {
     println!(
         "timestamps: {}",
         if gpu.timestamps() { "yes" } else { "no" }
+    );
+    println!(
+        "host transfers: {}",
+        if gpu.host_memory_import() {
+            "staged through imported host memory (VK_EXT_external_memory_host)"
+        } else {
+            "staged through mapped buffers"
+        }
     );
     println!("max buffer size: {}", mib(gpu.limits.max_buffer_size));
     println!(

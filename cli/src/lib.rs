@@ -155,6 +155,7 @@ impl Global {
             dump_wgsl: std::env::var_os("GPUSORT_DUMP_WGSL").map(Into::into),
             // beside the stored tuning: a second run does not compile its shaders again
             pipeline_cache: tuning::file().and_then(|f| f.parent().map(|d| d.join("pipelines"))),
+            no_host_import: false,
         }
     }
 

@@ -26,7 +26,7 @@ pub use npy::{parse_npy, NpyLayout};
 pub use output::{
     check_output_path, default_name, durable, open_values, output_format, output_target,
     resolve_output, set_durable, shown, write_words, Appender, Output, PositionedWriter, RunDir,
-    Scratch,
+    Scratch, StreamWriter,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

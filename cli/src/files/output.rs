@@ -322,6 +322,16 @@ impl Output {
             .map_err(|e| CliError::runtime(format!("cannot write {}: {e}", shown(&self.dest))))
     }
 
+    /// [`Output::file`] as a buffered stream that starts each 64 MiB's writeback as soon as it is
+    /// written, so the flush at [`Output::commit`] waits for the tail only.
+    pub fn sequential(&self) -> Result<StreamWriter, CliError> {
+        Ok(StreamWriter {
+            file: BufWriter::with_capacity(8 << 20, self.file()?),
+            written: 0,
+            kicked: 0,
+        })
+    }
+
     pub fn write(&mut self, format: Format, dtype: KeyType, data: &[u8]) -> Result<(), CliError> {
         let len = (data.len() / dtype.size()) as u64;
         self.positioned(format, dtype, len)?.write_at(0, data)
@@ -613,6 +623,35 @@ impl Drop for Scratch {
             let path = f.path().to_path_buf();
             job::untrack(&path);
         }
+    }
+}
+
+/// A sequential writer on an output's temporary file (see [`Output::sequential`]).
+pub struct StreamWriter {
+    file: BufWriter<File>,
+    written: u64,
+    kicked: u64,
+}
+
+impl StreamWriter {
+    const WRITEBACK_BYTES: u64 = 64 << 20;
+}
+
+impl Write for StreamWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.file.write(buf)?;
+        self.written += n as u64;
+        if self.written - self.kicked >= Self::WRITEBACK_BYTES {
+            self.file.flush()?;
+            let f = self.file.get_ref();
+            start_writeback(f, self.kicked, (self.written - self.kicked) as usize);
+            self.kicked = self.written;
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush()
     }
 }
 

@@ -4,6 +4,16 @@
 //! a binding at 128 MiB), and optional features are requested only where the adapter has them;
 //! kernels then adapt to what was granted (`Gpu::subgroups`, `Gpu::timestamps`).
 
+// Imported host memory for staging (Vulkan); elsewhere a stand-in that never offers it.
+#[cfg_attr(
+    not(all(
+        feature = "vulkan",
+        not(target_vendor = "apple"),
+        not(target_arch = "wasm32")
+    )),
+    path = "host_memory_none.rs"
+)]
+pub(crate) mod host_memory;
 pub(crate) mod kernel;
 mod pipeline_cache;
 pub mod transfer;
@@ -35,6 +45,10 @@ pub struct GpuOptions {
     /// driver and gpusort version), read when the device is created and written back when the
     /// `Gpu` is dropped; None keeps none.
     pub pipeline_cache: Option<std::path::PathBuf>,
+    /// Stage host<->GPU copies through wgpu's mapped buffers even where the device can import
+    /// host memory (Vulkan's `VK_EXT_external_memory_host`), which is otherwise used. Both give
+    /// the same bytes; this is for comparing them.
+    pub no_host_import: bool,
 }
 
 impl GpuOptions {
@@ -232,6 +246,10 @@ pub struct Gpu {
     pub(crate) staging: Mutex<crate::device::transfer::Ring>,
     /// Compiled pipelines kept between runs, where asked for (`GpuOptions::pipeline_cache`).
     pub(crate) pipeline_cache: Option<pipeline_cache::PipelineCache>,
+    /// The device's host-memory import, where it has one (device::host_memory).
+    pub(crate) host_import: Option<host_memory::HostImport>,
+    /// Whether the staging ring uses it (`Gpu::set_host_memory_import`).
+    import_on: std::sync::atomic::AtomicBool,
 }
 
 impl Drop for Gpu {
@@ -288,15 +306,23 @@ impl Gpu {
             features.remove(wgpu::Features::SUBGROUP | wgpu::Features::SUBGROUP_BARRIER);
         }
         let limits = adapter.limits();
-        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+        let desc = wgpu::DeviceDescriptor {
             label: Some("gpusort"),
             required_features: features,
             required_limits: limits.clone(),
             experimental_features: wgpu::ExperimentalFeatures::disabled(),
             memory_hints: wgpu::MemoryHints::Performance,
             trace: wgpu::Trace::Off,
-        }))
-        .map_err(|e| Error::RequestDevice(e.to_string()))?;
+        };
+        // with the host-memory import where the device offers it, else as wgpu opens it
+        let (device, queue, host_import) = match host_memory::HostImport::open(&adapter, &desc) {
+            Some((device, queue, import)) => (device, queue, Some(import)),
+            None => {
+                let (device, queue) = pollster::block_on(adapter.request_device(&desc))
+                    .map_err(|e| Error::RequestDevice(e.to_string()))?;
+                (device, queue, None)
+            }
+        };
 
         let lost = Arc::new(Mutex::new(None));
         let lost_flag = lost.clone();
@@ -339,6 +365,8 @@ impl Gpu {
             dump_wgsl: options.dump_wgsl.clone(),
             staging: Mutex::new(Default::default()),
             pipeline_cache,
+            host_import,
+            import_on: (!options.no_host_import).into(),
         })
     }
 
@@ -408,6 +436,7 @@ impl Gpu {
                 min_size: adapter.subgroup_min_size,
                 max_size: adapter.subgroup_max_size,
             });
+        let host_import = host_memory::HostImport::of(&device);
         Ok(Gpu {
             device,
             queue,
@@ -419,12 +448,37 @@ impl Gpu {
             dump_wgsl: None,
             staging: Mutex::new(Default::default()),
             pipeline_cache: None,
+            host_import,
+            import_on: true.into(),
         })
     }
 
     /// Subgroup sizes when the subgroup kernels are in use; None selects the workgroup-memory paths.
     pub fn subgroups(&self) -> Option<SubgroupInfo> {
         self.subgroups
+    }
+
+    /// Whether host<->GPU copies stage through imported host memory (Vulkan's
+    /// `VK_EXT_external_memory_host`: the copy engine reads and writes plain host pages) rather
+    /// than wgpu's mapped buffers.
+    pub fn host_memory_import(&self) -> bool {
+        self.host_import.is_some() && self.import_on.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether the device can import host memory at all.
+    pub fn can_import_host_memory(&self) -> bool {
+        self.host_import.is_some()
+    }
+
+    /// Stage through imported host memory (where the device can) or through mapped buffers from
+    /// the next copy on: waits for the copies in flight and drops the staging ring.
+    pub fn set_host_memory_import(&self, on: bool) -> Result<()> {
+        let mut ring = self.staging.lock().unwrap_or_else(|p| p.into_inner());
+        self.wait()?;
+        *ring = Default::default();
+        self.import_on
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
     }
 
     /// Whether GPU timestamps can be written inside passes (for benchmarks).

@@ -6,6 +6,7 @@
 
 use rayon::prelude::*;
 
+use crate::device::host_memory::HostBuffer;
 use crate::device::Gpu;
 use crate::error::{Error, Result};
 
@@ -145,18 +146,48 @@ pub fn read_mapped(stage: &wgpu::Buffer, offset: u64, out: &mut [u8]) {
 /// drains) the next.
 pub const RING_SLOTS: usize = 3;
 
-/// One staging buffer of the ring and its map state.
+/// One staging buffer of the ring: wgpu's mapped staging memory, or imported host memory where
+/// the device offers it (`device::host_memory`).
 struct RingSlot {
-    buf: wgpu::Buffer,
+    backing: Backing,
     size: u64,
     upload: bool,
-    mapped: bool,
-    /// A map requested after a submission that uses the buffer.
-    pending: Option<(MapResult, Option<wgpu::SubmissionIndex>)>,
+}
+
+enum Backing {
+    Mapped {
+        buf: wgpu::Buffer,
+        mapped: bool,
+        /// A map requested after a submission that uses the buffer.
+        pending: Option<(MapResult, Option<wgpu::SubmissionIndex>)>,
+    },
+    /// Plain host memory the GPU copies directly: no maps; the CPU waits for the submission
+    /// that last used it before touching it.
+    Host {
+        host: HostBuffer,
+        pending: Option<wgpu::SubmissionIndex>,
+    },
 }
 
 impl RingSlot {
     fn new(gpu: &Gpu, size: u64, upload: bool) -> Result<RingSlot> {
+        if gpu.host_memory_import() {
+            if let Some(host) = gpu
+                .host_import
+                .as_ref()
+                .and_then(|h| h.buffer(&gpu.device, size))
+            {
+                let size = host.len() as u64;
+                return Ok(RingSlot {
+                    backing: Backing::Host {
+                        host,
+                        pending: None,
+                    },
+                    size,
+                    upload,
+                });
+            }
+        }
         let usage = if upload {
             wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC
         } else {
@@ -175,50 +206,115 @@ impl RingSlot {
             })
         })?;
         Ok(RingSlot {
-            buf,
+            backing: Backing::Mapped {
+                buf,
+                mapped: upload,
+                pending: None,
+            },
             size,
             upload,
-            mapped: upload,
-            pending: None,
         })
     }
 
-    /// Wait for a requested map (the GPU has finished with the buffer).
+    fn buffer(&self) -> &wgpu::Buffer {
+        match &self.backing {
+            Backing::Mapped { buf, .. } => buf,
+            Backing::Host { host, .. } => host.buffer(),
+        }
+    }
+
+    /// Wait until the GPU has finished with the buffer (and, mapped, its map has come back).
     fn settle(&mut self, gpu: &Gpu) -> Result<()> {
-        if let Some((rx, submission)) = self.pending.take() {
-            StagingSlot::wait(gpu, submission.as_ref(), rx)?;
-            self.mapped = true;
+        match &mut self.backing {
+            Backing::Mapped {
+                mapped, pending, ..
+            } => {
+                if let Some((rx, submission)) = pending.take() {
+                    wait_map(gpu, submission.as_ref(), rx)?;
+                    *mapped = true;
+                }
+            }
+            Backing::Host { pending, .. } => {
+                if let Some(submission) = pending.take() {
+                    gpu.wait_for(submission)?;
+                }
+            }
         }
         Ok(())
     }
 
-    /// Ready for the CPU to fill: mapped for writing.
+    /// Ready for the CPU to fill (mapped for writing).
     fn ready_to_fill(&mut self, gpu: &Gpu) -> Result<()> {
         self.settle(gpu)?;
-        if !self.mapped {
-            self.pending = Some((
-                request_map(&self.buf, wgpu::MapMode::Write, self.size),
-                None,
-            ));
+        let size = self.size;
+        if let Backing::Mapped {
+            buf,
+            mapped: false,
+            pending,
+        } = &mut self.backing
+        {
+            *pending = Some((request_map(buf, wgpu::MapMode::Write, size), None));
             self.settle(gpu)?;
         }
         Ok(())
     }
 
-    /// Ready for the GPU to copy into: unmapped.
+    /// Ready for the GPU to copy into (unmapped).
     fn ready_to_receive(&mut self, gpu: &Gpu) -> Result<()> {
         self.settle(gpu)?;
-        if self.mapped {
-            self.buf.unmap();
-            self.mapped = false;
-        }
+        self.release();
         Ok(())
     }
 
-    fn unmap(&mut self) {
-        self.buf.unmap();
-        self.mapped = false;
+    /// Copy `data` into the buffer at byte `offset` (a multiple of 4), on all cores.
+    fn fill(&mut self, offset: u64, data: &[u8]) {
+        match &mut self.backing {
+            Backing::Mapped { buf, .. } => write_mapped(buf, offset, data),
+            Backing::Host { host, .. } => {
+                let at = offset as usize;
+                par_copy(&mut host.bytes_mut()[at..at + data.len()], data)
+            }
+        }
     }
+
+    /// Copy `out.len()` bytes of the buffer from byte `offset` (a multiple of 4), on all cores.
+    fn drain(&self, offset: u64, out: &mut [u8]) {
+        match &self.backing {
+            Backing::Mapped { buf, .. } => read_mapped(buf, offset, out),
+            Backing::Host { host, .. } => {
+                let at = offset as usize;
+                par_copy(out, &host.bytes()[at..at + out.len()])
+            }
+        }
+    }
+
+    /// The CPU is done with the buffer: hand it to the GPU (unmap).
+    fn release(&mut self) {
+        if let Backing::Mapped { buf, mapped, .. } = &mut self.backing {
+            if *mapped {
+                buf.unmap();
+                *mapped = false;
+            }
+        }
+    }
+
+    /// A submission now uses the buffer; the CPU may touch it again once that is done (mapped:
+    /// in `mode` for `len` bytes).
+    fn submitted(&mut self, submission: wgpu::SubmissionIndex, mode: wgpu::MapMode, len: u64) {
+        match &mut self.backing {
+            Backing::Mapped { buf, pending, .. } => {
+                *pending = Some((request_map(buf, mode, len), Some(submission)));
+            }
+            Backing::Host { pending, .. } => *pending = Some(submission),
+        }
+    }
+}
+
+/// `dst.copy_from_slice(src)` in pieces on all cores.
+fn par_copy(dst: &mut [u8], src: &[u8]) {
+    dst.par_chunks_mut(PIECE_BYTES)
+        .zip(src.par_chunks(PIECE_BYTES))
+        .for_each(|(d, s)| d.copy_from_slice(s));
 }
 
 /// The staging ring the device keeps for its whole life: up to [`RING_SLOTS`] buffers each way,
@@ -244,6 +340,14 @@ impl Ring {
         debug_assert_eq!(slots[k].upload, upload);
         Ok(&mut slots[k])
     }
+}
+
+/// Whether the staging ring's buffers (made by the first transfer) are all in imported host
+/// memory ([`Gpu::host_memory_import`]); false before any transfer and on the mapped path.
+pub fn ring_in_host_memory(gpu: &Gpu) -> bool {
+    let ring = gpu.staging.lock().unwrap_or_else(|p| p.into_inner());
+    let mut slots = ring.up.iter().chain(&ring.down).peekable();
+    slots.peek().is_some() && slots.all(|s| matches!(s.backing, Backing::Host { .. }))
 }
 
 /// Copy `data` into `dst` at byte `offset`. `data.len()` and `offset` must be multiples of 4.
@@ -272,19 +376,17 @@ pub fn upload_chunked(
         let len = part.len() as u64;
         let slot = ring.slot(gpu, i, chunk, true)?;
         slot.ready_to_fill(gpu)?;
-        write_mapped(&slot.buf, 0, part);
-        slot.unmap();
+        slot.fill(0, part);
+        slot.release();
         let mut enc = gpu
             .device
             .create_command_encoder(&wgpu::CommandEncoderDescriptor {
                 label: Some("upload"),
             });
-        enc.copy_buffer_to_buffer(&slot.buf, 0, dst, offset + i as u64 * chunk, len);
+        enc.copy_buffer_to_buffer(slot.buffer(), 0, dst, offset + i as u64 * chunk, len);
         let submission = gpu.queue.submit([enc.finish()]);
-        slot.pending = Some((
-            request_map(&slot.buf, wgpu::MapMode::Write, slot.size),
-            Some(submission),
-        ));
+        let size = slot.size;
+        slot.submitted(submission, wgpu::MapMode::Write, size);
     }
     Ok(())
 }
@@ -335,12 +437,9 @@ pub fn download_each<'a>(
             .create_command_encoder(&wgpu::CommandEncoderDescriptor {
                 label: Some("download"),
             });
-        enc.copy_buffer_to_buffer(src, offset + at, &slot.buf, 0, len);
+        enc.copy_buffer_to_buffer(src, offset + at, slot.buffer(), 0, len);
         let submission = gpu.queue.submit([enc.finish()]);
-        slot.pending = Some((
-            request_map(&slot.buf, wgpu::MapMode::Read, len),
-            Some(submission),
-        ));
+        slot.submitted(submission, wgpu::MapMode::Read, len);
         Ok(())
     };
     for i in 0..chunks.min(RING_SLOTS) {
@@ -349,8 +448,8 @@ pub fn download_each<'a>(
     for (i, part) in out.chunks_mut(chunk as usize).enumerate() {
         let slot = ring.slot(gpu, i, chunk, false)?;
         slot.settle(gpu)?;
-        read_mapped(&slot.buf, 0, part);
-        slot.unmap();
+        slot.drain(0, part);
+        slot.release();
         if i + RING_SLOTS < chunks {
             queue_copy(&mut ring, i + RING_SLOTS)?;
         }
@@ -376,18 +475,28 @@ pub fn read_vec<T: bytemuck::Pod>(gpu: &Gpu, src: &wgpu::Buffer, len: usize) -> 
 
 type MapResult = std::sync::mpsc::Receiver<std::result::Result<(), wgpu::BufferAsyncError>>;
 
-/// One slot of a staging ring: an upload and a download buffer, mapped once and reused for every
-/// chunk of a streamed job (never re-created per call). The cycle: `wait_upload`, `fill`,
-/// `done_filling`; record copies from `upload_buffer` and into `download_buffer`; submit and call
-/// `submitted`; later `wait_download`, `drain`, `done_draining`. Keeping two or more slots lets
-/// the CPU fill and drain one while the GPU works on another.
+/// One slot of a streamed job's staging: an upload and a download buffer (imported host memory
+/// where the device offers it, else mapped buffers), made once and reused for every chunk. The
+/// cycle: `wait_upload`, `fill`, `done_filling`; record copies from `upload_buffer` and into
+/// `download_buffer`; submit and call `submitted`; later `wait_download`, `drain`,
+/// `done_draining`. Keeping two or more slots lets the CPU fill and drain one while the GPU works
+/// on another.
 pub struct StagingSlot {
-    up: wgpu::Buffer,
-    down: wgpu::Buffer,
-    up_len: u64,
-    up_mapped: Option<MapResult>,
-    down_mapped: Option<MapResult>,
-    submission: Option<wgpu::SubmissionIndex>,
+    up: RingSlot,
+    down: RingSlot,
+}
+
+/// Wait for `submission` (or all work), then for the map it was to bring back.
+fn wait_map(gpu: &Gpu, submission: Option<&wgpu::SubmissionIndex>, rx: MapResult) -> Result<()> {
+    match submission {
+        Some(idx) => gpu.wait_for(idx.clone())?,
+        None => gpu.wait()?,
+    }
+    match rx.recv_timeout(crate::device::GPU_WAIT_TIMEOUT) {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(Error::Map(e.to_string())),
+        Err(_) => Err(Error::Timeout(crate::device::GPU_WAIT_TIMEOUT)),
+    }
 }
 
 fn request_map(buffer: &wgpu::Buffer, mode: wgpu::MapMode, len: u64) -> MapResult {
@@ -449,100 +558,59 @@ pub fn finish_read(
 
 impl StagingSlot {
     /// A slot for uploads of up to `up_bytes` and downloads of up to `down_bytes`; the upload
-    /// side starts mapped.
+    /// side starts ready to fill.
     pub fn new(gpu: &Gpu, up_bytes: u64, down_bytes: u64) -> Result<StagingSlot> {
-        let make = |label: &str, size: u64, usage: wgpu::BufferUsages, mapped: bool| {
-            gpu.checked(|| {
-                gpu.device.create_buffer(&wgpu::BufferDescriptor {
-                    label: Some(label),
-                    size: align4(size.max(4)),
-                    usage,
-                    mapped_at_creation: mapped,
-                })
-            })
-        };
         Ok(StagingSlot {
-            up: make(
-                "staging upload",
-                up_bytes,
-                wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
-                true,
-            )?,
-            down: make(
-                "staging download",
-                down_bytes,
-                wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-                false,
-            )?,
-            up_len: align4(up_bytes.max(4)),
-            up_mapped: None,
-            down_mapped: None,
-            submission: None,
+            up: RingSlot::new(gpu, align4(up_bytes.max(4)), true)?,
+            down: RingSlot::new(gpu, align4(down_bytes.max(4)), false)?,
         })
     }
 
     pub fn upload_buffer(&self) -> &wgpu::Buffer {
-        &self.up
+        self.up.buffer()
     }
 
     pub fn download_buffer(&self) -> &wgpu::Buffer {
-        &self.down
+        self.down.buffer()
     }
 
-    fn wait(gpu: &Gpu, submission: Option<&wgpu::SubmissionIndex>, rx: MapResult) -> Result<()> {
-        match submission {
-            Some(idx) => gpu.wait_for(idx.clone())?,
-            None => gpu.wait()?,
-        }
-        match rx.recv_timeout(crate::device::GPU_WAIT_TIMEOUT) {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(Error::Map(e.to_string())),
-            Err(_) => Err(Error::Timeout(crate::device::GPU_WAIT_TIMEOUT)),
-        }
-    }
-
-    /// Wait until the upload side is mapped again (the GPU has read the last chunk).
+    /// Wait until the upload side may be filled again (the GPU has read the last chunk).
     pub fn wait_upload(&mut self, gpu: &Gpu) -> Result<()> {
-        match self.up_mapped.take() {
-            Some(rx) => StagingSlot::wait(gpu, self.submission.as_ref(), rx),
-            None => Ok(()),
-        }
+        self.up.ready_to_fill(gpu)
     }
 
     /// Copy `data` into the upload side at byte `offset`, on all cores.
-    pub fn fill(&self, offset: u64, data: &[u8]) {
-        write_mapped(&self.up, offset, data);
+    pub fn fill(&mut self, offset: u64, data: &[u8]) {
+        self.up.fill(offset, data);
     }
 
     /// Hand the upload side to the GPU.
     pub fn done_filling(&mut self) {
-        self.up.unmap();
+        self.up.release();
     }
 
-    /// After submitting the copies that use this slot: map both sides again when the GPU is done
-    /// (the download side for `down_len` bytes).
+    /// After submitting the copies that use this slot: the CPU may use both sides again when the
+    /// GPU is done (the download side for `down_len` bytes).
     pub fn submitted(&mut self, submission: wgpu::SubmissionIndex, down_len: u64) {
-        self.submission = Some(submission);
-        self.up_mapped = Some(request_map(&self.up, wgpu::MapMode::Write, self.up_len));
-        self.down_mapped = Some(request_map(&self.down, wgpu::MapMode::Read, down_len));
+        let up_len = self.up.size;
+        self.up
+            .submitted(submission.clone(), wgpu::MapMode::Write, up_len);
+        self.down
+            .submitted(submission, wgpu::MapMode::Read, down_len);
     }
 
     /// Wait until the download side holds the GPU's results.
     pub fn wait_download(&mut self, gpu: &Gpu) -> Result<()> {
-        let rx = self
-            .down_mapped
-            .take()
-            .ok_or_else(|| Error::Map("no download was requested on this staging slot".into()))?;
-        StagingSlot::wait(gpu, self.submission.as_ref(), rx)
+        self.down.settle(gpu)
     }
 
     /// Copy `out.len()` bytes from the download side at byte `offset`, on all cores.
     pub fn drain(&self, offset: u64, out: &mut [u8]) {
-        read_mapped(&self.down, offset, out);
+        self.down.drain(offset, out);
     }
 
     /// Give the download side back for the next chunk.
     pub fn done_draining(&mut self) {
-        self.down.unmap();
+        self.down.release();
     }
 }

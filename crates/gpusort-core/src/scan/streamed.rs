@@ -62,7 +62,7 @@ fn run_chunks<T: Send, F, R, D, S>(
     mut sink: S,
 ) -> Result<()>
 where
-    F: FnMut(usize, &StagingSlot),
+    F: FnMut(usize, &mut StagingSlot),
     R: FnMut(usize, &mut wgpu::CommandEncoder, &StagingSlot) -> Result<u64>,
     D: FnMut(usize, &StagingSlot) -> Finished<T>,
     S: FnMut(usize, Finished<T>) -> Result<()> + Send,

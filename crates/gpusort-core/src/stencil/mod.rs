@@ -1372,7 +1372,7 @@ pub struct StencilStats {
 
 /// Copy grid rows `[a, b)` (unwrapped: taken modulo the row count) out of `grid` into the
 /// upload side of `slot`.
-fn gather_rows(grid: &[u8], rows: i64, row_bytes: usize, a: i64, b: i64, slot: &StagingSlot) {
+fn gather_rows(grid: &[u8], rows: i64, row_bytes: usize, a: i64, b: i64, slot: &mut StagingSlot) {
     let mut at = 0u64;
     for (g, n) in wrapped_runs(rows, a, b) {
         let bytes = n as usize * row_bytes;
