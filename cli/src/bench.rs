@@ -929,6 +929,61 @@ fn transfer_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
         }
     }
     gpu.set_host_memory_import(default_path)?;
+    // the bound: the copy engine alone on imported host memory (no CPU copy), and what
+    // importing memory costs per call (what a zero-copy import of the caller's pages would pay)
+    for &log in sizes {
+        let bytes = (4usize << log) as u64;
+        if bytes > gpu.limits.max_buffer_size {
+            continue;
+        }
+        let buf = transfer::storage_buffer(gpu, "bench transfer bound", bytes)?;
+        let mut runs = Vec::new();
+        for _ in 0..reps.max(1) + 1 {
+            match transfer::imported_copy_seconds(gpu, &buf, bytes)? {
+                Some(r) => runs.push(r),
+                None => break,
+            }
+        }
+        if runs.len() < 2 {
+            continue;
+        }
+        runs.remove(0); // warm-up
+        let pick =
+            |f: fn(&(f64, f64, f64)) -> f64| -> Stats { Stats::of(runs.iter().map(f).collect()) };
+        for (name, st, unit) in [
+            (
+                "copy engine alone: host -> GPU, imported host memory",
+                pick(|r| r.1),
+                "GB/s",
+            ),
+            (
+                "copy engine alone: GPU -> host, imported host memory",
+                pick(|r| r.2),
+                "GB/s",
+            ),
+            (
+                "importing host memory (pinning pages), per call",
+                pick(|r| r.0),
+                "GB/s",
+            ),
+        ] {
+            cases.push(Case {
+                skipped: None,
+                suite: "transfer".into(),
+                case: name.into(),
+                n: (bytes / 4),
+                throughput: bytes as f64 / st.median_s / 1e9,
+                stats: st,
+                unit: unit.into(),
+                relative: 1.0,
+                dispatches: None,
+                note: format!(
+                    "{} MiB in one copy, wall clock around submit and wait; the bound the ring approaches",
+                    bytes >> 20
+                ),
+            });
+        }
+    }
     Ok(cases)
 }
 

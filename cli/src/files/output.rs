@@ -323,7 +323,7 @@ impl Output {
     }
 
     /// [`Output::file`] as a buffered stream that starts each 64 MiB's writeback as soon as it is
-    /// written, so the flush at [`Output::commit`] waits for the tail only.
+    /// written (unless `--no-sync`), so the flush at [`Output::commit`] waits for the tail only.
     pub fn sequential(&self) -> Result<StreamWriter, CliError> {
         Ok(StreamWriter {
             file: BufWriter::with_capacity(8 << 20, self.file()?),
@@ -641,7 +641,8 @@ impl Write for StreamWriter {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let n = self.file.write(buf)?;
         self.written += n as u64;
-        if self.written - self.kicked >= Self::WRITEBACK_BYTES {
+        // (--no-sync: nothing waits for the disk, so nothing is sent to it early either)
+        if self.written - self.kicked >= Self::WRITEBACK_BYTES && durable() {
             self.file.flush()?;
             let f = self.file.get_ref();
             start_writeback(f, self.kicked, (self.written - self.kicked) as usize);

@@ -1,8 +1,8 @@
 //! Parquet written on every core. One `ArrowWriter` encodes and compresses every column of every
 //! row group on one thread, which bounds a sorted table's whole command; here whole row groups
 //! are cut from the stream, each (row group, column) is encoded on the rayon pool while the next
-//! row groups gather, and the finished chunks are appended in order — the same file layout and
-//! metadata as `ArrowWriter`.
+//! row groups gather, and an appender thread adds the finished chunks to the file in order — the
+//! same file layout and metadata as `ArrowWriter`.
 
 use std::io::Write;
 use std::mem::take;
@@ -19,21 +19,30 @@ use datafusion::parquet::file::properties::{WriterProperties, DEFAULT_MAX_ROW_GR
 use datafusion::parquet::file::writer::SerializedFileWriter;
 use rayon::prelude::*;
 
-pub struct ParallelParquetWriter<W: Write + Send> {
-    file: SerializedFileWriter<W>,
+pub struct ParallelParquetWriter<W: Write + Send + 'static> {
     factory: ArrowRowGroupWriterFactory,
     schema: SchemaRef,
     /// Parquet leaf columns of each Arrow field (1 for primitive fields).
     leaves: Vec<usize>,
     group_rows: usize,
-    /// Row groups encoded together: about two tasks for every thread of the pool.
+    /// Row groups encoded together: about eight tasks for every thread of the pool, so the
+    /// last wave of a round leaves few threads idle.
     groups_in_flight: usize,
     pending: Vec<RecordBatch>,
     pending_rows: usize,
     groups_started: usize,
-    /// The round being encoded in the background while the next one gathers (row groups).
-    encoding: Option<std::thread::JoinHandle<Result<Vec<ArrowColumnChunk>>>>,
+    /// Rounds being encoded, in order, to the appender (a bounded queue: the producer waits
+    /// when appending falls behind).
+    rounds: Option<std::sync::mpsc::SyncSender<Round>>,
+    /// The thread that appends each round's chunks to the file, in order, off the caller's.
+    appender: Option<std::thread::JoinHandle<Result<Appended<W>>>>,
 }
+
+/// What the appender hands back: the file writer, and seconds spent appending.
+type Appended<W> = (SerializedFileWriter<W>, f64);
+
+/// One round's encoding, in the background: its column chunks, row group by row group.
+type Round = std::thread::JoinHandle<Result<Vec<ArrowColumnChunk>>>;
 
 type Task = (
     Arc<Vec<Vec<RecordBatch>>>,
@@ -42,7 +51,7 @@ type Task = (
     Vec<ArrowColumnWriter>,
 );
 
-impl<W: Write + Send> ParallelParquetWriter<W> {
+impl<W: Write + Send + 'static> ParallelParquetWriter<W> {
     pub fn try_new(w: W, schema: SchemaRef, props: WriterProperties) -> Result<Self> {
         let group_rows = props
             .max_row_group_row_count()
@@ -56,17 +65,20 @@ impl<W: Write + Send> ParallelParquetWriter<W> {
         let (file, factory) =
             ArrowWriter::try_new(w, schema.clone(), Some(props))?.into_serialized_writer()?;
         let columns = schema.fields().len().max(1);
+        let per_group: usize = leaves.iter().sum();
+        let (rounds, queued) = std::sync::mpsc::sync_channel::<Round>(1);
+        let appender = std::thread::spawn(move || append_rounds(file, queued, per_group));
         Ok(Self {
-            file,
             factory,
             schema,
             leaves,
             group_rows,
-            groups_in_flight: (2 * rayon::current_num_threads()).div_ceil(columns).max(1),
+            groups_in_flight: (8 * rayon::current_num_threads()).div_ceil(columns).max(1),
             pending: Vec::new(),
             pending_rows: 0,
             groups_started: 0,
-            encoding: None,
+            rounds: Some(rounds),
+            appender: Some(appender),
         })
     }
 
@@ -124,62 +136,85 @@ impl<W: Write + Send> ParallelParquetWriter<W> {
             }
         }
         self.groups_started += groups.len();
+        if tasks.is_empty() {
+            return Ok(());
+        }
         let schema = self.schema.clone();
-        let next = (!tasks.is_empty()).then(|| {
-            std::thread::spawn(move || {
-                let chunks: Vec<Result<Vec<ArrowColumnChunk>>> = tasks
-                    .into_par_iter()
-                    .map(|(groups, g, f, mut writers)| {
-                        let field = &schema.fields()[f];
-                        for batch in &groups[g] {
-                            for (w, leaf) in writers
-                                .iter_mut()
-                                .zip(compute_leaves(field, batch.column(f))?)
-                            {
-                                w.write(&leaf)?;
-                            }
+        let round = std::thread::spawn(move || {
+            let chunks: Vec<Result<Vec<ArrowColumnChunk>>> = tasks
+                .into_par_iter()
+                .map(|(groups, g, f, mut writers)| {
+                    let field = &schema.fields()[f];
+                    for batch in &groups[g] {
+                        for (w, leaf) in writers
+                            .iter_mut()
+                            .zip(compute_leaves(field, batch.column(f))?)
+                        {
+                            w.write(&leaf)?;
                         }
-                        writers.into_iter().map(|w| w.close()).collect()
-                    })
-                    .collect();
-                let mut all = Vec::new();
-                for c in chunks {
-                    all.extend(c?);
-                }
-                Ok(all)
-            })
+                    }
+                    writers.into_iter().map(|w| w.close()).collect()
+                })
+                .collect();
+            let mut all = Vec::new();
+            for c in chunks {
+                all.extend(c?);
+            }
+            Ok(all)
         });
-        self.append_encoded()?;
-        self.encoding = next;
+        let sent = self.rounds.as_ref().map(|tx| tx.send(round).is_ok());
+        if sent != Some(true) {
+            // the appender stopped: its error is the one to report
+            return self.finish_appending().map(drop);
+        }
         Ok(())
     }
 
-    /// Wait for the round in the background and append its row groups to the file, in order.
-    fn append_encoded(&mut self) -> Result<()> {
-        let Some(handle) = self.encoding.take() else {
-            return Ok(());
-        };
-        let chunks = handle
+    /// Close the queue and wait for the appender: the file writer and its appending time.
+    fn finish_appending(&mut self) -> Result<Appended<W>> {
+        drop(self.rounds.take());
+        self.appender
+            .take()
+            .ok_or_else(|| ParquetError::General("the Parquet writer has stopped".into()))?
             .join()
-            .map_err(|_| ParquetError::General("a Parquet encoding thread panicked".into()))??;
-        let per_group: usize = self.leaves.iter().sum();
-        let mut chunks = chunks.into_iter();
-        while chunks.len() > 0 {
-            let mut row_group = self.file.next_row_group()?;
-            for chunk in chunks.by_ref().take(per_group) {
-                chunk.append_to_row_group(&mut row_group)?;
-            }
-            row_group.close()?;
-        }
-        Ok(())
+            .map_err(|_| ParquetError::General("the Parquet appender thread panicked".into()))?
     }
 
     /// Write the last row groups and the footer; returns the underlying writer.
     pub fn into_inner(mut self) -> Result<W> {
         self.encode(true)?;
-        self.append_encoded()?;
-        self.file.into_inner()
+        let (file, appended_s) = self.finish_appending()?;
+        tracing::debug!(
+            "Parquet: {} row groups, appended in {appended_s:.3} s",
+            self.groups_started
+        );
+        file.into_inner()
     }
+}
+
+/// The appender: each round's chunks, once encoded, appended to the file in order.
+fn append_rounds<W: Write + Send>(
+    mut file: SerializedFileWriter<W>,
+    rounds: std::sync::mpsc::Receiver<Round>,
+    per_group: usize,
+) -> Result<Appended<W>> {
+    let mut appended_s = 0.0;
+    for round in rounds {
+        let chunks = round
+            .join()
+            .map_err(|_| ParquetError::General("a Parquet encoding thread panicked".into()))??;
+        let t = std::time::Instant::now();
+        let mut chunks = chunks.into_iter();
+        while chunks.len() > 0 {
+            let mut row_group = file.next_row_group()?;
+            for chunk in chunks.by_ref().take(per_group) {
+                chunk.append_to_row_group(&mut row_group)?;
+            }
+            row_group.close()?;
+        }
+        appended_s += t.elapsed().as_secs_f64();
+    }
+    Ok((file, appended_s))
 }
 
 #[cfg(test)]

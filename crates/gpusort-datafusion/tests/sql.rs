@@ -370,3 +370,23 @@ async fn empty_and_one_row_tables() {
         );
     }
 }
+
+/// An output of several gather blocks (a block is 4 batches per thread: 8,000 rows with two
+/// test threads), whole and cut by LIMIT inside a block.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outputs_of_several_gather_blocks() {
+    let t = table(20_000, 9, 2);
+    let cpu = cpu_ctx();
+    cpu.register_table("t", t.clone()).unwrap();
+    let gpu = gpu_ctx(lavapipe(), 0, true).await;
+    gpu.register_table("t", t).unwrap();
+    for sql in [
+        "SELECT * FROM t ORDER BY i64, id",
+        "SELECT * FROM t ORDER BY u32 DESC, id LIMIT 15003",
+    ] {
+        let (want, _) = run(&cpu, sql).await;
+        let (got, shown) = run(&gpu, sql).await;
+        assert!(shown.contains("GpuSortExec"), "{sql}\n{shown}");
+        assert_eq!(text(&got), text(&want), "{sql}");
+    }
+}

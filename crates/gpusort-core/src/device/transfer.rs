@@ -350,6 +350,42 @@ pub fn ring_in_host_memory(gpu: &Gpu) -> bool {
     slots.peek().is_some() && slots.all(|s| matches!(s.backing, Backing::Host { .. }))
 }
 
+/// The copy engine alone on imported host memory, for measuring what the staging ring can
+/// approach: imports a host buffer of `bytes` (timed: the cost of importing memory per call),
+/// then times one GPU copy from it into `dst` and one back, with no CPU copy. Returns seconds
+/// (import, host -> GPU, GPU -> host); None where the device cannot import host memory.
+pub fn imported_copy_seconds(
+    gpu: &Gpu,
+    dst: &wgpu::Buffer,
+    bytes: u64,
+) -> Result<Option<(f64, f64, f64)>> {
+    let Some(import) = gpu.host_import.as_ref() else {
+        return Ok(None);
+    };
+    let t = std::time::Instant::now();
+    let Some(host) = import.buffer(&gpu.device, bytes) else {
+        return Ok(None);
+    };
+    let import_s = t.elapsed().as_secs_f64();
+    let bytes = align4(bytes.min(dst.size()));
+    let copy = |up: bool| -> Result<f64> {
+        gpu.wait()?;
+        let t = std::time::Instant::now();
+        let mut enc = gpu.device.create_command_encoder(&Default::default());
+        if up {
+            enc.copy_buffer_to_buffer(host.buffer(), 0, dst, 0, bytes);
+        } else {
+            enc.copy_buffer_to_buffer(dst, 0, host.buffer(), 0, bytes);
+        }
+        let submission = gpu.queue.submit([enc.finish()]);
+        gpu.wait_for(submission)?;
+        Ok(t.elapsed().as_secs_f64())
+    };
+    let up = copy(true)?;
+    let down = copy(false)?;
+    Ok(Some((import_s, up, down)))
+}
+
 /// Copy `data` into `dst` at byte `offset`. `data.len()` and `offset` must be multiples of 4.
 pub fn upload(gpu: &Gpu, dst: &wgpu::Buffer, offset: u64, data: &[u8]) -> Result<()> {
     upload_chunked(gpu, dst, offset, data, CHUNK_BYTES)
