@@ -1,8 +1,10 @@
 //! Host <-> GPU transfers: the one place that does staging, mapping and waiting.
 //!
-//! Data moves through mapped staging buffers in chunks. Copies into and out of mapped memory are
-//! split across CPU threads, because mapped memory is often uncached for the CPU and one thread
-//! reading it is far slower than the link (about 1.5 GB/s on one thread on the GPU machine).
+//! Data moves through staging buffers in chunks: imported host memory where the device offers it
+//! (`device::host_memory`: plain cached pages the copy engine reads and writes), else wgpu's
+//! mapped buffers. Copies into and out of staging are split across CPU threads, because mapped
+//! memory is often uncached for the CPU and one thread reading it is far slower than the link
+//! (about 1.5 GB/s on one thread on the GPU machine).
 
 use rayon::prelude::*;
 
