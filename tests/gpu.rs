@@ -1365,14 +1365,7 @@ fn transfers_round_trip_through_the_staging_ring() {
                 },
             )
             .unwrap();
-        let mut sum = 0u32;
-        let want: Vec<u32> = data
-            .iter()
-            .map(|&x| {
-                sum = sum.wrapping_add(x);
-                sum
-            })
-            .collect();
+        let want = gpusort_core::cpu::scan::scan(&data, gpusort_core::scan::ScanOp::Add, true);
         assert!(
             out == want,
             "a streamed scan, import {}",

@@ -147,6 +147,43 @@ pub(crate) fn measure_warm(
     Ok(Stats::of(samples))
 }
 
+impl Case {
+    /// A measured row: throughput `units / median` in `unit`, relative time 1 and no note until
+    /// [`Case::relative_to`] and [`Case::with_note`] set them.
+    pub(crate) fn measured(
+        suite: &str,
+        case: String,
+        n: u64,
+        stats: Stats,
+        units: f64,
+        unit: &str,
+    ) -> Case {
+        Case {
+            skipped: None,
+            suite: suite.into(),
+            case,
+            n,
+            throughput: units / stats.median_s,
+            unit: unit.into(),
+            relative: 1.0,
+            stats,
+            dispatches: None,
+            note: String::new(),
+        }
+    }
+
+    /// Relative time against a baseline median of `base_s` seconds.
+    pub(crate) fn relative_to(mut self, base_s: f64) -> Case {
+        self.relative = self.stats.median_s / base_s;
+        self
+    }
+
+    pub(crate) fn with_note(mut self, note: String) -> Case {
+        self.note = note;
+        self
+    }
+}
+
 /// A row for a case the device cannot run, saying why.
 fn skipped(suite: &str, n: u64, case: &str, why: String) -> Case {
     Case {
@@ -906,23 +943,22 @@ fn transfer_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
                     ("upload (host -> GPU)", up),
                     ("download (GPU -> host)", down),
                 ] {
-                    cases.push(Case {
-                        skipped: None,
-                        suite: "transfer".into(),
-                        case: format!("{name}, {path}, {} MiB chunks", chunk >> 20),
-                        n: n as u64,
-                        stats: st.clone(),
-                        throughput: bytes as f64 / st.median_s / 1e9,
-                        unit: "GB/s".into(),
-                        relative: 1.0,
-                        dispatches: None,
-                        note: format!(
+                    cases.push(
+                        Case::measured(
+                            "transfer",
+                            format!("{name}, {path}, {} MiB chunks", chunk >> 20),
+                            n as u64,
+                            st,
+                            bytes as f64 / 1e9,
+                            "GB/s",
+                        )
+                        .with_note(format!(
                             "{} MiB, wall clock, ring of {} staging buffers ({path}), {} CPU threads",
                             bytes >> 20,
                             transfer::RING_SLOTS,
                             rayon::current_num_threads()
-                        ),
-                    });
+                        )),
+                    );
                 }
                 bar.inc(1);
             }
@@ -950,38 +986,27 @@ fn transfer_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
         runs.remove(0); // warm-up
         let pick =
             |f: fn(&(f64, f64, f64)) -> f64| -> Stats { Stats::of(runs.iter().map(f).collect()) };
-        for (name, st, unit) in [
+        for (name, st) in [
             (
                 "copy engine alone: host -> GPU, imported host memory",
                 pick(|r| r.1),
-                "GB/s",
             ),
             (
                 "copy engine alone: GPU -> host, imported host memory",
                 pick(|r| r.2),
-                "GB/s",
             ),
             (
                 "importing host memory (pinning pages), per call",
                 pick(|r| r.0),
-                "GB/s",
             ),
         ] {
-            cases.push(Case {
-                skipped: None,
-                suite: "transfer".into(),
-                case: name.into(),
-                n: (bytes / 4),
-                throughput: bytes as f64 / st.median_s / 1e9,
-                stats: st,
-                unit: unit.into(),
-                relative: 1.0,
-                dispatches: None,
-                note: format!(
-                    "{} MiB in one copy, wall clock around submit and wait; the bound the ring approaches",
-                    bytes >> 20
-                ),
-            });
+            cases.push(
+                Case::measured("transfer", name.into(), bytes / 4, st, bytes as f64 / 1e9, "GB/s")
+                    .with_note(format!(
+                        "{} MiB in one copy, wall clock around submit and wait; the bound the ring approaches",
+                        bytes >> 20
+                    )),
+            );
         }
     }
     Ok(cases)

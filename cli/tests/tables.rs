@@ -192,88 +192,47 @@ fn bad_tables_and_flags_are_one_line_exit_2_nothing_written() {
     write_csv(&csv, &rows(100));
     let existing = d.join("keep.parquet");
     std::fs::write(&existing, b"the user's file").unwrap();
+    // (paths as arguments)
+    let (table, keep) = (csv.display().to_string(), existing.display().to_string());
     let cases: Vec<Vec<String>> = vec![
         // a column that is not there
-        vec![
-            "sort".into(),
-            csv.display().to_string(),
-            "--by".into(),
-            "nope".into(),
-            "-o".into(),
-            existing.display().to_string(),
-        ],
+        strs(&["sort", &table, "--by", "nope", "-o", &keep]),
         // no keys
-        vec![
-            "sort".into(),
-            csv.display().to_string(),
-            "-o".into(),
-            existing.display().to_string(),
-        ],
+        strs(&["sort", &table, "-o", &keep]),
         // array flags on a table
-        vec![
-            "sort".into(),
-            csv.display().to_string(),
-            "--by".into(),
-            "id".into(),
-            "--dtype".into(),
-            "u32".into(),
-            "-o".into(),
-            existing.display().to_string(),
-        ],
+        strs(&["sort", &table, "--by", "id", "--dtype", "u32", "-o", &keep]),
         // a table key on an array
-        vec![
-            "sort".into(),
-            d.join("x.bin").display().to_string(),
-            "--by".into(),
-            "id".into(),
-        ],
+        strs(&["sort", &d.join("x.bin").display().to_string(), "--by", "id"]),
         // the input as its own output
-        vec![
-            "sort".into(),
-            csv.display().to_string(),
-            "--by".into(),
-            "id".into(),
-            "-o".into(),
-            csv.display().to_string(),
-        ],
+        strs(&["sort", &table, "--by", "id", "-o", &table]),
         // an output format that is not a table
-        vec![
-            "sort".into(),
-            csv.display().to_string(),
-            "--by".into(),
-            "id".into(),
-            "-o".into(),
-            d.join("o.bin").display().to_string(),
-        ],
+        strs(&[
+            "sort",
+            &table,
+            "--by",
+            "id",
+            "-o",
+            &d.join("o.bin").display().to_string(),
+        ]),
         // a table file that is not one
-        vec![
-            "sort".into(),
-            existing.display().to_string(),
-            "--by".into(),
-            "id".into(),
-            "-o".into(),
-            d.join("o.parquet").display().to_string(),
-        ],
+        strs(&[
+            "sort",
+            &keep,
+            "--by",
+            "id",
+            "-o",
+            &d.join("o.parquet").display().to_string(),
+        ]),
         // bad SQL, a missing table, a bad --table
-        vec!["sql".into(), "SELEC 1".into()],
-        vec![
-            "sql".into(),
-            "SELECT * FROM missing".into(),
-            "-o".into(),
-            existing.display().to_string(),
-        ],
-        vec![
-            "sql".into(),
-            "SELECT 1".into(),
-            "--table".into(),
-            "noequals".into(),
-        ],
-        vec![
-            "sql".into(),
-            "SELECT 1".into(),
-            "--table".into(),
-            format!("t={}", d.join("absent.parquet").display()),
-        ],
+        strs(&["sql", "SELEC 1"]),
+        strs(&["sql", "SELECT * FROM missing", "-o", &keep]),
+        strs(&["sql", "SELECT 1", "--table", "noequals"]),
+        strs(&[
+            "sql",
+            "SELECT 1",
+            "--table",
+            &format!("t={}", d.join("absent.parquet").display()),
+        ]),
     ];
     let before = listing(d);
     for args in cases {
@@ -316,4 +275,9 @@ fn the_datafusion_bench_suite_checks_its_rows() {
         .filter(|c| c["case"].as_str().unwrap().contains("GpuSortExec"))
         .all(|c| c["note"].as_str().unwrap().contains("same rows")));
     assert!(dir.path().join("orderby-2^13").is_dir());
+}
+
+/// Owned arguments from borrowed ones.
+fn strs(args: &[&str]) -> Vec<String> {
+    args.iter().map(|a| a.to_string()).collect()
 }

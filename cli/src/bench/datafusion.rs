@@ -199,31 +199,28 @@ pub fn suite(
                     "the GPU sort's rows differ from DataFusion's ({source}, 2^{log} rows)"
                 )));
             }
-            let rows_per_s = |s: &gpusort_core::internal::bench::Stats| n as f64 / s.median_s / 1e6;
-            cases.push(Case {
-                suite: "datafusion".into(),
-                skipped: None,
-                case: format!("{source}: DataFusion's sort, {parts} threads"),
-                n: n as u64,
-                throughput: rows_per_s(&cpu_stats),
-                unit: "MRows/s".into(),
-                relative: 1.0,
-                stats: cpu_stats.clone(),
-                dispatches: None,
-                note: String::new(),
-            });
-            cases.push(Case {
-                suite: "datafusion".into(),
-                skipped: None,
-                case: format!("{source}: GpuSortExec"),
-                n: n as u64,
-                throughput: rows_per_s(&gpu_stats),
-                unit: "MRows/s".into(),
-                relative: gpu_stats.median_s / cpu_stats.median_s,
-                stats: gpu_stats,
-                dispatches: None,
-                note: format!("{}; same rows as DataFusion", engine.describe()),
-            });
+            let mrows = n as f64 / 1e6;
+            let base_s = cpu_stats.median_s;
+            cases.push(Case::measured(
+                "datafusion",
+                format!("{source}: DataFusion's sort, {parts} threads"),
+                n as u64,
+                cpu_stats,
+                mrows,
+                "MRows/s",
+            ));
+            cases.push(
+                Case::measured(
+                    "datafusion",
+                    format!("{source}: GpuSortExec"),
+                    n as u64,
+                    gpu_stats,
+                    mrows,
+                    "MRows/s",
+                )
+                .relative_to(base_s)
+                .with_note(format!("{}; same rows as DataFusion", engine.describe())),
+            );
         }
     }
     Ok(cases)

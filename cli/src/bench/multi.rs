@@ -30,18 +30,9 @@ fn case(
     base: f64,
     note: String,
 ) -> Case {
-    Case {
-        skipped: None,
-        suite: "multi".into(),
-        case: name,
-        n,
-        throughput: unit_per_s / stats.median_s,
-        unit: unit.into(),
-        relative: stats.median_s / base,
-        stats,
-        dispatches: None,
-        note,
-    }
+    Case::measured("multi", name, n, stats, unit_per_s, unit)
+        .relative_to(base)
+        .with_note(note)
 }
 
 fn devices_words(k: usize) -> String {

@@ -360,7 +360,7 @@ impl Job {
             for block in perm.chunks(size * per_block) {
                 let out: Vec<RecordBatch> = block
                     .par_chunks(size)
-                    .map(|idx| Ok(take_record_batch(&batch, &UInt32Array::from(idx.to_vec()))?))
+                    .map(|idx| gather(&batch, idx))
                     .collect::<Result<_>>()?;
                 for b in out {
                     if tx.blocking_send(Ok(b)).is_err() {
@@ -393,7 +393,7 @@ impl Sorted {
             Sorted::Batches(b) => Ok(b),
             Sorted::Gather { batch, perm } => perm
                 .par_chunks(size.max(1))
-                .map(|idx| Ok(take_record_batch(&batch, &UInt32Array::from(idx.to_vec()))?))
+                .map(|idx| gather(&batch, idx))
                 .collect(),
         }
     }
@@ -445,6 +445,11 @@ fn concat_column(parts: &[&dyn Array]) -> Result<ArrayRef> {
         .add_buffer(out.into())
         .build()?;
     Ok(make_array(data))
+}
+
+/// The rows `idx` of `batch`, in that order.
+fn gather(batch: &RecordBatch, idx: &[u32]) -> Result<RecordBatch> {
+    Ok(take_record_batch(batch, &UInt32Array::from(idx.to_vec()))?)
 }
 
 /// `batch` cut into batches of at most `size` rows (zero-copy slices).
