@@ -4,7 +4,8 @@
 // Workgroup memory only (no subgroups, no waits between workgroups): correct on every device.
 //
 // The host prepends `alias T = vec2<u32>|f64;`, `fn combine(a: T, b: T) -> T`,
-// `fn identity() -> T` and `const INCLUSIVE: u32`.
+// `fn identity() -> T`, `const INCLUSIVE: u32`, and the input: binding 1 (`src`) with
+// `fn element(i: u32) -> T` reading it (64-bit elements, or 32-bit integers widened as read).
 
 const WG: u32 = 256u;
 const PER: u32 = 4u;
@@ -18,7 +19,6 @@ struct Params {
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> src: array<T>;
 @group(0) @binding(2) var<storage, read_write> dst: array<T>;
 // one total a tile, replaced by the tile's exclusive prefix
 @group(0) @binding(3) var<storage, read_write> totals: array<T>;
@@ -50,7 +50,7 @@ fn wg_inclusive(lid: u32, v: T) -> T {
 
 fn load(i: u32) -> T {
     if (i < params.n) {
-        return src[i];
+        return element(i);
     }
     return identity();
 }

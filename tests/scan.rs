@@ -611,3 +611,77 @@ fn scans_of_64_bit_elements() {
         }
     }
 }
+
+#[test]
+fn host_array_scans_through_kept_staging_on_both_paths() {
+    // scan_into and the widening 64-bit scan (the Python package's cumsum): chunk edges, jobs of
+    // different sizes one after another on the staging slots the device keeps, and both staging
+    // paths (imported host memory where the adapter has it, mapped buffers) on a device of the
+    // test's own, since switching paths affects every job on a device
+    use gpusort_core::scan::scan64::Scanner64;
+    for no_sg in MODES {
+        let options = gpusort_core::GpuOptions {
+            no_subgroups: no_sg,
+            ..Default::default()
+        };
+        let gpu = &Gpu::new(&options).unwrap();
+        let s = Scanner::new(gpu).unwrap();
+        let s64 = Scanner64::new(gpu).with_chunk(2048);
+        let mut paths = vec![false];
+        if gpu.can_import_host_memory() {
+            paths.push(true);
+        }
+        let mut r = rng(41);
+        for import in paths {
+            gpu.set_host_memory_import(import).unwrap();
+            for n in [7003usize, 5, 0, 1, 1000, 1001, 20_011] {
+                let u: Vec<u32> = (0..n).map(|_| r.random()).collect();
+                let mut got = vec![0u32; n];
+                s.scan_into(gpu, &u, &mut got, ScanOp::Add, false, 1000)
+                    .unwrap();
+                assert!(
+                    got == reference::scan(&u, ScanOp::Add, false),
+                    "u32 n={n} import={import}"
+                );
+                let i: Vec<i32> = (0..n).map(|_| r.random()).collect();
+                let mut got = vec![0i32; n];
+                s.scan_into(gpu, &i, &mut got, ScanOp::Max, true, 1000)
+                    .unwrap();
+                assert!(got == reference::scan(&i, ScanOp::Max, true), "i32 n={n}");
+                // widened while staged: sums past 32 bits, negative ones sign-extended
+                let wide_u: Vec<u64> = u.iter().map(|&x| x as u64).collect();
+                let mut got = vec![0u64; n];
+                s64.scan_widened_into(gpu, &u, &mut got, ScanOp::Add, true)
+                    .unwrap();
+                assert!(
+                    got == reference::scan64(&wide_u, ScanOp::Add, true),
+                    "u32 as u64 n={n}"
+                );
+                let wide_i: Vec<i64> = i.iter().map(|&x| x as i64).collect();
+                let mut got = vec![0i64; n];
+                s64.scan_widened_into(gpu, &i, &mut got, ScanOp::Add, false)
+                    .unwrap();
+                assert!(
+                    got == reference::scan64(&wide_i, ScanOp::Add, false),
+                    "i32 as i64 n={n}"
+                );
+                // the sign extension also orders: a max over i32 read as i64
+                s64.scan_widened_into(gpu, &i, &mut got, ScanOp::Max, true)
+                    .unwrap();
+                assert!(
+                    got == reference::scan64(&wide_i, ScanOp::Max, true),
+                    "i32 max as i64 n={n}"
+                );
+            }
+            // a length mismatch or a pair of types that is no widening is refused, not a panic
+            let mut wrong = vec![0i64; 4];
+            assert!(s64
+                .scan_widened_into(gpu, &[1u32, 2, 3, 4], &mut wrong, ScanOp::Add, true)
+                .is_err());
+            let mut short = vec![0u32; 3];
+            assert!(s
+                .scan_into(gpu, &[1u32, 2, 3, 4], &mut short, ScanOp::Add, true, 1000)
+                .is_err());
+        }
+    }
+}

@@ -221,6 +221,45 @@ macro_rules! with_keys {
 
 /// The array's elements as a vector, copied on all cores (one thread copying 256 MiB took
 /// 150-220 ms on the GPU machine: longer than the sort itself).
+/// A 1-D input's elements as the worker thread reads them: the NumPy array's own memory where it
+/// is contiguous (no copy), else a contiguous copy.
+enum Input<T> {
+    Borrowed {
+        /// A reference to the array, so that it outlives the job even when Ctrl-C returns first.
+        _owner: Py<PyAny>,
+        ptr: *const T,
+        len: usize,
+    },
+    Copied(Vec<T>),
+}
+
+// SAFETY: a Borrowed input points into an array kept alive by `_owner` (a reference the job holds
+// until it ends; a NumPy array with a reference held elsewhere cannot be resized in place), and
+// the worker only reads it. Python code writing into the same array while a call runs is the
+// caller's race, as with any NumPy function that releases the GIL.
+unsafe impl<T: Sync> Send for Input<T> {}
+
+impl<T> Input<T> {
+    fn as_slice(&self) -> &[T] {
+        match self {
+            // SAFETY: see the Send impl: `len` elements at `ptr` stay alive and readable
+            Input::Borrowed { ptr, len, .. } => unsafe { std::slice::from_raw_parts(*ptr, *len) },
+            Input::Copied(v) => v,
+        }
+    }
+}
+
+fn input<T: numpy::Element + Copy + Send + Sync>(a: &PyReadonlyArray1<'_, T>) -> Input<T> {
+    match a.as_slice() {
+        Ok(s) => Input::Borrowed {
+            _owner: a.as_any().clone().unbind(),
+            ptr: s.as_ptr(),
+            len: s.len(),
+        },
+        Err(_) => Input::Copied(a.as_array().iter().copied().collect()),
+    }
+}
+
 fn owned<T: numpy::Element + Copy + Send + Sync>(a: &PyReadonlyArray1<'_, T>) -> Vec<T> {
     match a.as_slice() {
         Ok(s) => par_copy(s, |x| x),
@@ -316,29 +355,42 @@ fn scan_op(op: &str) -> PyResult<ScanOp> {
     })
 }
 
-fn scan_keys<T: SortKey>(e: &Engine, data: Vec<T>, op: ScanOp, inclusive: bool) -> gpusort_core::Result<Vec<T>> {
+fn scan_keys<T: SortKey>(e: &Engine, data: &[T], op: ScanOp, inclusive: bool) -> gpusort_core::Result<Vec<T>> {
     // results land in fresh zeroed pages (no copy of the input made just to be overwritten)
-    let mut out: Vec<T> = bytemuck::zeroed_vec(data.len());
+    let mut out: Vec<T> = gpusort_core::device::transfer::zeroed_vec(data.len());
     match e {
-        Engine::Cpu => gpusort_core::cpu_engine::scan(&data, &mut out, op, inclusive),
+        Engine::Cpu => gpusort_core::cpu_engine::scan(data, &mut out, op, inclusive),
         Engine::Gpu(g) if T::TYPE.is_wide() => {
-            g.scanner64.scan_into(&g.gpu, &data, &mut out, op, inclusive)?
-        }
-        Engine::Gpu(g) if data.len() as u64 * 4 <= g.gpu.max_binding() => {
-            // one binding holds it: one upload, one scan, one download
-            return g.scanner.scan(&g.gpu, &data, op, inclusive);
+            g.scanner64.scan_into(&g.gpu, data, &mut out, op, inclusive)?
         }
         Engine::Gpu(g) => {
+            // chunk by chunk: the input copied into staging while the GPU scans the chunk
+            // before, results copied straight into `out` (at any length: no one binding limit)
             let chunk = gpusort_core::scan::streamed::chunk_elements(&g.gpu, T::TYPE.size(), None);
-            let dst = &mut out;
             g.scanner
-                .scan_streamed(&g.gpu, &data, op, inclusive, chunk, |at, piece| {
-                    dst[at..at + piece.len()].copy_from_slice(piece);
-                    Ok(())
-                })?;
+                .scan_into(&g.gpu, data, &mut out, op, inclusive, chunk)?;
         }
     }
     Ok(out)
+}
+
+/// The sum scan of 32-bit integers `data` in 64 bits (NumPy's cumsum widens them): the GPU
+/// widens them as it reads them; on the CPU a widened copy is scanned.
+fn cumsum_widened<S: SortKey, T: SortKey>(
+    e: &Engine,
+    data: &[S],
+    inclusive: bool,
+    widen: fn(S) -> T,
+) -> gpusort_core::Result<Vec<T>> {
+    match e {
+        Engine::Gpu(g) => {
+            let mut out = gpusort_core::device::transfer::zeroed_vec(data.len());
+            g.scanner64
+                .scan_widened_into(&g.gpu, data, &mut out, ScanOp::Add, inclusive)?;
+            Ok(out)
+        }
+        Engine::Cpu => scan_keys(e, &par_copy(data, widen), ScanOp::Add, inclusive),
+    }
 }
 
 /// The scan of `a` with `op` (its dtype kept; integers wrap).
@@ -361,8 +413,8 @@ fn scan<'py>(
                 "a {op:?} scan of {t} is not supported (integers: add, max, min, and, or, xor; floats: add)"
             )));
         }
-        let data = owned(&arr);
-        let out = run(py, move |e| scan_keys(e, data, op, inclusive))?;
+        let data = input(&arr);
+        let out = run(py, move |e| scan_keys(e, data.as_slice(), op, inclusive))?;
         Ok(out.into_pyarray(py).into_any())
     })
 }
@@ -417,19 +469,13 @@ fn split_keys<T: SortKey>(
 #[pyfunction]
 fn cumsum<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, inclusive: bool) -> PyResult<Bound<'py, PyAny>> {
     if let Ok(arr) = a.extract::<PyReadonlyArray1<'_, i32>>() {
-        let data: Vec<i64> = match arr.as_slice() {
-            Ok(s) => par_copy(s, i64::from),
-            Err(_) => arr.as_array().iter().map(|&x| x as i64).collect(),
-        };
-        let out = run(py, move |e| scan_keys(e, data, ScanOp::Add, inclusive))?;
+        let data = input(&arr);
+        let out = run(py, move |e| cumsum_widened::<i32, i64>(e, data.as_slice(), inclusive, i64::from))?;
         return Ok(out.into_pyarray(py).into_any());
     }
     if let Ok(arr) = a.extract::<PyReadonlyArray1<'_, u32>>() {
-        let data: Vec<u64> = match arr.as_slice() {
-            Ok(s) => par_copy(s, u64::from),
-            Err(_) => arr.as_array().iter().map(|&x| x as u64).collect(),
-        };
-        let out = run(py, move |e| scan_keys(e, data, ScanOp::Add, inclusive))?;
+        let data = input(&arr);
+        let out = run(py, move |e| cumsum_widened::<u32, u64>(e, data.as_slice(), inclusive, u64::from))?;
         return Ok(out.into_pyarray(py).into_any());
     }
     scan(py, a, "add", inclusive)

@@ -120,6 +120,26 @@ def test_cumsum_and_scans_match_numpy(dtype, n):
         gpusort.scan(a, "mul")
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_scans_read_views_in_place_and_leave_them_alone(dtype):
+    # contiguous inputs are read where they lie (no copy), strided ones copied; neither changes,
+    # and a result never shares memory with its input
+    dt = np.dtype(dtype)
+    base = (np.random.default_rng(5).integers(-500, 500, 30001)).astype(dt)
+    keep = base.copy()
+    for view in (base, base[::3], base[7:]):
+        got = gpusort.cumsum(view)
+        if dt.kind == "f":
+            assert np.allclose(got, np.cumsum(view), rtol=1e-5 if dt == np.float32 else 1e-12)
+        else:
+            same(got, np.cumsum(view))
+        assert not np.shares_memory(got, base)
+    same(base, keep)
+    base.setflags(write=False)
+    if dt.kind != "f":
+        same(gpusort.scan(base, "max"), np.maximum.accumulate(base))
+
+
 def test_integer_scans_wrap():
     a = np.array([np.iinfo(np.int32).max, 1, 1], dtype=np.int32)
     same(gpusort.scan(a), np.array([2147483647, -2147483648, -2147483647], dtype=np.int32))

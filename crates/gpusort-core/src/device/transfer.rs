@@ -218,6 +218,10 @@ impl RingSlot {
         })
     }
 
+    fn is_host(&self) -> bool {
+        matches!(self.backing, Backing::Host { .. })
+    }
+
     fn buffer(&self) -> &wgpu::Buffer {
         match &self.backing {
             Backing::Mapped { buf, .. } => buf,
@@ -326,7 +330,14 @@ fn par_copy(dst: &mut [u8], src: &[u8]) {
 pub(crate) struct Ring {
     up: Vec<RingSlot>,
     down: Vec<RingSlot>,
+    /// Streamed jobs' staging slots, kept for the next job: importing or mapping a fresh one
+    /// costs about half a second a GiB, more than the chunks it stages (see
+    /// [`StagingSlot::lend`]).
+    lent: Vec<StagingSlot>,
 }
+
+/// Staging slots the device keeps between streamed jobs (two: what one job uses).
+const KEPT_STAGING_SLOTS: usize = 2;
 
 impl Ring {
     /// Slot `i % RING_SLOTS` of one direction, holding at least `size` bytes.
@@ -506,9 +517,36 @@ pub fn buffer_from<T: bytemuck::Pod>(gpu: &Gpu, label: &str, data: &[T]) -> Resu
 
 /// Read `len` values of `T` from the start of `src`.
 pub fn read_vec<T: bytemuck::Pod>(gpu: &Gpu, src: &wgpu::Buffer, len: usize) -> Result<Vec<T>> {
-    let mut out = vec![T::zeroed(); len];
+    let mut out = zeroed_vec(len);
     download(gpu, src, 0, bytemuck::cast_slice_mut(&mut out))?;
     Ok(out)
+}
+
+/// A zeroed vector of `len` values for results to land in: fresh pages from the system, on
+/// Linux advised to be huge pages, so that writing a GiB of results takes 512 page faults
+/// rather than 262144 (the faults, not the copies, bounded downloads into new vectors).
+pub fn zeroed_vec<T: bytemuck::Zeroable + Clone>(len: usize) -> Vec<T> {
+    let v: Vec<T> = bytemuck::zeroed_vec(len);
+    #[cfg(target_os = "linux")]
+    advise_huge_pages(v.as_ptr().cast(), std::mem::size_of_val(v.as_slice()));
+    v
+}
+
+/// Ask Linux to back `[ptr, ptr + len)` with transparent huge pages where it is worth it (a few
+/// MiB and up); the advice changes no contents, and a refusal (THP off) changes nothing.
+#[cfg(target_os = "linux")]
+fn advise_huge_pages(ptr: *const u8, len: usize) {
+    const HUGE: usize = 2 << 20;
+    if len < 4 * HUGE {
+        return;
+    }
+    let start = (ptr as usize).next_multiple_of(HUGE);
+    let end = (ptr as usize + len) / HUGE * HUGE;
+    if end > start {
+        // SAFETY: the range lies inside one live allocation this process owns; MADV_HUGEPAGE
+        // only changes how later faults are served, never the memory's contents or mapping
+        unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
+    }
 }
 
 type MapResult = std::sync::mpsc::Receiver<std::result::Result<(), wgpu::BufferAsyncError>>;
@@ -602,6 +640,39 @@ impl StagingSlot {
             up: RingSlot::new(gpu, align4(up_bytes.max(4)), true)?,
             down: RingSlot::new(gpu, align4(down_bytes.max(4)), false)?,
         })
+    }
+
+    /// Like [`StagingSlot::new`], but reusing a slot an earlier job gave back
+    /// ([`StagingSlot::give_back`]) where one is large enough, so that repeated calls (a
+    /// Python loop of scans) do not pay for new staging memory each time.
+    pub fn lend(gpu: &Gpu, up_bytes: u64, down_bytes: u64) -> Result<StagingSlot> {
+        let kept = {
+            let mut ring = gpu.staging.lock().unwrap_or_else(|p| p.into_inner());
+            let fits = ring
+                .lent
+                .iter()
+                .position(|s| s.up.size >= up_bytes && s.down.size >= down_bytes);
+            fits.map(|i| ring.lent.swap_remove(i))
+        };
+        match kept {
+            Some(slot) => Ok(slot),
+            None => StagingSlot::new(gpu, up_bytes, down_bytes),
+        }
+    }
+
+    /// Keep this slot for the next job (the device keeps the two most recent). Give back only a
+    /// slot whose job ran to the end: its download side drained, its upload side free or
+    /// waiting on a submission.
+    pub fn give_back(self, gpu: &Gpu) {
+        let mut ring = gpu.staging.lock().unwrap_or_else(|p| p.into_inner());
+        // slots made before the staging path changed (`Gpu::set_host_memory_import`) are dropped
+        if self.up.is_host() != gpu.host_memory_import() {
+            return;
+        }
+        ring.lent.push(self);
+        if ring.lent.len() > KEPT_STAGING_SLOTS {
+            ring.lent.remove(0);
+        }
     }
 
     pub fn upload_buffer(&self) -> &wgpu::Buffer {

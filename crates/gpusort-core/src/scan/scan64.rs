@@ -8,11 +8,20 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use crate::device::kernel::{self, Layout, Slot};
-use crate::device::transfer;
+use crate::device::transfer::{self, StagingSlot};
 use crate::device::Gpu;
 use crate::error::{Error, Result};
 use crate::keys::{KeyType, SortKey};
-use crate::scan::ScanOp;
+use crate::scan::{streamed, ScanOp};
+
+fn check_lengths(input: usize, output: usize) -> Result<()> {
+    if input != output {
+        return Err(Error::InvalidInput(format!(
+            "{input} elements but room for {output} results"
+        )));
+    }
+    Ok(())
+}
 
 /// Elements a workgroup scans (shaders/scan64.wgsl's TILE).
 const TILE: u64 = 1024;
@@ -34,8 +43,29 @@ pub fn supports(t: KeyType, op: ScanOp) -> bool {
     }
 }
 
-/// The WGSL that defines `T`, `combine`, `identity` and `INCLUSIVE` for one scan.
-fn prelude(t: KeyType, op: ScanOp, inclusive: bool) -> String {
+/// The WGSL that defines `T`, `combine`, `identity`, `INCLUSIVE` and the input for one scan:
+/// elements of `t`, or (`widen`) 32-bit integers of that type widened to `t` as they are read.
+fn prelude(t: KeyType, op: ScanOp, inclusive: bool, widen: Option<KeyType>) -> String {
+    let input = match widen {
+        None => {
+            "@group(0) @binding(1) var<storage, read> src: array<T>;
+                 fn element(i: u32) -> T { return src[i]; }
+"
+        }
+        Some(KeyType::I32) => {
+            "@group(0) @binding(1) var<storage, read> src: array<u32>;
+                 fn element(i: u32) -> T {
+  let x = src[i];
+                   return vec2<u32>(x, select(0u, 0xffffffffu, x >= 0x80000000u));
+}
+"
+        }
+        Some(_) => {
+            "@group(0) @binding(1) var<storage, read> src: array<u32>;
+                 fn element(i: u32) -> T { return vec2<u32>(src[i], 0u); }
+"
+        }
+    };
     let body = match (t, op) {
         (KeyType::F64, _) => "alias T = f64;\nfn identity() -> T { return 0.0lf; }\n\
              fn combine(a: T, b: T) -> T { return a + b; }\n"
@@ -85,7 +115,7 @@ fn prelude(t: KeyType, op: ScanOp, inclusive: bool) -> String {
         "alias T = vec2<u32>;\n"
     };
     format!(
-        "{alias}{body}const INCLUSIVE: u32 = {}u;\n",
+        "{alias}{body}const INCLUSIVE: u32 = {}u;\n{input}",
         inclusive as u32
     )
 }
@@ -97,11 +127,14 @@ struct Kernels {
 }
 
 /// The 64-bit scans of one device; kernels are compiled on first use of each type and operator.
+/// (element type, operator, inclusive, the 32-bit type widened on reading if any).
+type KernelKey = (KeyType, ScanOp, bool, Option<KeyType>);
+
 pub struct Scanner64 {
     layout: Layout,
     /// Elements a chunk holds at most (None: as many as one binding takes).
     chunk: Option<usize>,
-    kernels: Mutex<HashMap<(KeyType, ScanOp, bool), std::sync::Arc<Kernels>>>,
+    kernels: Mutex<HashMap<KernelKey, std::sync::Arc<Kernels>>>,
 }
 
 impl Scanner64 {
@@ -137,14 +170,15 @@ impl Scanner64 {
         t: KeyType,
         op: ScanOp,
         inclusive: bool,
+        widen: Option<KeyType>,
     ) -> Result<std::sync::Arc<Kernels>> {
         let mut cache = self.kernels.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(k) = cache.get(&(t, op, inclusive)) {
+        if let Some(k) = cache.get(&(t, op, inclusive, widen)) {
             return Ok(k.clone());
         }
         let source = format!(
             "{}{}\n{}",
-            prelude(t, op, inclusive),
+            prelude(t, op, inclusive, widen),
             crate::wgsl::COMMON,
             crate::wgsl::SCAN64
         );
@@ -154,7 +188,7 @@ impl Scanner64 {
             prefixes: kernel::pipeline(gpu, &module, "tile_prefixes", &self.layout)?,
             scans: kernel::pipeline(gpu, &module, "tile_scans", &self.layout)?,
         });
-        cache.insert((t, op, inclusive), k.clone());
+        cache.insert((t, op, inclusive, widen), k.clone());
         Ok(k)
     }
 
@@ -170,11 +204,20 @@ impl Scanner64 {
         sink: &mut dyn FnMut(usize, &[T]) -> Result<()>,
     ) -> Result<()> {
         let mut piece: Vec<T> = Vec::new();
-        self.run(gpu, data, op, inclusive, &mut |at, len, download| {
-            piece.resize(len, T::zeroed());
-            download(&mut piece)?;
-            sink(at, &piece)
-        })
+        self.run(
+            gpu,
+            (T::TYPE, None),
+            data.len(),
+            op,
+            inclusive,
+            |r, slot| slot.fill(0, bytemuck::cast_slice(&data[r])),
+            |r, slot| {
+                piece.resize(r.len(), T::zeroed());
+                slot.drain(0, bytemuck::cast_slice_mut(&mut piece));
+                sink(r.start, &piece)
+            },
+            |_, landed| landed,
+        )
     }
 
     /// The scan of `data` straight into `out` (the same length), chunk by chunk.
@@ -186,30 +229,68 @@ impl Scanner64 {
         op: ScanOp,
         inclusive: bool,
     ) -> Result<()> {
-        if out.len() != data.len() {
-            return Err(Error::InvalidInput(format!(
-                "{} elements but room for {} results",
-                data.len(),
-                out.len()
-            )));
-        }
-        self.run(gpu, data, op, inclusive, &mut |at, len, download| {
-            download(&mut out[at..at + len])
-        })
+        check_lengths(data.len(), out.len())?;
+        self.run(
+            gpu,
+            (T::TYPE, None),
+            data.len(),
+            op,
+            inclusive,
+            |r, slot| slot.fill(0, bytemuck::cast_slice(&data[r])),
+            |r, slot| slot.drain(0, bytemuck::cast_slice_mut(&mut out[r])),
+            |_, ()| Ok(()),
+        )
     }
 
-    /// The chunk loop: `land(first, len, download)` takes each chunk's results by calling
-    /// `download` with where they go.
-    #[allow(clippy::type_complexity)]
-    fn run<T: SortKey>(
+    /// The scan of 32-bit integers `data` (u32 or i32) in 64 bits (u64 or i64) straight into
+    /// `out`: NumPy's cumsum of 32-bit integers. The GPU widens the elements as it reads them,
+    /// so the input crosses to the GPU at its own width and no widened copy is made anywhere.
+    pub fn scan_widened_into<S: SortKey, T: SortKey>(
         &self,
         gpu: &Gpu,
-        data: &[T],
+        data: &[S],
+        out: &mut [T],
         op: ScanOp,
         inclusive: bool,
-        land: &mut dyn FnMut(usize, usize, &mut dyn FnMut(&mut [T]) -> Result<()>) -> Result<()>,
     ) -> Result<()> {
-        let t = T::TYPE;
+        check_lengths(data.len(), out.len())?;
+        match (S::TYPE, T::TYPE) {
+            (KeyType::U32, KeyType::U64) | (KeyType::I32, KeyType::I64) => {}
+            (s, t) => {
+                return Err(Error::InvalidInput(format!(
+                    "a widening scan reads u32 into u64 or i32 into i64, not {s} into {t}"
+                )))
+            }
+        }
+        self.run(
+            gpu,
+            (T::TYPE, Some(S::TYPE)),
+            data.len(),
+            op,
+            inclusive,
+            |r, slot| slot.fill(0, bytemuck::cast_slice(&data[r])),
+            |r, slot| slot.drain(0, bytemuck::cast_slice_mut(&mut out[r])),
+            |_, ()| Ok(()),
+        )
+    }
+
+    /// The chunk loop (`streamed::run_chunks`: chunk k + 1 copied in while chunk k is scanned)
+    /// for elements of `t` (read from 32-bit integers of `widen`'s type where given):
+    /// `fill(range, slot)` puts a chunk's input into the slot's upload side,
+    /// `drain(range, slot)` takes its results out of the download side, and `sink(k, what drain
+    /// made)` gets that on the writer thread.
+    #[allow(clippy::too_many_arguments)]
+    fn run<P: Send>(
+        &self,
+        gpu: &Gpu,
+        (t, widen): (KeyType, Option<KeyType>),
+        n: usize,
+        op: ScanOp,
+        inclusive: bool,
+        mut fill: impl FnMut(std::ops::Range<usize>, &mut StagingSlot),
+        mut drain: impl FnMut(std::ops::Range<usize>, &StagingSlot) -> P,
+        sink: impl FnMut(usize, P) -> Result<()> + Send,
+    ) -> Result<()> {
         if !supports(t, op) {
             return Err(Error::InvalidInput(format!(
                 "a {op:?} scan of {t} is not supported (u64/i64: every operator; f64: add)"
@@ -221,13 +302,16 @@ impl Scanner64 {
                 gpu.adapter.name
             )));
         }
-        let k = self.kernels(gpu, t, op, inclusive)?;
-        // a chunk fills at most one binding and a u32 of elements
+        let k = self.kernels(gpu, t, op, inclusive, widen)?;
+        // bytes an input element takes on its way in
+        let size_in = if widen.is_some() { 4 } else { 8 };
+        // a chunk fills at most one binding and the streamed jobs' chunk size
         let binding = ((gpu.max_binding() / 8) / TILE * TILE).clamp(TILE, 1 << 28) as usize;
-        let chunk = self.chunk.unwrap_or(binding).min(binding);
-        let first = chunk.min(data.len()).max(1) as u64;
+        let default = (streamed::DEFAULT_CHUNK_BYTES / 8) as usize;
+        let chunk = self.chunk.unwrap_or(default).min(binding);
+        let first = chunk.min(n).max(1) as u64;
         let tiles_max = first.div_ceil(TILE);
-        let src = transfer::storage_buffer(gpu, "scan64 src", first * 8)?;
+        let src = transfer::storage_buffer(gpu, "scan64 src", first * size_in)?;
         let dst = transfer::storage_buffer(gpu, "scan64 dst", first * 8)?;
         let totals = transfer::storage_buffer(gpu, "scan64 totals", tiles_max * 8)?;
         let identity: [u8; 8] = match (t, op) {
@@ -248,33 +332,38 @@ impl Scanner64 {
         let bind = self
             .layout
             .bind(gpu, &[&params, &src, &dst, &totals, &carry]);
-        for (c, piece) in data.chunks(chunk).enumerate() {
-            let n = piece.len() as u64;
-            let tiles = n.div_ceil(TILE) as u32;
-            gpu.queue.write_buffer(
-                &params,
-                0,
-                bytemuck::bytes_of(&Params {
-                    n: n as u32,
-                    tiles,
-                    _pad: [0; 2],
-                }),
-            );
-            transfer::upload(gpu, &src, 0, bytemuck::cast_slice(piece))?;
-            let mut encoder = gpu.device.create_command_encoder(&Default::default());
-            {
-                let mut pass = encoder.begin_compute_pass(&Default::default());
-                kernel::dispatch(gpu, &mut pass, &k.totals, &bind, &[], tiles);
-                kernel::dispatch(gpu, &mut pass, &k.prefixes, &bind, &[], 1);
-                kernel::dispatch(gpu, &mut pass, &k.scans, &bind, &[], tiles);
-            }
-            gpu.checked(|| gpu.queue.submit([encoder.finish()]))?;
-            gpu.wait()?;
-            land(c * chunk, piece.len(), &mut |into: &mut [T]| {
-                transfer::download(gpu, &dst, 0, bytemuck::cast_slice_mut(into))
-            })?;
-        }
-        Ok(())
+        let range = |c: usize| c * chunk..((c + 1) * chunk).min(n);
+        streamed::run_chunks(
+            gpu,
+            n.div_ceil(chunk),
+            (first * size_in, first * 8),
+            |c, slot| fill(range(c), slot),
+            |c, encoder, slot| {
+                let len = range(c).len() as u64;
+                let tiles = len.div_ceil(TILE) as u32;
+                // applied before this chunk's commands and after the previous chunk's
+                gpu.queue.write_buffer(
+                    &params,
+                    0,
+                    bytemuck::bytes_of(&Params {
+                        n: len as u32,
+                        tiles,
+                        _pad: [0; 2],
+                    }),
+                );
+                encoder.copy_buffer_to_buffer(slot.upload_buffer(), 0, &src, 0, len * size_in);
+                {
+                    let mut pass = encoder.begin_compute_pass(&Default::default());
+                    kernel::dispatch(gpu, &mut pass, &k.totals, &bind, &[], tiles);
+                    kernel::dispatch(gpu, &mut pass, &k.prefixes, &bind, &[], 1);
+                    kernel::dispatch(gpu, &mut pass, &k.scans, &bind, &[], tiles);
+                }
+                encoder.copy_buffer_to_buffer(&dst, 0, slot.download_buffer(), 0, len * 8);
+                Ok(len * 8)
+            },
+            |c, slot| drain(range(c), slot),
+            sink,
+        )
     }
 
     /// [`Scanner64::scan_into`] a new vector.
@@ -285,7 +374,7 @@ impl Scanner64 {
         op: ScanOp,
         inclusive: bool,
     ) -> Result<Vec<T>> {
-        let mut all = vec![T::zeroed(); data.len()];
+        let mut all = transfer::zeroed_vec(data.len());
         self.scan_into(gpu, data, &mut all, op, inclusive)?;
         Ok(all)
     }

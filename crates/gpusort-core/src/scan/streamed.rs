@@ -33,9 +33,10 @@ pub fn chunk_elements(gpu: &Gpu, elem_bytes: usize, bytes: Option<u64>) -> usize
     (elems / 4 * 4).max(4)
 }
 
-/// (elements per chunk: `chunk` cut to whole vec4s, at least one; chunks of `len` elements).
+/// (elements per chunk: `chunk`, no more than `len` needs, cut to whole vec4s, at least one;
+/// chunks of `len` elements).
 fn chunking(len: usize, chunk: usize) -> (usize, usize) {
-    let chunk = chunk.max(4) / 4 * 4;
+    let chunk = chunk.min(len.next_multiple_of(4)).max(4) / 4 * 4;
     (chunk, len.div_ceil(chunk))
 }
 
@@ -52,7 +53,7 @@ struct Finished<T> {
 /// how many bytes of the download side to map; after the GPU is done, `drain(k, slot)` copies
 /// the results out of the mapped download side. Drained chunks go, in order, to `sink` on a
 /// writer thread while later chunks run.
-fn run_chunks<T: Send, F, R, D, S>(
+pub(crate) fn run_chunks<P: Send, F, R, D, S>(
     gpu: &Gpu,
     chunks: usize,
     (up_bytes, down_bytes): (u64, u64),
@@ -64,16 +65,16 @@ fn run_chunks<T: Send, F, R, D, S>(
 where
     F: FnMut(usize, &mut StagingSlot),
     R: FnMut(usize, &mut wgpu::CommandEncoder, &StagingSlot) -> Result<u64>,
-    D: FnMut(usize, &StagingSlot) -> Finished<T>,
-    S: FnMut(usize, Finished<T>) -> Result<()> + Send,
+    D: FnMut(usize, &StagingSlot) -> P,
+    S: FnMut(usize, P) -> Result<()> + Send,
 {
     let mut slots = [
-        StagingSlot::new(gpu, up_bytes, down_bytes)?,
-        StagingSlot::new(gpu, up_bytes, down_bytes)?,
+        StagingSlot::lend(gpu, up_bytes, down_bytes)?,
+        StagingSlot::lend(gpu, up_bytes, down_bytes)?,
     ];
-    std::thread::scope(|scope| {
+    let result = std::thread::scope(|scope| {
         // two chunks may wait for the writer: enough to keep it busy, bounded memory
-        let (tx, rx) = mpsc::sync_channel::<(usize, Finished<T>)>(2);
+        let (tx, rx) = mpsc::sync_channel::<(usize, P)>(2);
         let writer = scope.spawn(move || -> Result<()> {
             for (k, done) in rx {
                 sink(k, done)?;
@@ -117,7 +118,14 @@ where
             .join()
             .unwrap_or_else(|_| Err(Error::Io("the writer thread panicked".into())));
         written.and(result)
-    })
+    });
+    // a failed job may leave a slot mid-copy: only finished ones go back for the next job
+    if result.is_ok() {
+        for slot in slots {
+            slot.give_back(gpu);
+        }
+    }
+    result
 }
 
 /// One chunk of a streamed split: its input range, its elements (the matching ones first, then,
@@ -141,6 +149,74 @@ impl Scanner {
         inclusive: bool,
         chunk: usize,
         mut sink: impl FnMut(usize, &[T]) -> Result<()> + Send,
+    ) -> Result<()> {
+        let (step, _) = chunking(input.len(), chunk);
+        let len = |k: usize| (input.len() - k * step).min(step);
+        self.scan_chunks(
+            gpu,
+            input,
+            op,
+            inclusive,
+            chunk,
+            |k, slot| {
+                let mut out = vec![T::zeroed(); len(k)];
+                slot.drain(0, bytemuck::cast_slice_mut(&mut out));
+                out
+            },
+            |k, out| sink(k * step, &out),
+        )
+    }
+
+    /// Scan `input` into `out` (the same length) in chunks of `chunk` elements, each chunk's
+    /// results copied from the staging slot straight into its place in `out` on all cores:
+    /// host arrays in and out with no intermediate copy (the Python package's scans). Same
+    /// results as [`Scanner::scan`].
+    pub fn scan_into<T: SortKey>(
+        &self,
+        gpu: &Gpu,
+        input: &[T],
+        out: &mut [T],
+        op: ScanOp,
+        inclusive: bool,
+        chunk: usize,
+    ) -> Result<()> {
+        if out.len() != input.len() {
+            return Err(Error::InvalidInput(format!(
+                "the output holds {} elements, the input {}",
+                out.len(),
+                input.len()
+            )));
+        }
+        let (step, _) = chunking(input.len(), chunk);
+        let mut pieces = out.chunks_mut(step);
+        self.scan_chunks(
+            gpu,
+            input,
+            op,
+            inclusive,
+            chunk,
+            |_, slot| {
+                // chunks drain in order, one each: the next piece of `out` is this chunk's
+                if let Some(piece) = pieces.next() {
+                    slot.drain(0, bytemuck::cast_slice_mut(piece));
+                }
+            },
+            |_, ()| Ok(()),
+        )
+    }
+
+    /// The chunk loop of both scans: `drain(k, slot)` takes chunk k's results out of its slot,
+    /// `sink(k, what drain made)` gets them on the writer thread.
+    #[allow(clippy::too_many_arguments)]
+    fn scan_chunks<T: SortKey, P: Send>(
+        &self,
+        gpu: &Gpu,
+        input: &[T],
+        op: ScanOp,
+        inclusive: bool,
+        chunk: usize,
+        drain: impl FnMut(usize, &StagingSlot) -> P,
+        sink: impl FnMut(usize, P) -> Result<()> + Send,
     ) -> Result<()> {
         if T::TYPE.is_wide() {
             return Err(Error::InvalidInput(format!(
@@ -185,16 +261,8 @@ impl Scanner {
                 enc.copy_buffer_to_buffer(&dst, 0, slot.download_buffer(), 0, len);
                 Ok(len)
             },
-            |k, slot| {
-                let mut out = vec![T::zeroed(); piece(k).len()];
-                slot.drain(0, bytemuck::cast_slice_mut(&mut out));
-                Finished {
-                    kept: out.len(),
-                    elements: out,
-                    payload: Vec::new(),
-                }
-            },
-            |k, done| sink(k * chunk, &done.elements),
+            drain,
+            sink,
         )
     }
 
