@@ -260,27 +260,28 @@ fn input<T: numpy::Element + Copy + Send + Sync>(a: &PyReadonlyArray1<'_, T>) ->
     }
 }
 
-fn owned<T: numpy::Element + Copy + Send + Sync>(a: &PyReadonlyArray1<'_, T>) -> Vec<T> {
+fn owned<T: numpy::Element + bytemuck::Zeroable + Copy + Send + Sync>(a: &PyReadonlyArray1<'_, T>) -> Vec<T> {
     match a.as_slice() {
         Ok(s) => par_copy(s, |x| x),
         Err(_) => a.as_array().iter().copied().collect(),
     }
 }
 
-/// `f` of every element of `s`, in a new vector filled in parallel pieces.
-fn par_copy<A: Copy + Send + Sync, B: Copy + Send + Sync>(s: &[A], f: impl Fn(A) -> B + Sync) -> Vec<B> {
+/// `f` of every element of `s`, in a new vector (fresh huge pages: `transfer::zeroed_vec`)
+/// filled in parallel pieces.
+fn par_copy<A: Copy + Send + Sync, B: bytemuck::Zeroable + Copy + Send + Sync>(
+    s: &[A],
+    f: impl Fn(A) -> B + Sync,
+) -> Vec<B> {
     use rayon::prelude::*;
-    let mut out: Vec<B> = Vec::with_capacity(s.len());
-    out.spare_capacity_mut()
-        .par_chunks_mut(1 << 20)
+    let mut out: Vec<B> = gpusort_core::device::transfer::zeroed_vec(s.len());
+    out.par_chunks_mut(1 << 20)
         .zip(s.par_chunks(1 << 20))
         .for_each(|(d, src)| {
             for (d, &x) in d.iter_mut().zip(src) {
-                d.write(f(x));
+                *d = f(x);
             }
         });
-    // SAFETY: every one of the s.len() slots was written just above.
-    unsafe { out.set_len(s.len()) };
     out
 }
 
