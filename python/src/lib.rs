@@ -240,6 +240,15 @@ enum Input<T> {
 unsafe impl<T: Sync> Send for Input<T> {}
 
 impl<T> Input<T> {
+    /// `s`, the contiguous elements of the array `owner`.
+    fn borrowed(owner: &Bound<'_, PyAny>, s: &[T]) -> Input<T> {
+        Input::Borrowed {
+            _owner: owner.clone().unbind(),
+            ptr: s.as_ptr(),
+            len: s.len(),
+        }
+    }
+
     fn as_slice(&self) -> &[T] {
         match self {
             // SAFETY: see the Send impl: `len` elements at `ptr` stay alive and readable
@@ -251,11 +260,15 @@ impl<T> Input<T> {
 
 fn input<T: numpy::Element + Copy + Send + Sync>(a: &PyReadonlyArray1<'_, T>) -> Input<T> {
     match a.as_slice() {
-        Ok(s) => Input::Borrowed {
-            _owner: a.as_any().clone().unbind(),
-            ptr: s.as_ptr(),
-            len: s.len(),
-        },
+        Ok(s) => Input::borrowed(a.as_any(), s),
+        Err(_) => Input::Copied(a.as_array().iter().copied().collect()),
+    }
+}
+
+/// [`input`] of an N-D array, in C order.
+fn input_nd<T: numpy::Element + Copy + Send + Sync>(a: &PyReadonlyArrayDyn<'_, T>) -> Input<T> {
+    match a.as_slice() {
+        Ok(s) => Input::borrowed(a.as_any(), s),
         Err(_) => Input::Copied(a.as_array().iter().copied().collect()),
     }
 }
@@ -367,7 +380,8 @@ fn scan_keys<T: SortKey>(e: &Engine, data: &[T], op: ScanOp, inclusive: bool) ->
         Engine::Gpu(g) => {
             // chunk by chunk: the input copied into staging while the GPU scans the chunk
             // before, results copied straight into `out` (at any length: no one binding limit)
-            let chunk = gpusort_core::scan::streamed::chunk_elements(&g.gpu, T::TYPE.size(), None);
+            let chunk =
+                gpusort_core::scan::streamed::chunk_elements_for(&g.gpu, T::TYPE.size(), data.len());
             g.scanner
                 .scan_into(&g.gpu, data, &mut out, op, inclusive, chunk)?;
         }
@@ -437,7 +451,8 @@ fn split_keys<T: SortKey>(
         )),
         Engine::Gpu(g) => {
             let (mut kept, mut kept_at, mut rest, mut rest_at) = (vec![], vec![], vec![], vec![]);
-            let chunk = gpusort_core::scan::streamed::chunk_elements(&g.gpu, T::TYPE.size(), None);
+            let chunk =
+                gpusort_core::scan::streamed::chunk_elements_for(&g.gpu, T::TYPE.size(), data.len());
             g.scanner.split_streamed(
                 &g.gpu,
                 &data,
@@ -525,15 +540,15 @@ fn split<'py>(
 
 fn stencil_grid<T: gpusort_core::stencil::StencilValue>(
     e: &Engine,
-    grid: Vec<T>,
+    grid: &[T],
     job: StencilJob,
 ) -> gpusort_core::Result<Vec<T>> {
     match e {
         Engine::Cpu => {
-            let mut out = vec![T::from_f64(0.0); grid.len()];
+            let mut out = gpusort_core::device::transfer::zeroed_vec(grid.len());
             let mut scratch = vec![T::from_f64(0.0); if job.steps > 1 { grid.len() } else { 0 }];
             gpusort_core::cpu_engine::stencil(
-                &grid,
+                grid,
                 &mut out,
                 &mut scratch,
                 job.shape,
@@ -555,7 +570,7 @@ fn stencil_grid<T: gpusort_core::stencil::StencilValue>(
                     for other in &group.gpus()[1..] {
                         kernels.push(StencilKernel::with_choice(other, &job, kernels[0].choice())?);
                     }
-                    return Ok(gpusort_core::multi::stencil::apply(group, &kernels, &grid)?.0);
+                    return Ok(gpusort_core::multi::stencil::apply(group, &kernels, grid)?.0);
                 }
             }
             let budget = Budget {
@@ -576,7 +591,7 @@ fn stencil_grid<T: gpusort_core::stencil::StencilValue>(
                 let measured = gpusort_core::stencil::measure_speeds(gpu, &kernel, 32 << 20)?;
                 chosen = plan(&job.problem(), budget, measured, None, Streaming::Reuse).map_err(bad)?;
             }
-            Ok(gpusort_core::stencil::apply(gpu, &kernel, &chosen, &grid)?.0)
+            Ok(gpusort_core::stencil::apply(gpu, &kernel, &chosen, grid)?.0)
         }
     }
 }
@@ -644,11 +659,8 @@ fn stencil<'py>(
                 dtype: <$t as gpusort_core::stencil::StencilValue>::TYPE,
             };
             job.validate().map_err(to_py)?;
-            let cells: Vec<$t> = match arr.as_slice() {
-                Ok(s) => par_copy(s, |x| x),
-                Err(_) => arr.as_array().iter().copied().collect(),
-            };
-            let out = run(py, move |e| stencil_grid(e, cells, job))?;
+            let cells = input_nd(&arr);
+            let out = run(py, move |e| stencil_grid(e, cells.as_slice(), job))?;
             let flat = out.into_pyarray(py);
             Ok(flat.reshape(dims)?.into_any())
         }};

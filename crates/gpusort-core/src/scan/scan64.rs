@@ -307,8 +307,10 @@ impl Scanner64 {
         let size_in = if widen.is_some() { 4 } else { 8 };
         // a chunk fills at most one binding and the streamed jobs' chunk size
         let binding = ((gpu.max_binding() / 8) / TILE * TILE).clamp(TILE, 1 << 28) as usize;
-        let default = (streamed::DEFAULT_CHUNK_BYTES / 8) as usize;
-        let chunk = self.chunk.unwrap_or(default).min(binding);
+        let chunk = self
+            .chunk
+            .unwrap_or_else(|| streamed::chunk_elements_for(gpu, 8, n))
+            .min(binding);
         let first = chunk.min(n).max(1) as u64;
         let tiles_max = first.div_ceil(TILE);
         let src = transfer::storage_buffer(gpu, "scan64 src", first * size_in)?;

@@ -33,6 +33,14 @@ pub fn chunk_elements(gpu: &Gpu, elem_bytes: usize, bytes: Option<u64>) -> usize
     (elems / 4 * 4).max(4)
 }
 
+/// Elements of `elem_bytes` per chunk for a job of `len` elements: about a sixteenth of the job
+/// (so that the first chunk's fill and the last chunk's drain, which nothing overlaps, stay a
+/// small part of it) between 4 MiB and [`DEFAULT_CHUNK_BYTES`], capped by one binding.
+pub fn chunk_elements_for(gpu: &Gpu, elem_bytes: usize, len: usize) -> usize {
+    let bytes = (len as u64 * elem_bytes as u64 / 16).clamp(4 << 20, DEFAULT_CHUNK_BYTES);
+    chunk_elements(gpu, elem_bytes, Some(bytes))
+}
+
 /// (elements per chunk: `chunk`, no more than `len` needs, cut to whole vec4s, at least one;
 /// chunks of `len` elements).
 fn chunking(len: usize, chunk: usize) -> (usize, usize) {

@@ -1661,7 +1661,7 @@ pub fn apply<T: StencilValue>(
         let result = kernel.record_steps(gpu, &mut encoder, &a, &b, kernel.job.steps)?;
         gpu.queue.submit([encoder.finish()]);
         gpu.wait()?;
-        let mut out: Vec<T> = bytemuck::zeroed_vec(grid.len());
+        let mut out: Vec<T> = transfer::zeroed_vec(grid.len());
         transfer::download(gpu, result, 0, bytemuck::cast_slice_mut(&mut out))?;
         let stats = StencilStats {
             seconds: t.elapsed().as_secs_f64(),
@@ -1673,7 +1673,7 @@ pub fn apply<T: StencilValue>(
         };
         return Ok((out, stats));
     }
-    let mut out: Vec<T> = bytemuck::zeroed_vec(grid.len()); // zero pages, not a fill
+    let mut out: Vec<T> = transfer::zeroed_vec(grid.len()); // zero pages, not a fill
     let mut scratch = vec![
         0u8;
         if plan.sweeps > 1 {
