@@ -1616,3 +1616,58 @@ mod external_sort {
         assert!(matches!(err, Error::InvalidInput(_)), "{err}");
     }
 }
+
+#[test]
+fn argsorts_of_key_words_match_a_stable_lexicographic_sort() {
+    // Sorter::argsort_words (DataFusion's multi-column ORDER BY): leading words with few values
+    // so that later words decide, and rows equal in every word so that stability shows
+    use gpusort_core::KeyWord;
+    for no_sg in MODES {
+        let gpu = gpu(no_sg);
+        let s = sorter(gpu);
+        let mut r = rng(77);
+        for n in [0usize, 1, 2, 1023, 1024, 1025, 4097, 70_001] {
+            let a: Vec<u64> = (0..n)
+                .map(|_| (r.random_range(0..5u64) << 40) | r.random_range(0..3u64))
+                .collect();
+            let b: Vec<u32> = (0..n).map(|_| r.random_range(0..4)).collect();
+            let c: Vec<u64> = (0..n).map(|_| r.random()).collect();
+            let d: Vec<u64> = (0..n).map(|_| r.random_range(0..2)).collect();
+            let sets: [Vec<KeyWord<'_>>; 4] = [
+                vec![KeyWord::U64(&a)],
+                vec![KeyWord::U64(&a), KeyWord::U32(&b)],
+                vec![KeyWord::U32(&b), KeyWord::U64(&d), KeyWord::U64(&c)],
+                vec![KeyWord::U64(&d), KeyWord::U32(&b)],
+            ];
+            for words in &sets {
+                let got = s
+                    .argsort_words(gpu, words)
+                    .unwrap()
+                    .expect("fits one GPU sort");
+                let row = |i: u32| -> Vec<u64> {
+                    words
+                        .iter()
+                        .map(|w| match w {
+                            KeyWord::U32(x) => x[i as usize] as u64,
+                            KeyWord::U64(x) => x[i as usize],
+                        })
+                        .collect()
+                };
+                let mut want: Vec<u32> = (0..n as u32).collect();
+                want.sort_by_key(|&i| row(i)); // stable
+                assert!(got == want, "n={n} words={}", words.len());
+            }
+        }
+        // more rows than one sort holds: None (the caller goes word by word); bad input refused
+        let small = sorter(gpu).with_piece_limit(64);
+        let w: Vec<u32> = (0..1000).collect();
+        assert!(small
+            .argsort_words(gpu, &[KeyWord::U32(&w)])
+            .unwrap()
+            .is_none());
+        assert!(s.argsort_words(gpu, &[]).is_err());
+        assert!(s
+            .argsort_words(gpu, &[KeyWord::U32(&w), KeyWord::U32(&w[1..])])
+            .is_err());
+    }
+}

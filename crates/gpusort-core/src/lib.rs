@@ -66,6 +66,6 @@ pub use device::{Gpu, GpuOptions};
 pub use error::{Error, Result};
 pub use keys::{KeyType, SortKey, SortOrder};
 pub use scan::Scanner;
-pub use sort::{Algorithm, SortJob, SortStats, Sorter};
+pub use sort::{Algorithm, KeyWord, SortJob, SortStats, Sorter};
 /// The wgpu this crate is built against, so that callers' buffers and devices match its version.
 pub use wgpu;

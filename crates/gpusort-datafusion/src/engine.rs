@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use datafusion::common::{DataFusionError, Result};
-use gpusort_core::{cpu_engine, Gpu, GpuOptions, SortKey, SortOrder, Sorter};
+use gpusort_core::{cpu_engine, Gpu, GpuOptions, KeyWord, SortKey, SortOrder, Sorter};
 
 use rayon::prelude::*;
 
@@ -98,8 +98,26 @@ impl SortEngine {
                 "{rows} rows in one sorted run (the GPU sort indexes rows with u32)"
             )));
         }
-        // least significant word first; each later pass is stable, so earlier orders stay
-        // within ties
+        if let Device::Gpu(g) = &self.device {
+            // one GPU job where the words fit it: each word up once, the permutation back once
+            let refs: Vec<KeyWord<'_>> = words
+                .iter()
+                .map(|w| match w {
+                    Word::U32(w) => KeyWord::U32(w),
+                    Word::U64(w) => KeyWord::U64(w),
+                })
+                .collect();
+            let g = g
+                .lock()
+                .map_err(|_| DataFusionError::Internal("GPU lock poisoned".into()))?;
+            let (gpu, sorter) = &*g;
+            if let Some(perm) = sorter.argsort_words(gpu, &refs).map_err(external)? {
+                self.sorted_rows.fetch_add(rows as u64, Ordering::Relaxed);
+                return Ok(perm);
+            }
+        }
+        // word by word through the host, least significant first; each later pass is stable,
+        // so earlier orders stay within ties
         let mut perm: Option<Vec<u32>> = None;
         for word in words.into_iter().rev() {
             perm = Some(match word {

@@ -429,6 +429,8 @@ fn concat_column(parts: &[&dyn Array]) -> Result<ArrayRef> {
     let datas: Vec<ArrayData> = parts.iter().map(|p| p.to_data()).collect();
     let rows: usize = datas.iter().map(|d| d.len()).sum();
     let mut out = MutableBuffer::from_len_zeroed(rows * width);
+    // fresh zero pages: first touched by the copies below, 2 MiB at a time rather than 4 KiB
+    gpusort_core::device::transfer::advise_huge_pages(out.as_slice());
     let mut pieces: Vec<(&mut [u8], &ArrayData)> = Vec::with_capacity(datas.len());
     let mut rest = out.as_slice_mut();
     for d in &datas {

@@ -528,14 +528,21 @@ pub fn read_vec<T: bytemuck::Pod>(gpu: &Gpu, src: &wgpu::Buffer, len: usize) -> 
 pub fn zeroed_vec<T: bytemuck::Zeroable + Clone>(len: usize) -> Vec<T> {
     let v: Vec<T> = bytemuck::zeroed_vec(len);
     #[cfg(target_os = "linux")]
-    advise_huge_pages(v.as_ptr().cast(), std::mem::size_of_val(v.as_slice()));
+    advise_huge_range(v.as_ptr().cast(), std::mem::size_of_val(v.as_slice()));
     v
+}
+
+/// Ask the system to back the not yet touched pages of `bytes` (a fresh allocation, such as an
+/// Arrow buffer about to be filled) with huge pages, as [`zeroed_vec`] does; changes no contents.
+pub fn advise_huge_pages(bytes: &[u8]) {
+    #[cfg(target_os = "linux")]
+    advise_huge_range(bytes.as_ptr(), bytes.len());
 }
 
 /// Ask Linux to back `[ptr, ptr + len)` with transparent huge pages where it is worth it (a few
 /// MiB and up); the advice changes no contents, and a refusal (THP off) changes nothing.
 #[cfg(target_os = "linux")]
-fn advise_huge_pages(ptr: *const u8, len: usize) {
+fn advise_huge_range(ptr: *const u8, len: usize) {
     const HUGE: usize = 2 << 20;
     if len < 4 * HUGE {
         return;

@@ -136,6 +136,41 @@ pub struct SortJob<'a> {
     pub permutation: Option<&'a wgpu::Buffer>,
 }
 
+/// One key word of a lexicographic argsort ([`Sorter::argsort_words`]): unsigned, so that the
+/// words' order is the rows' order (packing signs, floats and directions is the caller's).
+#[derive(Clone, Copy, Debug)]
+pub enum KeyWord<'a> {
+    U32(&'a [u32]),
+    U64(&'a [u64]),
+}
+
+impl KeyWord<'_> {
+    pub fn len(&self) -> usize {
+        match self {
+            KeyWord::U32(w) => w.len(),
+            KeyWord::U64(w) => w.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn key_type(&self) -> KeyType {
+        match self {
+            KeyWord::U32(_) => KeyType::U32,
+            KeyWord::U64(_) => KeyType::U64,
+        }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        match self {
+            KeyWord::U32(w) => bytemuck::cast_slice(w),
+            KeyWord::U64(w) => bytemuck::cast_slice(w),
+        }
+    }
+}
+
 /// Builds pipelines once; records sorts of GPU buffers, or sorts host slices.
 pub struct Sorter {
     networks: Mutex<HashMap<u32, Arc<NetworkKernels>>>,
@@ -989,6 +1024,81 @@ impl Sorter {
             max = max.min(limit);
         }
         max
+    }
+
+    /// The stable permutation that orders rows by several key words, most significant first
+    /// (a lexicographic argsort of composite keys: DataFusion's `ORDER BY a, b`), as one GPU
+    /// job: the least significant word is argsorted, then each more significant word is
+    /// gathered on the GPU into that order and sorted stably with the permutation as its
+    /// payload. Each word crosses to the GPU once and only the permutation comes back. `None`
+    /// where the words do not fit one GPU sort (more than one binding or one sort holds): sort
+    /// word by word on the host then ([`Sorter::sort_host`]).
+    pub fn argsort_words(&self, gpu: &Gpu, words: &[KeyWord<'_>]) -> Result<Option<Vec<u32>>> {
+        let Some(n) = words.first().map(KeyWord::len) else {
+            return Err(Error::InvalidInput("no key words to sort by".into()));
+        };
+        if words.iter().any(|w| w.len() != n) {
+            return Err(Error::InvalidInput("key words of different lengths".into()));
+        }
+        let order = SortOrder::default();
+        let fits = words.iter().all(|w| {
+            let t = w.key_type();
+            n as u64 * t.size() as u64 <= gpu.max_binding()
+                && n <= self.one_sort_max(gpu, t, true, order, n)
+        });
+        if !fits || n > u32::MAX as usize {
+            return Ok(None);
+        }
+        if n == 0 {
+            return Ok(Some(Vec::new()));
+        }
+        let n32 = n as u32;
+        let perm = transfer::storage_buffer(gpu, "permutation", n as u64 * 4)?;
+        for (pass, word) in words.iter().rev().enumerate() {
+            let key_type = word.key_type();
+            let raw = transfer::buffer_from(gpu, "key word", word.bytes())?;
+            let mut encoder = gpu.device.create_command_encoder(&Default::default());
+            let gathered;
+            let job = if pass == 0 {
+                SortJob {
+                    key_type,
+                    order,
+                    keys: &raw,
+                    n: n32,
+                    values: None,
+                    permutation: Some(&perm),
+                }
+            } else {
+                // this word in the order of the less significant words, which the sort keeps
+                // within its ties (stable); the permutation rides along as the payload
+                gathered =
+                    transfer::storage_buffer(gpu, "gathered key word", word.bytes().len() as u64)?;
+                let two_words = if key_type.is_wide() { 4 } else { 0 };
+                self.elementwise(
+                    gpu,
+                    &mut encoder,
+                    &self.keys.gather,
+                    n32,
+                    two_words,
+                    1,
+                    &perm,
+                    &raw,
+                    &gathered,
+                )?;
+                SortJob {
+                    key_type,
+                    order,
+                    keys: &gathered,
+                    n: n32,
+                    values: Some(&perm),
+                    permutation: None,
+                }
+            };
+            self.record(gpu, &mut encoder, &job)?;
+            gpu.checked(|| gpu.queue.submit([encoder.finish()]))?;
+            gpu.wait()?;
+        }
+        Ok(Some(transfer::read_vec(gpu, &perm, n)?))
     }
 
     /// Convenience: sort a host slice in place.
