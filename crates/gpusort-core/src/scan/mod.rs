@@ -808,6 +808,16 @@ pub struct CompactJob<'a, T> {
 }
 
 /// A payload, where given, has one value per element.
+/// A job writing results into the caller's slice: it must hold one result per element.
+pub(crate) fn check_lengths(input: usize, output: usize) -> Result<()> {
+    if input != output {
+        return Err(Error::InvalidInput(format!(
+            "{input} elements but room for {output} results"
+        )));
+    }
+    Ok(())
+}
+
 pub(crate) fn check_payload(elements: usize, payload: Option<&[u32]>) -> Result<()> {
     match payload {
         Some(p) if p.len() != elements => Err(Error::InvalidInput(format!(

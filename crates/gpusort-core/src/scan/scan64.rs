@@ -12,16 +12,7 @@ use crate::device::transfer::{self, StagingSlot};
 use crate::device::Gpu;
 use crate::error::{Error, Result};
 use crate::keys::{KeyType, SortKey};
-use crate::scan::{streamed, ScanOp};
-
-fn check_lengths(input: usize, output: usize) -> Result<()> {
-    if input != output {
-        return Err(Error::InvalidInput(format!(
-            "{input} elements but room for {output} results"
-        )));
-    }
-    Ok(())
-}
+use crate::scan::{check_lengths, streamed, ScanOp};
 
 /// Elements a workgroup scans (shaders/scan64.wgsl's TILE).
 const TILE: u64 = 1024;

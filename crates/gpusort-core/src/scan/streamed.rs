@@ -188,13 +188,7 @@ impl Scanner {
         inclusive: bool,
         chunk: usize,
     ) -> Result<()> {
-        if out.len() != input.len() {
-            return Err(Error::InvalidInput(format!(
-                "the output holds {} elements, the input {}",
-                out.len(),
-                input.len()
-            )));
-        }
+        crate::scan::check_lengths(input.len(), out.len())?;
         let (step, _) = chunking(input.len(), chunk);
         let mut pieces = out.chunks_mut(step);
         self.scan_chunks(
