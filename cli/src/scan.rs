@@ -399,7 +399,7 @@ fn scan_file<T: SortKey>(
         let w = out.positioned(format, T::TYPE, data.len() as u64)?;
         let mut check = verify.then(|| ScanCheck::new::<T>(op, inclusive));
         let size = T::TYPE.size() as u64;
-        let mut sink = |at: usize, piece: &[T]| -> Result<(), CoreError> {
+        let sink = |at: usize, piece: &[T]| -> Result<(), CoreError> {
             if let Some(c) = check.as_mut() {
                 c.check(&data[at..at + piece.len()], piece, at)?;
             }
@@ -409,7 +409,7 @@ fn scan_file<T: SortKey>(
             Ok(())
         };
         if T::TYPE.is_wide() {
-            scanner64.scan_each(gpu, &data, op, inclusive, &mut sink)?;
+            scanner64.scan_each(gpu, &data, op, inclusive, sink)?;
         } else {
             let chunk = chunk_elements(gpu, T::TYPE);
             scanner.scan_streamed(gpu, &data, op, inclusive, chunk, sink)?;

@@ -12,6 +12,7 @@ the GIL is released while the work runs, and Ctrl-C interrupts a long call: Keyb
 raised within 50 ms, while the work already under way finishes in the background. Arrays of dtypes
 uint32, int32, float32, uint64, int64 and float64 are supported; other dtypes raise TypeError,
 bad arguments ValueError, failures on the device ``gpusort.GpuError``. Inputs are never modified.
+The memory of large results is recycled once NumPy frees them (``gpusort.release_memory``).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ __all__ = [
     "stencil",
     "info",
     "use",
+    "release_memory",
     "GpuError",
 ]
 
@@ -246,8 +248,21 @@ def stencil(grid, *, radius=1, stencil="star", weights=None, boundary="reflect",
 def info():
     """Where gpusort runs: engine ("gpu" or "cpu"), adapter, backend, driver, subgroups and
     limits (GPU), "devices" (the adapters a call uses), "tuned" (when `gpusort tune` measured the tuning in use for this GPU, None for
-    the defaults), and CPU threads. Makes the context if it was not made yet."""
+    the defaults), CPU threads, and the memory kept for recycling large results
+    ("result_pool_bytes", at most "result_pool_limit"; see `release_memory`). Makes the context
+    if it was not made yet."""
     return _native.info()
+
+
+def release_memory():
+    """Free the host memory gpusort keeps for recycling; returns the bytes freed.
+
+    The memory of a large result (8 MiB and up) goes back to gpusort when NumPy frees the array,
+    and the next result of about the same size reuses it: a fresh array costs its size in page
+    faults, a large part of a fast call (like CuPy's and PyTorch's caching allocators, for host
+    memory). At most an eighth of the machine's memory (4 GiB at most) is kept idle; this frees
+    it now."""
+    return _native.release_memory()
 
 
 def use(backend=None, adapter=None, devices=None, _spread_always=False):

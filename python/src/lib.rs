@@ -4,21 +4,24 @@
 //! context per process (created on first use, kept), with the GIL released while the work runs
 //! on a worker thread, and Ctrl-C answered within 50 ms.
 
+mod pool;
+
 use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use gpusort_core::scan::{Predicate, ScanOp, Scanner};
 use gpusort_core::scan::scan64::Scanner64;
+use gpusort_core::scan::{Predicate, ScanOp, Scanner};
 use gpusort_core::stencil::{Boundary, GridShape, Stencil, StencilJob, StencilKernel};
-use gpusort_core::{Sorter, Gpu, GpuOptions, SortKey, SortOrder};
+use gpusort_core::{Gpu, GpuOptions, SortKey, SortOrder, Sorter};
 use numpy::{
-    IntoPyArray, PyArrayMethods, PyReadonlyArray1, PyReadonlyArrayDyn,
-    PyUntypedArrayMethods,
+    IntoPyArray, PyArrayMethods, PyReadonlyArray1, PyReadonlyArrayDyn, PyUntypedArrayMethods,
 };
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+
+use crate::pool::ResultBuf;
 
 pyo3::create_exception!(
     _native,
@@ -273,7 +276,9 @@ fn input_nd<T: numpy::Element + Copy + Send + Sync>(a: &PyReadonlyArrayDyn<'_, T
     }
 }
 
-fn owned<T: numpy::Element + bytemuck::Zeroable + Copy + Send + Sync>(a: &PyReadonlyArray1<'_, T>) -> Vec<T> {
+fn owned<T: numpy::Element + bytemuck::Zeroable + Copy + Send + Sync>(
+    a: &PyReadonlyArray1<'_, T>,
+) -> Vec<T> {
     match a.as_slice() {
         Ok(s) => par_copy(s, |x| x),
         Err(_) => a.as_array().iter().copied().collect(),
@@ -286,8 +291,18 @@ fn par_copy<A: Copy + Send + Sync, B: bytemuck::Zeroable + Copy + Send + Sync>(
     s: &[A],
     f: impl Fn(A) -> B + Sync,
 ) -> Vec<B> {
-    use rayon::prelude::*;
     let mut out: Vec<B> = gpusort_core::device::transfer::zeroed_vec(s.len());
+    par_map_into(s, &mut out, f);
+    out
+}
+
+/// `f` of every element of `s` into `out` (the same length), in parallel pieces.
+fn par_map_into<A: Copy + Send + Sync, B: Copy + Send + Sync>(
+    s: &[A],
+    out: &mut [B],
+    f: impl Fn(A) -> B + Sync,
+) {
+    use rayon::prelude::*;
     out.par_chunks_mut(1 << 20)
         .zip(s.par_chunks(1 << 20))
         .for_each(|(d, src)| {
@@ -295,6 +310,21 @@ fn par_copy<A: Copy + Send + Sync, B: bytemuck::Zeroable + Copy + Send + Sync>(
                 *d = f(x);
             }
         });
+}
+
+/// The elements of `a` in a result buffer (every element written), copied on all cores.
+fn owned_result<T: numpy::Element + bytemuck::Pod + Send + Sync>(
+    a: &PyReadonlyArray1<'_, T>,
+) -> ResultBuf<T> {
+    let mut out = ResultBuf::new(a.len());
+    match a.as_slice() {
+        Ok(s) => par_map_into(s, out.as_mut_slice(), |x| x),
+        Err(_) => {
+            for (d, &x) in out.as_mut_slice().iter_mut().zip(a.as_array().iter()) {
+                *d = x;
+            }
+        }
+    }
     out
 }
 
@@ -310,8 +340,8 @@ fn sort<'py>(
     want_permutation: bool,
 ) -> PyResult<(Bound<'py, PyAny>, Option<Bound<'py, PyAny>>)> {
     with_keys!(a, |arr: T| {
-        let mut keys = owned(&arr);
-        if keys.len() as u64 > u32::MAX as u64 {
+        let mut buf = owned_result(&arr);
+        if arr.len() as u64 > u32::MAX as u64 {
             return Err(PyValueError::new_err(
                 "arrays of more than 2^32 elements are not supported",
             ));
@@ -321,9 +351,10 @@ fn sort<'py>(
             segment_size: segment,
         };
         let (keys, perm) = run(py, move |e| {
+            let keys = buf.as_mut_slice();
             let perm = match e {
                 Engine::Cpu => {
-                    gpusort_core::cpu_engine::sort(&mut keys, None, want_permutation, order, None)
+                    gpusort_core::cpu_engine::sort(keys, None, want_permutation, order, None)
                 }
                 Engine::Gpu(g) => match &g.group {
                     Some((group, sorters)) => {
@@ -333,22 +364,38 @@ fn sort<'py>(
                         } else {
                             Spread::WhenItPays
                         };
-                        sort_host_spread(group, sorters, &mut keys, None, want_permutation, order, spread)?
-                            .0
+                        sort_host_spread(
+                            group,
+                            sorters,
+                            keys,
+                            None,
+                            want_permutation,
+                            order,
+                            spread,
+                        )?
+                        .0
                     }
                     None => {
                         g.sorter
-                            .sort_host(&g.gpu, &mut keys, None, want_permutation, order)?
+                            .sort_host(&g.gpu, keys, None, want_permutation, order)?
                             .0
                     }
                 },
             };
-            Ok((keys, perm))
+            // NumPy's index type, widened on all cores (every element written)
+            let perm = perm.map(|p| {
+                let mut wide = ResultBuf::<i64>::new(p.len());
+                par_map_into(&p, wide.as_mut_slice(), i64::from);
+                wide
+            });
+            Ok((buf, perm))
         })?;
         Ok((
-            keys.into_pyarray(py).into_any(),
-            // NumPy's index type, widened on all cores
-            perm.map(|p| par_copy(&p, i64::from).into_pyarray(py).into_any()),
+            keys.into_pyarray(py)?.into_any(),
+            match perm {
+                Some(p) => Some(p.into_pyarray(py)?.into_any()),
+                None => None,
+            },
         ))
     })
 }
@@ -369,40 +416,55 @@ fn scan_op(op: &str) -> PyResult<ScanOp> {
     })
 }
 
-fn scan_keys<T: SortKey>(e: &Engine, data: &[T], op: ScanOp, inclusive: bool) -> gpusort_core::Result<Vec<T>> {
-    // results land in fresh zeroed pages (no copy of the input made just to be overwritten)
-    let mut out: Vec<T> = gpusort_core::device::transfer::zeroed_vec(data.len());
+fn scan_keys<T: SortKey + numpy::Element>(
+    e: &Engine,
+    data: &[T],
+    op: ScanOp,
+    inclusive: bool,
+) -> gpusort_core::Result<ResultBuf<T>> {
+    // every element of the result is written by the scan (a recycled block's old bytes too)
+    let mut buf = ResultBuf::new(data.len());
+    let out = buf.as_mut_slice();
     match e {
-        Engine::Cpu => gpusort_core::cpu_engine::scan(data, &mut out, op, inclusive),
+        Engine::Cpu => gpusort_core::cpu_engine::scan(data, out, op, inclusive),
         Engine::Gpu(g) if T::TYPE.is_wide() => {
-            g.scanner64.scan_into(&g.gpu, data, &mut out, op, inclusive)?
+            g.scanner64.scan_into(&g.gpu, data, out, op, inclusive)?
         }
         Engine::Gpu(g) => {
             // chunk by chunk: the input copied into staging while the GPU scans the chunk
             // before, results copied straight into `out` (at any length: no one binding limit)
-            let chunk =
-                gpusort_core::scan::streamed::chunk_elements_for(&g.gpu, T::TYPE.size(), data.len());
+            let chunk = gpusort_core::scan::streamed::chunk_elements_for(
+                &g.gpu,
+                T::TYPE.size(),
+                data.len(),
+            );
             g.scanner
-                .scan_into(&g.gpu, data, &mut out, op, inclusive, chunk)?;
+                .scan_into(&g.gpu, data, out, op, inclusive, chunk)?;
         }
     }
-    Ok(out)
+    Ok(buf)
 }
 
 /// The sum scan of 32-bit integers `data` in 64 bits (NumPy's cumsum widens them): the GPU
 /// widens them as it reads them; on the CPU a widened copy is scanned.
-fn cumsum_widened<S: SortKey, T: SortKey>(
+fn cumsum_widened<S: SortKey, T: SortKey + numpy::Element>(
     e: &Engine,
     data: &[S],
     inclusive: bool,
     widen: fn(S) -> T,
-) -> gpusort_core::Result<Vec<T>> {
+) -> gpusort_core::Result<ResultBuf<T>> {
     match e {
         Engine::Gpu(g) => {
-            let mut out = gpusort_core::device::transfer::zeroed_vec(data.len());
-            g.scanner64
-                .scan_widened_into(&g.gpu, data, &mut out, ScanOp::Add, inclusive)?;
-            Ok(out)
+            // every element written by the scan
+            let mut buf = ResultBuf::new(data.len());
+            g.scanner64.scan_widened_into(
+                &g.gpu,
+                data,
+                buf.as_mut_slice(),
+                ScanOp::Add,
+                inclusive,
+            )?;
+            Ok(buf)
         }
         Engine::Cpu => scan_keys(e, &par_copy(data, widen), ScanOp::Add, inclusive),
     }
@@ -430,7 +492,7 @@ fn scan<'py>(
         }
         let data = input(&arr);
         let out = run(py, move |e| scan_keys(e, data.as_slice(), op, inclusive))?;
-        Ok(out.into_pyarray(py).into_any())
+        Ok(out.into_pyarray(py)?.into_any())
     })
 }
 
@@ -451,8 +513,11 @@ fn split_keys<T: SortKey>(
         )),
         Engine::Gpu(g) => {
             let (mut kept, mut kept_at, mut rest, mut rest_at) = (vec![], vec![], vec![], vec![]);
-            let chunk =
-                gpusort_core::scan::streamed::chunk_elements_for(&g.gpu, T::TYPE.size(), data.len());
+            let chunk = gpusort_core::scan::streamed::chunk_elements_for(
+                &g.gpu,
+                T::TYPE.size(),
+                data.len(),
+            );
             g.scanner.split_streamed(
                 &g.gpu,
                 &data,
@@ -483,16 +548,24 @@ fn split_keys<T: SortKey>(
 /// `np.cumsum(a)` of a 1-D array: int32 widened to int64 and uint32 to uint64 (as NumPy does)
 /// while the elements are copied, then an add scan in the result's dtype.
 #[pyfunction]
-fn cumsum<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, inclusive: bool) -> PyResult<Bound<'py, PyAny>> {
+fn cumsum<'py>(
+    py: Python<'py>,
+    a: &Bound<'py, PyAny>,
+    inclusive: bool,
+) -> PyResult<Bound<'py, PyAny>> {
     if let Ok(arr) = a.extract::<PyReadonlyArray1<'_, i32>>() {
         let data = input(&arr);
-        let out = run(py, move |e| cumsum_widened::<i32, i64>(e, data.as_slice(), inclusive, i64::from))?;
-        return Ok(out.into_pyarray(py).into_any());
+        let out = run(py, move |e| {
+            cumsum_widened::<i32, i64>(e, data.as_slice(), inclusive, i64::from)
+        })?;
+        return Ok(out.into_pyarray(py)?.into_any());
     }
     if let Ok(arr) = a.extract::<PyReadonlyArray1<'_, u32>>() {
         let data = input(&arr);
-        let out = run(py, move |e| cumsum_widened::<u32, u64>(e, data.as_slice(), inclusive, u64::from))?;
-        return Ok(out.into_pyarray(py).into_any());
+        let out = run(py, move |e| {
+            cumsum_widened::<u32, u64>(e, data.as_slice(), inclusive, u64::from)
+        })?;
+        return Ok(out.into_pyarray(py)?.into_any());
     }
     scan(py, a, "add", inclusive)
 }
@@ -515,7 +588,9 @@ fn split<'py>(
         let p: Option<T> = match pivot {
             Some(p) => {
                 let p = p.extract::<PyReadonlyArray1<'_, T>>().map_err(|_| {
-                    PyTypeError::new_err("the pivot must be a one-element array of the array's dtype")
+                    PyTypeError::new_err(
+                        "the pivot must be a one-element array of the array's dtype",
+                    )
                 })?;
                 owned(&p).first().copied()
             }
@@ -528,8 +603,9 @@ fn split<'py>(
             _ => return Err(PyValueError::new_err("a split needs a kind and its pivot")),
         };
         let data = owned(&arr);
-        let (out, at, count) =
-            run(py, move |e| split_keys(e, data, pred, keep_rest, want_index))?;
+        let (out, at, count) = run(py, move |e| {
+            split_keys(e, data, pred, keep_rest, want_index)
+        })?;
         Ok((
             out.into_pyarray(py).into_any(),
             at.map(|v| v.into_pyarray(py).into_any()),
@@ -538,18 +614,20 @@ fn split<'py>(
     })
 }
 
-fn stencil_grid<T: gpusort_core::stencil::StencilValue>(
+fn stencil_grid<T: gpusort_core::stencil::StencilValue + numpy::Element>(
     e: &Engine,
     grid: &[T],
     job: StencilJob,
-) -> gpusort_core::Result<Vec<T>> {
+) -> gpusort_core::Result<ResultBuf<T>> {
+    // every cell of the result is written (a recycled block's old bytes too)
+    let mut buf = ResultBuf::new(grid.len());
     match e {
         Engine::Cpu => {
-            let mut out = gpusort_core::device::transfer::zeroed_vec(grid.len());
+            let out = buf.as_mut_slice();
             let mut scratch = vec![T::from_f64(0.0); if job.steps > 1 { grid.len() } else { 0 }];
             gpusort_core::cpu_engine::stencil(
                 grid,
-                &mut out,
+                out,
                 &mut scratch,
                 job.shape,
                 &job.stencil,
@@ -557,7 +635,7 @@ fn stencil_grid<T: gpusort_core::stencil::StencilValue>(
                 job.cval,
                 job.steps,
             );
-            Ok(out)
+            Ok(buf)
         }
         Engine::Gpu(g) => {
             use gpusort_sched::stencil::{plan, Budget, Speeds, Streaming};
@@ -568,9 +646,14 @@ fn stencil_grid<T: gpusort_core::stencil::StencilValue>(
                     // each device holds its slabs; the first device's kernel choice on all
                     let mut kernels = vec![kernel];
                     for other in &group.gpus()[1..] {
-                        kernels.push(StencilKernel::with_choice(other, &job, kernels[0].choice())?);
+                        kernels.push(StencilKernel::with_choice(
+                            other,
+                            &job,
+                            kernels[0].choice(),
+                        )?);
                     }
-                    return Ok(gpusort_core::multi::stencil::apply(group, &kernels, grid)?.0);
+                    let (out, _) = gpusort_core::multi::stencil::apply(group, &kernels, grid)?;
+                    return Ok(ResultBuf::from_vec(out));
                 }
             }
             let budget = Budget {
@@ -585,13 +668,16 @@ fn stencil_grid<T: gpusort_core::stencil::StencilValue>(
             let bad = |e: gpusort_sched::stencil::StencilPlanError| {
                 gpusort_core::Error::InvalidInput(e.to_string())
             };
-            let mut chosen = plan(&job.problem(), budget, guess, None, Streaming::Reuse).map_err(bad)?;
+            let mut chosen =
+                plan(&job.problem(), budget, guess, None, Streaming::Reuse).map_err(bad)?;
             if !chosen.in_core {
                 // out of core: the choice of steps per residency needs this device's speeds
                 let measured = gpusort_core::stencil::measure_speeds(gpu, &kernel, 32 << 20)?;
-                chosen = plan(&job.problem(), budget, measured, None, Streaming::Reuse).map_err(bad)?;
+                chosen =
+                    plan(&job.problem(), budget, measured, None, Streaming::Reuse).map_err(bad)?;
             }
-            Ok(gpusort_core::stencil::apply(gpu, &kernel, &chosen, grid)?.0)
+            gpusort_core::stencil::apply_into(gpu, &kernel, &chosen, grid, buf.as_mut_slice())?;
+            Ok(buf)
         }
     }
 }
@@ -611,12 +697,19 @@ fn planned_stencil(
     }
     let key = format!("{job:?}");
     let cache = CHOSEN.get_or_init(Default::default);
-    let known = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key).copied();
+    let known = cache
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&key)
+        .copied();
     let choice = match known {
         Some(c) => c,
         None => {
             let c = stencil::choose_kernel(gpu, job, 64 << 20)?;
-            cache.lock().unwrap_or_else(|e| e.into_inner()).insert(key, c);
+            cache
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(key, c);
             c
         }
     };
@@ -661,7 +754,7 @@ fn stencil<'py>(
             job.validate().map_err(to_py)?;
             let cells = input_nd(&arr);
             let out = run(py, move |e| stencil_grid(e, cells.as_slice(), job))?;
-            let flat = out.into_pyarray(py);
+            let flat = out.into_pyarray(py)?;
             Ok(flat.reshape(dims)?.into_any())
         }};
     }
@@ -680,6 +773,9 @@ fn info(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let e = engine()?;
     let d = PyDict::new(py);
     d.set_item("threads", gpusort_core::cpu_engine::threads())?;
+    // large results' recycled memory (pool.rs): bytes idle now, and the most it keeps
+    d.set_item("result_pool_bytes", pool::held())?;
+    d.set_item("result_pool_limit", pool::limit())?;
     match e.as_ref() {
         Engine::Cpu => {
             d.set_item("engine", "cpu")?;
@@ -696,15 +792,28 @@ fn info(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
             d.set_item("tuned", g.tuned.clone())?;
             d.set_item("max_buffer_size", g.gpu.limits.max_buffer_size)?;
             d.set_item("max_storage_binding", g.gpu.max_binding())?;
-            d.set_item("f64_shaders", g.gpu.features.contains(wgpu::Features::SHADER_F64))?;
+            d.set_item(
+                "f64_shaders",
+                g.gpu.features.contains(wgpu::Features::SHADER_F64),
+            )?;
             let devices: Vec<String> = match &g.group {
-                Some((group, _)) => group.gpus().iter().map(|x| x.adapter.name.clone()).collect(),
+                Some((group, _)) => group
+                    .gpus()
+                    .iter()
+                    .map(|x| x.adapter.name.clone())
+                    .collect(),
                 None => vec![a.name.clone()],
             };
             d.set_item("devices", devices)?;
         }
     }
     Ok(d)
+}
+
+/// Free the memory kept for recycling large result arrays (pool.rs); returns the bytes freed.
+#[pyfunction]
+fn release_memory() -> usize {
+    pool::release()
 }
 
 /// Choose where later calls run: backend "auto" (a hardware GPU if there is one, else the CPU
@@ -754,6 +863,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(split, m)?)?;
     m.add_function(wrap_pyfunction!(stencil, m)?)?;
     m.add_function(wrap_pyfunction!(info, m)?)?;
+    m.add_function(wrap_pyfunction!(release_memory, m)?)?;
     m.add_function(wrap_pyfunction!(use_device, m)?)?;
     m.add("GpuError", m.py().get_type::<GpuError>())?;
     Ok(())

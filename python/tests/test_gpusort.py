@@ -140,6 +140,59 @@ def test_scans_read_views_in_place_and_leave_them_alone(dtype):
         same(gpusort.scan(base, "max"), np.maximum.accumulate(base))
 
 
+def test_large_results_recycle_freed_memory_and_show_only_new_values(engine):
+    # a result of 8 MiB and more returns its memory to gpusort when NumPy frees it, and the next
+    # result of about that size reuses it: the values are always the new call's
+    pooled = lambda: gpusort.info()["result_pool_bytes"]
+    gpusort.release_memory()
+    assert pooled() == 0
+    n = 3 << 20  # 12 MiB of 32-bit elements
+    r = np.random.default_rng(21)
+    x = r.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    first = gpusort.sort(x)
+    same(first, np.sort(x))
+    assert pooled() == 0
+    view = first[5:]  # a view keeps the memory in use
+    del first
+    assert pooled() == 0
+    del view
+    block = pooled()
+    assert block >= n * 4
+    # the same size, other data and another call: the block is taken, every value written anew
+    y = r.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    got = gpusort.scan(y, "max")
+    assert pooled() == 0
+    same(got, np.maximum.accumulate(y))
+    kept = got.copy()
+    # a smaller result (90%) takes a freed block too; a live result is never handed out again
+    z = r.integers(-1000, 1000, n * 9 // 10).astype(np.int32)
+    other = gpusort.cumsum(z)  # int64: a size no block serves
+    same(other, np.cumsum(z))
+    same(got, kept)
+    del got
+    assert pooled() == block
+    part = gpusort.scan(z, "add")
+    assert pooled() == 0
+    same(part, np.cumsum(z, dtype=np.int32))
+    # argsorts' int64 permutations and stencils' grids come from the pool too
+    del other, part
+    assert pooled() >= block
+    w = r.random(n // 2)  # float64: 12 MiB
+    for _ in range(2):
+        order = gpusort.argsort(w)  # int64: 12 MiB
+        same(order, np.argsort(w, kind="stable"))
+        del order
+    g = r.random((1024, 3 << 10)).astype(np.float32)
+    want = ndi.correlate(g, np.array([[0, 1, 0], [1, 1, 1], [0, 1, 0]], np.float32) / 5, mode="reflect")
+    for _ in range(2):
+        got = gpusort.stencil(g, weights=np.array([[0, 1, 0], [1, 1, 1], [0, 1, 0]]) / 5)
+        assert np.allclose(got, want, rtol=1e-5, atol=1e-6)
+        del got
+    assert 0 < pooled() <= gpusort.info()["result_pool_limit"]
+    freed = gpusort.release_memory()
+    assert freed > 0 and pooled() == 0
+
+
 def test_integer_scans_wrap():
     a = np.array([np.iinfo(np.int32).max, 1, 1], dtype=np.int32)
     same(gpusort.scan(a), np.array([2147483647, -2147483648, -2147483647], dtype=np.int32))

@@ -275,22 +275,16 @@ impl RingSlot {
     /// Copy `data` into the buffer at byte `offset` (a multiple of 4), on all cores.
     fn fill(&mut self, offset: u64, data: &[u8]) {
         match &mut self.backing {
-            Backing::Mapped { buf, .. } => write_mapped(buf, offset, data),
-            Backing::Host { host, .. } => {
-                let at = offset as usize;
-                par_copy(&mut host.bytes_mut()[at..at + data.len()], data)
-            }
+            Backing::Mapped { buf, .. } => Filler::Mapped(buf).fill(offset, data),
+            Backing::Host { host, .. } => Filler::Host(host.bytes_mut()).fill(offset, data),
         }
     }
 
     /// Copy `out.len()` bytes of the buffer from byte `offset` (a multiple of 4), on all cores.
     fn drain(&self, offset: u64, out: &mut [u8]) {
         match &self.backing {
-            Backing::Mapped { buf, .. } => read_mapped(buf, offset, out),
-            Backing::Host { host, .. } => {
-                let at = offset as usize;
-                par_copy(out, &host.bytes()[at..at + out.len()])
-            }
+            Backing::Mapped { buf, .. } => Drainer::Mapped(buf).drain(offset, out),
+            Backing::Host { host, .. } => Drainer::Host(host.bytes()).drain(offset, out),
         }
     }
 
@@ -690,6 +684,27 @@ impl StagingSlot {
         self.down.buffer()
     }
 
+    /// Wait until the GPU is done with both sides (the last chunk's results are in the download
+    /// side, the upload side may be filled again).
+    pub fn wait(&mut self, gpu: &Gpu) -> Result<()> {
+        self.down.settle(gpu)?;
+        self.up.ready_to_fill(gpu)
+    }
+
+    /// The two sides at once, after [`StagingSlot::wait`]: the CPU may fill the upload side
+    /// while it drains the download side (they are separate buffers).
+    pub fn sides(&mut self) -> (Filler<'_>, Drainer<'_>) {
+        let filler = match &mut self.up.backing {
+            Backing::Mapped { buf, .. } => Filler::Mapped(buf),
+            Backing::Host { host, .. } => Filler::Host(host.bytes_mut()),
+        };
+        let drainer = match &self.down.backing {
+            Backing::Mapped { buf, .. } => Drainer::Mapped(buf),
+            Backing::Host { host, .. } => Drainer::Host(host.bytes()),
+        };
+        (filler, drainer)
+    }
+
     /// Wait until the upload side may be filled again (the GPU has read the last chunk).
     pub fn wait_upload(&mut self, gpu: &Gpu) -> Result<()> {
         self.up.ready_to_fill(gpu)
@@ -728,5 +743,44 @@ impl StagingSlot {
     /// Give the download side back for the next chunk.
     pub fn done_draining(&mut self) {
         self.down.release();
+    }
+}
+
+/// A slot's upload side, lent for filling ([`StagingSlot::sides`]). Only the buffer or the
+/// bytes travel (not the slot, whose pending map is not shareable between threads).
+pub enum Filler<'a> {
+    Mapped(&'a wgpu::Buffer),
+    Host(&'a mut [u8]),
+}
+
+impl Filler<'_> {
+    /// Copy `data` into the upload side at byte `offset` (a multiple of 4), on all cores.
+    pub fn fill(&mut self, offset: u64, data: &[u8]) {
+        match self {
+            Filler::Mapped(buf) => write_mapped(buf, offset, data),
+            Filler::Host(bytes) => {
+                let at = offset as usize;
+                par_copy(&mut bytes[at..at + data.len()], data)
+            }
+        }
+    }
+}
+
+/// A slot's download side, lent for draining ([`StagingSlot::sides`]).
+pub enum Drainer<'a> {
+    Mapped(&'a wgpu::Buffer),
+    Host(&'a [u8]),
+}
+
+impl Drainer<'_> {
+    /// Copy `out.len()` bytes from the download side at byte `offset`, on all cores.
+    pub fn drain(&self, offset: u64, out: &mut [u8]) {
+        match self {
+            Drainer::Mapped(buf) => read_mapped(buf, offset, out),
+            Drainer::Host(bytes) => {
+                let at = offset as usize;
+                par_copy(out, &bytes[at..at + out.len()])
+            }
+        }
     }
 }

@@ -121,7 +121,7 @@ pub fn scan_streamed<T: SortKey>(
     on_each(group, items, |d, gpu, (range, carry)| {
         let first = range.start;
         let data = &input[range];
-        let mut each = |at: usize, piece: &[T]| -> Result<()> {
+        let each = |at: usize, piece: &[T]| -> Result<()> {
             if d == 0 {
                 return sink(first + at, piece);
             }
@@ -132,7 +132,7 @@ pub fn scan_streamed<T: SortKey>(
             sink(first + at, &carried)
         };
         if T::TYPE.is_wide() {
-            Scanner64::new(gpu).scan_each(gpu, data, op, inclusive, &mut each)
+            Scanner64::new(gpu).scan_each(gpu, data, op, inclusive, each)
         } else {
             scanners[d].scan_streamed(gpu, data, op, inclusive, chunk, each)
         }

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use crate::device::kernel::{self, Layout, Slot};
-use crate::device::transfer::{self, StagingSlot};
+use crate::device::transfer::{self, Drainer, Filler};
 use crate::device::Gpu;
 use crate::error::{Error, Result};
 use crate::keys::{KeyType, SortKey};
@@ -192,9 +192,8 @@ impl Scanner64 {
         data: &[T],
         op: ScanOp,
         inclusive: bool,
-        sink: &mut dyn FnMut(usize, &[T]) -> Result<()>,
+        mut sink: impl FnMut(usize, &[T]) -> Result<()> + Send,
     ) -> Result<()> {
-        let mut piece: Vec<T> = Vec::new();
         self.run(
             gpu,
             (T::TYPE, None),
@@ -203,11 +202,11 @@ impl Scanner64 {
             inclusive,
             |r, slot| slot.fill(0, bytemuck::cast_slice(&data[r])),
             |r, slot| {
-                piece.resize(r.len(), T::zeroed());
+                let mut piece = transfer::zeroed_vec::<T>(r.len());
                 slot.drain(0, bytemuck::cast_slice_mut(&mut piece));
-                sink(r.start, &piece)
+                (r.start, piece)
             },
-            |_, landed| landed,
+            |_, (at, piece)| sink(at, &piece),
         )
     }
 
@@ -278,8 +277,8 @@ impl Scanner64 {
         n: usize,
         op: ScanOp,
         inclusive: bool,
-        mut fill: impl FnMut(std::ops::Range<usize>, &mut StagingSlot),
-        mut drain: impl FnMut(std::ops::Range<usize>, &StagingSlot) -> P,
+        mut fill: impl FnMut(std::ops::Range<usize>, &mut Filler<'_>) + Send,
+        mut drain: impl FnMut(std::ops::Range<usize>, &Drainer<'_>) -> P + Send,
         sink: impl FnMut(usize, P) -> Result<()> + Send,
     ) -> Result<()> {
         if !supports(t, op) {

@@ -1,7 +1,8 @@
 //! Scans and compactions of host arrays of any length, piece by piece (issue 8's pipelined jobs).
 //!
 //! The array goes through the GPU in chunks: while the GPU scans (or compacts) chunk k, the CPU
-//! fills the other staging slot with chunk k + 1 and drains chunk k - 1, and a writer thread
+//! drains chunk k - 1 out of the other staging slot and fills chunk k + 1 into it, both at once
+//! on all cores (its upload and download sides are separate buffers), and a writer thread
 //! hands finished chunks to the caller's sink. So file reading, PCIe copies, the kernels and
 //! file writing overlap, and neither the input nor the output has to fit in one storage
 //! binding or in GPU memory: a 10 GiB file scans through two chunk-sized GPU buffers.
@@ -13,11 +14,15 @@
 
 use std::sync::mpsc;
 
-use crate::device::transfer::{self, StagingSlot};
+use crate::device::transfer::{self, Drainer, Filler, StagingSlot};
 use crate::device::Gpu;
 use crate::error::{Error, Result};
 use crate::keys::SortKey;
 use crate::scan::{Carry, CompactJob, Predicate, ScanJob, ScanOp, Scanner};
+
+/// Staging slots a streamed job uses: as many as the device keeps between jobs
+/// (`StagingSlot::give_back`), since a slot made afresh costs more than the chunks it stages.
+const SLOTS: usize = 2;
 
 /// Bytes of input per chunk unless the caller asks otherwise: big enough that a chunk's kernel
 /// and copies dwarf the per-chunk submit and map (tens of microseconds), small enough that
@@ -56,11 +61,12 @@ struct Finished<T> {
     kept: usize,
 }
 
-/// The chunk loop both jobs share. For chunk k: `fill(k, slot)` copies its input into the
+/// The chunk loop both jobs share. For chunk k: `fill(k, filler)` copies its input into a
 /// slot's upload side; `record(k, encoder, slot)` records the copies and kernels and returns
-/// how many bytes of the download side to map; after the GPU is done, `drain(k, slot)` copies
-/// the results out of the mapped download side. Drained chunks go, in order, to `sink` on a
-/// writer thread while later chunks run.
+/// how many bytes of the download side the results take; after the GPU is done,
+/// `drain(k, drainer)` copies the results out of the download side. The CPU drains chunk
+/// k - SLOTS and fills chunk k at once (one slot, two buffers) while the GPU works on the chunks
+/// between. Drained chunks go, in order, to `sink` on a writer thread while later chunks run.
 pub(crate) fn run_chunks<P: Send, F, R, D, S>(
     gpu: &Gpu,
     chunks: usize,
@@ -71,15 +77,16 @@ pub(crate) fn run_chunks<P: Send, F, R, D, S>(
     mut sink: S,
 ) -> Result<()>
 where
-    F: FnMut(usize, &mut StagingSlot),
+    F: FnMut(usize, &mut Filler<'_>) + Send,
     R: FnMut(usize, &mut wgpu::CommandEncoder, &StagingSlot) -> Result<u64>,
-    D: FnMut(usize, &StagingSlot) -> P,
+    D: FnMut(usize, &Drainer<'_>) -> P + Send,
     S: FnMut(usize, P) -> Result<()> + Send,
 {
-    let mut slots = [
-        StagingSlot::lend(gpu, up_bytes, down_bytes)?,
-        StagingSlot::lend(gpu, up_bytes, down_bytes)?,
-    ];
+    let mut slots = Vec::new();
+    for _ in 0..SLOTS.min(chunks.max(1)) {
+        slots.push(StagingSlot::lend(gpu, up_bytes, down_bytes)?);
+    }
+    let nslots = slots.len();
     let result = std::thread::scope(|scope| {
         // two chunks may wait for the writer: enough to keep it busy, bounded memory
         let (tx, rx) = mpsc::sync_channel::<(usize, P)>(2);
@@ -89,37 +96,43 @@ where
             }
             Ok(())
         });
-        let mut take = |k: usize, slot: &mut StagingSlot| -> Result<()> {
-            slot.wait_download(gpu)?;
-            let done = drain(k, slot);
+        let mut step = |k: usize| -> Result<()> {
+            let slot = &mut slots[k % nslots];
+            slot.wait(gpu)?;
+            // the chunk this slot held, drained while the next one is filled in
+            let earlier = k.checked_sub(nslots);
+            let now = (k < chunks).then_some(k);
+            let (mut filler, drainer) = slot.sides();
+            let (drained, ()) = rayon::join(
+                || earlier.map(|e| drain(e, &drainer)),
+                || {
+                    if let Some(k) = now {
+                        fill(k, &mut filler)
+                    }
+                },
+            );
             slot.done_draining();
-            // a closed channel means the writer failed: stop; its error is the one reported
-            tx.send((k, done))
-                .map_err(|_| Error::Io("the writer stopped".into()))
-        };
-        let mut result = Ok(());
-        for k in 0..chunks {
-            let step = (|| -> Result<()> {
-                let slot = &mut slots[k % 2];
-                slot.wait_upload(gpu)?;
-                fill(k, slot);
-                slot.done_filling();
+            slot.done_filling();
+            if let Some(k) = now {
                 let mut enc = gpu.device.create_command_encoder(&Default::default());
                 let down = record(k, &mut enc, slot)?;
                 let idx = gpu.queue.submit([enc.finish()]);
                 slot.submitted(idx, down);
-                if k > 0 {
-                    take(k - 1, &mut slots[(k - 1) % 2])?;
-                }
-                Ok(())
-            })();
-            if step.is_err() {
-                result = step;
+            }
+            if let (Some(e), Some(done)) = (earlier, drained) {
+                // a closed channel means the writer failed: stop; its error is the one reported
+                tx.send((e, done))
+                    .map_err(|_| Error::Io("the writer stopped".into()))?;
+            }
+            Ok(())
+        };
+        let mut result = Ok(());
+        // past the last chunk, each slot that held one is drained
+        for k in (0..chunks + nslots).filter(|&k| k < chunks || k >= nslots) {
+            result = step(k);
+            if result.is_err() {
                 break;
             }
-        }
-        if result.is_ok() && chunks > 0 {
-            result = take(chunks - 1, &mut slots[(chunks - 1) % 2]);
         }
         drop(tx);
         let written = writer
@@ -217,7 +230,7 @@ impl Scanner {
         op: ScanOp,
         inclusive: bool,
         chunk: usize,
-        drain: impl FnMut(usize, &StagingSlot) -> P,
+        drain: impl FnMut(usize, &Drainer<'_>) -> P + Send,
         sink: impl FnMut(usize, P) -> Result<()> + Send,
     ) -> Result<()> {
         if T::TYPE.is_wide() {

@@ -1641,6 +1641,20 @@ pub fn apply<T: StencilValue>(
     plan: &StencilPlan,
     grid: &[T],
 ) -> Result<(Vec<T>, StencilStats)> {
+    let mut out: Vec<T> = transfer::zeroed_vec(grid.len()); // zero pages, not a fill
+    let stats = apply_into(gpu, kernel, plan, grid, &mut out)?;
+    Ok((out, stats))
+}
+
+/// [`apply`] into `out` (the grid's size), every cell of which it writes: a caller's reused
+/// memory (the Python package's recycled result arrays) instead of fresh pages.
+pub fn apply_into<T: StencilValue>(
+    gpu: &Gpu,
+    kernel: &StencilKernel,
+    plan: &StencilPlan,
+    grid: &[T],
+    out: &mut [T],
+) -> Result<StencilStats> {
     if T::TYPE != kernel.job.dtype {
         return Err(Error::InvalidInput(format!(
             "the kernel was built for {} grids, not {}",
@@ -1648,6 +1662,7 @@ pub fn apply<T: StencilValue>(
             T::TYPE
         )));
     }
+    crate::scan::check_lengths(grid.len(), out.len())?;
     let bytes = std::mem::size_of_val(grid) as u64;
     if plan.in_core && plan.sweeps == 1 && bytes <= gpu.max_binding() {
         // in core: through the staging ring both ways and every step on the GPU, instead of
@@ -1661,19 +1676,16 @@ pub fn apply<T: StencilValue>(
         let result = kernel.record_steps(gpu, &mut encoder, &a, &b, kernel.job.steps)?;
         gpu.queue.submit([encoder.finish()]);
         gpu.wait()?;
-        let mut out: Vec<T> = transfer::zeroed_vec(grid.len());
-        transfer::download(gpu, result, 0, bytemuck::cast_slice_mut(&mut out))?;
-        let stats = StencilStats {
+        transfer::download(gpu, result, 0, bytemuck::cast_slice_mut(out))?;
+        return Ok(StencilStats {
             seconds: t.elapsed().as_secs_f64(),
             blocks_run: 1,
             bytes_up: bytes,
             bytes_down: bytes,
             cell_updates: kernel.job.shape.cells() as u64 * kernel.job.steps as u64,
             ..Default::default()
-        };
-        return Ok((out, stats));
+        });
     }
-    let mut out: Vec<T> = transfer::zeroed_vec(grid.len()); // zero pages, not a fill
     let mut scratch = vec![
         0u8;
         if plan.sweeps > 1 {
@@ -1682,14 +1694,13 @@ pub fn apply<T: StencilValue>(
             0
         }
     ];
-    let stats = run(
+    run(
         gpu,
         kernel,
         plan,
         bytemuck::cast_slice(grid),
-        bytemuck::cast_slice_mut(&mut out),
+        bytemuck::cast_slice_mut(out),
         (plan.sweeps > 1).then_some(&mut scratch[..]),
         &mut |_, _| {},
-    )?;
-    Ok((out, stats))
+    )
 }
