@@ -1324,6 +1324,29 @@ fn transfers_round_trip_through_the_staging_ring() {
                     let mut again = vec![0u8; bytes as usize];
                     transfer::download(gpu, &buf, offset, &mut again).unwrap();
                     assert!(again == data, "{bytes} bytes at {offset}, default chunks");
+                    // handed on straight from staging (the CLI's sort writes files so): every
+                    // chunk once, in order, at its place
+                    let mut passed = Vec::new();
+                    let mut at_expected = 0;
+                    transfer::download_through(
+                        gpu,
+                        &buf,
+                        offset,
+                        bytes,
+                        chunk,
+                        &mut |at, piece| {
+                            assert_eq!(at, at_expected, "chunks in order");
+                            assert!(piece.len() as u64 <= chunk && !piece.is_empty());
+                            at_expected += piece.len();
+                            passed.extend_from_slice(piece);
+                            Ok(())
+                        },
+                    )
+                    .unwrap();
+                    assert!(
+                        passed == data,
+                        "{bytes} bytes at {offset} handed on, chunks of {chunk}"
+                    );
                 }
             }
         }

@@ -344,6 +344,7 @@ fn sort_in_memory<T: SortKey>(
         read: read_s,
         gpu_start: (sort_start - start).as_secs_f64() - read_s,
         write: write_s,
+        written_in_download: false,
     };
     if group.len() == 1 {
         report::<T>(g, args, keys.len(), &stats.devices[0], start, dest, split);
@@ -502,6 +503,7 @@ fn sort_direct<T: SortKey>(
             read: 0.0,
             gpu_start: gpu_start_s,
             write: 0.0,
+            written_in_download: false,
         };
         report::<T>(g, args, input.len, &stats, start, dest, split);
         return Ok(());
@@ -551,47 +553,43 @@ fn sort_direct<T: SortKey>(
     stats.upload_s = upload_s;
     stats.gpu_s = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    // Into anonymous memory (faulting in a fresh mapped output took 0.57-0.72 s for 1 GiB on the
-    // GPU machine, against 0.07 s for the download), each staging chunk handed to a writer
-    // thread as it lands: positioned writes on all cores, writeback started at once, while
-    // later chunks still download.
+    // Straight from the staging memory into the file: each chunk written on all cores (positioned
+    // writes, writeback started at once) while the GPU copies the next ones. No host buffer of
+    // the result's size is filled on the way (its page faults and copy took longer than the
+    // link; a fresh mapped output took 0.57-0.72 s for 1 GiB on the GPU machine).
     bar.set_message(format!("downloading and writing {}", shown(dest)));
-    let mut host = vec![0u8; bytes.len()];
     let mut out = Output::create(dest)?;
     let format = output_format(input, args.output.as_deref());
     let writer = out.positioned(format, T::TYPE, input.len as u64)?;
-    stats.download_s = std::thread::scope(|s| -> Result<f64, CliError> {
-        let (tx, rx) = std::sync::mpsc::channel::<(usize, &[u8])>();
-        let writing = s.spawn(|| -> CliResult {
-            for (at, piece) in rx {
-                writer.write_at(at as u64, piece)?;
-            }
-            Ok(())
-        });
-        let landed = transfer::download_each(
-            &gpu,
-            &keys,
-            0,
-            &mut host,
-            transfer::CHUNK_BYTES,
-            &mut |at, piece| {
-                let _ = tx.send((at, piece)); // a writer that failed says why at join
-                Ok(())
-            },
-        );
-        let download_s = t.elapsed().as_secs_f64();
-        drop(tx);
-        writing.join().expect("the writer thread does not panic")?;
-        landed?;
-        Ok(download_s)
-    })?;
+    let mut failed = None;
+    let landed = transfer::download_through(
+        &gpu,
+        &keys,
+        0,
+        bytes.len() as u64,
+        transfer::CHUNK_BYTES,
+        &mut |at, piece| {
+            writer.write_at(at as u64, piece).map_err(|e| {
+                let line = e.message.clone();
+                failed = Some(e);
+                gpusort_core::Error::Io(line)
+            })
+        },
+    );
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    landed?;
+    stats.download_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
     out.commit()?;
-    let write_s = t.elapsed().as_secs_f64() - stats.download_s;
+    let write_s = t.elapsed().as_secs_f64();
     bar.finish_and_clear();
     let split = Split {
         read: 0.0, // uploaded straight from the input's map
         gpu_start: gpu_start_s,
         write: write_s,
+        written_in_download: true,
     };
     report::<T>(g, args, input.len, &stats, start, dest, split);
     Ok(())
@@ -780,6 +778,9 @@ struct Split {
     read: f64,
     gpu_start: f64,
     write: f64,
+    /// The download wrote each chunk into the output as it landed (`write` is then the finish:
+    /// the flush and rename, or the rename alone with --no-sync).
+    written_in_download: bool,
 }
 
 /// A sorting algorithm in a user's words.
@@ -814,13 +815,22 @@ fn report<T: SortKey>(
     );
     if g.show_timings() {
         eprintln!(
-            "time: read {:.3} s, GPU start {:.3} s, upload {:.3} s, sort {:.3} s, download {:.3} s, {} {:.3} s",
+            "time: read {:.3} s, GPU start {:.3} s, upload {:.3} s, sort {:.3} s, {} {:.3} s, {} {:.3} s",
             split.read,
             split.gpu_start,
             stats.upload_s,
             stats.gpu_s,
+            if split.written_in_download {
+                "download and write"
+            } else {
+                "download"
+            },
             stats.download_s,
-            crate::files::write_words(),
+            if split.written_in_download {
+                crate::files::finish_words()
+            } else {
+                crate::files::write_words()
+            },
             split.write
         );
     }

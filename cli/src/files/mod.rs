@@ -24,9 +24,9 @@ pub use job::{
 };
 pub use npy::{parse_npy, NpyLayout};
 pub use output::{
-    check_output_path, default_name, durable, open_values, output_format, output_target,
-    resolve_output, set_durable, shown, write_words, Appender, Output, PositionedWriter, RunDir,
-    Scratch, StreamWriter,
+    check_output_path, default_name, durable, finish_words, open_values, output_format,
+    output_target, resolve_output, set_durable, shown, write_words, Appender, Output,
+    PositionedWriter, RunDir, Scratch, StreamWriter,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

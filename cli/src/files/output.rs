@@ -29,6 +29,15 @@ pub fn durable() -> bool {
     DURABLE.load(std::sync::atomic::Ordering::Relaxed)
 }
 
+/// The finish of an output whose bytes were written already, in the time split's words.
+pub fn finish_words() -> &'static str {
+    if durable() {
+        "flush and rename"
+    } else {
+        "rename (--no-sync: not flushed)"
+    }
+}
+
 /// The time split's name for writing outputs: whether it included the flush.
 pub fn write_words() -> &'static str {
     if durable() {
@@ -488,8 +497,8 @@ impl Drop for Output {
 const WRITE_PIECE: usize = 8 << 20;
 
 /// Write `data` at byte `at` of `file` by positioned writes, in pieces on all cores, starting
-/// each piece's writeback at once: copying 1 GiB into the page cache on one thread took longer
-/// than the GPU sort of it (docs/BENCHMARKS.md). Safe to call from several threads at once.
+/// each piece's writeback at once where the output is to be flushed. Safe to call from several
+/// threads at once.
 fn write_at(file: &File, at: u64, data: &[u8]) -> std::io::Result<()> {
     use rayon::prelude::*;
     data.par_chunks(WRITE_PIECE)
@@ -497,7 +506,11 @@ fn write_at(file: &File, at: u64, data: &[u8]) -> std::io::Result<()> {
         .try_for_each(|(i, piece)| {
             let pos = at + (i * WRITE_PIECE) as u64;
             pwrite_all(file, piece, pos)?;
-            start_writeback(file, pos, piece.len());
+            // early writeback keeps the final flush short but slows the writes
+            // (docs/BENCHMARKS.md): without a flush it is only a cost
+            if durable() {
+                start_writeback(file, pos, piece.len());
+            }
             Ok(())
         })
 }

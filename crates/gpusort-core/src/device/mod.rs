@@ -287,7 +287,9 @@ impl Gpu {
     /// Pick an adapter and create the device with the adapter's own limits and the optional
     /// features gpusort can use.
     pub fn new(options: &GpuOptions) -> Result<Gpu> {
+        let t = std::time::Instant::now();
         let (index, adapter) = choose(enumerate(options)?, options.adapter.as_deref())?;
+        let found_s = t.elapsed().as_secs_f64();
         let summary = summarize(index, &adapter);
         let available = adapter.features();
         let wanted = wgpu::Features::SUBGROUP
@@ -346,10 +348,13 @@ impl Gpu {
             Some(s) => format!("subgroups of {}..{} lanes", s.min_size, s.max_size),
             None => "no subgroups".to_string(),
         };
+        // where a start's time goes: the driver's instance and adapter enumeration, then the
+        // device's creation
         tracing::info!(
-            "GPU ready: {} through {}, {lanes}",
+            "GPU ready: {} through {}, {lanes}; adapters found in {found_s:.3} s, device opened in {:.3} s",
             summary.name,
-            summary.backend
+            summary.backend,
+            t.elapsed().as_secs_f64() - found_s
         );
         let pipeline_cache = options.pipeline_cache.as_deref().and_then(|folder| {
             pipeline_cache::PipelineCache::open(&device, &adapter.get_info(), &summary, folder)

@@ -288,6 +288,17 @@ impl RingSlot {
         }
     }
 
+    /// `f` of the first `len` bytes where the GPU put them (after `settle`): the imported
+    /// memory itself, or the mapped range.
+    fn lend_bytes(&self, len: usize, f: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()> {
+        match &self.backing {
+            Backing::Mapped { buf, .. } => f(&buf
+                .get_mapped_range(0..len as u64)
+                .expect("range inside the mapped staging buffer")),
+            Backing::Host { host, .. } => f(&host.bytes()[..len]),
+        }
+    }
+
     /// The CPU is done with the buffer: hand it to the GPU (unmap).
     fn release(&mut self) {
         if let Backing::Mapped { buf, mapped, .. } = &mut self.backing {
@@ -497,6 +508,57 @@ pub fn download_each<'a>(
             queue_copy(&mut ring, i + RING_SLOTS)?;
         }
         landed(i * chunk as usize, part)?;
+    }
+    Ok(())
+}
+
+/// Hand `len` bytes of `src` from byte `offset` to `landed(at, bytes)` chunk by chunk (`at`
+/// counted from `offset`), straight out of the staging memory: for callers that pass the bytes
+/// on (into a file) rather than keep them, so no host buffer the size of the result is filled
+/// (its page faults and copy cost more than the link). `landed` runs while the GPU copies the
+/// next chunks into the other slots; a slot is reused only after `landed` returns.
+pub fn download_through(
+    gpu: &Gpu,
+    src: &wgpu::Buffer,
+    offset: u64,
+    len: u64,
+    chunk: u64,
+    landed: &mut dyn FnMut(usize, &[u8]) -> Result<()>,
+) -> Result<()> {
+    if len == 0 {
+        return Ok(());
+    }
+    debug_assert!(len.is_multiple_of(4) && offset.is_multiple_of(4));
+    let chunk = align4(chunk.min(len));
+    let chunks = len.div_ceil(chunk) as usize;
+    let part = |i: usize| (i as u64 * chunk, chunk.min(len - i as u64 * chunk));
+    let mut ring = gpu.staging.lock().unwrap_or_else(|p| p.into_inner());
+    let queue_copy = |ring: &mut Ring, i: usize| -> Result<()> {
+        let (at, n) = part(i);
+        let slot = ring.slot(gpu, i, chunk, false)?;
+        slot.ready_to_receive(gpu)?;
+        let mut enc = gpu
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("download"),
+            });
+        enc.copy_buffer_to_buffer(src, offset + at, slot.buffer(), 0, n);
+        let submission = gpu.queue.submit([enc.finish()]);
+        slot.submitted(submission, wgpu::MapMode::Read, n);
+        Ok(())
+    };
+    for i in 0..chunks.min(RING_SLOTS) {
+        queue_copy(&mut ring, i)?;
+    }
+    for i in 0..chunks {
+        let (at, n) = part(i);
+        let slot = ring.slot(gpu, i, chunk, false)?;
+        slot.settle(gpu)?;
+        slot.lend_bytes(n as usize, &mut |bytes| landed(at as usize, bytes))?;
+        slot.release();
+        if i + RING_SLOTS < chunks {
+            queue_copy(&mut ring, i + RING_SLOTS)?;
+        }
     }
     Ok(())
 }
