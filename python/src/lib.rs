@@ -312,22 +312,6 @@ fn par_map_into<A: Copy + Send + Sync, B: Copy + Send + Sync>(
         });
 }
 
-/// The elements of `a` in a result buffer (every element written), copied on all cores.
-fn owned_result<T: numpy::Element + bytemuck::Pod + Send + Sync>(
-    a: &PyReadonlyArray1<'_, T>,
-) -> ResultBuf<T> {
-    let mut out = ResultBuf::new(a.len());
-    match a.as_slice() {
-        Ok(s) => par_map_into(s, out.as_mut_slice(), |x| x),
-        Err(_) => {
-            for (d, &x) in out.as_mut_slice().iter_mut().zip(a.as_array().iter()) {
-                *d = x;
-            }
-        }
-    }
-    out
-}
-
 /// Sort `a` (segments of `segment` keys on their own); returns (keys, permutation as int64 or
 /// None).
 #[pyfunction]
@@ -340,7 +324,6 @@ fn sort<'py>(
     want_permutation: bool,
 ) -> PyResult<(Bound<'py, PyAny>, Option<Bound<'py, PyAny>>)> {
     with_keys!(a, |arr: T| {
-        let mut buf = owned_result(&arr);
         if arr.len() as u64 > u32::MAX as u64 {
             return Err(PyValueError::new_err(
                 "arrays of more than 2^32 elements are not supported",
@@ -350,7 +333,11 @@ fn sort<'py>(
             descending,
             segment_size: segment,
         };
+        // the keys copied into the result on the worker, with the GIL released
+        let data = input(&arr);
         let (keys, perm) = run(py, move |e| {
+            let mut buf = ResultBuf::new(data.as_slice().len());
+            par_map_into(data.as_slice(), buf.as_mut_slice(), |x| x);
             let keys = buf.as_mut_slice();
             let perm = match e {
                 Engine::Cpu => {
