@@ -330,7 +330,9 @@ fn par_copy(dst: &mut [u8], src: &[u8]) {
 
 /// The staging ring the device keeps for its whole life: up to [`RING_SLOTS`] buffers each way,
 /// created on first use, re-created only to grow past the largest chunk asked of them (never per
-/// call). Every host<->GPU copy of the library goes through it.
+/// call). Every host<->GPU copy of the library goes through it. Imported host memory serves
+/// both ways, so there the downloads take the uploads' buffers (`up`): a process that uploads
+/// and downloads imports one set, since importing is what a one-shot command pays most for.
 #[derive(Default)]
 pub(crate) struct Ring {
     up: Vec<RingSlot>,
@@ -347,15 +349,20 @@ const KEPT_STAGING_SLOTS: usize = 2;
 impl Ring {
     /// Slot `i % RING_SLOTS` of one direction, holding at least `size` bytes.
     fn slot(&mut self, gpu: &Gpu, i: usize, size: u64, upload: bool) -> Result<&mut RingSlot> {
-        let slots = if upload { &mut self.up } else { &mut self.down };
+        let shared = gpu.host_memory_import() && self.up.iter().all(RingSlot::is_host);
+        let slots = if upload || shared {
+            &mut self.up
+        } else {
+            &mut self.down
+        };
         let k = i % RING_SLOTS;
         if k == slots.len() {
             slots.push(RingSlot::new(gpu, size, upload)?);
-        } else if slots[k].size < size {
+        } else if slots[k].size < size || (!slots[k].is_host() && slots[k].upload != upload) {
+            // too small, or mapped for the other direction (an import that failed)
             slots[k].settle(gpu)?;
             slots[k] = RingSlot::new(gpu, size, upload)?;
         }
-        debug_assert_eq!(slots[k].upload, upload);
         Ok(&mut slots[k])
     }
 }
