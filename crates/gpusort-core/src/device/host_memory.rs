@@ -59,6 +59,10 @@ impl std::fmt::Debug for HostImport {
 /// where its pages are.
 const MIN_PAGE: usize = 4096;
 
+/// The huge page of x86-64 and arm64 Linux, and the size from which staging buffers take them.
+const HUGE_PAGE: usize = 2 << 20;
+const HUGE_FROM: usize = 8 << 20;
+
 impl HostImport {
     /// Open a device on `adapter` with the extension enabled, where it is Vulkan and offers it.
     /// None: use `adapter.request_device` as usual.
@@ -131,10 +135,21 @@ impl HostImport {
     /// A staging buffer of at least `bytes` in imported host memory, usable as a copy source and
     /// destination. None where any step fails (the caller falls back to mapped staging).
     pub(crate) fn buffer(&self, device: &wgpu::Device, bytes: u64) -> Option<HostBuffer> {
-        let size = (bytes.max(4) as usize).checked_next_multiple_of(self.alignment)?;
-        let layout = Layout::from_size_align(size, self.alignment).ok()?;
+        // large buffers on huge-page boundaries, advised to be huge pages: the driver pins the
+        // pages when it imports them, and pinning 2 MiB pages is far cheaper than 4 KiB ones
+        let align = if bytes >= HUGE_FROM as u64 {
+            self.alignment.max(HUGE_PAGE)
+        } else {
+            self.alignment
+        };
+        let size = (bytes.max(4) as usize).checked_next_multiple_of(align)?;
+        let layout = Layout::from_size_align(size, align).ok()?;
         // SAFETY: non-zero size
-        let ptr = NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) })?;
+        let ptr = NonNull::new(unsafe { std::alloc::alloc(layout) })?;
+        // advised before the first touch (the zeroing), which is when pages are chosen
+        crate::device::transfer::advise_huge_range(ptr.as_ptr(), size);
+        // SAFETY: `size` bytes at `ptr` are this fresh allocation's
+        unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, size) };
         let host = HostAlloc { ptr, layout };
         let d = &self.device;
         let handle = vk::ExternalMemoryHandleTypeFlags::HOST_ALLOCATION_EXT;

@@ -590,7 +590,6 @@ pub fn read_vec<T: bytemuck::Pod>(gpu: &Gpu, src: &wgpu::Buffer, len: usize) -> 
 /// rather than 262144 (the faults, not the copies, bounded downloads into new vectors).
 pub fn zeroed_vec<T: bytemuck::Zeroable + Clone>(len: usize) -> Vec<T> {
     let v: Vec<T> = bytemuck::zeroed_vec(len);
-    #[cfg(target_os = "linux")]
     advise_huge_range(v.as_ptr().cast(), std::mem::size_of_val(v.as_slice()));
     v
 }
@@ -598,14 +597,20 @@ pub fn zeroed_vec<T: bytemuck::Zeroable + Clone>(len: usize) -> Vec<T> {
 /// Ask the system to back the not yet touched pages of `bytes` (a fresh allocation, such as an
 /// Arrow buffer about to be filled) with huge pages, as [`zeroed_vec`] does; changes no contents.
 pub fn advise_huge_pages(bytes: &[u8]) {
-    #[cfg(target_os = "linux")]
     advise_huge_range(bytes.as_ptr(), bytes.len());
 }
 
-/// Ask Linux to back `[ptr, ptr + len)` with transparent huge pages where it is worth it (a few
-/// MiB and up); the advice changes no contents, and a refusal (THP off) changes nothing.
+/// Ask Linux to back `[ptr, ptr + len)` (inside one live allocation) with transparent huge pages
+/// where it is worth it (a few MiB and up); the advice changes no contents, and a refusal (THP
+/// off) changes nothing. Elsewhere it does nothing.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn advise_huge_range(_ptr: *const u8, _len: usize) {}
+
+/// Ask Linux to back `[ptr, ptr + len)` (inside one live allocation) with transparent huge pages
+/// where it is worth it (a few MiB and up); the advice changes no contents, and a refusal (THP
+/// off) changes nothing.
 #[cfg(target_os = "linux")]
-fn advise_huge_range(ptr: *const u8, len: usize) {
+pub(crate) fn advise_huge_range(ptr: *const u8, len: usize) {
     const HUGE: usize = 2 << 20;
     if len < 4 * HUGE {
         return;
