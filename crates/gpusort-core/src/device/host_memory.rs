@@ -16,7 +16,8 @@
 //!    extension the physical device reports; wgpu then wraps it (`create_device_from_hal`) and
 //!    manages it exactly as one it created itself.
 //! 2. Each [`HostBuffer`] owns a host allocation (`std::alloc`, aligned to the driver's
-//!    `minImportedHostPointerAlignment` and to the page, size a multiple of it), a
+//!    `minImportedHostPointerAlignment` and to the page — to 2 MiB from 8 MiB, advised to be huge
+//!    pages, which the driver pins far faster — size a multiple of it, zeroed before import), a
 //!    `VkDeviceMemory` importing exactly that range, and a `VkBuffer` bound to it. The VkBuffer
 //!    is handed to wgpu as an *externally owned* buffer whose drop callback destroys the
 //!    VkBuffer, frees the VkDeviceMemory and only then frees the host allocation. wgpu runs that
