@@ -480,43 +480,15 @@ pub fn download_each<'a>(
     chunk: u64,
     landed: &mut dyn FnMut(usize, &'a [u8]) -> Result<()>,
 ) -> Result<()> {
-    if out.is_empty() {
-        return Ok(());
-    }
-    debug_assert!(out.len().is_multiple_of(4) && offset.is_multiple_of(4));
-    let chunk = align4(chunk.min(out.len() as u64));
-    let total = out.len() as u64;
-    let chunks = total.div_ceil(chunk) as usize;
-    let mut ring = gpu.staging.lock().unwrap_or_else(|p| p.into_inner());
-    let queue_copy = |ring: &mut Ring, i: usize| -> Result<()> {
-        let at = i as u64 * chunk;
-        let len = chunk.min(total - at);
-        let slot = ring.slot(gpu, i, chunk, false)?;
-        slot.ready_to_receive(gpu)?;
-        let mut enc = gpu
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                label: Some("download"),
-            });
-        enc.copy_buffer_to_buffer(src, offset + at, slot.buffer(), 0, len);
-        let submission = gpu.queue.submit([enc.finish()]);
-        slot.submitted(submission, wgpu::MapMode::Read, len);
-        Ok(())
-    };
-    for i in 0..chunks.min(RING_SLOTS) {
-        queue_copy(&mut ring, i)?;
-    }
-    for (i, part) in out.chunks_mut(chunk as usize).enumerate() {
-        let slot = ring.slot(gpu, i, chunk, false)?;
-        slot.settle(gpu)?;
-        slot.drain(0, part);
-        slot.release();
-        if i + RING_SLOTS < chunks {
-            queue_copy(&mut ring, i + RING_SLOTS)?;
-        }
-        landed(i * chunk as usize, part)?;
-    }
-    Ok(())
+    let len = out.len() as u64;
+    let mut rest: &'a mut [u8] = out;
+    download_through(gpu, src, offset, len, chunk, &mut |at, bytes| {
+        // chunks land in order, one each: the next piece of `out` is this chunk's
+        let (part, tail) = std::mem::take(&mut rest).split_at_mut(bytes.len());
+        rest = tail;
+        par_copy(part, bytes);
+        landed(at, part)
+    })
 }
 
 /// Hand `len` bytes of `src` from byte `offset` to `landed(at, bytes)` chunk by chunk (`at`
