@@ -554,9 +554,8 @@ fn sort_direct<T: SortKey>(
     stats.gpu_s = t.elapsed().as_secs_f64();
     let t = Instant::now();
     // Straight from the staging memory into the file: each chunk written on all cores (positioned
-    // writes, writeback started at once) while the GPU copies the next ones. No host buffer of
-    // the result's size is filled on the way (its page faults and copy took longer than the
-    // link; a fresh mapped output took 0.57-0.72 s for 1 GiB on the GPU machine).
+    // writes) while the GPU copies the next ones. No host buffer of the result's size is filled
+    // on the way: its page faults and copy cost more than the link (docs/BENCHMARKS.md).
     bar.set_message(format!("downloading and writing {}", shown(dest)));
     let mut out = Output::create(dest)?;
     let format = output_format(input, args.output.as_deref());

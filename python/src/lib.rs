@@ -296,6 +296,16 @@ fn par_copy<A: Copy + Send + Sync, B: bytemuck::Zeroable + Copy + Send + Sync>(
     out
 }
 
+/// `f` of every element of `s`, in a result array's memory (recycled where it can be).
+fn result_of<A: Copy + Send + Sync, B: numpy::Element + bytemuck::Pod + Send + Sync>(
+    s: &[A],
+    f: impl Fn(A) -> B + Sync,
+) -> ResultBuf<B> {
+    let mut out = ResultBuf::new(s.len());
+    par_map_into(s, out.as_mut_slice(), f);
+    out
+}
+
 /// `f` of every element of `s` into `out` (the same length), in parallel pieces.
 fn par_map_into<A: Copy + Send + Sync, B: Copy + Send + Sync>(
     s: &[A],
@@ -336,8 +346,7 @@ fn sort<'py>(
         // the keys copied into the result on the worker, with the GIL released
         let data = input(&arr);
         let (keys, perm) = run(py, move |e| {
-            let mut buf = ResultBuf::new(data.as_slice().len());
-            par_map_into(data.as_slice(), buf.as_mut_slice(), |x| x);
+            let mut buf = result_of(data.as_slice(), |x| x);
             let keys = buf.as_mut_slice();
             let perm = match e {
                 Engine::Cpu => {
@@ -369,12 +378,8 @@ fn sort<'py>(
                     }
                 },
             };
-            // NumPy's index type, widened on all cores (every element written)
-            let perm = perm.map(|p| {
-                let mut wide = ResultBuf::<i64>::new(p.len());
-                par_map_into(&p, wide.as_mut_slice(), i64::from);
-                wide
-            });
+            // NumPy's index type, widened on all cores
+            let perm = perm.map(|p| result_of(&p, i64::from));
             Ok((buf, perm))
         })?;
         Ok((
