@@ -32,7 +32,9 @@
 // TILE and SWEEP_GROUPS, which the unstable module's count_keys and plan_passes need), MAX_DIM
 // (workgroups per dimension), IDENTITY (0), MIN_SG (smallest subgroup size, for the rank tables), PACK (digits a rank-table word), EARLY
 // (1: a tile counts and publishes its digits before ranking them; subgroup ranking only),
-// EARLY_AT (where in scratch that histogram sits: past the rank tables), UNSTABLE_TILE (the
+// EARLY_AT (where in scratch that histogram sits: past the rank tables), SPARE_AT (past it, a
+// word a lane: where the ranking's other lanes add nothing), HIST_COPIES (count_digits'
+// copies of its histograms), UNSTABLE_TILE (the
 // unstable sweep's tile, WG times its own ITEMS: prepare sizes its dispatch), UNSTABLE_ARGS
 // and MSD_ARGS (where the unstable sweeps' and the MSD path's dispatch sizes start in args),
 // MSD_LOCAL_GROUPS (msd_local's and msd_dense's looping workgroups) and the MSD path's words
@@ -149,10 +151,17 @@ fn load_key(e: u32, alt: bool) -> vec2<u32> {
     return vec2<u32>(hi, lo);
 }
 
+// The sortable words of a key read through load_key: its NaNs are canonical, so an ascending
+// order needs no NaN test (keyorder.wgsl, key_order).
+fn sortable(k: vec2<u32>) -> vec2<u32> {
+    if (DESCENDING == 0u) { return key_order(KIND, false, k.x, k.y); }
+    return key_encode(KIND, true, k.x, k.y);
+}
+
 // The digit of pass `p` of a native key: bits [shift, shift + 8) of the sortable value (the
 // high word above the low word for 64-bit keys; the one word for 32-bit keys), cut at end_bit.
 fn digit_of(k: vec2<u32>, p: u32) -> u32 {
-    let s = key_encode(KIND, DESCENDING == 1u, k.x, k.y);
+    let s = sortable(k);
     var lo = s.x;
     var hi = 0u;
     if (KEY_WORDS == 2u) { lo = s.y; hi = s.x; }
@@ -188,8 +197,13 @@ fn count_digits(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
 // (`every_digit` false) the top pass's alone. Where every digit is counted the LSD passes run, so
 // the first stable pass's half of the look-back state is zeroed too (rows of STABLE_TILE keys,
 // spread over the `groups` workgroups launched).
+// Each histogram is kept HIST_COPIES times (the host fits them in scratch), an invocation adding
+// to copy li % HIST_COPIES: lanes of one subgroup with the same digit would otherwise queue on one
+// word, and real keys (floats' exponents, small ranges, sorted runs) share their top digits.
+const HIST_SPAN: u32 = KEY_WORDS * 4u * RADIX;
+const_assert SCRATCH >= HIST_COPIES * HIST_SPAN;
 fn count_keys(group: u32, groups: u32, li: u32, every_digit: bool) {
-    for (var b = li; b < MAX_PASSES * RADIX; b += WG) { atomicStore(&scratch[b], 0u); }
+    for (var b = li; b < HIST_COPIES * HIST_SPAN; b += WG) { atomicStore(&scratch[b], 0u); }
     workgroupBarrier();
     let n = job_n();
     if (every_digit) {
@@ -197,18 +211,20 @@ fn count_keys(group: u32, groups: u32, li: u32, every_digit: bool) {
         for (var w = group * WG + li; w < words; w += groups * WG) { atomicStore(&status[w], 0u); }
     }
     let first_pass = select(rp.passes - 1u, 0u, every_digit);
+    let copy = (li % HIST_COPIES) * HIST_SPAN;
     for (var c = 0u; c < HIST_CHUNKS; c++) {
         // every load of a chunk issued before any is used (written out per item, see sweep)
         let e@J = ((group * HIST_CHUNKS + c) * ITEMS + @Ju) * WG + li; //@ITEM
         var k@J = vec2<u32>(0u); //@ITEM
         if (e@J < n) { k@J = load_key(e@J, false); } //@ITEM
         for (var p = first_pass; p < rp.passes; p++) {
-            if (e@J < n) { atomicAdd(&scratch[p * RADIX + digit_of(k@J, p)], 1u); } //@ITEM
+            if (e@J < n) { atomicAdd(&scratch[copy + p * RADIX + digit_of(k@J, p)], 1u); } //@ITEM
         }
     }
     workgroupBarrier();
     for (var b = li; b < rp.passes * RADIX; b += WG) {
-        let c = atomicLoad(&scratch[b]);
+        var c = 0u;
+        for (var h = 0u; h < HIST_COPIES; h++) { c += atomicLoad(&scratch[h * HIST_SPAN + b]); }
         if (c != 0u) { atomicAdd(&ctl[C_HIST + b], c); }
     }
 }

@@ -278,7 +278,7 @@ fn msd_sweep(i: Invocation) {
 
 // The low 16 bits of a (canonical) key's sortable value: all that differs within a 16-bit bucket.
 fn low16(k: u32) -> u32 {
-    return key_encode(KIND, DESCENDING == 1u, k, 0u).x & 0xffffu;
+    return sortable(vec2<u32>(k, 0u)).x & 0xffffu;
 }
 
 // Where bin `c` lives in msd_local's words: runs of 8 bins rotated by (c >> 5) & 7, so that the
@@ -353,7 +353,7 @@ fn msd_tile_job(w: u32) -> vec3<u32> {
 // the tile (below MSD_SPAN) above its low 16 sortable bits. msd_local keeps these in workgroup
 // memory and decodes them on the way out.
 fn tile_value(k: u32, first16: u32) -> u32 {
-    let e = key_encode(KIND, DESCENDING == 1u, k, 0u).x;
+    let e = sortable(vec2<u32>(k, 0u)).x;
     return (((e >> 16u) - first16) << 16u) | (e & 0xffffu);
 }
 

@@ -22,6 +22,12 @@ fn key_is_nan(kind: u32, hi: u32, lo: u32) -> bool {
 
 fn key_encode(kind: u32, descending: bool, hi: u32, lo: u32) -> vec2<u32> {
     if (key_is_nan(kind, hi, lo)) { return vec2<u32>(INF, select(0u, INF, kind_wide(kind))); }
+    return key_order(kind, descending, hi, lo);
+}
+
+// key_encode of a key that is no NaN, or whose NaN is the canonical quiet one in an ascending
+// order (it then lands after every other key by itself: above +inf's encoding)
+fn key_order(kind: u32, descending: bool, hi: u32, lo: u32) -> vec2<u32> {
     var h = hi;
     var l = lo;
     if (kind == KIND_I32 || kind == KIND_I64) {

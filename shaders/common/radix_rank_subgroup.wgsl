@@ -8,7 +8,8 @@
 // its first word where the device's subgroups never exceed 32 lanes. The ballots are most of the
 // ranking's cost (H100: one ballot instead of eight, PROBE 32, takes 0.14 ms off each pass at
 // 2^26; docs/BENCHMARKS.md). Twin without subgroups: common/radix_rank_shared.wgsl.
-// Needs: WG, ITEMS, TILE, RADIX, MIN_SG, PACK (1|2), PROBE, scratch, digit_total, digit_start,
+// Needs: WG, ITEMS, TILE, RADIX, MIN_SG, PACK (1|2), PROBE, SPARE (0|1) and SPARE_AT (a word a
+// lane, past the sweep's early counts), scratch, digit_total, digit_start,
 // wg_exclusive, lanes_below, popcount4 (common/wgscan_subgroup.wgsl).
 
 // Tile-local index of this invocation's key of round j: subgroup-major, so a subgroup's keys are
@@ -77,9 +78,13 @@ fn rank_item(j: u32, d: u32) -> u32 {
     let shift = counter_shift(d);
     // every lane adds (the lowest of each group its group's size, the others 0) so no branch
     // separates the lanes before the shuffle: without maximal reconvergence a shuffle after a
-    // divergent branch may run with lanes missing (seen as unsorted output on the H100)
+    // divergent branch may run with lanes missing (seen as unsorted output on the H100). With
+    // SPARE the others add to a spare word of their own, not to their digit's counter: lanes
+    // adding to one word queue on it, which slows keys with few distinct digits (floats'
+    // exponents, small ranges). The host sets it where the sweep's registers allow (radix_wgsl).
     let add = select(0u, popc(peers) << shift, rank == 0u);
-    let start = atomicAdd(&scratch[counter_word(d)], add) >> shift;
+    let at = select(counter_word(d), SPARE_AT + inv.lane, SPARE == 1u && rank != 0u);
+    let start = atomicAdd(&scratch[at], add) >> shift;
     return (subgroupShuffle(start, lowest_lane(peers)) & FIELD_MASK) + rank;
 }
 

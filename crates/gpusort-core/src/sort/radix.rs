@@ -487,6 +487,8 @@ impl RadixKernels {
         // indirect dispatches read `args`, so they bind a stand-in for it
         let no_args = storage("radix no dispatch sizes", 16)?;
         let passes = job.key_bits.len().div_ceil(8) as u32;
+        // count_digits keeps a histogram for each pass a key of this type can have
+        debug_assert!(passes <= job.key_type.size() as u32);
         // keys equal on the sorted bits are the same key only when every bit is sorted on
         let every_bit = job.key_bits == (0..8 * job.key_type.size() as u32);
         let unstable = match &pipes.sweep_unstable {
@@ -759,10 +761,20 @@ pub(crate) fn counters_a_word(
 /// Workgroup words of the sweep's scratch: the sorted tile, the subgroup rank tables (`pack`
 /// counters a word, a row per subgroup) and count_digits' histograms share it.
 pub(crate) fn scratch_words(items: u32, min_subgroup: Option<u32>, wg: u32, pack: u32) -> u32 {
-    // with subgroups, the early digit counts follow the rank tables (radix.wgsl, EARLY_AT)
-    let tables =
-        early_counts_at(min_subgroup, wg, pack) + if min_subgroup.is_some() { 256 } else { 0 };
+    // with subgroups, the early digit counts follow the rank tables (radix.wgsl, EARLY_AT), then
+    // a spare word for each lane of the largest subgroup (radix_rank_subgroup.wgsl, SPARE_AT)
+    let tables = early_counts_at(min_subgroup, wg, pack)
+        + if min_subgroup.is_some() { 256 + 128 } else { 0 };
     (wg * items).max(tables).max(MAX_PASSES * 256)
+}
+
+/// Copies of count_digits' histograms (one for each digit pass of keys of `key_words` words) that
+/// fit a scratch of `scratch` words: the largest power of two up to 8. Invocations spread their
+/// adds over the copies so that lanes with the same digit do not queue on one word.
+pub(crate) fn histogram_copies(scratch: u32, key_words: u32) -> u32 {
+    let span = key_words * 4 * 256;
+    let fit = (scratch / span).clamp(1, 8);
+    1 << fit.ilog2()
 }
 
 /// Where the early digit counts start in the sweep's scratch: past the subgroup rank tables (a
@@ -854,5 +866,25 @@ mod tests {
         assert_eq!(counters_a_word(Some(2), 9, Some(32), 512, 48 * 1024), 2);
         // without subgroups there are no rank tables to pack
         assert_eq!(counters_a_word(None, 9, None, 256, 32 * 1024), 2);
+    }
+
+    #[test]
+    fn histogram_copies_fit_the_scratch() {
+        // the H100's keys-only tile (4,608 words): four copies of 32-bit keys' four histograms,
+        // two of 64-bit keys' eight
+        assert_eq!(histogram_copies(4608, 1), 4);
+        assert_eq!(histogram_copies(4608, 2), 2);
+        // the least scratch there is (MAX_PASSES histograms) still holds one copy
+        assert_eq!(histogram_copies(MAX_PASSES * 256, 2), 1);
+        assert_eq!(histogram_copies(MAX_PASSES * 256, 1), 2);
+        // at most eight, and a power of two
+        assert_eq!(histogram_copies(1 << 20, 1), 8);
+        assert_eq!(histogram_copies(3 * 1024, 1), 2);
+        for words in (2048..20_000).step_by(97) {
+            for key_words in [1, 2] {
+                let c = histogram_copies(words, key_words);
+                assert!(c.is_power_of_two() && c * key_words * 1024 <= words);
+            }
+        }
     }
 }

@@ -61,6 +61,9 @@ pub fn radix(c: &RadixConfig) -> String {
         true => format!("{RADIX}\n{RADIX_MSD}"),
         false => RADIX.to_string(),
     };
+    let scratch = crate::sort::radix::scratch_words(items, c.min_subgroup, c.wg, c.pack);
+    let key_words = if c.kind >= 3 { 2 } else { 1 };
+    let early_at = crate::sort::radix::early_counts_at(c.min_subgroup, c.wg, c.pack);
     let mut consts = vec![
         ("WG", c.wg),
         ("ITEMS", items),
@@ -71,12 +74,13 @@ pub fn radix(c: &RadixConfig) -> String {
         ("MSD_LOCAL_GROUPS", c.msd_local_groups),
         ("KIND", c.kind),
         ("DESCENDING", c.descending as u32),
-        ("KEY_WORDS", if c.kind >= 3 { 2 } else { 1 }),
+        ("KEY_WORDS", key_words),
         ("PAYLOAD", c.payload as u32),
         ("MIN_SG", c.min_subgroup.unwrap_or(256)),
+        ("SCRATCH", scratch),
         (
-            "SCRATCH",
-            crate::sort::radix::scratch_words(items, c.min_subgroup, c.wg, c.pack),
+            "HIST_COPIES",
+            crate::sort::radix::histogram_copies(scratch, key_words),
         ),
         ("SPIN_LIMIT", c.spin_limit),
         ("MAX_DIM", c.max_dim),
@@ -89,10 +93,12 @@ pub fn radix(c: &RadixConfig) -> String {
         ("GROUP_TILES", c.group_tiles),
         ("EARLY", (c.early_counts && sg) as u32),
         ("HIST_CHUNKS", c.hist_chunks),
-        (
-            "EARLY_AT",
-            crate::sort::radix::early_counts_at(c.min_subgroup, c.wg, c.pack),
-        ),
+        ("EARLY_AT", early_at),
+        ("SPARE_AT", early_at + 256),
+        // idle lanes of the ranking add to spare words, except in the stable keys-only sweep of
+        // 32-bit keys: it sits at NVIDIA's 64-register line (two workgroups an SM), which the
+        // select crosses (docs/BENCHMARKS.md)
+        ("SPARE", (c.payload || key_words == 2) as u32),
         ("PACK", c.pack),
     ];
     consts.extend(crate::sort::radix::MSD_WORDS);
