@@ -884,6 +884,55 @@ mod radix_options {
         }
     }
 
+    /// Keys-only sorts of 64-bit keys hold their own count of keys an invocation
+    /// (`Tuning::wide_items`, cut to `items`): their tile, look-back rows and histogram dispatch
+    /// follow it, around its tile edges and both ways, with and without subgroups.
+    #[test]
+    fn wide_keys_only_tiles_of_their_own() {
+        for no_sg in MODES {
+            let gpu = gpu(no_sg);
+            let mut r = rng(91);
+            for wide_items in [1, 3, 6, 64] {
+                let s = radix(gpu).tuned(gpu, |t| t.wide_items = wide_items);
+                let narrow = s.radix_tile(false) as usize;
+                let mut probe = vec![2u64, 1];
+                let tile = s.sort(gpu, &mut probe, SortOrder::default()).unwrap().tile as usize;
+                // its own count of keys an invocation, cut to the keys-only count
+                if wide_items >= 9 {
+                    assert_eq!(tile, narrow, "wide_items={wide_items}");
+                } else {
+                    let wg = tile / wide_items as usize;
+                    assert!(tile.is_multiple_of(wide_items as usize) && [256, 512].contains(&wg));
+                    assert_eq!(narrow % wg, 0, "the same workgroups");
+                }
+                // argsorts keep theirs
+                let (_, st) = s
+                    .sort_host(gpu, &mut [3u64, 1, 2], None, true, SortOrder::default())
+                    .unwrap();
+                assert_eq!(st.tile, s.radix_tile(true), "argsort tile");
+                for n in [tile - 1, tile + 1, 7 * tile + 3] {
+                    let u: Vec<u64> = (0..n)
+                        .map(|_| r.random::<u64>() >> r.random_range(0..64))
+                        .collect();
+                    let f: Vec<f64> = (0..n).map(|_| r.random_range(-1.0..1.0f64)).collect();
+                    let i: Vec<i64> = (0..n)
+                        .map(|_| r.random_range(-1_000_000..1_000_000i64))
+                        .collect();
+                    for descending in [false, true] {
+                        let order = SortOrder {
+                            descending,
+                            segment_size: None,
+                        };
+                        let what = format!("wide_items={wide_items} n={n} no_sg={no_sg}");
+                        check_sort(gpu, &s, &u, order, &format!("u64 {what}"));
+                        check_sort(gpu, &s, &f, order, &format!("f64 {what}"));
+                        check_sort(gpu, &s, &i, order, &format!("i64 {what}"));
+                    }
+                }
+            }
+        }
+    }
+
     /// Keys-only sorts of 32-bit keys over every bit take the MSD path from `msd_from` keys (here
     /// always): every pass unstable, then a local sort of tiles of 16-bit buckets in workgroup
     /// memory, or a counting sort of each 16-bit bucket where a tile's bin is too full

@@ -91,6 +91,9 @@ fn sort_from_env(mut t: sort::Tuning) -> sort::Tuning {
         t.items = v;
         t.payload_items = v;
     });
+    apply(&mut t, "GPUSORT_RADIX_WIDE_ITEMS", ok, |t, v| {
+        t.wide_items = v
+    });
     apply(&mut t, "GPUSORT_RADIX_PAYLOAD_ITEMS", ok, |t, v| {
         t.payload_items = v
     });

@@ -714,7 +714,9 @@ impl Sorter {
         Ok(SortStats {
             n,
             planes: job.key_type.is_wide() as u32 + 1 + !matches!(payload, Payload::None) as u32,
-            tile: self.radix.tile(!matches!(payload, Payload::None)),
+            tile: self
+                .radix
+                .tile_for(job.key_type, !matches!(payload, Payload::None)),
             network_dispatches: recorded.dispatches,
             global_dispatches: 0,
             codec_dispatches,

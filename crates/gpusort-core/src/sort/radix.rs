@@ -141,7 +141,7 @@ pub(crate) struct RadixKernels {
     /// `tuning.items`, `tuning.payload_items` and `tuning.unstable_items` cut to what the
     /// device's workgroup memory holds: keys an invocation holds in sorts without and with a
     /// payload, and in the unstable sweep.
-    items: [u32; 3],
+    items: [u32; 4],
     /// Invocations per workgroup.
     wg: u32,
     /// Digits a word of the subgroup rank tables (Tuning::pack resolved for this device).
@@ -349,6 +349,20 @@ impl RadixKernels {
         self.wg * self.items[payload as usize]
     }
 
+    /// Keys an invocation of the stable sweep holds for keys of this type (keys-only sorts of
+    /// 64-bit keys hold their own count: `Tuning::wide_items`).
+    fn items_for(&self, key_type: KeyType, payload: bool) -> u32 {
+        match key_type.is_wide() && !payload {
+            true => self.items[3],
+            false => self.items[payload as usize],
+        }
+    }
+
+    /// Keys per stable sweep tile for keys of this type, without or with a payload.
+    pub(crate) fn tile_for(&self, key_type: KeyType, payload: bool) -> u32 {
+        self.wg * self.items_for(key_type, payload)
+    }
+
     /// The unstable sweep's tile, the MSD path's too.
     pub(crate) fn msd_tile(&self) -> u32 {
         self.wg * self.items[2]
@@ -367,7 +381,7 @@ impl RadixKernels {
             return Ok(p.clone());
         }
         let config = |unstable: bool| radix_wgsl::RadixConfig {
-            items: self.items[payload as usize],
+            items: self.items_for(key_type, payload),
             wg: self.wg,
             kind: key_type.code(),
             descending,
@@ -454,7 +468,9 @@ impl RadixKernels {
         let with_payload = !matches!(job.payload, Payload::None);
         let pipes = self.pipelines(gpu, job.key_type, job.descending, with_payload)?;
         let cap = job.capacity as u64;
-        let tiles = job.capacity.div_ceil(self.tile(with_payload));
+        let tiles = job
+            .capacity
+            .div_ceil(self.tile_for(job.key_type, with_payload));
         let storage = |role, bytes| self.scratch.get(gpu, role, bytes, transfer::storage_buffer);
         let keys_alt = storage("radix keys", cap * 4 * key_words as u64)?;
         let (payload, payload_alt) = match job.payload {
@@ -562,7 +578,7 @@ impl RadixKernels {
         let (prep, run) = (buffers(&args), buffers(&no_args));
         let count_groups = job
             .capacity
-            .div_ceil(self.tuning.hist_chunks * self.tile(with_payload));
+            .div_ceil(self.tuning.hist_chunks * self.tile_for(job.key_type, with_payload));
         {
             let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some("radix count digits"),
@@ -720,7 +736,7 @@ pub(crate) fn sweep_shape(
     min_subgroup: Option<u32>,
     max_invocations: u32,
     storage: u32,
-) -> (u32, [u32; 3]) {
+) -> (u32, [u32; 4]) {
     let fits = |items: u32, wg: u32| {
         max_invocations >= wg && sweep_bytes(items, min_subgroup, wg, 2) <= storage
     };
@@ -730,7 +746,13 @@ pub(crate) fn sweep_shape(
         None if min_subgroup.is_some() && fits(t.items, WIDE_WG) => WIDE_WG,
         None => RADIX_WG,
     };
-    let items = [t.items, t.payload_items, t.unstable_items].map(|mut items| {
+    let items = [
+        t.items,
+        t.payload_items,
+        t.unstable_items,
+        t.wide_items.min(t.items),
+    ]
+    .map(|mut items| {
         while items > 1 && !fits(items, wg) {
             items -= 1;
         }
@@ -802,33 +824,33 @@ mod tests {
         // the H100: 48 KiB, 32-lane subgroups: 512 x 9 (and 8 with a payload)
         assert_eq!(
             sweep_shape(&tuning(None), Some(32), 1024, 48 * 1024),
-            (512, [9, 8, 9])
+            (512, [9, 8, 9, 6])
         );
         // lavapipe, 32 KiB: with 8-lane subgroups the 512-invocation tables never fit
         assert_eq!(
             sweep_shape(&tuning(None), Some(8), 1024, 32 * 1024),
-            (256, [9, 8, 9])
+            (256, [9, 8, 9, 6])
         );
         assert_eq!(
             sweep_shape(&tuning(Some(512)), Some(8), 1024, 32 * 1024),
-            (256, [9, 8, 9])
+            (256, [9, 8, 9, 6])
         );
         // without subgroups 512 invocations are kept when asked for, with 8 keys (the scan's
         // buffers take 10 KiB there)
         assert_eq!(sweep_shape(&tuning(None), None, 1024, 32 * 1024).0, 256);
         assert_eq!(
             sweep_shape(&tuning(Some(512)), None, 1024, 32 * 1024),
-            (512, [8, 8, 8])
+            (512, [8, 8, 8, 6])
         );
         // WebGPU's minimum, 16 KiB: 256 invocations of 9 keys with subgroups; without them
         // count_digits' 8 KiB of histograms and the scan's 5 KiB leave no room (no tile fits)
         assert_eq!(
             sweep_shape(&tuning(None), Some(32), 256, 16 * 1024),
-            (256, [9, 8, 9])
+            (256, [9, 8, 9, 6])
         );
         assert_eq!(
             sweep_shape(&tuning(None), None, 256, 16 * 1024),
-            (256, [1, 1, 1])
+            (256, [1, 1, 1, 1])
         );
         assert!(
             sweep_bytes(1, None, 256, 2) > 16 * 1024,
