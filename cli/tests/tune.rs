@@ -30,7 +30,9 @@ fn tune_stores_what_later_runs_use() {
         .success();
     let text = String::from_utf8_lossy(&out.get_output().stdout).to_string();
     assert!(
-        text.contains("sort, keys an invocation") && text.contains("stored in"),
+        text.contains("sort, keys an invocation")
+            && text.contains("64-bit keys only")
+            && text.contains("stored in"),
         "{text}"
     );
     let file = cache.join("tuning.json");
@@ -38,6 +40,9 @@ fn tune_stores_what_later_runs_use() {
     let t = &v["tunings"][0];
     assert_eq!(t["gpusort_version"], env!("CARGO_PKG_VERSION"));
     assert!(t["sort"]["items"].as_u64().is_some() && t["scan"]["scan_wg"].as_u64().is_some());
+    assert!(t["sort"]["wide_items"]
+        .as_u64()
+        .is_some_and(|v| (1..=64).contains(&v)));
     assert!(info(&cache).contains("tuning: measured by `gpusort tune`"));
     let shown = gpusort()
         .env("GPUSORT_CACHE_DIR", &cache)
