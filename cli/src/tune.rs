@@ -175,17 +175,20 @@ impl<'a> Tuner<'a> {
         };
         let t = self.time(&restore, &|enc| sorter.record(gpu, enc, &job).map(|_| ()))?;
         let got: Vec<u32> = transfer::read_vec(gpu, &keys.work, words)?;
-        let (ordered, print) = match (keys.wide, segment) {
-            (true, _) => {
+        // each segment (or the whole) in order, and the same keys as were uploaded
+        let segments = segment.map_or(n, |s| s as usize).max(1);
+        let (ordered, print) = match keys.wide {
+            true => {
                 let got = wide_keys(&got);
-                (got.windows(2).all(|w| w[0] <= w[1]), fingerprint(&got))
+                (
+                    got.chunks(segments).all(|c| c.is_sorted()),
+                    fingerprint(&got),
+                )
             }
-            (false, Some(s)) => (
-                got.chunks(s as usize)
-                    .all(|c| c.windows(2).all(|w| w[0] <= w[1])),
+            false => (
+                got.chunks(segments).all(|c| c.is_sorted()),
                 fingerprint(&got),
             ),
-            (false, None) => (got.windows(2).all(|w| w[0] <= w[1]), fingerprint(&got)),
         };
         if !ordered || print != keys.fingerprint {
             return Err(CliError::runtime(format!(

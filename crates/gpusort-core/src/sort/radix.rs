@@ -138,9 +138,9 @@ pub(crate) struct RadixKernels {
     min_subgroup: Option<u32>,
     /// Whether ballots are one word (no subgroup of the device exceeds 32 lanes).
     narrow_ballot: bool,
-    /// `tuning.items`, `tuning.payload_items` and `tuning.unstable_items` cut to what the
-    /// device's workgroup memory holds: keys an invocation holds in sorts without and with a
-    /// payload, and in the unstable sweep.
+    /// `tuning.items`, `tuning.payload_items`, `tuning.unstable_items` and `tuning.wide_items`
+    /// cut to what the device's workgroup memory holds: keys an invocation holds in sorts without
+    /// and with a payload, in the unstable sweep, and in keys-only sorts of 64-bit keys.
     items: [u32; 4],
     /// Invocations per workgroup.
     wg: u32,
@@ -346,7 +346,7 @@ impl RadixKernels {
 
     /// Keys per sweep tile, for sorts without or with a payload.
     pub(crate) fn tile(&self, payload: bool) -> u32 {
-        self.wg * self.items[payload as usize]
+        self.tile_for(KeyType::U32, payload)
     }
 
     /// Keys an invocation of the stable sweep holds for keys of this type (keys-only sorts of
@@ -786,9 +786,16 @@ pub(crate) fn scratch_words(items: u32, min_subgroup: Option<u32>, wg: u32, pack
     // with subgroups, the early digit counts follow the rank tables (radix.wgsl, EARLY_AT), then
     // a spare word for each lane of the largest subgroup (radix_rank_subgroup.wgsl, SPARE_AT)
     let tables = early_counts_at(min_subgroup, wg, pack)
-        + if min_subgroup.is_some() { 256 + 128 } else { 0 };
+        + if min_subgroup.is_some() {
+            256 + MAX_LANES
+        } else {
+            0
+        };
     (wg * items).max(tables).max(MAX_PASSES * 256)
 }
+
+/// The most lanes a subgroup has (a ballot is a vec4<u32>).
+const MAX_LANES: u32 = 128;
 
 /// Copies of count_digits' histograms (one for each digit pass of keys of `key_words` words) that
 /// fit a scratch of `scratch` words: the largest power of two up to 8. Invocations spread their
