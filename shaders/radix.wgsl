@@ -152,10 +152,12 @@ fn load_key(e: u32, alt: bool) -> vec2<u32> {
 }
 
 // The sortable words of a key read through load_key: its NaNs are canonical, so an ascending
-// order needs no NaN test (keyorder.wgsl, key_order).
+// order of whole keys needs no NaN test (keyorder.wgsl, key_order). A sort on part of a float's
+// bits does: key_encode makes every bit of a NaN one, key_order only its top ones.
 fn sortable(k: vec2<u32>) -> vec2<u32> {
-    if (DESCENDING == 0u) { return key_order(KIND, false, k.x, k.y); }
-    return key_encode(KIND, true, k.x, k.y);
+    let whole = rp.begin_bit == 0u && rp.end_bit == 32u * KEY_WORDS;
+    if (DESCENDING == 0u && (whole || !kind_float(KIND))) { return key_order(KIND, false, k.x, k.y); }
+    return key_encode(KIND, DESCENDING == 1u, k.x, k.y);
 }
 
 // The digit of pass `p` of a native key: bits [shift, shift + 8) of the sortable value (the

@@ -630,8 +630,18 @@ mod radix_options {
             for bits in [0..64, 28..44, 40..64] {
                 bit_range_case(gpu, &w, bits);
             }
-            let f: Vec<f32> = from_bits::<f32>(&bits(9_000, Shape::Random, 3));
-            bit_range_case(gpu, &f, 16..32);
+            let mut f: Vec<f32> = from_bits::<f32>(&bits(9_000, Shape::Random, 3));
+            f.extend(f32_specials());
+            // NaNs among them: a NaN's every bit is one in the sortable order (the twin's), also
+            // where only part of the bits is sorted on
+            for bits in [16..32, 0..16, 4..20] {
+                bit_range_case(gpu, &f, bits);
+            }
+            let mut d: Vec<f64> = from_bits::<f64>(&bits(5_000, Shape::Random, 4));
+            d.extend(f64_specials());
+            for bits in [0..64, 0..40, 20..52] {
+                bit_range_case(gpu, &d, bits);
+            }
             // in pieces merged on the host: the merge compares the same bits
             let pieces = radix(gpu).with_key_bits(4..21).with_piece_limit(3000);
             let (want, _) = twin::argsort(&u, false, 4..21);
