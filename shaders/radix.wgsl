@@ -32,6 +32,7 @@
 // TILE and SWEEP_GROUPS, which the unstable module's count_keys and plan_passes need), MAX_DIM
 // (workgroups per dimension), IDENTITY (0), MIN_SG (smallest subgroup size, for the rank tables), PACK (digits a rank-table word), EARLY
 // (1: a tile counts and publishes its digits before ranking them; subgroup ranking only),
+// NAN_TEST (1: an ascending order on part of a float's bits, see sortable),
 // EARLY_AT (where in scratch that histogram sits: past the rank tables), SPARE_AT (past it, a
 // word a lane: where the ranking's other lanes add nothing), HIST_COPIES (count_digits'
 // copies of its histograms), UNSTABLE_TILE (the
@@ -152,11 +153,10 @@ fn load_key(e: u32, alt: bool) -> vec2<u32> {
 }
 
 // The sortable words of a key read through load_key: its NaNs are canonical, so an ascending
-// order of whole keys needs no NaN test (keyorder.wgsl, key_order). A sort on part of a float's
-// bits does: key_encode makes every bit of a NaN one, key_order only its top ones.
+// order needs no NaN test (keyorder.wgsl, key_order) — unless it sorts on part of a float's bits
+// (NAN_TEST): key_encode makes every bit of a NaN one, key_order only its top ones.
 fn sortable(k: vec2<u32>) -> vec2<u32> {
-    let whole = rp.begin_bit == 0u && rp.end_bit == 32u * KEY_WORDS;
-    if (DESCENDING == 0u && (whole || !kind_float(KIND))) { return key_order(KIND, false, k.x, k.y); }
+    if (DESCENDING == 0u && NAN_TEST == 0u) { return key_order(KIND, false, k.x, k.y); }
     return key_encode(KIND, DESCENDING == 1u, k.x, k.y);
 }
 

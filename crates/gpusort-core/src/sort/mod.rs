@@ -405,14 +405,18 @@ impl Sorter {
         if algorithm == Algorithm::Radix {
             // a segmented sort: an argsort by key, then one by segment (u32, ascending)
             let segmented = order.segment_size.is_some_and(|s| s < n);
+            let width = 8 * key_type.size() as u32;
+            let bits = self.key_bits.clone().unwrap_or(0..width);
             self.radix.pipelines(
                 gpu,
                 key_type,
                 order.descending,
                 values || permutation || segmented,
+                radix::nan_test(key_type, order.descending, &bits),
             )?;
             if segmented {
-                self.radix.pipelines(gpu, KeyType::U32, false, true)?;
+                self.radix
+                    .pipelines(gpu, KeyType::U32, false, true, false)?;
             }
         } else {
             let segment_plane = order

@@ -156,8 +156,9 @@ pub(crate) struct RadixKernels {
     last_recorded_msd: Mutex<bool>,
     tuning: Tuning,
     layout: Layout,
-    /// Compiled per key type, direction and payload: the key order is a shader constant.
-    by_shape: Mutex<HashMap<(KeyType, bool, bool), Arc<Pipelines>>>,
+    /// Compiled per key type, direction, payload and NaN test (`nan_test`): the key order is a
+    /// shader constant.
+    by_shape: Mutex<HashMap<(KeyType, bool, bool, bool), Arc<Pipelines>>>,
     /// The sorts' alternate buffers and look-back state, kept between sorts.
     scratch: Scratch,
 }
@@ -205,6 +206,13 @@ impl Scratch {
 }
 
 /// Why a key-bit range is refused for keys of `key_type`, if it is.
+/// Whether an ascending radix sort of `key_type` on `bits` reads digits through key_encode's NaN
+/// test (radix.wgsl, sortable): on part of a float's bits a NaN's every bit is one, as in the CPU
+/// twin; whole keys and descending orders need no pipelines of their own for it.
+pub(crate) fn nan_test(key_type: KeyType, descending: bool, bits: &Range<u32>) -> bool {
+    key_type.is_float() && !descending && *bits != (0..8 * key_type.size() as u32)
+}
+
 pub fn key_bits_error(key_type: KeyType, bits: &Range<u32>) -> Option<String> {
     let width = 8 * key_type.size() as u32;
     (bits.start >= bits.end || bits.end > width).then(|| {
@@ -374,8 +382,9 @@ impl RadixKernels {
         key_type: KeyType,
         descending: bool,
         payload: bool,
+        nan_test: bool,
     ) -> Result<Arc<Pipelines>> {
-        let shape = (key_type, descending, payload);
+        let shape = (key_type, descending, payload, nan_test);
         let mut cache = self.by_shape.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(p) = cache.get(&shape) {
             return Ok(p.clone());
@@ -385,6 +394,7 @@ impl RadixKernels {
             wg: self.wg,
             kind: key_type.code(),
             descending,
+            nan_test,
             payload,
             min_subgroup: self.min_subgroup,
             spin_limit: self.tuning.spin_limit.min(crate::scan::spin_cap(gpu)),
@@ -466,7 +476,8 @@ impl RadixKernels {
         }
         let key_words = job.key_type.is_wide() as u32 + 1;
         let with_payload = !matches!(job.payload, Payload::None);
-        let pipes = self.pipelines(gpu, job.key_type, job.descending, with_payload)?;
+        let nan_test = nan_test(job.key_type, job.descending, &job.key_bits);
+        let pipes = self.pipelines(gpu, job.key_type, job.descending, with_payload, nan_test)?;
         let cap = job.capacity as u64;
         let tiles = job
             .capacity
@@ -895,6 +906,18 @@ mod tests {
         assert_eq!(counters_a_word(Some(2), 9, Some(32), 512, 48 * 1024), 2);
         // without subgroups there are no rank tables to pack
         assert_eq!(counters_a_word(None, 9, None, 256, 32 * 1024), 2);
+    }
+
+    #[test]
+    fn nan_test_only_where_an_ascending_float_sort_takes_part_of_the_bits() {
+        assert!(nan_test(KeyType::F32, false, &(0..16)));
+        assert!(nan_test(KeyType::F64, false, &(20..64)));
+        // whole keys, descending orders (key_encode already) and integers share the usual kernels
+        assert!(!nan_test(KeyType::F32, false, &(0..32)));
+        assert!(!nan_test(KeyType::F64, false, &(0..64)));
+        assert!(!nan_test(KeyType::F32, true, &(4..20)));
+        assert!(!nan_test(KeyType::U32, false, &(4..20)));
+        assert!(!nan_test(KeyType::I64, false, &(0..40)));
     }
 
     #[test]

@@ -13,6 +13,8 @@ pub struct RadixConfig {
     /// The key type's code (keyorder.wgsl's KIND_*): 64-bit kinds take two words a key.
     pub kind: u32,
     pub descending: bool,
+    /// An ascending sort on part of a float's bits: digits take key_encode's NaN (every bit one).
+    pub nan_test: bool,
     pub payload: bool,
     /// Smallest subgroup size for the subgroup ranking; None ranks in workgroup memory.
     pub min_subgroup: Option<u32>,
@@ -74,6 +76,7 @@ pub fn radix(c: &RadixConfig) -> String {
         ("MSD_LOCAL_GROUPS", c.msd_local_groups),
         ("KIND", c.kind),
         ("DESCENDING", c.descending as u32),
+        ("NAN_TEST", c.nan_test as u32),
         ("KEY_WORDS", key_words),
         ("PAYLOAD", c.payload as u32),
         ("MIN_SG", c.min_subgroup.unwrap_or(256)),
