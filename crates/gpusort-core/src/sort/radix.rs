@@ -156,9 +156,8 @@ pub(crate) struct RadixKernels {
     last_recorded_msd: Mutex<bool>,
     tuning: Tuning,
     layout: Layout,
-    /// Compiled per key type, direction, payload and NaN test (`nan_test`): the key order is a
-    /// shader constant.
-    by_shape: Mutex<HashMap<(KeyType, bool, bool, bool), Arc<Pipelines>>>,
+    /// Compiled per shape: the key order is a shader constant.
+    by_shape: Mutex<HashMap<Shape, Arc<Pipelines>>>,
     /// The sorts' alternate buffers and look-back state, kept between sorts.
     scratch: Scratch,
 }
@@ -206,6 +205,16 @@ impl Scratch {
 }
 
 /// Why a key-bit range is refused for keys of `key_type`, if it is.
+/// What one set of radix pipelines is compiled for.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct Shape {
+    key_type: KeyType,
+    descending: bool,
+    payload: bool,
+    /// An ascending sort on part of a float's bits (the function nan_test).
+    nan_test: bool,
+}
+
 /// Whether an ascending radix sort of `key_type` on `bits` reads digits through key_encode's NaN
 /// test (radix.wgsl, sortable): on part of a float's bits a NaN's every bit is one, as in the CPU
 /// twin; whole keys and descending orders need no pipelines of their own for it.
@@ -384,7 +393,12 @@ impl RadixKernels {
         payload: bool,
         nan_test: bool,
     ) -> Result<Arc<Pipelines>> {
-        let shape = (key_type, descending, payload, nan_test);
+        let shape = Shape {
+            key_type,
+            descending,
+            payload,
+            nan_test,
+        };
         let mut cache = self.by_shape.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(p) = cache.get(&shape) {
             return Ok(p.clone());
