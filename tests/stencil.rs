@@ -377,8 +377,10 @@ fn streamed_passes_are_bit_identical_to_single_steps() {
         planes,
         workgroup: 32,
     };
+    // each shape meets every other boundary (every pair is the single-step test's): the pipelines
+    // each case compiles made this one test a quarter of CI's GPU tests on lavapipe
     for (n, boundary) in BOUNDARIES.into_iter().enumerate() {
-        for (shape, stencil, steps, forced) in [
+        for (s, (shape, stencil, steps, forced)) in [
             (
                 &[70usize, 132][..],
                 Stencil::star(2, 1).unwrap(),
@@ -421,7 +423,13 @@ fn streamed_passes_are_bit_identical_to_single_steps() {
             ),
             (&[12, 9, 16], Stencil::boxed(3, 1).unwrap(), 4, None),
             (&[9, 6, 8], Stencil::star(3, 2).unwrap(), 4, None),
-        ] {
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            if (s + n) % 2 == 1 {
+                continue;
+            }
             let j = job(shape, stencil, boundary, steps, KeyType::F32);
             let input = grid::<f32>(j.shape.cells(), 40 + steps as u64 + n as u64);
             let plain = StencilKernel::new(gpu, &j).unwrap();
