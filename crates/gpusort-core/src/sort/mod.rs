@@ -241,6 +241,12 @@ impl Sorter {
         self.key_bits.clone()
     }
 
+    /// The key bits a radix sort of `key_type` sorts on: the range asked for, else every bit.
+    fn key_bits_of(&self, key_type: KeyType) -> std::ops::Range<u32> {
+        let width = 8 * key_type.size() as u32;
+        self.key_bits.clone().unwrap_or(0..width)
+    }
+
     /// This sorter with `tuning` (checked: a field out of range is an error). Pipelines are
     /// built again on first use.
     pub fn with_tuning(mut self, gpu: &Gpu, tuning: Tuning) -> Result<Self> {
@@ -405,18 +411,16 @@ impl Sorter {
         if algorithm == Algorithm::Radix {
             // a segmented sort: an argsort by key, then one by segment (u32, ascending)
             let segmented = order.segment_size.is_some_and(|s| s < n);
-            let width = 8 * key_type.size() as u32;
-            let bits = self.key_bits.clone().unwrap_or(0..width);
             self.radix.pipelines(
                 gpu,
                 key_type,
                 order.descending,
                 values || permutation || segmented,
-                radix::nan_test(key_type, order.descending, &bits),
+                &self.key_bits_of(key_type),
             )?;
             if segmented {
                 self.radix
-                    .pipelines(gpu, KeyType::U32, false, true, false)?;
+                    .pipelines(gpu, KeyType::U32, false, true, &(0..32))?;
             }
         } else {
             let segment_plane = order
@@ -672,8 +676,7 @@ impl Sorter {
                 gpu.adapter.name
             )));
         }
-        let width = 8 * job.key_type.size() as u32;
-        let key_bits = self.key_bits.clone().unwrap_or(0..width);
+        let key_bits = self.key_bits_of(job.key_type);
         self.record_radix_on(gpu, encoder, job, count, key_bits)
     }
 
@@ -749,7 +752,6 @@ impl Sorter {
             segment_size: None,
             ..job.order
         };
-        let width = 8 * job.key_type.size() as u32;
         let words = n as u64 * 4;
         let by_key = transfer::storage_buffer(gpu, "argsort by key", words)?;
         let segments = transfer::storage_buffer(gpu, "segment of each", words)?;
@@ -777,7 +779,7 @@ impl Sorter {
                 ..*job
             },
             None,
-            self.key_bits.clone().unwrap_or(0..width),
+            self.key_bits_of(job.key_type),
         )?;
         self.elementwise(
             gpu,

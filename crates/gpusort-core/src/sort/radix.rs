@@ -204,7 +204,6 @@ impl Scratch {
     }
 }
 
-/// Why a key-bit range is refused for keys of `key_type`, if it is.
 /// What one set of radix pipelines is compiled for.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 struct Shape {
@@ -222,6 +221,7 @@ pub(crate) fn nan_test(key_type: KeyType, descending: bool, bits: &Range<u32>) -
     key_type.is_float() && !descending && *bits != (0..8 * key_type.size() as u32)
 }
 
+/// Why a key-bit range is refused for keys of `key_type`, if it is.
 pub fn key_bits_error(key_type: KeyType, bits: &Range<u32>) -> Option<String> {
     let width = 8 * key_type.size() as u32;
     (bits.start >= bits.end || bits.end > width).then(|| {
@@ -391,8 +391,9 @@ impl RadixKernels {
         key_type: KeyType,
         descending: bool,
         payload: bool,
-        nan_test: bool,
+        key_bits: &Range<u32>,
     ) -> Result<Arc<Pipelines>> {
+        let nan_test = nan_test(key_type, descending, key_bits);
         let shape = Shape {
             key_type,
             descending,
@@ -490,8 +491,13 @@ impl RadixKernels {
         }
         let key_words = job.key_type.is_wide() as u32 + 1;
         let with_payload = !matches!(job.payload, Payload::None);
-        let nan_test = nan_test(job.key_type, job.descending, &job.key_bits);
-        let pipes = self.pipelines(gpu, job.key_type, job.descending, with_payload, nan_test)?;
+        let pipes = self.pipelines(
+            gpu,
+            job.key_type,
+            job.descending,
+            with_payload,
+            &job.key_bits,
+        )?;
         let cap = job.capacity as u64;
         let tiles = job
             .capacity
