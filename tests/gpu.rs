@@ -1456,6 +1456,111 @@ fn transfers_round_trip_through_the_staging_ring() {
     }
 }
 
+/// Pinned buffers: imported host memory the copy engine reads and writes directly where the
+/// device can import (lavapipe can), ordinary memory through the ring where it cannot or where
+/// imports are off; both give the same bytes for sizes around pages and alignment edges, at
+/// offsets on both sides; misuse is an error, not a wrong copy.
+#[test]
+fn pinned_buffers_round_trip_on_both_paths() {
+    use gpusort_core::{device::transfer, PinnedBuffer};
+    let shared = gpu(false);
+    let mut results: Vec<Vec<u8>> = Vec::new();
+    for no_host_import in [false, true] {
+        let options = GpuOptions {
+            adapter: Some(shared.adapter.index.to_string()),
+            no_host_import,
+            ..Default::default()
+        };
+        let gpu = &Gpu::new(&options).unwrap();
+        let buf = transfer::storage_buffer(gpu, "pinned test", 3 << 20).unwrap();
+        let mut r = rng(91);
+        let mut seen = Vec::new();
+        for bytes in [
+            0usize,
+            4,
+            4092,
+            4096,
+            4100,
+            8 << 10,
+            (1 << 20) + 12,
+            (2 << 20) + 4,
+        ] {
+            let mut pinned = PinnedBuffer::new(gpu, bytes).unwrap();
+            assert_eq!(pinned.len(), bytes);
+            assert_eq!(
+                pinned.is_imported(),
+                gpu.host_memory_import(),
+                "{bytes} bytes: imported exactly where the device's staging is"
+            );
+            assert!(pinned.bytes().iter().all(|&b| b == 0), "made zeroed");
+            for b in pinned.bytes_mut() {
+                *b = r.random();
+            }
+            let data = pinned.bytes().to_vec();
+            for (from, gpu_at) in [(0usize, 0u64), (4, 8), (bytes.min(4092) & !3, 4096)] {
+                let range = from.min(bytes)..bytes;
+                pinned.upload_to(gpu, range.clone(), &buf, gpu_at).unwrap();
+                pinned.bytes_mut().fill(0);
+                pinned
+                    .download_from(gpu, &buf, gpu_at, range.clone())
+                    .unwrap();
+                assert!(
+                    pinned.bytes()[range.clone()] == data[range.clone()],
+                    "{bytes} bytes, {range:?} at GPU byte {gpu_at}"
+                );
+                assert!(
+                    pinned.bytes()[..range.start].iter().all(|&b| b == 0),
+                    "only the range"
+                );
+                // the ring reads the same bytes off the GPU
+                let mut again = vec![0u8; range.len()];
+                transfer::download(gpu, &buf, gpu_at, &mut again).unwrap();
+                assert!(
+                    again == data[range.clone()],
+                    "{bytes} bytes through the ring"
+                );
+                pinned.bytes_mut().copy_from_slice(&data);
+            }
+            // typed views cover the whole elements
+            assert_eq!(pinned.as_slice::<u32>().len(), bytes / 4);
+            assert_eq!(pinned.as_slice::<f64>().len(), bytes / 8);
+            seen.extend_from_slice(&data);
+        }
+        // misuse: unaligned, outside either buffer, another device
+        let mut pinned = PinnedBuffer::new(gpu, 64).unwrap();
+        assert!(
+            pinned.upload_to(gpu, 0..6, &buf, 0).is_err(),
+            "unaligned length"
+        );
+        assert!(
+            pinned.upload_to(gpu, 2..6, &buf, 0).is_err(),
+            "unaligned start"
+        );
+        assert!(
+            pinned.upload_to(gpu, 0..8, &buf, 2).is_err(),
+            "unaligned GPU offset"
+        );
+        assert!(
+            pinned.upload_to(gpu, 0..68, &buf, 0).is_err(),
+            "past the pinned buffer"
+        );
+        assert!(
+            pinned
+                .download_from(gpu, &buf, (3 << 20) - 4, 0..8)
+                .is_err(),
+            "past the GPU buffer"
+        );
+        let other = &Gpu::new(&options).unwrap();
+        let other_buf = transfer::storage_buffer(other, "pinned test", 64).unwrap();
+        assert!(
+            pinned.download_from(other, &other_buf, 0, 0..8).is_err(),
+            "another device"
+        );
+        results.push(seen);
+    }
+    assert!(results[0] == results[1], "the same bytes on both paths");
+}
+
 /// The external sort (runs on disk, streaming merge) under budgets far below the input's size.
 mod external_sort {
     use super::*;

@@ -965,8 +965,8 @@ fn transfer_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
         }
     }
     gpu.set_host_memory_import(default_path)?;
-    // the bound: the copy engine alone on imported host memory (no CPU copy), and what
-    // importing memory costs per call (what a zero-copy import of the caller's pages would pay)
+    // the bound: a PinnedBuffer's transfers (the copy engine alone on imported host memory, no
+    // CPU copy), and what making one costs (what a zero-copy import of a caller's pages pays)
     for &log in sizes {
         let bytes = (4usize << log) as u64;
         if bytes > gpu.limits.max_buffer_size {
@@ -975,7 +975,7 @@ fn transfer_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
         let buf = transfer::storage_buffer(gpu, "bench transfer bound", bytes)?;
         let mut runs = Vec::new();
         for _ in 0..reps.max(1) + 1 {
-            match transfer::imported_copy_seconds(gpu, &buf, bytes)? {
+            match transfer::pinned_copy_seconds(gpu, &buf, bytes)? {
                 Some(r) => runs.push(r),
                 None => break,
             }
@@ -988,22 +988,22 @@ fn transfer_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
             |f: fn(&(f64, f64, f64)) -> f64| -> Stats { Stats::of(runs.iter().map(f).collect()) };
         for (name, st) in [
             (
-                "copy engine alone: host -> GPU, imported host memory",
+                "pinned buffer (imported once), one copy: host -> GPU",
                 pick(|r| r.1),
             ),
             (
-                "copy engine alone: GPU -> host, imported host memory",
+                "pinned buffer (imported once), one copy: GPU -> host",
                 pick(|r| r.2),
             ),
             (
-                "importing host memory (pinning pages), per call",
+                "making a pinned buffer (importing, pinning pages)",
                 pick(|r| r.0),
             ),
         ] {
             cases.push(
                 Case::measured("transfer", name.into(), bytes / 4, st, bytes as f64 / 1e9, "GB/s")
                     .with_note(format!(
-                        "{} MiB in one copy, wall clock around submit and wait; the bound the ring approaches",
+                        "{} MiB in one copy by the copy engine (gpusort_core::PinnedBuffer), no CPU copy, wall clock around submit and wait; the bound the ring approaches",
                         bytes >> 20
                     )),
             );

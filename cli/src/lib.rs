@@ -4,6 +4,7 @@
 
 pub mod bench;
 pub mod error;
+pub mod exit;
 pub mod files;
 pub mod fuzzing;
 pub mod info;

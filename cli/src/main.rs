@@ -80,12 +80,13 @@ fn main() -> ExitCode {
         #[cfg(not(unix))]
         std::process::exit(130);
     });
-    let result = gpusort::run(&cli);
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
+    // Every output is in place when run returns: end without tearing down what the command
+    // kept (gpusort::exit).
+    match gpusort::run(&cli) {
+        Ok(()) => gpusort::exit::now(0),
         Err(e) => {
             eprintln!("gpusort: {}", e.message);
-            ExitCode::from(e.code as u8)
+            gpusort::exit::now(e.code as u8)
         }
     }
 }

@@ -211,6 +211,19 @@ impl Device {
         })
     }
 
+    /// Keep it (and the job's input) until the process ends (crate::exit), pipeline caches
+    /// saved.
+    fn keep(self, job: Prepared) {
+        match &self {
+            Device::Gpu { gpu, .. } => gpu.save_pipeline_cache(),
+            Device::Group { group, .. } => {
+                group.gpus().iter().for_each(|g| g.save_pipeline_cache())
+            }
+            Device::Cpu { .. } => {}
+        }
+        crate::exit::keep((self, job));
+    }
+
     /// How outcome lines name it.
     fn words(&self) -> String {
         match self {
@@ -248,7 +261,10 @@ pub fn run_scan(g: &Global, a: &ScanArgs) -> CliResult {
     }
     let p = prepare(&a.io, "scan", None, None)?;
     check_op(a.op, p.input.dtype)?;
-    for_dtype!(p.input.dtype, scan_typed(g, a, &p, a.op.into()); u32, i32, f32, u64, i64, f64)
+    let dev = Device::start(g, true)?;
+    for_dtype!(p.input.dtype, scan_typed(g, a, &p, &dev, a.op.into()); u32, i32, f32, u64, i64, f64)?;
+    dev.keep(p);
+    Ok(())
 }
 
 /// Files up to this many elements are scanned together in the scheduler's merged launch when a
@@ -395,16 +411,32 @@ fn scan_file<T: SortKey>(
 ) -> CliResult<usize> {
     let data = input.elements::<T>();
     let mut out = Output::create(dest)?;
-    {
-        let w = out.positioned(format, T::TYPE, data.len() as u64)?;
+    // through a map of the output whose pages come in while the first chunks are on the GPU
+    // (positioned writes where it cannot be mapped), as sort_direct's
+    let mut mapped = out.mapped(format, T::TYPE, data.len() as u64)?;
+    std::thread::scope(|s| -> CliResult {
+        if let Some(m) = &mapped {
+            let pages = m.prefault();
+            s.spawn(move || pages.run());
+        }
+        let w = match mapped {
+            Some(_) => None,
+            None => Some(out.positioned(format, T::TYPE, data.len() as u64)?),
+        };
         let mut check = verify.then(|| ScanCheck::new::<T>(op, inclusive));
         let size = T::TYPE.size() as u64;
         let sink = |at: usize, piece: &[T]| -> Result<(), CoreError> {
             if let Some(c) = check.as_mut() {
                 c.check(&data[at..at + piece.len()], piece, at)?;
             }
-            w.write_at(at as u64 * size, bytemuck::cast_slice(piece))
-                .map_err(|e| CoreError::Io(e.message))?;
+            let bytes: &[u8] = bytemuck::cast_slice(piece);
+            match (mapped.as_mut(), &w) {
+                (Some(m), _) => m.write_at(at as u64 * size, bytes),
+                (None, Some(w)) => w
+                    .write_at(at as u64 * size, bytes)
+                    .map_err(|e| CoreError::Io(e.message))?,
+                (None, None) => unreachable!("a map or a writer"),
+            }
             bar.inc(piece.len() as u64);
             Ok(())
         };
@@ -414,6 +446,11 @@ fn scan_file<T: SortKey>(
             let chunk = chunk_elements(gpu, T::TYPE);
             scanner.scan_streamed(gpu, &data, op, inclusive, chunk, sink)?;
         }
+        Ok(())
+    })?;
+    // unmapped by the process's end (crate::exit): its pages are already the file's
+    if let Some(m) = mapped {
+        crate::exit::keep(m.into_map());
     }
     out.commit()?;
     Ok(data.len())
@@ -566,11 +603,16 @@ fn verify_scan_words(
     }
 }
 
-fn scan_typed<T: SortKey>(g: &Global, a: &ScanArgs, p: &Prepared, op: ScanOp) -> CliResult {
-    let dev = Device::start(g, true)?;
-    let bar = job_bar(g, "scanning", p, &dev);
+fn scan_typed<T: SortKey>(
+    g: &Global,
+    a: &ScanArgs,
+    p: &Prepared,
+    dev: &Device,
+    op: ScanOp,
+) -> CliResult {
+    let bar = job_bar(g, "scanning", p, dev);
     let t = Instant::now();
-    let n = match &dev {
+    let n = match dev {
         Device::Gpu { gpu, scanner } => scan_file::<T>(
             gpu,
             scanner,
@@ -824,7 +866,9 @@ pub fn run_partition(g: &Global, a: &PartitionArgs) -> CliResult {
         a.values_out.as_deref(),
     )?;
     let dev = Device::start(g, true)?;
-    for_dtype!(p.input.dtype, partition_typed(g, a, &p, &dev); u32, i32, f32, u64, i64, f64)
+    for_dtype!(p.input.dtype, partition_typed(g, a, &p, &dev); u32, i32, f32, u64, i64, f64)?;
+    dev.keep(p);
+    Ok(())
 }
 
 /// Partition (`rest`) or compaction of one file, chunk by chunk (gpusort_core::scan::streamed): each
@@ -1109,7 +1153,9 @@ pub fn run_compact(g: &Global, a: &CompactArgs) -> CliResult {
         a.values_out.as_deref(),
     )?;
     let dev = Device::start(g, true)?;
-    for_dtype!(p.input.dtype, compact_typed(g, a, &p, &dev); u32, i32, f32, u64, i64, f64)
+    for_dtype!(p.input.dtype, compact_typed(g, a, &p, &dev); u32, i32, f32, u64, i64, f64)?;
+    dev.keep(p);
+    Ok(())
 }
 
 fn compact_typed<T: SortKey + FromStr + PartialEq>(

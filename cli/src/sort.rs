@@ -250,7 +250,10 @@ pub fn run(g: &Global, args: &SortArgs) -> CliResult {
         }
     }
     check_distinct(&inputs, &outputs)?;
-    for_dtype!(input.dtype, sort_typed(g, args, &input, values.as_ref(), &dest); u32, i32, f32, u64, i64, f64)
+    for_dtype!(input.dtype, sort_typed(g, args, &input, values.as_ref(), &dest); u32, i32, f32, u64, i64, f64)?;
+    // unmapped by the process's end (crate::exit)
+    crate::exit::keep((input, values));
+    Ok(())
 }
 
 fn sort_typed<T: SortKey>(
@@ -476,9 +479,11 @@ fn sort_on_cpu<T: SortKey>(
 }
 
 /// The plain sort of one file (no payload, permutation or --verify): keys go from the input's
-/// memory map straight into the staging ring (no host copy), come back into one buffer and are
-/// written on all cores; then fsync and rename. Inputs larger than
-/// one GPU sort go through `sort_host`'s pieces instead.
+/// memory map straight into the staging ring (no host copy), and come back from the staging
+/// memory straight into the output, whose pages were put in place while the GPU started (a
+/// memory map of the output, prefaulted on a few threads; positioned writes where it cannot be
+/// mapped); then fsync and rename. Inputs larger than one GPU sort go through the sorter's
+/// pieces, merged on the host.
 fn sort_direct<T: SortKey>(
     g: &Global,
     args: &SortArgs,
@@ -489,24 +494,134 @@ fn sort_direct<T: SortKey>(
     let bar = progress::spinner(g.progress, g.quiet);
     let start = Instant::now();
     bar.set_message("starting the GPU");
-    let gpu = g.gpu()?;
-    let gpu_start_s = start.elapsed().as_secs_f64();
-    if input.len as u64 > Sorter::max_len(&gpu, T::TYPE, false, order) {
-        // pieces merged on the host: the general path
-        let sorter = sorter(&gpu, args)?;
+    let mut out = Output::create(dest)?;
+    let format = output_format(input, args.output.as_deref());
+    let mut mapped = out.mapped(format, T::TYPE, input.len as u64)?;
+    let (gpu, sorted) = std::thread::scope(|s| -> CliResult<_> {
+        // the output's pages come in while the GPU starts, uploads and sorts
+        let prefault = mapped.as_ref().map(|m| {
+            let pages = m.prefault();
+            s.spawn(move || pages.run())
+        });
+        let gpu = g.gpu()?;
+        let gpu_start_s = start.elapsed().as_secs_f64();
+        let sorted = sort_on_gpu::<T>(&gpu, args, input, order, &bar);
+        if let Some(p) = prefault {
+            p.join().expect("prefaulting does not panic");
+        }
+        Ok((gpu, sorted?.with_start(gpu_start_s)))
+    })?;
+    let t = Instant::now();
+    bar.set_message(format!("downloading and writing {}", shown(dest)));
+    let mut stats = sorted.stats;
+    match sorted.keys {
+        // pieces merged on the host
+        SortedKeys::Host(ref keys) => {
+            let bytes: &[u8] = bytemuck::cast_slice(keys);
+            match mapped.as_mut() {
+                Some(m) => m.write_at(0, bytes),
+                None => out
+                    .positioned(format, T::TYPE, keys.len() as u64)?
+                    .write_at(0, bytes)?,
+            }
+        }
+        // Straight from the staging memory into the output, each chunk on all cores while the
+        // GPU copies the next ones: no host buffer of the result's size is filled on the way
+        // (its page faults and copy cost more than the link; docs/BENCHMARKS.md).
+        SortedKeys::Gpu(ref keys) => {
+            let positioned = match mapped {
+                Some(_) => None,
+                None => Some(out.positioned(format, T::TYPE, input.len as u64)?),
+            };
+            let mut failed = None;
+            let landed = transfer::download_through(
+                &gpu,
+                keys,
+                0,
+                input.bytes().len() as u64,
+                transfer::CHUNK_BYTES,
+                &mut |at, piece| {
+                    if let Some(m) = mapped.as_mut() {
+                        m.write_at(at as u64, piece);
+                        return Ok(());
+                    }
+                    let writer = positioned.as_ref().expect("one of the two");
+                    writer.write_at(at as u64, piece).map_err(|e| {
+                        let line = e.message.clone();
+                        failed = Some(e);
+                        gpusort_core::Error::Io(line)
+                    })
+                },
+            );
+            if let Some(e) = failed {
+                return Err(e);
+            }
+            landed?;
+        }
+    }
+    // unmapped by the process's end (crate::exit): its pages are already the file's
+    if let Some(m) = mapped {
+        crate::exit::keep(m.into_map());
+    }
+    stats.download_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    out.commit()?;
+    let write_s = t.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+    let split = Split {
+        read: 0.0, // uploaded straight from the input's map
+        gpu_start: sorted.gpu_start_s,
+        write: write_s,
+        written_in_download: true,
+    };
+    report::<T>(g, args, input.len, &stats, start, dest, split);
+    // released by the process's end, not one by one (crate::exit)
+    if let SortedKeys::Gpu(keys) = sorted.keys {
+        crate::exit::keep(keys);
+    }
+    crate::exit::keep_gpu(gpu);
+    Ok(())
+}
+
+/// Where [`sort_on_gpu`] left the sorted keys.
+enum SortedKeys<T> {
+    /// In a GPU buffer, to download.
+    Gpu(wgpu::Buffer),
+    /// In host memory: inputs larger than one GPU sort, sorted in pieces merged on the host.
+    Host(Vec<T>),
+}
+
+struct Sorted<T> {
+    keys: SortedKeys<T>,
+    stats: gpusort_core::SortStats,
+    gpu_start_s: f64,
+}
+
+impl<T> Sorted<T> {
+    fn with_start(mut self, gpu_start_s: f64) -> Self {
+        self.gpu_start_s = gpu_start_s;
+        self
+    }
+}
+
+/// The GPU part of [`sort_direct`]: upload (the shaders compile on another thread meanwhile) and
+/// sort.
+fn sort_on_gpu<T: SortKey>(
+    gpu: &gpusort_core::Gpu,
+    args: &SortArgs,
+    input: &Input,
+    order: SortOrder,
+    bar: &indicatif::ProgressBar,
+) -> CliResult<Sorted<T>> {
+    if input.len as u64 > Sorter::max_len(gpu, T::TYPE, false, order) {
+        let sorter = sorter(gpu, args)?;
         let mut keys: Vec<T> = input.to_vec();
-        let stats = sorter.sort(&gpu, &mut keys, order)?;
-        let format = output_format(input, args.output.as_deref());
-        Output::write_all(dest, format, T::TYPE, bytemuck::cast_slice(&keys))?;
-        bar.finish_and_clear();
-        let split = Split {
-            read: 0.0,
-            gpu_start: gpu_start_s,
-            write: 0.0,
-            written_in_download: false,
-        };
-        report::<T>(g, args, input.len, &stats, start, dest, split);
-        return Ok(());
+        let stats = sorter.sort(gpu, &mut keys, order)?;
+        return Ok(Sorted {
+            keys: SortedKeys::Host(keys),
+            stats,
+            gpu_start_s: 0.0,
+        });
     }
     bar.set_message(format!(
         "sorting {} {} keys on {}",
@@ -516,16 +631,15 @@ fn sort_direct<T: SortKey>(
     ));
     let bytes = input.bytes();
     let t = Instant::now();
-    // the shaders compile on another thread while the keys upload
     let (sorter, keys) = std::thread::scope(|s| {
         let warm = s.spawn(|| -> Result<Sorter, CliError> {
-            let sorter = sorter(&gpu, args)?;
-            sorter.warm_up(&gpu, T::TYPE, input.len as u32, order, false, false)?;
+            let sorter = sorter(gpu, args)?;
+            sorter.warm_up(gpu, T::TYPE, input.len as u32, order, false, false)?;
             Ok(sorter)
         });
         let keys = (|| -> Result<wgpu::Buffer, CliError> {
-            let keys = transfer::storage_buffer(&gpu, "keys", bytes.len() as u64)?;
-            transfer::upload(&gpu, &keys, 0, bytes)?;
+            let keys = transfer::storage_buffer(gpu, "keys", bytes.len() as u64)?;
+            transfer::upload(gpu, &keys, 0, bytes)?;
             gpu.wait()?;
             Ok(keys)
         })();
@@ -537,7 +651,7 @@ fn sort_direct<T: SortKey>(
     let t = Instant::now();
     let mut encoder = gpu.device.create_command_encoder(&Default::default());
     let mut stats = sorter.record(
-        &gpu,
+        gpu,
         &mut encoder,
         &SortJob {
             key_type: T::TYPE,
@@ -552,46 +666,12 @@ fn sort_direct<T: SortKey>(
     gpu.wait()?;
     stats.upload_s = upload_s;
     stats.gpu_s = t.elapsed().as_secs_f64();
-    let t = Instant::now();
-    // Straight from the staging memory into the file: each chunk written on all cores (positioned
-    // writes) while the GPU copies the next ones. No host buffer of the result's size is filled
-    // on the way: its page faults and copy cost more than the link (docs/BENCHMARKS.md).
-    bar.set_message(format!("downloading and writing {}", shown(dest)));
-    let mut out = Output::create(dest)?;
-    let format = output_format(input, args.output.as_deref());
-    let writer = out.positioned(format, T::TYPE, input.len as u64)?;
-    let mut failed = None;
-    let landed = transfer::download_through(
-        &gpu,
-        &keys,
-        0,
-        bytes.len() as u64,
-        transfer::CHUNK_BYTES,
-        &mut |at, piece| {
-            writer.write_at(at as u64, piece).map_err(|e| {
-                let line = e.message.clone();
-                failed = Some(e);
-                gpusort_core::Error::Io(line)
-            })
-        },
-    );
-    if let Some(e) = failed {
-        return Err(e);
-    }
-    landed?;
-    stats.download_s = t.elapsed().as_secs_f64();
-    let t = Instant::now();
-    out.commit()?;
-    let write_s = t.elapsed().as_secs_f64();
-    bar.finish_and_clear();
-    let split = Split {
-        read: 0.0, // uploaded straight from the input's map
-        gpu_start: gpu_start_s,
-        write: write_s,
-        written_in_download: true,
-    };
-    report::<T>(g, args, input.len, &stats, start, dest, split);
-    Ok(())
+    crate::exit::keep(sorter);
+    Ok(Sorted {
+        keys: SortedKeys::Gpu(keys),
+        stats,
+        gpu_start_s: 0.0,
+    })
 }
 
 /// --memory-budget, or the default from the memory available now (None: no limit known).

@@ -446,6 +446,46 @@ impl Output {
         Ok(Some(map))
     }
 
+    /// [`Output::positioned`] through a memory map of the output, whose pages
+    /// [`MappedWriter::prefault`] can put in place before the data exists (while the GPU starts
+    /// and sorts), so that the writes later run at memory speed instead of through the
+    /// filesystem's write path one page at a time. None where the output cannot be mapped (then
+    /// write through [`Output::positioned`]); nothing is written either way.
+    pub fn mapped(
+        &mut self,
+        format: Format,
+        dtype: KeyType,
+        len: u64,
+    ) -> Result<Option<MappedWriter>, CliError> {
+        if len == 0 {
+            return Ok(None);
+        }
+        let mapped = match self.map_array(format, dtype, &[len as usize]) {
+            Ok(Some(map)) => {
+                let file = self.tmp.as_ref().expect("not yet committed").as_file();
+                file.try_clone().ok().map(|file| (map, file))
+            }
+            _ => None,
+        };
+        let Some((map, file)) = mapped else {
+            // unmappable (a filesystem without shared maps, say): the positioned writer writes
+            // the file again from its start
+            let file = self.tmp.as_mut().expect("not yet committed").as_file_mut();
+            file.set_len(0).map_err(|e| {
+                CliError::runtime(format!("cannot write {}: {e}", shown(&self.dest)))
+            })?;
+            std::io::Seek::rewind(file).map_err(|e| {
+                CliError::runtime(format!("cannot write {}: {e}", shown(&self.dest)))
+            })?;
+            return Ok(None);
+        };
+        let start = file
+            .metadata()
+            .map(|m| m.len() - map.len() as u64)
+            .unwrap_or(0);
+        Ok(Some(MappedWriter { map, file, start }))
+    }
+
     /// Start writing a result whose length is known only at the end (a compaction): room for
     /// the .npy header of `max_len` elements comes first, elements are appended, and
     /// [`Appender::finish`] writes the header for the real count. [`Output::commit`] after.
@@ -521,6 +561,98 @@ pub struct PositionedWriter<'a> {
     file: &'a File,
     start: u64,
     dest: &'a Path,
+}
+
+/// An output's element bytes in a memory map (see [`Output::mapped`]).
+pub struct MappedWriter {
+    map: MmapMut,
+    /// The output's file (its own descriptor), for starting writeback.
+    file: File,
+    /// Where the elements start in the file (after a .npy header).
+    start: u64,
+}
+
+impl MappedWriter {
+    /// What puts every page of the map in place for writing ([`Prefault::run`]), on a thread of
+    /// the caller's while this writer goes on being used.
+    pub fn prefault(&self) -> Prefault {
+        Prefault {
+            at: self.map.as_ptr() as usize,
+            len: self.map.len(),
+        }
+    }
+
+    /// The map itself, written (to keep it mapped, or drop it).
+    pub fn into_map(self) -> MmapMut {
+        self.map
+    }
+
+    /// Copy `data` to byte `at` of the elements, on all cores; where the output is to be
+    /// flushed, its writeback starts at once (as [`PositionedWriter::write_at`]'s).
+    pub fn write_at(&mut self, at: u64, data: &[u8]) {
+        use rayon::prelude::*;
+        let at = at as usize;
+        self.map[at..at + data.len()]
+            .par_chunks_mut(WRITE_PIECE / 8)
+            .zip(data.par_chunks(WRITE_PIECE / 8))
+            .for_each(|(d, s)| d.copy_from_slice(s));
+        if durable() {
+            start_writeback(&self.file, self.start + at as u64, data.len());
+        }
+    }
+}
+
+/// The pages of a [`MappedWriter`]'s map, to fault in ahead of the writes. It holds only the
+/// range's address: faulting pages in changes no byte, so running it while the writer writes,
+/// or after the map is gone (the advice then fails), is harmless.
+#[derive(Clone, Copy, Debug)]
+pub struct Prefault {
+    at: usize,
+    len: usize,
+}
+
+impl Prefault {
+    /// Fault every page in for writing (Linux: `MADV_POPULATE_WRITE` on a few threads, 64 MiB
+    /// at a time; a no-op elsewhere and on kernels before 5.14). The pages read as zeros, as the
+    /// file's reserved blocks do.
+    pub fn run(self) {
+        #[cfg(target_os = "linux")]
+        {
+            const PIECE: usize = 64 << 20;
+            let Prefault { at, len } = self;
+            let threads = std::thread::available_parallelism()
+                .map_or(1, |n| n.get() / 4)
+                .clamp(1, 8);
+            let next = std::sync::atomic::AtomicUsize::new(0);
+            std::thread::scope(|s| {
+                for _ in 0..threads {
+                    s.spawn(|| loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let from = i * PIECE;
+                        if from >= len {
+                            break;
+                        }
+                        // pieces start on a page (the map's first page holds a .npy header's
+                        // bytes too: faulting it in is as harmless)
+                        let begin = (at + from) & !4095;
+                        let end = at + (from + PIECE).min(len);
+                        // SAFETY: madvise reads and writes no memory of ours; POPULATE_WRITE only
+                        // faults pages in, as a write of their current bytes would
+                        let rc = unsafe {
+                            libc::madvise(
+                                begin as *mut libc::c_void,
+                                end - begin,
+                                libc::MADV_POPULATE_WRITE,
+                            )
+                        };
+                        if rc != 0 {
+                            break; // an older kernel: the writes fault the pages in instead
+                        }
+                    });
+                }
+            });
+        }
+    }
 }
 
 /// Appends elements after room for a header written last (see [`Output::appender`]).

@@ -62,7 +62,7 @@ pub mod stencil;
 pub mod tuning;
 mod wgsl;
 
-pub use device::{Gpu, GpuOptions};
+pub use device::{Gpu, GpuOptions, PinnedBuffer};
 pub use error::{Error, Result};
 pub use keys::{KeyType, SortKey, SortOrder};
 pub use scan::Scanner;

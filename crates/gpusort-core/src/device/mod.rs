@@ -15,8 +15,11 @@
 )]
 pub(crate) mod host_memory;
 pub(crate) mod kernel;
+mod pinned;
 mod pipeline_cache;
 pub mod transfer;
+
+pub use pinned::PinnedBuffer;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -178,13 +181,35 @@ pub fn hardware_adapter_present(options: &GpuOptions) -> Result<bool> {
         .any(AdapterSummary::is_hardware))
 }
 
+/// The last listing's adapters, handed to the next [`Gpu::new`] with the same backends: a front
+/// end that lists adapters to decide where a job runs and then opens one enumerates once (each
+/// enumeration creates an instance and asks every driver: tens of milliseconds). Taken, not
+/// shared, so each enumeration opens at most one device.
+static LISTED: Mutex<Option<(wgpu::Backends, Vec<wgpu::Adapter>)>> = Mutex::new(None);
+
 /// Every adapter wgpu can see with these options, in enumeration order.
 pub fn list_adapters(options: &GpuOptions) -> Result<Vec<AdapterSummary>> {
-    Ok(enumerate(options)?
+    let adapters = enumerate(options)?;
+    let summaries = adapters
         .iter()
         .enumerate()
         .map(|(i, a)| summarize(i, a))
-        .collect())
+        .collect();
+    *LISTED.lock().unwrap_or_else(|p| p.into_inner()) = Some((options.backends()?, adapters));
+    Ok(summaries)
+}
+
+/// The adapters of the last listing with these options' backends, else a new enumeration.
+fn listed_or_enumerate(options: &GpuOptions) -> Result<Vec<wgpu::Adapter>> {
+    let backends = options.backends()?;
+    let mut listed = LISTED.lock().unwrap_or_else(|p| p.into_inner());
+    match listed.take() {
+        Some((b, adapters)) if b == backends => Ok(adapters),
+        _ => {
+            drop(listed);
+            enumerate(options)
+        }
+    }
 }
 
 /// Preference order: real GPUs first (discrete, then integrated, then virtual), then software
@@ -250,15 +275,20 @@ pub struct Gpu {
     pub(crate) host_import: Option<host_memory::HostImport>,
     /// Whether the staging ring uses it (`Gpu::set_host_memory_import`).
     import_on: std::sync::atomic::AtomicBool,
+    /// This context's number in the process (wgpu's devices do not compare reliably).
+    pub(crate) id: u64,
+}
+
+/// The next [`Gpu`]'s `id`.
+static NEXT_GPU_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn next_gpu_id() -> u64 {
+    NEXT_GPU_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 impl Drop for Gpu {
     fn drop(&mut self) {
-        if let Some(cache) = &self.pipeline_cache {
-            if let Err(e) = cache.save() {
-                tracing::warn!("could not save the pipeline cache: {e}");
-            }
-        }
+        self.save_pipeline_cache();
     }
 }
 
@@ -279,6 +309,17 @@ impl AdapterSummary {
 }
 
 impl Gpu {
+    /// Write the pipelines compiled so far to the pipeline cache's file, if any were added
+    /// (dropping the `Gpu` does this too; a process that ends without dropping it calls this
+    /// first). A failure is a warning: the next run compiles again.
+    pub fn save_pipeline_cache(&self) {
+        if let Some(cache) = &self.pipeline_cache {
+            if let Err(e) = cache.save() {
+                tracing::warn!("could not save the pipeline cache: {e}");
+            }
+        }
+    }
+
     /// Whether the adapter is a CPU implementation (lavapipe, llvmpipe, WARP).
     pub fn is_software(&self) -> bool {
         !self.adapter.is_hardware()
@@ -288,7 +329,7 @@ impl Gpu {
     /// features gpusort can use.
     pub fn new(options: &GpuOptions) -> Result<Gpu> {
         let t = std::time::Instant::now();
-        let (index, adapter) = choose(enumerate(options)?, options.adapter.as_deref())?;
+        let (index, adapter) = choose(listed_or_enumerate(options)?, options.adapter.as_deref())?;
         let found_s = t.elapsed().as_secs_f64();
         let summary = summarize(index, &adapter);
         let available = adapter.features();
@@ -372,6 +413,7 @@ impl Gpu {
             pipeline_cache,
             host_import,
             import_on: (!options.no_host_import).into(),
+            id: next_gpu_id(),
         })
     }
 
@@ -455,6 +497,7 @@ impl Gpu {
             pipeline_cache: None,
             host_import,
             import_on: true.into(),
+            id: next_gpu_id(),
         })
     }
 

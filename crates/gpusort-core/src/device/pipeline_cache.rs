@@ -16,13 +16,15 @@
 //! check rejects an empty cache — so a truncated or foreign file costs a recompile, no more.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::AdapterSummary;
 
 pub(crate) struct PipelineCache {
     cache: wgpu::PipelineCache,
     file: PathBuf,
-    loaded: usize,
+    /// The size of the data the file holds now (read at open, or written since).
+    loaded: AtomicUsize,
 }
 
 impl PipelineCache {
@@ -65,7 +67,7 @@ impl PipelineCache {
         };
         Some(PipelineCache {
             cache,
-            loaded: data.map_or(0, |d| d.len()),
+            loaded: AtomicUsize::new(data.map_or(0, |d| d.len())),
             file,
         })
     }
@@ -79,7 +81,7 @@ impl PipelineCache {
         let Some(data) = self.cache.get_data() else {
             return Ok(());
         };
-        if data.len() <= self.loaded {
+        if data.len() <= self.loaded.load(Ordering::Relaxed) {
             return Ok(());
         }
         let folder = self.file.parent().unwrap_or(Path::new("."));
@@ -94,6 +96,8 @@ impl PipelineCache {
         std::fs::write(&tmp, &data)?;
         std::fs::rename(&tmp, &self.file).inspect_err(|_| {
             let _ = std::fs::remove_file(&tmp);
-        })
+        })?;
+        self.loaded.store(data.len(), Ordering::Relaxed);
+        Ok(())
     }
 }

@@ -375,39 +375,47 @@ pub fn ring_in_host_memory(gpu: &Gpu) -> bool {
     slots.peek().is_some() && slots.all(|s| matches!(s.backing, Backing::Host { .. }))
 }
 
-/// The copy engine alone on imported host memory, for measuring what the staging ring can
-/// approach: imports a host buffer of `bytes` (timed: the cost of importing memory per call),
-/// then times one GPU copy from it into `dst` and one back, with no CPU copy. Returns seconds
-/// (import, host -> GPU, GPU -> host); None where the device cannot import host memory.
-pub fn imported_copy_seconds(
+/// A [`PinnedBuffer`](super::PinnedBuffer)'s transfers, for measuring them against the staging
+/// ring: makes one of `bytes` (timed: what importing memory costs per call), fills it, then
+/// times one upload into `dst` and one download back (the copy engine alone, no CPU copy) and
+/// checks the round trip. Returns seconds (import, host -> GPU, GPU -> host); None where the
+/// device cannot import host memory.
+pub fn pinned_copy_seconds(
     gpu: &Gpu,
     dst: &wgpu::Buffer,
     bytes: u64,
 ) -> Result<Option<(f64, f64, f64)>> {
-    let Some(import) = gpu.host_import.as_ref() else {
+    if !gpu.host_memory_import() {
         return Ok(None);
-    };
+    }
+    let bytes = align4(bytes.min(dst.size())) as usize;
     let t = std::time::Instant::now();
-    let Some(host) = import.buffer(&gpu.device, bytes) else {
-        return Ok(None);
-    };
+    let mut host = super::PinnedBuffer::new(gpu, bytes)?;
     let import_s = t.elapsed().as_secs_f64();
-    let bytes = align4(bytes.min(dst.size()));
-    let copy = |up: bool| -> Result<f64> {
-        gpu.wait()?;
-        let t = std::time::Instant::now();
-        let mut enc = gpu.device.create_command_encoder(&Default::default());
-        if up {
-            enc.copy_buffer_to_buffer(host.buffer(), 0, dst, 0, bytes);
-        } else {
-            enc.copy_buffer_to_buffer(dst, 0, host.buffer(), 0, bytes);
-        }
-        let submission = gpu.queue.submit([enc.finish()]);
-        gpu.wait_for(submission)?;
-        Ok(t.elapsed().as_secs_f64())
-    };
-    let up = copy(true)?;
-    let down = copy(false)?;
+    if !host.is_imported() {
+        return Ok(None);
+    }
+    for (i, w) in host.as_mut_slice::<u32>().iter_mut().enumerate() {
+        *w = (i as u32).wrapping_mul(2654435761);
+    }
+    gpu.wait()?;
+    let t = std::time::Instant::now();
+    host.upload_to(gpu, 0..bytes, dst, 0)?;
+    let up = t.elapsed().as_secs_f64();
+    host.bytes_mut().fill(0);
+    let t = std::time::Instant::now();
+    host.download_from(gpu, dst, 0, 0..bytes)?;
+    let down = t.elapsed().as_secs_f64();
+    let intact = host
+        .as_slice::<u32>()
+        .iter()
+        .enumerate()
+        .all(|(i, &w)| w == (i as u32).wrapping_mul(2654435761));
+    if !intact {
+        return Err(Error::InvalidInput(
+            "a pinned buffer's round trip came back different".into(),
+        ));
+    }
     Ok(Some((import_s, up, down)))
 }
 
