@@ -54,8 +54,9 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
     }
-    // An input that shrinks under its memory map raises SIGBUS: one line, exit 1, temporaries
-    // removed, instead of a silent kill.
+    // An input that shrinks under its memory map raises SIGBUS (as would an output map on a full
+    // disk where its space could not be reserved): one line, exit 1, temporaries removed,
+    // instead of a silent kill.
     #[cfg(unix)]
     // SAFETY: installing a handler at startup, before any other thread runs; the handler only
     // unlinks files (when no other thread holds the list), writes one line and calls _exit.
@@ -107,7 +108,7 @@ extern "C" fn on_sigbus(_: libc::c_int) {
         }
     }
     gpusort::files::remove_pending_now();
-    let line: &[u8] = b"gpusort: a file shrank while gpusort read it through a memory map (did another process truncate an input?); no output was written\n";
+    let line: &[u8] = b"gpusort: a file under a memory map could not be read or written (did another process truncate an input, or is the disk full?); no output was written\n";
     // SAFETY: write and _exit are async-signal-safe.
     unsafe {
         libc::write(2, line.as_ptr().cast(), line.len());
