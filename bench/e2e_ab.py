@@ -3,7 +3,8 @@
 process start, each run after `sync`; min / median of the rounds, outputs compared.
 
 Usage: python3 bench/e2e_ab.py BINARY_A,BINARY_B[,...] [ROUNDS=3]
-Times sort (--no-sync and flushed), scan and compact (--no-sync) of 2^28 random u32 in /tmp.
+Times sort (--no-sync and flushed), scan (--no-sync), compact (both) and partition (--no-sync)
+of 2^28 random u32 in /tmp.
 """
 import os, subprocess, sys, time
 import numpy as np
@@ -19,6 +20,8 @@ cmds = {
     "sort flushed": ["--timings", "sort", path, "--dtype", "u32", "-o", "{out}"],
     "scan --no-sync": ["--timings", "--no-sync", "scan", path, "--dtype", "u32", "-o", "{out}"],
     "compact --no-sync": ["--timings", "--no-sync", "compact", path, "--dtype", "u32", "--below", "2147483648", "-o", "{out}"],
+    "compact flushed": ["--timings", "compact", path, "--dtype", "u32", "--below", "2147483648", "-o", "{out}"],
+    "partition --no-sync": ["--timings", "--no-sync", "partition", path, "--dtype", "u32", "--pivot", "2147483648", "-o", "{out}"],
 }
 res = {}
 for b in bins:  # warm-up: shader caches, page cache of the binary

@@ -672,8 +672,8 @@ impl Appender<'_> {
 
     /// Add `data` (whole elements) after what was appended before.
     pub fn append(&mut self, data: &[u8]) -> Result<(), CliError> {
+        // (write_at starts each piece's writeback where the output will be flushed)
         write_at(self.file, self.room + self.end, data).map_err(|e| self.err(e))?;
-        start_writeback(self.file, self.room + self.end, data.len());
         self.end += data.len() as u64;
         Ok(())
     }
