@@ -602,6 +602,12 @@ impl MappedWriter {
     }
 }
 
+/// How much of an output [`Prefault::run`] faults in: a faulted page is a dirty page of zeros,
+/// and past the kernel's dirty threshold (a tenth of free memory by default) the kernel would
+/// start writing those zeros to disk before the data arrives. The rest faults in as it is
+/// written, on all cores.
+pub const PREFAULT_MAX: usize = 1 << 30;
+
 /// The pages of a [`MappedWriter`]'s map, to fault in ahead of the writes. It holds only the
 /// range's address: faulting pages in changes no byte, so running it while the writer writes,
 /// or after the map is gone (the advice then fails), is harmless.
@@ -612,14 +618,15 @@ pub struct Prefault {
 }
 
 impl Prefault {
-    /// Fault every page in for writing (Linux: `MADV_POPULATE_WRITE` on a few threads, 64 MiB
-    /// at a time; a no-op elsewhere and on kernels before 5.14). The pages read as zeros, as the
-    /// file's reserved blocks do.
+    /// Fault the pages in for writing (Linux: `MADV_POPULATE_WRITE` on a few threads, 64 MiB
+    /// at a time; a no-op elsewhere and on kernels before 5.14), the first [`PREFAULT_MAX`]
+    /// bytes at most. The pages read as zeros, as the file's reserved blocks do.
     pub fn run(self) {
         #[cfg(target_os = "linux")]
         {
             const PIECE: usize = 64 << 20;
             let Prefault { at, len } = self;
+            let len = len.min(PREFAULT_MAX);
             let threads = std::thread::available_parallelism()
                 .map_or(1, |n| n.get() / 4)
                 .clamp(1, 8);
