@@ -1528,22 +1528,17 @@ fn pinned_buffers_round_trip_on_both_paths() {
         }
         // misuse: unaligned, outside either buffer, another device
         let mut pinned = PinnedBuffer::new(gpu, 64).unwrap();
-        assert!(
-            pinned.upload_to(gpu, 0..6, &buf, 0).is_err(),
-            "unaligned length"
-        );
-        assert!(
-            pinned.upload_to(gpu, 2..6, &buf, 0).is_err(),
-            "unaligned start"
-        );
-        assert!(
-            pinned.upload_to(gpu, 0..8, &buf, 2).is_err(),
-            "unaligned GPU offset"
-        );
-        assert!(
-            pinned.upload_to(gpu, 0..68, &buf, 0).is_err(),
-            "past the pinned buffer"
-        );
+        for (range, gpu_at, what) in [
+            (0..6, 0u64, "unaligned length"),
+            (2..6, 0, "unaligned start"),
+            (0..8, 2, "unaligned GPU offset"),
+            (0..68, 0, "past the pinned buffer"),
+        ] {
+            assert!(
+                pinned.upload_to(gpu, range, &buf, gpu_at).is_err(),
+                "{what}"
+            );
+        }
         assert!(
             pinned
                 .download_from(gpu, &buf, (3 << 20) - 4, 0..8)

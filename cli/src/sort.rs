@@ -497,7 +497,7 @@ fn sort_direct<T: SortKey>(
     let mut out = Output::create(dest)?;
     let format = output_format(input, args.output.as_deref());
     let mut mapped = out.mapped(format, T::TYPE, input.len as u64)?;
-    let (gpu, sorted) = std::thread::scope(|s| -> CliResult<_> {
+    let (gpu, gpu_start_s, sorted) = std::thread::scope(|s| -> CliResult<_> {
         // the output's pages come in while the GPU starts, uploads and sorts
         let prefault = mapped.as_ref().map(|m| {
             let pages = m.prefault();
@@ -509,7 +509,7 @@ fn sort_direct<T: SortKey>(
         if let Some(p) = prefault {
             p.join().expect("prefaulting does not panic");
         }
-        Ok((gpu, sorted?.with_start(gpu_start_s)))
+        Ok((gpu, gpu_start_s, sorted?))
     })?;
     let t = Instant::now();
     bar.set_message(format!("downloading and writing {}", shown(dest)));
@@ -570,7 +570,7 @@ fn sort_direct<T: SortKey>(
     bar.finish_and_clear();
     let split = Split {
         read: 0.0, // uploaded straight from the input's map
-        gpu_start: sorted.gpu_start_s,
+        gpu_start: gpu_start_s,
         write: write_s,
         written_in_download: true,
     };
@@ -594,14 +594,6 @@ enum SortedKeys<T> {
 struct Sorted<T> {
     keys: SortedKeys<T>,
     stats: gpusort_core::SortStats,
-    gpu_start_s: f64,
-}
-
-impl<T> Sorted<T> {
-    fn with_start(mut self, gpu_start_s: f64) -> Self {
-        self.gpu_start_s = gpu_start_s;
-        self
-    }
 }
 
 /// The GPU part of [`sort_direct`]: upload (the shaders compile on another thread meanwhile) and
@@ -620,7 +612,6 @@ fn sort_on_gpu<T: SortKey>(
         return Ok(Sorted {
             keys: SortedKeys::Host(keys),
             stats,
-            gpu_start_s: 0.0,
         });
     }
     bar.set_message(format!(
@@ -670,7 +661,6 @@ fn sort_on_gpu<T: SortKey>(
     Ok(Sorted {
         keys: SortedKeys::Gpu(keys),
         stats,
-        gpu_start_s: 0.0,
     })
 }
 

@@ -118,8 +118,7 @@ impl PinnedBuffer {
         dst: &wgpu::Buffer,
         dst_offset: u64,
     ) -> Result<()> {
-        self.check(gpu, &range, dst, dst_offset)?;
-        if range.is_empty() {
+        if !self.check(gpu, &range, dst, dst_offset)? {
             return Ok(());
         }
         match &self.backing {
@@ -147,8 +146,7 @@ impl PinnedBuffer {
         src_offset: u64,
         range: Range<usize>,
     ) -> Result<()> {
-        self.check(gpu, &range, src, src_offset)?;
-        if range.is_empty() {
+        if !self.check(gpu, &range, src, src_offset)? {
             return Ok(());
         }
         match &self.backing {
@@ -166,13 +164,15 @@ impl PinnedBuffer {
         }
     }
 
+    /// Whether a transfer of `range` with `buffer` at `offset` has bytes to copy; an error where
+    /// it is not one this buffer can make.
     fn check(
         &self,
         gpu: &Gpu,
         range: &Range<usize>,
         buffer: &wgpu::Buffer,
         offset: u64,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         if gpu.id != self.gpu {
             return Err(Error::InvalidInput(
                 "a pinned buffer transfers with the device it was made for".into(),
@@ -201,7 +201,7 @@ impl PinnedBuffer {
                 buffer.size()
             )));
         }
-        Ok(())
+        Ok(!range.is_empty())
     }
 }
 
