@@ -99,8 +99,10 @@ struct RadixParams {
 }
 
 @group(0) @binding(0) var<uniform> rp: RadixParams;
-@group(0) @binding(1) var<storage, read_write> keys: array<u32>;
-@group(0) @binding(2) var<storage, read_write> keys_alt: array<u32>;
+// KeyWord: a key as it lies in memory, u32 or (64-bit keys, low word first) vec2<u32>, so that a
+// key moves in one load or store (host-prepended with key_of_word and word_of_key)
+@group(0) @binding(1) var<storage, read_write> keys: array<KeyWord>;
+@group(0) @binding(2) var<storage, read_write> keys_alt: array<KeyWord>;
 @group(0) @binding(3) var<storage, read_write> payload: array<u32>;
 @group(0) @binding(4) var<storage, read_write> payload_alt: array<u32>;
 @group(0) @binding(5) var<storage, read_write> ctl: array<atomic<u32>>;
@@ -138,18 +140,15 @@ fn job_n() -> u32 {
 // The key at `e` as (hi, lo) native words, NaNs made canonical (the bitonic sort returns the
 // canonical NaN too, so --algorithm never changes a result).
 fn load_key(e: u32, alt: bool) -> vec2<u32> {
-    var hi: u32;
-    var lo = 0u;
-    if (KEY_WORDS == 2u) {
-        if (alt) { lo = keys_alt[2u * e]; hi = keys_alt[2u * e + 1u]; }
-        else { lo = keys[2u * e]; hi = keys[2u * e + 1u]; }
-    } else {
-        if (alt) { hi = keys_alt[e]; } else { hi = keys[e]; }
-    }
+    var w: KeyWord;
+    if (alt) { w = keys_alt[e]; } else { w = keys[e]; }
+    let k = key_of_word(w);
+    let hi = k.x;
+    let lo = k.y;
     if (key_is_nan(KIND, hi, lo)) {
         return select(vec2<u32>(0x7fc00000u, 0u), vec2<u32>(0x7ff80000u, 0u), kind_wide(KIND));
     }
-    return vec2<u32>(hi, lo);
+    return k;
 }
 
 // The sortable words of a key read through load_key: its NaNs are canonical, so an ascending
@@ -180,9 +179,11 @@ fn digit_of(k: vec2<u32>, p: u32) -> u32 {
     return v & ((1u << bits) - 1u);
 }
 
-fn store_word(out: u32, v: u32, to_alt: bool) {
-    if ((PROBE & 4u) != 0u && v != 0x12345678u) { return; }
-    if (to_alt) { keys_alt[out] = v; } else { keys[out] = v; }
+// Store the key (hi, lo) at `out` (lo unused for 32-bit keys).
+fn store_key(out: u32, hi: u32, lo: u32, to_alt: bool) {
+    if ((PROBE & 4u) != 0u && hi != 0x12345678u) { return; }
+    let w = word_of_key(vec2<u32>(hi, lo));
+    if (to_alt) { keys_alt[out] = w; } else { keys[out] = w; }
 }
 
 // ---- count_digits: the histograms of every pass in one read -----------------------------------
@@ -525,25 +526,26 @@ fn sweep(i: Invocation) {
         let q@J = inv.li + @Ju * WG; //@ITEM
         var o@J = 0u; //@ITEM
         if ((PROBE & 16u) != 0u) {
-            if (l@J < in_tile) { store_word(base + l@J, k@J.x, !from_alt); } //@ITEM
+            if (l@J < in_tile) { store_key(base + l@J, k@J.x, k@J.y, !from_alt); } //@ITEM
         } else if (KEY_WORDS == 1u) {
             // the key word gives its digit back; the keys were stored before the look-back
             workgroupBarrier();
-            if (q@J < in_tile) { let v = atomicLoad(&scratch[q@J]); o@J = dst_base[digit_of(vec2<u32>(v, 0u), p)] + q@J; store_word(o@J, v, !from_alt); } //@ITEM
+            if (q@J < in_tile) { let v = atomicLoad(&scratch[q@J]); o@J = dst_base[digit_of(vec2<u32>(v, 0u), p)] + q@J; store_key(o@J, v, 0u, !from_alt); } //@ITEM
         } else {
             workgroupBarrier();
             if (l@J < in_tile) { atomicStore(&scratch[p@J], d@J); } //@ITEM
             workgroupBarrier();
             if (q@J < in_tile) { o@J = dst_base[atomicLoad(&scratch[q@J])] + q@J; } //@ITEM
-            // memory holds the low word first
+            // the low words, then the high ones: each key leaves in one 8-byte store
             workgroupBarrier();
             if (l@J < in_tile) { atomicStore(&scratch[p@J], k@J.y); } //@ITEM
             workgroupBarrier();
-            if (q@J < in_tile) { store_word(2u * o@J, atomicLoad(&scratch[q@J]), !from_alt); } //@ITEM
+            var lo@J = 0u; //@ITEM
+            if (q@J < in_tile) { lo@J = atomicLoad(&scratch[q@J]); } //@ITEM
             workgroupBarrier();
             if (l@J < in_tile) { atomicStore(&scratch[p@J], k@J.x); } //@ITEM
             workgroupBarrier();
-            if (q@J < in_tile) { store_word(2u * o@J + 1u, atomicLoad(&scratch[q@J]), !from_alt); } //@ITEM
+            if (q@J < in_tile) { store_key(o@J, atomicLoad(&scratch[q@J]), lo@J, !from_alt); } //@ITEM
         }
         if (PAYLOAD == 1u) {
             workgroupBarrier();
@@ -577,6 +579,6 @@ fn finish(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
           @builtin(local_invocation_index) li: u32) {
     let e = linear_workgroup(wid, nwg) * WG + li;
     if (e >= plan[P_N]) { return; }
-    for (var w = 0u; w < KEY_WORDS; w++) { keys[e * KEY_WORDS + w] = keys_alt[e * KEY_WORDS + w]; }
+    keys[e] = keys_alt[e];
     if (PAYLOAD == 1u) { payload[e] = payload_alt[e]; }
 }

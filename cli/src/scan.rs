@@ -15,7 +15,7 @@ use gpusort_core::{Error as CoreError, Gpu, KeyType, SortKey};
 use crate::error::{CliError, CliResult};
 use crate::files::{
     check_distinct, check_output_path, is_std, open_values, output_format, resolve_output, shown,
-    Format, Input, Named, Output, Written,
+    Format, Input, Named, Output, Prefault, Written,
 };
 use crate::sort::Dtype;
 use crate::{for_dtype, many, progress, Engine, Global};
@@ -900,9 +900,11 @@ fn split_file<T: SortKey>(
         Some(path) => Some((Output::create(path)?, Format::for_output(path))),
         None => None,
     };
+    // a partition's other elements wait beside their output (never committed, removed when
+    // dropped) until the matching ones are all through
     let aside_for = |path: &Path| {
         if rest {
-            Output::create(path).map(Some)
+            Output::aside(path).map(Some)
         } else {
             Ok(None)
         }
@@ -912,63 +914,76 @@ fn split_file<T: SortKey>(
         Some(path) => aside_for(path)?,
         None => None,
     };
-    let mut w = out.appender(p.format, T::TYPE, n)?;
+    // the outputs mapped at their longest where that pays (Output::sink), their pages faulted
+    // in while the first chunks are on the GPU (as scan_file's); Sink::finish cuts them to length
+    let mut w = out.sink(p.format, T::TYPE, n, rest)?;
     let mut vw = match vals_out.as_mut() {
-        Some((o, format)) => Some(o.appender(*format, KeyType::U32, n)?),
+        Some((o, format)) => Some(o.sink(*format, KeyType::U32, n, rest)?),
         None => None,
     };
-    let mut rest_len = 0u64;
-    let matched = {
-        let mut r = match aside.as_mut() {
-            Some(o) => Some(o.appender(Format::Raw, T::TYPE, n)?),
-            None => None,
-        };
-        let mut vr = match vals_aside.as_mut() {
-            Some(o) => Some(o.appender(Format::Raw, KeyType::U32, n)?),
-            None => None,
-        };
+    let mut r = match aside.as_mut() {
+        Some(o) => Some(o.sink(Format::Raw, T::TYPE, n, false)?),
+        None => None,
+    };
+    let mut vr = match vals_aside.as_mut() {
+        Some(o) => Some(o.sink(Format::Raw, KeyType::U32, n, false)?),
+        None => None,
+    };
+    let pages: Vec<Prefault> = [Some(&w), vw.as_ref(), r.as_ref(), vr.as_ref()]
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s.prefault())
+        .collect();
+    let matched = std::thread::scope(|s| -> CliResult<usize> {
+        for p in pages {
+            s.spawn(move || p.run());
+        }
         let io = |e: CliError| CoreError::Io(e.message);
         let chunk = chunk_elements(gpu, T::TYPE);
-        scanner.split_streamed(gpu, &data, values.as_deref(), pred, chunk, rest, |c| {
-            if verify {
-                check_split(
-                    &data,
-                    values.as_deref(),
-                    &pred,
-                    c.range.clone(),
-                    c.elements,
-                    c.payload,
-                    c.kept,
-                )?;
-            }
-            let (before, after) = c.elements.split_at(c.kept);
-            w.append(bytemuck::cast_slice(before)).map_err(io)?;
-            if let Some(r) = r.as_mut() {
-                r.append(bytemuck::cast_slice(after)).map_err(io)?;
-                rest_len += after.len() as u64;
-            }
-            if let (Some(vw), Some(v)) = (vw.as_mut(), c.payload) {
-                let (before, after) = v.split_at(c.kept);
-                vw.append(bytemuck::cast_slice(before)).map_err(io)?;
-                if let Some(vr) = vr.as_mut() {
-                    vr.append(bytemuck::cast_slice(after)).map_err(io)?;
+        let matched =
+            scanner.split_streamed(gpu, &data, values.as_deref(), pred, chunk, rest, |c| {
+                if verify {
+                    check_split(
+                        &data,
+                        values.as_deref(),
+                        &pred,
+                        c.range.clone(),
+                        c.elements,
+                        c.payload,
+                        c.kept,
+                    )?;
                 }
-            }
-            bar.inc(c.range.len() as u64);
-            Ok(())
-        })?
-    };
-    if let Some(aside) = &aside {
-        w.append_output(aside, rest_len * T::TYPE.size() as u64)?;
+                let (before, after) = c.elements.split_at(c.kept);
+                w.append(bytemuck::cast_slice(before)).map_err(io)?;
+                if let Some(r) = r.as_mut() {
+                    r.append(bytemuck::cast_slice(after)).map_err(io)?;
+                }
+                if let (Some(vw), Some(v)) = (vw.as_mut(), c.payload) {
+                    let (before, after) = v.split_at(c.kept);
+                    vw.append(bytemuck::cast_slice(before)).map_err(io)?;
+                    if let Some(vr) = vr.as_mut() {
+                        vr.append(bytemuck::cast_slice(after)).map_err(io)?;
+                    }
+                }
+                bar.inc(c.range.len() as u64);
+                Ok(())
+            })?;
+        Ok(matched)
+    })?;
+    if let Some(r) = &r {
+        w.append_sink(r)?;
     }
-    w.finish()?;
+    let mut maps = vec![w.finish()?];
     if let Some(mut vw) = vw {
-        if let Some(vaside) = &vals_aside {
-            vw.append_output(vaside, rest_len * 4)?;
+        if let Some(vr) = &vr {
+            vw.append_sink(vr)?;
         }
-        vw.finish()?;
+        maps.push(vw.finish()?);
     }
+    drop((r, vr));
     drop((aside, vals_aside));
+    // unmapped by the process's end (crate::exit): their pages are already the files'
+    crate::exit::keep(maps);
     out.commit()?;
     if let Some((o, _)) = vals_out {
         o.commit()?;

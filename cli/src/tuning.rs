@@ -121,6 +121,9 @@ fn sort_from_env(mut t: sort::Tuning) -> sort::Tuning {
         t.early_counts = on(v)
     });
     apply(&mut t, "GPUSORT_RADIX_PACK", ok, |t, v| t.pack = Some(v));
+    apply(&mut t, "GPUSORT_RADIX_SPARE", ok, |t, v| {
+        t.spare_lanes = Some(on(v))
+    });
     apply(&mut t, "GPUSORT_RADIX_UNSTABLE_FIRST", ok, |t, v| {
         t.unstable_first = on(v)
     });

@@ -245,6 +245,8 @@ pub struct Output {
     tmp: Option<tempfile::NamedTempFile>,
     target: Target,
     dest: PathBuf,
+    /// A part kept aside (see [`Output::aside`]): never flushed nor committed.
+    aside: bool,
 }
 
 impl Output {
@@ -282,7 +284,22 @@ impl Output {
             tmp: Some(tmp),
             target,
             dest: dest.to_path_buf(),
+            aside: false,
         })
+    }
+
+    /// A temporary file beside `dest` for a part of its result kept aside until its place is
+    /// known (a partition's other elements): removed when dropped, and its writes start no
+    /// writeback, as nothing will ever flush it.
+    pub fn aside(dest: &Path) -> Result<Output, CliError> {
+        let mut out = Output::create(dest)?;
+        out.aside = true;
+        Ok(out)
+    }
+
+    /// Whether writes should start their writeback at once: the output will be flushed.
+    fn writeback(&self) -> bool {
+        durable() && !self.aside
     }
 
     /// Write `data` (elements of `dtype`) in `format`, flush it to disk and rename it into place.
@@ -378,6 +395,7 @@ impl Output {
             file: self.tmp.as_ref().expect("not yet committed").as_file(),
             start,
             dest: &self.dest,
+            writeback: self.writeback(),
         })
     }
 
@@ -483,7 +501,13 @@ impl Output {
             .metadata()
             .map(|m| m.len() - map.len() as u64)
             .unwrap_or(0);
-        Ok(Some(MappedWriter { map, file, start }))
+        let writeback = self.writeback();
+        Ok(Some(MappedWriter {
+            map,
+            file,
+            start,
+            writeback,
+        }))
     }
 
     /// Start writing a result whose length is known only at the end (a compaction): room for
@@ -506,7 +530,42 @@ impl Output {
             format,
             dtype,
             dest: &self.dest,
+            writeback: self.writeback(),
         })
+    }
+
+    /// [`Output::appender`] through a map of the output at its longest (`max_len` elements),
+    /// whose pages [`Sink::prefault`] can put in place before the data arrives, as
+    /// [`Output::mapped`]'s; [`Sink::finish`] cuts the file to what was appended. `exact`: the
+    /// appends will come to `max_len` elements (a partition). Positioned appends where the
+    /// output cannot be mapped, and for a flushed output of unknown length: its map would fault
+    /// in and reserve room it may not use, which the flush then pays for (docs/BENCHMARKS.md).
+    pub fn sink(
+        &mut self,
+        format: Format,
+        dtype: KeyType,
+        max_len: u64,
+        exact: bool,
+    ) -> Result<Sink<'_>, CliError> {
+        if self.writeback() && !exact {
+            return Ok(Sink::Appended(self.appender(format, dtype, max_len)?));
+        }
+        let room = match format {
+            Format::Npy => npy_header(dtype, &[max_len], 0).len() as u64,
+            Format::Raw => 0,
+        };
+        // (map_array writes a header for max_len: as long as the one finish writes)
+        match self.mapped(format, dtype, max_len)? {
+            Some(w) => Ok(Sink::Mapped(MappedAppender {
+                w,
+                room,
+                end: 0,
+                format,
+                dtype,
+                dest: self.dest.clone(),
+            })),
+            None => Ok(Sink::Appended(self.appender(format, dtype, max_len)?)),
+        }
     }
 
     /// Flush the finished file to disk (unless `--no-sync`) and hand it to the job's final step,
@@ -539,7 +598,7 @@ const WRITE_PIECE: usize = 8 << 20;
 /// Write `data` at byte `at` of `file` by positioned writes, in pieces on all cores, starting
 /// each piece's writeback at once where the output is to be flushed. Safe to call from several
 /// threads at once.
-fn write_at(file: &File, at: u64, data: &[u8]) -> std::io::Result<()> {
+fn write_at(file: &File, at: u64, data: &[u8], writeback: bool) -> std::io::Result<()> {
     use rayon::prelude::*;
     data.par_chunks(WRITE_PIECE)
         .enumerate()
@@ -548,7 +607,7 @@ fn write_at(file: &File, at: u64, data: &[u8]) -> std::io::Result<()> {
             pwrite_all(file, piece, pos)?;
             // early writeback keeps the final flush short but slows the writes
             // (docs/BENCHMARKS.md): without a flush it is only a cost
-            if durable() {
+            if writeback {
                 start_writeback(file, pos, piece.len());
             }
             Ok(())
@@ -561,6 +620,7 @@ pub struct PositionedWriter<'a> {
     file: &'a File,
     start: u64,
     dest: &'a Path,
+    writeback: bool,
 }
 
 /// An output's element bytes in a memory map (see [`Output::mapped`]).
@@ -570,6 +630,8 @@ pub struct MappedWriter {
     file: File,
     /// Where the elements start in the file (after a .npy header).
     start: u64,
+    /// Whether writes start their writeback at once ([`Output::writeback`]).
+    writeback: bool,
 }
 
 impl MappedWriter {
@@ -596,7 +658,7 @@ impl MappedWriter {
             .par_chunks_mut(WRITE_PIECE / 8)
             .zip(data.par_chunks(WRITE_PIECE / 8))
             .for_each(|(d, s)| d.copy_from_slice(s));
-        if durable() {
+        if self.writeback {
             start_writeback(&self.file, self.start + at as u64, data.len());
         }
     }
@@ -670,6 +732,7 @@ pub struct Appender<'a> {
     format: Format,
     dtype: KeyType,
     dest: &'a Path,
+    writeback: bool,
 }
 
 impl Appender<'_> {
@@ -680,28 +743,8 @@ impl Appender<'_> {
     /// Add `data` (whole elements) after what was appended before.
     pub fn append(&mut self, data: &[u8]) -> Result<(), CliError> {
         // (write_at starts each piece's writeback where the output will be flushed)
-        write_at(self.file, self.room + self.end, data).map_err(|e| self.err(e))?;
+        write_at(self.file, self.room + self.end, data, self.writeback).map_err(|e| self.err(e))?;
         self.end += data.len() as u64;
-        Ok(())
-    }
-
-    /// Add the first `len` bytes of `other`'s temporary file (a part written aside until its
-    /// place was known), in pieces.
-    pub fn append_output(&mut self, other: &Output, len: u64) -> Result<(), CliError> {
-        let from = other.tmp.as_ref().expect("not yet committed").as_file();
-        let mut buf = vec![0u8; WRITE_PIECE.min(len as usize)];
-        let mut at = 0u64;
-        while at < len {
-            let piece = &mut buf[..(len - at).min(WRITE_PIECE as u64) as usize];
-            pread_exact(from, piece, at).map_err(|e| {
-                CliError::runtime(format!(
-                    "cannot read back a part of {}: {e}",
-                    shown(&other.dest)
-                ))
-            })?;
-            self.append(piece)?;
-            at += piece.len() as u64;
-        }
         Ok(())
     }
 
@@ -716,10 +759,112 @@ impl Appender<'_> {
     }
 }
 
+/// A mapped [`Appender`] (see [`Output::sink`]).
+pub struct MappedAppender {
+    w: MappedWriter,
+    room: u64,
+    end: u64,
+    format: Format,
+    dtype: KeyType,
+    dest: PathBuf,
+}
+
+/// Where a result whose length is known only at the end is appended (see [`Output::sink`]).
+pub enum Sink<'a> {
+    Mapped(MappedAppender),
+    Appended(Appender<'a>),
+}
+
+impl Sink<'_> {
+    /// What faults the output's pages in ahead of the appends (mapped outputs only).
+    pub fn prefault(&self) -> Option<Prefault> {
+        match self {
+            Sink::Mapped(m) => Some(m.w.prefault()),
+            Sink::Appended(_) => None,
+        }
+    }
+
+    /// Add `data` (whole elements) after what was appended before.
+    pub fn append(&mut self, data: &[u8]) -> Result<(), CliError> {
+        match self {
+            Sink::Mapped(m) => {
+                if m.end + data.len() as u64 > m.w.map.len() as u64 {
+                    return Err(CliError::runtime(format!(
+                        "more elements than the input holds for {} (an internal error)",
+                        shown(&m.dest)
+                    )));
+                }
+                m.w.write_at(m.end, data);
+                m.end += data.len() as u64;
+                Ok(())
+            }
+            Sink::Appended(a) => a.append(data),
+        }
+    }
+
+    /// Bytes appended so far.
+    pub fn len(&self) -> u64 {
+        match self {
+            Sink::Mapped(m) => m.end,
+            Sink::Appended(a) => a.end,
+        }
+    }
+
+    /// Whether nothing was appended.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Append everything appended to `other` (a part kept aside until its place was known).
+    pub fn append_sink(&mut self, other: &Sink) -> Result<(), CliError> {
+        match other {
+            Sink::Mapped(o) => self.append(&o.w.map[..o.end as usize]),
+            Sink::Appended(o) => {
+                let len = o.end;
+                let mut buf = vec![0u8; WRITE_PIECE.min(len as usize)];
+                let mut at = 0u64;
+                while at < len {
+                    let piece = &mut buf[..(len - at).min(WRITE_PIECE as u64) as usize];
+                    pread_exact(o.file, piece, o.room + at).map_err(|e| {
+                        CliError::runtime(format!(
+                            "cannot read back a part of {}: {e}",
+                            shown(o.dest)
+                        ))
+                    })?;
+                    self.append(piece)?;
+                    at += piece.len() as u64;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Write the .npy header for the elements appended and end the file after them. A mapped
+    /// sink hands back its map (to be unmapped at the process's end: crate::exit).
+    pub fn finish(self) -> Result<Option<MmapMut>, CliError> {
+        match self {
+            Sink::Mapped(m) => {
+                let err = |e: std::io::Error| {
+                    CliError::runtime(format!("cannot write {}: {e}", shown(&m.dest)))
+                };
+                if m.format == Format::Npy {
+                    let len = m.end / m.dtype.size() as u64;
+                    let header = npy_header(m.dtype, &[len], m.room as usize);
+                    pwrite_all(&m.w.file, &header, 0).map_err(err)?;
+                }
+                // (the map may go on past the end: nothing reads or writes it there again)
+                m.w.file.set_len(m.room + m.end).map_err(err)?;
+                Ok(Some(m.w.into_map()))
+            }
+            Sink::Appended(a) => a.finish().map(|()| None),
+        }
+    }
+}
+
 impl PositionedWriter<'_> {
     /// Write `data` at byte `at` of the elements.
     pub fn write_at(&self, at: u64, data: &[u8]) -> Result<(), CliError> {
-        write_at(self.file, self.start + at, data)
+        write_at(self.file, self.start + at, data, self.writeback)
             .map_err(|e| CliError::runtime(format!("cannot write {}: {e}", shown(self.dest))))
     }
 }
@@ -829,5 +974,96 @@ mod tests {
         let npy = parse_npy(&back, Some(KeyType::U32)).unwrap();
         assert_eq!(npy.len, data.len() / 4);
         assert!(back[npy.offset..] == data[..]);
+    }
+
+    /// A result whose length is known only at the end (a partition: the matching elements, then
+    /// the others from a part kept aside) comes out the same through a map of the output at its
+    /// longest and through positioned appends, aside parts of either kind, .npy and raw: the
+    /// header for the count appended, the file cut where the elements end.
+    #[test]
+    fn sinks_mapped_and_appended_write_the_same_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let max = 3 * WRITE_PIECE as u64 / 4 + 5; // elements: past one write piece of bytes
+        let words = |from: u32, n: usize| -> Vec<u8> {
+            (0..n as u32)
+                .flat_map(|i| (from.wrapping_mul(7919) ^ i).to_le_bytes())
+                .collect()
+        };
+        let mut files = Vec::new();
+        for (i, (format, mapped, aside_mapped)) in [
+            (Format::Npy, true, true),
+            (Format::Npy, false, false),
+            (Format::Npy, true, false),
+            (Format::Raw, true, true),
+            (Format::Raw, false, true),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let dest = dir.path().join(format!("out{i}"));
+            let mut out = Output::create(&dest).unwrap();
+            let mut aside = Output::aside(&dest).unwrap();
+            let mut w = match mapped {
+                true => out.sink(format, KeyType::U32, max, true).unwrap(),
+                false => Sink::Appended(out.appender(format, KeyType::U32, max).unwrap()),
+            };
+            let mut r = match aside_mapped {
+                true => aside.sink(Format::Raw, KeyType::U32, max, false).unwrap(),
+                false => Sink::Appended(aside.appender(Format::Raw, KeyType::U32, max).unwrap()),
+            };
+            assert_eq!(matches!(w, Sink::Mapped(_)), mapped);
+            assert_eq!(matches!(r, Sink::Mapped(_)), aside_mapped);
+            // a flushed output of unknown length is appended to, not mapped
+            let mut other = Output::create(&dest).unwrap();
+            let s = other.sink(format, KeyType::U32, max, false).unwrap();
+            assert_eq!(matches!(s, Sink::Mapped(_)), !durable());
+            // three chunks, each split in two; the last chunk's matching part is empty
+            for (c, (kept, other)) in [(1000, 3), (WRITE_PIECE / 4 + 1, 77_000), (0, 9)]
+                .into_iter()
+                .enumerate()
+            {
+                w.append(&words(c as u32, kept)).unwrap();
+                r.append(&words(100 + c as u32, other)).unwrap();
+            }
+            assert_eq!(r.len(), 4 * (3 + 77_000 + 9));
+            w.append_sink(&r).unwrap();
+            // more elements than the output holds: an error, not a write past its end
+            if mapped {
+                let room = max as usize * 4 - w.len() as usize;
+                assert!(w.append(&vec![0u8; room + 4]).is_err());
+            }
+            w.finish().unwrap();
+            drop(r);
+            drop(aside);
+            out.commit().unwrap();
+            files.push((format, dest));
+        }
+        crate::files::finish().unwrap();
+        let mut want = Vec::new();
+        for (c, kept) in [1000, WRITE_PIECE / 4 + 1, 0].into_iter().enumerate() {
+            want.extend(words(c as u32, kept));
+        }
+        for (c, other) in [3, 77_000, 9].into_iter().enumerate() {
+            want.extend(words(100 + c as u32, other));
+        }
+        for (format, dest) in files {
+            let back = std::fs::read(&dest).unwrap();
+            let body = match format {
+                Format::Npy => {
+                    let npy = parse_npy(&back, Some(KeyType::U32)).unwrap();
+                    assert_eq!(npy.len, want.len() / 4, "{}", dest.display());
+                    &back[npy.offset..]
+                }
+                Format::Raw => &back[..],
+            };
+            assert!(body == want, "{}", dest.display());
+        }
+        // the parts kept aside are gone
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .filter(|n| n.to_string_lossy().ends_with(".tmp"))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
     }
 }

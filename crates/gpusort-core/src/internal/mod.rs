@@ -76,6 +76,7 @@ pub fn all_configurations() -> Vec<(String, String)> {
                             group_tiles: 8,
                             narrow_ballot,
                             early_counts: payload,
+                            spare_lanes: None,
                             hist_chunks: 8,
                             pack: 1 + kind % 2,
                             // the unstable sweep is for keys-only sorts
@@ -261,6 +262,7 @@ mod tests {
                             group_tiles: 8,
                             narrow_ballot: false,
                             early_counts: true,
+                            spare_lanes: None,
                             hist_chunks: 8,
                             pack: 2,
                             unstable,

@@ -34,6 +34,8 @@ pub struct RadixConfig {
     pub narrow_ballot: bool,
     /// Digit counts published before the ranking (subgroup ranking only).
     pub early_counts: bool,
+    /// Tuning::spare_lanes (None: the default rule below).
+    pub spare_lanes: Option<bool>,
     /// Tiles of keys a count_digits workgroup reads.
     pub hist_chunks: u32,
     /// Digits a word of the subgroup rank tables (1 or 2).
@@ -101,10 +103,14 @@ pub fn radix(c: &RadixConfig) -> String {
         // idle lanes of the ranking add to spare words, except in the stable keys-only sweep of
         // 32-bit keys: it sits at NVIDIA's 64-register line (two workgroups an SM), which the
         // select crosses (docs/BENCHMARKS.md)
-        ("SPARE", (c.payload || key_words == 2) as u32),
+        (
+            "SPARE",
+            c.spare_lanes.unwrap_or(c.payload || key_words == 2) as u32,
+        ),
         ("PACK", c.pack),
     ];
     consts.extend(crate::sort::radix::MSD_WORDS);
+    let family = format!("{}\n{family}", key_word_type(key_words));
     let source = compose_with(
         &family,
         &consts,
@@ -124,4 +130,22 @@ pub fn radix(c: &RadixConfig) -> String {
     let source = per_item_lines(&source, "//@ITEM", "@J", items);
     let source = per_item_lines(&source, "//@LB", "@L", c.window);
     choose_lines(&source, c.narrow_ballot, "//@NARROW", "//@WIDE")
+}
+
+/// How radix.wgsl's kernels hold a key in memory (`KeyWord`) and turn it into the (high, low)
+/// words they work on and back: 64-bit keys as one vec2<u32>, so that each key is one 8-byte
+/// load or store rather than two 4-byte ones at a stride of 8 bytes.
+fn key_word_type(key_words: u32) -> &'static str {
+    match key_words {
+        1 => concat!(
+            "alias KeyWord = u32;\n",
+            "fn key_of_word(w: KeyWord) -> vec2<u32> { return vec2<u32>(w, 0u); }\n",
+            "fn word_of_key(k: vec2<u32>) -> KeyWord { return k.x; }\n",
+        ),
+        _ => concat!(
+            "alias KeyWord = vec2<u32>;\n",
+            "fn key_of_word(w: KeyWord) -> vec2<u32> { return w.yx; }\n",
+            "fn word_of_key(k: vec2<u32>) -> KeyWord { return k.yx; }\n",
+        ),
+    }
 }

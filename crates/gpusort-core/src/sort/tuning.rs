@@ -41,6 +41,10 @@ pub struct Tuning {
     pub unstable_workgroups: u32,
     /// Sweeps publish their tile's digit counts before ranking it (subgroup ranking only).
     pub early_counts: bool,
+    /// Whether the ranking's lanes that add nothing add to spare words of their own rather than
+    /// to their digit's counter (subgroup ranking); None: in every sweep but the keys-only one of
+    /// 32-bit keys, whose registers it pushes past a line that halves its occupancy on NVIDIA.
+    pub spare_lanes: Option<bool>,
     /// Tiles of keys each histogram workgroup reads (1..=64).
     pub hist_chunks: u32,
     /// Digits a word of the subgroup rank tables (1 or 2); None: 1 where the tables fit the
@@ -93,6 +97,7 @@ impl Default for Tuning {
             payload_workgroups: 1024,
             unstable_workgroups: 1024,
             early_counts: true,
+            spare_lanes: None,
             hist_chunks: 8,
             pack: None,
             unstable_first: true,
