@@ -102,15 +102,20 @@ fn one<T: SortKey>(ctx: &Ctx<'_>, set: &str, n: usize, seed: u64) -> Result<Vec<
                 Ok(())
             })?)
         })?;
-        check(
-            ctx,
-            &keys,
-            input_print,
-            &work,
-            job.permutation.is_some().then_some(&perm),
-            what,
-            set,
-        )?;
+        // (a measuring build's switches that take parts of the radix sort out leave its results
+        // wrong on purpose: those runs time, they do not check)
+        let tuning = sorter.tuning();
+        if tuning.probe == 0 && tuning.stop == 0 {
+            check(
+                ctx,
+                &keys,
+                input_print,
+                &work,
+                job.permutation.is_some().then_some(&perm),
+                what,
+                set,
+            )?;
+        }
         if what == "sort" {
             keys_only_s = st.median_s;
         }
@@ -218,7 +223,9 @@ fn segmented(ctx: &Ctx<'_>, n: usize) -> Result<Vec<Case>, CliError> {
                 })?)
             })?;
             let got: Vec<u32> = transfer::read_vec(gpu, &work, n)?;
-            if got != gpusort_core::cpu::keys::sorted(&keys, order) {
+            let tuning = sorter.tuning();
+            let probing = algorithm == Algorithm::Radix && (tuning.probe != 0 || tuning.stop != 0);
+            if !probing && got != gpusort_core::cpu::keys::sorted(&keys, order) {
                 return Err(CliError::runtime(format!(
                     "bench: {name} of {n} keys is wrong on {}",
                     gpu.adapter.name
