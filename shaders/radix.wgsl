@@ -142,10 +142,8 @@ fn job_n() -> u32 {
 fn load_key(e: u32, alt: bool) -> vec2<u32> {
     var w: KeyWord;
     if (alt) { w = keys_alt[e]; } else { w = keys[e]; }
-    let k = key_of_word(w);
-    let hi = k.x;
-    let lo = k.y;
-    if (key_is_nan(KIND, hi, lo)) {
+    let k = key_of_word(w); // (hi, lo)
+    if (key_is_nan(KIND, k.x, k.y)) {
         return select(vec2<u32>(0x7fc00000u, 0u), vec2<u32>(0x7ff80000u, 0u), kind_wide(KIND));
     }
     return k;

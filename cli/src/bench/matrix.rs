@@ -102,10 +102,7 @@ fn one<T: SortKey>(ctx: &Ctx<'_>, set: &str, n: usize, seed: u64) -> Result<Vec<
                 Ok(())
             })?)
         })?;
-        // (a measuring build's switches that take parts of the radix sort out leave its results
-        // wrong on purpose: those runs time, they do not check)
-        let tuning = sorter.tuning();
-        if tuning.probe == 0 && tuning.stop == 0 {
+        if !sorter.tuning().measuring() {
             check(
                 ctx,
                 &keys,
@@ -223,9 +220,8 @@ fn segmented(ctx: &Ctx<'_>, n: usize) -> Result<Vec<Case>, CliError> {
                 })?)
             })?;
             let got: Vec<u32> = transfer::read_vec(gpu, &work, n)?;
-            let tuning = sorter.tuning();
-            let probing = algorithm == Algorithm::Radix && (tuning.probe != 0 || tuning.stop != 0);
-            if !probing && got != gpusort_core::cpu::keys::sorted(&keys, order) {
+            let measuring = algorithm == Algorithm::Radix && sorter.tuning().measuring();
+            if !measuring && got != gpusort_core::cpu::keys::sorted(&keys, order) {
                 return Err(CliError::runtime(format!(
                     "bench: {name} of {n} keys is wrong on {}",
                     gpu.adapter.name

@@ -497,10 +497,11 @@ impl Output {
             })?;
             return Ok(None);
         };
+        // (where the elements start: the header's length, which Sink::finish writes over)
         let start = file
             .metadata()
             .map(|m| m.len() - map.len() as u64)
-            .unwrap_or(0);
+            .map_err(|e| CliError::runtime(format!("cannot write {}: {e}", shown(&self.dest))))?;
         let writeback = self.writeback();
         Ok(Some(MappedWriter {
             map,
@@ -550,15 +551,10 @@ impl Output {
         if self.writeback() && !exact {
             return Ok(Sink::Appended(self.appender(format, dtype, max_len)?));
         }
-        let room = match format {
-            Format::Npy => npy_header(dtype, &[max_len], 0).len() as u64,
-            Format::Raw => 0,
-        };
-        // (map_array writes a header for max_len: as long as the one finish writes)
+        // (the map starts after a header for max_len: as long as the one finish writes)
         match self.mapped(format, dtype, max_len)? {
             Some(w) => Ok(Sink::Mapped(MappedAppender {
                 w,
-                room,
                 end: 0,
                 format,
                 dtype,
@@ -761,8 +757,8 @@ impl Appender<'_> {
 
 /// A mapped [`Appender`] (see [`Output::sink`]).
 pub struct MappedAppender {
+    /// Its elements start at `w.start`, after room for the .npy header.
     w: MappedWriter,
-    room: u64,
     end: u64,
     format: Format,
     dtype: KeyType,
@@ -803,16 +799,12 @@ impl Sink<'_> {
     }
 
     /// Bytes appended so far.
-    pub fn len(&self) -> u64 {
+    #[cfg(test)]
+    fn len(&self) -> u64 {
         match self {
             Sink::Mapped(m) => m.end,
             Sink::Appended(a) => a.end,
         }
-    }
-
-    /// Whether nothing was appended.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// Append everything appended to `other` (a part kept aside until its place was known).
@@ -849,11 +841,11 @@ impl Sink<'_> {
                 };
                 if m.format == Format::Npy {
                     let len = m.end / m.dtype.size() as u64;
-                    let header = npy_header(m.dtype, &[len], m.room as usize);
+                    let header = npy_header(m.dtype, &[len], m.w.start as usize);
                     pwrite_all(&m.w.file, &header, 0).map_err(err)?;
                 }
                 // (the map may go on past the end: nothing reads or writes it there again)
-                m.w.file.set_len(m.room + m.end).map_err(err)?;
+                m.w.file.set_len(m.w.start + m.end).map_err(err)?;
                 Ok(Some(m.w.into_map()))
             }
             Sink::Appended(a) => a.finish().map(|()| None),

@@ -120,6 +120,12 @@ pub(crate) fn workgroups_ok(v: u32) -> bool {
 }
 
 impl Tuning {
+    /// Whether measuring switches (`probe`, `stop`) take parts of the radix sort out, so that
+    /// its results are wrong on purpose: such sorts are timed, never checked.
+    pub fn measuring(&self) -> bool {
+        self.probe != 0 || self.stop != 0
+    }
+
     /// This tuning, or an error naming the first field out of the range the kernels take.
     pub fn checked(self) -> Result<Tuning> {
         let keys = |v: u32| (1..=64).contains(&v);
