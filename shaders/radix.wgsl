@@ -264,14 +264,16 @@ fn write_args(at: u32, groups: u32) {
 @compute @workgroup_size(WG)
 fn prepare(i: Invocation) {
     set_invocation(i);
-    plan_passes(rp.msd == 1u, false);
+    plan_passes(rp.msd == 1u);
 }
 
 // prepare's work, a workgroup's: from the digit counts, the plan of the LSD passes (or, `msd`,
-// of the MSD path's top digit). `recount`: the MSD path's fall back, which plans the LSD passes
-// afresh from every digit's counts (in the unstable module's msd_plan_rest, so tile sizes and
-// workgroups here are the stable sweep's constants, not this module's).
-fn plan_passes(msd: bool, recount: bool) {
+// of the MSD path's top digit). The MSD path's fall back plans the LSD passes here too, afresh
+// from every digit's counts (in the unstable module's msd_plan_rest, so tile sizes and workgroups
+// here are the stable sweep's constants, not this module's). An odd count of passes ends in
+// finish's copy back on every path: cheaper than running a skippable pass to make it even (a
+// pass over one digit is a sweep's worst case: u32 keys below 2^21 sorted 1.3x slower so).
+fn plan_passes(msd: bool) {
     let n = job_n();
     let tiles = (n + STABLE_TILE - 1u) / STABLE_TILE;
     let unstable_tiles = (n + UNSTABLE_TILE - 1u) / UNSTABLE_TILE;
@@ -304,17 +306,6 @@ fn plan_passes(msd: bool, recount: bool) {
     // With every pass skipped one still runs when there are keys, so NaNs come out canonical and
     // the index payload is made, as in every other sort.
     if (!any && n > 0u) { skip[0] = false; }
-    // The MSD path's fall back records no finish (radix.rs): its passes run an even number of
-    // times, a pass that could be skipped (every key has one digit there: it reorders nothing of
-    // what the passes before it sorted) run where that makes the count even. Four passes: an odd
-    // count leaves one skipped. (A pass run first may be the unstable sweep: it runs first still.)
-    if (recount) {
-        var count = 0u;
-        for (var p = 0u; p < rp.passes; p++) { count += select(1u, 0u, skip[p]); }
-        for (var p = rp.passes; p > 0u && (count & 1u) == 1u; p--) {
-            if (skip[p - 1u]) { skip[p - 1u] = false; count += 1u; }
-        }
-    }
     var runs = 0u;
     var stable_runs = 0u;
     for (var p = 0u; p < rp.passes; p++) {

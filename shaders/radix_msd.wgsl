@@ -225,7 +225,7 @@ fn msd_plan_rest(i: Invocation) {
     set_invocation(i);
     if (inv.li == 0u) { fell_back = atomicLoad(&ctl[C_MSD_FLAG]); }
     if (workgroupUniformLoad(&fell_back) != 0u) {
-        plan_passes(false, true);
+        plan_passes(false);
     } else if (inv.li == 0u) {
         write_args(3u * (MSD_ARGS + 4u), looping_groups(atomicLoad(&ctl[C_DENSE_COUNT])));
     }

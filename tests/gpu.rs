@@ -1077,6 +1077,21 @@ mod radix_options {
                     .collect();
                 let want = if n <= tile { Local } else { Lsd(FellBack) };
                 assert_eq!(run(gpu, &s, &one, &format!("one bucket n={n}")), want);
+                // most keys in one 16-bit bucket, the rest spread over the third digit: a fall
+                // back whose LSD passes run an odd number of times (the top digit is the same
+                // everywhere), so the last one's output is copied back
+                let odd: Vec<u32> = (0..n)
+                    .map(|i| match i % 8 {
+                        0 => 0x0700_0000 | r.random_range(0..1 << 24),
+                        _ => 0x07cd_0000 | r.random_range(0..65536),
+                    })
+                    .collect();
+                let in_bucket = odd.iter().filter(|&&k| k >> 16 == 0x07cd).count();
+                let took = run(gpu, &s, &odd, &format!("odd passes n={n}"));
+                match in_bucket > tile {
+                    true => assert_eq!(took, Lsd(FellBack), "n={n}"),
+                    false => assert_ne!(took, Lsd(FellBack), "n={n}"),
+                }
                 // equal keys: one bin, in place however full (no comparisons past MSD_GROUP_MAX)
                 let same = vec![0x8000_0001u32; n];
                 let want = if n <= tile { Local } else { Lsd(FellBack) };
@@ -1109,9 +1124,13 @@ mod radix_options {
                     assert_eq!(run(gpu, &s, &random, &what), Local);
                     let mixed: Vec<u32> = (0..n)
                         .map(|i| match i % 3 == 0 && i / 3 < tile - 1 {
-                            // one bucket of up to a tile, among small ones
+                            // one bucket of up to a tile, among small ones (none of which
+                            // may join it: two more keys would make it overflow a tile)
                             true => 0x1234_0000 | r.random_range(0..512),
-                            false => r.random(),
+                            false => match r.random::<u32>() {
+                                k if k >> 16 == 0x1234 => k ^ 0x8000_0000,
+                                k => k,
+                            },
                         })
                         .collect();
                     // (msd_dense or not as the twin finds: `run` compares the dense buckets)

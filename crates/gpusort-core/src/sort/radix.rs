@@ -696,9 +696,10 @@ impl RadixKernels {
                 }
             }
         }
-        // the MSD path leaves the keys in place, and its fall back runs an even number of passes
-        // (prepare), so only the LSD plan may need the last pass's output copied back
-        if stop == 2 || msd.is_some() {
+        // the last pass's output copied back where the passes ran an odd number of times (an
+        // empty dispatch otherwise: prepare zeroes it for the MSD path, which sorts in place,
+        // and its fall back's plan sizes it again)
+        if stop == 2 {
             return Ok(recorded(2 + msd_dispatches + passes as usize));
         }
         pass.set_pipeline(&pipes.finish);
