@@ -271,8 +271,8 @@ fn prepare(i: Invocation) {
 // of the MSD path's top digit). The MSD path's fall back plans the LSD passes here too, afresh
 // from every digit's counts (in the unstable module's msd_plan_rest, so tile sizes and workgroups
 // here are the stable sweep's constants, not this module's). An odd count of passes ends in
-// finish's copy back on every path: cheaper than running a skippable pass to make it even (a
-// pass over one digit is a sweep's worst case: u32 keys below 2^21 sorted 1.3x slower so).
+// finish's copy back on every path: cheaper than running a skippable pass to make it even
+// (docs/BENCHMARKS.md, the MSD path's fall back).
 fn plan_passes(msd: bool) {
     let n = job_n();
     let tiles = (n + STABLE_TILE - 1u) / STABLE_TILE;
