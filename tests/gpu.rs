@@ -972,6 +972,47 @@ mod radix_options {
         );
     }
 
+    /// Host keys are sampled before the sort is recorded (`Sorter::record_sampled`, which
+    /// `sort` and `sort_host` use): where one top-digit bucket holds far more keys than the MSD
+    /// path takes, the LSD passes run at once, with the same result; keys recorded without a
+    /// sample take the MSD path and fall back on the GPU. Host bytes of another length are
+    /// refused.
+    #[test]
+    fn a_sample_of_host_keys_can_rule_out_the_msd_path() {
+        use gpusort_core::sort::radix::MsdOutcome::LsdAtOnce;
+        let gpu = gpu(false);
+        let s = radix(gpu).tuned(gpu, |t| t.msd_from = 0);
+        // past four times RADIX tiles in one top-digit bucket (the sample's margin)
+        let n = 4 * 256 * s.radix_msd_tile() as usize + 1;
+        let mut r = rng(43);
+        let keys: Vec<u32> = (0..n).map(|_| r.random_range(0..1 << 21)).collect();
+        let mut want = keys.clone();
+        want.sort_unstable();
+        let mut host = keys.clone();
+        let st = s.sort(gpu, &mut host, SortOrder::default()).unwrap();
+        assert!(!st.radix_msd, "the sample rules the MSD path out");
+        assert!(s.radix_msd_outcome(gpu).unwrap().is_none());
+        assert_eq!(host, want);
+        // the same keys recorded from a GPU buffer: the MSD path, which falls back at once
+        let buf = transfer::buffer_from(gpu, "keys", &keys).unwrap();
+        let job = SortJob {
+            key_type: KeyType::U32,
+            order: SortOrder::default(),
+            keys: &buf,
+            n: n as u32,
+            values: None,
+            permutation: None,
+        };
+        let mut enc = gpu.device.create_command_encoder(&Default::default());
+        assert!(s.record(gpu, &mut enc, &job).unwrap().radix_msd);
+        gpu.queue.submit([enc.finish()]);
+        assert_eq!(transfer::read_vec::<u32>(gpu, &buf, n).unwrap(), want);
+        assert_eq!(s.radix_msd_outcome(gpu).unwrap(), Some(LsdAtOnce));
+        let mut enc = gpu.device.create_command_encoder(&Default::default());
+        let short = bytemuck::cast_slice::<u32, u8>(&keys[1..]);
+        assert!(s.record_sampled(gpu, &mut enc, &job, short).is_err());
+    }
+
     #[test]
     fn msd_path_sorts_the_same() {
         use gpusort_core::sort::radix::MsdOutcome::{self, FellBack, LsdAtOnce, Ran};

@@ -641,7 +641,7 @@ fn sort_on_gpu<T: SortKey>(
     let upload_s = t.elapsed().as_secs_f64();
     let t = Instant::now();
     let mut encoder = gpu.device.create_command_encoder(&Default::default());
-    let mut stats = sorter.record(
+    let mut stats = sorter.record_sampled(
         gpu,
         &mut encoder,
         &SortJob {
@@ -652,6 +652,7 @@ fn sort_on_gpu<T: SortKey>(
             values: None,
             permutation: None,
         },
+        bytes,
     )?;
     gpu.queue.submit([encoder.finish()]);
     gpu.wait()?;

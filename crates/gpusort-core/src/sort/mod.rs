@@ -434,12 +434,48 @@ impl Sorter {
         Ok(())
     }
 
+    /// [`Self::record`] for keys the host holds too: `host_keys` are the bytes `job.keys` was
+    /// filled from (the same `job.n` keys). A sample of them lets the radix sort choose its plan
+    /// on the host: 32-bit keys with a top-digit bucket too large for the MSD path go straight
+    /// to the LSD passes rather than counting on the GPU, finding that and counting again. The
+    /// result is the same either way; bytes of another length are refused.
+    pub fn record_sampled(
+        &self,
+        gpu: &Gpu,
+        encoder: &mut wgpu::CommandEncoder,
+        job: &SortJob<'_>,
+        host_keys: &[u8],
+    ) -> Result<SortStats> {
+        if host_keys.len() as u64 != job.n as u64 * job.key_type.size() as u64 {
+            return Err(Error::InvalidInput(format!(
+                "{} bytes of host keys for {} {} keys",
+                host_keys.len(),
+                job.n,
+                job.key_type
+            )));
+        }
+        let limit = crate::sort::radix::RADIX as u64 * self.radix.msd_tile() as u64;
+        let skewed = crate::sort::radix::top_digit_too_full(host_keys, job.key_type, limit);
+        self.record_with(gpu, encoder, job, !skewed)
+    }
+
     /// Record a sort of `job` into `encoder`. Nothing is submitted; the caller submits.
     pub fn record(
         &self,
         gpu: &Gpu,
         encoder: &mut wgpu::CommandEncoder,
         job: &SortJob<'_>,
+    ) -> Result<SortStats> {
+        self.record_with(gpu, encoder, job, true)
+    }
+
+    /// [`Self::record`]; `msd_ok` false keeps the radix sort off its MSD path.
+    fn record_with(
+        &self,
+        gpu: &Gpu,
+        encoder: &mut wgpu::CommandEncoder,
+        job: &SortJob<'_>,
+        msd_ok: bool,
     ) -> Result<SortStats> {
         let n = job.n;
         let algorithm = self.algorithm_for(gpu, n, job.key_type, job.order);
@@ -463,6 +499,7 @@ impl Sorter {
                         ..*job
                     },
                     None,
+                    msd_ok,
                 ),
             };
         }
@@ -657,7 +694,7 @@ impl Sorter {
                 "with a GPU-resident count, ask for the values or the permutation, not both".into(),
             ));
         }
-        self.record_radix(gpu, encoder, job, Some(count))
+        self.record_radix(gpu, encoder, job, Some(count), true)
     }
 
     fn record_radix(
@@ -666,6 +703,7 @@ impl Sorter {
         encoder: &mut wgpu::CommandEncoder,
         job: &SortJob<'_>,
         count: Option<&wgpu::Buffer>,
+        msd_ok: bool,
     ) -> Result<SortStats> {
         let n = job.n;
         let max = (gpu.max_binding() / job.key_type.size() as u64)
@@ -677,7 +715,7 @@ impl Sorter {
             )));
         }
         let key_bits = self.key_bits_of(job.key_type);
-        self.record_radix_on(gpu, encoder, job, count, key_bits)
+        self.record_radix_on(gpu, encoder, job, count, key_bits, msd_ok)
     }
 
     /// [`Self::record_radix`] on the bits `key_bits` of the sortable key.
@@ -688,6 +726,7 @@ impl Sorter {
         job: &SortJob<'_>,
         count: Option<&wgpu::Buffer>,
         key_bits: std::ops::Range<u32>,
+        msd_ok: bool,
     ) -> Result<SortStats> {
         use crate::sort::radix::{Payload, RadixJob};
         let n = job.n;
@@ -710,6 +749,7 @@ impl Sorter {
                     count,
                     payload,
                     key_bits: key_bits.clone(),
+                    msd_ok,
                 },
             )?;
             if let (Some(values), Some(perm), true) = (job.values, job.permutation, n > 1) {
@@ -780,6 +820,7 @@ impl Sorter {
             },
             None,
             self.key_bits_of(job.key_type),
+            true,
         )?;
         self.elementwise(
             gpu,
@@ -807,6 +848,7 @@ impl Sorter {
             },
             None,
             0..segment_bits,
+            true,
         )?;
         let wide = if job.key_type.is_wide() { 4 } else { 0 };
         self.elementwise(
@@ -967,7 +1009,7 @@ impl Sorter {
             .create_command_encoder(&wgpu::CommandEncoderDescriptor {
                 label: Some("sort"),
             });
-        let stats = self.record(
+        let stats = self.record_sampled(
             gpu,
             &mut encoder,
             &SortJob {
@@ -978,6 +1020,7 @@ impl Sorter {
                 values: None,
                 permutation: perm_buf.as_ref(),
             },
+            bytemuck::cast_slice(keys),
         )?;
         let t_gpu = std::time::Instant::now();
         gpu.queue.submit([encoder.finish()]);

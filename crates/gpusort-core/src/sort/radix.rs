@@ -20,6 +20,8 @@ use crate::sort::tuning::Tuning;
 
 /// Invocations per radix workgroup: one per digit value, or twice that (`WIDE_WG`).
 const RADIX_WG: u32 = 256;
+/// Values of one digit (8 bits).
+pub(crate) const RADIX: u32 = 256;
 /// With subgroups, where the workgroup memory fits: 512 invocations (the second half idle where
 /// the work is per digit), twice the tile with the same registers an invocation: a fifth faster
 /// than 256 from 2^26 keys (BENCHMARKS.md). Not with 8-lane subgroups (lavapipe): their rank
@@ -110,6 +112,36 @@ pub(crate) struct RadixJob<'a> {
     pub payload: Payload<'a>,
     /// The bits of the sortable key sorted on (see [`key_bits_error`]).
     pub key_bits: Range<u32>,
+    /// Whether the MSD path may run (false where a sample of the keys rules it out:
+    /// [`top_digit_too_full`]).
+    pub msd_ok: bool,
+}
+
+/// Keys of the sample [`top_digit_too_full`] reads, at even strides.
+const SAMPLE_KEYS: usize = 4096;
+
+/// Whether a sample of 32-bit keys (`key_bytes`, native order) puts more than four times
+/// `limit` keys in one top-digit bucket: the MSD path would count the top digit, find a bucket
+/// over `limit` (RADIX tiles) and fall back to the LSD passes, counting every digit again. Four
+/// times, so that uniform keys, whose buckets may come near the limit at 2^28 keys, keep the path
+/// (a sample bucket that far above its share is beyond chance). The top digit of the sortable
+/// value is a one-to-one function of the stored top byte for every 32-bit type (the sign flips
+/// it, or every bit) and either direction mirrors the buckets, so the stored byte is counted.
+pub(crate) fn top_digit_too_full(key_bytes: &[u8], key_type: KeyType, limit: u64) -> bool {
+    if key_type.size() != 4 || key_bytes.len() < 4 {
+        return false;
+    }
+    let n = key_bytes.len() / 4;
+    let sample = n.min(SAMPLE_KEYS);
+    let mut buckets = [0u32; RADIX as usize];
+    for i in 0..sample {
+        let at = (i * n / sample) * 4;
+        let key = u32::from_ne_bytes(key_bytes[at..at + 4].try_into().expect("4 bytes"));
+        buckets[(key >> 24) as usize] += 1;
+    }
+    let fullest = *buckets.iter().max().expect("RADIX buckets") as u64;
+    // fullest / sample of n keys above 4 * limit
+    fullest * n as u64 > 4 * limit * sample as u64
 }
 
 pub(crate) struct Pipelines {
@@ -547,7 +579,9 @@ impl RadixKernels {
         // enough; probes below 512 measure the LSD passes, those from 512 msd_local
         let msd = match (&pipes.msd, unstable) {
             (Some(m), Some(_))
-                if job.capacity >= self.tuning.msd_from && self.tuning.probe & 511 == 0 =>
+                if job.msd_ok
+                    && job.capacity >= self.tuning.msd_from
+                    && self.tuning.probe & 511 == 0 =>
             {
                 Some(m)
             }
@@ -848,6 +882,55 @@ pub(crate) fn early_counts_at(min_subgroup: Option<u32>, wg: u32, pack: u32) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The sample rules the MSD path out only for a top-digit bucket far over its limit: never
+    /// for uniform keys whose buckets sit at the limit, always for keys sharing their top byte,
+    /// never for 64-bit keys (which do not take the path) or no keys.
+    #[test]
+    fn a_sample_rules_out_the_msd_path_for_full_buckets_only() {
+        use rand::{Rng, SeedableRng};
+        let mut r = rand::rngs::StdRng::seed_from_u64(5);
+        let bytes = |keys: &[u32]| {
+            keys.iter()
+                .flat_map(|k| k.to_ne_bytes())
+                .collect::<Vec<u8>>()
+        };
+        let n = 1 << 20;
+        // uniform: each bucket holds n / 256 keys, here the limit itself (and a sample of 4,096)
+        let uniform: Vec<u32> = (0..n).map(|_| r.random()).collect();
+        let limit = n as u64 / 256;
+        for t in [KeyType::U32, KeyType::I32, KeyType::F32] {
+            assert!(!top_digit_too_full(&bytes(&uniform), t, limit), "{t}");
+        }
+        // one top byte: past four times the limit, and not below it
+        let low: Vec<u32> = uniform.iter().map(|k| k >> 12).collect();
+        assert!(top_digit_too_full(&bytes(&low), KeyType::U32, limit));
+        assert!(!top_digit_too_full(
+            &bytes(&low),
+            KeyType::U32,
+            n as u64 / 4
+        ));
+        assert!(top_digit_too_full(
+            &bytes(&low),
+            KeyType::U32,
+            n as u64 / 4 - 1
+        ));
+        // floats in [-1, 1): a quarter of the keys in [0.5, 1), one top byte (0x3f)
+        let floats: Vec<u32> = (0..n)
+            .map(|_| r.random_range(-1.0..1.0f32).to_bits())
+            .collect();
+        assert!(top_digit_too_full(
+            &bytes(&floats),
+            KeyType::F32,
+            n as u64 / 32
+        ));
+        // a few keys: every key sampled
+        assert!(top_digit_too_full(&bytes(&[7, 7, 7]), KeyType::U32, 0));
+        assert!(!top_digit_too_full(&bytes(&[7, 7, 7]), KeyType::U32, 1));
+        assert!(!top_digit_too_full(&[], KeyType::U32, 0));
+        let wide: Vec<u8> = vec![0; 8 * 1000];
+        assert!(!top_digit_too_full(&wide, KeyType::U64, 0));
+    }
 
     fn tuning(wg: Option<u32>) -> Tuning {
         Tuning {
