@@ -454,9 +454,8 @@ impl Sorter {
                 job.key_type
             )));
         }
-        let limit = crate::sort::radix::RADIX as u64 * self.radix.msd_tile() as u64;
-        let skewed = crate::sort::radix::top_digit_too_full(host_keys, job.key_type, limit);
-        self.record_with(gpu, encoder, job, !skewed)
+        let ruled_out = self.radix.msd_ruled_out(host_keys, job.key_type);
+        self.record_with(gpu, encoder, job, !ruled_out)
     }
 
     /// Record a sort of `job` into `encoder`. Nothing is submitted; the caller submits.

@@ -417,6 +417,14 @@ impl RadixKernels {
         self.wg * self.items[2]
     }
 
+    /// Whether a sample of host keys (`key_bytes`, `key_type`) rules the MSD path out: only for
+    /// sorts large enough to take it, against its limit of RADIX tiles in a top-digit bucket.
+    pub(crate) fn msd_ruled_out(&self, key_bytes: &[u8], key_type: KeyType) -> bool {
+        let n = key_bytes.len() / key_type.size();
+        let limit = RADIX as u64 * self.msd_tile() as u64;
+        n as u64 >= self.tuning.msd_from as u64 && top_digit_too_full(key_bytes, key_type, limit)
+    }
+
     pub(crate) fn pipelines(
         &self,
         gpu: &Gpu,
