@@ -28,8 +28,11 @@ use crate::error::CliError;
 macro_rules! for_dtype {
     ($dtype:expr, $f:ident $args:tt; $($t:ident),+) => {{
         let dtype = $dtype;
-        $( if dtype == <$t as gpusort_core::SortKey>::TYPE { return $f::<$t> $args; } )+
-        Err($crate::error::CliError::usage(format!("{} is not supported by this command", dtype)))
+        // a closure, so that the `return` leaves the macro and not the function it is used in
+        (|| {
+            $( if dtype == <$t as gpusort_core::SortKey>::TYPE { return $f::<$t> $args; } )+
+            Err($crate::error::CliError::usage(format!("{} is not supported by this command", dtype)))
+        })()
     }};
 }
 
@@ -422,7 +425,13 @@ pub fn run(cli: &Cli) -> Result<(), CliError> {
         c @ (Command::Completions(_) | Command::Man) => generate_help_files(c),
     };
     match result {
-        Ok(()) => files::finish().map(|_| ()),
+        Ok(()) => {
+            let done = files::finish()?;
+            if let Some(s) = done.flush_wait_s.filter(|_| cli.global.show_timings()) {
+                eprintln!("time: final flush {s:.3} s");
+            }
+            Ok(())
+        }
         Err(mut e) => {
             files::abandon();
             if e.code == 1 && !e.message.contains("written") {

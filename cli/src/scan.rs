@@ -224,6 +224,28 @@ impl Device {
         crate::exit::keep((self, job));
     }
 
+    /// With -v or --timings, where a one-file job's time went: starting the device, then the
+    /// job itself — chunks uploaded, computed, downloaded and written, overlapped — with its
+    /// outputs' flush started (waited for in the final step, which reports it).
+    fn time_split(&self, g: &Global, start_s: f64, job: &str, job_s: f64) {
+        if !g.show_timings() {
+            return;
+        }
+        let start = match self {
+            Device::Gpu { .. } => format!("GPU start {start_s:.3} s, "),
+            Device::Group { .. } => format!("GPUs' start {start_s:.3} s, "),
+            Device::Cpu { .. } => String::new(),
+        };
+        let moved = match self {
+            Device::Cpu { .. } => "",
+            _ => "transfers and ",
+        };
+        eprintln!(
+            "time: {start}{job}, {moved}{} {job_s:.3} s",
+            crate::files::write_words()
+        );
+    }
+
     /// How outcome lines name it.
     fn words(&self) -> String {
         match self {
@@ -261,8 +283,12 @@ pub fn run_scan(g: &Global, a: &ScanArgs) -> CliResult {
     }
     let p = prepare(&a.io, "scan", None, None)?;
     check_op(a.op, p.input.dtype)?;
+    let t = Instant::now();
     let dev = Device::start(g, true)?;
+    let start_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
     for_dtype!(p.input.dtype, scan_typed(g, a, &p, &dev, a.op.into()); u32, i32, f32, u64, i64, f64)?;
+    dev.time_split(g, start_s, "scan", t.elapsed().as_secs_f64());
     dev.keep(p);
     Ok(())
 }
@@ -296,8 +322,7 @@ fn scan_many(g: &Global, a: &ScanArgs) -> CliResult {
                 values: None,
             };
             let (op, inclusive, verify) = (a.op.into(), !a.exclusive, a.io.verify);
-            (|| for_dtype!(input.dtype, scan_on_cpu(&p, op, inclusive, verify); u32, i32, f32, u64, i64, f64))(
-            )?;
+            for_dtype!(input.dtype, scan_on_cpu(&p, op, inclusive, verify); u32, i32, f32, u64, i64, f64)?;
             bar.inc(1);
         }
         bar.finish_and_clear();
@@ -363,8 +388,7 @@ fn scan_many(g: &Global, a: &ScanArgs) -> CliResult {
             let (input, dest) = (&files.inputs[f], &files.dests[f]);
             let hidden = indicatif::ProgressBar::hidden();
             let (op, inclusive, verify) = (a.op.into(), !a.exclusive, a.io.verify);
-            (|| for_dtype!(input.dtype, scan_file(gpu, scanner, scanner64, input, dest, input.format, op, inclusive, verify, &hidden); u32, i32, f32, u64, i64, f64))(
-            )?;
+            for_dtype!(input.dtype, scan_file(gpu, scanner, scanner64, input, dest, input.format, op, inclusive, verify, &hidden); u32, i32, f32, u64, i64, f64)?;
             bar.inc(1);
             Ok(())
         })?;
@@ -865,8 +889,12 @@ pub fn run_partition(g: &Global, a: &PartitionArgs) -> CliResult {
         a.values.as_deref(),
         a.values_out.as_deref(),
     )?;
+    let t = Instant::now();
     let dev = Device::start(g, true)?;
+    let start_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
     for_dtype!(p.input.dtype, partition_typed(g, a, &p, &dev); u32, i32, f32, u64, i64, f64)?;
+    dev.time_split(g, start_s, "partition", t.elapsed().as_secs_f64());
     dev.keep(p);
     Ok(())
 }
@@ -1167,8 +1195,12 @@ pub fn run_compact(g: &Global, a: &CompactArgs) -> CliResult {
         a.values.as_deref(),
         a.values_out.as_deref(),
     )?;
+    let t = Instant::now();
     let dev = Device::start(g, true)?;
+    let start_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
     for_dtype!(p.input.dtype, compact_typed(g, a, &p, &dev); u32, i32, f32, u64, i64, f64)?;
+    dev.time_split(g, start_s, "compaction", t.elapsed().as_secs_f64());
     dev.keep(p);
     Ok(())
 }

@@ -929,8 +929,7 @@ fn sort_many_on_group(
     many::on_devices(&dealt, |d, f| {
         let (input, dest) = (&files.inputs[f], &files.dests[f]);
         let (gpu, sorter) = (&group.gpus()[d], &sorters[d]);
-        (|| for_dtype!(input.dtype, sort_file_on(gpu, sorter, args, input, dest, order); u32, i32, f32, u64, i64, f64))(
-        )?;
+        for_dtype!(input.dtype, sort_file_on(gpu, sorter, args, input, dest, order); u32, i32, f32, u64, i64, f64)?;
         bar.inc(1);
         Ok(())
     })?;
@@ -1019,8 +1018,7 @@ fn sort_many(g: &Global, args: &SortArgs) -> CliResult {
     let one_by_one = |f: usize| -> CliResult {
         let (input, dest) = (&files.inputs[f], &files.dests[f]);
         bar.set_message(format!("sorting {}", input.shown()));
-        (|| for_dtype!(input.dtype, sort_typed(&quiet, args, input, None, dest); u32, i32, f32, u64, i64, f64))(
-        )?;
+        for_dtype!(input.dtype, sort_typed(&quiet, args, input, None, dest); u32, i32, f32, u64, i64, f64)?;
         bar.inc(1);
         Ok(())
     };

@@ -360,7 +360,9 @@ fn output_is_quiet_and_plain() {
                 let (_, err) = run_ok(d, backend, &loud);
                 let timing: Vec<&str> = err.lines().filter(|l| l.starts_with("time: ")).collect();
                 if args[0] == "sort" && args.len() == 6 {
-                    assert_eq!(timing.len(), 1, "{flag} {args:?}: {err}");
+                    // the command's split, then the final step's wait for the flush
+                    assert_eq!(timing.len(), 2, "{flag} {args:?}: {err}");
+                    assert!(timing[1].starts_with("time: final flush "), "{err}");
                 }
                 assert!(!err.contains('\u{1b}'), "no colour into a pipe: {err}");
             }

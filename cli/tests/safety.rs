@@ -862,7 +862,8 @@ fn the_environment_cannot_change_a_result() {
 
 /// `--no-sync` skips only the flush: the outputs are the same bytes, land under their names
 /// through a rename (no temporary file left), replace an existing output, go to standard output,
-/// and the time split says no flush was made; without it the split says the outputs were flushed.
+/// and the time split says no flush was made; without it the split says the outputs' flush was
+/// started and the final step says how long it waited for it (sort, scan, compact, partition).
 #[test]
 fn no_sync_writes_the_same_outputs_without_the_flush() {
     let dir = tempfile::tempdir().unwrap();
@@ -887,11 +888,43 @@ fn no_sync_writes_the_same_outputs_without_the_flush() {
         let o = c.output().unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let err = String::from_utf8_lossy(&o.stderr);
-        // "write and flush", or "flush and rename" where the download wrote the file
+        // "write, flush started" or "flush started" in the command's split, then the final
+        // step's wait for it
         let says_flushed = err.contains("flush") && !err.contains("not flushed");
         assert_eq!(says_flushed, flushed, "{err}");
         assert_eq!(err.contains("--no-sync: not flushed"), !flushed, "{err}");
+        assert_eq!(err.contains("\ntime: final flush "), flushed, "{err}");
         assert_eq!(read_u32(&d.join(out)), want, "{out}");
+    }
+    // the streamed jobs' splits: the device's start, the job, whether a flush was started
+    for args in [
+        &["scan", "--dtype", "u32"][..],
+        &["compact", "--dtype", "u32", "--below", "2147483648"],
+        &["partition", "--dtype", "u32", "--pivot", "2147483648"],
+    ] {
+        for flushed in [true, false] {
+            let mut c = gpusort();
+            c.arg("--timings");
+            if !flushed {
+                c.arg("--no-sync");
+            }
+            let o = c
+                .args(args)
+                .arg(d.join("in.u32"))
+                .arg("-o")
+                .arg(d.join("streamed.u32"))
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(err.contains("\ntime: GPU start "), "{args:?}: {err}");
+            assert_eq!(err.contains("flush started"), flushed, "{args:?}: {err}");
+            assert_eq!(
+                err.contains("\ntime: final flush "),
+                flushed,
+                "{args:?}: {err}"
+            );
+        }
     }
     assert!(temp_files(d).is_empty(), "{:?}", temp_files(d));
     let o = gpusort()

@@ -1,9 +1,12 @@
 //! A job's outputs as one transaction, and what must hold before any of them lands.
 //!
 //! Every output of a job (keys, `--values-out`, `--argsort`, a partition's parts, every file of a
-//! many-file job) is written and flushed to a temporary file, then *staged* here. Only when the
-//! command has finished without error does [`finish`] make them real, in one short final step:
-//! it checks that no input changed while it was read, copies results meant for standard output,
+//! many-file job) is written to a temporary file, then *staged* here, its flush to disk started
+//! on the flusher's thread (unless `--no-sync`) so that the command goes on meanwhile. Only when
+//! the command has finished without error does [`finish`] make them real, in one short final
+//! step: it waits for every flush (the device and maps the command kept are released meanwhile,
+//! `crate::exit::release_behind`, as they are during the renames), checks that no input changed while it was read, copies
+//! results meant for standard output,
 //! pipes and character devices, then renames every staged file into place while holding the
 //! lock that the interrupt handler also takes, so an interrupt sees either none or all of the
 //! renames. A failure or an interrupt before that step leaves every input and existing output as
@@ -14,8 +17,8 @@
 //! run that writes to the same folder can remove those a killed run left behind.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
-use std::time::SystemTime;
+use std::sync::{mpsc, Mutex, MutexGuard};
+use std::time::{Instant, SystemTime};
 
 use tempfile::TempPath;
 
@@ -93,9 +96,89 @@ pub(crate) fn untrack(path: &Path) {
     state().pending.retain(|p| p != path);
 }
 
-/// Hand a finished, flushed temporary file over to the final step.
+/// Hand a finished temporary file over to the final step.
 pub(crate) fn stage(tmp: TempPath, target: Target, shown: String) {
     state().staged.push(Staged { tmp, target, shown });
+}
+
+/// The thread that flushes staged files, in the order they were staged, while the command goes
+/// on; [`finish`] closes its queue and waits for it before any rename.
+struct Flusher {
+    queue: mpsc::Sender<(std::fs::File, String)>,
+    /// The first failure's message, once the queue is closed and drained.
+    done: std::thread::JoinHandle<Option<String>>,
+}
+
+static FLUSHER: Mutex<Option<Flusher>> = Mutex::new(None);
+
+impl Flusher {
+    fn start() -> Option<Flusher> {
+        let (queue, jobs) = mpsc::channel::<(std::fs::File, String)>();
+        let done = std::thread::Builder::new()
+            .name("gpusort-flush".into())
+            .spawn(move || {
+                let mut failed = None;
+                for (file, shown) in jobs {
+                    if failed.is_none() {
+                        failed = flush_now(&file, &shown).err().map(|e| e.message);
+                    }
+                }
+                failed
+            })
+            .ok()?;
+        Some(Flusher { queue, done })
+    }
+
+    /// Close the queue and wait for every flush in it: the first failure's message, if any.
+    fn wait(self) -> Option<String> {
+        drop(self.queue);
+        self.done
+            .join()
+            .unwrap_or_else(|_| Some("the thread flushing the outputs failed".to_string()))
+    }
+}
+
+/// Flush `file` (the temporary file of the output shown as `shown`) to disk before the final
+/// step: on the flusher's thread, or here where no thread can be started.
+pub(crate) fn flush_behind(file: std::fs::File, shown: String) -> Result<(), CliError> {
+    let mut f = FLUSHER.lock().unwrap_or_else(|p| p.into_inner());
+    if f.is_none() {
+        *f = Flusher::start();
+    }
+    match f.as_ref() {
+        Some(flusher) => match flusher.queue.send((file, shown)) {
+            Ok(()) => Ok(()),
+            Err(mpsc::SendError((file, shown))) => flush_now(&file, &shown),
+        },
+        None => flush_now(&file, &shown),
+    }
+}
+
+fn flush_now(file: &std::fs::File, shown: &str) -> Result<(), CliError> {
+    file.sync_all()
+        .map_err(|e| CliError::runtime(format!("cannot flush {shown}: {e}")))
+}
+
+/// Wait for every flush started by [`flush_behind`]: the first failure's message, if any, and
+/// the seconds waited (None where nothing was flushed behind).
+fn wait_flushed() -> (Option<String>, Option<f64>) {
+    let flusher = FLUSHER.lock().unwrap_or_else(|p| p.into_inner()).take();
+    let Some(flusher) = flusher else {
+        return (None, None);
+    };
+    let t = Instant::now();
+    let failed = flusher.wait();
+    (failed, Some(t.elapsed().as_secs_f64()))
+}
+
+/// What the final step did.
+#[derive(Debug, Default)]
+pub struct Finished {
+    /// The outputs put in place.
+    pub written: Vec<String>,
+    /// Seconds spent waiting for the outputs' flushes to end (None with `--no-sync`, or where
+    /// nothing was flushed).
+    pub flush_wait_s: Option<f64>,
 }
 
 /// Watch an input that is a regular file: [`finish`] refuses to write anything if its size or
@@ -112,9 +195,19 @@ fn list(names: &[String]) -> String {
     names.join(", ")
 }
 
-/// The final step of a job that succeeded: check the inputs, then put every staged output in
-/// place. Returns what was written.
-pub fn finish() -> Result<Vec<String>, CliError> {
+/// The final step of a job that succeeded: wait for the flushes, check the inputs, then put
+/// every staged output in place.
+pub fn finish() -> Result<Finished, CliError> {
+    // the command is done with everything it kept: the driver and the kernel release it while
+    // the disk flushes and while a rename frees the output it replaces
+    crate::exit::release_behind();
+    let (failed, flush_wait_s) = wait_flushed();
+    if let Some(message) = failed {
+        abandon();
+        return Err(CliError::runtime(format!(
+            "{message}; no output was written"
+        )));
+    }
     let changed = {
         let s = state();
         s.inputs
@@ -198,7 +291,10 @@ pub fn finish() -> Result<Vec<String>, CliError> {
             }
         }
     }
-    Ok(std::mem::take(&mut s.written))
+    Ok(Finished {
+        written: std::mem::take(&mut s.written),
+        flush_wait_s,
+    })
 }
 
 pub(crate) fn copy_to_stream(tmp: &Path, target: &Target) -> std::io::Result<()> {
@@ -222,6 +318,8 @@ pub(crate) fn copy_to_stream(tmp: &Path, target: &Target) -> std::io::Result<()>
 /// Drop every staged output (their temporary files go with them): the job failed. Folders it
 /// created and left empty go too.
 pub fn abandon() {
+    // flushes still queued are not waited for: their files go now, and the process ends
+    drop(FLUSHER.lock().unwrap_or_else(|p| p.into_inner()).take());
     let (staged, created) = {
         let mut s = state();
         (
@@ -523,5 +621,29 @@ mod tests {
             leftover_owner(&name, &platform::host_name()),
             Some(std::process::id())
         );
+    }
+
+    /// The flusher flushes every file queued to it before its wait ends, and reports the first
+    /// that fails (fsync of /dev/null is refused) by the output's name; the files after a
+    /// failure are not flushed, as the job will not land.
+    #[test]
+    fn the_flusher_waits_for_every_file_and_names_a_failure() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = |name: &str| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, b"some bytes").unwrap();
+            std::fs::File::open(p).unwrap()
+        };
+        let f = Flusher::start().expect("a thread");
+        f.queue.send((file("a"), "a".into())).unwrap();
+        f.queue.send((file("b"), "b".into())).unwrap();
+        assert_eq!(f.wait(), None);
+        let f = Flusher::start().expect("a thread");
+        f.queue.send((file("a"), "a".into())).unwrap();
+        let null = std::fs::File::open("/dev/null").unwrap();
+        f.queue.send((null, "the output".into())).unwrap();
+        f.queue.send((file("c"), "c".into())).unwrap();
+        let failed = f.wait().expect("fsync of /dev/null fails");
+        assert!(failed.starts_with("cannot flush the output: "), "{failed}");
     }
 }

@@ -19,8 +19,8 @@ use std::path::Path;
 pub use input::{is_std, set_stream_memory, Input};
 pub(crate) use job::watch_input;
 pub use job::{
-    abandon, check_distinct, create_out_dir, finish, interrupted, remove_pending_now, Named,
-    Target, Written,
+    abandon, check_distinct, create_out_dir, finish, interrupted, remove_pending_now, Finished,
+    Named, Target, Written,
 };
 pub use npy::{parse_npy, NpyLayout};
 pub use output::{

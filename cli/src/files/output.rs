@@ -29,19 +29,21 @@ pub fn durable() -> bool {
     DURABLE.load(std::sync::atomic::Ordering::Relaxed)
 }
 
-/// The finish of an output whose bytes were written already, in the time split's words.
+/// The finish of an output whose bytes were written already, in the time split's words (its
+/// flush, unless `--no-sync`, is started there and waited for in the final step, which reports
+/// its own time).
 pub fn finish_words() -> &'static str {
     if durable() {
-        "flush and rename"
+        "flush started"
     } else {
-        "rename (--no-sync: not flushed)"
+        "staged (--no-sync: not flushed)"
     }
 }
 
-/// The time split's name for writing outputs: whether it included the flush.
+/// The time split's name for writing outputs: whether their flush was started.
 pub fn write_words() -> &'static str {
     if durable() {
-        "write and flush"
+        "write, flush started"
     } else {
         "write (--no-sync: not flushed)"
     }
@@ -564,14 +566,16 @@ impl Output {
         }
     }
 
-    /// Flush the finished file to disk (unless `--no-sync`) and hand it to the job's final step,
-    /// which puts every output of the job in place together once the command has succeeded.
+    /// Hand the finished file to the job's final step, which puts every output of the job in
+    /// place together once the command has succeeded; its flush to disk (unless `--no-sync`)
+    /// starts now on a thread of its own and is waited for in that step, before any rename.
     pub fn commit(mut self) -> Result<(), CliError> {
         let tmp = self.tmp.take().expect("commit once");
         if matches!(self.target, Target::File(_)) && durable() {
-            tmp.as_file().sync_all().map_err(|e| {
+            let file = tmp.as_file().try_clone().map_err(|e| {
                 CliError::runtime(format!("cannot flush {}: {e}", shown(&self.dest)))
             })?;
+            job::flush_behind(file, shown(&self.dest))?;
         }
         job::stage(tmp.into_temp_path(), self.target.clone(), shown(&self.dest));
         Ok(())

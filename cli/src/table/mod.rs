@@ -240,7 +240,7 @@ struct TableTimes {
     first_row_s: f64,
     /// From then until the file was written.
     write_s: f64,
-    /// Flushing it to disk and putting it in place.
+    /// Handing it to the final step (its flush started).
     commit_s: f64,
 }
 
@@ -250,11 +250,7 @@ impl TableTimes {
             "time: read and sort {:.3} s, write {:.3} s, {} {:.3} s",
             self.first_row_s,
             self.write_s,
-            if crate::files::durable() {
-                "flush and rename"
-            } else {
-                "rename (--no-sync: not flushed)"
-            },
+            crate::files::finish_words(),
             self.commit_s
         )
     }
