@@ -46,20 +46,42 @@ fn ld4(row4: i32, g: i32) -> vec4<T> {
 // loaded once serves every row whose taps reach it: a radius-R star reads MZ + 2R vec4s along the
 // streaming axis for MZ rows instead of MZ·(2R + 1), the traffic that otherwise goes to L2 for 3-D
 // grids (a plane apart per tap). MZ = 1 is one row; the host chooses it (`KernelChoice::rows`).
+// A workgroup covers WG consecutive vec4s of a plane (TH = 1), or (TH > 1, 3-D grids) a patch of
+// TH rows by WG / TH vec4 columns, so that the taps in neighbouring rows of the plane are loaded
+// by the same workgroup (`KernelChoice::plane_rows`; the host sizes the dispatch to match).
+const TW: u32 = WG / TH;
+
 @compute @workgroup_size(WG)
 fn step4(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let idx = linear_workgroup(wid, nwg) * WG + lid;
     let plane4 = u32(NY * NX4);
     let blocks = u32((p.comp_rows + MZ - 1) / MZ);
-    if (idx >= blocks * plane4) {
-        return;
+    var block: u32;
+    var rem: u32;
+    if (TH == 1u) {
+        let idx = linear_workgroup(wid, nwg) * WG + lid;
+        if (idx >= blocks * plane4) {
+            return;
+        }
+        block = idx / plane4;
+        rem = idx % plane4;
+    } else {
+        let tiles_x = (u32(NX4) + TW - 1u) / TW;
+        let tiles = tiles_x * ((u32(NY) + TH - 1u) / TH);
+        let w = linear_workgroup(wid, nwg);
+        block = w / tiles;
+        let t = w % tiles;
+        let ty = (t / tiles_x) * TH + lid / TW;
+        let tx = (t % tiles_x) * TW + lid % TW;
+        if (block >= blocks || ty >= u32(NY) || tx >= u32(NX4)) {
+            return;
+        }
+        rem = ty * u32(NX4) + tx;
     }
-    let z0 = p.comp_lo + i32(idx / plane4) * MZ;
-    let rem = idx % plane4;
+    let z0 = p.comp_lo + i32(block) * MZ;
     let y = i32(rem / u32(NX4));
     let xg = i32(rem % u32(NX4));
     let x = xg * 4;

@@ -446,11 +446,14 @@ fn streamed_passes_are_bit_identical_to_single_steps() {
                 1e-5,
                 &format!("{} {boundary:?} four cells", j.shape),
             );
-            // several rows of four cells per invocation, tails that do not fill a block
-            for rows in [3, 8] {
+            // several rows of four cells per invocation, tails that do not fill a block; 3-D
+            // workgroups along x, or over patches of the plane's rows (8 by default) cut by the
+            // grid's y and x
+            for (rows, plane_rows) in [(3, 1), (8, 32)] {
                 let choice = stencil::KernelChoice {
                     rows,
-                    blocking: None,
+                    plane_rows,
+                    ..Default::default()
                 };
                 let kernel = StencilKernel::with_choice(gpu, &j, choice).unwrap();
                 let (got, _) = stencil::apply(gpu, &kernel, &in_core(&j), &input).unwrap();
@@ -458,7 +461,8 @@ fn streamed_passes_are_bit_identical_to_single_steps() {
                     got.iter()
                         .zip(&want)
                         .all(|(a, b)| a.to_bits() == b.to_bits()),
-                    "{} {boundary:?} {rows} rows per invocation differ from one",
+                    "{} {boundary:?} {rows} rows per invocation, {plane_rows}-row patches differ \
+                     from one",
                     j.shape
                 );
                 let budget = Budget {
@@ -515,6 +519,86 @@ fn streamed_passes_are_bit_identical_to_single_steps() {
 
 /// What the streamed pass refuses, and the measured choice: `choose_kernel` returns a choice that
 /// runs and gives the single steps' result, and small grids are not measured.
+/// 3-D single steps on workgroups over patches of the plane's rows (the default) give the same
+/// bytes as workgroups along x: patches cut by the grid's y and x edges, rows narrower than a
+/// patch, several rows per invocation; planes too small for patches keep workgroups along x.
+#[test]
+fn plane_patches_are_bit_identical_to_workgroups_along_x() {
+    let gpu = gpu(false);
+    for (shape, stencil, boundary, rows, plane_rows, patch) in [
+        // 25 vec4s a row: a patch of 8 rows x 32 vec4s, cut at x and at y (50 = 6 x 8 + 2)
+        (
+            &[5, 50, 100],
+            Stencil::star(3, 2).unwrap(),
+            Boundary::Reflect,
+            2,
+            8,
+            8,
+        ),
+        (
+            &[5, 50, 100],
+            Stencil::star(3, 2).unwrap(),
+            Boundary::Reflect,
+            3,
+            16,
+            16,
+        ),
+        // 32-row patches of 8 vec4s: 40 rows = 32 + 8
+        (
+            &[6, 40, 96],
+            Stencil::boxed(3, 1).unwrap(),
+            Boundary::Wrap,
+            2,
+            32,
+            32,
+        ),
+        // 6 vec4s a row: patches of 32 rows x 8 vec4s, more rows than asked
+        (
+            &[7, 60, 24],
+            Stencil::star(3, 1).unwrap(),
+            Boundary::Constant,
+            1,
+            8,
+            32,
+        ),
+        // a plane of 12 vec4s: workgroups along x
+        (
+            &[9, 3, 16],
+            Stencil::star(3, 1).unwrap(),
+            Boundary::Nearest,
+            2,
+            8,
+            1,
+        ),
+    ] {
+        let j = job(shape, stencil, boundary, 3, KeyType::F32);
+        let input = grid::<f32>(j.shape.cells(), 77);
+        let along_x = stencil::KernelChoice {
+            rows,
+            plane_rows: 1,
+            ..Default::default()
+        };
+        let along_x = StencilKernel::with_choice(gpu, &j, along_x).unwrap();
+        assert_eq!(along_x.plane_patch_rows(), 1);
+        let (want, _) = stencil::apply(gpu, &along_x, &in_core(&j), &input).unwrap();
+        let choice = stencil::KernelChoice {
+            rows,
+            plane_rows,
+            ..Default::default()
+        };
+        let kernel = StencilKernel::with_choice(gpu, &j, choice).unwrap();
+        assert_eq!(kernel.plane_patch_rows(), patch, "{}", j.shape);
+        let (got, _) = stencil::apply(gpu, &kernel, &in_core(&j), &input).unwrap();
+        assert!(
+            got.iter()
+                .zip(&want)
+                .all(|(a, b)| a.to_bits() == b.to_bits()),
+            "{} {boundary:?}: {plane_rows}-row patches differ from workgroups along x",
+            j.shape
+        );
+    }
+}
+
 #[test]
 fn blocking_is_checked_and_measured() {
     let gpu = gpu(false);
@@ -583,9 +667,19 @@ fn blocking_is_checked_and_measured() {
     assert_eq!(planned.choice(), stencil::KernelChoice::default());
     let bad_rows = stencil::KernelChoice {
         rows: 9,
-        blocking: None,
+        ..Default::default()
     };
     assert!(StencilKernel::with_choice(gpu, &j, bad_rows).is_err());
+    for plane_rows in [0, 3, 64] {
+        let bad = stencil::KernelChoice {
+            plane_rows,
+            ..Default::default()
+        };
+        assert!(
+            StencilKernel::with_choice(gpu, &j, bad).is_err(),
+            "{plane_rows}"
+        );
+    }
 }
 
 mod properties {

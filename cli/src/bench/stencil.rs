@@ -171,9 +171,11 @@ fn per_type<T: StencilValue + Into<f64>>(
             format!("{sname}, 1 cell/invocation"),
             StencilKernel::one_cell(gpu, &job)?,
         )];
+        // workgroups along x first (the kernels before plane patches), then 3-D patches
         let one_row = KernelChoice {
             rows: 1,
-            blocking: None,
+            plane_rows: 1,
+            ..KernelChoice::default()
         };
         let four = StencilKernel::with_choice(gpu, &job, one_row)?;
         if four.four_cells() {
@@ -181,10 +183,27 @@ fn per_type<T: StencilValue + Into<f64>>(
             for rows in [2, 4, 8] {
                 let choice = KernelChoice {
                     rows,
-                    blocking: None,
+                    plane_rows: 1,
+                    ..KernelChoice::default()
                 };
                 variants.push((
                     format!("{sname}, 4 cells x {rows} rows/invocation"),
+                    StencilKernel::with_choice(gpu, &job, choice)?,
+                ));
+            }
+            // 3-D: a workgroup over a patch of the plane's rows instead of along x (2 x 8: the
+            // default)
+            for (rows, plane_rows) in [(2, 4), (2, 8), (2, 16), (4, 8)] {
+                if *dims != 3 {
+                    break;
+                }
+                let choice = KernelChoice {
+                    rows,
+                    plane_rows,
+                    blocking: None,
+                };
+                variants.push((
+                    format!("{sname}, 4 cells x {rows} rows/invocation, {plane_rows}-row patches"),
                     StencilKernel::with_choice(gpu, &job, choice)?,
                 ));
             }

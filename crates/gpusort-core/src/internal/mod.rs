@@ -141,13 +141,19 @@ fn stencil_configurations() -> Vec<(String, String)> {
                 out.push((name.clone(), stencil::source(&job, Default::default())));
                 let rows = KernelChoice {
                     rows: 3,
-                    blocking: None,
+                    ..KernelChoice::default()
                 };
                 out.push((format!("{name} 3 rows"), stencil::source(&job, rows)));
+                let patch = KernelChoice {
+                    plane_rows: 8,
+                    ..KernelChoice::default()
+                };
+                out.push((format!("{name} 8 plane rows"), stencil::source(&job, patch)));
                 for b in Blocking::candidates(&job, 48 << 10) {
                     let choice = KernelChoice {
                         rows: 1,
                         blocking: Some(b),
+                        plane_rows: 1,
                     };
                     out.push((
                         format!("{name} streamed {b:?}"),

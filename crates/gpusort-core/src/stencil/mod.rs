@@ -599,17 +599,24 @@ pub struct KernelChoice {
     pub rows: u32,
     /// K steps a pass, streamed through workgroup memory.
     pub blocking: Option<Blocking>,
+    /// Rows of the (y, x) plane that one workgroup of a four-cell single step covers on a 3-D
+    /// grid: 1 runs each workgroup along x; 2..=32 (a power of two) a patch of that many rows,
+    /// so the taps in neighbouring rows come from loads of the same workgroup. Ignored on 2-D
+    /// grids and where cells run one per invocation.
+    pub plane_rows: u32,
 }
 
 impl Default for KernelChoice {
     /// Two rows per invocation, one step per pass: two rows halve the loads of every tap in
     /// another row at no cost in registers worth measuring (one and two rows, every stencil of
     /// docs/BENCHMARKS.md, H100); more rows and streamed passes are for [`choose_kernel`] to
-    /// measure.
+    /// measure. On 3-D grids a workgroup covers 8 rows of the plane: faster than workgroups
+    /// along x for every 3-D stencil on the H100 and the H200 (docs/BENCHMARKS.md).
     fn default() -> Self {
         KernelChoice {
             rows: 2,
             blocking: None,
+            plane_rows: 8,
         }
     }
 }
@@ -703,6 +710,26 @@ pub fn source(job: &StencilJob, choice: KernelChoice) -> String {
     source_with(job, choice, four_cells(job))
 }
 
+/// The plane rows a workgroup of `step4` covers: the `asked` ones (`KernelChoice::plane_rows`)
+/// on 3-D grids with four cells per invocation, else 1; more where rows are narrower than the
+/// patch (WG / rows vec4s), so that few of its invocations fall past the row's end; and 1 where
+/// patches would still leave half their invocations past the plane's edges (small planes, which
+/// workgroups along x pack without a gap).
+fn plane_rows(job: &StencilJob, asked: u32, four: bool) -> u32 {
+    let [_, ny, nx] = job.shape.as_3d();
+    let nx4 = nx as u64 / 4;
+    if !four || ny <= 1 || asked <= 1 || nx4 == 0 {
+        return 1;
+    }
+    let th = asked.max(WG / (nx4.next_power_of_two().min(WG as u64) as u32));
+    let tw = (WG / th) as u64;
+    let covered = (ny as u64).div_ceil(th as u64) * th as u64 * nx4.div_ceil(tw) * tw;
+    if 2 * ny as u64 * nx4 < covered {
+        return 1;
+    }
+    th
+}
+
 /// [`source`], with the four-cell kernels where `four` (decided by the caller within what
 /// [`four_cells`] allows).
 fn source_with(job: &StencilJob, choice: KernelChoice, four: bool) -> String {
@@ -733,10 +760,11 @@ fn source_with(job: &StencilJob, choice: KernelChoice, four: bool) -> String {
     );
     if four {
         s += &format!(
-            "alias CELLS = vec4<T>;\nconst GR: i32 = {};\nconst MZ: i32 = {mz};\n\
+            "alias CELLS = vec4<T>;\nconst GR: i32 = {};\nconst MZ: i32 = {mz};\nconst TH: u32 = {}u;\n\
              fn ld(i: i32) -> T {{ return src[i >> 2u][i & 3]; }}\n\
              fn st(i: i32, v: T) {{ dst[i >> 2u][i & 3] = v; }}\n",
-            reach_vec4(job)
+            reach_vec4(job),
+            plane_rows(job, choice.plane_rows, four)
         );
     } else {
         s += "alias CELLS = T;\nfn ld(i: i32) -> T { return src[i]; }\n\
@@ -927,6 +955,8 @@ pub struct StencilKernel {
     four: bool,
     /// Rows of four cells per invocation of `step4`.
     rows: u32,
+    /// `KernelChoice::plane_rows` as asked (see `plane_rows` for where it applies).
+    plane_rows: u32,
     /// The streamed pass of K steps, where asked for: the general kernel and the one for
     /// workgroups wholly inside the grid.
     streamed: Option<(Blocking, wgpu::ComputePipeline, wgpu::ComputePipeline)>,
@@ -978,6 +1008,12 @@ impl StencilKernel {
             return Err(Error::InvalidInput(format!(
                 "rows per invocation must be 1 to 8, not {}",
                 choice.rows
+            )));
+        }
+        if !choice.plane_rows.is_power_of_two() || choice.plane_rows > 32 {
+            return Err(Error::InvalidInput(format!(
+                "plane rows per workgroup must be 1, 2, 4, 8, 16 or 32, not {}",
+                choice.plane_rows
             )));
         }
         if let Some(b) = blocking {
@@ -1074,6 +1110,7 @@ impl StencilKernel {
             tap_offsets,
             four,
             rows: if four { choice.rows } else { 1 },
+            plane_rows: choice.plane_rows,
             streamed,
         })
     }
@@ -1100,12 +1137,20 @@ impl StencilKernel {
         KernelChoice {
             rows: self.rows,
             blocking: self.blocking(),
+            plane_rows: self.plane_rows,
         }
     }
 
     /// Whether single steps run four cells per invocation (`step4`).
     pub fn four_cells(&self) -> bool {
         self.four
+    }
+
+    /// The rows of the plane a workgroup of a single step covers on this job (1: workgroups
+    /// along x), for tests that must reach either mapping.
+    #[doc(hidden)]
+    pub fn plane_patch_rows(&self) -> u32 {
+        plane_rows(&self.job, self.plane_rows, self.four)
     }
 
     /// The parameter block of a pass over `region`, with the streamed pass's chunk filled in.
@@ -1172,9 +1217,17 @@ impl StencilKernel {
                 } else {
                     (1, 1)
                 };
-                let cells = comp_rows.div_ceil(rows) * self.job.shape.row_cells() as u64 / per_row;
-                let groups = cells.div_ceil(WG as u64) as u32;
-                kernel::dispatch(gpu, pass, &self.pipeline, bind, &[offset], groups);
+                let blocks = comp_rows.div_ceil(rows);
+                let th = plane_rows(&self.job, self.plane_rows, self.four) as u64;
+                let groups = if th > 1 {
+                    // patches of th rows by WG / th vec4s (stencil_vec.wgsl)
+                    let [_, ny, nx] = self.job.shape.as_3d();
+                    let tw = WG as u64 / th;
+                    blocks * (ny as u64).div_ceil(th) * (nx as u64 / 4).div_ceil(tw)
+                } else {
+                    (blocks * self.job.shape.row_cells() as u64 / per_row).div_ceil(WG as u64)
+                };
+                kernel::dispatch(gpu, pass, &self.pipeline, bind, &[offset], groups as u32);
             }
         }
     }
@@ -1287,7 +1340,8 @@ impl StencilKernel {
 }
 
 /// The kernels that run `job`'s steps fastest on this device: 1, 2, 4 or 8 rows of four cells
-/// per invocation, and each streamed pass (K = 1..=4) that fits. Each candidate times 12 steps
+/// per invocation, on 3-D grids workgroups over 1, 8 or 16 rows of the plane, and each streamed
+/// pass (K = 1..=4) that fits. Each candidate times 12 steps
 /// on a sample of the job's grid (its first rows, at most `sample_bytes`), GPU-resident; a
 /// candidate must beat the default ([`KernelChoice::default`]) by 5% to be chosen.
 pub fn choose_kernel(gpu: &Gpu, job: &StencilJob, sample_bytes: u64) -> Result<KernelChoice> {
@@ -1298,8 +1352,16 @@ pub fn choose_kernel(gpu: &Gpu, job: &StencilJob, sample_bytes: u64) -> Result<K
         for rows in [1, 4, 8] {
             candidates.push(KernelChoice {
                 rows,
-                blocking: None,
+                ..KernelChoice::default()
             });
+        }
+        if job.shape.as_3d()[1] > 1 {
+            for plane_rows in [1, 16] {
+                candidates.push(KernelChoice {
+                    plane_rows,
+                    ..KernelChoice::default()
+                });
+            }
         }
     }
     for b in Blocking::candidates(job, limit) {
