@@ -5,8 +5,8 @@
 //! on the flusher's thread (unless `--no-sync`) so that the command goes on meanwhile. Only when
 //! the command has finished without error does [`finish`] make them real, in one short final
 //! step: it waits for every flush (the device and maps the command kept are released meanwhile,
-//! `crate::exit::release_behind`, as they are during the renames), checks that no input changed while it was read, copies
-//! results meant for standard output,
+//! `crate::exit::release_behind`, as they are during the renames), checks that no input changed
+//! while it was read, copies results meant for standard output,
 //! pipes and character devices, then renames every staged file into place while holding the
 //! lock that the interrupt handler also takes, so an interrupt sees either none or all of the
 //! renames. A failure or an interrupt before that step leaves every input and existing output as
