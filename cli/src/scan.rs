@@ -224,6 +224,24 @@ impl Device {
         crate::exit::keep((self, job));
     }
 
+    /// A one-file job: the device started, `run` on it, the time split, then the device and the
+    /// job's input kept.
+    fn run_one(
+        g: &Global,
+        p: Prepared,
+        job: &str,
+        run: impl FnOnce(&Prepared, &Device) -> CliResult,
+    ) -> CliResult {
+        let t = Instant::now();
+        let dev = Device::start(g, true)?;
+        let start_s = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        run(&p, &dev)?;
+        dev.time_split(g, start_s, job, t.elapsed().as_secs_f64());
+        dev.keep(p);
+        Ok(())
+    }
+
     /// With -v or --timings, where a one-file job's time went: starting the device, then the
     /// job itself — chunks uploaded, computed, downloaded and written, overlapped — with its
     /// outputs' flush started (waited for in the final step, which reports it).
@@ -283,14 +301,12 @@ pub fn run_scan(g: &Global, a: &ScanArgs) -> CliResult {
     }
     let p = prepare(&a.io, "scan", None, None)?;
     check_op(a.op, p.input.dtype)?;
-    let t = Instant::now();
-    let dev = Device::start(g, true)?;
-    let start_s = t.elapsed().as_secs_f64();
-    let t = Instant::now();
-    for_dtype!(p.input.dtype, scan_typed(g, a, &p, &dev, a.op.into()); u32, i32, f32, u64, i64, f64)?;
-    dev.time_split(g, start_s, "scan", t.elapsed().as_secs_f64());
-    dev.keep(p);
-    Ok(())
+    Device::run_one(
+        g,
+        p,
+        "scan",
+        |p, dev| for_dtype!(p.input.dtype, scan_typed(g, a, p, dev, a.op.into()); u32, i32, f32, u64, i64, f64),
+    )
 }
 
 /// Files up to this many elements are scanned together in the scheduler's merged launch when a
@@ -889,14 +905,12 @@ pub fn run_partition(g: &Global, a: &PartitionArgs) -> CliResult {
         a.values.as_deref(),
         a.values_out.as_deref(),
     )?;
-    let t = Instant::now();
-    let dev = Device::start(g, true)?;
-    let start_s = t.elapsed().as_secs_f64();
-    let t = Instant::now();
-    for_dtype!(p.input.dtype, partition_typed(g, a, &p, &dev); u32, i32, f32, u64, i64, f64)?;
-    dev.time_split(g, start_s, "partition", t.elapsed().as_secs_f64());
-    dev.keep(p);
-    Ok(())
+    Device::run_one(
+        g,
+        p,
+        "partition",
+        |p, dev| for_dtype!(p.input.dtype, partition_typed(g, a, p, dev); u32, i32, f32, u64, i64, f64),
+    )
 }
 
 /// Partition (`rest`) or compaction of one file, chunk by chunk (gpusort_core::scan::streamed): each
@@ -1195,14 +1209,12 @@ pub fn run_compact(g: &Global, a: &CompactArgs) -> CliResult {
         a.values.as_deref(),
         a.values_out.as_deref(),
     )?;
-    let t = Instant::now();
-    let dev = Device::start(g, true)?;
-    let start_s = t.elapsed().as_secs_f64();
-    let t = Instant::now();
-    for_dtype!(p.input.dtype, compact_typed(g, a, &p, &dev); u32, i32, f32, u64, i64, f64)?;
-    dev.time_split(g, start_s, "compaction", t.elapsed().as_secs_f64());
-    dev.keep(p);
-    Ok(())
+    Device::run_one(
+        g,
+        p,
+        "compaction",
+        |p, dev| for_dtype!(p.input.dtype, compact_typed(g, a, p, dev); u32, i32, f32, u64, i64, f64),
+    )
 }
 
 fn compact_typed<T: SortKey + FromStr + PartialEq>(

@@ -144,11 +144,11 @@ fn stencil_configurations() -> Vec<(String, String)> {
                     ..KernelChoice::default()
                 };
                 out.push((format!("{name} 3 rows"), stencil::source(&job, rows)));
-                let patch = KernelChoice {
-                    plane_rows: 8,
+                let along_x = KernelChoice {
+                    plane_rows: 1,
                     ..KernelChoice::default()
                 };
-                out.push((format!("{name} 8 plane rows"), stencil::source(&job, patch)));
+                out.push((format!("{name} along x"), stencil::source(&job, along_x)));
                 for b in Blocking::candidates(&job, 48 << 10) {
                     let choice = KernelChoice {
                         rows: 1,
