@@ -487,6 +487,50 @@ fn streamed_scans_and_compactions_match_whole_ones() {
                     front == want && Some(fp) == wp && split == wsplit,
                     "streamed partition n={n} chunk={chunk}"
                 );
+                // the caller's own drain: matching elements straight to the front of its buffers,
+                // the others to their back, payload likewise (as a file's maps take them)
+                let (mut front, mut back) = (vec![0u32; n], vec![0u32; n]);
+                let (mut fp, mut bp) = (vec![0u32; n], vec![0u32; n]);
+                let (mut at, mut back_at) = (0, 0);
+                let mut order = Vec::new();
+                let split = s
+                    .split_streamed_with(
+                        gpu,
+                        &u,
+                        Some(&payload),
+                        pred,
+                        chunk,
+                        true,
+                        |c| {
+                            let (k, rest) = (c.kept, c.len() - c.kept);
+                            assert_eq!(c.len(), c.range.len());
+                            c.elements_into(0, &mut front[at..at + k]);
+                            c.payload_into(0, &mut fp[at..at + k]);
+                            c.elements_into(k, &mut back[back_at..back_at + rest]);
+                            c.payload_into(k, &mut bp[back_at..back_at + rest]);
+                            at += k;
+                            back_at += rest;
+                            c.range.start
+                        },
+                        |start| {
+                            order.push(start);
+                            Ok(())
+                        },
+                    )
+                    .unwrap();
+                front.truncate(at);
+                fp.truncate(at);
+                front.extend_from_slice(&back[..back_at]);
+                fp.extend_from_slice(&bp[..back_at]);
+                assert!(
+                    front == want && Some(fp) == wp && split == wsplit && at == wsplit,
+                    "split drained by the caller n={n} chunk={chunk}"
+                );
+                assert!(
+                    order.iter().enumerate().all(|(k, &st)| st == k * chunk)
+                        && order.len() == n.div_ceil(chunk),
+                    "chunks in order n={n} chunk={chunk}: {order:?}"
+                );
                 let mut got = Vec::new();
                 let p = Predicate::AtLeast(0.0f64);
                 s.compact_streamed(gpu, &w, None, p, chunk, |_, k, v| {
@@ -642,6 +686,23 @@ fn host_array_scans_through_kept_staging_on_both_paths() {
                 assert!(
                     got == reference::scan(&u, ScanOp::Add, false),
                     "u32 n={n} import={import}"
+                );
+                // each chunk handed on once in its place, in order
+                let mut got = vec![0u32; n];
+                let mut seen = Vec::new();
+                let want = reference::scan(&u, ScanOp::Xor, true);
+                s.scan_into_each(gpu, &u, &mut got, ScanOp::Xor, true, 1000, |at, piece| {
+                    assert!(piece == &want[at..at + piece.len()], "piece at {at}");
+                    seen.push((at, piece.len()));
+                    Ok(())
+                })
+                .unwrap();
+                let pieces: Vec<(usize, usize)> = (0..n.div_ceil(1000))
+                    .map(|k| (k * 1000, (n - k * 1000).min(1000)))
+                    .collect();
+                assert!(
+                    got == want && seen == pieces,
+                    "u32 xor each n={n}: {seen:?}"
                 );
                 let i: Vec<i32> = (0..n).map(|_| r.random()).collect();
                 let mut got = vec![0i32; n];

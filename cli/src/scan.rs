@@ -8,6 +8,7 @@ use std::time::Instant;
 use clap::ValueEnum;
 use gpusort_core::cpu::scan as reference;
 use gpusort_core::scan::scan64::Scanner64;
+use gpusort_core::scan::streamed::SplitDrain;
 use gpusort_core::scan::{Predicate, ScanOp, Scanner};
 use gpusort_core::schedule::Test;
 use gpusort_core::{Error as CoreError, Gpu, KeyType, SortKey};
@@ -15,7 +16,7 @@ use gpusort_core::{Error as CoreError, Gpu, KeyType, SortKey};
 use crate::error::{CliError, CliResult};
 use crate::files::{
     check_distinct, check_output_path, is_std, open_values, output_format, resolve_output, shown,
-    Format, Input, Named, Output, Prefault, Written,
+    Carver, Format, Input, Landed, Named, Output, Prefault, Sink, Written,
 };
 use crate::sort::Dtype;
 use crate::{for_dtype, many, progress, Engine, Global};
@@ -424,13 +425,18 @@ fn scan_many(g: &Global, a: &ScanArgs) -> CliResult {
     Ok(())
 }
 
-/// Elements per chunk of a streamed job: `GPUSORT_STREAM_CHUNK_BYTES` (for tests and
-/// measurements) or the library's default, capped by the device's largest binding.
-fn chunk_elements(gpu: &Gpu, dtype: KeyType) -> usize {
-    let bytes = std::env::var("GPUSORT_STREAM_CHUNK_BYTES")
+/// Elements per chunk of a streamed job of `len` elements: `GPUSORT_STREAM_CHUNK_BYTES` (for
+/// tests and measurements; capped by the device's largest binding) or the library's choice for
+/// a one-job process (`chunk_elements_one_shot`: a command makes its staging for this job).
+fn chunk_elements(gpu: &Gpu, dtype: KeyType, len: usize) -> usize {
+    use gpusort_core::scan::streamed;
+    match std::env::var("GPUSORT_STREAM_CHUNK_BYTES")
         .ok()
-        .and_then(|v| v.parse().ok());
-    gpusort_core::scan::streamed::chunk_elements(gpu, dtype.size(), bytes)
+        .and_then(|v| v.parse().ok())
+    {
+        Some(bytes) => streamed::chunk_elements(gpu, dtype.size(), Some(bytes)),
+        None => streamed::chunk_elements_one_shot(gpu, dtype.size(), len),
+    }
 }
 
 /// Scan one file in chunks (gpusort_core::scan::streamed): each chunk's results are checked
@@ -465,6 +471,27 @@ fn scan_file<T: SortKey>(
         };
         let mut check = verify.then(|| ScanCheck::new::<T>(op, inclusive));
         let size = T::TYPE.size() as u64;
+        let direct = !T::TYPE.is_wide()
+            && mapped.as_mut().is_some_and(|m| {
+                (m.elements_mut().0.as_ptr() as usize).is_multiple_of(std::mem::align_of::<T>())
+            });
+        if let (Some(m), true) = (mapped.as_mut(), direct) {
+            // each chunk drained straight into its place in the output's map, then checked
+            // and its writeback started on the writer thread
+            let (elements, writeback) = m.elements_mut();
+            let out: &mut [T] = bytemuck::cast_slice_mut(elements);
+            let landed = |at: usize, piece: &[T]| -> Result<(), CoreError> {
+                if let Some(c) = check.as_mut() {
+                    c.check(&data[at..at + piece.len()], piece, at)?;
+                }
+                writeback.started(at as u64 * size, std::mem::size_of_val(piece));
+                bar.inc(piece.len() as u64);
+                Ok(())
+            };
+            let chunk = chunk_elements(gpu, T::TYPE, data.len());
+            scanner.scan_into_each(gpu, &data, out, op, inclusive, chunk, landed)?;
+            return Ok(());
+        }
         let sink = |at: usize, piece: &[T]| -> Result<(), CoreError> {
             if let Some(c) = check.as_mut() {
                 c.check(&data[at..at + piece.len()], piece, at)?;
@@ -483,7 +510,7 @@ fn scan_file<T: SortKey>(
         if T::TYPE.is_wide() {
             scanner64.scan_each(gpu, &data, op, inclusive, sink)?;
         } else {
-            let chunk = chunk_elements(gpu, T::TYPE);
+            let chunk = chunk_elements(gpu, T::TYPE, data.len());
             scanner.scan_streamed(gpu, &data, op, inclusive, chunk, sink)?;
         }
         Ok(())
@@ -529,7 +556,7 @@ fn scan_file_group<T: SortKey>(
             bar.inc(piece.len() as u64);
             Ok(())
         };
-        let chunk = chunk_elements(group.first(), T::TYPE);
+        let chunk = chunk_elements(group.first(), T::TYPE, data.len());
         gpusort_core::multi::scan::scan_streamed(
             group, scanners, &data, op, inclusive, chunk, &sink,
         )?;
@@ -976,42 +1003,86 @@ fn split_file<T: SortKey>(
         .flatten()
         .filter_map(|s| s.prefault())
         .collect();
-    let matched = std::thread::scope(|s| -> CliResult<usize> {
-        for p in pages {
-            s.spawn(move || p.run());
-        }
-        let io = |e: CliError| CoreError::Io(e.message);
-        let chunk = chunk_elements(gpu, T::TYPE);
-        let matched =
-            scanner.split_streamed(gpu, &data, values.as_deref(), pred, chunk, rest, |c| {
+    let has_values = values.is_some();
+    let matched = {
+        // each chunk drained straight into its place in the mapped outputs (Sink::ends); the
+        // others' elements are held and appended on the writer thread
+        let (mut wc, mut ws) = ends(Some(&mut w));
+        let (mut rc, mut rs) = ends(r.as_mut());
+        let (mut vwc, mut vws) = ends(vw.as_mut());
+        let (mut vrc, mut vrs) = ends(vr.as_mut());
+        std::thread::scope(|s| -> CliResult<usize> {
+            for p in pages {
+                s.spawn(move || p.run());
+            }
+            let io = |e: CliError| CoreError::Io(e.message);
+            let chunk = chunk_elements(gpu, T::TYPE, data.len());
+            let drain = |c: SplitDrain<'_, T>| -> CliResult<SplitLanded<'_, T>> {
+                let (k, others) = (c.kept, c.len() - c.kept);
+                Ok(SplitLanded {
+                    range: c.range.clone(),
+                    kept: Landed::drain(wc.as_mut(), k, |room| c.elements_into(0, room))?,
+                    others: match rest {
+                        true => Some(Landed::drain(rc.as_mut(), others, |room| {
+                            c.elements_into(k, room)
+                        })?),
+                        false => None,
+                    },
+                    values: match has_values {
+                        true => Some(Landed::drain(vwc.as_mut(), k, |room| {
+                            c.payload_into(0, room)
+                        })?),
+                        false => None,
+                    },
+                    values_others: match has_values && rest {
+                        true => Some(Landed::drain(vrc.as_mut(), others, |room| {
+                            c.payload_into(k, room)
+                        })?),
+                        false => None,
+                    },
+                })
+            };
+            let landed = |d: CliResult<SplitLanded<'_, T>>| -> Result<(), CoreError> {
+                let d = d.map_err(io)?;
                 if verify {
                     check_split(
                         &data,
                         values.as_deref(),
                         &pred,
-                        c.range.clone(),
-                        c.elements,
-                        c.payload,
-                        c.kept,
+                        d.range.clone(),
+                        SplitParts {
+                            kept: d.kept.as_slice(),
+                            others: d.others.as_ref().map(|o| o.as_slice()),
+                            values: d.values.as_ref().map(|v| v.as_slice()),
+                            values_others: d.values_others.as_ref().map(|v| v.as_slice()),
+                        },
                     )?;
                 }
-                let (before, after) = c.elements.split_at(c.kept);
-                w.append(bytemuck::cast_slice(before)).map_err(io)?;
-                if let Some(r) = r.as_mut() {
-                    r.append(bytemuck::cast_slice(after)).map_err(io)?;
+                d.kept.append_to(ws.as_mut()).map_err(io)?;
+                if let Some(o) = &d.others {
+                    o.append_to(rs.as_mut()).map_err(io)?;
                 }
-                if let (Some(vw), Some(v)) = (vw.as_mut(), c.payload) {
-                    let (before, after) = v.split_at(c.kept);
-                    vw.append(bytemuck::cast_slice(before)).map_err(io)?;
-                    if let Some(vr) = vr.as_mut() {
-                        vr.append(bytemuck::cast_slice(after)).map_err(io)?;
-                    }
+                if let Some(v) = &d.values {
+                    v.append_to(vws.as_mut()).map_err(io)?;
                 }
-                bar.inc(c.range.len() as u64);
+                if let Some(v) = &d.values_others {
+                    v.append_to(vrs.as_mut()).map_err(io)?;
+                }
+                bar.inc(d.range.len() as u64);
                 Ok(())
-            })?;
-        Ok(matched)
-    })?;
+            };
+            Ok(scanner.split_streamed_with(
+                gpu,
+                &data,
+                values.as_deref(),
+                pred,
+                chunk,
+                rest,
+                drain,
+                landed,
+            )?)
+        })?
+    };
     if let Some(r) = &r {
         w.append_sink(r)?;
     }
@@ -1033,26 +1104,54 @@ fn split_file<T: SortKey>(
     Ok((matched, data.len()))
 }
 
-/// --verify of one chunk of a split: its elements (the matching ones, then, for a partition,
-/// the others), payload and count against the CPU's partition of the same input range.
-#[allow(clippy::too_many_arguments)]
+/// [`Sink::ends`] of an output that may not be asked for, apart.
+fn ends<'s, 'a>(sink: Option<&'s mut Sink<'a>>) -> (Option<Carver<'s>>, Option<&'s mut Sink<'a>>) {
+    match sink {
+        Some(s) => s.ends().split(),
+        None => (None, None),
+    }
+}
+
+/// One chunk of a split's results: the matching elements, and (a partition) the others, each
+/// with its payload where there is one.
+struct SplitParts<'a, T> {
+    kept: &'a [T],
+    others: Option<&'a [T]>,
+    values: Option<&'a [u32]>,
+    values_others: Option<&'a [u32]>,
+}
+
+/// A chunk of [`split_file`]'s results as drained ([`Landed`]).
+struct SplitLanded<'s, T> {
+    range: std::ops::Range<usize>,
+    kept: Landed<'s, T>,
+    others: Option<Landed<'s, T>>,
+    values: Option<Landed<'s, u32>>,
+    values_others: Option<Landed<'s, u32>>,
+}
+
+/// --verify of one chunk of a split: its parts against the CPU's partition of the same input
+/// range (a compaction is the partition's first part).
 fn check_split<T: SortKey>(
     data: &[T],
     values: Option<&[u32]>,
     pred: &Predicate<T>,
     range: std::ops::Range<usize>,
-    elements: &[T],
-    payload: Option<&[u32]>,
-    kept: usize,
+    got: SplitParts<'_, T>,
 ) -> Result<(), CoreError> {
-    // a compaction is the partition's first part
     let vin = values.map(|v| &v[range.clone()]);
     let (want, wvals, wsplit) = reference::partition(&data[range.clone()], vin, pred);
-    let n = elements.len();
-    if bytemuck::cast_slice::<T, u8>(elements) != bytemuck::cast_slice::<T, u8>(&want[..n])
-        || payload.map(|v| v.to_vec()) != wvals.map(|v| v[..n].to_vec())
-        || kept != wsplit
-    {
+    let same =
+        |a: &[T], b: &[T]| bytemuck::cast_slice::<T, u8>(a) == bytemuck::cast_slice::<T, u8>(b);
+    let wvals = wvals.as_deref();
+    let agree = got.kept.len() == wsplit
+        && same(got.kept, &want[..wsplit])
+        && got.others.is_none_or(|o| same(o, &want[wsplit..]))
+        && got.values == wvals.map(|v| &v[..wsplit])
+        && got
+            .values_others
+            .is_none_or(|v| Some(v) == wvals.map(|w| &w[wsplit..]));
+    if !agree {
         return Err(CoreError::VerificationFailed(format!(
             "the split of elements {}..{} differs from the CPU's",
             range.start, range.end
@@ -1078,7 +1177,7 @@ fn split_file_group<T: SortKey>(
     use gpusort_core::multi::scan::{split_streamed, PlacedSplit, SplitPlan};
     let data = p.input.elements::<T>();
     let values = p.values.as_ref().map(|v| v.elements::<u32>());
-    let chunk = chunk_elements(group.first(), T::TYPE);
+    let chunk = chunk_elements(group.first(), T::TYPE, data.len());
     let plan = SplitPlan::new(group, &data, &pred, chunk);
     let matched = plan.total();
     let len = if rest { data.len() } else { matched } as u64;
@@ -1097,14 +1196,19 @@ fn split_file_group<T: SortKey>(
         let io = |e: CliError| CoreError::Io(e.message);
         let sink = |c: PlacedSplit<'_, T>| -> Result<(), CoreError> {
             if verify {
+                let (kept, others) = c.elements.split_at(c.kept);
+                let values_split = c.payload.map(|v| v.split_at(c.kept));
                 check_split(
                     &data,
                     values.as_deref(),
                     &pred,
                     c.range.clone(),
-                    c.elements,
-                    c.payload,
-                    c.kept,
+                    SplitParts {
+                        kept,
+                        others: rest.then_some(others),
+                        values: values_split.map(|v| v.0),
+                        values_others: values_split.filter(|_| rest).map(|v| v.1),
+                    },
                 )?;
             }
             let (before, after) = c.elements.split_at(c.kept);

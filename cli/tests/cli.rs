@@ -762,6 +762,77 @@ fn scan_partition_and_compact_stream_in_chunks() {
     assert_eq!((shape, got), (vec![data.len() as u64], want));
     let (_, got_vals): (_, Vec<u32>) = read_npy(&vo);
     assert_eq!(got_vals, wv.unwrap());
+    // each chunk drained straight into a mapped output (--no-sync, both jobs; a flushed
+    // partition) or held and appended (a flushed compaction): raw and .npy, 8-byte elements
+    // after a .npy header, the rest part's payload after the matching ones
+    let wide: Vec<f64> = data.iter().map(|&x| x as f64 - 2e9).collect();
+    let wide_in = d.join("w.npy");
+    write_npy(&wide_in, &[wide.len() as u64], &wide);
+    let zero = gpusort_core::scan::Predicate::Below(0.0f64);
+    for sync in [&[][..], &["--no-sync"][..]] {
+        for (cmd, dest) in [("compact", "wc.npy"), ("partition", "wp.u64raw")] {
+            let out = gpusort()
+                .env("GPUSORT_STREAM_CHUNK_BYTES", "4096")
+                .args(sync)
+                .args(["-q", cmd, "--verify", "-o", d.join(dest).to_str().unwrap()])
+                .args(match cmd {
+                    "compact" => ["--below", "0"],
+                    _ => ["--pivot", "0"],
+                })
+                .args(["--values", d.join("v.bin").to_str().unwrap()])
+                .args(["--values-out", vo.to_str().unwrap()])
+                .arg(&wide_in)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let (want, wv, split) = gpusort_core::cpu::scan::partition(&wide, Some(&vals), &zero);
+            let (want, wv) = match cmd {
+                "compact" => (want[..split].to_vec(), wv.unwrap()[..split].to_vec()),
+                _ => (want, wv.unwrap()),
+            };
+            let got: Vec<f64> = match cmd {
+                "compact" => read_npy(&d.join(dest)).1,
+                _ => bytemuck::pod_collect_to_vec(&std::fs::read(d.join(dest)).unwrap()),
+            };
+            assert!(
+                got.iter()
+                    .map(|x| x.to_bits())
+                    .eq(want.iter().map(|x| x.to_bits())),
+                "{cmd} {sync:?}"
+            );
+            assert_eq!(read_npy::<u32>(&vo).1, wv, "{cmd} {sync:?} values");
+        }
+        let out = gpusort()
+            .env("GPUSORT_STREAM_CHUNK_BYTES", "4096")
+            .args(sync)
+            .args([
+                "-q",
+                "scan",
+                "--op",
+                "max",
+                "-o",
+                d.join("s.bin").to_str().unwrap(),
+            ])
+            .arg(&input)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let got: Vec<u32> = bytemuck::pod_collect_to_vec(&std::fs::read(d.join("s.bin")).unwrap());
+        let max = gpusort_core::scan::ScanOp::Max;
+        assert_eq!(
+            got,
+            gpusort_core::cpu::scan::scan(&data, max, true),
+            "{sync:?}"
+        );
+    }
     // nothing kept: a header for zero elements
     run(&[
         "-q",

@@ -504,13 +504,22 @@ fn split_keys<T: SortKey>(
             keep_rest,
         )),
         Engine::Gpu(g) => {
-            let (mut kept, mut kept_at, mut rest, mut rest_at) = (vec![], vec![], vec![], vec![]);
+            // each chunk's matching elements drained straight to their place at the front of
+            // the result, the others to a second buffer that follows them at the end
+            let n = data.len();
+            let sized = |on: bool| if on { n } else { 0 };
+            use gpusort_core::device::transfer::zeroed_vec;
+            let mut kept = zeroed_vec::<T>(n);
+            let mut kept_at = zeroed_vec::<u32>(sized(want_index));
+            let mut rest = zeroed_vec::<T>(sized(keep_rest));
+            let mut rest_at = zeroed_vec::<u32>(sized(keep_rest && want_index));
+            let (mut kept_end, mut rest_end) = (0, 0);
             let chunk = gpusort_core::scan::streamed::chunk_elements_for(
                 &g.gpu,
                 T::TYPE.size(),
                 data.len(),
             );
-            g.scanner.split_streamed(
+            let count = g.scanner.split_streamed_with(
                 &g.gpu,
                 &data,
                 index.as_deref(),
@@ -518,20 +527,26 @@ fn split_keys<T: SortKey>(
                 chunk,
                 keep_rest,
                 |c| {
-                    let (before, after) = c.elements.split_at(c.kept);
-                    kept.extend_from_slice(before);
-                    rest.extend_from_slice(after);
-                    if let Some(p) = c.payload {
-                        let (b, a) = p.split_at(c.kept);
-                        kept_at.extend_from_slice(b);
-                        rest_at.extend_from_slice(a);
+                    let (k, r) = (c.kept, c.len() - c.kept);
+                    c.elements_into(0, &mut kept[kept_end..kept_end + k]);
+                    if want_index {
+                        c.payload_into(0, &mut kept_at[kept_end..kept_end + k]);
                     }
-                    Ok(())
+                    if keep_rest {
+                        c.elements_into(k, &mut rest[rest_end..rest_end + r]);
+                        if want_index {
+                            c.payload_into(k, &mut rest_at[rest_end..rest_end + r]);
+                        }
+                    }
+                    kept_end += k;
+                    rest_end += r;
                 },
+                |()| Ok(()),
             )?;
-            let count = kept.len();
-            kept.extend_from_slice(&rest);
-            kept_at.extend_from_slice(&rest_at);
+            kept.truncate(count);
+            kept.extend_from_slice(&rest[..rest_end]);
+            kept_at.truncate(sized(want_index).min(count));
+            kept_at.extend_from_slice(&rest_at[..sized(keep_rest && want_index).min(rest_end)]);
             Ok((kept, want_index.then_some(kept_at), count))
         }
     }

@@ -649,6 +649,25 @@ impl MappedWriter {
         self.map
     }
 
+    /// The elements' bytes, for results drained straight into them (a scan's chunks), and what
+    /// starts the writeback of each piece once it is there ([`Writeback::started`]).
+    pub fn elements_mut(&mut self) -> (&mut [u8], Writeback<'_>) {
+        let MappedWriter {
+            map,
+            file,
+            start,
+            writeback,
+        } = self;
+        (
+            &mut map[..],
+            Writeback {
+                file,
+                start: *start,
+                on: *writeback,
+            },
+        )
+    }
+
     /// Copy `data` to byte `at` of the elements, on all cores; where the output is to be
     /// flushed, its writeback starts at once (as [`PositionedWriter::write_at`]'s).
     pub fn write_at(&mut self, at: u64, data: &[u8]) {
@@ -660,6 +679,23 @@ impl MappedWriter {
             .for_each(|(d, s)| d.copy_from_slice(s));
         if self.writeback {
             start_writeback(&self.file, self.start + at as u64, data.len());
+        }
+    }
+}
+
+/// Starts the writeback of pieces written into a map directly ([`MappedWriter::elements_mut`],
+/// [`Carver`]) where the output is to be flushed, as [`MappedWriter::write_at`] does.
+pub struct Writeback<'a> {
+    file: &'a File,
+    start: u64,
+    on: bool,
+}
+
+impl Writeback<'_> {
+    /// Bytes `at..at + len` of the elements are written.
+    pub fn started(&self, at: u64, len: usize) {
+        if self.on {
+            start_writeback(self.file, self.start + at, len);
         }
     }
 }
@@ -775,7 +811,7 @@ pub enum Sink<'a> {
     Appended(Appender<'a>),
 }
 
-impl Sink<'_> {
+impl<'a> Sink<'a> {
     /// What faults the output's pages in ahead of the appends (mapped outputs only).
     pub fn prefault(&self) -> Option<Prefault> {
         match self {
@@ -799,6 +835,35 @@ impl Sink<'_> {
                 Ok(())
             }
             Sink::Appended(a) => a.append(data),
+        }
+    }
+
+    /// How streamed results reach this sink: a mapped sink's room is handed out piece by piece
+    /// ([`Ends::Carve`]) so that whoever drains a chunk copies it straight into place; any other
+    /// sink is appended to ([`Ends::Append`]) with the drained copy, on the writer thread.
+    pub fn ends(&mut self) -> Ends<'_, 'a> {
+        // whole elements of up to 8 bytes are taken one after another from the end
+        let aligned = matches!(self, Sink::Mapped(m)
+            if (m.w.map.as_ptr() as usize + m.end as usize).is_multiple_of(8));
+        if !aligned {
+            return Ends::Append(self);
+        }
+        match self {
+            Sink::Mapped(m) => {
+                let MappedAppender { w, end, dest, .. } = m;
+                let from = *end as usize;
+                Ends::Carve(Carver {
+                    free: &mut w.map[from..],
+                    end,
+                    dest,
+                    writeback: Writeback {
+                        file: &w.file,
+                        start: w.start,
+                        on: w.writeback,
+                    },
+                })
+            }
+            s => Ends::Append(s),
         }
     }
 
@@ -853,6 +918,99 @@ impl Sink<'_> {
                 Ok(Some(m.w.into_map()))
             }
             Sink::Appended(a) => a.finish().map(|()| None),
+        }
+    }
+}
+
+/// See [`Sink::ends`].
+pub enum Ends<'s, 'a> {
+    Carve(Carver<'s>),
+    Append(&'s mut Sink<'a>),
+}
+
+/// A mapped sink's room not yet appended to, handed out in order ([`Sink::ends`]).
+pub struct Carver<'s> {
+    free: &'s mut [u8],
+    /// The sink's length, advanced by each piece taken.
+    end: &'s mut u64,
+    dest: &'s Path,
+    writeback: Writeback<'s>,
+}
+
+impl<'s> Carver<'s> {
+    /// Take room for the next `n` elements, let `fill` write all of it, start its writeback
+    /// (flushed outputs), and hand the piece back for reading.
+    pub fn fill<E: bytemuck::Pod>(
+        &mut self,
+        n: usize,
+        fill: impl FnOnce(&mut [E]),
+    ) -> Result<&'s [E], CliError> {
+        let bytes = n * std::mem::size_of::<E>();
+        if bytes > self.free.len() {
+            return Err(CliError::runtime(format!(
+                "more elements than the input holds for {} (an internal error)",
+                shown(self.dest)
+            )));
+        }
+        let (now, later) = std::mem::take(&mut self.free).split_at_mut(bytes);
+        self.free = later;
+        let at = *self.end;
+        *self.end += bytes as u64;
+        // (Sink::ends hands out only maps aligned for 8 bytes, taken in whole elements)
+        let room: &mut [E] = bytemuck::cast_slice_mut(now);
+        fill(room);
+        self.writeback.started(at, bytes);
+        Ok(room)
+    }
+}
+
+/// Results drained for an output: in their place in its map already, or held for the writer
+/// thread to append ([`Ends`]).
+pub enum Landed<'s, E> {
+    InPlace(&'s [E]),
+    Held(Vec<E>),
+}
+
+impl<'s, E: bytemuck::Pod> Landed<'s, E> {
+    /// `n` elements from `fill` for an output: straight into its map through its carver, else
+    /// held for [`Landed::append_to`].
+    pub fn drain(
+        carver: Option<&mut Carver<'s>>,
+        n: usize,
+        fill: impl FnOnce(&mut [E]),
+    ) -> Result<Landed<'s, E>, CliError> {
+        Ok(match carver {
+            Some(c) => Landed::InPlace(c.fill(n, fill)?),
+            None => {
+                let mut held = vec![E::zeroed(); n];
+                fill(&mut held);
+                Landed::Held(held)
+            }
+        })
+    }
+
+    pub fn as_slice(&self) -> &[E] {
+        match self {
+            Landed::InPlace(s) => s,
+            Landed::Held(v) => v,
+        }
+    }
+
+    /// On the writer thread: append what was held to the sink it was drained for.
+    pub fn append_to(&self, sink: Option<&mut &mut Sink<'_>>) -> Result<(), CliError> {
+        match (self, sink) {
+            (Landed::Held(v), Some(sink)) => sink.append(bytemuck::cast_slice(v)),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl<'s, 'a> Ends<'s, 'a> {
+    /// The two ends apart: the carver for whoever drains, the sink for the writer thread.
+    pub fn split(self) -> (Option<Carver<'s>>, Option<&'s mut Sink<'a>>) {
+        match self {
+            Ends::Carve(c) => (Some(c), None),
+            Ends::Append(s) => (None, Some(s)),
         }
     }
 }

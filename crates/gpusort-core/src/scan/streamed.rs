@@ -46,19 +46,20 @@ pub fn chunk_elements_for(gpu: &Gpu, elem_bytes: usize, len: usize) -> usize {
     chunk_elements(gpu, elem_bytes, Some(bytes))
 }
 
+/// Elements of `elem_bytes` per chunk for a process that streams one job of `len` elements (a
+/// command): its staging slots are made for that job, and pinning them costs about a fifth of a
+/// second per GiB (docs/BENCHMARKS.md), so chunks are a sixty-fourth of the job between 4 MiB and
+/// [`DEFAULT_CHUNK_BYTES`] — smaller slots, a few more submissions.
+pub fn chunk_elements_one_shot(gpu: &Gpu, elem_bytes: usize, len: usize) -> usize {
+    let bytes = (len as u64 * elem_bytes as u64 / 64).clamp(4 << 20, DEFAULT_CHUNK_BYTES);
+    chunk_elements(gpu, elem_bytes, Some(bytes))
+}
+
 /// (elements per chunk: `chunk`, no more than `len` needs, cut to whole vec4s, at least one;
 /// chunks of `len` elements).
 fn chunking(len: usize, chunk: usize) -> (usize, usize) {
     let chunk = chunk.min(len.next_multiple_of(4)).max(4) / 4 * 4;
     (chunk, len.div_ceil(chunk))
-}
-
-/// What the writer thread passes on: a chunk's elements, (splits) their payload and how many
-/// of them were kept (the others follow).
-struct Finished<T> {
-    elements: Vec<T>,
-    payload: Vec<u32>,
-    kept: usize,
 }
 
 /// The chunk loop both jobs share. For chunk k: `fill(k, filler)` copies its input into a
@@ -82,23 +83,34 @@ where
     D: FnMut(usize, &Drainer<'_>) -> P + Send,
     S: FnMut(usize, P) -> Result<()> + Send,
 {
+    let started = std::time::Instant::now();
     let mut slots = Vec::new();
     for _ in 0..SLOTS.min(chunks.max(1)) {
         slots.push(StagingSlot::lend(gpu, up_bytes, down_bytes)?);
     }
     let nslots = slots.len();
+    // where the loop's time goes (RUST_LOG=gpusort_core=debug): slots, waits for the GPU, the
+    // CPU's copies, recording and submitting; the writer's time is its own thread's
+    let slots_s = started.elapsed().as_secs_f64();
+    let (mut wait_s, mut copy_s, mut submit_s) = (0f64, 0f64, 0f64);
     let result = std::thread::scope(|scope| {
         // two chunks may wait for the writer: enough to keep it busy, bounded memory
         let (tx, rx) = mpsc::sync_channel::<(usize, P)>(2);
-        let writer = scope.spawn(move || -> Result<()> {
+        let writer = scope.spawn(move || -> Result<f64> {
+            let mut busy = 0f64;
             for (k, done) in rx {
+                let t = std::time::Instant::now();
                 sink(k, done)?;
+                busy += t.elapsed().as_secs_f64();
             }
-            Ok(())
+            Ok(busy)
         });
         let mut step = |k: usize| -> Result<()> {
             let slot = &mut slots[k % nslots];
+            let t = std::time::Instant::now();
             slot.wait(gpu)?;
+            wait_s += t.elapsed().as_secs_f64();
+            let t = std::time::Instant::now();
             // the chunk this slot held, drained while the next one is filled in
             let earlier = k.checked_sub(nslots);
             let now = (k < chunks).then_some(k);
@@ -113,12 +125,15 @@ where
             );
             slot.done_draining();
             slot.done_filling();
+            copy_s += t.elapsed().as_secs_f64();
+            let t = std::time::Instant::now();
             if let Some(k) = now {
                 let mut enc = gpu.device.create_command_encoder(&Default::default());
                 let down = record(k, &mut enc, slot)?;
                 let idx = gpu.queue.submit([enc.finish()]);
                 slot.submitted(idx, down);
             }
+            submit_s += t.elapsed().as_secs_f64();
             if let (Some(e), Some(done)) = (earlier, drained) {
                 // a closed channel means the writer failed: stop; its error is the one reported
                 tx.send((e, done))
@@ -138,7 +153,15 @@ where
         let written = writer
             .join()
             .unwrap_or_else(|_| Err(Error::Io("the writer thread panicked".into())));
-        written.and(result)
+        if let Ok(writer_s) = &written {
+            tracing::debug!(
+                "streamed job, {chunks} chunks in {:.3} s: staging slots {slots_s:.3} s, \
+                 waits for the GPU {wait_s:.3} s, CPU copies {copy_s:.3} s, recording and \
+                 submitting {submit_s:.3} s; the writer thread busy {writer_s:.3} s",
+                started.elapsed().as_secs_f64()
+            );
+        }
+        written.map(|_| ()).and(result)
     });
     // a failed job may leave a slot mid-copy: only finished ones go back for the next job
     if result.is_ok() {
@@ -147,6 +170,46 @@ where
         }
     }
     result
+}
+
+/// One chunk of a streamed split as it lands in the staging memory
+/// ([`Scanner::split_streamed_with`]): its input range, how many of its elements matched, and
+/// its results — the matching elements, then (when the rest was asked for) the others, with
+/// their payload — to copy out, on all cores, before the drain returns.
+pub struct SplitDrain<'a, T> {
+    pub range: std::ops::Range<usize>,
+    pub kept: usize,
+    len: usize,
+    drainer: &'a Drainer<'a>,
+    payload_at: Option<u64>,
+    _elements: std::marker::PhantomData<T>,
+}
+
+impl<T: SortKey> SplitDrain<'_, T> {
+    /// How many result elements the chunk has: `kept`, or its whole length with the rest.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Copy results `from..from + out.len()` into `out`.
+    pub fn elements_into(&self, from: usize, out: &mut [T]) {
+        assert!(from + out.len() <= self.len, "past the chunk's results");
+        let size = T::TYPE.size() as u64;
+        self.drainer
+            .drain(from as u64 * size, bytemuck::cast_slice_mut(out));
+    }
+
+    /// Copy the payload of results `from..from + out.len()` into `out` (a split with a payload).
+    pub fn payload_into(&self, from: usize, out: &mut [u32]) {
+        assert!(from + out.len() <= self.len, "past the chunk's results");
+        let at = self.payload_at.expect("a split with a payload");
+        self.drainer
+            .drain(at + from as u64 * 4, bytemuck::cast_slice_mut(out));
+    }
 }
 
 /// One chunk of a streamed split: its input range, its elements (the matching ones first, then,
@@ -201,6 +264,23 @@ impl Scanner {
         inclusive: bool,
         chunk: usize,
     ) -> Result<()> {
+        self.scan_into_each(gpu, input, out, op, inclusive, chunk, |_, _| Ok(()))
+    }
+
+    /// [`Scanner::scan_into`], handing each chunk's results, once they are in their place in
+    /// `out`, to `landed(first element, results)` in order on another thread while later chunks
+    /// are on the GPU (a file's scan checks them and starts their writeback there).
+    #[allow(clippy::too_many_arguments)]
+    pub fn scan_into_each<T: SortKey>(
+        &self,
+        gpu: &Gpu,
+        input: &[T],
+        out: &mut [T],
+        op: ScanOp,
+        inclusive: bool,
+        chunk: usize,
+        mut landed: impl FnMut(usize, &[T]) -> Result<()> + Send,
+    ) -> Result<()> {
         crate::scan::check_lengths(input.len(), out.len())?;
         let (step, _) = chunking(input.len(), chunk);
         let mut pieces = out.chunks_mut(step);
@@ -212,11 +292,14 @@ impl Scanner {
             chunk,
             |_, slot| {
                 // chunks drain in order, one each: the next piece of `out` is this chunk's
-                if let Some(piece) = pieces.next() {
-                    slot.drain(0, bytemuck::cast_slice_mut(piece));
-                }
+                let piece = pieces.next()?;
+                slot.drain(0, bytemuck::cast_slice_mut(piece));
+                Some(&*piece)
             },
-            |_, ()| Ok(()),
+            |k, piece| match piece {
+                Some(piece) => landed(k * step, piece),
+                None => Ok(()),
+            },
         )
     }
 
@@ -317,6 +400,51 @@ impl Scanner {
         rest: bool,
         mut sink: impl FnMut(ChunkSplit<'_, T>) -> Result<()> + Send,
     ) -> Result<usize> {
+        let has_payload = payload.is_some();
+        self.split_streamed_with(
+            gpu,
+            input,
+            payload,
+            predicate,
+            chunk,
+            rest,
+            |c| {
+                let mut elements = vec![T::zeroed(); c.len()];
+                c.elements_into(0, &mut elements);
+                let mut vals = Vec::new();
+                if has_payload {
+                    vals = vec![0u32; c.len()];
+                    c.payload_into(0, &mut vals);
+                }
+                (c.range.clone(), c.kept, elements, vals)
+            },
+            |(range, kept, elements, vals)| {
+                sink(ChunkSplit {
+                    range,
+                    elements: &elements,
+                    payload: has_payload.then_some(vals.as_slice()),
+                    kept,
+                })
+            },
+        )
+    }
+
+    /// [`Scanner::split_streamed`] where the caller takes each chunk's results out of the
+    /// staging memory itself: `drain` gets a [`SplitDrain`] in chunk order (while the GPU runs
+    /// later chunks) and copies its elements straight to where they belong (a file's map, say);
+    /// what it returns goes to `sink`, in order, on another thread. Returns how many matched.
+    #[allow(clippy::too_many_arguments)]
+    pub fn split_streamed_with<T: SortKey, P: Send>(
+        &self,
+        gpu: &Gpu,
+        input: &[T],
+        payload: Option<&[u32]>,
+        predicate: Predicate<T>,
+        chunk: usize,
+        rest: bool,
+        mut drain: impl FnMut(SplitDrain<'_, T>) -> P + Send,
+        mut sink: impl FnMut(P) -> Result<()> + Send,
+    ) -> Result<usize> {
         crate::scan::check_payload(input.len(), payload)?;
         let size = T::TYPE.size() as u64;
         let (chunk, chunks) = chunking(input.len(), chunk);
@@ -393,29 +521,17 @@ impl Scanner {
                 let mut c = [0u8; 4];
                 slot.drain(count_at, &mut c);
                 let count = u32::from_le_bytes(c) as usize;
-                let len = if rest { piece(k).len() } else { count };
-                let mut out = vec![T::zeroed(); len];
-                slot.drain(0, bytemuck::cast_slice_mut(&mut out));
-                let mut vals = Vec::new();
-                if payload.is_some() {
-                    vals = vec![0u32; len];
-                    slot.drain(elem_bytes, bytemuck::cast_slice_mut(&mut vals));
-                }
-                Finished {
-                    elements: out,
-                    payload: vals,
-                    kept: count,
-                }
-            },
-            |k, done| {
-                kept.fetch_add(done.kept, std::sync::atomic::Ordering::Relaxed);
-                sink(ChunkSplit {
+                kept.fetch_add(count, std::sync::atomic::Ordering::Relaxed);
+                drain(SplitDrain {
                     range: piece(k),
-                    elements: &done.elements,
-                    payload: payload.map(|_| done.payload.as_slice()),
-                    kept: done.kept,
+                    kept: count,
+                    len: if rest { piece(k).len() } else { count },
+                    drainer: slot,
+                    payload_at: payload.map(|_| elem_bytes),
+                    _elements: std::marker::PhantomData,
                 })
             },
+            |_, drained| sink(drained),
         )?;
         Ok(kept.into_inner())
     }
