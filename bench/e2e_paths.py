@@ -3,7 +3,8 @@
 (integer keys) and gpusort's CPU engine (every key type): every
 key type as .npy and raw, descending, output to a pipe (-o -), through a symbolic link, with
 --values-out and --argsort at once, a 2 GiB output (past the prefaulted first GiB), scans of
-64-bit and float files, --no-sync and flushed. Prints a line a case and ALL OK or SOME WRONG.
+64-bit and float files, compactions and partitions with a payload (every key type, and 2 GiB),
+--no-sync and flushed. Prints a line a case and ALL OK or SOME WRONG.
 
 Usage: python3 bench/e2e_paths.py GPUSORT_BINARY [WORKDIR=/tmp] [SIZE_LOG2=24] [BIG_LOG2=29, 0: none]
 """
@@ -98,6 +99,19 @@ def main():
             "--argsort", rp, "-o", os.path.join(work, "paths_ref_k.bin"))
         check(f"sort {t} --values-out", np.fromfile(vout, dtype=np.uint32), np.fromfile(rv, dtype=np.uint32))
         check(f"sort {t} --argsort", np.fromfile(perm, dtype=np.uint32), np.fromfile(rp, dtype=np.uint32))
+        # compaction and partition with a payload, .npy, --no-sync (mapped outputs) and flushed
+        # (a compaction's positioned appends), against the CPU engine
+        nsrc = os.path.join(work, f"paths_{t}.npy")
+        pivot = {"u32": "2147483648", "u64": "1700000001000000000"}.get(t, "0")
+        for job, pflag in (("compact", "--below"), ("partition", "--pivot")):
+            for flag in ("--no-sync", "--timings"):
+                out, vout = (os.path.join(work, f"paths_{t}_{job}_{k}.npy") for k in ("k", "v"))
+                args = [job, nsrc, pflag, pivot, "--values", vsrc, "--values-out", vout, "-o", out]
+                run(binary, flag, *args)
+                rk, rv = (os.path.join(work, f"paths_ref_{t}_{job}_{k}.npy") for k in ("k", "v"))
+                run(binary, "--backend", "cpu", *args[:-4], "--values-out", rv, "-o", rk)
+                check(f"{job} {t} {flag}", np.load(out), np.load(rk))
+                check(f"{job} {t} {flag} --values-out", np.load(vout), np.load(rv))
         if t[0] != "f":
             sout = os.path.join(work, f"paths_{t}_scan.bin")
             run(binary, "scan", src, "--dtype", t, "-o", sout)
@@ -117,6 +131,12 @@ def main():
     sout = os.path.join(work, "paths_big_scan.u32")
     run(binary, "--no-sync", "scan", bsrc, "--dtype", "u32", "-o", sout)
     check("scan 2 GiB u32", np.fromfile(sout, dtype=np.uint32), np.cumsum(big, dtype=np.uint32))
+    low = big < 2**31
+    for job, pflag, want in (("compact", "--below", big[low]),
+                             ("partition", "--pivot", np.concatenate((big[low], big[~low])))):
+        for flag in ("--no-sync", "--timings"):
+            run(binary, flag, job, bsrc, "--dtype", "u32", pflag, str(2**31), "-o", sout)
+            check(f"{job} 2 GiB u32 {flag}", np.fromfile(sout, dtype=np.uint32), want)
     print("ALL OK" if ok else "SOME WRONG")
     sys.exit(0 if ok else 1)
 
