@@ -471,26 +471,23 @@ fn scan_file<T: SortKey>(
         };
         let mut check = verify.then(|| ScanCheck::new::<T>(op, inclusive));
         let size = T::TYPE.size() as u64;
-        let direct = !T::TYPE.is_wide()
-            && mapped.as_mut().is_some_and(|m| {
-                (m.elements_mut().0.as_ptr() as usize).is_multiple_of(std::mem::align_of::<T>())
-            });
-        if let (Some(m), true) = (mapped.as_mut(), direct) {
-            // each chunk drained straight into its place in the output's map, then checked
-            // and its writeback started on the writer thread
+        if let Some(m) = mapped.as_mut().filter(|_| !T::TYPE.is_wide()) {
+            // each chunk drained straight into its place in the output's map (aligned for T
+            // after any .npy header), then checked and its writeback started on the writer thread
             let (elements, writeback) = m.elements_mut();
-            let out: &mut [T] = bytemuck::cast_slice_mut(elements);
-            let landed = |at: usize, piece: &[T]| -> Result<(), CoreError> {
-                if let Some(c) = check.as_mut() {
-                    c.check(&data[at..at + piece.len()], piece, at)?;
-                }
-                writeback.started(at as u64 * size, std::mem::size_of_val(piece));
-                bar.inc(piece.len() as u64);
-                Ok(())
-            };
-            let chunk = chunk_elements(gpu, T::TYPE, data.len());
-            scanner.scan_into_each(gpu, &data, out, op, inclusive, chunk, landed)?;
-            return Ok(());
+            if let Ok(out) = bytemuck::try_cast_slice_mut::<u8, T>(elements) {
+                let landed = |at: usize, piece: &[T]| -> Result<(), CoreError> {
+                    if let Some(c) = check.as_mut() {
+                        c.check(&data[at..at + piece.len()], piece, at)?;
+                    }
+                    writeback.started(at as u64 * size, std::mem::size_of_val(piece));
+                    bar.inc(piece.len() as u64);
+                    Ok(())
+                };
+                let chunk = chunk_elements(gpu, T::TYPE, data.len());
+                scanner.scan_into_each(gpu, &data, out, op, inclusive, chunk, landed)?;
+                return Ok(());
+            }
         }
         let sink = |at: usize, piece: &[T]| -> Result<(), CoreError> {
             if let Some(c) = check.as_mut() {
@@ -1022,24 +1019,19 @@ fn split_file<T: SortKey>(
                 Ok(SplitLanded {
                     range: c.range.clone(),
                     kept: Landed::drain(wc.as_mut(), k, |room| c.elements_into(0, room))?,
-                    others: match rest {
-                        true => Some(Landed::drain(rc.as_mut(), others, |room| {
-                            c.elements_into(k, room)
-                        })?),
-                        false => None,
-                    },
-                    values: match has_values {
-                        true => Some(Landed::drain(vwc.as_mut(), k, |room| {
-                            c.payload_into(0, room)
-                        })?),
-                        false => None,
-                    },
-                    values_others: match has_values && rest {
-                        true => Some(Landed::drain(vrc.as_mut(), others, |room| {
-                            c.payload_into(k, room)
-                        })?),
-                        false => None,
-                    },
+                    others: rest
+                        .then(|| {
+                            Landed::drain(rc.as_mut(), others, |room| c.elements_into(k, room))
+                        })
+                        .transpose()?,
+                    values: has_values
+                        .then(|| Landed::drain(vwc.as_mut(), k, |room| c.payload_into(0, room)))
+                        .transpose()?,
+                    values_others: (has_values && rest)
+                        .then(|| {
+                            Landed::drain(vrc.as_mut(), others, |room| c.payload_into(k, room))
+                        })
+                        .transpose()?,
                 })
             };
             let landed = |d: CliResult<SplitLanded<'_, T>>| -> Result<(), CoreError> {
@@ -1058,15 +1050,15 @@ fn split_file<T: SortKey>(
                         },
                     )?;
                 }
-                d.kept.append_to(ws.as_mut()).map_err(io)?;
+                d.kept.append_to(ws.as_deref_mut()).map_err(io)?;
                 if let Some(o) = &d.others {
-                    o.append_to(rs.as_mut()).map_err(io)?;
+                    o.append_to(rs.as_deref_mut()).map_err(io)?;
                 }
                 if let Some(v) = &d.values {
-                    v.append_to(vws.as_mut()).map_err(io)?;
+                    v.append_to(vws.as_deref_mut()).map_err(io)?;
                 }
                 if let Some(v) = &d.values_others {
-                    v.append_to(vrs.as_mut()).map_err(io)?;
+                    v.append_to(vrs.as_deref_mut()).map_err(io)?;
                 }
                 bar.inc(d.range.len() as u64);
                 Ok(())
@@ -1104,10 +1096,10 @@ fn split_file<T: SortKey>(
     Ok((matched, data.len()))
 }
 
-/// [`Sink::ends`] of an output that may not be asked for, apart.
+/// [`Sink::ends`] of an output that may not be asked for.
 fn ends<'s, 'a>(sink: Option<&'s mut Sink<'a>>) -> (Option<Carver<'s>>, Option<&'s mut Sink<'a>>) {
     match sink {
-        Some(s) => s.ends().split(),
+        Some(s) => s.ends(),
         None => (None, None),
     }
 }

@@ -701,11 +701,11 @@ fn scan_partition_and_compact_stream_in_chunks() {
     write_npy(&input, &[data.len() as u64], &data);
     let vals: Vec<u32> = (0..data.len() as u32).collect();
     write_u32(&d.join("v.bin"), &vals);
-    let run = |args: &[&str]| {
+    let run_on = |input: &Path, args: &[&str]| {
         let out = gpusort()
             .env("GPUSORT_STREAM_CHUNK_BYTES", "4096")
             .args(args)
-            .arg(&input)
+            .arg(input)
             .output()
             .unwrap();
         assert!(
@@ -715,6 +715,7 @@ fn scan_partition_and_compact_stream_in_chunks() {
         );
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     };
+    let run = |args: &[&str]| run_on(&input, args);
     run(&["-q", "scan", "--verify"]);
     let (shape, got): (_, Vec<u32>) = read_npy(&d.join("x.scan.npy"));
     assert_eq!(shape, vec![data.len() as u64]);
@@ -769,68 +770,64 @@ fn scan_partition_and_compact_stream_in_chunks() {
     let wide_in = d.join("w.npy");
     write_npy(&wide_in, &[wide.len() as u64], &wide);
     let zero = gpusort_core::scan::Predicate::Below(0.0f64);
-    for sync in [&[][..], &["--no-sync"][..]] {
-        for (cmd, dest) in [("compact", "wc.npy"), ("partition", "wp.u64raw")] {
-            let out = gpusort()
-                .env("GPUSORT_STREAM_CHUNK_BYTES", "4096")
-                .args(sync)
-                .args(["-q", cmd, "--verify", "-o", d.join(dest).to_str().unwrap()])
-                .args(match cmd {
-                    "compact" => ["--below", "0"],
-                    _ => ["--pivot", "0"],
-                })
-                .args(["--values", d.join("v.bin").to_str().unwrap()])
-                .args(["--values-out", vo.to_str().unwrap()])
-                .arg(&wide_in)
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
+    let (v_bin, v_out) = (d.join("v.bin"), vo.to_str().unwrap().to_string());
+    for sync in ["--timings", "--no-sync"] {
+        for (cmd, flag, dest) in [
+            ("compact", "--below", "wc.npy"),
+            ("partition", "--pivot", "wp.u64raw"),
+        ] {
+            let dest = d.join(dest);
+            run_on(
+                &wide_in,
+                &[
+                    sync,
+                    "-q",
+                    cmd,
+                    "--verify",
+                    flag,
+                    "0",
+                    "--values",
+                    v_bin.to_str().unwrap(),
+                    "--values-out",
+                    &v_out,
+                    "-o",
+                    dest.to_str().unwrap(),
+                ],
             );
             let (want, wv, split) = gpusort_core::cpu::scan::partition(&wide, Some(&vals), &zero);
+            let wv = wv.unwrap();
             let (want, wv) = match cmd {
-                "compact" => (want[..split].to_vec(), wv.unwrap()[..split].to_vec()),
-                _ => (want, wv.unwrap()),
+                "compact" => (&want[..split], &wv[..split]),
+                _ => (&want[..], &wv[..]),
             };
             let got: Vec<f64> = match cmd {
-                "compact" => read_npy(&d.join(dest)).1,
-                _ => bytemuck::pod_collect_to_vec(&std::fs::read(d.join(dest)).unwrap()),
+                "compact" => read_npy(&dest).1,
+                _ => bytemuck::pod_collect_to_vec(&std::fs::read(&dest).unwrap()),
             };
             assert!(
                 got.iter()
                     .map(|x| x.to_bits())
                     .eq(want.iter().map(|x| x.to_bits())),
-                "{cmd} {sync:?}"
+                "{cmd} {sync}"
             );
-            assert_eq!(read_npy::<u32>(&vo).1, wv, "{cmd} {sync:?} values");
+            assert_eq!(read_npy::<u32>(&vo).1, wv, "{cmd} {sync} values");
         }
-        let out = gpusort()
-            .env("GPUSORT_STREAM_CHUNK_BYTES", "4096")
-            .args(sync)
-            .args([
-                "-q",
-                "scan",
-                "--op",
-                "max",
-                "-o",
-                d.join("s.bin").to_str().unwrap(),
-            ])
-            .arg(&input)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let got: Vec<u32> = bytemuck::pod_collect_to_vec(&std::fs::read(d.join("s.bin")).unwrap());
+        let s_bin = d.join("s.bin");
+        run(&[
+            sync,
+            "-q",
+            "scan",
+            "--op",
+            "max",
+            "-o",
+            s_bin.to_str().unwrap(),
+        ]);
+        let got: Vec<u32> = bytemuck::pod_collect_to_vec(&std::fs::read(&s_bin).unwrap());
         let max = gpusort_core::scan::ScanOp::Max;
         assert_eq!(
             got,
             gpusort_core::cpu::scan::scan(&data, max, true),
-            "{sync:?}"
+            "{sync}"
         );
     }
     // nothing kept: a header for zero elements

@@ -545,8 +545,10 @@ fn split_keys<T: SortKey>(
             )?;
             kept.truncate(count);
             kept.extend_from_slice(&rest[..rest_end]);
-            kept_at.truncate(sized(want_index).min(count));
-            kept_at.extend_from_slice(&rest_at[..sized(keep_rest && want_index).min(rest_end)]);
+            // (the index buffers are empty where no index was asked for: truncating keeps that)
+            kept_at.truncate(count);
+            rest_at.truncate(rest_end);
+            kept_at.extend_from_slice(&rest_at);
             Ok((kept, want_index.then_some(kept_at), count))
         }
     }

@@ -25,7 +25,7 @@ pub use job::{
 pub use npy::{parse_npy, NpyLayout};
 pub use output::{
     check_output_path, default_name, durable, finish_words, open_values, output_format,
-    output_target, resolve_output, set_durable, shown, write_words, Appender, Carver, Ends, Landed,
+    output_target, resolve_output, set_durable, shown, write_words, Appender, Carver, Landed,
     MappedAppender, MappedWriter, Output, PositionedWriter, Prefault, RunDir, Scratch, Sink,
     StreamWriter, Writeback, PREFAULT_MAX,
 };

@@ -672,14 +672,13 @@ impl MappedWriter {
     /// flushed, its writeback starts at once (as [`PositionedWriter::write_at`]'s).
     pub fn write_at(&mut self, at: u64, data: &[u8]) {
         use rayon::prelude::*;
-        let at = at as usize;
-        self.map[at..at + data.len()]
+        let (elements, writeback) = self.elements_mut();
+        let from = at as usize;
+        elements[from..from + data.len()]
             .par_chunks_mut(WRITE_PIECE / 8)
             .zip(data.par_chunks(WRITE_PIECE / 8))
             .for_each(|(d, s)| d.copy_from_slice(s));
-        if self.writeback {
-            start_writeback(&self.file, self.start + at as u64, data.len());
-        }
+        writeback.started(at, data.len());
     }
 }
 
@@ -839,20 +838,20 @@ impl<'a> Sink<'a> {
     }
 
     /// How streamed results reach this sink: a mapped sink's room is handed out piece by piece
-    /// ([`Ends::Carve`]) so that whoever drains a chunk copies it straight into place; any other
-    /// sink is appended to ([`Ends::Append`]) with the drained copy, on the writer thread.
-    pub fn ends(&mut self) -> Ends<'_, 'a> {
+    /// (the [`Carver`]) so that whoever drains a chunk copies it straight into place; any other
+    /// sink comes back itself, to be appended to with the drained copy on the writer thread.
+    pub fn ends(&mut self) -> (Option<Carver<'_>>, Option<&mut Sink<'a>>) {
         // whole elements of up to 8 bytes are taken one after another from the end
         let aligned = matches!(self, Sink::Mapped(m)
             if (m.w.map.as_ptr() as usize + m.end as usize).is_multiple_of(8));
         if !aligned {
-            return Ends::Append(self);
+            return (None, Some(self));
         }
         match self {
             Sink::Mapped(m) => {
                 let MappedAppender { w, end, dest, .. } = m;
                 let from = *end as usize;
-                Ends::Carve(Carver {
+                let carver = Carver {
                     free: &mut w.map[from..],
                     end,
                     dest,
@@ -861,9 +860,10 @@ impl<'a> Sink<'a> {
                         start: w.start,
                         on: w.writeback,
                     },
-                })
+                };
+                (Some(carver), None)
             }
-            s => Ends::Append(s),
+            s => (None, Some(s)),
         }
     }
 
@@ -922,12 +922,6 @@ impl<'a> Sink<'a> {
     }
 }
 
-/// See [`Sink::ends`].
-pub enum Ends<'s, 'a> {
-    Carve(Carver<'s>),
-    Append(&'s mut Sink<'a>),
-}
-
 /// A mapped sink's room not yet appended to, handed out in order ([`Sink::ends`]).
 pub struct Carver<'s> {
     free: &'s mut [u8],
@@ -965,7 +959,7 @@ impl<'s> Carver<'s> {
 }
 
 /// Results drained for an output: in their place in its map already, or held for the writer
-/// thread to append ([`Ends`]).
+/// thread to append ([`Sink::ends`]).
 pub enum Landed<'s, E> {
     InPlace(&'s [E]),
     Held(Vec<E>),
@@ -997,20 +991,10 @@ impl<'s, E: bytemuck::Pod> Landed<'s, E> {
     }
 
     /// On the writer thread: append what was held to the sink it was drained for.
-    pub fn append_to(&self, sink: Option<&mut &mut Sink<'_>>) -> Result<(), CliError> {
+    pub fn append_to(&self, sink: Option<&mut Sink<'_>>) -> Result<(), CliError> {
         match (self, sink) {
             (Landed::Held(v), Some(sink)) => sink.append(bytemuck::cast_slice(v)),
             _ => Ok(()),
-        }
-    }
-}
-
-impl<'s, 'a> Ends<'s, 'a> {
-    /// The two ends apart: the carver for whoever drains, the sink for the writer thread.
-    pub fn split(self) -> (Option<Carver<'s>>, Option<&'s mut Sink<'a>>) {
-        match self {
-            Ends::Carve(c) => (Some(c), None),
-            Ends::Append(s) => (None, Some(s)),
         }
     }
 }
