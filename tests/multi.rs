@@ -398,22 +398,34 @@ fn group_stencils_are_bit_identical_to_one_device() {
                         "{shape:?} {boundary} one device, {per_device} slabs"
                     );
                 }
-                // parts held as several slabs a device (as where a part exceeds one binding)
-                let lay = multi::stencil::Layout::with_slabs(&job, devices, 3);
-                let mut slabbed = vec![0f32; input.len()];
-                multi::stencil::run_laid_out(
-                    &g,
-                    &kernels,
-                    &lay,
-                    bytemuck::cast_slice(&input),
-                    bytemuck::cast_slice_mut(&mut slabbed),
-                )
-                .unwrap();
-                assert_eq!(
-                    as_bytes(&slabbed),
-                    as_bytes(&want),
-                    "{shape:?} {boundary} in slabs"
-                );
+                // parts held as several slabs a device (as where a part exceeds one binding),
+                // and halos exchanged through the host after every step
+                for (what, lay) in [
+                    (
+                        "in slabs",
+                        multi::stencil::Layout::with_slabs(&job, devices, 3),
+                    ),
+                    (
+                        "exchanging every step",
+                        multi::stencil::Layout::with_rounds(&job, devices, 1, 1),
+                    ),
+                ] {
+                    let mut laid = vec![0f32; input.len()];
+                    let s = multi::stencil::run_laid_out(
+                        &g,
+                        &kernels,
+                        &lay,
+                        bytemuck::cast_slice(&input),
+                        bytemuck::cast_slice_mut(&mut laid),
+                    )
+                    .unwrap();
+                    exchanges += s.rounds - 1;
+                    assert_eq!(
+                        as_bytes(&laid),
+                        as_bytes(&want),
+                        "{shape:?} {boundary} {what}"
+                    );
+                }
                 assert_eq!(
                     as_bytes(&got),
                     as_bytes(&want),

@@ -604,7 +604,7 @@ pub(crate) fn advise_huge_range(ptr: *const u8, len: usize) {
     }
 }
 
-type MapResult = std::sync::mpsc::Receiver<std::result::Result<(), wgpu::BufferAsyncError>>;
+pub type MapResult = std::sync::mpsc::Receiver<std::result::Result<(), wgpu::BufferAsyncError>>;
 
 /// One slot of a streamed job's staging: an upload and a download buffer (imported host memory
 /// where the device offers it, else mapped buffers), made once and reused for every chunk. The
@@ -664,11 +664,19 @@ pub fn finish_read(
     ready: MapResult,
     out: &mut [u8],
 ) -> Result<()> {
-    // polled, not waited on: later submissions may still run (that is the point)
+    wait_mapped(gpu, ready)?;
+    read_mapped(buffer, 0, out);
+    buffer.unmap();
+    Ok(())
+}
+
+/// Wait until a map asked for by [`request_read`] or [`request_write`] is done: polled, not
+/// waited on, so later submissions may still run (that is the point).
+pub fn wait_mapped(gpu: &Gpu, ready: MapResult) -> Result<()> {
     let start = std::time::Instant::now();
     loop {
         match ready.try_recv() {
-            Ok(Ok(())) => break,
+            Ok(Ok(())) => return Ok(()),
             Ok(Err(e)) => return Err(Error::Map(e.to_string())),
             Err(std::sync::mpsc::TryRecvError::Disconnected) => {
                 return Err(Error::Map("the map request was dropped".into()))
@@ -682,9 +690,44 @@ pub fn finish_read(
             }
         }
     }
-    read_mapped(buffer, 0, out);
-    buffer.unmap();
-    Ok(())
+}
+
+/// A buffer the host fills for the GPU to copy from (`MAP_WRITE | COPY_SRC`), mapped from the
+/// start; after each copy from it is submitted, [`request_write`] maps it again.
+pub fn upload_stage(gpu: &Gpu, bytes: u64) -> Result<wgpu::Buffer> {
+    gpu.checked(|| {
+        gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("upload stage"),
+            size: align_to(bytes.max(4), wgpu::COPY_BUFFER_ALIGNMENT),
+            usage: wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: true,
+        })
+    })
+}
+
+/// Ask for `buffer` (an [`upload_stage`]) mapped for writing once the submissions that read it
+/// are done; [`wait_mapped`] before filling it.
+pub fn request_write(buffer: &wgpu::Buffer) -> MapResult {
+    request_map(buffer, wgpu::MapMode::Write, buffer.size())
+}
+
+/// Copy `len` bytes from the mapped buffer `src` at byte `from` into the mapped buffer `dst` at
+/// byte `to` (multiples of 4), on all cores, with no copy in between: the two may belong to
+/// different devices (one device's readback straight into another's upload staging).
+pub fn copy_mapped(src: &wgpu::Buffer, from: u64, dst: &wgpu::Buffer, to: u64, len: usize) {
+    // pieces cut on dst's map alignment (its views must not overlap; src's read views may)
+    pieces(to, len).into_par_iter().for_each(|(start, range)| {
+        let (window, skip) = map_window(start, range.len());
+        let mut out = dst
+            .get_mapped_range_mut(window)
+            .expect("range inside the mapped destination");
+        let (src_window, src_skip) = map_window(from + range.start as u64, range.len());
+        let view = src
+            .get_mapped_range(src_window)
+            .expect("range inside the mapped source");
+        out.slice(skip..skip + range.len())
+            .copy_from_slice(&view[src_skip..src_skip + range.len()]);
+    });
 }
 
 impl StagingSlot {

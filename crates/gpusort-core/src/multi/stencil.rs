@@ -8,10 +8,19 @@
 //! halo rows from its neighbours', and the next T steps start. Every cell is computed by the
 //! same kernel from the same values as on one device: results are bit-identical.
 //!
-//! T is as large as keeps the redundant halo work small (h at most 1/16 of the smallest slab):
-//! each exchange costs a few milliseconds of host round trips, so fewer exchanges pay more than
-//! overlapping them. A part whose rows and halos exceed one binding is held as several slabs on
-//! its device, exchanged like the others.
+//! An exchange overlaps the steps: the h rows at each end that other devices need are computed
+//! ahead in small buffers of their own (their cone of rows copied out first) and read back while
+//! the whole slab steps; once every device has them mapped, each device copies its halo runs
+//! straight out of its neighbours' mapped readback buffers into staging buffers of its own (one
+//! CPU copy, kept for the whole job) and queues their uploads behind the steps, so the next
+//! round is queued before the device runs dry.
+//!
+//! The copies across the link still run in each device's one queue, in line with the steps, so
+//! [`plan_layout`] weighs them against the halo cones a longer round computes twice: rounds
+//! start from halos of 1/16 of a slab and double while that costs less (a 3-D 1024³ grid over
+//! two or four devices for 64 steps runs as one round with 64-plane halos and no exchange). A
+//! part whose rows and halos exceed one binding is held as several slabs on its device; slabs of
+//! one device exchange by GPU copies.
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -57,13 +66,20 @@ pub struct Layout {
     pub halo: i64,
 }
 
-/// Steps between halo exchanges: halos of at most 1/16 of the smallest slab (the redundant work
-/// stays within a few percent), at least one step, at most the job's steps.
+/// Steps between halo exchanges where a layout is given by its slabs alone
+/// ([`Layout::with_slabs`]): halos of at most 1/16 of the smallest slab, at least one step, at
+/// most the job's steps. [`layout`] chooses by [`Layout::cost`] instead.
 pub fn round_steps(job: &StencilJob, slabs: &[Range<usize>]) -> u64 {
     let smallest = slabs.iter().map(Range::len).min().unwrap_or(1) as u64;
     let radius = (job.stencil.radius() as u64).max(1);
     (smallest / (16 * radius)).clamp(1, (job.steps as u64).max(1))
 }
+
+/// What moving one row between a device and the host costs, in rows stepped: a step reads and
+/// writes each row in device memory, which moves 60–200 times the bytes a second the host link
+/// does (3–4.8 TB/s against 20–55 GB/s on current data-centre cards), and an exchanged row
+/// crosses the link in the same queue as the steps.
+const LINK_ROW_STEPS: f64 = 64.0;
 
 /// The rows a slab `[z0, z1)` holds with halos of `h` rows (unwrapped).
 fn resident(job: &StencilJob, z: &Range<usize>, h: i64) -> (i64, i64) {
@@ -76,47 +92,156 @@ fn resident(job: &StencilJob, z: &Range<usize>, h: i64) -> (i64, i64) {
     }
 }
 
+/// Rows stepped beyond a part's own over `ts` steps on one side with `avail` halo rows there:
+/// step i computes min(avail, R·(ts − i)) of them (as `record_region_steps` does).
+fn cone_rows(avail: i64, radius: i64, ts: u64) -> f64 {
+    if avail <= 0 || radius <= 0 {
+        return 0.0;
+    }
+    // j = ts - i runs over 0..ts; R·j < avail for the first m of them
+    let m = ((avail + radius - 1) / radius).min(ts as i64).max(0) as f64;
+    radius as f64 * m * (m - 1.0) / 2.0 + avail as f64 * (ts as f64 - m)
+}
+
 impl Layout {
-    /// `per_device` slabs on each of `devices` devices (at most one slab a row).
+    /// `per_device` slabs on each of `devices` devices (at most one slab a row), exchanging
+    /// every [`round_steps`] steps.
     pub fn with_slabs(job: &StencilJob, devices: usize, per_device: usize) -> Layout {
+        let slabs = Self::slabs(job, devices, per_device);
+        let t = round_steps(job, &slabs);
+        Self::with_rounds(job, devices, per_device, t)
+    }
+
+    /// `per_device` slabs a device, exchanging every `round_steps` steps (at least one).
+    pub fn with_rounds(
+        job: &StencilJob,
+        devices: usize,
+        per_device: usize,
+        round_steps: u64,
+    ) -> Layout {
         let rows = job.shape.rows();
         let devices = devices.min(rows).max(1);
         let per_device = per_device.min(rows / devices).max(1);
-        let slabs = split_even(rows, devices * per_device, 1);
-        let round_steps = round_steps(job, &slabs);
+        let round_steps = round_steps.clamp(1, (job.steps as u64).max(1));
         Layout {
             halo: job.stencil.radius() as i64 * round_steps as i64,
-            slabs,
+            slabs: Self::slabs(job, devices, per_device),
             per_device,
             round_steps,
         }
     }
+
+    fn slabs(job: &StencilJob, devices: usize, per_device: usize) -> Vec<Range<usize>> {
+        let rows = job.shape.rows();
+        let devices = devices.min(rows).max(1);
+        let per_device = per_device.min(rows / devices).max(1);
+        split_even(rows, devices * per_device, 1)
+    }
+
+    /// Whether every slab with its halos fits a binding of `limit` bytes.
+    fn fits(&self, job: &StencilJob, limit: u64) -> bool {
+        self.slabs.iter().all(|z| {
+            let (lo, hi) = resident(job, z, self.halo);
+            (hi - lo) as u64 * job.row_bytes() <= limit
+        })
+    }
+
+    /// The slowest device's work in rows stepped: its slabs' steps with their halo cones, the
+    /// rows it computes ahead for other devices, and the rows it exchanges with the host (at
+    /// [`LINK_ROW_STEPS`] each). Exchanges between slabs of one device are GPU copies, left out.
+    pub fn cost(&self, job: &StencilJob) -> f64 {
+        let steps = (job.steps as u64).max(1);
+        let t = self.round_steps;
+        let rounds = steps.div_ceil(t);
+        let last = steps - (rounds - 1) * t;
+        let radius = job.stencil.radius() as i64;
+        let h = self.halo;
+        let n = self.slabs.len();
+        let device_of = |s: usize| s / self.per_device;
+        let mut worst = 0.0f64;
+        for d in 0..n / self.per_device {
+            let mut work = 0.0;
+            for s in d * self.per_device..(d + 1) * self.per_device {
+                let z = &self.slabs[s];
+                let (lo, hi) = resident(job, z, h);
+                let (below, above) = (z.start as i64 - lo, hi - z.end as i64);
+                for ts in std::iter::repeat_n(t, (rounds - 1) as usize).chain([last]) {
+                    work += z.len() as f64 * ts as f64
+                        + cone_rows(below, radius, ts)
+                        + cone_rows(above, radius, ts);
+                }
+                // sides whose neighbour lives on another device: a band of h rows computed ahead
+                // and read back, h halo rows uploaded, every round but the last
+                let neighbours = [
+                    (below > 0).then(|| (s + n - 1) % n),
+                    (above > 0).then(|| (s + 1) % n),
+                ];
+                for o in neighbours.into_iter().flatten() {
+                    if device_of(o) == d {
+                        continue;
+                    }
+                    let band = h.min(z.len() as i64);
+                    let ahead = band as f64 * t as f64 + 2.0 * cone_rows(h, radius, t);
+                    let moved = LINK_ROW_STEPS * (band + h) as f64;
+                    work += (rounds - 1) as f64 * (ahead + moved);
+                }
+            }
+            worst = worst.max(work);
+        }
+        worst
+    }
 }
 
-/// The layout of `job` on `group`: one slab a device where a part with its halos fits one
-/// binding, else as few more as make every slab fit; None where even slabs of one row do not.
-pub fn layout(group: &DeviceGroup, job: &StencilJob) -> Option<Layout> {
+/// The layout of `job` on `devices` devices whose bindings hold `limit` bytes: the fewest slabs
+/// a device (one, two, four …) that fit with halos bounded by [`round_steps`], and of rounds of
+/// that many steps, twice, four times … as many, up to all of them, the one of least
+/// [`Layout::cost`] that still fits (fewer rounds on a tie); None where even slabs of one row
+/// do not fit. Halos stay within the neighbouring slab.
+pub fn plan_layout(job: &StencilJob, devices: usize, limit: u64) -> Option<Layout> {
     let rows = job.shape.rows();
-    let devices = group.len().min(rows).max(1);
+    let devices = devices.min(rows).max(1);
+    let steps = (job.steps as u64).max(1);
+    let radius = (job.stencil.radius() as u64).max(1);
+    let mut best: Option<(f64, Layout)> = None;
+    let mut per_device = 1;
+    while devices * per_device <= rows {
+        let slabs = Layout::slabs(job, devices, per_device);
+        let smallest = slabs.iter().map(Range::len).min().unwrap_or(0) as u64;
+        // from the rounds of bounded halos up: longer rounds where they save exchanges, never
+        // shorter ones (each round has its own submissions and waits, which the cost leaves out)
+        let shortest = round_steps(job, &slabs);
+        let rounds =
+            std::iter::successors(Some(shortest), |&t| (t < steps).then(|| (t * 2).min(steps)));
+        for t in rounds {
+            if t > 1 && radius * t > smallest {
+                break; // halos past the neighbouring slab
+            }
+            let lay = Layout::with_rounds(job, devices, per_device, t);
+            if !lay.fits(job, limit) {
+                break;
+            }
+            let cost = lay.cost(job);
+            if best.as_ref().is_none_or(|(c, _)| cost <= *c) {
+                best = Some((cost, lay));
+            }
+        }
+        if best.is_some() {
+            break; // more slabs only add halos (and rounds of their own)
+        }
+        per_device = (per_device * 2).min(rows.div_ceil(devices).max(per_device + 1));
+    }
+    best.map(|(_, lay)| lay)
+}
+
+/// The layout of `job` on `group` ([`plan_layout`] with the group's smallest binding).
+pub fn layout(group: &DeviceGroup, job: &StencilJob) -> Option<Layout> {
     let limit = group
         .gpus()
         .iter()
         .map(|g| g.max_binding().min(g.limits.max_buffer_size))
         .min()
         .unwrap_or(0);
-    let mut per_device = 1;
-    while devices * per_device <= rows {
-        let lay = Layout::with_slabs(job, devices, per_device);
-        let fits = lay.slabs.iter().all(|z| {
-            let (lo, hi) = resident(job, z, lay.halo);
-            (hi - lo) as u64 * job.row_bytes() <= limit
-        });
-        if fits {
-            return Some(lay);
-        }
-        per_device = (per_device * 2).min(rows.div_ceil(devices).max(per_device + 1));
-    }
-    None
+    plan_layout(job, group.len(), limit)
 }
 
 /// Whether `group` can run `job` resident ([`layout`] finds slabs that fit); where not, run it
@@ -171,8 +296,20 @@ struct HaloRun {
     len: i64,
 }
 
-/// A slab's rows for other devices on the host: (first row, the rows' bytes) per range.
-type Published = Vec<(i64, Vec<u8>)>;
+/// Rows `[first, first + rows)` of a slab, published for other devices in `buffer` (a device's
+/// readback buffer, mapped between a round's two barriers: readers copy straight out of it).
+struct PublishedBand {
+    first: i64,
+    rows: i64,
+    buffer: wgpu::Buffer,
+}
+
+/// Where a halo run from another device is staged for upload: its own mapped buffer, kept for
+/// the whole job (`ready`: the map asked for after its last copy was submitted).
+struct HaloStage {
+    buffer: wgpu::Buffer,
+    ready: Option<transfer::MapResult>,
+}
 
 /// Rows `band` of slab `slab` that other devices need, computed ahead from rows `region` in
 /// buffers `a` and `b`, read back through `readback`.
@@ -254,8 +391,8 @@ pub fn run_laid_out(
     let rb = job.row_bytes() as usize;
     let h = lay.halo;
     let slabs = &lay.slabs;
-    // each slab's published edge rows: (first row, bytes of whole rows)
-    let published: Vec<Mutex<Published>> =
+    // each slab's rows other devices need, as the readback buffers that hold them
+    let published: Vec<Mutex<Vec<PublishedBand>>> =
         (0..slabs.len()).map(|_| Mutex::new(Vec::new())).collect();
     let barrier = Barrier::new(devices);
     let failed = AtomicBool::new(false);
@@ -391,6 +528,50 @@ pub fn run_laid_out(
                             }
                         }
                     }
+                    for e in &edges {
+                        published[e.slab]
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .push(PublishedBand {
+                                first: e.band.start,
+                                rows: e.band.end - e.band.start,
+                                buffer: e.readback.clone(),
+                            });
+                    }
+                    // each halo run from another device staged in a mapped buffer of its own, so
+                    // a round's uploads never wait on one another (nor on the steps queued
+                    // before them)
+                    let mut stages: Vec<Vec<Option<HaloStage>>> = Vec::new();
+                    if !failed.load(Ordering::SeqCst) && rounds > 1 {
+                        for slab in &held {
+                            let mut row = Vec::new();
+                            for run in &runs[slab.index] {
+                                if device_of(run.owner) == d {
+                                    row.push(None);
+                                    continue;
+                                }
+                                match transfer::upload_stage(gpu, run.len as u64 * rb as u64) {
+                                    Ok(buffer) => row.push(Some(HaloStage {
+                                        buffer,
+                                        ready: None,
+                                    })),
+                                    Err(e) => {
+                                        fail(e, &mut own);
+                                        row.push(None);
+                                    }
+                                }
+                            }
+                            stages.push(row);
+                        }
+                    }
+                    // the rounds start with every part resident on every device: the time in
+                    // and out of the devices stays out of the steps' and the exchanges'
+                    if !failed.load(Ordering::SeqCst) {
+                        if let Err(e) = gpu.wait() {
+                            fail(e, &mut own);
+                        }
+                    }
+                    barrier.wait();
                     times[0] = t.elapsed().as_secs_f64();
                     let first_slab = held.first().map_or(0, |x| x.index);
                     for round in 0..rounds {
@@ -453,39 +634,26 @@ pub fn run_laid_out(
                         if last {
                             break;
                         }
-                        // publish the rows other devices need: read back as soon as their own
-                        // steps are done, while the slabs still compute
+                        // map the rows other devices need as soon as their own steps are done,
+                        // while the slabs still compute
+                        let mut mapped = false;
                         if let Some(idx) = edge_done {
-                            let mut ready = Vec::new();
-                            for e in &edges {
-                                ready.push(transfer::request_read(&e.readback));
-                            }
+                            let ready: Vec<_> = edges
+                                .iter()
+                                .map(|e| transfer::request_read(&e.readback))
+                                .collect();
                             let r = gpu.wait_for(idx);
                             times[1] += t.elapsed().as_secs_f64();
                             let t = Instant::now();
                             match r {
                                 Err(e) => fail(e, &mut own),
                                 Ok(()) => {
-                                    let mut by_slab: Vec<(usize, Published)> = Vec::new();
-                                    for (e, rx) in edges.iter().zip(ready) {
-                                        let mut host =
-                                            vec![0u8; (e.band.end - e.band.start) as usize * rb];
-                                        match transfer::finish_read(gpu, &e.readback, rx, &mut host)
-                                        {
-                                            Ok(()) => match by_slab.last_mut() {
-                                                Some((s, v)) if *s == e.slab => {
-                                                    v.push((e.band.start, host))
-                                                }
-                                                _ => by_slab
-                                                    .push((e.slab, vec![(e.band.start, host)])),
-                                            },
-                                            Err(err) => fail(err, &mut own),
+                                    mapped = true;
+                                    for rx in ready {
+                                        if let Err(e) = transfer::wait_mapped(gpu, rx) {
+                                            mapped = false;
+                                            fail(e, &mut own);
                                         }
-                                    }
-                                    for (slab, bands) in by_slab {
-                                        *published[slab]
-                                            .lock()
-                                            .unwrap_or_else(|p| p.into_inner()) = bands;
                                     }
                                 }
                             }
@@ -496,13 +664,15 @@ pub fn run_laid_out(
                         times[4] += t.elapsed().as_secs_f64();
                         let t = Instant::now();
                         if !failed.load(Ordering::SeqCst) {
-                            // each slab's halo rows from the slabs that own them: through the host
-                            // from other devices, by GPU copies from this device's own slabs; all
-                            // queued behind this round's steps
+                            // each slab's halo rows from the slabs that own them: copied out of
+                            // the owner's mapped readback into this device's staging, or by GPU
+                            // copies from this device's own slabs; all queued behind this round's
+                            // steps
                             let mut enc = gpu.device.create_command_encoder(&Default::default());
-                            for slab in &held {
+                            let mut staged = Vec::new();
+                            for (local, slab) in held.iter().enumerate() {
                                 let lo = slab.held.0;
-                                for run in &runs[slab.index] {
+                                for (r, run) in runs[slab.index].iter().enumerate() {
                                     let at = (run.row - lo) as u64 * rb as u64;
                                     let bytes = run.len as u64 * rb as u64;
                                     if device_of(run.owner) == d {
@@ -531,34 +701,66 @@ pub fn run_laid_out(
                                         }
                                         continue;
                                     }
-                                    let edges = published[run.owner]
+                                    let Some(stage) = stages[local][r].as_mut() else {
+                                        continue;
+                                    };
+                                    if let Some(rx) = stage.ready.take() {
+                                        if let Err(e) = transfer::wait_mapped(gpu, rx) {
+                                            fail(e, &mut own);
+                                            continue;
+                                        }
+                                    }
+                                    let bands = published[run.owner]
                                         .lock()
                                         .unwrap_or_else(|p| p.into_inner());
-                                    // a run lies in one published range (they are merged unions)
-                                    let (first, band) = edges
+                                    // a run lies in one published band (they are merged unions)
+                                    let band = bands
                                         .iter()
-                                        .find(|(f, band)| {
-                                            run.from >= *f
-                                                && run.from + run.len
-                                                    <= *f + (band.len() / rb) as i64
+                                        .find(|b| {
+                                            run.from >= b.first
+                                                && run.from + run.len <= b.first + b.rows
                                         })
                                         .expect("a halo run lies in its owner's published rows");
-                                    let from = (run.from - first) as usize * rb;
-                                    let piece = &band[from..from + bytes as usize];
-                                    if let Err(e) = transfer::upload(gpu, &slab.cur, at, piece) {
-                                        fail(e, &mut own);
-                                    }
+                                    transfer::copy_mapped(
+                                        &band.buffer,
+                                        (run.from - band.first) as u64 * rb as u64,
+                                        &stage.buffer,
+                                        0,
+                                        bytes as usize,
+                                    );
+                                    stage.buffer.unmap();
+                                    enc.copy_buffer_to_buffer(
+                                        &stage.buffer,
+                                        0,
+                                        &slab.cur,
+                                        at,
+                                        bytes,
+                                    );
+                                    staged.push((local, r));
                                 }
                             }
-                            if let Err(e) = gpu.checked(|| gpu.queue.submit([enc.finish()])) {
-                                fail(e, &mut own);
+                            match gpu.checked(|| gpu.queue.submit([enc.finish()])) {
+                                Ok(_) => {
+                                    for (local, r) in staged {
+                                        if let Some(stage) = stages[local][r].as_mut() {
+                                            stage.ready =
+                                                Some(transfer::request_write(&stage.buffer));
+                                        }
+                                    }
+                                }
+                                Err(e) => fail(e, &mut own),
                             }
                         }
                         times[2] += t.elapsed().as_secs_f64();
-                        // nobody publishes the next round's edges before everyone has read these
+                        // the bands stay mapped until everyone has read them
                         let t = Instant::now();
                         barrier.wait();
                         times[4] += t.elapsed().as_secs_f64();
+                        if mapped {
+                            for e in &edges {
+                                e.readback.unmap();
+                            }
+                        }
                     }
                     if !failed.load(Ordering::SeqCst) {
                         let t = Instant::now();
@@ -616,4 +818,69 @@ pub fn run_laid_out(
     }
     stats.seconds = start.elapsed().as_secs_f64();
     Ok(stats)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stencil::{GridShape, Stencil};
+    use crate::KeyType;
+
+    fn job(shape: &[usize], stencil: Stencil, boundary: Boundary, steps: u32) -> StencilJob {
+        StencilJob {
+            shape: GridShape::new(shape).unwrap(),
+            stencil,
+            boundary,
+            cval: 0.0,
+            steps,
+            dtype: KeyType::F32,
+        }
+    }
+
+    #[test]
+    fn cone_rows_sum_the_rows_each_step_computes() {
+        for (avail, radius, ts) in [(16, 1, 16), (64, 1, 64), (7, 2, 5), (3, 2, 9), (0, 1, 4)] {
+            let by_step: i64 = (1..=ts).map(|i| avail.min(radius * (ts - i))).sum();
+            assert_eq!(
+                cone_rows(avail, radius, ts as u64),
+                by_step as f64,
+                "{avail} {radius} {ts}"
+            );
+        }
+    }
+
+    #[test]
+    fn layouts_exchange_through_the_host_only_where_it_pays() {
+        let gib2 = 2u64 << 30;
+        let cube = job(
+            &[1024, 1024, 1024],
+            Stencil::star(3, 1).unwrap(),
+            Boundary::Reflect,
+            64,
+        );
+        // one device: nothing crosses the link, so the rounds of bounded halos stay
+        let one = plan_layout(&cube, 1, gib2).unwrap();
+        assert_eq!((one.per_device, one.round_steps), (4, 16));
+        // two and four devices: one round, the halos computed redundantly, no exchange
+        let two = plan_layout(&cube, 2, gib2).unwrap();
+        assert_eq!((two.per_device, two.round_steps, two.halo), (2, 64, 64));
+        let four = plan_layout(&cube, 4, gib2).unwrap();
+        assert_eq!((four.per_device, four.round_steps), (1, 64));
+        assert!(four.cost(&cube) < Layout::with_slabs(&cube, 4, 1).cost(&cube));
+        // many steps: exchanges pay against halos of thousands of rows, computed twice
+        let long = job(
+            &[32768, 32768],
+            Stencil::star(2, 2).unwrap(),
+            Boundary::Wrap,
+            4096,
+        );
+        let lay = plan_layout(&long, 2, gib2).unwrap();
+        assert!(lay.round_steps < 4096, "{lay:?}");
+        assert!(lay.cost(&long) <= Layout::with_rounds(&long, 2, 4, 4096).cost(&long));
+        // every chosen layout fits the binding
+        for l in [&one, &two, &four] {
+            assert!(l.fits(&cube, gib2));
+        }
+        assert!(lay.fits(&long, gib2));
+    }
 }
