@@ -343,6 +343,7 @@ fn group_compactions_and_partitions_match_the_cpu() {
 #[test]
 fn group_stencils_are_bit_identical_to_one_device() {
     let mut exchanges = 0;
+    let mut local_parts = 0;
     for (devices, no_subgroups) in [(2, false), (3, true)] {
         let g = group(devices, no_subgroups);
         let one = g.first();
@@ -407,7 +408,12 @@ fn group_stencils_are_bit_identical_to_one_device() {
                     ),
                     (
                         "exchanging every step",
-                        multi::stencil::Layout::with_rounds(&job, devices, 1, 1),
+                        multi::stencil::Layout::with_rounds(&job, devices, 1, 1, 1),
+                    ),
+                    // slabs of one device exchange every step, devices every three
+                    (
+                        "exchanging locally more often",
+                        multi::stencil::Layout::with_rounds(&job, devices, 2, 3, 1),
                     ),
                 ] {
                     let mut laid = vec![0f32; input.len()];
@@ -420,6 +426,7 @@ fn group_stencils_are_bit_identical_to_one_device() {
                     )
                     .unwrap();
                     exchanges += s.rounds - 1;
+                    local_parts += u64::from(lay.local_steps < lay.round_steps);
                     assert_eq!(
                         as_bytes(&laid),
                         as_bytes(&want),
@@ -437,6 +444,10 @@ fn group_stencils_are_bit_identical_to_one_device() {
         }
     }
     assert!(exchanges > 0, "some runs exchanged halos");
+    assert!(
+        local_parts > 0,
+        "some runs exchanged between slabs of a device within rounds"
+    );
 }
 
 fn plan(job: &StencilJob) -> gpusort_sched::stencil::StencilPlan {

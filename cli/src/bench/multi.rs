@@ -264,10 +264,11 @@ fn stencil_cases(
         let s = last.unwrap_or_default();
         let updates = cells as f64 * job.steps as f64;
         let note = format!(
-            "{} slab(s) a device, {} rounds of {} steps; end to end {:.2}x one device; resident (steps + exchanges) {:.3} s = {:.2}x one device, {:.0} GCells/s; steps {:.3} s, exchange copies {:.3} s, waits {:.3} s",
+            "{} slab(s) a device, {} rounds of {} steps (slabs of a device: every {}); end to end {:.2}x one device; resident (steps + exchanges) {:.3} s = {:.2}x one device, {:.0} GCells/s; steps {:.3} s, exchange copies {:.3} s, waits {:.3} s",
             s.slabs_per_device,
             s.rounds,
             s.round_steps,
+            s.local_steps,
             base / st.median_s,
             res.median_s,
             base_resident / res.median_s,

@@ -43,9 +43,11 @@ pub struct GroupStencilStats {
     /// Slabs each device holds its part in (more than one where a part with its halos exceeds
     /// one binding).
     pub slabs_per_device: usize,
-    /// Steps between exchanges (T), and how many rounds of them ran.
+    /// Steps between exchanges through the host (T), and how many rounds of them ran.
     pub round_steps: u64,
     pub rounds: u64,
+    /// Steps between exchanges between slabs of one device (GPU copies).
+    pub local_steps: u64,
     /// The slowest device's seconds uploading its part, computing, exchanging halos (its own
     /// copies) and downloading its rows.
     pub upload_s: f64,
@@ -56,14 +58,18 @@ pub struct GroupStencilStats {
     pub wait_s: f64,
 }
 
-/// How a job is laid out on a group: slabs of rows, `per_device` consecutive slabs a device,
-/// T steps between exchanges, halos of h = R·T rows.
+/// How a job is laid out on a group: slabs of rows, `per_device` consecutive slabs a device;
+/// halos of h = R·T rows where the neighbouring slab is on another device (exchanged through the
+/// host every T = `round_steps` steps), of R·`local_steps` rows where it is on the same device
+/// (exchanged by GPU copies every `local_steps` steps).
 #[derive(Clone, Debug)]
 pub struct Layout {
     pub slabs: Vec<Range<usize>>,
     pub per_device: usize,
     pub round_steps: u64,
     pub halo: i64,
+    pub local_steps: u64,
+    pub local_halo: i64,
 }
 
 /// Steps between halo exchanges where a layout is given by its slabs alone
@@ -80,17 +86,6 @@ pub fn round_steps(job: &StencilJob, slabs: &[Range<usize>]) -> u64 {
 /// does (3–4.8 TB/s against 20–55 GB/s on current data-centre cards), and an exchanged row
 /// crosses the link in the same queue as the steps.
 const LINK_ROW_STEPS: f64 = 64.0;
-
-/// The rows a slab `[z0, z1)` holds with halos of `h` rows (unwrapped).
-fn resident(job: &StencilJob, z: &Range<usize>, h: i64) -> (i64, i64) {
-    let rows = job.shape.rows() as i64;
-    let (z0, z1) = (z.start as i64, z.end as i64);
-    if job.boundary == Boundary::Wrap {
-        (z0 - h, z1 + h)
-    } else {
-        ((z0 - h).max(0), (z1 + h).min(rows))
-    }
-}
 
 /// Rows stepped beyond a part's own over `ts` steps on one side with `avail` halo rows there:
 /// step i computes min(avail, R·(ts − i)) of them (as `record_region_steps` does).
@@ -109,25 +104,40 @@ impl Layout {
     pub fn with_slabs(job: &StencilJob, devices: usize, per_device: usize) -> Layout {
         let slabs = Self::slabs(job, devices, per_device);
         let t = round_steps(job, &slabs);
-        Self::with_rounds(job, devices, per_device, t)
+        Self::with_rounds(job, devices, per_device, t, t)
     }
 
-    /// `per_device` slabs a device, exchanging every `round_steps` steps (at least one).
+    /// `per_device` slabs a device, exchanging through the host every `round_steps` steps and
+    /// between slabs of one device every `local_steps` (both at least one, `local_steps` at most
+    /// `round_steps`). Where a slab is shorter than two host halos, the rows computed ahead for
+    /// other devices would reach into a local halo: such layouts exchange locally once a round.
     pub fn with_rounds(
         job: &StencilJob,
         devices: usize,
         per_device: usize,
         round_steps: u64,
+        local_steps: u64,
     ) -> Layout {
+        let radius = job.stencil.radius() as i64;
         let rows = job.shape.rows();
         let devices = devices.min(rows).max(1);
         let per_device = per_device.min(rows / devices).max(1);
+        let slabs = split_even(rows, devices * per_device, 1);
         let round_steps = round_steps.clamp(1, (job.steps as u64).max(1));
+        let smallest = slabs.iter().map(Range::len).min().unwrap_or(0) as i64;
+        let halo = radius * round_steps as i64;
+        let local_steps = if 2 * halo <= smallest {
+            local_steps.clamp(1, round_steps)
+        } else {
+            round_steps
+        };
         Layout {
-            halo: job.stencil.radius() as i64 * round_steps as i64,
-            slabs: Self::slabs(job, devices, per_device),
+            halo,
+            slabs,
             per_device,
             round_steps,
+            local_steps,
+            local_halo: radius * local_steps as i64,
         }
     }
 
@@ -138,10 +148,48 @@ impl Layout {
         split_even(rows, devices * per_device, 1)
     }
 
+    fn device_of(&self, slab: usize) -> usize {
+        slab / self.per_device
+    }
+
+    /// The slabs next to slab `s` below and above (None at a grid edge that does not wrap).
+    fn neighbours(&self, job: &StencilJob, s: usize) -> [Option<usize>; 2] {
+        let n = self.slabs.len();
+        let wrap = job.boundary == Boundary::Wrap;
+        [
+            (s > 0 || wrap).then(|| (s + n - 1) % n),
+            (s + 1 < n || wrap).then(|| (s + 1) % n),
+        ]
+    }
+
+    /// The rows slab `s` holds (unwrapped): its own and its halos on each side, as deep as the
+    /// neighbour there is far (another device or this one), clipped at edges that do not wrap.
+    fn held(&self, job: &StencilJob, s: usize) -> (i64, i64) {
+        let z = &self.slabs[s];
+        let depth = |o: Option<usize>| match o {
+            None => 0,
+            Some(o) if self.device_of(o) == self.device_of(s) => self.local_halo,
+            Some(_) => self.halo,
+        };
+        let [below, above] = self.neighbours(job, s);
+        let rows = job.shape.rows() as i64;
+        let (lo, hi) = (z.start as i64 - depth(below), z.end as i64 + depth(above));
+        if job.boundary == Boundary::Wrap {
+            (lo, hi)
+        } else {
+            (lo.max(0), hi.min(rows))
+        }
+    }
+
+    /// The steps of each round (`round_steps`, the last one what is left).
+    fn rounds(&self, job: &StencilJob) -> Vec<u64> {
+        split_steps((job.steps as u64).max(1), self.round_steps)
+    }
+
     /// Whether every slab with its halos fits a binding of `limit` bytes.
     fn fits(&self, job: &StencilJob, limit: u64) -> bool {
-        self.slabs.iter().all(|z| {
-            let (lo, hi) = resident(job, z, self.halo);
+        (0..self.slabs.len()).all(|s| {
+            let (lo, hi) = self.held(job, s);
             (hi - lo) as u64 * job.row_bytes() <= limit
         })
     }
@@ -150,40 +198,43 @@ impl Layout {
     /// rows it computes ahead for other devices, and the rows it exchanges with the host (at
     /// [`LINK_ROW_STEPS`] each). Exchanges between slabs of one device are GPU copies, left out.
     pub fn cost(&self, job: &StencilJob) -> f64 {
-        let steps = (job.steps as u64).max(1);
-        let t = self.round_steps;
-        let rounds = steps.div_ceil(t);
-        let last = steps - (rounds - 1) * t;
         let radius = job.stencil.radius() as i64;
-        let h = self.halo;
-        let n = self.slabs.len();
-        let device_of = |s: usize| s / self.per_device;
+        let rounds = self.rounds(job);
+        let exchanges = (rounds.len() - 1) as f64;
+        let local: Vec<u64> = rounds
+            .iter()
+            .flat_map(|&ts| split_steps(ts, self.local_steps))
+            .collect();
         let mut worst = 0.0f64;
-        for d in 0..n / self.per_device {
+        for d in 0..self.slabs.len() / self.per_device {
             let mut work = 0.0;
             for s in d * self.per_device..(d + 1) * self.per_device {
                 let z = &self.slabs[s];
-                let (lo, hi) = resident(job, z, h);
-                let (below, above) = (z.start as i64 - lo, hi - z.end as i64);
-                for ts in std::iter::repeat_n(t, (rounds - 1) as usize).chain([last]) {
-                    work += z.len() as f64 * ts as f64
-                        + cone_rows(below, radius, ts)
-                        + cone_rows(above, radius, ts);
-                }
-                // sides whose neighbour lives on another device: a band of h rows computed ahead
-                // and read back, h halo rows uploaded, every round but the last
-                let neighbours = [
-                    (below > 0).then(|| (s + n - 1) % n),
-                    (above > 0).then(|| (s + 1) % n),
-                ];
-                for o in neighbours.into_iter().flatten() {
-                    if device_of(o) == d {
+                let (lo, hi) = self.held(job, s);
+                work += z.len() as f64 * rounds.iter().sum::<u64>() as f64;
+                for (o, avail) in self
+                    .neighbours(job, s)
+                    .into_iter()
+                    .zip([z.start as i64 - lo, hi - z.end as i64])
+                {
+                    let Some(o) = o else { continue };
+                    if self.device_of(o) == d {
+                        work += local
+                            .iter()
+                            .map(|&u| cone_rows(avail, radius, u))
+                            .sum::<f64>();
                         continue;
                     }
+                    work += rounds
+                        .iter()
+                        .map(|&ts| cone_rows(avail, radius, ts))
+                        .sum::<f64>();
+                    // a band of h rows computed ahead and read back, h halo rows uploaded,
+                    // every round but the last
+                    let (h, t) = (self.halo, self.round_steps);
                     let band = h.min(z.len() as i64);
                     let ahead = band as f64 * t as f64 + 2.0 * cone_rows(h, radius, t);
-                    let moved = LINK_ROW_STEPS * (band + h) as f64;
-                    work += (rounds - 1) as f64 * (ahead + moved);
+                    work += exchanges * (ahead + LINK_ROW_STEPS * (band + h) as f64);
                 }
             }
             worst = worst.max(work);
@@ -192,11 +243,22 @@ impl Layout {
     }
 }
 
+/// `steps` cut into runs of `each` (at least one), the last one what is left.
+fn split_steps(steps: u64, each: u64) -> Vec<u64> {
+    let each = each.max(1);
+    let mut out = vec![each; (steps / each) as usize];
+    if steps % each != 0 || out.is_empty() {
+        out.push(steps % each);
+    }
+    out
+}
+
 /// The layout of `job` on `devices` devices whose bindings hold `limit` bytes: the fewest slabs
-/// a device (one, two, four …) that fit with halos bounded by [`round_steps`], and of rounds of
-/// that many steps, twice, four times … as many, up to all of them, the one of least
-/// [`Layout::cost`] that still fits (fewer rounds on a tie); None where even slabs of one row
-/// do not fit. Halos stay within the neighbouring slab.
+/// a device (one, two, four …) that fit with halos bounded by [`round_steps`], exchanging
+/// between slabs of one device at that many steps, and of host rounds of that many steps, twice,
+/// four times … as many, up to all of them, the one of least [`Layout::cost`] that still fits
+/// (fewer rounds on a tie); None where even slabs of one row do not fit. Halos stay within the
+/// neighbouring slab.
 pub fn plan_layout(job: &StencilJob, devices: usize, limit: u64) -> Option<Layout> {
     let rows = job.shape.rows();
     let devices = devices.min(rows).max(1);
@@ -216,7 +278,7 @@ pub fn plan_layout(job: &StencilJob, devices: usize, limit: u64) -> Option<Layou
             if t > 1 && radius * t > smallest {
                 break; // halos past the neighbouring slab
             }
-            let lay = Layout::with_rounds(job, devices, per_device, t);
+            let lay = Layout::with_rounds(job, devices, per_device, t, shortest);
             if !lay.fits(job, limit) {
                 break;
             }
@@ -333,6 +395,33 @@ struct Slab<'o> {
     out: &'o mut [u8],
 }
 
+/// Record the GPU copies that refresh each held slab's halo runs owned by slabs of this device
+/// (`local(owner)`).
+fn copy_local_halos(
+    enc: &mut wgpu::CommandEncoder,
+    held: &[Slab<'_>],
+    runs: &[Vec<HaloRun>],
+    local: impl Fn(usize) -> bool,
+    rb: usize,
+) {
+    let first = held.first().map_or(0, |x| x.index);
+    for slab in held {
+        for run in runs[slab.index].iter().filter(|r| local(r.owner)) {
+            let at = (run.row - slab.held.0) as u64 * rb as u64;
+            let bytes = run.len as u64 * rb as u64;
+            let src = &held[run.owner - first];
+            let from = (run.from - src.held.0) as u64 * rb as u64;
+            if run.owner == slab.index {
+                // a slab wrapping onto itself: through its second buffer
+                enc.copy_buffer_to_buffer(&slab.cur, from, &slab.other, 0, bytes);
+                enc.copy_buffer_to_buffer(&slab.other, 0, &slab.cur, at, bytes);
+            } else {
+                enc.copy_buffer_to_buffer(&src.cur, from, &slab.cur, at, bytes);
+            }
+        }
+    }
+}
+
 /// The bytes of the host grid `src` through the job into `dst` (C order, the grid's size each).
 pub fn run(
     group: &DeviceGroup,
@@ -390,6 +479,7 @@ pub fn run_laid_out(
     let rows = job.shape.rows() as i64;
     let rb = job.row_bytes() as usize;
     let h = lay.halo;
+    let radius = job.stencil.radius() as i64;
     let slabs = &lay.slabs;
     // each slab's rows other devices need, as the readback buffers that hold them
     let published: Vec<Mutex<Vec<PublishedBand>>> =
@@ -409,8 +499,9 @@ pub fn run_laid_out(
     // each slab's halo rows as runs of consecutive rows of one owning slab
     let runs: Vec<Vec<HaloRun>> = slabs
         .iter()
-        .map(|z| {
-            let (lo, hi) = resident(&job, z, h);
+        .enumerate()
+        .map(|(s, z)| {
+            let (lo, hi) = lay.held(&job, s);
             let mut out: Vec<HaloRun> = Vec::new();
             for (a, b) in [(lo, z.start as i64), (z.end as i64, hi)] {
                 for r in a..b {
@@ -475,7 +566,7 @@ pub fn run_laid_out(
                     let mut held: Vec<Slab<'_>> = Vec::new();
                     for (index, out) in mine {
                         let z = &slabs[index];
-                        let (lo, hi) = resident(job, z, h);
+                        let (lo, hi) = lay.held(job, index);
                         let bytes = (hi - lo) as u64 * rb as u64;
                         let made = (|| {
                             let a = transfer::storage_buffer(gpu, "stencil slab", bytes)?;
@@ -605,30 +696,40 @@ pub fn run_laid_out(
                             }
                         }
                         if !failed.load(Ordering::SeqCst) {
+                            // the round in parts of `local_steps`: after each, a slab's rows are
+                            // exact where its neighbour is on this device (whose halo GPU copies
+                            // then refresh) and still hold the round's cone where it is not
                             let mut enc = gpu.device.create_command_encoder(&Default::default());
-                            let mut swapped = Vec::new();
-                            for slab in &held {
-                                let result = kernel.record_region_steps(
-                                    gpu,
-                                    &mut enc,
-                                    &slab.cur,
-                                    &slab.other,
-                                    slab.held,
-                                    slab.z,
-                                    ts,
-                                );
-                                swapped.push(!std::ptr::eq(result, &slab.cur));
-                            }
-                            match gpu.checked(|| gpu.queue.submit([enc.finish()])) {
-                                Ok(_) => {
+                            let mut done = 0;
+                            for part in split_steps(ts, lay.local_steps) {
+                                done += part;
+                                let cone = radius * (ts - done) as i64;
+                                for slab in held.iter_mut() {
+                                    let [below, above] = lay
+                                        .neighbours(job, slab.index)
+                                        .map(|o| o.is_some_and(|o| device_of(o) != d));
+                                    let target = (
+                                        slab.z.0 - if below { cone } else { 0 },
+                                        slab.z.1 + if above { cone } else { 0 },
+                                    );
+                                    let result = kernel.record_region_steps(
+                                        gpu,
+                                        &mut enc,
+                                        &slab.cur,
+                                        &slab.other,
+                                        slab.held,
+                                        target,
+                                        part,
+                                    );
                                     // later copies and steps read the result where it is
-                                    for (slab, swap) in held.iter_mut().zip(swapped) {
-                                        if swap {
-                                            std::mem::swap(&mut slab.cur, &mut slab.other);
-                                        }
+                                    if !std::ptr::eq(result, &slab.cur) {
+                                        std::mem::swap(&mut slab.cur, &mut slab.other);
                                     }
                                 }
-                                Err(e) => fail(e, &mut own),
+                                copy_local_halos(&mut enc, &held, runs, |o| device_of(o) == d, rb);
+                            }
+                            if let Err(e) = gpu.checked(|| gpu.queue.submit([enc.finish()])) {
+                                fail(e, &mut own);
                             }
                         }
                         if last {
@@ -664,43 +765,18 @@ pub fn run_laid_out(
                         times[4] += t.elapsed().as_secs_f64();
                         let t = Instant::now();
                         if !failed.load(Ordering::SeqCst) {
-                            // each slab's halo rows from the slabs that own them: copied out of
-                            // the owner's mapped readback into this device's staging, or by GPU
-                            // copies from this device's own slabs; all queued behind this round's
-                            // steps
+                            // each slab's halo rows from other devices: copied out of the
+                            // owner's mapped readback into this device's staging, queued behind
+                            // this round's steps
                             let mut enc = gpu.device.create_command_encoder(&Default::default());
                             let mut staged = Vec::new();
                             for (local, slab) in held.iter().enumerate() {
-                                let lo = slab.held.0;
                                 for (r, run) in runs[slab.index].iter().enumerate() {
-                                    let at = (run.row - lo) as u64 * rb as u64;
-                                    let bytes = run.len as u64 * rb as u64;
                                     if device_of(run.owner) == d {
-                                        let src = &held[run.owner - first_slab];
-                                        let from = (run.from - src.held.0) as u64 * rb as u64;
-                                        if run.owner == slab.index {
-                                            // a slab wrapping onto itself: through its second buffer
-                                            enc.copy_buffer_to_buffer(
-                                                &slab.cur,
-                                                from,
-                                                &slab.other,
-                                                0,
-                                                bytes,
-                                            );
-                                            enc.copy_buffer_to_buffer(
-                                                &slab.other,
-                                                0,
-                                                &slab.cur,
-                                                at,
-                                                bytes,
-                                            );
-                                        } else {
-                                            enc.copy_buffer_to_buffer(
-                                                &src.cur, from, &slab.cur, at, bytes,
-                                            );
-                                        }
                                         continue;
                                     }
+                                    let at = (run.row - slab.held.0) as u64 * rb as u64;
+                                    let bytes = run.len as u64 * rb as u64;
                                     let Some(stage) = stages[local][r].as_mut() else {
                                         continue;
                                     };
@@ -803,6 +879,7 @@ pub fn run_laid_out(
         slabs_per_device: lay.per_device,
         round_steps: t_round,
         rounds,
+        local_steps: lay.local_steps,
         ..Default::default()
     };
     for r in results {
@@ -838,6 +915,14 @@ mod tests {
     }
 
     #[test]
+    fn split_steps_cuts_runs_and_a_rest() {
+        assert_eq!(split_steps(64, 16), [16, 16, 16, 16]);
+        assert_eq!(split_steps(13, 4), [4, 4, 4, 1]);
+        assert_eq!(split_steps(3, 8), [3]);
+        assert_eq!(split_steps(5, 0), [1, 1, 1, 1, 1]);
+    }
+
+    #[test]
     fn cone_rows_sum_the_rows_each_step_computes() {
         for (avail, radius, ts) in [(16, 1, 16), (64, 1, 64), (7, 2, 5), (3, 2, 9), (0, 1, 4)] {
             let by_step: i64 = (1..=ts).map(|i| avail.min(radius * (ts - i))).sum();
@@ -858,15 +943,26 @@ mod tests {
             Boundary::Reflect,
             64,
         );
-        // one device: nothing crosses the link, so the rounds of bounded halos stay
+        // one device: nothing crosses the link; its slabs exchange every 16 steps
         let one = plan_layout(&cube, 1, gib2).unwrap();
-        assert_eq!((one.per_device, one.round_steps), (4, 16));
-        // two and four devices: one round, the halos computed redundantly, no exchange
+        assert_eq!(
+            (one.per_device, one.local_steps, one.local_halo),
+            (4, 16, 16)
+        );
+        // two and four devices: one round, the halos to other devices computed redundantly,
+        // no exchange through the host; slabs of one device still exchange every 16 steps
         let two = plan_layout(&cube, 2, gib2).unwrap();
         assert_eq!((two.per_device, two.round_steps, two.halo), (2, 64, 64));
+        assert_eq!((two.local_steps, two.local_halo), (16, 16));
+        assert_eq!(two.held(&cube, 0), (0, 256 + 16));
+        assert_eq!(two.held(&cube, 1), (256 - 16, 512 + 64));
+        assert!(two.cost(&cube) < Layout::with_rounds(&cube, 2, 2, 64, 64).cost(&cube));
         let four = plan_layout(&cube, 4, gib2).unwrap();
         assert_eq!((four.per_device, four.round_steps), (1, 64));
         assert!(four.cost(&cube) < Layout::with_slabs(&cube, 4, 1).cost(&cube));
+        // slabs shorter than two host halos exchange locally once a round
+        let short = Layout::with_rounds(&cube, 2, 8, 64, 16);
+        assert_eq!(short.local_steps, 64);
         // many steps: exchanges pay against halos of thousands of rows, computed twice
         let long = job(
             &[32768, 32768],
@@ -876,7 +972,7 @@ mod tests {
         );
         let lay = plan_layout(&long, 2, gib2).unwrap();
         assert!(lay.round_steps < 4096, "{lay:?}");
-        assert!(lay.cost(&long) <= Layout::with_rounds(&long, 2, 4, 4096).cost(&long));
+        assert!(lay.cost(&long) <= Layout::with_rounds(&long, 2, 4, 4096, 4096).cost(&long));
         // every chosen layout fits the binding
         for l in [&one, &two, &four] {
             assert!(l.fits(&cube, gib2));
