@@ -46,11 +46,9 @@ fn ld4(row4: i32, g: i32) -> vec4<T> {
 // loaded once serves every row whose taps reach it: a radius-R star reads MZ + 2R vec4s along the
 // streaming axis for MZ rows instead of MZ·(2R + 1), the traffic that otherwise goes to L2 for 3-D
 // grids (a plane apart per tap). MZ = 1 is one row; the host chooses it (`KernelChoice::rows`).
-// On 3-D grids each of those rows may be MY rows of the plane (`KernelChoice::y_rows`), which
-// share their tap rows along y the same way. A workgroup covers WG invocations along x (TH = 1),
-// or (TH > 1, 3-D grids) a patch of TH invocation rows by WG / TH vec4 columns, so that the
-// taps in neighbouring rows of the plane are loaded by the same workgroup
-// (`KernelChoice::plane_rows`; the host sizes the dispatch to match).
+// A workgroup covers WG consecutive vec4s of a plane (TH = 1), or (TH > 1, 3-D grids) a patch of
+// TH rows by WG / TH vec4 columns, so that the taps in neighbouring rows of the plane are loaded
+// by the same workgroup (`KernelChoice::plane_rows`; the host sizes the dispatch to match).
 const TW: u32 = WG / TH;
 
 @compute @workgroup_size(WG)
@@ -61,25 +59,22 @@ fn step4(
 ) {
     let plane4 = u32(NY * NX4);
     let blocks = u32((p.comp_rows + MZ - 1) / MZ);
-    let rows_y = u32((NY + MY - 1) / MY); // invocation rows of a plane
     var block: u32;
     var rem: u32;
     if (TH == 1u) {
         let idx = linear_workgroup(wid, nwg) * WG + lid;
-        let per_block = rows_y * u32(NX4);
-        if (idx >= blocks * per_block) {
+        if (idx >= blocks * plane4) {
             return;
         }
-        block = idx / per_block;
-        let r = idx % per_block;
-        rem = (r / u32(NX4)) * u32(MY * NX4) + r % u32(NX4);
+        block = idx / plane4;
+        rem = idx % plane4;
     } else {
         let tiles_x = (u32(NX4) + TW - 1u) / TW;
-        let tiles = tiles_x * ((rows_y + TH - 1u) / TH);
+        let tiles = tiles_x * ((u32(NY) + TH - 1u) / TH);
         let w = linear_workgroup(wid, nwg);
         block = w / tiles;
         let t = w % tiles;
-        let ty = ((t / tiles_x) * TH + lid / TW) * u32(MY);
+        let ty = (t / tiles_x) * TH + lid / TW;
         let tx = (t % tiles_x) * TW + lid % TW;
         if (block >= blocks || ty >= u32(NY) || tx >= u32(NX4)) {
             return;
@@ -94,7 +89,7 @@ fn step4(
     let row4 = c4 - xg;
     let z_end = p.comp_lo + p.comp_rows;
     if (z0 >= RZ && z0 + MZ - 1 + RZ < p.res_rows && z0 + MZ <= z_end && y >= RY
-        && y + MY - 1 + RY < NY) {
+        && y + RY < NY) {
         if (x >= 4 * GR && x + 4 + 4 * GR <= NX) {
             // @generated-direct4
         } else {
@@ -102,15 +97,13 @@ fn step4(
         }
     } else {
         for (var i = 0; i < MZ; i++) {
-            for (var k = 0; k < MY; k++) {
-                let zr = z0 + i;
-                if (zr < z_end && y + k < NY) {
-                    var out: vec4<T>;
-                    for (var j = 0; j < 4; j++) {
-                        out[j] = cell_at(zr, y + k, x + j);
-                    }
-                    dst[c4 + i * i32(plane4) + k * NX4] = out;
+            let zr = z0 + i;
+            if (zr < z_end) {
+                var out: vec4<T>;
+                for (var j = 0; j < 4; j++) {
+                    out[j] = cell_at(zr, y, x + j);
                 }
+                dst[c4 + i * i32(plane4)] = out;
             }
         }
     }

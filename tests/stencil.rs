@@ -449,12 +449,10 @@ fn streamed_passes_are_bit_identical_to_single_steps() {
             // several rows of four cells per invocation, tails that do not fill a block; 3-D
             // workgroups along x, or over patches of the plane's rows (8 by default) cut by the
             // grid's y and x
-            // and (3-D) several rows of the plane per invocation, with patches or along x
-            for (rows, plane_rows, y_rows) in [(8, 32, 1), (3, 1, 2), (2, 4, 3)] {
+            for (rows, plane_rows) in [(3, 1), (8, 32)] {
                 let choice = stencil::KernelChoice {
                     rows,
                     plane_rows,
-                    y_rows,
                     ..Default::default()
                 };
                 let kernel = StencilKernel::with_choice(gpu, &j, choice).unwrap();
@@ -463,8 +461,8 @@ fn streamed_passes_are_bit_identical_to_single_steps() {
                     got.iter()
                         .zip(&want)
                         .all(|(a, b)| a.to_bits() == b.to_bits()),
-                    "{} {boundary:?} {rows} rows x {y_rows} plane rows per invocation, \
-                     {plane_rows}-row patches differ from one",
+                    "{} {boundary:?} {rows} rows per invocation, {plane_rows}-row patches differ \
+                     from one",
                     j.shape
                 );
                 let budget = Budget {

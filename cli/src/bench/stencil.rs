@@ -200,31 +200,10 @@ fn per_type<T: StencilValue + Into<f64>>(
                 let choice = KernelChoice {
                     rows,
                     plane_rows,
-                    ..KernelChoice::default()
+                    blocking: None,
                 };
                 variants.push((
                     format!("{sname}, 4 cells x {rows} rows/invocation, {plane_rows}-row patches"),
-                    StencilKernel::with_choice(gpu, &job, choice)?,
-                ));
-            }
-            // 3-D: each of those rows also several rows of the plane (rows x plane rows,
-            // patches of invocation rows)
-            for (rows, y_rows, plane_rows) in
-                [(2, 2, 8), (2, 2, 4), (2, 4, 4), (4, 2, 4), (4, 4, 2)]
-            {
-                if *dims != 3 {
-                    break;
-                }
-                let choice = KernelChoice {
-                    rows,
-                    plane_rows,
-                    y_rows,
-                    ..KernelChoice::default()
-                };
-                variants.push((
-                    format!(
-                        "{sname}, 4 cells x {rows} rows x {y_rows} plane rows/invocation, {plane_rows}-row patches"
-                    ),
                     StencilKernel::with_choice(gpu, &job, choice)?,
                 ));
             }

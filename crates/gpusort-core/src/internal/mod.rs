@@ -149,23 +149,11 @@ fn stencil_configurations() -> Vec<(String, String)> {
                     ..KernelChoice::default()
                 };
                 out.push((format!("{name} along x"), stencil::source(&job, along_x)));
-                for plane_rows in [1, 8] {
-                    let plane_block = KernelChoice {
-                        y_rows: 3,
-                        plane_rows,
-                        ..KernelChoice::default()
-                    };
-                    out.push((
-                        format!("{name} 3 plane rows, {plane_rows}-row patches"),
-                        stencil::source(&job, plane_block),
-                    ));
-                }
                 for b in Blocking::candidates(&job, 48 << 10) {
                     let choice = KernelChoice {
                         rows: 1,
                         blocking: Some(b),
                         plane_rows: 1,
-                        y_rows: 1,
                     };
                     out.push((
                         format!("{name} streamed {b:?}"),

@@ -604,11 +604,6 @@ pub struct KernelChoice {
     /// so the taps in neighbouring rows come from loads of the same workgroup. Ignored on 2-D
     /// grids and where cells run one per invocation.
     pub plane_rows: u32,
-    /// Rows of the (y, x) plane, 1..=4, that each invocation of a four-cell single step computes
-    /// on a 3-D grid, for each of its `rows`: a tap row of the plane loaded once serves every
-    /// row whose taps reach it (a radius-R star reads MY + 2R vec4s along y for MY rows instead
-    /// of MY·(2R + 1)). Ignored on 2-D grids and where cells run one per invocation.
-    pub y_rows: u32,
 }
 
 impl Default for KernelChoice {
@@ -622,7 +617,6 @@ impl Default for KernelChoice {
             rows: 2,
             blocking: None,
             plane_rows: 8,
-            y_rows: 1,
         }
     }
 }
@@ -657,16 +651,14 @@ fn tap_rows(job: &StencilJob) -> Vec<(i32, i32)> {
     rows
 }
 
-/// Four cells in each of `mz` consecutive rows (the z of the 3-D view) by `my` consecutive rows
-/// of the plane (y), from vec4 loads that their taps share: `load(dz, dy, m)` is the vec4 `dz`
-/// rows below the block's first, `dy` rows along y from its first and `m` vec4s along x from the
-/// group's own, emitted just before the first row that needs it (short live ranges);
-/// `store(r)` stores row r = i·my + k's `vec4<T>(a{r}_0, .., a{r}_3)`. Each cell sums its taps in
-/// tap order, as every other kernel does.
+/// Four cells in each of `mz` consecutive rows (the z of the 3-D view), from vec4 loads that each
+/// row's taps share: `load(dz, dy, m)` is the vec4 `dz` rows below the block's first, `dy` rows
+/// along y and `m` vec4s along x from the group's own, emitted just before the first row that
+/// needs it (short live ranges); `store(i)` stores row i's `vec4<T>(a{i}_0, .., a{i}_3)`. Each
+/// cell sums its taps in tap order, as every other kernel does.
 fn gather4_rows(
     job: &StencilJob,
     mz: i32,
-    my: i32,
     load: &dyn Fn(i32, i32, i32) -> String,
     store: &dyn Fn(i32) -> String,
 ) -> String {
@@ -676,12 +668,11 @@ fn gather4_rows(
     let name = |z: i32, dy: i32, m: i32| format!("q_{}_{}_{}", z + 64, dy + 64, m + 64);
     let mut loaded = std::collections::HashSet::new();
     let mut s = String::new();
-    for (i, k) in (0..mz).flat_map(|i| (0..my).map(move |k| (i, k))) {
-        let r = i * my + k;
+    for i in 0..mz {
         for t in taps {
             let [dz, dy, dx] = t.offset;
             for j in 0..4 {
-                let key = (i + dz, k + dy, (j + dx).div_euclid(4));
+                let key = (i + dz, dy, (j + dx).div_euclid(4));
                 if loaded.insert(key) {
                     s += &format!(
                         "let {} = {};\n",
@@ -692,22 +683,22 @@ fn gather4_rows(
             }
         }
         for j in 0..4 {
-            s += &format!("var a{r}_{j} = T(0);\n");
+            s += &format!("var a{i}_{j} = T(0);\n");
         }
-        for (n, t) in taps.iter().enumerate() {
+        for (k, t) in taps.iter().enumerate() {
             let [dz, dy, dx] = t.offset;
             for j in 0..4 {
                 let at = j + dx;
                 s += &format!(
-                    "a{r}_{j} = a{r}_{j} + weights[{}][{}] * {}.{};\n",
-                    n / per16,
-                    n % per16,
-                    name(i + dz, k + dy, at.div_euclid(4)),
+                    "a{i}_{j} = a{i}_{j} + weights[{}][{}] * {}.{};\n",
+                    k / per16,
+                    k % per16,
+                    name(i + dz, dy, at.div_euclid(4)),
                     COMP[at.rem_euclid(4) as usize]
                 );
             }
         }
-        s += &store(r);
+        s += &store(i);
     }
     s
 }
@@ -739,22 +730,11 @@ fn plane_rows(job: &StencilJob, asked: u32, four: bool) -> u32 {
     th
 }
 
-/// The plane rows each invocation of `step4` computes: the `asked` ones
-/// (`KernelChoice::y_rows`) on 3-D grids with four cells per invocation, else 1.
-fn y_rows(job: &StencilJob, asked: u32, four: bool) -> u32 {
-    if four && job.shape.as_3d()[1] > 1 {
-        asked.max(1)
-    } else {
-        1
-    }
-}
-
 /// [`source`], with the four-cell kernels where `four` (decided by the caller within what
 /// [`four_cells`] allows).
 fn source_with(job: &StencilJob, choice: KernelChoice, four: bool) -> String {
     let blocking = choice.blocking;
     let mz = choice.rows.max(1) as i32;
-    let my = y_rows(job, choice.y_rows, four) as i32;
     let [_, ny, nx] = job.shape.as_3d();
     let [rz, ry, rx] = job.stencil.reach();
     let taps = job.stencil.taps();
@@ -780,7 +760,7 @@ fn source_with(job: &StencilJob, choice: KernelChoice, four: bool) -> String {
     );
     if four {
         s += &format!(
-            "alias CELLS = vec4<T>;\nconst GR: i32 = {};\nconst MZ: i32 = {mz};\nconst MY: i32 = {my};\nconst TH: u32 = {}u;\n\
+            "alias CELLS = vec4<T>;\nconst GR: i32 = {};\nconst MZ: i32 = {mz};\nconst TH: u32 = {}u;\n\
              fn ld(i: i32) -> T {{ return src[i >> 2u][i & 3]; }}\n\
              fn st(i: i32, v: T) {{ dst[i >> 2u][i & 3] = v; }}\n",
             reach_vec4(job),
@@ -848,24 +828,21 @@ fn source_with(job: &StencilJob, choice: KernelChoice, four: bool) -> String {
             .and_then(|(a, b)| Some((a, b.split_once('\n')?.1)))
             .expect("stencil_vec.wgsl marks its streamed part");
         let row_off = |dz: i32, dy: i32| (dz as i64 * plane + dy as i64 * nx as i64) / 4;
-        let store = |r: i32| {
-            let (i, k) = ((r / my) as i64, (r % my) as i64);
+        let store = |i: i32| {
             format!(
-                "dst[c4 + {}] = vec4<T>(a{r}_0, a{r}_1, a{r}_2, a{r}_3);\n",
-                (i * plane + k * nx as i64) / 4
+                "dst[c4 + {}] = vec4<T>(a{i}_0, a{i}_1, a{i}_2, a{i}_3);\n",
+                i as i64 * plane / 4
             )
         };
         let direct4 = gather4_rows(
             job,
             mz,
-            my,
             &|dz, dy, m| format!("src[c4 + {}]", row_off(dz, dy) + m as i64),
             &store,
         );
         let xedge4 = gather4_rows(
             job,
             mz,
-            my,
             &|dz, dy, m| format!("ld4(row4 + {}, xg + {m})", row_off(dz, dy)),
             &store,
         );
@@ -898,7 +875,6 @@ fn source_with(job: &StencilJob, choice: KernelChoice, four: bool) -> String {
             let tile4 = gather4_rows(
                 job,
                 1,
-                1,
                 &|dz, dy, m| {
                     format!("ring[lb + slot(z + {dz}) * PLANE4 + (ly + {dy}) * LW4 + lg + {m}]")
                 },
@@ -914,7 +890,6 @@ fn source_with(job: &StencilJob, choice: KernelChoice, four: bool) -> String {
                 .collect();
             let interior4 = gather4_rows(
                 job,
-                1,
                 1,
                 &|dz, dy, m| {
                     let n = rows.iter().position(|&r| r == (dz, dy)).expect("a tap row");
@@ -982,8 +957,6 @@ pub struct StencilKernel {
     rows: u32,
     /// `KernelChoice::plane_rows` as asked (see `plane_rows` for where it applies).
     plane_rows: u32,
-    /// `KernelChoice::y_rows` where it applies (`y_rows`), else 1.
-    y_rows: u32,
     /// The streamed pass of K steps, where asked for: the general kernel and the one for
     /// workgroups wholly inside the grid.
     streamed: Option<(Blocking, wgpu::ComputePipeline, wgpu::ComputePipeline)>,
@@ -1035,12 +1008,6 @@ impl StencilKernel {
             return Err(Error::InvalidInput(format!(
                 "rows per invocation must be 1 to 8, not {}",
                 choice.rows
-            )));
-        }
-        if !(1..=4).contains(&choice.y_rows) {
-            return Err(Error::InvalidInput(format!(
-                "plane rows per invocation must be 1 to 4, not {}",
-                choice.y_rows
             )));
         }
         if !choice.plane_rows.is_power_of_two() || choice.plane_rows > 32 {
@@ -1144,7 +1111,6 @@ impl StencilKernel {
             four,
             rows: if four { choice.rows } else { 1 },
             plane_rows: choice.plane_rows,
-            y_rows: y_rows(job, choice.y_rows, four),
             streamed,
         })
     }
@@ -1172,7 +1138,6 @@ impl StencilKernel {
             rows: self.rows,
             blocking: self.blocking(),
             plane_rows: self.plane_rows,
-            y_rows: self.y_rows,
         }
     }
 
@@ -1254,14 +1219,11 @@ impl StencilKernel {
                 };
                 let blocks = comp_rows.div_ceil(rows);
                 let th = plane_rows(&self.job, self.plane_rows, self.four) as u64;
-                let [_, ny, nx] = self.job.shape.as_3d();
-                let my = self.y_rows as u64;
                 let groups = if th > 1 {
-                    // patches of th · my rows by WG / th vec4s (stencil_vec.wgsl)
+                    // patches of th rows by WG / th vec4s (stencil_vec.wgsl)
+                    let [_, ny, nx] = self.job.shape.as_3d();
                     let tw = WG as u64 / th;
-                    blocks * (ny as u64).div_ceil(th * my) * (nx as u64 / 4).div_ceil(tw)
-                } else if my > 1 {
-                    (blocks * (ny as u64).div_ceil(my) * (nx as u64 / 4)).div_ceil(WG as u64)
+                    blocks * (ny as u64).div_ceil(th) * (nx as u64 / 4).div_ceil(tw)
                 } else {
                     (blocks * self.job.shape.row_cells() as u64 / per_row).div_ceil(WG as u64)
                 };
