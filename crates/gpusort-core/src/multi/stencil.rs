@@ -247,7 +247,7 @@ impl Layout {
 fn split_steps(steps: u64, each: u64) -> Vec<u64> {
     let each = each.max(1);
     let mut out = vec![each; (steps / each) as usize];
-    if steps % each != 0 || out.is_empty() {
+    if !steps.is_multiple_of(each) || out.is_empty() {
         out.push(steps % each);
     }
     out
