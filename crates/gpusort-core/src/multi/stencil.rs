@@ -85,7 +85,7 @@ pub fn round_steps(job: &StencilJob, slabs: &[Range<usize>]) -> u64 {
 /// writes each row in device memory, which moves 60–200 times the bytes a second the host link
 /// does (3–4.8 TB/s against 20–55 GB/s on current data-centre cards), and an exchanged row
 /// crosses the link in the same queue as the steps.
-const LINK_ROW_STEPS: f64 = 64.0;
+pub const LINK_ROW_STEPS: f64 = 64.0;
 
 /// Rows stepped beyond a part's own over `ts` steps on one side with `avail` halo rows there:
 /// step i computes min(avail, R·(ts − i)) of them (as `record_region_steps` does).
