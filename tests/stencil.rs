@@ -664,7 +664,7 @@ fn blocking_is_checked_and_measured() {
     );
     // small grids are not measured: one step per pass
     let planned = StencilKernel::planned(gpu, &j).unwrap();
-    assert_eq!(planned.choice(), stencil::KernelChoice::default());
+    assert_eq!(planned.choice(), stencil::KernelChoice::for_job(&j));
     let bad_rows = stencil::KernelChoice {
         rows: 9,
         ..Default::default()

@@ -621,6 +621,33 @@ impl Default for KernelChoice {
     }
 }
 
+impl KernelChoice {
+    /// The choice for `job` without measuring it: [`KernelChoice::default`], but four rows per
+    /// invocation for 2-D stars reaching three or more rows each way. One tap a row leaves the
+    /// registers for four rows, and sharing their tap rows then pays on both cards measured
+    /// (H100 3–4%, H200 8–12% faster); four rows lose on the H100 for radius 1–2 and 2-D boxes
+    /// and on the H200 for the 3-D box (docs/BENCHMARKS.md).
+    pub fn for_job(job: &StencilJob) -> KernelChoice {
+        let rows = tap_rows(job);
+        let one_tap_a_row = rows.iter().filter(|&&r| r != (0, 0)).all(|&(dz, dy)| {
+            job.stencil
+                .taps()
+                .iter()
+                .filter(|t| (t.offset[0], t.offset[1]) == (dz, dy))
+                .count()
+                == 1
+        });
+        if job.stencil.dims == 2 && job.stencil.radius >= 3 && one_tap_a_row {
+            KernelChoice {
+                rows: 4,
+                ..KernelChoice::default()
+            }
+        } else {
+            KernelChoice::default()
+        }
+    }
+}
+
 /// Replace every line that holds only `marker` with `code`, indented as the marker was.
 fn fill(text: &str, marker: &str, code: &str) -> String {
     let mut out = String::with_capacity(text.len() + code.len());
@@ -963,11 +990,11 @@ pub struct StencilKernel {
 }
 
 impl StencilKernel {
-    /// The kernels for `job` by [`KernelChoice::default`]. Whether K steps per pass pay depends on the
-    /// device and the stencil: [`choose_kernel`] measures it, [`StencilKernel::with_choice`]
-    /// takes a choice.
+    /// The kernels for `job` by [`KernelChoice::for_job`]. Whether K steps per pass pay depends
+    /// on the device and the stencil: [`choose_kernel`] measures it,
+    /// [`StencilKernel::with_choice`] takes a choice.
     pub fn new(gpu: &Gpu, job: &StencilJob) -> Result<StencilKernel> {
-        StencilKernel::with_choice(gpu, job, KernelChoice::default())
+        StencilKernel::with_choice(gpu, job, KernelChoice::for_job(job))
     }
 
     /// The kernels for `job` with the given streamed pass (None: one step per pass), and the
@@ -979,7 +1006,7 @@ impl StencilKernel {
     ) -> Result<StencilKernel> {
         let choice = KernelChoice {
             blocking,
-            ..KernelChoice::default()
+            ..KernelChoice::for_job(job)
         };
         StencilKernel::with_choice(gpu, job, choice)
     }
@@ -1328,12 +1355,12 @@ pub fn worth_measuring(job: &StencilJob) -> bool {
 impl StencilKernel {
     /// The kernels for `job` that measured fastest on this device ([`choose_kernel`] on a sample
     /// of the grid), for jobs where [`worth_measuring`] says so;
-    /// [`KernelChoice::default`] otherwise. Every choice gives the same result bit for bit.
+    /// [`KernelChoice::for_job`] otherwise. Every choice gives the same result bit for bit.
     pub fn planned(gpu: &Gpu, job: &StencilJob) -> Result<StencilKernel> {
         let choice = if worth_measuring(job) {
             choose_kernel(gpu, job, 64 << 20)?
         } else {
-            KernelChoice::default()
+            KernelChoice::for_job(job)
         };
         StencilKernel::with_choice(gpu, job, choice)
     }
@@ -1343,23 +1370,26 @@ impl StencilKernel {
 /// per invocation, on 3-D grids workgroups over 1, 8 or 16 rows of the plane, and each streamed
 /// pass (K = 1..=4) that fits. Each candidate times 12 steps
 /// on a sample of the job's grid (its first rows, at most `sample_bytes`), GPU-resident; a
-/// candidate must beat the default ([`KernelChoice::default`]) by 5% to be chosen.
+/// candidate must beat the job's default ([`KernelChoice::for_job`]) by 5% to be chosen.
 pub fn choose_kernel(gpu: &Gpu, job: &StencilJob, sample_bytes: u64) -> Result<KernelChoice> {
     job.validate()?;
     let limit = gpu.limits.max_compute_workgroup_storage_size;
     let mut candidates: Vec<KernelChoice> = Vec::new();
     if four_cells(job) {
-        for rows in [1, 4, 8] {
+        for rows in [1, 2, 4, 8] {
+            if rows == KernelChoice::for_job(job).rows {
+                continue;
+            }
             candidates.push(KernelChoice {
                 rows,
-                ..KernelChoice::default()
+                ..KernelChoice::for_job(job)
             });
         }
         if job.shape.as_3d()[1] > 1 {
             for plane_rows in [1, 16] {
                 candidates.push(KernelChoice {
                     plane_rows,
-                    ..KernelChoice::default()
+                    ..KernelChoice::for_job(job)
                 });
             }
         }
@@ -1368,12 +1398,12 @@ pub fn choose_kernel(gpu: &Gpu, job: &StencilJob, sample_bytes: u64) -> Result<K
         if b.steps <= job.steps {
             candidates.push(KernelChoice {
                 blocking: Some(b),
-                ..KernelChoice::default()
+                ..KernelChoice::for_job(job)
             });
         }
     }
     if candidates.is_empty() {
-        return Ok(KernelChoice::default());
+        return Ok(KernelChoice::for_job(job));
     }
     let rb = job.row_bytes().max(1);
     let radius = job.stencil.radius() as u64;
@@ -1403,7 +1433,7 @@ pub fn choose_kernel(gpu: &Gpu, job: &StencilJob, sample_bytes: u64) -> Result<K
         }
         Ok(best)
     };
-    let mut chosen = KernelChoice::default();
+    let mut chosen = KernelChoice::for_job(job);
     let mut fastest = 0.95 * time(chosen)?;
     for c in candidates {
         let t = time(c)?;
@@ -1765,4 +1795,36 @@ pub fn apply_into<T: StencilValue>(
         (plan.sweeps > 1).then_some(&mut scratch[..]),
         &mut |_, _| {},
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(shape: &[usize], stencil: Stencil) -> StencilJob {
+        StencilJob {
+            shape: GridShape::new(shape).unwrap(),
+            stencil,
+            boundary: Boundary::Reflect,
+            cval: 0.0,
+            steps: 4,
+            dtype: KeyType::F32,
+        }
+    }
+
+    #[test]
+    fn four_rows_by_default_only_for_wide_2d_stars() {
+        let rows = |shape: &[usize], st: Result<Stencil>| {
+            KernelChoice::for_job(&job(shape, st.unwrap())).rows
+        };
+        assert_eq!(rows(&[64, 64], Stencil::star(2, 3)), 4);
+        assert_eq!(rows(&[64, 64], Stencil::star(2, 4)), 4);
+        assert_eq!(rows(&[64, 64], Stencil::star(2, 2)), 2);
+        assert_eq!(rows(&[64, 64], Stencil::boxed(2, 3)), 2);
+        assert_eq!(rows(&[16, 16, 16], Stencil::star(3, 4)), 2);
+        assert_eq!(
+            KernelChoice::for_job(&job(&[64, 64], Stencil::star(2, 1).unwrap())),
+            KernelChoice::default()
+        );
+    }
 }
