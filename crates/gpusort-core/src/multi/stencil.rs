@@ -569,9 +569,17 @@ pub fn run_laid_out(
                         let (lo, hi) = lay.held(job, index);
                         let bytes = (hi - lo) as u64 * rb as u64;
                         let made = (|| {
+                            // (making the buffers on a helper thread while the rows before
+                            // upload measured no faster: the two wait on each other)
+                            let t = Instant::now();
                             let a = transfer::storage_buffer(gpu, "stencil slab", bytes)?;
                             let b = transfer::storage_buffer(gpu, "stencil slab'", bytes)?;
+                            let made_s = t.elapsed().as_secs_f64();
                             upload_rows(gpu, &a, src, rows, rb, (lo, hi))?;
+                            tracing::debug!(
+                                "group stencil: device {d} slab {index}: two buffers of {bytes} bytes in {made_s:.3} s, its rows queued for upload {:.3} s later",
+                                t.elapsed().as_secs_f64() - made_s
+                            );
                             Ok::<_, Error>((a, b))
                         })();
                         match made {
@@ -657,13 +665,19 @@ pub fn run_laid_out(
                     }
                     // the rounds start with every part resident on every device: the time in
                     // and out of the devices stays out of the steps' and the exchanges'
+                    let queued = t.elapsed().as_secs_f64();
                     if !failed.load(Ordering::SeqCst) {
                         if let Err(e) = gpu.wait() {
                             fail(e, &mut own);
                         }
                     }
+                    let resident = t.elapsed().as_secs_f64();
                     barrier.wait();
                     times[0] = t.elapsed().as_secs_f64();
+                    tracing::debug!(
+                        "group stencil: device {d}: everything queued at {queued:.3} s, resident at {resident:.3} s, every device at {:.3} s",
+                        times[0]
+                    );
                     let first_slab = held.first().map_or(0, |x| x.index);
                     for round in 0..rounds {
                         let ts = (steps - round * t_round).min(t_round);
