@@ -439,7 +439,15 @@ pub fn run(
             job.shape
         ))
     })?;
-    run_laid_out(group, kernels, &lay, src, dst)
+    // longer rounds hold deeper halos; where the devices' memory cannot, the rounds of bounded
+    // halos (the layout checks bindings: wgpu does not report device memory)
+    let bounded = Layout::with_slabs(job, lay.slabs.len() / lay.per_device, lay.per_device);
+    match run_laid_out(group, kernels, &lay, src, dst) {
+        Err(Error::OutOfMemory(_)) if bounded.round_steps < lay.round_steps => {
+            run_laid_out(group, kernels, &bounded, src, dst)
+        }
+        other => other,
+    }
 }
 
 /// [`run`] by a given layout (its slabs must fit the devices' bindings).
