@@ -190,23 +190,12 @@ impl RingSlot {
                 });
             }
         }
-        let usage = if upload {
-            wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC
+        let label = if upload {
+            "ring upload"
         } else {
-            wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST
+            "ring download"
         };
-        let buf = gpu.checked(|| {
-            gpu.device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some(if upload {
-                    "ring upload"
-                } else {
-                    "ring download"
-                }),
-                size,
-                usage,
-                mapped_at_creation: upload,
-            })
-        })?;
+        let buf = mappable_buffer(gpu, label, size, upload)?;
         Ok(RingSlot {
             backing: Backing::Mapped {
                 buf,
@@ -638,16 +627,27 @@ fn request_map(buffer: &wgpu::Buffer, mode: wgpu::MapMode, len: u64) -> MapResul
     rx
 }
 
-/// A buffer the GPU copies results into for the host to read (`MAP_READ | COPY_DST`).
-pub fn readback_buffer(gpu: &Gpu, bytes: u64) -> Result<wgpu::Buffer> {
+/// A buffer the host maps: `upload` (`MAP_WRITE | COPY_SRC`, mapped from the start) for the GPU
+/// to copy from, else (`MAP_READ | COPY_DST`) for the GPU to copy results into.
+fn mappable_buffer(gpu: &Gpu, label: &str, bytes: u64, upload: bool) -> Result<wgpu::Buffer> {
+    let usage = if upload {
+        wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC
+    } else {
+        wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST
+    };
     gpu.checked(|| {
         gpu.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("readback"),
+            label: Some(label),
             size: align_to(bytes.max(4), wgpu::COPY_BUFFER_ALIGNMENT),
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
+            usage,
+            mapped_at_creation: upload,
         })
     })
+}
+
+/// A buffer the GPU copies results into for the host to read (`MAP_READ | COPY_DST`).
+pub fn readback_buffer(gpu: &Gpu, bytes: u64) -> Result<wgpu::Buffer> {
+    mappable_buffer(gpu, "readback", bytes, false)
 }
 
 /// Ask for `buffer` (a [`readback_buffer`]) mapped for reading once the submissions that write
@@ -695,14 +695,7 @@ pub fn wait_mapped(gpu: &Gpu, ready: MapResult) -> Result<()> {
 /// A buffer the host fills for the GPU to copy from (`MAP_WRITE | COPY_SRC`), mapped from the
 /// start; after each copy from it is submitted, [`request_write`] maps it again.
 pub fn upload_stage(gpu: &Gpu, bytes: u64) -> Result<wgpu::Buffer> {
-    gpu.checked(|| {
-        gpu.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("upload stage"),
-            size: align_to(bytes.max(4), wgpu::COPY_BUFFER_ALIGNMENT),
-            usage: wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
-            mapped_at_creation: true,
-        })
-    })
+    mappable_buffer(gpu, "upload stage", bytes, true)
 }
 
 /// Ask for `buffer` (an [`upload_stage`]) mapped for writing once the submissions that read it

@@ -102,8 +102,7 @@ impl Layout {
     /// `per_device` slabs on each of `devices` devices (at most one slab a row), exchanging
     /// every [`round_steps`] steps.
     pub fn with_slabs(job: &StencilJob, devices: usize, per_device: usize) -> Layout {
-        let slabs = Self::slabs(job, devices, per_device);
-        let t = round_steps(job, &slabs);
+        let t = round_steps(job, &Self::slabs(job, devices, per_device).0);
         Self::with_rounds(job, devices, per_device, t, t)
     }
 
@@ -119,10 +118,7 @@ impl Layout {
         local_steps: u64,
     ) -> Layout {
         let radius = job.stencil.radius() as i64;
-        let rows = job.shape.rows();
-        let devices = devices.min(rows).max(1);
-        let per_device = per_device.min(rows / devices).max(1);
-        let slabs = split_even(rows, devices * per_device, 1);
+        let (slabs, per_device) = Self::slabs(job, devices, per_device);
         let round_steps = round_steps.clamp(1, (job.steps as u64).max(1));
         let smallest = slabs.iter().map(Range::len).min().unwrap_or(0) as i64;
         let halo = radius * round_steps as i64;
@@ -141,11 +137,13 @@ impl Layout {
         }
     }
 
-    fn slabs(job: &StencilJob, devices: usize, per_device: usize) -> Vec<Range<usize>> {
+    /// The slabs of `per_device` a device on `devices` devices (at most one slab a row), and the
+    /// slabs a device that leaves.
+    fn slabs(job: &StencilJob, devices: usize, per_device: usize) -> (Vec<Range<usize>>, usize) {
         let rows = job.shape.rows();
         let devices = devices.min(rows).max(1);
         let per_device = per_device.min(rows / devices).max(1);
-        split_even(rows, devices * per_device, 1)
+        (split_even(rows, devices * per_device, 1), per_device)
     }
 
     fn device_of(&self, slab: usize) -> usize {
@@ -267,7 +265,7 @@ pub fn plan_layout(job: &StencilJob, devices: usize, limit: u64) -> Option<Layou
     let mut best: Option<(f64, Layout)> = None;
     let mut per_device = 1;
     while devices * per_device <= rows {
-        let slabs = Layout::slabs(job, devices, per_device);
+        let (slabs, _) = Layout::slabs(job, devices, per_device);
         let smallest = slabs.iter().map(Range::len).min().unwrap_or(0) as u64;
         // from the rounds of bounded halos up: longer rounds where they save exchanges, never
         // shorter ones (each round has its own submissions and waits, which the cost leaves out)
@@ -503,7 +501,7 @@ pub fn run_laid_out(
         rest = b;
     }
     let owner = |g: i64| slabs.partition_point(|p| p.end as i64 <= g);
-    let device_of = |slab: usize| slab / lay.per_device;
+    let device_of = |slab: usize| lay.device_of(slab);
     // each slab's halo rows as runs of consecutive rows of one owning slab
     let runs: Vec<Vec<HaloRun>> = slabs
         .iter()
