@@ -19,6 +19,10 @@
 // No workgroup waits on another without a bound: tiles take tickets in launch order, and a tile
 // whose predecessor stays silent for SPIN_LIMIT reads counts that digit in that tile itself.
 // CPU twin: crates/gpusort-core/src/cpu/radix.rs.
+// Keys, payloads and their alternates are reached only through key_word_at, set_key_word,
+// payload_at and set_payload (host-composed, sort::radix_wgsl::element_access): one binding each,
+// or, for a job beyond one binding, the first PART elements at bindings 1..=4 and the rest at
+// 10..=13 (ranges of the same buffers). The MSD path reads one binding and is not used then.
 // Host-prepended constants: PROBE (0; measuring only: 1 skips the look-back, 2 the ranking's
 // result, 4 the global writes, 8 the ranking itself, 16 the trip through workgroup memory, 32
 // seven of the ranking's eight ballots, 64 its scan over the subgroups' rows, 128 its scan over
@@ -140,9 +144,7 @@ fn job_n() -> u32 {
 // The key at `e` as (hi, lo) native words, NaNs made canonical (the bitonic sort returns the
 // canonical NaN too, so --algorithm never changes a result).
 fn load_key(e: u32, alt: bool) -> vec2<u32> {
-    var w: KeyWord;
-    if (alt) { w = keys_alt[e]; } else { w = keys[e]; }
-    let k = key_of_word(w); // (hi, lo)
+    let k = key_of_word(key_word_at(e, alt)); // (hi, lo)
     if (key_is_nan(KIND, k.x, k.y)) {
         return select(vec2<u32>(0x7fc00000u, 0u), vec2<u32>(0x7ff80000u, 0u), kind_wide(KIND));
     }
@@ -180,8 +182,7 @@ fn digit_of(k: vec2<u32>, p: u32) -> u32 {
 // Store the key (hi, lo) at `out` (lo unused for 32-bit keys).
 fn store_key(out: u32, hi: u32, lo: u32, to_alt: bool) {
     if ((PROBE & 4u) != 0u && hi != 0x12345678u) { return; }
-    let w = word_of_key(vec2<u32>(hi, lo));
-    if (to_alt) { keys_alt[out] = w; } else { keys[out] = w; }
+    set_key_word(out, to_alt, word_of_key(vec2<u32>(hi, lo)));
 }
 
 // ---- count_digits: the histograms of every pass in one read -----------------------------------
@@ -552,13 +553,12 @@ fn sweep(i: Invocation) {
 // The payload of element `e`: its index in the first pass that runs, when an index is made.
 fn load_payload(e: u32, alt: bool, first: bool) -> u32 {
     if (first && rp.make_index == 1u) { return e; }
-    if (alt) { return payload_alt[e]; }
-    return payload[e];
+    return payload_at(e, alt);
 }
 
 fn store_payload(out: u32, v: u32, to_alt: bool) {
     if ((PROBE & 4u) != 0u && v != 0x12345678u) { return; }
-    if (to_alt) { payload_alt[out] = v; } else { payload[out] = v; }
+    set_payload(out, to_alt, v);
 }
 
 // ---- finish: back from the alternate buffers after an odd number of passes --------------------
@@ -568,6 +568,6 @@ fn finish(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
           @builtin(local_invocation_index) li: u32) {
     let e = linear_workgroup(wid, nwg) * WG + li;
     if (e >= plan[P_N]) { return; }
-    keys[e] = keys_alt[e];
-    if (PAYLOAD == 1u) { payload[e] = payload_alt[e]; }
+    set_key_word(e, false, key_word_at(e, true));
+    if (PAYLOAD == 1u) { set_payload(e, false, payload_at(e, true)); }
 }

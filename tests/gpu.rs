@@ -1231,6 +1231,121 @@ mod radix_options {
         }
     }
 
+    /// Jobs beyond one storage binding bind each array as two ranges of its buffer. A first
+    /// range of 4096 keys makes small sorts take those kernels: every key type with its specials
+    /// in both directions, argsorts, key-value sorts of a GPU buffer, key-bit ranges and a
+    /// GPU-resident count, against the CPU references; sorts of at most 4096 keys (the same
+    /// sorter, its scratch kept from the larger ones) keep one binding.
+    #[test]
+    fn radix_jobs_beyond_one_binding() {
+        for no_sg in MODES {
+            let gpu = gpu(no_sg);
+            let s = radix(gpu).tuned(gpu, |t| t.binding_keys = Some(4096));
+            every_type(gpu, &s);
+            let mut r = rng(41);
+            for n in [4096usize, 4097, 30_001] {
+                let mut f: Vec<f32> = (0..n)
+                    .map(|_| r.random_range(-9.0..9.0f32).round())
+                    .collect();
+                f.extend(f32_specials());
+                let mut sorted = f.clone();
+                let stats = s.sort(gpu, &mut sorted, SortOrder::default()).unwrap();
+                assert_eq!(stats.radix_two_bindings, f.len() > 4096, "n={n}");
+                for descending in [false, true] {
+                    let order = SortOrder {
+                        descending,
+                        segment_size: None,
+                    };
+                    assert_eq!(
+                        s.argsort(gpu, &f, order).unwrap(),
+                        reference::argsort(&f, order),
+                        "argsort n={n} desc={descending} no_subgroups={no_sg}"
+                    );
+                }
+            }
+            // key-value of a GPU buffer: the values are the input positions, so they must come
+            // back as the stable permutation
+            let n = 20_000usize;
+            let keys: Vec<i64> = (0..n).map(|_| r.random_range(-300..300)).collect();
+            let key_buf = transfer::buffer_from(gpu, "keys", &keys).unwrap();
+            let values: Vec<u32> = (0..n as u32).collect();
+            let value_buf = transfer::buffer_from(gpu, "values", &values).unwrap();
+            let mut enc = gpu.device.create_command_encoder(&Default::default());
+            let job = SortJob {
+                key_type: KeyType::I64,
+                order: SortOrder::default(),
+                keys: &key_buf,
+                n: n as u32,
+                values: Some(&value_buf),
+                permutation: None,
+            };
+            assert!(s.record(gpu, &mut enc, &job).unwrap().radix_two_bindings);
+            gpu.queue.submit([enc.finish()]);
+            let want = reference::argsort(&keys, SortOrder::default());
+            assert_eq!(transfer::read_vec::<u32>(gpu, &value_buf, n).unwrap(), want);
+            let got: Vec<i64> = transfer::read_vec(gpu, &key_buf, n).unwrap();
+            assert_eq!(got, reference::sorted(&keys, SortOrder::default()));
+            // a GPU-resident count: the first `count` keys sorted, the rest untouched
+            let wide: Vec<u64> = (0..n).map(|_| r.random::<u64>() >> 9).collect();
+            for count in [3000u32, 9001] {
+                let key_buf = transfer::buffer_from(gpu, "keys", &wide).unwrap();
+                let count_buf = transfer::buffer_from(gpu, "count", &[count]).unwrap();
+                let mut enc = gpu.device.create_command_encoder(&Default::default());
+                let job = SortJob {
+                    key_type: KeyType::U64,
+                    order: SortOrder::default(),
+                    keys: &key_buf,
+                    n: n as u32,
+                    values: None,
+                    permutation: None,
+                };
+                s.record_counted(gpu, &mut enc, &job, &count_buf).unwrap();
+                gpu.queue.submit([enc.finish()]);
+                let got: Vec<u64> = transfer::read_vec(gpu, &key_buf, n).unwrap();
+                let used = count as usize;
+                let want = reference::sorted(&wide[..used], SortOrder::default());
+                assert_eq!(&got[..used], &want[..], "count {count}");
+                assert_eq!(&got[used..], &wide[used..], "past the count {count}");
+            }
+            // part of the bits
+            let u: Vec<u32> = (0..12_000).map(|_| r.random()).collect();
+            let (want, _) = twin::argsort(&u, true, 4..21);
+            let order = SortOrder {
+                descending: true,
+                segment_size: None,
+            };
+            assert_eq!(
+                radix(gpu)
+                    .tuned(gpu, |t| t.binding_keys = Some(4096))
+                    .with_key_bits(4..21)
+                    .argsort(gpu, &u, order)
+                    .unwrap(),
+                want,
+                "bits 4..21"
+            );
+        }
+    }
+
+    /// A job truly beyond the device's binding (lavapipe: 128 MiB): 2^24 + 4097 64-bit keys sort
+    /// as one GPU job in two bindings with the default tuning. Only the low 16 bits differ, so
+    /// two of the eight digit passes run.
+    #[test]
+    fn radix_sort_larger_than_a_binding() {
+        let gpu = gpu(false);
+        let s = radix(gpu);
+        let n = (gpu.max_binding() / 8) as usize + 4097;
+        let mut r = rng(43);
+        let keys: Vec<u64> = (0..n)
+            .map(|_| 0x0123_4567_0000_0000 | r.random_range(0..65_536))
+            .collect();
+        let mut got = keys.clone();
+        let stats = s.sort(gpu, &mut got, SortOrder::default()).unwrap();
+        assert!(stats.radix_two_bindings, "one GPU job in two bindings");
+        let mut want = keys;
+        want.sort_unstable();
+        assert!(got == want, "{n} keys beyond one binding");
+    }
+
     /// A count known only on the GPU: the first `count` keys (clamped to the capacity) are
     /// sorted, the rest left alone, values or the permutation carried along.
     #[test]

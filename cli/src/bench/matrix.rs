@@ -22,12 +22,19 @@ pub fn suite(
     sets: &[String],
 ) -> Result<Vec<Case>, CliError> {
     let mut cases = Vec::new();
+    // sizes beyond one binding run where one radix job holds them (two ranges a buffer)
+    let sorter = crate::tuning::sorter(ctx.gpu)?;
     for &log in sizes {
         for &t in dtypes {
             for set in sets.iter().filter(|s| applies(t, s)) {
                 ctx.bar.inc_length(3);
                 let n = 1usize << log;
-                if let Some(why) = too_big(ctx.gpu, n as u64 * t.size() as u64) {
+                let one_job = sorter.one_sort_max(ctx.gpu, t, true, SortOrder::default(), n);
+                let too_big = match n > one_job {
+                    true => too_big(ctx.gpu, n as u64 * t.size() as u64),
+                    false => None,
+                };
+                if let Some(why) = too_big {
                     cases.push(skipped("sort", n as u64, &format!("sort {t} {set}"), why));
                     ctx.bar.inc(3);
                     continue;
@@ -43,7 +50,9 @@ pub fn suite(
                 });
             }
         }
-        if log >= 16 && dtypes.contains(&KeyType::U32) {
+        // segmented sorts need one binding
+        let one_binding = too_big(ctx.gpu, 4u64 << log).is_none();
+        if log >= 16 && dtypes.contains(&KeyType::U32) && one_binding {
             cases.extend(segmented(ctx, 1usize << log)?);
         }
     }

@@ -86,27 +86,49 @@ impl Layout {
 
     /// A bind group with one buffer per declared slot, in declaration order.
     pub fn bind(&self, gpu: &Gpu, buffers: &[&wgpu::Buffer]) -> wgpu::BindGroup {
+        let whole: Vec<_> = buffers.iter().map(|&b| (b, 0, None)).collect();
+        self.bind_ranges(gpu, &whole)
+    }
+
+    /// A bind group with one (buffer, offset, size) range per declared slot, in declaration
+    /// order. A size of None binds the rest of the buffer, at most one binding's worth (a buffer
+    /// kept from a job beyond one binding may be larger than a binding).
+    pub fn bind_ranges(
+        &self,
+        gpu: &Gpu,
+        ranges: &[(&wgpu::Buffer, u64, Option<u64>)],
+    ) -> wgpu::BindGroup {
         assert_eq!(
-            buffers.len(),
+            ranges.len(),
             self.slots.len(),
             "{}: one buffer per declared binding",
             self.label
         );
+        let most = gpu.limits.max_storage_buffer_binding_size & !3;
         let entries: Vec<wgpu::BindGroupEntry> = self
             .slots
             .iter()
-            .zip(buffers)
-            .map(|(&(binding, slot), buf)| wgpu::BindGroupEntry {
-                binding,
-                resource: match slot {
-                    Slot::Params { size } => wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                        buffer: buf,
-                        offset: 0,
-                        size: wgpu::BufferSize::new(size),
+            .zip(ranges)
+            .map(
+                |(&(binding, slot), &(buffer, offset, size))| wgpu::BindGroupEntry {
+                    binding,
+                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                        buffer,
+                        offset,
+                        size: match slot {
+                            Slot::Params { size } => wgpu::BufferSize::new(size),
+                            Slot::Uniform => None,
+                            Slot::Read | Slot::ReadWrite => match size {
+                                Some(s) => wgpu::BufferSize::new(s),
+                                None if buffer.size() - offset > most => {
+                                    wgpu::BufferSize::new(most)
+                                }
+                                None => None,
+                            },
+                        },
                     }),
-                    _ => buf.as_entire_binding(),
                 },
-            })
+            )
             .collect();
         gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some(&self.label),

@@ -84,6 +84,8 @@ pub fn all_configurations() -> Vec<(String, String)> {
                             unstable_items: 12,
                             msd_local_groups: 64,
                             msd_prefetch: kind == 0,
+                            // the two-binding access of jobs beyond one binding
+                            split: (kind % 3 == 1).then_some(4096),
                         }),
                     ));
                 }

@@ -113,6 +113,9 @@ pub struct SortStats {
     /// The radix sort recorded its keys-only MSD path (32-bit keys over every bit, large enough;
     /// the GPU falls back to the LSD passes where a 16-bit bucket is too large for it).
     pub radix_msd: bool,
+    /// The radix sort's job exceeded one storage binding, so each of its arrays was bound as
+    /// two ranges of its buffer (false for smaller jobs and the bitonic network).
+    pub radix_two_bindings: bool,
     /// Wall-clock split of a host sort: upload, GPU work (submit to done), download (seconds).
     pub upload_s: f64,
     pub gpu_s: f64,
@@ -411,16 +414,18 @@ impl Sorter {
         if algorithm == Algorithm::Radix {
             // a segmented sort: an argsort by key, then one by segment (u32, ascending)
             let segmented = order.segment_size.is_some_and(|s| s < n);
+            let part = self.radix.part_keys(gpu, key_type);
             self.radix.pipelines(
                 gpu,
                 key_type,
                 order.descending,
                 values || permutation || segmented,
                 &self.key_bits_of(key_type),
+                (n > part).then_some(part),
             )?;
             if segmented {
                 self.radix
-                    .pipelines(gpu, KeyType::U32, false, true, &(0..32))?;
+                    .pipelines(gpu, KeyType::U32, false, true, &(0..32), None)?;
             }
         } else {
             let segment_plane = order
@@ -666,6 +671,7 @@ impl Sorter {
             codec_dispatches,
             radix_unstable_first: false,
             radix_msd: false,
+            radix_two_bindings: false,
             upload_s: 0.0,
             gpu_s: 0.0,
             download_s: 0.0,
@@ -705,11 +711,18 @@ impl Sorter {
         msd_ok: bool,
     ) -> Result<SortStats> {
         let n = job.n;
-        let max = (gpu.max_binding() / job.key_type.size() as u64)
-            .min(crate::sort::radix::RADIX_MAX_KEYS as u64);
+        let max = self.radix.max_keys(gpu, job.key_type);
         if n as u64 > max {
             return Err(Error::TooLarge(format!(
                 "{n} keys exceed the {max} one radix sort can hold on {}",
+                gpu.adapter.name
+            )));
+        }
+        // the values gathered through the permutation are bound whole
+        if job.values.is_some() && job.permutation.is_some() && n as u64 * 4 > gpu.max_binding() {
+            return Err(Error::TooLarge(format!(
+                "{n} values and their permutation exceed one {} MiB binding on {}; ask for one of them",
+                gpu.max_binding() >> 20,
                 gpu.adapter.name
             )));
         }
@@ -768,6 +781,7 @@ impl Sorter {
             codec_dispatches,
             radix_unstable_first: recorded.unstable_first,
             radix_msd: recorded.msd,
+            radix_two_bindings: recorded.two_bindings,
             algorithm: Algorithm::Radix,
             upload_s: 0.0,
             gpu_s: 0.0,
@@ -787,6 +801,15 @@ impl Sorter {
         size: u32,
     ) -> Result<SortStats> {
         let n = job.n;
+        // its gathers bind the keys whole
+        if n as u64 * job.key_type.size() as u64 > gpu.max_binding() {
+            return Err(Error::TooLarge(format!(
+                "{n} {} keys in segments exceed one {} MiB binding on {}",
+                job.key_type,
+                gpu.max_binding() >> 20,
+                gpu.adapter.name
+            )));
+        }
         let whole = SortOrder {
             segment_size: None,
             ..job.order
@@ -1058,16 +1081,17 @@ impl Sorter {
         n: usize,
     ) -> usize {
         let mut max = Self::max_len(gpu, key_type, with_index, order) as usize;
-        // max_len bounds the bitonic network's planes; the radix sort needs only one binding
-        // for the keys and one for the permutation, so where it will run a whole input that
-        // fits those is one GPU sort, not pieces merged on the host
+        // max_len bounds the bitonic network's planes; where the radix sort runs, a whole input
+        // is one GPU sort up to what it holds: two ranges of one buffer each for the keys and
+        // the permutation (segmented sorts, whose other buffers are bound whole, one binding)
         let n32 = n.min(u32::MAX as usize) as u32;
         if n > max && self.algorithm_for(gpu, n32, key_type, order) == Algorithm::Radix {
-            let by_keys = gpu.max_binding() / key_type.size() as u64;
-            let by_index = gpu.max_binding() / 4;
-            let radix = by_keys
-                .min(by_index)
-                .min(crate::sort::radix::RADIX_MAX_KEYS as u64);
+            let segmented = order.segment_size.is_some_and(|s| (s as usize) < n);
+            let radix = match segmented {
+                true => (gpu.max_binding() / key_type.size() as u64)
+                    .min(crate::sort::radix::RADIX_MAX_KEYS as u64),
+                false => self.radix.max_keys(gpu, key_type),
+            };
             max = max.max((radix & !3) as usize);
         }
         if let Some(limit) = self.piece_limit {

@@ -188,6 +188,10 @@ pub(crate) struct RadixKernels {
     last_recorded_msd: Mutex<bool>,
     tuning: Tuning,
     layout: Layout,
+    /// The layout of jobs beyond one binding: bindings 10..=13 hold the keys, the alternate
+    /// keys, the payload and its alternate from element `Shape::split` on. None where the device
+    /// grants too few storage buffers for it (such jobs are then refused: sorted in pieces).
+    split_layout: Option<Layout>,
     /// Compiled per shape: the key order is a shader constant.
     by_shape: Mutex<HashMap<Shape, Arc<Pipelines>>>,
     /// The sorts' alternate buffers and look-back state, kept between sorts.
@@ -244,6 +248,8 @@ struct Shape {
     payload: bool,
     /// An ascending sort on part of a float's bits (the function nan_test).
     nan_test: bool,
+    /// Keys in the first binding of each array, for jobs beyond one binding (None: one binding).
+    split: Option<u32>,
 }
 
 /// Whether an ascending radix sort of `key_type` on `bits` reads digits through key_encode's NaN
@@ -286,12 +292,17 @@ impl RadixKernels {
         // a device granted fewer storage buffers (a caller's device with wgpu's default 8) sorts
         // bitonic: the layout is then never used, and one it could not create is not made
         let buffers = slots.len() as u32 - 1;
-        let buffers_short = gpu.limits.max_storage_buffers_per_shader_stage < buffers;
+        let granted = gpu.limits.max_storage_buffers_per_shader_stage;
+        let buffers_short = granted < buffers;
         let layout = Layout::new(
             gpu,
             "radix",
             if buffers_short { &slots[..1] } else { &slots },
         );
+        let rest = [10, 11, 12, 13].map(|b| (b, Slot::ReadWrite));
+        let split_slots: Vec<_> = slots.iter().chain(&rest).copied().collect();
+        let split_layout = (granted >= buffers + rest.len() as u32)
+            .then(|| Layout::new(gpu, "radix beyond one binding", &split_slots));
         let min_subgroup = gpu.subgroups().map(|s| s.min_size.clamp(4, RADIX_WG));
         let (wg, items) = sweep_shape(
             &tuning,
@@ -336,6 +347,7 @@ impl RadixKernels {
             last_recorded_msd: Mutex::new(false),
             tuning,
             layout,
+            split_layout,
             by_shape: Mutex::new(HashMap::new()),
             scratch: Scratch::default(),
         }
@@ -425,6 +437,31 @@ impl RadixKernels {
         n as u64 >= self.tuning.msd_from as u64 && top_digit_too_full(key_bytes, key_type, limit)
     }
 
+    /// Keys the first binding of each array holds in a job beyond one binding: as many as fit
+    /// one binding, a multiple of 64 (so the second binding's offset is aligned for any device),
+    /// or fewer where the tuning asks (tests).
+    pub(crate) fn part_keys(&self, gpu: &Gpu, key_type: KeyType) -> u32 {
+        let fits = (gpu.max_binding() / key_type.size() as u64).min(RADIX_MAX_KEYS as u64) as u32;
+        let part = self.tuning.binding_keys.map_or(fits, |k| k.clamp(64, fits));
+        part & !63
+    }
+
+    /// The most keys of `key_type` one radix sort takes on `gpu`: one binding's worth where the
+    /// device has no layout for two, else what two bindings hold, each array one buffer (a
+    /// caller's keys stay one buffer however large).
+    pub(crate) fn max_keys(&self, gpu: &Gpu, key_type: KeyType) -> u64 {
+        let one = gpu.max_binding() / key_type.size() as u64;
+        let most = match self.split_layout {
+            None => one,
+            Some(_) => {
+                let part = self.part_keys(gpu, key_type) as u64;
+                let buffer = gpu.limits.max_buffer_size / key_type.size() as u64;
+                (part + one).min(buffer).max(one)
+            }
+        };
+        most.min(RADIX_MAX_KEYS as u64)
+    }
+
     pub(crate) fn pipelines(
         &self,
         gpu: &Gpu,
@@ -432,6 +469,7 @@ impl RadixKernels {
         descending: bool,
         payload: bool,
         key_bits: &Range<u32>,
+        split: Option<u32>,
     ) -> Result<Arc<Pipelines>> {
         let nan_test = nan_test(key_type, descending, key_bits);
         let shape = Shape {
@@ -439,6 +477,17 @@ impl RadixKernels {
             descending,
             payload,
             nan_test,
+            split,
+        };
+        let layout = match split {
+            None => &self.layout,
+            Some(_) => self.split_layout.as_ref().ok_or_else(|| {
+                Error::TooLarge(format!(
+                    "a radix sort beyond one binding needs {} storage buffers per shader stage (the device grants {})",
+                    13,
+                    gpu.limits.max_storage_buffers_per_shader_stage
+                ))
+            })?,
         };
         let mut cache = self.by_shape.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(p) = cache.get(&shape) {
@@ -471,17 +520,20 @@ impl RadixKernels {
             unstable_items: self.items[2],
             msd_local_groups: self.tuning.msd_local_groups,
             msd_prefetch: self.tuning.msd_prefetch,
+            split,
         };
         let module = kernel::module(gpu, "radix", &radix_wgsl::radix(&config(false)))?;
         let (sweep_unstable, msd) = match !payload && self.tuning.unstable_first {
             true => {
                 let source = radix_wgsl::radix(&config(true));
                 let module = kernel::module(gpu, "radix unstable", &source)?;
-                let pipe = |entry| kernel::pipeline(gpu, &module, entry, &self.layout);
+                let pipe = |entry| kernel::pipeline(gpu, &module, entry, layout);
                 // f32 keys sort faster on the LSD passes at every key set measured (their top
-                // digits cluster: uniform floats 3.5x, BENCHMARKS.md), unless a tuning asks
+                // digits cluster: uniform floats 3.5x, BENCHMARKS.md), unless a tuning asks;
+                // jobs beyond one binding take the LSD passes (the MSD kernels read one binding)
                 let msd_type = key_type != KeyType::F32 || self.tuning.msd_f32;
-                let msd = match !key_type.is_wide() && self.msd_fits && msd_type {
+                let msd = match !key_type.is_wide() && self.msd_fits && msd_type && split.is_none()
+                {
                     true => Some(MsdPipelines {
                         count: pipe("msd_count")?,
                         scan: pipe("msd_scan")?,
@@ -497,12 +549,12 @@ impl RadixKernels {
             false => (None, None),
         };
         let p = Arc::new(Pipelines {
-            count_digits: kernel::pipeline(gpu, &module, "count_digits", &self.layout)?,
-            prepare: kernel::pipeline(gpu, &module, "prepare", &self.layout)?,
-            sweep: kernel::pipeline(gpu, &module, "sweep", &self.layout)?,
+            count_digits: kernel::pipeline(gpu, &module, "count_digits", layout)?,
+            prepare: kernel::pipeline(gpu, &module, "prepare", layout)?,
+            sweep: kernel::pipeline(gpu, &module, "sweep", layout)?,
             sweep_unstable,
             msd,
-            finish: kernel::pipeline(gpu, &module, "finish", &self.layout)?,
+            finish: kernel::pipeline(gpu, &module, "finish", layout)?,
         });
         cache.insert(shape, p.clone());
         Ok(p)
@@ -532,12 +584,24 @@ impl RadixKernels {
         }
         let key_words = job.key_type.is_wide() as u32 + 1;
         let with_payload = !matches!(job.payload, Payload::None);
+        if job.capacity as u64 > self.max_keys(gpu, job.key_type) {
+            return Err(Error::TooLarge(format!(
+                "{} keys exceed the {} one radix sort of {} keys holds on {}",
+                job.capacity,
+                self.max_keys(gpu, job.key_type),
+                job.key_type,
+                gpu.adapter.name
+            )));
+        }
+        let part = self.part_keys(gpu, job.key_type);
+        let split = (job.capacity > part).then_some(part);
         let pipes = self.pipelines(
             gpu,
             job.key_type,
             job.descending,
             with_payload,
             &job.key_bits,
+            split,
         )?;
         let cap = job.capacity as u64;
         let tiles = job
@@ -633,21 +697,27 @@ impl RadixKernels {
             .collect();
         let params = params.finish(gpu, "radix params");
         let buffers = |args: &wgpu::Buffer| {
-            self.layout.bind(
-                gpu,
-                &[
-                    &params,
-                    job.keys,
-                    &keys_alt,
-                    &payload,
-                    &payload_alt,
-                    &control,
-                    &status,
-                    count,
-                    args,
-                    &plan,
-                ],
-            )
+            let whole: [&wgpu::Buffer; 10] = [
+                &params,
+                job.keys,
+                &keys_alt,
+                &payload,
+                &payload_alt,
+                &control,
+                &status,
+                count,
+                args,
+                &plan,
+            ];
+            match (split, &self.split_layout) {
+                (Some(part), Some(layout)) => {
+                    // each array in two ranges: keys [0, part) at 1..=4, the rest at 10..=13
+                    let ranges =
+                        split_ranges(&whole, part as u64..cap, key_words as u64 * 4, with_payload);
+                    layout.bind_ranges(gpu, &ranges)
+                }
+                _ => self.layout.bind(gpu, &whole),
+            }
         };
         let (prep, run) = (buffers(&args), buffers(&no_args));
         let count_groups = job
@@ -673,6 +743,7 @@ impl RadixKernels {
             dispatches,
             unstable_first: unstable.is_some(),
             msd: msd.is_some(),
+            two_bindings: split.is_some(),
         };
         if stop == 1 {
             return Ok(recorded(2));
@@ -751,6 +822,36 @@ impl RadixKernels {
     }
 }
 
+/// The radix layout's buffers for a job beyond one binding, as (buffer, offset, size) ranges:
+/// keys, alternate keys, payload and its alternate cut at element `cut.start` (elements of
+/// `key_bytes`, 4 for the payloads) into bindings 1..=4 and, up to `cut.end`, 10..=13; every
+/// other binding whole. Without a payload its stand-ins are bound whole in both places.
+fn split_ranges<'a>(
+    whole: &[&'a wgpu::Buffer; 10],
+    cut: Range<u64>,
+    key_bytes: u64,
+    payload: bool,
+) -> Vec<(&'a wgpu::Buffer, u64, Option<u64>)> {
+    let bytes = |i: usize| match i {
+        1 | 2 => key_bytes,
+        _ => 4,
+    };
+    let is_cut = |i: usize| (1..=2).contains(&i) || (payload && (3..=4).contains(&i));
+    let first = (0..10).map(|i| match is_cut(i) {
+        true => (whole[i], 0, Some(cut.start * bytes(i))),
+        false => (whole[i], 0, None),
+    });
+    let rest = (1..=4).map(|i| match is_cut(i) {
+        true => (
+            whole[i],
+            cut.start * bytes(i),
+            Some((cut.end - cut.start) * bytes(i)),
+        ),
+        false => (whole[i], 0, None),
+    });
+    first.chain(rest).collect()
+}
+
 /// How a sort that recorded the MSD path ran on the GPU (radix.wgsl's C_MSD_FLAG).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MsdOutcome {
@@ -774,6 +875,8 @@ pub(crate) struct Recorded {
     pub unstable_first: bool,
     /// The MSD path was recorded (the GPU may still fall back to the LSD passes).
     pub msd: bool,
+    /// The job exceeded one binding: each array was bound as two ranges.
+    pub two_bindings: bool,
 }
 
 /// Workgroup bytes of msd_local and msd_dense (radix_msd.wgsl) in workgroups of `wg` invocations

@@ -50,6 +50,9 @@ pub struct RadixConfig {
     /// msd_local loads the next tile's keys while this one's are ranked (lines ending in
     /// `//@PREFETCH`), or each tile's keys as its round starts (`//@NOPREFETCH`, measuring).
     pub msd_prefetch: bool,
+    /// Keys held in the first of two bindings per key and payload array, for jobs beyond one
+    /// binding (the rest in bindings 10..=13); None: one binding each.
+    pub split: Option<u32>,
 }
 
 /// The radix-sort kernels for one shape.
@@ -110,7 +113,11 @@ pub fn radix(c: &RadixConfig) -> String {
         ("PACK", c.pack),
     ];
     consts.extend(crate::sort::radix::MSD_WORDS);
-    let family = format!("{}\n{family}", key_word_type(key_words));
+    let family = format!(
+        "{}\n{}\n{family}",
+        key_word_type(key_words),
+        element_access(c.split)
+    );
     let source = compose_with(
         &family,
         &consts,
@@ -130,6 +137,76 @@ pub fn radix(c: &RadixConfig) -> String {
     let source = per_item_lines(&source, "//@ITEM", "@J", items);
     let source = per_item_lines(&source, "//@LB", "@L", c.window);
     choose_lines(&source, c.narrow_ballot, "//@NARROW", "//@WIDE")
+}
+
+/// How radix.wgsl's kernels reach element `e` of the keys, the payload and their alternates:
+/// one binding each, or (`split`: keys in the first binding) two, the second at bindings 10..=13
+/// holding the rest, so that a job may exceed one binding (a caller's buffer up to the device's
+/// buffer size). The one-binding form is the code the kernels had before, branch for branch.
+fn element_access(split: Option<u32>) -> String {
+    let Some(part) = split else {
+        return concat!(
+            "fn key_word_at(e: u32, alt: bool) -> KeyWord {\n",
+            "    if (alt) { return keys_alt[e]; }\n",
+            "    return keys[e];\n",
+            "}\n",
+            "fn set_key_word(e: u32, alt: bool, w: KeyWord) {\n",
+            "    if (alt) { keys_alt[e] = w; } else { keys[e] = w; }\n",
+            "}\n",
+            "fn payload_at(e: u32, alt: bool) -> u32 {\n",
+            "    if (alt) { return payload_alt[e]; }\n",
+            "    return payload[e];\n",
+            "}\n",
+            "fn set_payload(e: u32, alt: bool, v: u32) {\n",
+            "    if (alt) { payload_alt[e] = v; } else { payload[e] = v; }\n",
+            "}\n",
+        )
+        .to_string();
+    };
+    format!(
+        concat!(
+            "const PART: u32 = {part}u;\n",
+            "@group(0) @binding(10) var<storage, read_write> keys_rest: array<KeyWord>;\n",
+            "@group(0) @binding(11) var<storage, read_write> keys_alt_rest: array<KeyWord>;\n",
+            "@group(0) @binding(12) var<storage, read_write> payload_rest: array<u32>;\n",
+            "@group(0) @binding(13) var<storage, read_write> payload_alt_rest: array<u32>;\n",
+            "fn key_word_at(e: u32, alt: bool) -> KeyWord {{\n",
+            "    if (e < PART) {{\n",
+            "        if (alt) {{ return keys_alt[e]; }}\n",
+            "        return keys[e];\n",
+            "    }}\n",
+            "    if (alt) {{ return keys_alt_rest[e - PART]; }}\n",
+            "    return keys_rest[e - PART];\n",
+            "}}\n",
+            "fn set_key_word(e: u32, alt: bool, w: KeyWord) {{\n",
+            "    if (e < PART) {{\n",
+            "        if (alt) {{ keys_alt[e] = w; }} else {{ keys[e] = w; }}\n",
+            "    }} else if (alt) {{\n",
+            "        keys_alt_rest[e - PART] = w;\n",
+            "    }} else {{\n",
+            "        keys_rest[e - PART] = w;\n",
+            "    }}\n",
+            "}}\n",
+            "fn payload_at(e: u32, alt: bool) -> u32 {{\n",
+            "    if (e < PART) {{\n",
+            "        if (alt) {{ return payload_alt[e]; }}\n",
+            "        return payload[e];\n",
+            "    }}\n",
+            "    if (alt) {{ return payload_alt_rest[e - PART]; }}\n",
+            "    return payload_rest[e - PART];\n",
+            "}}\n",
+            "fn set_payload(e: u32, alt: bool, v: u32) {{\n",
+            "    if (e < PART) {{\n",
+            "        if (alt) {{ payload_alt[e] = v; }} else {{ payload[e] = v; }}\n",
+            "    }} else if (alt) {{\n",
+            "        payload_alt_rest[e - PART] = v;\n",
+            "    }} else {{\n",
+            "        payload_rest[e - PART] = v;\n",
+            "    }}\n",
+            "}}\n",
+        ),
+        part = part
+    )
 }
 
 /// How radix.wgsl's kernels hold a key in memory (`KeyWord`) and turn it into the (high, low)

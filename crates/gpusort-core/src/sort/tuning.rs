@@ -66,6 +66,10 @@ pub struct Tuning {
     pub msd_local_groups: u32,
     /// The MSD local sort loads the next tile's keys while it ranks this one's.
     pub msd_prefetch: bool,
+    /// Keys a radix sort beyond one binding keeps in the first binding of each array (None: as
+    /// many as one binding holds). Fewer make small sorts take the kernels of large ones (tests);
+    /// results are the same either way.
+    pub binding_keys: Option<u32>,
     /// Measuring only, results wrong when non-zero: parts of the radix kernels switched off.
     pub probe: u32,
     /// Measuring only, results wrong when non-zero: stop recording after a step (1 histograms,
@@ -108,6 +112,7 @@ impl Default for Tuning {
             // 528 looping workgroups: room for GPUs with twice the H100's SMs
             msd_local_groups: 528,
             msd_prefetch: true,
+            binding_keys: None,
             probe: 0,
             stop: 0,
         }
