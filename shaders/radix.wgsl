@@ -22,7 +22,7 @@
 // Keys, payloads and their alternates are reached only through key_word_at, set_key_word,
 // payload_at and set_payload (host-composed, sort::radix_wgsl::element_access): one binding each,
 // or, for a job beyond one binding, the first PART elements at bindings 1..=4 and the rest at
-// 10..=13 (ranges of the same buffers). The MSD path reads one binding and is not used then.
+// 10..=13 (ranges of the same buffers); radix_msd.wgsl reaches keys the same way.
 // Host-prepended constants: PROBE (0; measuring only: 1 skips the look-back, 2 the ranking's
 // result, 4 the global writes, 8 the ranking itself, 16 the trip through workgroup memory, 32
 // seven of the ranking's eight ballots, 64 its scan over the subgroups' rows, 128 its scan over

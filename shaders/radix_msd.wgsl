@@ -273,7 +273,7 @@ fn msd_sweep(i: Invocation) {
     workgroupBarrier();
     // out in runs, in tile order
     let q@J = inv.li + @Ju * WG; //@ITEM
-    if (q@J < in_tile) { let v = atomicLoad(&scratch[q@J]); keys[dst_base[digit_of(vec2<u32>(v, 0u), p)] + q@J] = v; } //@ITEM
+    if (q@J < in_tile) { let v = atomicLoad(&scratch[q@J]); set_key_word(dst_base[digit_of(vec2<u32>(v, 0u), p)] + q@J, false, v); } //@ITEM
 }
 
 // The low 16 bits of a (canonical) key's sortable value: all that differs within a 16-bit bucket.
@@ -378,7 +378,7 @@ fn msd_place(l: u32, s: u32, first16: u32, shift: u32) {
         }
     }
     let e = (((v >> 16u) + first16) << 16u) | (v & 0xffffu);
-    keys[at] = key_decode(KIND, DESCENDING == 1u, e, 0u).x;
+    set_key_word(at, false, key_decode(KIND, DESCENDING == 1u, e, 0u).x);
 }
 
 // Listed tiles (msd_scan: runs of consecutive 16-bit buckets, at most TILE keys and MSD_SPAN
@@ -414,11 +414,11 @@ fn msd_local(i: Invocation) {
     var k@J = 0u; //@ITEM
     // (lines ending in //@PREFETCH: the default; //@NOPREFETCH, a measuring variant: no key held
     // across the ranking, each tile's keys loaded as its round starts, for fewer registers)
-    if (l@J < jb.y) { k@J = keys[jb.x + l@J]; } //@ITEM//@PREFETCH
+    if (l@J < jb.y) { k@J = key_word_at(jb.x + l@J, false); } //@ITEM//@PREFETCH
     for (var round = 1u; round <= rounds; round++) {
         let s = jb.x;
         let m = jb.y;
-        if (l@J < m) { k@J = keys[s + l@J]; } //@ITEM//@NOPREFETCH
+        if (l@J < m) { k@J = key_word_at(s + l@J, false); } //@ITEM//@NOPREFETCH
         let first16 = jb.z & 0xffffu;
         let span = jb.z >> 16u;
         let shift = 16u - MSD_BIN_BITS + (32u - countLeadingZeros(span - 1u));
@@ -460,7 +460,7 @@ fn msd_local(i: Invocation) {
         }
         workgroupBarrier();
         // the next tile's keys, in flight while this one's are ranked
-        if (l@J < jb.y) { k@J = keys[jb.x + l@J]; } //@ITEM//@PREFETCH
+        if (l@J < jb.y) { k@J = key_word_at(jb.x + l@J, false); } //@ITEM//@PREFETCH
         if (!dense && (PROBE & 1024u) == 0u) {
             // place l's key: its bin's first place and the keys of its bin below it (equal keys
             // by place). Bin order is nearly the sorted order, so a subgroup's writes stay close.
@@ -508,7 +508,7 @@ fn msd_dense(i: Invocation) {
     if (rounds != 0u) { jb = msd_dense_job(w); }
     let l@J = inv.li + @Ju * WG; //@ITEM
     var k@J = 0u; //@ITEM
-    if (l@J < jb.y) { k@J = keys[jb.x + l@J]; } //@ITEM
+    if (l@J < jb.y) { k@J = key_word_at(jb.x + l@J, false); } //@ITEM
     for (var round = 1u; round <= rounds; round++) {
         let s = jb.x;
         let m = jb.y;
@@ -531,8 +531,8 @@ fn msd_dense(i: Invocation) {
         if (l@J < m) { atomicStore(&msd_words[MSD_BINS + r@J], k@J); } //@ITEM
         workgroupBarrier();
         // the next bucket's keys, loaded while this one's go out in order
-        if (l@J < jb.y) { k@J = keys[jb.x + l@J]; } //@ITEM
-        if (l@J < m) { keys[s + l@J] = atomicLoad(&msd_words[MSD_BINS + l@J]); } //@ITEM
+        if (l@J < jb.y) { k@J = key_word_at(jb.x + l@J, false); } //@ITEM
+        if (l@J < m) { set_key_word(s + l@J, false, atomicLoad(&msd_words[MSD_BINS + l@J])); } //@ITEM
         workgroupBarrier(); // the tile's words are read before the next bucket's pair counts
     }
 }

@@ -1149,6 +1149,27 @@ mod radix_options {
             // msd_sweep
             let random: Vec<u32> = (0..1 << 18).map(|_| r.random()).collect();
             assert_eq!(run(gpu, &s, &random, "u32 n=2^18"), Local);
+            // a job beyond one binding (here 4,096 keys a binding) takes the MSD path too, its
+            // keys reached through two bindings
+            let split = radix(gpu).tuned(gpu, |t| {
+                t.msd_from = 0;
+                t.binding_keys = Some(4096);
+            });
+            let n = 40_001;
+            let mut keys: Vec<u32> = (0..n).map(|_| r.random()).collect();
+            let st = split.sort(gpu, &mut keys, SortOrder::default()).unwrap();
+            assert!(st.radix_two_bindings && st.radix_msd, "{st:?}");
+            assert!(keys.windows(2).all(|w| w[0] <= w[1]));
+            let random: Vec<u32> = (0..n).map(|_| r.random()).collect();
+            assert_eq!(run(gpu, &split, &random, "two bindings, u32"), Local);
+            let dups: Vec<u32> = (0..n)
+                .map(|_| r.random_range(0..2500u32).wrapping_mul(0x9e37_79b1))
+                .collect();
+            assert_eq!(run(gpu, &split, &dups, "two bindings, dups"), Local);
+            let one: Vec<u32> = (0..n)
+                .map(|_| 0xabcd_0000 | r.random_range(0..65536))
+                .collect();
+            assert_eq!(run(gpu, &split, &one, "two bindings, one bucket"), Lsd(FellBack));
             // msd_local's workgroups: one a bucket, or a few looping over buckets of every size,
             // with the next tile's keys loaded early (the default) or as each tile starts
             for (groups, prefetch) in [(0, true), (3, true), (3, false)] {

@@ -264,7 +264,7 @@ fn stencil_cases(
         let s = last.unwrap_or_default();
         let updates = cells as f64 * job.steps as f64;
         let note = format!(
-            "{} slab(s) a device, {} rounds of {} steps (slabs of a device: every {}); end to end {:.2}x one device; resident (steps + exchanges) {:.3} s = {:.2}x one device, {:.0} GCells/s; steps {:.3} s, exchange copies {:.3} s, waits {:.3} s; in (buffers and upload) {:.3} s, out {:.3} s",
+            "{} slab(s) a device, {} rounds of {} steps (slabs of a device: every {}); end to end {:.2}x one device; resident (steps + exchanges) {:.3} s = {:.2}x one device, {:.0} GCells/s; steps {:.3} s (each device: {}), exchange copies {:.3} s, waits {:.3} s; in (buffers and upload) {:.3} s, out {:.3} s",
             s.slabs_per_device,
             s.rounds,
             s.round_steps,
@@ -274,6 +274,11 @@ fn stencil_cases(
             base_resident / res.median_s,
             updates / res.median_s / 1e9,
             s.compute_s,
+            s.compute_each_s
+                .iter()
+                .map(|c| format!("{c:.3}"))
+                .collect::<Vec<_>>()
+                .join(" / "),
             s.exchange_s,
             s.wait_s,
             s.upload_s,

@@ -56,6 +56,9 @@ pub struct GroupStencilStats {
     pub download_s: f64,
     /// The longest a device waited at the exchanges for the others.
     pub wait_s: f64,
+    /// Each device's seconds computing (its steps queued and waited for), in device order: a
+    /// device slower than the others shows here.
+    pub compute_each_s: Vec<f64>,
 }
 
 /// How a job is laid out on a group: slabs of rows, `per_device` consecutive slabs a device;
@@ -906,6 +909,7 @@ pub fn run_laid_out(
         let t = r?;
         stats.upload_s = stats.upload_s.max(t[0]);
         stats.compute_s = stats.compute_s.max(t[1]);
+        stats.compute_each_s.push(t[1]);
         stats.exchange_s = stats.exchange_s.max(t[2]);
         stats.download_s = stats.download_s.max(t[3]);
         stats.wait_s = stats.wait_s.max(t[4]);

@@ -529,11 +529,9 @@ impl RadixKernels {
                 let module = kernel::module(gpu, "radix unstable", &source)?;
                 let pipe = |entry| kernel::pipeline(gpu, &module, entry, layout);
                 // f32 keys sort faster on the LSD passes at every key set measured (their top
-                // digits cluster: uniform floats 3.5x, BENCHMARKS.md), unless a tuning asks;
-                // jobs beyond one binding take the LSD passes (the MSD kernels read one binding)
+                // digits cluster: uniform floats 3.5x, BENCHMARKS.md), unless a tuning asks
                 let msd_type = key_type != KeyType::F32 || self.tuning.msd_f32;
-                let msd = match !key_type.is_wide() && self.msd_fits && msd_type && split.is_none()
-                {
+                let msd = match !key_type.is_wide() && self.msd_fits && msd_type {
                     true => Some(MsdPipelines {
                         count: pipe("msd_count")?,
                         scan: pipe("msd_scan")?,
