@@ -1169,7 +1169,10 @@ mod radix_options {
             let one: Vec<u32> = (0..n)
                 .map(|_| 0xabcd_0000 | r.random_range(0..65536))
                 .collect();
-            assert_eq!(run(gpu, &split, &one, "two bindings, one bucket"), Lsd(FellBack));
+            assert_eq!(
+                run(gpu, &split, &one, "two bindings, one bucket"),
+                Lsd(FellBack)
+            );
             // msd_local's workgroups: one a bucket, or a few looping over buckets of every size,
             // with the next tile's keys loaded early (the default) or as each tile starts
             for (groups, prefetch) in [(0, true), (3, true), (3, false)] {

@@ -646,10 +646,15 @@ impl RadixKernels {
             _ => None,
         };
         // the MSD path (radix_msd.wgsl): keys-only, every bit, 32-bit keys (pipes.msd), large
-        // enough; probes below 512 measure the LSD passes, those from 512 msd_local
+        // enough; probes below 512 measure the LSD passes, those from 512 msd_local. Beyond
+        // 65,536 tiles of keys some 16-bit bucket holds more than a tile, so the path would
+        // surely fall back (a GPU-resident count may be smaller: left to the GPU)
+        let bucket_fits =
+            job.count.is_some() || job.capacity as u64 <= (1 << 16) * self.msd_tile() as u64;
         let msd = match (&pipes.msd, unstable) {
             (Some(m), Some(_))
                 if job.msd_ok
+                    && bucket_fits
                     && job.capacity >= self.tuning.msd_from
                     && self.tuning.probe & 511 == 0 =>
             {
