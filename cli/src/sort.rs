@@ -482,8 +482,9 @@ fn sort_on_cpu<T: SortKey>(
 /// memory map straight into the staging ring (no host copy), and come back from the staging
 /// memory straight into the output, whose pages were put in place while the GPU started (a
 /// memory map of the output, prefaulted on a few threads; positioned writes where it cannot be
-/// mapped); then fsync and rename. Inputs larger than one GPU sort go through the sorter's
-/// pieces, merged on the host.
+/// mapped); then fsync and rename. Inputs larger than one GPU sort (`Sorter::one_sort_max`: a
+/// radix sort beyond one binding is still one) go through the sorter's pieces, merged on the
+/// host.
 fn sort_direct<T: SortKey>(
     g: &Global,
     args: &SortArgs,
@@ -605,8 +606,10 @@ fn sort_on_gpu<T: SortKey>(
     order: SortOrder,
     bar: &indicatif::ProgressBar,
 ) -> CliResult<Sorted<T>> {
-    if input.len as u64 > Sorter::max_len(gpu, T::TYPE, false, order) {
-        let sorter = sorter(gpu, args)?;
+    // one GPU job up to what one radix sort holds (two bindings a buffer), else pieces
+    let sorter = sorter(gpu, args)?;
+    let one_job = sorter.one_sort_max(gpu, T::TYPE, false, order, input.len);
+    if input.len > one_job {
         let mut keys: Vec<T> = input.to_vec();
         let stats = sorter.sort(gpu, &mut keys, order)?;
         return Ok(Sorted {
@@ -623,8 +626,7 @@ fn sort_on_gpu<T: SortKey>(
     let bytes = input.bytes();
     let t = Instant::now();
     let (sorter, keys) = std::thread::scope(|s| {
-        let warm = s.spawn(|| -> Result<Sorter, CliError> {
-            let sorter = sorter(gpu, args)?;
+        let warm = s.spawn(move || -> Result<Sorter, CliError> {
             sorter.warm_up(gpu, T::TYPE, input.len as u32, order, false, false)?;
             Ok(sorter)
         });
@@ -876,9 +878,13 @@ fn report<T: SortKey>(
         return;
     }
     eprintln!(
-        "sorted {n} {} keys with {} in {:.3} s -> {}{}",
+        "sorted {n} {} keys with {}{} in {:.3} s -> {}{}",
         T::TYPE,
         algorithm_words(stats.algorithm),
+        match stats.radix_two_bindings {
+            true => " (one GPU job beyond one binding)",
+            false => "",
+        },
         start.elapsed().as_secs_f64(),
         shown(dest),
         if args.verify { ", verified" } else { "" }
