@@ -414,14 +414,13 @@ impl Sorter {
         if algorithm == Algorithm::Radix {
             // a segmented sort: an argsort by key, then one by segment (u32, ascending)
             let segmented = order.segment_size.is_some_and(|s| s < n);
-            let part = self.radix.part_keys(gpu, key_type);
             self.radix.pipelines(
                 gpu,
                 key_type,
                 order.descending,
                 values || permutation || segmented,
                 &self.key_bits_of(key_type),
-                (n > part).then_some(part),
+                self.radix.split_for(gpu, key_type, n),
             )?;
             if segmented {
                 self.radix
@@ -1088,8 +1087,7 @@ impl Sorter {
         if n > max && self.algorithm_for(gpu, n32, key_type, order) == Algorithm::Radix {
             let segmented = order.segment_size.is_some_and(|s| (s as usize) < n);
             let radix = match segmented {
-                true => (gpu.max_binding() / key_type.size() as u64)
-                    .min(crate::sort::radix::RADIX_MAX_KEYS as u64),
+                true => crate::sort::radix::RadixKernels::one_binding_keys(gpu, key_type),
                 false => self.radix.max_keys(gpu, key_type),
             };
             max = max.max((radix & !3) as usize);

@@ -437,29 +437,40 @@ impl RadixKernels {
         n as u64 >= self.tuning.msd_from as u64 && top_digit_too_full(key_bytes, key_type, limit)
     }
 
+    /// Keys of `key_type` one binding holds, within what one radix sort indexes.
+    pub(crate) fn one_binding_keys(gpu: &Gpu, key_type: KeyType) -> u64 {
+        (gpu.max_binding() / key_type.size() as u64).min(RADIX_MAX_KEYS as u64)
+    }
+
     /// Keys the first binding of each array holds in a job beyond one binding: as many as fit
     /// one binding, a multiple of 64 (so the second binding's offset is aligned for any device),
     /// or fewer where the tuning asks (tests).
     pub(crate) fn part_keys(&self, gpu: &Gpu, key_type: KeyType) -> u32 {
-        let fits = (gpu.max_binding() / key_type.size() as u64).min(RADIX_MAX_KEYS as u64) as u32;
+        let fits = Self::one_binding_keys(gpu, key_type) as u32;
         let part = self.tuning.binding_keys.map_or(fits, |k| k.clamp(64, fits));
         part & !63
+    }
+
+    /// Where a job of `capacity` keys splits its arrays (`Shape::split`): None within the first
+    /// part, or where the device has no layout for two bindings (the job then fits one).
+    pub(crate) fn split_for(&self, gpu: &Gpu, key_type: KeyType, capacity: u32) -> Option<u32> {
+        let part = self.part_keys(gpu, key_type);
+        (capacity > part && self.split_layout.is_some()).then_some(part)
     }
 
     /// The most keys of `key_type` one radix sort takes on `gpu`: one binding's worth where the
     /// device has no layout for two, else what two bindings hold, each array one buffer (a
     /// caller's keys stay one buffer however large).
     pub(crate) fn max_keys(&self, gpu: &Gpu, key_type: KeyType) -> u64 {
-        let one = gpu.max_binding() / key_type.size() as u64;
-        let most = match self.split_layout {
+        let one = Self::one_binding_keys(gpu, key_type);
+        match self.split_layout {
             None => one,
             Some(_) => {
                 let part = self.part_keys(gpu, key_type) as u64;
                 let buffer = gpu.limits.max_buffer_size / key_type.size() as u64;
-                (part + one).min(buffer).max(one)
+                (part + one).min(buffer).max(one).min(RADIX_MAX_KEYS as u64)
             }
-        };
-        most.min(RADIX_MAX_KEYS as u64)
+        }
     }
 
     pub(crate) fn pipelines(
@@ -483,8 +494,7 @@ impl RadixKernels {
             None => &self.layout,
             Some(_) => self.split_layout.as_ref().ok_or_else(|| {
                 Error::TooLarge(format!(
-                    "a radix sort beyond one binding needs {} storage buffers per shader stage (the device grants {})",
-                    13,
+                    "a radix sort beyond one binding needs four more storage buffers per shader stage than the {} granted",
                     gpu.limits.max_storage_buffers_per_shader_stage
                 ))
             })?,
@@ -591,8 +601,7 @@ impl RadixKernels {
                 gpu.adapter.name
             )));
         }
-        let part = self.part_keys(gpu, job.key_type);
-        let split = (job.capacity > part).then_some(part);
+        let split = self.split_for(gpu, job.key_type, job.capacity);
         let pipes = self.pipelines(
             gpu,
             job.key_type,

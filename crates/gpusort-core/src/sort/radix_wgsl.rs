@@ -144,69 +144,53 @@ pub fn radix(c: &RadixConfig) -> String {
 /// holding the rest, so that a job may exceed one binding (a caller's buffer up to the device's
 /// buffer size). The one-binding form is the code the kernels had before, branch for branch.
 fn element_access(split: Option<u32>) -> String {
-    let Some(part) = split else {
-        return concat!(
-            "fn key_word_at(e: u32, alt: bool) -> KeyWord {\n",
-            "    if (alt) { return keys_alt[e]; }\n",
-            "    return keys[e];\n",
-            "}\n",
-            "fn set_key_word(e: u32, alt: bool, w: KeyWord) {\n",
-            "    if (alt) { keys_alt[e] = w; } else { keys[e] = w; }\n",
-            "}\n",
-            "fn payload_at(e: u32, alt: bool) -> u32 {\n",
-            "    if (alt) { return payload_alt[e]; }\n",
-            "    return payload[e];\n",
-            "}\n",
-            "fn set_payload(e: u32, alt: bool, v: u32) {\n",
-            "    if (alt) { payload_alt[e] = v; } else { payload[e] = v; }\n",
-            "}\n",
-        )
-        .to_string();
+    // one binding's access to `array` (its alternate `array_alt`) at index `at`
+    let load = |array: &str, at: &str| {
+        format!("if (alt) {{ return {array}_alt[{at}]; }}\n    return {array}[{at}];")
     };
-    format!(
-        concat!(
-            "const PART: u32 = {part}u;\n",
-            "@group(0) @binding(10) var<storage, read_write> keys_rest: array<KeyWord>;\n",
-            "@group(0) @binding(11) var<storage, read_write> keys_alt_rest: array<KeyWord>;\n",
-            "@group(0) @binding(12) var<storage, read_write> payload_rest: array<u32>;\n",
-            "@group(0) @binding(13) var<storage, read_write> payload_alt_rest: array<u32>;\n",
-            "fn key_word_at(e: u32, alt: bool) -> KeyWord {{\n",
-            "    if (e < PART) {{\n",
-            "        if (alt) {{ return keys_alt[e]; }}\n",
-            "        return keys[e];\n",
-            "    }}\n",
-            "    if (alt) {{ return keys_alt_rest[e - PART]; }}\n",
-            "    return keys_rest[e - PART];\n",
-            "}}\n",
-            "fn set_key_word(e: u32, alt: bool, w: KeyWord) {{\n",
-            "    if (e < PART) {{\n",
-            "        if (alt) {{ keys_alt[e] = w; }} else {{ keys[e] = w; }}\n",
-            "    }} else if (alt) {{\n",
-            "        keys_alt_rest[e - PART] = w;\n",
-            "    }} else {{\n",
-            "        keys_rest[e - PART] = w;\n",
-            "    }}\n",
-            "}}\n",
-            "fn payload_at(e: u32, alt: bool) -> u32 {{\n",
-            "    if (e < PART) {{\n",
-            "        if (alt) {{ return payload_alt[e]; }}\n",
-            "        return payload[e];\n",
-            "    }}\n",
-            "    if (alt) {{ return payload_alt_rest[e - PART]; }}\n",
-            "    return payload_rest[e - PART];\n",
-            "}}\n",
-            "fn set_payload(e: u32, alt: bool, v: u32) {{\n",
-            "    if (e < PART) {{\n",
-            "        if (alt) {{ payload_alt[e] = v; }} else {{ payload[e] = v; }}\n",
-            "    }} else if (alt) {{\n",
-            "        payload_alt_rest[e - PART] = v;\n",
-            "    }} else {{\n",
-            "        payload_rest[e - PART] = v;\n",
-            "    }}\n",
-            "}}\n",
-        ),
-        part = part
-    )
+    let store = |array: &str, at: &str| {
+        format!("if (alt) {{ {array}_alt[{at}] = v; }} else {{ {array}[{at}] = v; }}")
+    };
+    let mut source = String::new();
+    if let Some(part) = split {
+        source += &format!("const PART: u32 = {part}u;\n");
+        for (binding, array, ty) in [
+            (10, "keys_rest", "KeyWord"),
+            (11, "keys_rest_alt", "KeyWord"),
+            (12, "payload_rest", "u32"),
+            (13, "payload_rest_alt", "u32"),
+        ] {
+            source += &format!(
+                "@group(0) @binding({binding}) var<storage, read_write> {array}: array<{ty}>;\n"
+            );
+        }
+    }
+    for (get, set, array, ty) in [
+        ("key_word_at", "set_key_word", "keys", "KeyWord"),
+        ("payload_at", "set_payload", "payload", "u32"),
+    ] {
+        let rest = format!("{array}_rest");
+        let (get_body, set_body) = match split {
+            None => (load(array, "e"), store(array, "e")),
+            Some(_) => (
+                format!(
+                    "if (e < PART) {{\n    {}\n    }}\n    {}",
+                    load(array, "e"),
+                    load(&rest, "e - PART")
+                ),
+                format!(
+                    "if (e < PART) {{\n    {}\n    return;\n    }}\n    {}",
+                    store(array, "e"),
+                    store(&rest, "e - PART")
+                ),
+            ),
+        };
+        source += &format!(
+            "fn {get}(e: u32, alt: bool) -> {ty} {{\n    {get_body}\n}}\n\
+             fn {set}(e: u32, alt: bool, v: {ty}) {{\n    {set_body}\n}}\n"
+        );
+    }
+    source
 }
 
 /// How radix.wgsl's kernels hold a key in memory (`KeyWord`) and turn it into the (high, low)
