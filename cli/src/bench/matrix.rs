@@ -30,11 +30,11 @@ pub fn suite(
                 ctx.bar.inc_length(3);
                 let n = 1usize << log;
                 let one_job = sorter.one_sort_max(ctx.gpu, t, true, SortOrder::default(), n);
-                let too_big = match n > one_job {
+                let skip = match n > one_job {
                     true => too_big(ctx.gpu, n as u64 * t.size() as u64),
                     false => None,
                 };
-                if let Some(why) = too_big {
+                if let Some(why) = skip {
                     cases.push(skipped("sort", n as u64, &format!("sort {t} {set}"), why));
                     ctx.bar.inc(3);
                     continue;
