@@ -39,6 +39,9 @@ struct Params {
     ity_hi: i32,
     itx_lo: i32,
     itx_hi: i32,
+    // rows per strip of steps_lanes, which runs that box's cells where the blocking is in
+    // registers (stencil_vec.wgsl)
+    lane_chunk: i32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;

@@ -180,7 +180,27 @@ fn steps_streamed(
     let tiles_y = (NY + OY - 1) / OY;
     let chunk_rows = p.chunk;
     let chunks = (p.comp_rows + chunk_rows - 1) / chunk_rows;
-    let t = i32(linear_workgroup(wid, nwg));
+    var t = i32(linear_workgroup(wid, nwg));
+    if (LANES) {
+        // steps_lanes runs the interior box (2-D grids: one tile row), so the dispatch covers
+        // only the workgroups around it: whole chunks before and after the box's chunks, then
+        // the tile columns left and right of the box in its chunks
+        let nb = p.ic_hi - p.ic_lo;
+        let nbx = p.itx_hi - p.itx_lo;
+        let outer = (chunks - nb) * tiles_x;
+        if (t < outer) {
+            let c = t / tiles_x;
+            t = (c + select(0, nb, c >= p.ic_lo)) * tiles_x + t % tiles_x;
+        } else {
+            let side = tiles_x - nbx;
+            let u = t - outer;
+            if (side == 0 || u >= nb * side) {
+                return;
+            }
+            let x = u % side;
+            t = (p.ic_lo + u / side) * tiles_x + x + select(0, nbx, x >= p.itx_lo);
+        }
+    }
     if (t >= chunks * tiles_y * tiles_x) {
         return; // the whole workgroup: surplus of the dispatch grid
     }
@@ -338,5 +358,72 @@ fn steps_interior(
             ring[slot(zb + q / PLANE4) * PLANE4 + q % PLANE4] = pre[k];
         }
         workgroupBarrier();
+    }
+}
+
+// @lanes: the host appends the rest only for blockings in registers (`Blocking::lanes`)
+
+// K steps a pass in registers, for the box of steps_interior's workgroups on 2-D grids (NY = 1):
+// rows [zr0, zr1) of the box's chunks and its output vec4 columns [c0, c1). Each subgroup owns a
+// strip of one vec4 column per lane and streams it down a chunk of rows: level s keeps the last
+// 2·RZ + 1 rows of level s - 1 in registers (the windows `w{s}_{m}`, oldest first), and takes the
+// cells a tap reaches in the neighbouring columns from the neighbouring lanes (subgroup
+// shuffles, only the components a tap reads). Lane 0's left and the last lane's right neighbours
+// do not exist, so each level loses RX cells at each side of the strip: the output is lanes
+// [HL, size - HL). No workgroup memory, no barrier: subgroups loop over (chunk, strip) items by
+// themselves, sized by the subgroup size the device runs (the host sizes the dispatch for its
+// narrowest).
+//
+// Each iteration computes every level from the windows as the previous iteration left them
+// (levels last first, each pushing into the window the next one up has already read), so the K
+// levels of an iteration do not wait on one another: level s at iteration i computes row
+// first_in + i - s·(RZ + 1), and level K's rows are output from iteration WARM = K·(2·RZ + 1) on;
+// the last K iterations load nothing new. Every cell sums its taps with the same generated code
+// as `step`: bit-identical.
+
+const KR: i32 = K * RZ;
+const HL: i32 = (K * RX + 3) / 4;
+const WARM: i32 = K * (2 * RZ + 1);
+
+@compute @workgroup_size(LANES_WG)
+fn steps_lanes(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(subgroup_invocation_id) lane_id: u32,
+    @builtin(subgroup_size) sg_size: u32,
+    @builtin(subgroup_id) sg_id: u32,
+) {
+    let lane = i32(lane_id);
+    let sg = i32(sg_size);
+    let zr0 = p.comp_lo + p.ic_lo * p.chunk;
+    let zr1 = min(p.comp_lo + p.ic_hi * p.chunk, p.comp_lo + p.comp_rows);
+    let c0 = p.itx_lo * OG;
+    let c1 = p.itx_hi * OG;
+    let out_w = sg - 2 * HL;
+    let strips = (c1 - c0 + out_w - 1) / out_w;
+    let chunks = (zr1 - zr0 + p.lane_chunk - 1) / p.lane_chunk;
+    let per_wg = i32(LANES_WG) / sg;
+    let stride = i32(nwg.x * nwg.y) * per_wg;
+    for (var item = i32(linear_workgroup(wid, nwg)) * per_wg + i32(sg_id); item < strips * chunks;
+        item += stride) {
+        // first input column of the strip; lanes past the grid read its last column (their
+        // cells, and the K·RX cells next to them, are never output)
+        let a = c0 - HL + (item % strips) * out_w;
+        let col = min(a + lane, NX4 - 1);
+        let z_lo = zr0 + (item / strips) * p.lane_chunk;
+        let z_hi = min(z_lo + p.lane_chunk, zr1);
+        let first_in = z_lo - KR;
+        let last_in = z_hi - 1 + KR;
+        let out_ok = lane >= HL && lane < sg - HL && a + lane < c1;
+        // @generated-lanes-windows
+        // loads are issued two rows ahead, so their latency hides behind two rows' levels
+        var next = src[first_in * NX4 + col];
+        var after = src[min(first_in + 1, last_in) * NX4 + col];
+        for (var i = 0; i <= last_in - first_in + K; i++) {
+            let cur = next;
+            next = after;
+            after = src[min(first_in + i + 2, last_in) * NX4 + col];
+            // @generated-lanes-levels
+        }
     }
 }

@@ -376,6 +376,7 @@ fn streamed_passes_are_bit_identical_to_single_steps() {
         tile_vec4s: vec4s,
         planes,
         workgroup: 32,
+        lanes: false,
     };
     // each shape meets every other boundary (every pair is the single-step test's): the pipelines
     // each case compiles made this one test a quarter of CI's GPU tests on lavapipe
@@ -515,6 +516,136 @@ fn streamed_passes_are_bit_identical_to_single_steps() {
     assert!(cases >= 60, "the streamed pass ran {cases} cases");
     assert!(streamed >= 20, "only {streamed} out-of-core cases");
     assert!(interior >= 10, "only {interior} interior workgroups");
+}
+
+/// K steps a pass in registers (`steps_lanes`: each subgroup streams a strip of vec4 columns,
+/// neighbours along x through shuffles) against single steps, bit for bit: every boundary, stars
+/// and boxes of radius 1..4, dense weights, K up to what the device's subgroups allow, strips
+/// that do not divide the box, several strips' chunks of rows, in core and out of core. Without
+/// subgroups the blocking is not offered and is refused.
+#[test]
+fn passes_in_registers_are_bit_identical_to_single_steps() {
+    let gpu = gpu(false);
+    let off = gpusort_tests::gpu(true);
+    let w: Vec<f64> = (0..9).map(|i| (i as f64 - 3.0) / 10.0).collect();
+    let (mut cases, mut streamed) = (0, 0);
+    for (n, (shape, stencil, steps, ks)) in [
+        (
+            &[300usize, 400][..],
+            Stencil::star(2, 1).unwrap(),
+            9,
+            &[1u32, 2, 3, 4, 8][..],
+        ),
+        (&[260, 264], Stencil::star(2, 2).unwrap(), 7, &[2, 3, 6][..]),
+        (&[200, 336], Stencil::boxed(2, 1).unwrap(), 6, &[2, 4][..]),
+        (&[150, 512], Stencil::star(2, 4).unwrap(), 4, &[1, 2][..]),
+        (&[120, 200], Stencil::boxed(2, 2).unwrap(), 5, &[2][..]),
+        (
+            &[90, 160],
+            Stencil::from_weights(2, 1, &w).unwrap(),
+            4,
+            &[3][..],
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        for (m, boundary) in BOUNDARIES.into_iter().enumerate() {
+            if (m + n) % 2 == 1 {
+                continue;
+            }
+            let j = job(shape, stencil.clone(), boundary, steps, KeyType::F32);
+            let input = grid::<f32>(j.shape.cells(), 90 + n as u64);
+            let plain = StencilKernel::new(gpu, &j).unwrap();
+            let (want, _) = stencil::apply(gpu, &plain, &in_core(&j), &input).unwrap();
+            for &k in ks {
+                assert!(
+                    stencil::Blocking::lanes(off, &j, k).is_none(),
+                    "no subgroups"
+                );
+                let Some(b) = stencil::Blocking::lanes(gpu, &j, k) else {
+                    panic!(
+                        "{} r{} K={k}: no blocking in registers",
+                        j.shape,
+                        stencil.radius()
+                    );
+                };
+                assert!(
+                    StencilKernel::with_blocking(off, &j, Some(b)).is_err(),
+                    "refused without subgroups"
+                );
+                let kernel = StencilKernel::with_blocking(gpu, &j, Some(b)).unwrap();
+                assert!(
+                    kernel.interior_workgroups() > 0,
+                    "{} K={k}: no interior",
+                    j.shape
+                );
+                cases += 1;
+                let (got, _) = stencil::apply(gpu, &kernel, &in_core(&j), &input).unwrap();
+                let what = format!("{} {boundary:?} r{} {b:?}", j.shape, stencil.radius());
+                assert!(
+                    got.iter()
+                        .zip(&want)
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "{what}: passes in registers differ from single steps"
+                );
+                let budget = Budget {
+                    memory: 60 * j.row_bytes(),
+                    max_binding: 1 << 30,
+                };
+                if let Ok(p) = plan(
+                    &j.problem(),
+                    budget,
+                    SPEEDS,
+                    Some(u64::from(k.max(2) + 1)),
+                    Streaming::Reuse,
+                ) {
+                    streamed += 1;
+                    let (got, _) = stencil::apply(gpu, &kernel, &p, &input).unwrap();
+                    assert!(
+                        got.iter()
+                            .zip(&want)
+                            .all(|(a, b)| a.to_bits() == b.to_bits()),
+                        "{what}: out of core, passes in registers differ ({p:?})"
+                    );
+                }
+            }
+        }
+    }
+    assert!(cases >= 25, "only {cases} cases in registers");
+    assert!(streamed >= 10, "only {streamed} out-of-core cases");
+    // the default without measuring: K = 4 in registers for 3-row windows of at most 9 taps,
+    // K = 3 for 5-row ones, none for wider stencils, short jobs, or without subgroups
+    for (stencil, steps, want) in [
+        (Stencil::star(2, 1).unwrap(), 10, Some(4)),
+        (Stencil::boxed(2, 1).unwrap(), 4, Some(4)),
+        (Stencil::star(2, 2).unwrap(), 10, Some(3)),
+        (Stencil::star(2, 1).unwrap(), 3, None),
+        (Stencil::boxed(2, 2).unwrap(), 10, None),
+        (Stencil::star(2, 3).unwrap(), 10, None),
+    ] {
+        let j = job(&[300, 400], stencil, Boundary::Reflect, steps, KeyType::F32);
+        let got = stencil::KernelChoice::for_device(gpu, &j).blocking;
+        assert_eq!(
+            got.map(|b| (b.steps, b.lanes)),
+            want.map(|k| (k, true)),
+            "{j:?}"
+        );
+        assert_eq!(StencilKernel::planned(gpu, &j).unwrap().blocking(), got);
+        assert!(stencil::KernelChoice::for_device(off, &j)
+            .blocking
+            .is_none());
+    }
+    // 3-D grids keep the blocking through workgroup memory
+    let cube = job(
+        &[20, 16, 32],
+        Stencil::star(3, 1).unwrap(),
+        Boundary::Reflect,
+        4,
+        KeyType::F32,
+    );
+    assert!(stencil::Blocking::lanes(gpu, &cube, 2).is_none());
+    assert!(stencil::Blocking::for_device(gpu, &cube, 2).is_some_and(|b| !b.lanes));
 }
 
 /// What the streamed pass refuses, and the measured choice: `choose_kernel` returns a choice that
@@ -662,9 +793,30 @@ fn blocking_is_checked_and_measured() {
             .all(|(a, b)| a.to_bits() == b.to_bits()),
         "{chosen:?}"
     );
-    // small grids are not measured: one step per pass
+    // small grids are not measured: the device's default (here 4 steps a pass in registers)
     let planned = StencilKernel::planned(gpu, &j).unwrap();
-    assert_eq!(planned.choice(), stencil::KernelChoice::for_job(&j));
+    assert_eq!(planned.choice(), stencil::KernelChoice::for_device(gpu, &j));
+    assert!(planned.blocking().is_some_and(|b| b.lanes && b.steps == 4));
+    // in registers: at most 8 steps, and a halo the narrowest subgroup leaves output lanes of
+    let lanes = stencil::Blocking::lanes(gpu, &j, 2).unwrap();
+    assert!(StencilKernel::with_blocking(gpu, &j, Some(lanes)).is_ok());
+    let broad = job(
+        &[64, 256],
+        Stencil::star(2, 4).unwrap(),
+        Boundary::Reflect,
+        8,
+        KeyType::F32,
+    );
+    let nine = stencil::Blocking { steps: 9, ..lanes };
+    assert!(StencilKernel::with_blocking(gpu, &j, Some(nine)).is_err());
+    // radius 4, 8 steps: 8 lanes of halo at each side
+    let min_lanes = gpu.subgroups().map_or(0, |s| s.min_size);
+    let eight = stencil::Blocking { steps: 8, ..lanes };
+    assert_eq!(
+        StencilKernel::with_blocking(gpu, &broad, Some(eight)).is_ok(),
+        16 < min_lanes,
+        "subgroups of {min_lanes}"
+    );
     let bad_rows = stencil::KernelChoice {
         rows: 9,
         ..Default::default()

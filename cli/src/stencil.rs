@@ -73,8 +73,10 @@ pub struct StencilArgs {
     /// Steps per residency of a sub-block (default: chosen by the planner).
     #[arg(long, value_name = "T")]
     pub time_block: Option<u64>,
-    /// Steps per pass on chip (1..=4): each workgroup streams its tile of the grid through
-    /// workgroup memory and advances it K steps in one pass, recomputing only the tile's halo.
+    /// Steps per pass on chip (1..=8): each workgroup streams its tile of the grid down its
+    /// rows and advances it K steps in one pass, recomputing only the tile's halo. 2-D grids on
+    /// GPUs with subgroups keep the K steps in registers (any K up to 8); otherwise they pass
+    /// through workgroup memory (K up to 4).
     /// Default: measured per job of 2^40 cell updates or more (the fastest K on this device), 1
     /// otherwise. Every K gives the same result bit for bit.
     #[arg(long, value_name = "K")]
@@ -333,11 +335,11 @@ fn build_kernel(
     Ok(match args.on_chip_steps {
         None => StencilKernel::planned(gpu, job)?,
         Some(1) => StencilKernel::new(gpu, job)?,
-        Some(k) if (2..=4).contains(&k) => {
+        Some(k) if (2..=stencil::MAX_LANE_STEPS).contains(&k) => {
             let limit = gpu.limits.max_compute_workgroup_storage_size;
-            let b = stencil::Blocking::choose(job, limit, k).ok_or_else(|| {
+            let b = stencil::Blocking::for_device(gpu, job, k).ok_or_else(|| {
                 CliError::usage(format!(
-                    "--on-chip-steps {k}: no tile of {k} steps fits this job on {} (it needs rows of a multiple of 4 cells, at most 32 taps, and a tile within {} bytes of workgroup memory of which 40% is output)",
+                    "--on-chip-steps {k}: no pass of {k} steps fits this job on {} (it needs rows of a multiple of 4 cells and at most 32 taps; then either a 2-D grid and subgroups wider than the halo, or for 1 to 4 steps a tile within {} bytes of workgroup memory of which 40% is output)",
                     gpu.adapter.name, limit
                 ))
             })?;
@@ -345,7 +347,8 @@ fn build_kernel(
         }
         Some(k) => {
             return Err(CliError::usage(format!(
-                "--on-chip-steps must be 1 to 4, not {k}"
+                "--on-chip-steps must be 1 to {}, not {k}",
+                stencil::MAX_LANE_STEPS
             )))
         }
     })
@@ -647,6 +650,12 @@ fn describe(
         "1 cell per invocation (f64, rows not a multiple of 4 cells, or over 32 taps)".to_string()
     };
     s += &match kernel.blocking() {
+        Some(b) if b.lanes => format!(
+            "on chip    {} steps per pass in registers, each subgroup streaming a strip of its lanes' columns (edges: tiles of {}x{} cells), {cells}\n",
+            b.steps,
+            b.tile_rows,
+            4 * b.tile_vec4s
+        ),
         Some(b) => format!(
             "on chip    {} steps per pass, streamed in tiles of {}x{} cells with their halos, {cells}\n",
             b.steps,

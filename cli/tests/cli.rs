@@ -1227,8 +1227,35 @@ fn stencil_on_files_in_core_and_streamed() {
     for (g, w) in got.iter().zip(&want) {
         assert!((g - w).abs() <= 1e-5, "{g} vs {w}");
     }
+    // 2-D on chip in registers (a GPU with subgroups): 6 steps a pass give the single steps'
+    // bytes; more than 8 is refused
+    write_f32(&d.join("wide.raw"), &random_f32(120 * 256, 25));
+    for k in ["1", "6"] {
+        gpusort()
+            .args(["-q", "stencil", "--shape", "120x256", "--steps", "9"])
+            .args(["--boundary", "nearest", "--on-chip-steps", k])
+            .arg(d.join("wide.raw"))
+            .arg("-o")
+            .arg(d.join(format!("wide{k}.raw")))
+            .assert()
+            .success();
+    }
+    assert_eq!(
+        std::fs::read(d.join("wide1.raw")).unwrap(),
+        std::fs::read(d.join("wide6.raw")).unwrap(),
+        "2-D, 6 steps a pass in registers"
+    );
+    gpusort()
+        .args(["stencil", "--shape", "120x256", "--on-chip-steps", "9"])
+        .arg(d.join("wide.raw"))
+        .arg("-o")
+        .arg(d.join("never.raw"))
+        .assert()
+        .code(2);
+    assert!(!d.join("never.raw").exists());
     // 3-D on chip: rows of 7 cells cannot stream (exit 2, nothing written); rows of 32 can, and
-    // give the single steps' bytes; K outside 1..=4 is refused
+    // give the single steps' bytes; 5 steps a pass (beyond workgroup memory's 4; registers take
+    // only 2-D grids) is refused
     let refused = gpusort()
         .args(["stencil", "--steps", "3", "--on-chip-steps", "2"])
         .arg(d.join("g3.npy"))

@@ -112,7 +112,6 @@ fn per_type<T: StencilValue + Into<f64>>(
     cases: &mut Vec<Case>,
 ) -> Result<(), CliError> {
     let (gpu, timer, bar, reps) = (ctx.gpu, ctx.timer, ctx.bar, ctx.reps);
-    let limit = gpu.limits.max_compute_workgroup_storage_size;
     let ty = T::TYPE;
     let cell = std::mem::size_of::<T>();
     let n = host.len();
@@ -208,11 +207,12 @@ fn per_type<T: StencilValue + Into<f64>>(
                 ));
             }
         }
-        for blocking in Blocking::candidates(&job, limit) {
+        for blocking in Blocking::device_candidates(gpu, &job) {
             variants.push((
-                match blocking.steps {
-                    1 => format!("{sname}, 1 step/pass streamed"),
-                    k => format!("{sname}, {k} steps/pass streamed"),
+                match (blocking.steps, blocking.lanes) {
+                    (1, false) => format!("{sname}, 1 step/pass streamed"),
+                    (k, false) => format!("{sname}, {k} steps/pass streamed"),
+                    (k, true) => format!("{sname}, {k} steps/pass in registers"),
                 },
                 StencilKernel::with_blocking(gpu, &job, Some(blocking))?,
             ));
@@ -288,6 +288,11 @@ fn per_type<T: StencilValue + Into<f64>>(
                 }
             };
             let tiles = match kernel.blocking() {
+                Some(b) if b.lanes => format!(
+                    "strips of a subgroup's lanes, edges in tiles of {}x{} cells; ",
+                    b.tile_rows,
+                    4 * b.tile_vec4s
+                ),
                 Some(b) => format!("tiles of {}x{} cells; ", b.tile_rows, 4 * b.tile_vec4s),
                 None => String::new(),
             };

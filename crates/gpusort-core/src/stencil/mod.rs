@@ -415,6 +415,18 @@ pub fn four_cells(job: &StencilJob) -> bool {
         && job.stencil.taps().len() <= UNROLL_TAPS
 }
 
+/// The most steps a pass in registers ([`Blocking::lanes`]) takes.
+pub const MAX_LANE_STEPS: u32 = 8;
+
+/// Invocations per workgroup of `steps_lanes`: a whole number of subgroups of any size a device
+/// may have (4..=128).
+const LANES_WG: u32 = 128;
+
+/// Lanes at each side of a `steps_lanes` strip whose cells K steps cannot compute.
+fn lane_halo(job: &StencilJob, steps: u32) -> u32 {
+    (steps * job.stencil.reach()[2] as u32).div_ceil(4)
+}
+
 /// The x reach of a stencil in vec4s of cells.
 fn reach_vec4(job: &StencilJob) -> u32 {
     (job.stencil.reach()[2] as u32).div_ceil(4)
@@ -434,6 +446,10 @@ pub struct Blocking {
     pub planes: u32,
     /// Invocations per workgroup.
     pub workgroup: u32,
+    /// Whether the workgroups wholly inside the grid run `steps_lanes` (K steps in registers,
+    /// neighbours along x through subgroup shuffles; 2-D grids on devices with subgroups)
+    /// instead of `steps_interior`; the tile above is then the general kernel's, for the edges.
+    pub lanes: bool,
 }
 
 impl Blocking {
@@ -478,6 +494,7 @@ impl Blocking {
                     tile_vec4s: lw4,
                     planes,
                     workgroup,
+                    lanes: false,
                 };
                 // ties go to the larger plane (more work per barrier)
                 if useful >= 0.4
@@ -491,6 +508,89 @@ impl Blocking {
             }
         }
         best.map(|(_, b)| b)
+    }
+
+    /// K steps a pass in registers (`steps_lanes`, [`Blocking::lanes`]) for K = `steps`,
+    /// 1..=[`MAX_LANE_STEPS`]: each subgroup streams a strip of one vec4 column per lane down a
+    /// chunk of rows, the rows each tap reaches in registers and the neighbours along x from the
+    /// neighbouring lanes, so a level costs no workgroup memory and no barrier. It runs the
+    /// workgroups wholly inside the grid; the edges run the general streamed kernel on the
+    /// narrowest tile that fits (the tile chosen here), since they are a sliver of a large grid.
+    /// None where the job is not a 2-D f32 grid of rows of a multiple of 4 cells with at most 32
+    /// taps, the device has no subgroups, or its narrowest subgroup is too narrow for the halo of
+    /// K steps (2·ceil(K·RX / 4) lanes must leave one lane of output).
+    pub fn lanes(gpu: &Gpu, job: &StencilJob, steps: u32) -> Option<Blocking> {
+        let sub = gpu.subgroups()?;
+        if !four_cells(job)
+            || job.shape.dims() != 2
+            || !(1..=MAX_LANE_STEPS).contains(&steps)
+            || 2 * lane_halo(job, steps) >= sub.min_size
+        {
+            return None;
+        }
+        let planes = 4;
+        let hg = reach_vec4(job) * steps;
+        let vec4_bytes = 4 * job.cell_bytes() as u32;
+        let bytes = gpu.limits.max_compute_workgroup_storage_size;
+        [8u32, 12, 16, 24, 32, 48, 64]
+            .into_iter()
+            .filter(|&lw4| lw4 > 2 * hg)
+            .filter(|&lw4| steps * ring_depth(job, planes) * lw4 * vec4_bytes <= bytes)
+            .find_map(|lw4| {
+                Some(Blocking {
+                    steps,
+                    tile_rows: 1,
+                    tile_vec4s: lw4,
+                    planes,
+                    workgroup: Blocking::workgroup_for(planes * lw4)?,
+                    lanes: true,
+                })
+            })
+    }
+
+    /// The fastest blocking for K = `steps` this device can run without measuring: in
+    /// registers ([`Blocking::lanes`]) where it can, else through workgroup memory
+    /// ([`Blocking::choose`]).
+    pub fn for_device(gpu: &Gpu, job: &StencilJob, steps: u32) -> Option<Blocking> {
+        Blocking::lanes(gpu, job, steps)
+            .or_else(|| Blocking::choose(job, gpu.limits.max_compute_workgroup_storage_size, steps))
+    }
+
+    /// Every blocking worth measuring for `job` on `gpu`: [`Blocking::candidates`], and the
+    /// blockings in registers for K = 2, 3, 4, 6 and 8 where the device has them.
+    pub fn device_candidates(gpu: &Gpu, job: &StencilJob) -> Vec<Blocking> {
+        let mut all = Blocking::candidates(job, gpu.limits.max_compute_workgroup_storage_size);
+        all.extend(
+            [2, 3, 4, 6, 8]
+                .into_iter()
+                .filter_map(|k| Blocking::lanes(gpu, job, k)),
+        );
+        all
+    }
+
+    /// Rows per strip of `steps_lanes` in a pass over `p` (its interior box filled in), and the
+    /// workgroups to dispatch, for subgroups of `lanes` (the device's narrowest: more strips than
+    /// wider ones give; the kernel loops over whatever is left). Strips are long enough that their
+    /// K·(2·RZ + 2) iterations beyond their rows stay within an eighth, and about 16384 of them
+    /// spread over the device.
+    fn lane_work(&self, job: &StencilJob, p: &StepParams, lanes: u32) -> (i64, u64) {
+        let [c_lo, c_hi, _, _, x_lo, x_hi] = p.interior.map(|v| v as i64);
+        let chunk = p.chunk.max(1) as i64;
+        let r0 = p.comp_lo as i64 + c_lo * chunk;
+        let r1 = (p.comp_lo as i64 + c_hi * chunk).min((p.comp_lo + p.comp_rows) as i64);
+        let width = (x_hi - x_lo) * self.output(job).1;
+        if r1 <= r0 || width <= 0 {
+            return (1, 0);
+        }
+        let out = (lanes - 2 * lane_halo(job, self.steps)) as i64;
+        let strips = (width + out - 1) / out;
+        let warm = (self.steps as i64) * (2 * job.stencil.reach()[0] as i64 + 2);
+        let rows = r1 - r0;
+        let len = (8 * warm)
+            .max((rows * strips + 16383) / 16384)
+            .clamp(1, rows);
+        let items = ((rows + len - 1) / len * strips) as u64;
+        (len, (items * lanes as u64).div_ceil(LANES_WG as u64))
     }
 
     /// Invocations per workgroup for `work` vec4s an iteration (planes × tile plane): a whole
@@ -526,7 +626,13 @@ impl Blocking {
     /// Output rows per workgroup for a pass computing `comp_rows` rows: enough workgroups to
     /// fill any current GPU (about 2048), with chunks long enough that the K·(2·RZ + 1) planes
     /// of warm-up (K·(2·RZ + RB)) stay within an eighth of the work.
+    /// In registers ([`Blocking::lanes`]) the general kernel runs only the edges, and chunks of
+    /// 4·K·RZ rows keep the rows next to the grid's first and last that it runs few.
     fn chunk_rows(&self, job: &StencilJob, comp_rows: u64) -> u64 {
+        if self.lanes {
+            let kr = self.steps as u64 * job.stencil.reach()[0] as u64;
+            return (4 * kr).clamp(1, comp_rows.max(1));
+        }
         let warm = self.steps as u64 * (2 * job.stencil.reach()[0] as u64 + self.planes as u64);
         let spread = (comp_rows * self.tiles(job)).div_ceil(2048);
         spread.max(8 * warm).clamp(1, comp_rows.max(1))
@@ -648,6 +754,33 @@ impl KernelChoice {
     }
 }
 
+impl KernelChoice {
+    /// The choice for `job` on `gpu` without measuring it: [`KernelChoice::for_job`], with K
+    /// steps a pass in registers ([`Blocking::lanes`]) for 2-D stencils of at most 9 taps whose
+    /// windows of rows stay within 64 registers a level stack (K = 4 for 3-row windows, 3 for
+    /// 5-row ones), where the job has K steps or more. Those doubled the single step's rate
+    /// per step or came within a few percent of 1.5x; wider stencils (more shuffles and
+    /// registers per level) gained little or lost (docs/BENCHMARKS.md). [`choose_kernel`]
+    /// measures every K for jobs large enough to pay for it.
+    pub fn for_device(gpu: &Gpu, job: &StencilJob) -> KernelChoice {
+        let base = KernelChoice::for_job(job);
+        if job.stencil.taps().len() > 9 || job.shape.dims() != 2 {
+            return base;
+        }
+        let window = 2 * job.stencil.reach()[0] as u32 + 1;
+        let Some(k) = (1..=4).rev().find(|k| k * window * 4 <= 64) else {
+            return base;
+        };
+        match Blocking::lanes(gpu, job, k) {
+            Some(b) if k >= 2 && job.steps >= k => KernelChoice {
+                blocking: Some(b),
+                ..base
+            },
+            _ => base,
+        }
+    }
+}
+
 /// Replace every line that holds only `marker` with `code`, indented as the marker was.
 fn fill(text: &str, marker: &str, code: &str) -> String {
     let mut out = String::with_capacity(text.len() + code.len());
@@ -728,6 +861,70 @@ fn gather4_rows(
         s += &store(i);
     }
     s
+}
+
+/// The generated blocks of `steps_lanes` (stencil_vec.wgsl) for K = `k`: the windows of rows
+/// per level (`w{s}_{m}`, s < K, oldest row first), and one iteration's levels, last first: level
+/// s sums its four cells from level s - 1's window as the previous iteration left it (columns of
+/// other lanes through subgroup shuffles of the components its taps read) and pushes them into
+/// its own window, level K stores them, and level 0 takes the row loaded last.
+fn lanes_code(job: &StencilJob, k: i32) -> (String, String) {
+    const COMP: [char; 4] = ['x', 'y', 'z', 'w'];
+    let rz = job.stencil.reach()[0];
+    let win = 2 * rz + 1;
+    // the components of each (row, vec4 column) that some tap reads
+    let mut need = std::collections::HashMap::<(i32, i32), [bool; 4]>::new();
+    for t in job.stencil.taps() {
+        let [dz, _, dx] = t.offset;
+        for j in 0..4 {
+            let at = j + dx;
+            need.entry((dz, at.div_euclid(4))).or_default()[at.rem_euclid(4) as usize] = true;
+        }
+    }
+    let mut windows = String::new();
+    for s in 0..k {
+        for m in 0..win {
+            windows += &format!("var w{s}_{m} = vec4<T>(T(0));\n");
+        }
+    }
+    let push = |s: i32, value: &str| -> String {
+        let mut c: String = (0..win - 1)
+            .map(|m| format!("w{s}_{m} = w{s}_{};\n", m + 1))
+            .collect();
+        c += &format!("w{s}_{} = {value};\n", win - 1);
+        c
+    };
+    let mut levels = String::new();
+    for s in (1..=k).rev() {
+        let load = |dz: i32, _dy: i32, m: i32| -> String {
+            let row = format!("w{}_{}", s - 1, rz + dz);
+            if m == 0 {
+                return row;
+            }
+            let used = need.get(&(dz, m)).copied().unwrap_or_default();
+            let parts: Vec<String> = (0..4)
+                .map(|c| match (used[c], m < 0) {
+                    (false, _) => "T(0)".to_string(),
+                    (true, true) => format!("subgroupShuffleUp({row}.{}, {}u)", COMP[c], -m),
+                    (true, false) => format!("subgroupShuffleDown({row}.{}, {}u)", COMP[c], m),
+                })
+                .collect();
+            format!("vec4<T>({})", parts.join(", "))
+        };
+        let cells = "vec4<T>(a0_0, a0_1, a0_2, a0_3)";
+        let store = |_: i32| -> String {
+            if s < k {
+                push(s, cells)
+            } else {
+                format!(
+                    "if (i >= WARM && out_ok) {{\n    dst[(first_in + i - K * (RZ + 1)) * NX4 + col] = {cells};\n}}\n"
+                )
+            }
+        };
+        levels += &format!("{{\n{}}}\n", gather4_rows(job, 1, &load, &store));
+    }
+    levels += &push(0, "cur");
+    (windows, levels)
 }
 
 /// The kernel source for a job: the prelude constants and the generated tap code, with the
@@ -876,10 +1073,11 @@ fn source_with(job: &StencilJob, choice: KernelChoice, four: bool) -> String {
         let step4 = fill(step4, "// @generated-direct4", &direct4);
         text += &fill(&step4, "// @generated-xedge4", &xedge4);
         if let Some(b) = blocking {
+            let mut lanes_part = String::new();
             text += &format!(
                 "\nconst K: i32 = {};\nconst RB: i32 = {};\nconst D: i32 = {};\nconst TY: i32 = {};\n\
                  const LW4: i32 = {};\nconst HY: i32 = {};\nconst HG: i32 = {};\n\
-                 const SWG: u32 = {}u;\nconst PRE: i32 = {};\n",
+                 const SWG: u32 = {}u;\nconst PRE: i32 = {};\nconst LANES: bool = {};\n",
                 b.steps,
                 b.planes,
                 ring_depth(job, b.planes),
@@ -888,7 +1086,8 @@ fn source_with(job: &StencilJob, choice: KernelChoice, four: bool) -> String {
                 b.halo_rows(job),
                 b.halo_vec4s(job),
                 b.workgroup,
-                (b.planes * b.tile_rows * b.tile_vec4s).div_ceil(b.workgroup)
+                (b.planes * b.tile_rows * b.tile_vec4s).div_ceil(b.workgroup),
+                b.lanes
             );
             let tile_fetch = gather(
                 &|t| {
@@ -924,10 +1123,21 @@ fn source_with(job: &StencilJob, choice: KernelChoice, four: bool) -> String {
                 },
                 &to_out,
             );
+            let (streamed, lanes) = streamed
+                .split_once("// @lanes")
+                .and_then(|(a, b)| Some((a, b.split_once('\n')?.1)))
+                .expect("stencil_vec.wgsl marks its part in registers");
+            if b.lanes {
+                let (windows, levels) = lanes_code(job, b.steps as i32);
+                let mut part = format!("const LANES_WG: u32 = {LANES_WG}u;\n");
+                part += &fill(lanes, "// @generated-lanes-windows", &windows);
+                lanes_part = fill(&part, "// @generated-lanes-levels", &levels);
+            }
             let mut part = fill(streamed, "// @generated-tile-fetch", &tile_fetch);
             part = fill(&part, "// @generated-tile4", &tile4);
             part = fill(&part, "// @generated-interior-rows", &row_bases);
             text += &fill(&part, "// @generated-interior4", &interior4);
+            text += &lanes_part;
         }
     }
     s + &fill(&text, "// @generated-sum", &sum)
@@ -945,6 +1155,9 @@ struct StepParams {
     chunk: i32,
     /// The workgroups `steps_interior` runs: chunks, tile rows, tile columns, [lo, hi) each.
     interior: [i32; 6],
+    /// Rows per strip of `steps_lanes`, which runs those workgroups' cells instead where the
+    /// blocking is in registers.
+    lane_chunk: i32,
 }
 
 impl StepParams {
@@ -958,6 +1171,7 @@ impl StepParams {
             comp_rows: (c1 - c0) as i32,
             chunk: 0,
             interior: [0; 6],
+            lane_chunk: 0,
         }
     }
 
@@ -985,8 +1199,10 @@ pub struct StencilKernel {
     /// `KernelChoice::plane_rows` as asked (see `plane_rows` for where it applies).
     plane_rows: u32,
     /// The streamed pass of K steps, where asked for: the general kernel and the one for
-    /// workgroups wholly inside the grid.
+    /// workgroups wholly inside the grid (`steps_interior`, or `steps_lanes`).
     streamed: Option<(Blocking, wgpu::ComputePipeline, wgpu::ComputePipeline)>,
+    /// The device's narrowest subgroup (0 without subgroups), which sizes `steps_lanes`' work.
+    min_lanes: u32,
 }
 
 impl StencilKernel {
@@ -1050,8 +1266,15 @@ impl StencilKernel {
                 * b.tile_vec4s
                 * 4
                 * job.cell_bytes() as u32;
+            let max_steps = if b.lanes { MAX_LANE_STEPS } else { 4 };
+            let lanes_ok = !b.lanes
+                || (job.shape.dims() == 2
+                    && gpu
+                        .subgroups()
+                        .is_some_and(|sub| 2 * lane_halo(job, b.steps) < sub.min_size));
             if !four_cells(job)
-                || !(1..=4).contains(&b.steps)
+                || !lanes_ok
+                || !(1..=max_steps).contains(&b.steps)
                 || !(1..=8).contains(&b.planes)
                 || bytes > gpu.limits.max_compute_workgroup_storage_size
                 || !(b.planes * b.tile_rows * b.tile_vec4s).is_multiple_of(b.workgroup.max(1))
@@ -1063,7 +1286,8 @@ impl StencilKernel {
             {
                 return Err(Error::InvalidInput(format!(
                     "{b:?} does not fit this job on {} (it needs rows of a multiple of 4 \
-                     cells, at most {UNROLL_TAPS} taps, and {bytes} bytes of workgroup memory)",
+                     cells, at most {UNROLL_TAPS} taps, and {bytes} bytes of workgroup memory; \
+                     in registers, a 2-D grid and subgroups wider than its halo)",
                     gpu.adapter.name
                 )));
             }
@@ -1093,7 +1317,16 @@ impl StencilKernel {
             Some(b) => Some((
                 b,
                 kernel::pipeline(gpu, &module, "steps_streamed", &layout)?,
-                kernel::pipeline(gpu, &module, "steps_interior", &layout)?,
+                kernel::pipeline(
+                    gpu,
+                    &module,
+                    if b.lanes {
+                        "steps_lanes"
+                    } else {
+                        "steps_interior"
+                    },
+                    &layout,
+                )?,
             )),
             None => None,
         };
@@ -1139,6 +1372,7 @@ impl StencilKernel {
             rows: if four { choice.rows } else { 1 },
             plane_rows: choice.plane_rows,
             streamed,
+            min_lanes: gpu.subgroups().map_or(0, |sub| sub.min_size),
         })
     }
 
@@ -1185,6 +1419,9 @@ impl StencilKernel {
         if let Some(b) = self.blocking() {
             region.chunk = b.chunk_rows(&self.job, region.comp_rows.max(0) as u64) as i32;
             region.interior = b.interior(&self.job, &region);
+            if b.lanes {
+                region.lane_chunk = b.lane_work(&self.job, &region, self.min_lanes).0 as i32;
+            }
         }
         region
     }
@@ -1230,10 +1467,19 @@ impl StencilKernel {
         match &self.streamed {
             Some((b, general, interior)) if steps == b.steps as u64 => {
                 // every workgroup through the general kernel, which leaves the interior box's
-                let groups = b.workgroups(&self.job, comp_rows);
-                kernel::dispatch(gpu, pass, general, bind, &[offset], groups as u32);
+                // (in registers: the workgroups around the box only)
                 let [c0, c1, y0, y1, x0, x1] = region.interior;
-                let inner = ((c1 - c0) * (y1 - y0) * (x1 - x0)).max(0) as u32;
+                let boxed = ((c1 - c0) * (y1 - y0) * (x1 - x0)).max(0) as u64;
+                let mut groups = b.workgroups(&self.job, comp_rows);
+                if b.lanes {
+                    groups -= boxed;
+                }
+                kernel::dispatch(gpu, pass, general, bind, &[offset], groups as u32);
+                let inner = if b.lanes {
+                    b.lane_work(&self.job, region, self.min_lanes).1 as u32
+                } else {
+                    boxed as u32
+                };
                 if inner > 0 {
                     kernel::dispatch(gpu, pass, interior, bind, &[offset], inner);
                 }
@@ -1355,12 +1601,12 @@ pub fn worth_measuring(job: &StencilJob) -> bool {
 impl StencilKernel {
     /// The kernels for `job` that measured fastest on this device ([`choose_kernel`] on a sample
     /// of the grid), for jobs where [`worth_measuring`] says so;
-    /// [`KernelChoice::for_job`] otherwise. Every choice gives the same result bit for bit.
+    /// [`KernelChoice::for_device`] otherwise. Every choice gives the same result bit for bit.
     pub fn planned(gpu: &Gpu, job: &StencilJob) -> Result<StencilKernel> {
         let choice = if worth_measuring(job) {
             choose_kernel(gpu, job, 64 << 20)?
         } else {
-            KernelChoice::for_job(job)
+            KernelChoice::for_device(gpu, job)
         };
         StencilKernel::with_choice(gpu, job, choice)
     }
@@ -1368,12 +1614,12 @@ impl StencilKernel {
 
 /// The kernels that run `job`'s steps fastest on this device: 1, 2, 4 or 8 rows of four cells
 /// per invocation, on 3-D grids workgroups over 1, 8 or 16 rows of the plane, and each streamed
-/// pass (K = 1..=4) that fits. Each candidate times 12 steps
-/// on a sample of the job's grid (its first rows, at most `sample_bytes`), GPU-resident; a
-/// candidate must beat the job's default ([`KernelChoice::for_job`]) by 5% to be chosen.
+/// pass (K = 1..=4) that fits, and on 2-D grids with subgroups K = 2, 3, 4, 6 and 8 in registers.
+/// Each candidate times 12 steps on a sample of the job's grid (its first rows, at most
+/// `sample_bytes`), GPU-resident; a candidate must beat the job's default
+/// ([`KernelChoice::for_device`]) by 5% to be chosen.
 pub fn choose_kernel(gpu: &Gpu, job: &StencilJob, sample_bytes: u64) -> Result<KernelChoice> {
     job.validate()?;
-    let limit = gpu.limits.max_compute_workgroup_storage_size;
     let mut candidates: Vec<KernelChoice> = Vec::new();
     if four_cells(job) {
         for rows in [1, 2, 4, 8] {
@@ -1394,7 +1640,7 @@ pub fn choose_kernel(gpu: &Gpu, job: &StencilJob, sample_bytes: u64) -> Result<K
             }
         }
     }
-    for b in Blocking::candidates(job, limit) {
+    for b in Blocking::device_candidates(gpu, job) {
         if b.steps <= job.steps {
             candidates.push(KernelChoice {
                 blocking: Some(b),
@@ -1403,7 +1649,7 @@ pub fn choose_kernel(gpu: &Gpu, job: &StencilJob, sample_bytes: u64) -> Result<K
         }
     }
     if candidates.is_empty() {
-        return Ok(KernelChoice::for_job(job));
+        return Ok(KernelChoice::for_device(gpu, job));
     }
     let rb = job.row_bytes().max(1);
     let radius = job.stencil.radius() as u64;
@@ -1433,7 +1679,7 @@ pub fn choose_kernel(gpu: &Gpu, job: &StencilJob, sample_bytes: u64) -> Result<K
         }
         Ok(best)
     };
-    let mut chosen = KernelChoice::for_job(job);
+    let mut chosen = KernelChoice::for_device(gpu, job);
     let mut fastest = 0.95 * time(chosen)?;
     for c in candidates {
         let t = time(c)?;
