@@ -518,6 +518,86 @@ fn streamed_passes_are_bit_identical_to_single_steps() {
     assert!(interior >= 10, "only {interior} interior workgroups");
 }
 
+/// Full boxes too wide to unroll (over 32 taps) run four cells per invocation by looping over
+/// their tap rows: against the CPU, one cell per invocation within rounding, bit for bit across
+/// rows per invocation and out of core, every boundary; dense weights with a zero keep one cell.
+#[test]
+fn wide_boxes_loop_their_tap_rows_four_cells_at_a_time() {
+    let gpu = gpu(false);
+    for (n, (shape, stencil, steps)) in [
+        (&[40usize, 48][..], Stencil::boxed(2, 3).unwrap(), 3),
+        (&[37, 64], Stencil::boxed(2, 4).unwrap(), 2),
+        (&[13, 11, 16], Stencil::boxed(3, 2).unwrap(), 2),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        for (m, boundary) in BOUNDARIES.into_iter().enumerate() {
+            if (m + n) % 2 == 1 {
+                continue;
+            }
+            let j = job(shape, stencil.clone(), boundary, steps, KeyType::F32);
+            let input = grid::<f32>(j.shape.cells(), 130 + n as u64);
+            let kernel = StencilKernel::new(gpu, &j).unwrap();
+            assert!(
+                kernel.four_cells(),
+                "{} {} taps",
+                j.shape,
+                stencil.taps().len()
+            );
+            assert!(stencil::Blocking::candidates(&j, 1 << 20).is_empty());
+            let (want, _) = stencil::apply(gpu, &kernel, &in_core(&j), &input).unwrap();
+            let what = format!("{} {boundary:?} {} taps", j.shape, stencil.taps().len());
+            let cpu = cpu::stencil::run(&input, j.shape, &j.stencil, boundary, j.cval, steps);
+            close(&want, &cpu, 1e-5, &what);
+            let one = StencilKernel::one_cell(gpu, &j).unwrap();
+            let (single, _) = stencil::apply(gpu, &one, &in_core(&j), &input).unwrap();
+            close(&want, &single, 1e-5, &what);
+            for rows in [1, 3] {
+                let choice = stencil::KernelChoice {
+                    rows,
+                    ..Default::default()
+                };
+                let other = StencilKernel::with_choice(gpu, &j, choice).unwrap();
+                let (got, _) = stencil::apply(gpu, &other, &in_core(&j), &input).unwrap();
+                assert!(
+                    got.iter()
+                        .zip(&want)
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "{what}: {rows} rows per invocation"
+                );
+            }
+            // room for one and a half grids: sub-blocks
+            let budget = Budget {
+                memory: 3 * shape[0] as u64 * j.row_bytes() / 2,
+                max_binding: 1 << 30,
+            };
+            let p = plan(&j.problem(), budget, SPEEDS, Some(1), Streaming::Reuse).unwrap();
+            assert!(p.blocks > 1, "{what}: {p:?}");
+            let (got, _) = stencil::apply(gpu, &kernel, &p, &input).unwrap();
+            assert!(
+                got.iter()
+                    .zip(&want)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{what}: out of core ({p:?})"
+            );
+        }
+    }
+    let mut w = vec![0.5; 49];
+    w[3] = 0.0;
+    let holed = job(
+        &[40, 48],
+        Stencil::from_weights(2, 3, &w).unwrap(),
+        Boundary::Reflect,
+        1,
+        KeyType::F32,
+    );
+    assert!(
+        !StencilKernel::new(gpu, &holed).unwrap().four_cells(),
+        "48 taps, not a box"
+    );
+}
+
 /// K steps a pass in registers (`steps_lanes`: each subgroup streams a strip of vec4 columns,
 /// neighbours along x through shuffles) against single steps, bit for bit: every boundary, stars
 /// and boxes of radius 1..4, dense weights, K up to what the device's subgroups allow, strips

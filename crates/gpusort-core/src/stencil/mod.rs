@@ -405,14 +405,28 @@ fn ring_depth(job: &StencilJob, planes: u32) -> u32 {
     2 * planes + 2 * job.stencil.reach()[0] as u32
 }
 
-/// Whether a job runs the four-cells-per-invocation kernels of `shaders/stencil_vec.wgsl`: f32
-/// grids (four f64 cells are a 32-byte load, and one cell per invocation measured twice as fast
-/// for f64 on an H100: docs/BENCHMARKS.md), rows of a multiple of 4 cells (every row starts on a
-/// vec4) and an unrolled tap list.
+/// Whether a job's single steps run four cells per invocation (`step4` in
+/// `shaders/stencil_vec.wgsl`): f32 grids (four f64 cells are a 32-byte load, and one cell per
+/// invocation measured twice as fast for f64 on an H100: docs/BENCHMARKS.md), rows of a multiple
+/// of 4 cells (every row starts on a vec4), and an unrolled tap list or a full box (whose tap
+/// rows `step4` loops over, see [`loop4_rows`]).
 pub fn four_cells(job: &StencilJob) -> bool {
     job.dtype == KeyType::F32
         && job.shape.as_3d()[2].is_multiple_of(4)
-        && job.stencil.taps().len() <= UNROLL_TAPS
+        && (unrolled(job) || full_box(job))
+}
+
+/// Whether a job's taps are few enough to unroll (every kernel but the single steps of wider
+/// stencils loops over a table then); passes of K steps need them unrolled.
+fn unrolled(job: &StencilJob) -> bool {
+    job.stencil.taps().len() <= UNROLL_TAPS
+}
+
+/// Whether the taps fill the box of the stencil's reach: every tap row (dz, dy) then has the same
+/// taps along x, and tap k sits at index ((dz + RZ)·(2·RY + 1) + dy + RY)·(2·RX + 1) + dx + RX.
+fn full_box(job: &StencilJob) -> bool {
+    let cells: i32 = job.stencil.reach().iter().map(|r| 2 * r + 1).product();
+    job.stencil.taps().len() == cells as usize
 }
 
 /// The most steps a pass in registers ([`Blocking::lanes`]) takes.
@@ -458,7 +472,7 @@ impl Blocking {
     /// unroll, K outside 1..=4) or no tile keeps at least 40% of its cells as output. K = 1 is a
     /// single step that reads every input plane once (the planes a tap reaches stay on chip).
     pub fn choose(job: &StencilJob, workgroup_bytes: u32, steps: u32) -> Option<Blocking> {
-        if !four_cells(job) || !(1..=4).contains(&steps) {
+        if !four_cells(job) || !unrolled(job) || !(1..=4).contains(&steps) {
             return None;
         }
         let [_, ry, _] = job.stencil.reach();
@@ -522,6 +536,7 @@ impl Blocking {
     pub fn lanes(gpu: &Gpu, job: &StencilJob, steps: u32) -> Option<Blocking> {
         let sub = gpu.subgroups()?;
         if !four_cells(job)
+            || !unrolled(job)
             || job.shape.dims() != 2
             || !(1..=MAX_LANE_STEPS).contains(&steps)
             || 2 * lane_halo(job, steps) >= sub.min_size
@@ -863,6 +878,71 @@ fn gather4_rows(
     s
 }
 
+/// [`gather4_rows`] for a full box too wide to unroll ([`full_box`]): a loop over the input
+/// rows (dz, dy) that the `mz` output rows' taps reach, each loading its 2·GR + 1 vec4s once
+/// (`load(row, m)`, `row` the row's vec4 offset from the block's first as a WGSL expression) and
+/// adding the taps along x of every output row whose tap row it is. Each cell still adds its taps
+/// in tap order (rows in order, x within a row), so it rounds like every other kernel.
+fn loop4_rows(
+    job: &StencilJob,
+    mz: i32,
+    load: &dyn Fn(&str, i32) -> String,
+    store: &dyn Fn(i32) -> String,
+) -> String {
+    const COMP: [char; 4] = ['x', 'y', 'z', 'w'];
+    let [rz, ry, rx] = job.stencil.reach();
+    let [_, ny, nx] = job.shape.as_3d();
+    let (plane4, nx4) = ((ny * nx / 4) as i64, (nx / 4) as i64);
+    let per16 = 16 / job.cell_bytes() as i32;
+    let gr = (rx + 3) / 4;
+    let mut s = String::new();
+    for i in 0..mz {
+        for j in 0..4 {
+            s += &format!("var a{i}_{j} = T(0);\n");
+        }
+    }
+    s += &format!("for (var zi = 0; zi < {}; zi++) {{\n", mz + 2 * rz);
+    s += &format!("for (var yi = 0; yi < {}; yi++) {{\n", 2 * ry + 1);
+    let row = format!("(zi - {rz}) * {plane4} + (yi - {ry}) * {nx4}");
+    for m in -gr..=gr {
+        s += &format!("let q{} = {};\n", m + gr, load(&row, m));
+    }
+    for i in 0..mz {
+        // output row i reads tap row dz = zi - RZ - i
+        s += &format!("if (zi >= {i} && zi <= {}) {{\n", i + 2 * rz);
+        s += &format!(
+            "let wb = ((zi - {i}) * {} + yi) * {};\n",
+            2 * ry + 1,
+            2 * rx + 1
+        );
+        for dx in -rx..=rx {
+            s += &format!(
+                "let w{} = weights[u32(wb + {}) / {per16}u][u32(wb + {}) % {per16}u];\n",
+                dx + rx,
+                dx + rx,
+                dx + rx
+            );
+        }
+        for dx in -rx..=rx {
+            for j in 0..4 {
+                let at = j + dx;
+                s += &format!(
+                    "a{i}_{j} = a{i}_{j} + w{} * q{}.{};\n",
+                    dx + rx,
+                    at.div_euclid(4) + gr,
+                    COMP[at.rem_euclid(4) as usize]
+                );
+            }
+        }
+        s += "}\n";
+    }
+    s += "}\n}\n";
+    for i in 0..mz {
+        s += &store(i);
+    }
+    s
+}
+
 /// The generated blocks of `steps_lanes` (stencil_vec.wgsl) for K = `k`: the windows of rows
 /// per level (`w{s}_{m}`, s < K, oldest row first), and one iteration's levels, last first: level
 /// s sums its four cells from level s - 1's window as the previous iteration left it (columns of
@@ -1058,18 +1138,32 @@ fn source_with(job: &StencilJob, choice: KernelChoice, four: bool) -> String {
                 i as i64 * plane / 4
             )
         };
-        let direct4 = gather4_rows(
-            job,
-            mz,
-            &|dz, dy, m| format!("src[c4 + {}]", row_off(dz, dy) + m as i64),
-            &store,
-        );
-        let xedge4 = gather4_rows(
-            job,
-            mz,
-            &|dz, dy, m| format!("ld4(row4 + {}, xg + {m})", row_off(dz, dy)),
-            &store,
-        );
+        let (direct4, xedge4) = if unrolled {
+            (
+                gather4_rows(
+                    job,
+                    mz,
+                    &|dz, dy, m| format!("src[c4 + {}]", row_off(dz, dy) + m as i64),
+                    &store,
+                ),
+                gather4_rows(
+                    job,
+                    mz,
+                    &|dz, dy, m| format!("ld4(row4 + {}, xg + {m})", row_off(dz, dy)),
+                    &store,
+                ),
+            )
+        } else {
+            (
+                loop4_rows(job, mz, &|row, m| format!("src[c4 + {row} + {m}]"), &store),
+                loop4_rows(
+                    job,
+                    mz,
+                    &|row, m| format!("ld4(row4 + {row}, xg + {m})"),
+                    &store,
+                ),
+            )
+        };
         let step4 = fill(step4, "// @generated-direct4", &direct4);
         text += &fill(&step4, "// @generated-xedge4", &xedge4);
         if let Some(b) = blocking {
@@ -1273,6 +1367,7 @@ impl StencilKernel {
                         .subgroups()
                         .is_some_and(|sub| 2 * lane_halo(job, b.steps) < sub.min_size));
             if !four_cells(job)
+                || !unrolled(job)
                 || !lanes_ok
                 || !(1..=max_steps).contains(&b.steps)
                 || !(1..=8).contains(&b.planes)
