@@ -218,7 +218,8 @@ fn stencil_cases(
         .map(|i| ((i * 7919) % 1013) as f32 / 1013.0)
         .collect();
     let mut out = vec![0f32; cells];
-    let first = StencilKernel::new(group.first(), &job)?;
+    // the kernels a user's job gets (`gpusort stencil`: planned on the first device)
+    let first = StencilKernel::planned(group.first(), &job)?;
     let mut kernels = vec![];
     for gpu in &group.gpus()[1..] {
         kernels.push(StencilKernel::with_choice(gpu, &job, first.choice())?);

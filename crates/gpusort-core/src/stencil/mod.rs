@@ -409,7 +409,7 @@ fn ring_depth(job: &StencilJob, planes: u32) -> u32 {
 /// `shaders/stencil_vec.wgsl`): f32 grids (four f64 cells are a 32-byte load, and one cell per
 /// invocation measured twice as fast for f64 on an H100: docs/BENCHMARKS.md), rows of a multiple
 /// of 4 cells (every row starts on a vec4), and an unrolled tap list or a full box (whose tap
-/// rows `step4` loops over, see [`loop4_rows`]).
+/// rows `step4` loops over, see `loop4_rows`).
 pub fn four_cells(job: &StencilJob) -> bool {
     job.dtype == KeyType::F32
         && job.shape.as_3d()[2].is_multiple_of(4)
