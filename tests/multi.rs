@@ -354,7 +354,8 @@ fn group_stencils_are_bit_identical_to_one_device() {
             Boundary::Nearest,
         ] {
             for (shape, st, steps) in [
-                (&[300usize, 64][..], Stencil::star(2, 1).unwrap(), 13),
+                // wide enough for passes in registers (the planned kernel with subgroups)
+                (&[300usize, 160][..], Stencil::star(2, 1).unwrap(), 13),
                 (&[97, 20], Stencil::boxed(2, 2).unwrap(), 5),
                 (&[2, 36], Stencil::star(2, 1).unwrap(), 3),
                 (&[40, 9, 12], Stencil::star(3, 1).unwrap(), 6),
@@ -373,11 +374,17 @@ fn group_stencils_are_bit_identical_to_one_device() {
                     .collect();
                 let k1 = StencilKernel::new(one, &job).unwrap();
                 let (want, _) = stencil::apply(one, &k1, &plan(&job), &input).unwrap();
+                // the kernels a job gets (`planned`): K steps a pass in registers for the 2-D
+                // r1 star where the devices have subgroups, against single steps on one device
                 let kernels: Vec<StencilKernel> = g
                     .gpus()
                     .iter()
-                    .map(|x| StencilKernel::new(x, &job).unwrap())
+                    .map(|x| StencilKernel::planned(x, &job).unwrap())
                     .collect();
+                if !no_subgroups && shape == [300, 160] {
+                    assert!(kernels[0].blocking().is_some_and(|b| b.lanes));
+                    assert!(kernels[0].interior_workgroups() > 0);
+                }
                 assert!(multi::stencil::fits(&g, &job));
                 let (got, stats) = multi::stencil::apply(&g, &kernels, &input).unwrap();
                 exchanges += stats.rounds - 1;
