@@ -121,10 +121,11 @@ impl Layout {
         local_steps: u64,
     ) -> Layout {
         let radius = job.stencil.radius() as i64;
-        let (slabs, per_device) = Self::slabs(job, devices, per_device);
+        let (even, per_device) = Self::slabs(job, devices, per_device);
         let round_steps = round_steps.clamp(1, (job.steps as u64).max(1));
-        let smallest = slabs.iter().map(Range::len).min().unwrap_or(0) as i64;
         let halo = radius * round_steps as i64;
+        let slabs = Self::balanced(job, &even, per_device, halo, round_steps).unwrap_or(even);
+        let smallest = slabs.iter().map(Range::len).min().unwrap_or(0) as i64;
         let local_steps = if 2 * halo <= smallest {
             local_steps.clamp(1, round_steps)
         } else {
@@ -147,6 +148,63 @@ impl Layout {
         let devices = devices.min(rows).max(1);
         let per_device = per_device.min(rows / devices).max(1);
         (split_even(rows, devices * per_device, 1), per_device)
+    }
+
+    /// Parts of equal work for `even`'s devices: a device with other devices on both sides steps
+    /// the cones of two halos (and exchanges two of them), one at a grid edge (without wrap)
+    /// only one, so the inner devices get fewer rows by what one side costs in rows over the
+    /// job's steps (the terms of [`Layout::cost`]); each part then split evenly into its
+    /// `per_device` slabs. None (keep `even`) for one device, `wrap` (every device has two
+    /// sides), or where a slab would end up shorter than a halo.
+    fn balanced(
+        job: &StencilJob,
+        even: &[Range<usize>],
+        per_device: usize,
+        halo: i64,
+        round_steps: u64,
+    ) -> Option<Vec<Range<usize>>> {
+        let devices = even.len() / per_device.max(1);
+        if devices < 3 || job.boundary == Boundary::Wrap {
+            return None; // two devices both sit at an edge: even is balanced
+        }
+        let radius = job.stencil.radius() as i64;
+        let steps = (job.steps as u64).max(1);
+        let rounds = split_steps(steps, round_steps);
+        let exchanges = (rounds.len() - 1) as f64;
+        let side = rounds
+            .iter()
+            .map(|&ts| cone_rows(halo, radius, ts))
+            .sum::<f64>()
+            + exchanges
+                * (halo as f64 * round_steps as f64
+                    + 2.0 * cone_rows(halo, radius, round_steps)
+                    + LINK_ROW_STEPS * 2.0 * halo as f64);
+        let side = side / steps as f64;
+        // two edge parts of e rows and the rest of e - side: they sum to the grid's rows
+        let rows = job.shape.rows() as f64;
+        let edge = (rows + (devices - 2) as f64 * side) / devices as f64;
+        let mut starts = vec![0usize];
+        let mut at = 0.0;
+        for d in 0..devices {
+            at += if d == 0 || d + 1 == devices {
+                edge
+            } else {
+                edge - side
+            };
+            starts.push((at.round() as usize).min(job.shape.rows()));
+        }
+        starts[devices] = job.shape.rows();
+        let mut slabs = Vec::with_capacity(even.len());
+        for d in 0..devices {
+            let (a, b) = (starts[d], starts[d + 1]);
+            slabs.extend(
+                split_even(b.saturating_sub(a), per_device, 1)
+                    .into_iter()
+                    .map(|r| a + r.start..a + r.end),
+            );
+        }
+        let smallest = slabs.iter().map(Range::len).min().unwrap_or(0) as i64;
+        (smallest >= halo.max(1)).then_some(slabs)
     }
 
     fn device_of(&self, slab: usize) -> usize {
@@ -984,6 +1042,31 @@ mod tests {
         let four = plan_layout(&cube, 4, gib2).unwrap();
         assert_eq!((four.per_device, four.round_steps), (1, 64));
         assert!(four.cost(&cube) < Layout::with_slabs(&cube, 4, 1).cost(&cube));
+        // four devices: the inner two own fewer planes, by one cone of 64 steps (2016 planes
+        // stepped, 31.5 over 64 steps), so that every device steps as many planes
+        let parts: Vec<usize> = four.slabs.iter().map(Range::len).collect();
+        assert_eq!(parts, [272, 240, 240, 272]);
+        let even = Layout {
+            slabs: crate::multi::split_even(1024, 4, 1),
+            ..four.clone()
+        };
+        assert!(four.cost(&cube) < 0.96 * even.cost(&cube), "{four:?}");
+        // wrap: every device has two sides, and two devices both sit at an edge: even parts
+        let ring = job(
+            &[1024, 64, 64],
+            Stencil::star(3, 1).unwrap(),
+            Boundary::Wrap,
+            64,
+        );
+        let parts: Vec<usize> = plan_layout(&ring, 4, gib2)
+            .unwrap()
+            .slabs
+            .iter()
+            .map(Range::len)
+            .collect();
+        assert_eq!(parts, [256; 4]);
+        let parts: Vec<usize> = two.slabs.iter().map(Range::len).collect();
+        assert_eq!(parts, [256; 4]);
         // slabs shorter than two host halos exchange locally once a round
         let short = Layout::with_rounds(&cube, 2, 8, 64, 16);
         assert_eq!(short.local_steps, 64);
