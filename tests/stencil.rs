@@ -62,6 +62,40 @@ fn in_core(job: &StencilJob) -> StencilPlan {
     plan(&job.problem(), budget, SPEEDS, None, Streaming::Reuse).unwrap()
 }
 
+/// `kernel`'s job run out of core on a budget of `rows` rows, `time_block` steps a residency,
+/// where such a plan exists, against `want` bit for bit; whether it ran.
+fn out_of_core_identical(
+    kernel: &StencilKernel,
+    input: &[f32],
+    want: &[f32],
+    rows: u64,
+    time_block: u64,
+    what: &str,
+) -> bool {
+    let j = kernel.job();
+    let budget = Budget {
+        memory: rows * j.row_bytes(),
+        max_binding: 1 << 30,
+    };
+    let Ok(p) = plan(
+        &j.problem(),
+        budget,
+        SPEEDS,
+        Some(time_block),
+        Streaming::Reuse,
+    ) else {
+        return false;
+    };
+    let (got, _) = stencil::apply(gpu(false), kernel, &p, input).unwrap();
+    assert!(identical(&got, want), "{what}: out of core differs ({p:?})");
+    true
+}
+
+/// Whether two grids hold the same bits, cell for cell.
+fn identical<T: bytemuck::Pod>(a: &[T], b: &[T]) -> bool {
+    bytemuck::cast_slice::<T, u8>(a) == bytemuck::cast_slice::<T, u8>(b)
+}
+
 fn close<T: StencilValue + Into<f64>>(gpu: &[T], cpu: &[T], tol: f64, what: &str) {
     assert_eq!(gpu.len(), cpu.len());
     for (i, (&g, &c)) in gpu.iter().zip(cpu).enumerate() {
@@ -234,10 +268,7 @@ fn f64_grids_where_the_device_has_them() {
     let p = plan(&j.problem(), budget, SPEEDS, Some(2), Streaming::Reuse).unwrap();
     assert!(!p.in_core && p.blocks > 1, "{p:?}");
     let (streamed, _) = stencil::apply(gpu, &kernel, &p, &input).unwrap();
-    assert!(streamed
-        .iter()
-        .zip(&out)
-        .all(|(a, b)| a.to_bits() == b.to_bits()));
+    assert!(identical(&streamed, &out));
     // f64 grids run one cell per invocation, and do not stream, whatever their rows
     let j2 = job(
         &[30, 72],
@@ -291,10 +322,7 @@ fn out_of_core_matches(j: &StencilJob, seed: u64) {
             assert!(!p.in_core && p.gpu_bytes <= budget.memory, "{p:?}");
             let (out, stats) = stencil::apply(gpu, &kernel, &p, &input).unwrap();
             assert_eq!(stats.blocks_run, p.blocks * p.sweeps);
-            let same = out
-                .iter()
-                .zip(&reference)
-                .all(|(a, b)| a.to_bits() == b.to_bits());
+            let same = identical(&out, &reference);
             assert!(
                 same,
                 "{} {:?}: plan {p:?} differs from in core",
@@ -459,9 +487,7 @@ fn streamed_passes_are_bit_identical_to_single_steps() {
                 let kernel = StencilKernel::with_choice(gpu, &j, choice).unwrap();
                 let (got, _) = stencil::apply(gpu, &kernel, &in_core(&j), &input).unwrap();
                 assert!(
-                    got.iter()
-                        .zip(&want)
-                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    identical(&got, &want),
                     "{} {boundary:?} {rows} rows per invocation, {plane_rows}-row patches differ \
                      from one",
                     j.shape
@@ -474,9 +500,7 @@ fn streamed_passes_are_bit_identical_to_single_steps() {
                 if let (3, Ok(p)) = (rows, out_of_core) {
                     let (got, _) = stencil::apply(gpu, &kernel, &p, &input).unwrap();
                     assert!(
-                        got.iter()
-                            .zip(&want)
-                            .all(|(a, b)| a.to_bits() == b.to_bits()),
+                        identical(&got, &want),
                         "{} {boundary:?} {rows} rows, out of core ({p:?})",
                         j.shape
                     );
@@ -491,24 +515,11 @@ fn streamed_passes_are_bit_identical_to_single_steps() {
                 let (got, _) = stencil::apply(gpu, &kernel, &in_core(&j), &input).unwrap();
                 let what = format!("{} {boundary:?} r{} {b:?}", j.shape, j.stencil.radius());
                 assert!(
-                    got.iter()
-                        .zip(&want)
-                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    identical(&got, &want),
                     "{what}: streamed passes differ from single steps"
                 );
-                let budget = Budget {
-                    memory: 60 * j.row_bytes(),
-                    max_binding: 1 << 30,
-                };
-                if let Ok(p) = plan(&j.problem(), budget, SPEEDS, Some(5), Streaming::Reuse) {
+                if out_of_core_identical(&kernel, &input, &want, 60, 5, &what) {
                     streamed += 1;
-                    let (got, _) = stencil::apply(gpu, &kernel, &p, &input).unwrap();
-                    assert!(
-                        got.iter()
-                            .zip(&want)
-                            .all(|(a, b)| a.to_bits() == b.to_bits()),
-                        "{what}: out of core, streamed passes differ ({p:?})"
-                    );
                 }
             }
         }
@@ -560,12 +571,7 @@ fn wide_boxes_loop_their_tap_rows_four_cells_at_a_time() {
                 };
                 let other = StencilKernel::with_choice(gpu, &j, choice).unwrap();
                 let (got, _) = stencil::apply(gpu, &other, &in_core(&j), &input).unwrap();
-                assert!(
-                    got.iter()
-                        .zip(&want)
-                        .all(|(a, b)| a.to_bits() == b.to_bits()),
-                    "{what}: {rows} rows per invocation"
-                );
+                assert!(identical(&got, &want), "{what}: {rows} rows per invocation");
             }
             // room for one and a half grids: sub-blocks
             let budget = Budget {
@@ -575,12 +581,7 @@ fn wide_boxes_loop_their_tap_rows_four_cells_at_a_time() {
             let p = plan(&j.problem(), budget, SPEEDS, Some(1), Streaming::Reuse).unwrap();
             assert!(p.blocks > 1, "{what}: {p:?}");
             let (got, _) = stencil::apply(gpu, &kernel, &p, &input).unwrap();
-            assert!(
-                got.iter()
-                    .zip(&want)
-                    .all(|(a, b)| a.to_bits() == b.to_bits()),
-                "{what}: out of core ({p:?})"
-            );
+            assert!(identical(&got, &want), "{what}: out of core ({p:?})");
         }
     }
     let mut w = vec![0.5; 49];
@@ -664,30 +665,12 @@ fn passes_in_registers_are_bit_identical_to_single_steps() {
                 let (got, _) = stencil::apply(gpu, &kernel, &in_core(&j), &input).unwrap();
                 let what = format!("{} {boundary:?} r{} {b:?}", j.shape, stencil.radius());
                 assert!(
-                    got.iter()
-                        .zip(&want)
-                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    identical(&got, &want),
                     "{what}: passes in registers differ from single steps"
                 );
-                let budget = Budget {
-                    memory: 60 * j.row_bytes(),
-                    max_binding: 1 << 30,
-                };
-                if let Ok(p) = plan(
-                    &j.problem(),
-                    budget,
-                    SPEEDS,
-                    Some(u64::from(k.max(2) + 1)),
-                    Streaming::Reuse,
-                ) {
+                if out_of_core_identical(&kernel, &input, &want, 60, u64::from(k.max(2) + 1), &what)
+                {
                     streamed += 1;
-                    let (got, _) = stencil::apply(gpu, &kernel, &p, &input).unwrap();
-                    assert!(
-                        got.iter()
-                            .zip(&want)
-                            .all(|(a, b)| a.to_bits() == b.to_bits()),
-                        "{what}: out of core, passes in registers differ ({p:?})"
-                    );
                 }
             }
         }
@@ -801,9 +784,7 @@ fn plane_patches_are_bit_identical_to_workgroups_along_x() {
         assert_eq!(kernel.plane_patch_rows(), patch, "{}", j.shape);
         let (got, _) = stencil::apply(gpu, &kernel, &in_core(&j), &input).unwrap();
         assert!(
-            got.iter()
-                .zip(&want)
-                .all(|(a, b)| a.to_bits() == b.to_bits()),
+            identical(&got, &want),
             "{} {boundary:?}: {plane_rows}-row patches differ from workgroups along x",
             j.shape
         );
@@ -867,12 +848,7 @@ fn blocking_is_checked_and_measured() {
     let plain = StencilKernel::new(gpu, &j).unwrap();
     let (want, _) = stencil::apply(gpu, &plain, &in_core(&j), &input).unwrap();
     let (got, _) = stencil::apply(gpu, &kernel, &in_core(&j), &input).unwrap();
-    assert!(
-        got.iter()
-            .zip(&want)
-            .all(|(a, b)| a.to_bits() == b.to_bits()),
-        "{chosen:?}"
-    );
+    assert!(identical(&got, &want), "{chosen:?}");
     // small grids are not measured: the device's default (here 4 steps a pass in registers)
     let planned = StencilKernel::planned(gpu, &j).unwrap();
     assert_eq!(planned.choice(), stencil::KernelChoice::for_device(gpu, &j));
@@ -948,7 +924,7 @@ mod properties {
             if let Ok(p) = plan(&j.problem(), budget, SPEEDS, None, Streaming::Reuse) {
                 let (streamed, _) = stencil::apply(gpu, &kernel, &p, &input).unwrap();
                 prop_assert!(
-                    streamed.iter().zip(&got).all(|(a, b)| a.to_bits() == b.to_bits()),
+                    identical(&streamed, &got),
                     "{} {:?}: {p:?}", j.shape, j.boundary
                 );
             }
