@@ -528,8 +528,9 @@ impl Blocking {
     /// 1..=[`MAX_LANE_STEPS`]: each subgroup streams a strip of one vec4 column per lane down a
     /// chunk of rows, the rows each tap reaches in registers and the neighbours along x from the
     /// neighbouring lanes, so a level costs no workgroup memory and no barrier. It runs the
-    /// workgroups wholly inside the grid; the edges run the general streamed kernel on the
-    /// narrowest tile that fits (the tile chosen here), since they are a sliver of a large grid.
+    /// workgroups wholly inside the grid; the edges run the general streamed kernel (on the tile
+    /// chosen here: the width that makes its work least, whole rows of tiles at the grid's two
+    /// ends against a tile at each side of every chunk).
     /// None where the job is not a 2-D f32 grid of rows of a multiple of 4 cells with at most 32
     /// taps, the device has no subgroups, or its narrowest subgroup is too narrow for the halo of
     /// K steps (2·ceil(K·RX / 4) lanes must leave one lane of output).
@@ -547,11 +548,20 @@ impl Blocking {
         let hg = reach_vec4(job) * steps;
         let vec4_bytes = 4 * job.cell_bytes() as u32;
         let bytes = gpu.limits.max_compute_workgroup_storage_size;
+        // The general kernel's work, in tile vec4s a row: the chunks at the grid's two ends run
+        // whole rows of tiles, each computing lw4 vec4s for lw4 - 2·hg of output; every chunk
+        // runs a tile at each side of the box. Narrow tiles waste the first, wide the second.
+        let [rows, _, nx] = job.shape.as_3d();
+        let chunks = rows as f64 / (4 * steps * job.stencil.reach()[0] as u32).max(1) as f64;
+        let cost = |lw4: u32| {
+            let ends = 2.0 * (nx / 4) as f64 * f64::from(lw4) / f64::from(lw4 - 2 * hg);
+            ends + 2.0 * chunks * f64::from(lw4)
+        };
         [8u32, 12, 16, 24, 32, 48, 64]
             .into_iter()
             .filter(|&lw4| lw4 > 2 * hg)
             .filter(|&lw4| steps * ring_depth(job, planes) * lw4 * vec4_bytes <= bytes)
-            .find_map(|lw4| {
+            .filter_map(|lw4| {
                 Some(Blocking {
                     steps,
                     tile_rows: 1,
@@ -561,6 +571,7 @@ impl Blocking {
                     lanes: true,
                 })
             })
+            .min_by(|a, b| cost(a.tile_vec4s).total_cmp(&cost(b.tile_vec4s)))
     }
 
     /// The fastest blocking for K = `steps` this device can run without measuring: in
@@ -642,11 +653,17 @@ impl Blocking {
     /// fill any current GPU (about 2048), with chunks long enough that the K·(2·RZ + 1) planes
     /// of warm-up (K·(2·RZ + RB)) stay within an eighth of the work.
     /// In registers ([`Blocking::lanes`]) the general kernel runs only the edges, and chunks of
-    /// 4·K·RZ rows keep the rows next to the grid's first and last that it runs few.
+    /// 4·K·RZ rows (up to 6·K·RZ, see below) keep the rows next to the grid's ends that it runs
+    /// few.
     fn chunk_rows(&self, job: &StencilJob, comp_rows: u64) -> u64 {
         if self.lanes {
-            let kr = self.steps as u64 * job.stencil.reach()[0] as u64;
-            return (4 * kr).clamp(1, comp_rows.max(1));
+            // a last chunk shorter than K·RZ rows would push the one before it out of the
+            // interior box too (its halo past the grid's end): a little longer chunks instead
+            let kr = (self.steps as u64 * job.stencil.reach()[0] as u64).max(1);
+            let chunk = (4 * kr..=6 * kr)
+                .find(|c| comp_rows.is_multiple_of(*c) || comp_rows % c >= kr)
+                .unwrap_or(4 * kr);
+            return chunk.clamp(1, comp_rows.max(1));
         }
         let warm = self.steps as u64 * (2 * job.stencil.reach()[0] as u64 + self.planes as u64);
         let spread = (comp_rows * self.tiles(job)).div_ceil(2048);
@@ -2167,5 +2184,32 @@ mod tests {
             KernelChoice::for_job(&job(&[64, 64], Stencil::star(2, 1).unwrap())),
             KernelChoice::default()
         );
+    }
+
+    /// In registers, the general kernel's chunks leave a last chunk of at least K·RZ rows (or
+    /// none), so that only one chunk at a grid's end falls out of the interior box.
+    #[test]
+    fn chunks_beside_passes_in_registers_end_whole() {
+        for (radius, steps) in [(1, 4), (2, 3), (3, 3), (1, 8)] {
+            let j = job(&[4096, 256], Stencil::star(2, radius).unwrap());
+            let b = Blocking {
+                steps,
+                tile_rows: 1,
+                tile_vec4s: 32,
+                planes: 4,
+                workgroup: 128,
+                lanes: true,
+            };
+            let kr = u64::from(steps * radius);
+            for rows in 4 * kr..4096 {
+                let c = b.chunk_rows(&j, rows);
+                assert!((4 * kr..=6 * kr).contains(&c), "{rows} rows: chunks of {c}");
+                assert!(
+                    rows.is_multiple_of(c) || rows % c >= kr,
+                    "{rows} rows, K·RZ = {kr}: chunks of {c} leave {}",
+                    rows % c
+                );
+            }
+        }
     }
 }
