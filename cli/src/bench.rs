@@ -76,6 +76,10 @@ pub struct BenchArgs {
     /// them).
     #[arg(long, value_delimiter = ',', default_value = "uniform")]
     pub keys: Vec<String>,
+    /// The stencils the stencil suite measures, by name (2d-star-r1 .. 2d-star-r4, 2d-box-r1 ..
+    /// 2d-box-r4, 3d-star-r1 .. 3d-star-r4, 3d-box-r1, 3d-box-r2), or `all`.
+    #[arg(long, value_delimiter = ',', default_value = "all")]
+    pub stencils: Vec<String>,
     /// Print each case's change against a run saved with --json (same device or not: it says).
     #[arg(long, value_name = "OLD.json")]
     pub compare: Option<PathBuf>,
@@ -243,6 +247,7 @@ pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
         })
         .collect::<Result<Vec<_>, _>>()?;
     let key_sets = key_sets(&args.keys)?;
+    let stencil_names = stencil::names(&args.stencils)?;
     // a saved run to compare with: read before anything is measured, so a bad file fails fast
     let baseline = match &args.compare {
         Some(p) => Some(compare::Baseline::load(p)?),
@@ -327,7 +332,7 @@ pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
             }
             "scan" => scan_suite(&ctx, &sizes_for(&[20, 24, 28]))?,
             "transfer" => transfer_suite(&ctx, &sizes_for(&[24, 28]))?,
-            "stencil" => stencil::suite(&ctx, &sizes_for(&[24, 28]), quick)?,
+            "stencil" => stencil::suite(&ctx, &sizes_for(&[24, 28]), quick, &stencil_names)?,
             "multi" => {
                 let group = g.group()?;
                 multi::suite(&ctx, &group, &sizes_for(&[28, 31]), quick)?

@@ -610,13 +610,14 @@ fn plain_bench_finishes_on_a_software_adapter() {
     );
 }
 
-/// The sort suite's key sets by name (`all` for every one); an unknown name or type is one line
-/// naming what there is, exit 2, before anything is measured.
+/// The sort suite's key sets by name (`all` for every one), the stencil suite's stencils; an
+/// unknown name or type is one line naming what there is, exit 2, before anything is measured.
 #[test]
 fn bench_key_sets_and_types_by_name() {
     for (args, says) in [
         (["--keys", "zebra"], "the key sets are uniform"),
         (["--dtypes", "u16"], "--dtypes"),
+        (["--stencils", "2d-star-r9"], "the stencils are 2d-star-r1"),
     ] {
         let out = gpusort().arg("bench").args(args).assert().code(2);
         let err = String::from_utf8_lossy(&out.get_output().stderr).to_string();
@@ -644,4 +645,23 @@ fn bench_key_sets_and_types_by_name() {
         !text.contains("f32 timestamps") && !text.contains("u32 uniform"),
         "{text}"
     );
+    let (stdout, _) = run_ok(
+        dir.path(),
+        "gpu",
+        &[
+            "bench",
+            "--suite",
+            "stencil",
+            "--sizes",
+            "12",
+            "--reps",
+            "1",
+            "--gpu-only",
+            "--stencils",
+            "2d-box-r1",
+        ],
+    );
+    let text = String::from_utf8_lossy(&stdout);
+    assert!(text.contains("2-D box r1, 4 cells"), "{text}");
+    assert!(!text.contains("star"), "{text}");
 }

@@ -58,17 +58,50 @@ fn stencils(quick: bool) -> Vec<(usize, Stencil, String)> {
     out
 }
 
-pub(super) fn suite(ctx: &Ctx<'_>, sizes: &[u32], quick: bool) -> Result<Vec<Case>, CliError> {
+/// A stencil's name on the command line: "2-D star r1" is `2d-star-r1`.
+fn slug(name: &str) -> String {
+    name.to_lowercase().replace("-d ", "d-").replace(' ', "-")
+}
+
+/// The stencils `--stencils` names (None: all of them), checked against the full set before
+/// anything is measured.
+pub(super) fn names(asked: &[String]) -> Result<Option<Vec<String>>, CliError> {
+    if asked.iter().any(|a| a == "all") {
+        return Ok(None);
+    }
+    let known: Vec<String> = stencils(false).iter().map(|(_, _, n)| slug(n)).collect();
+    match asked.iter().find(|a| !known.contains(a)) {
+        Some(bad) => Err(CliError::usage(format!(
+            "--stencils: no stencil {bad}; the stencils are {} (or all)",
+            known.join(", ")
+        ))),
+        None => Ok(Some(asked.to_vec())),
+    }
+}
+
+pub(super) fn suite(
+    ctx: &Ctx<'_>,
+    sizes: &[u32],
+    quick: bool,
+    only: &Option<Vec<String>>,
+) -> Result<Vec<Case>, CliError> {
+    // the stencils named (from the full set, --quick or not), else the set --quick says
+    let chosen = |set: Vec<(usize, Stencil, String)>| -> Vec<(usize, Stencil, String)> {
+        set.into_iter()
+            .filter(|(_, _, n)| only.as_ref().is_none_or(|o| o.contains(&slug(n))))
+            .collect()
+    };
+    let list = chosen(stencils(quick && only.is_none()));
     let mut cases = Vec::new();
     for &log in sizes {
         let n = 1usize << log;
         let host = gpusort_core::internal::bench::random_unit_f32(n, log as u64 + 300);
-        per_type(ctx, log, &host, &stencils(quick), &mut cases)?;
-        if ctx.gpu.features.contains(wgpu::Features::SHADER_F64) {
-            // f64 at its own bound (16 bytes a cell): the narrowest stencils only
+        per_type(ctx, log, &host, &list, &mut cases)?;
+        // f64 at its own bound (16 bytes a cell): the narrowest stencils only
+        let narrow = chosen(stencils(true));
+        if ctx.gpu.features.contains(wgpu::Features::SHADER_F64) && !narrow.is_empty() {
             let wide: Vec<f64> = host.iter().map(|&v| f64::from(v)).collect();
-            let list = stencils(true);
-            per_type(ctx, log, &wide, &list, &mut cases)?;
+            per_type(ctx, log, &wide, &narrow, &mut cases)?;
         }
         if ctx.cpu {
             let bar = ctx.bar;
