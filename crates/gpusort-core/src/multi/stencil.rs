@@ -101,6 +101,24 @@ fn cone_rows(avail: i64, radius: i64, ts: u64) -> f64 {
     radius as f64 * m * (m - 1.0) / 2.0 + avail as f64 * (ts as f64 - m)
 }
 
+/// Rows stepped for one side of a part whose neighbour there is another device, over `rounds`
+/// of `round_steps`: the cones of its `avail` halo rows each round, and every round but the last
+/// a band of `band` rows computed ahead and read back and `halo` rows uploaded (each row
+/// crossing the link at [`LINK_ROW_STEPS`]).
+fn side_rows(
+    avail: i64,
+    halo: i64,
+    band: i64,
+    radius: i64,
+    rounds: &[u64],
+    round_steps: u64,
+) -> f64 {
+    let exchanges = rounds.len().saturating_sub(1) as f64;
+    let cones: f64 = rounds.iter().map(|&ts| cone_rows(avail, radius, ts)).sum();
+    let ahead = band as f64 * round_steps as f64 + 2.0 * cone_rows(halo, radius, round_steps);
+    cones + exchanges * (ahead + LINK_ROW_STEPS * (band + halo) as f64)
+}
+
 impl Layout {
     /// `per_device` slabs on each of `devices` devices (at most one slab a row), exchanging
     /// every [`round_steps`] steps.
@@ -170,16 +188,7 @@ impl Layout {
         let radius = job.stencil.radius() as i64;
         let steps = (job.steps as u64).max(1);
         let rounds = split_steps(steps, round_steps);
-        let exchanges = (rounds.len() - 1) as f64;
-        let side = rounds
-            .iter()
-            .map(|&ts| cone_rows(halo, radius, ts))
-            .sum::<f64>()
-            + exchanges
-                * (halo as f64 * round_steps as f64
-                    + 2.0 * cone_rows(halo, radius, round_steps)
-                    + LINK_ROW_STEPS * 2.0 * halo as f64);
-        let side = side / steps as f64;
+        let side = side_rows(halo, halo, halo, radius, &rounds, round_steps) / steps as f64;
         // two edge parts of e rows and the rest of e - side: they sum to the grid's rows
         let rows = job.shape.rows() as f64;
         let edge = (rows + (devices - 2) as f64 * side) / devices as f64;
@@ -259,7 +268,6 @@ impl Layout {
     pub fn cost(&self, job: &StencilJob) -> f64 {
         let radius = job.stencil.radius() as i64;
         let rounds = self.rounds(job);
-        let exchanges = (rounds.len() - 1) as f64;
         let local: Vec<u64> = rounds
             .iter()
             .flat_map(|&ts| split_steps(ts, self.local_steps))
@@ -284,16 +292,8 @@ impl Layout {
                             .sum::<f64>();
                         continue;
                     }
-                    work += rounds
-                        .iter()
-                        .map(|&ts| cone_rows(avail, radius, ts))
-                        .sum::<f64>();
-                    // a band of h rows computed ahead and read back, h halo rows uploaded,
-                    // every round but the last
-                    let (h, t) = (self.halo, self.round_steps);
-                    let band = h.min(z.len() as i64);
-                    let ahead = band as f64 * t as f64 + 2.0 * cone_rows(h, radius, t);
-                    work += exchanges * (ahead + LINK_ROW_STEPS * (band + h) as f64);
+                    let band = self.halo.min(z.len() as i64);
+                    work += side_rows(avail, self.halo, band, radius, &rounds, self.round_steps);
                 }
             }
             worst = worst.max(work);

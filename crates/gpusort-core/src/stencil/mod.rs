@@ -831,6 +831,9 @@ fn fill(text: &str, marker: &str, code: &str) -> String {
     out
 }
 
+/// The WGSL names of a vec4's components.
+const COMP: [char; 4] = ['x', 'y', 'z', 'w'];
+
 /// The distinct tap rows `(dz, dy)` of a stencil, in tap order.
 fn tap_rows(job: &StencilJob) -> Vec<(i32, i32)> {
     let mut rows = Vec::new();
@@ -854,7 +857,6 @@ fn gather4_rows(
     load: &dyn Fn(i32, i32, i32) -> String,
     store: &dyn Fn(i32) -> String,
 ) -> String {
-    const COMP: [char; 4] = ['x', 'y', 'z', 'w'];
     let taps = job.stencil.taps();
     let per16 = 16 / job.cell_bytes() as usize;
     let name = |z: i32, dy: i32, m: i32| format!("q_{}_{}_{}", z + 64, dy + 64, m + 64);
@@ -906,7 +908,6 @@ fn loop4_rows(
     load: &dyn Fn(&str, i32) -> String,
     store: &dyn Fn(i32) -> String,
 ) -> String {
-    const COMP: [char; 4] = ['x', 'y', 'z', 'w'];
     let [rz, ry, rx] = job.stencil.reach();
     let [_, ny, nx] = job.shape.as_3d();
     let (plane4, nx4) = ((ny * nx / 4) as i64, (nx / 4) as i64);
@@ -966,7 +967,6 @@ fn loop4_rows(
 /// other lanes through subgroup shuffles of the components its taps read) and pushes them into
 /// its own window, level K stores them, and level 0 takes the row loaded last.
 fn lanes_code(job: &StencilJob, k: i32) -> (String, String) {
-    const COMP: [char; 4] = ['x', 'y', 'z', 'w'];
     let rz = job.stencil.reach()[0];
     let win = 2 * rz + 1;
     // the components of each (row, vec4 column) that some tap reads
