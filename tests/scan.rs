@@ -396,6 +396,55 @@ fn scan_streamed<T: SortKey>(
     out
 }
 
+/// A part of a longer array scanned with what comes before it as the first chunk's running value
+/// (a device group's parts): the longer array's results for that part, for one chunk and many.
+#[test]
+fn a_streamed_scan_after_a_prefix_continues_it() {
+    for no_sg in MODES {
+        let gpu = gpu(no_sg);
+        let s = Scanner::new(gpu).unwrap();
+        let mut r = rng(12);
+        let u: Vec<u32> = (0..5003).map(|_| r.random()).collect();
+        let i: Vec<i32> = (0..5003).map(|_| r.random_range(-99..99)).collect();
+        for cut in [0usize, 1, 2000, 5002, 5003] {
+            for chunk in [1000usize, 8192] {
+                for inclusive in [false, true] {
+                    for op in [ScanOp::Add, ScanOp::Max, ScanOp::Xor] {
+                        let whole = reference::scan(&u, op, inclusive);
+                        let before = reference::scan(&u[..cut], op, true).last().copied();
+                        let got = scan_after(gpu, &s, &u[cut..], before, op, inclusive, chunk);
+                        assert!(got == whole[cut..], "u32 {op:?} cut={cut} chunk={chunk}");
+                    }
+                    let whole = reference::scan(&i, ScanOp::Min, inclusive);
+                    let before = reference::scan(&i[..cut], ScanOp::Min, true)
+                        .last()
+                        .copied();
+                    let got = scan_after(gpu, &s, &i[cut..], before, ScanOp::Min, inclusive, chunk);
+                    assert!(got == whole[cut..], "i32 min cut={cut} chunk={chunk}");
+                }
+            }
+        }
+    }
+}
+
+fn scan_after<T: SortKey + Default>(
+    gpu: &Gpu,
+    s: &Scanner,
+    data: &[T],
+    before: Option<T>,
+    op: ScanOp,
+    inclusive: bool,
+    chunk: usize,
+) -> Vec<T> {
+    let mut out = vec![T::default(); data.len()];
+    s.scan_streamed_after(gpu, data, before, op, inclusive, chunk, |at, piece| {
+        out[at..at + piece.len()].copy_from_slice(piece);
+        Ok(())
+    })
+    .unwrap();
+    out
+}
+
 #[test]
 fn streamed_scans_and_compactions_match_whole_ones() {
     // chunks of 4 (the least), 1000 and one compaction tile's elements: sizes around chunk

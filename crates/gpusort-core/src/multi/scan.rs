@@ -2,10 +2,11 @@
 //!
 //! Before the devices start, the host's cores reduce every part but the last (a scan's carries)
 //! or count each part's matches (a split's output offsets) — one read of the input at memory
-//! speed. Then each device streams its part as one device would ([`Scanner::scan_streamed`],
-//! [`Scanner::split_streamed`]) and its results are handed on with their final positions.
-//! Integer scans and every split give one device's bytes; f32/f64 additions are associated
-//! differently (the carry is added to each part's own prefix), within the rounding of a sum.
+//! speed. Then each device streams its part as one device would ([`Scanner::scan_streamed_after`]
+//! with its part's carry as the running value it starts from, [`Scanner::split_streamed`]) and
+//! its results are handed on with their final positions. Integer scans and every split give one
+//! device's bytes; f32/f64 additions are associated differently (the parts before are summed on
+//! the host), within the rounding of a sum. 64-bit scans add the carry on the host.
 
 use std::ops::Range;
 
@@ -134,7 +135,9 @@ pub fn scan_streamed<T: SortKey>(
         if T::TYPE.is_wide() {
             Scanner64::new(gpu).scan_each(gpu, data, op, inclusive, each)
         } else {
-            scanners[d].scan_streamed(gpu, data, op, inclusive, chunk, each)
+            let before = (d > 0).then(|| Combine::value::<T>(carry));
+            let at = |k: usize, piece: &[T]| sink(first + k, piece);
+            scanners[d].scan_streamed_after(gpu, data, before, op, inclusive, chunk, at)
         }
     })?;
     Ok(())

@@ -232,13 +232,33 @@ impl Scanner {
         op: ScanOp,
         inclusive: bool,
         chunk: usize,
+        sink: impl FnMut(usize, &[T]) -> Result<()> + Send,
+    ) -> Result<()> {
+        self.scan_streamed_after(gpu, input, None, op, inclusive, chunk, sink)
+    }
+
+    /// [`Scanner::scan_streamed`] of a part of a longer array: `before` is what everything
+    /// before `input` combines to, and enters the first chunk as the running value that chunks
+    /// carry to each other (None: nothing comes before). The results are the longer array's for
+    /// this part, with no pass of the host over them (a device group's scan: multi::scan).
+    #[allow(clippy::too_many_arguments)]
+    pub fn scan_streamed_after<T: SortKey>(
+        &self,
+        gpu: &Gpu,
+        input: &[T],
+        before: Option<T>,
+        op: ScanOp,
+        inclusive: bool,
+        chunk: usize,
         mut sink: impl FnMut(usize, &[T]) -> Result<()> + Send,
     ) -> Result<()> {
         let (step, _) = chunking(input.len(), chunk);
         let len = |k: usize| (input.len() - k * step).min(step);
+        let before = before.map(|b| bytemuck::cast_slice::<T, u32>(std::slice::from_ref(&b))[0]);
         self.scan_chunks(
             gpu,
             input,
+            before,
             op,
             inclusive,
             chunk,
@@ -287,6 +307,7 @@ impl Scanner {
         self.scan_chunks(
             gpu,
             input,
+            None,
             op,
             inclusive,
             chunk,
@@ -304,12 +325,14 @@ impl Scanner {
     }
 
     /// The chunk loop of both scans: `drain(k, slot)` takes chunk k's results out of its slot,
-    /// `sink(k, what drain made)` gets them on the writer thread.
+    /// `sink(k, what drain made)` gets them on the writer thread; `before` (element bits) is
+    /// the running value the first chunk starts from.
     #[allow(clippy::too_many_arguments)]
     fn scan_chunks<T: SortKey, P: Send>(
         &self,
         gpu: &Gpu,
         input: &[T],
+        before: Option<u32>,
         op: ScanOp,
         inclusive: bool,
         chunk: usize,
@@ -327,6 +350,10 @@ impl Scanner {
         let src = transfer::storage_buffer(gpu, "scan chunk", bytes)?;
         let dst = transfer::storage_buffer(gpu, "scan chunk out", bytes)?;
         let carry = transfer::storage_buffer(gpu, "scan carry", 16)?;
+        if let Some(b) = before {
+            // slot 0, which the first chunk then reads
+            gpu.queue.write_buffer(&carry, 0, &b.to_le_bytes());
+        }
         let piece = |k: usize| &input[k * chunk..((k + 1) * chunk).min(input.len())];
         run_chunks(
             gpu,
@@ -339,7 +366,7 @@ impl Scanner {
                 // chunk k reads slot k % 2 and writes the other: never the slot its tiles read
                 let c = Carry {
                     buffer: &carry,
-                    read: (k > 0).then_some((k % 2) as u32),
+                    read: (k > 0 || before.is_some()).then_some((k % 2) as u32),
                     write: ((k + 1) % 2) as u32,
                 };
                 let n = len as u32 / 4;
