@@ -423,7 +423,34 @@ fn a_streamed_scan_after_a_prefix_continues_it() {
                     assert!(got == whole[cut..], "i32 min cut={cut} chunk={chunk}");
                 }
             }
+            // 64-bit elements: Scanner64's running value
+            let wide: Vec<u64> = u.iter().map(|&x| (x as u64) << 20 | x as u64).collect();
+            let s64 = gpusort_core::scan::scan64::Scanner64::new(gpu);
+            for inclusive in [false, true] {
+                let whole = reference::scan64(&wide, ScanOp::Add, inclusive);
+                let before = reference::scan64(&wide[..cut], ScanOp::Add, true)
+                    .last()
+                    .copied();
+                let mut got = vec![0u64; wide.len() - cut];
+                s64.scan_each_after(
+                    gpu,
+                    &wide[cut..],
+                    before,
+                    ScanOp::Add,
+                    inclusive,
+                    |at, p| {
+                        got[at..at + p.len()].copy_from_slice(p);
+                        Ok(())
+                    },
+                )
+                .unwrap();
+                assert!(got == whole[cut..], "u64 add cut={cut}");
+            }
         }
+        // a 32-bit running value is refused by the 64-bit scanner, not cast
+        let s64 = gpusort_core::scan::scan64::Scanner64::new(gpu);
+        let r = s64.scan_each_after(gpu, &u, Some(1u32), ScanOp::Add, true, |_, _| Ok(()));
+        assert!(r.is_err());
     }
 }
 

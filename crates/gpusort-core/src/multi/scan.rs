@@ -6,7 +6,7 @@
 //! with its part's carry as the running value it starts from, [`Scanner::split_streamed`]) and
 //! its results are handed on with their final positions. Integer scans and every split give one
 //! device's bytes; f32/f64 additions are associated differently (the parts before are summed on
-//! the host), within the rounding of a sum. 64-bit scans add the carry on the host.
+//! the host), within the rounding of a sum.
 
 use std::ops::Range;
 
@@ -122,21 +122,11 @@ pub fn scan_streamed<T: SortKey>(
     on_each(group, items, |d, gpu, (range, carry)| {
         let first = range.start;
         let data = &input[range];
-        let each = |at: usize, piece: &[T]| -> Result<()> {
-            if d == 0 {
-                return sink(first + at, piece);
-            }
-            let carried: Vec<T> = piece
-                .par_iter()
-                .map(|x| Combine::value(combine.apply(carry, Combine::bits(x))))
-                .collect();
-            sink(first + at, &carried)
-        };
+        let before = (d > 0).then(|| Combine::value::<T>(carry));
+        let at = |k: usize, piece: &[T]| sink(first + k, piece);
         if T::TYPE.is_wide() {
-            Scanner64::new(gpu).scan_each(gpu, data, op, inclusive, each)
+            Scanner64::new(gpu).scan_each_after(gpu, data, before, op, inclusive, at)
         } else {
-            let before = (d > 0).then(|| Combine::value::<T>(carry));
-            let at = |k: usize, piece: &[T]| sink(first + k, piece);
             scanners[d].scan_streamed_after(gpu, data, before, op, inclusive, chunk, at)
         }
     })?;

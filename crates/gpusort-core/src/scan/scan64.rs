@@ -192,11 +192,33 @@ impl Scanner64 {
         data: &[T],
         op: ScanOp,
         inclusive: bool,
+        sink: impl FnMut(usize, &[T]) -> Result<()> + Send,
+    ) -> Result<()> {
+        self.scan_each_after(gpu, data, None, op, inclusive, sink)
+    }
+
+    /// [`Scanner64::scan_each`] of a part of a longer array: `before` is what everything before
+    /// `data` combines to, the running value the first chunk starts from (None: nothing comes
+    /// before), so the results are the longer array's for this part (a device group's scan).
+    pub fn scan_each_after<T: SortKey>(
+        &self,
+        gpu: &Gpu,
+        data: &[T],
+        before: Option<T>,
+        op: ScanOp,
+        inclusive: bool,
         mut sink: impl FnMut(usize, &[T]) -> Result<()> + Send,
     ) -> Result<()> {
+        let before = match before {
+            None => None,
+            Some(b) => Some(<[u8; 8]>::try_from(bytemuck::bytes_of(&b)).map_err(|_| {
+                Error::InvalidInput(format!("{} is not a 64-bit element type", T::TYPE))
+            })?),
+        };
         self.run(
             gpu,
             (T::TYPE, None),
+            before,
             data.len(),
             op,
             inclusive,
@@ -223,6 +245,7 @@ impl Scanner64 {
         self.run(
             gpu,
             (T::TYPE, None),
+            None,
             data.len(),
             op,
             inclusive,
@@ -255,6 +278,7 @@ impl Scanner64 {
         self.run(
             gpu,
             (T::TYPE, Some(S::TYPE)),
+            None,
             data.len(),
             op,
             inclusive,
@@ -274,6 +298,7 @@ impl Scanner64 {
         &self,
         gpu: &Gpu,
         (t, widen): (KeyType, Option<KeyType>),
+        before: Option<[u8; 8]>,
         n: usize,
         op: ScanOp,
         inclusive: bool,
@@ -314,7 +339,8 @@ impl Scanner64 {
             (_, ScanOp::Max) => [0; 8],
             _ => [0xff; 8],
         };
-        let carry = transfer::buffer_from(gpu, "scan64 carry", &identity)?;
+        // the running value the first chunk starts from
+        let carry = transfer::buffer_from(gpu, "scan64 carry", &before.unwrap_or(identity))?;
         let params = gpu.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("scan64 params"),
             size: std::mem::size_of::<Params>() as u64,
