@@ -268,24 +268,75 @@ fn sort_typed<T: SortKey>(
         segment_size: args.segment_size,
     };
     let engine = g.engine()?;
+    let direct = matches!(engine, Engine::Gpu)
+        && values.is_none()
+        && args.argsort.is_none()
+        && !args.verify
+        && !g.several_devices()?;
+    let mut opened = None;
     if let Some(budget) = memory_budget(args)? {
-        let need = in_memory_bytes::<T>(
-            input.len,
-            values.is_some(),
-            args.argsort.is_some(),
-            args.verify,
-        );
-        if need > budget {
+        let need = |pieces| {
+            in_memory_bytes::<T>(
+                input.len,
+                values.is_some(),
+                args.argsort.is_some(),
+                args.verify,
+                pieces,
+            )
+        };
+        let external = match route(need(false), need(true), budget, direct, input.len, T::TYPE) {
+            Route::InMemory => false,
+            Route::External => true,
+            Route::AskDevice => {
+                // only the piece merge would break the budget: the device says whether one GPU
+                // sort takes these keys (the GPU then starts here, not beside the output's
+                // page faults)
+                let gpu = g.gpu()?;
+                let max = sorter(&gpu, args)?.one_sort_max(&gpu, T::TYPE, false, order, input.len);
+                opened = Some(gpu);
+                input.len > max
+            }
+        };
+        if external {
             return sort_external::<T>(g, args, input, values, dest, order, budget, engine);
         }
     }
     if let Engine::Cpu { why } = engine {
         return sort_on_cpu::<T>(g, args, input, values, dest, order, why);
     }
-    if values.is_none() && args.argsort.is_none() && !args.verify && !g.several_devices()? {
-        return sort_direct::<T>(g, args, input, dest, order);
+    if direct {
+        return sort_direct::<T>(g, args, input, dest, order, opened);
     }
     sort_in_memory::<T>(g, args, input, values, dest, order)
+}
+
+/// Where a sort of `n` keys of `key_type` goes under a memory budget: in memory, to the external
+/// sort, or (`AskDevice`) in memory unless the device sorts the keys in pieces merged on the host
+/// (`in_memory` bytes without them, `pieced` with them). Only the plain sort of one file asks:
+/// the others assume pieces past 2 GiB of keys (one GPU binding on NVIDIA).
+#[derive(Debug, PartialEq, Eq)]
+enum Route {
+    InMemory,
+    External,
+    AskDevice,
+}
+
+fn route(
+    in_memory: u64,
+    pieced: u64,
+    budget: u64,
+    direct: bool,
+    n: usize,
+    key_type: KeyType,
+) -> Route {
+    let past_one_binding = n as u64 * key_type.size() as u64 > 2 << 30;
+    match () {
+        _ if in_memory > budget => Route::External,
+        _ if pieced <= budget => Route::InMemory,
+        _ if direct => Route::AskDevice,
+        _ if past_one_binding => Route::External,
+        _ => Route::InMemory,
+    }
 }
 
 /// A sort held in memory (keys, payload, permutation, --verify) on the device, or over the
@@ -491,6 +542,7 @@ fn sort_direct<T: SortKey>(
     input: &Input,
     dest: &Path,
     order: SortOrder,
+    opened: Option<gpusort_core::Gpu>,
 ) -> CliResult {
     let bar = progress::spinner(g.progress, g.quiet);
     let start = Instant::now();
@@ -504,7 +556,10 @@ fn sort_direct<T: SortKey>(
             let pages = m.prefault();
             s.spawn(move || pages.run())
         });
-        let gpu = g.gpu()?;
+        let gpu = match opened {
+            Some(gpu) => gpu,
+            None => g.gpu()?,
+        };
         let gpu_start_s = start.elapsed().as_secs_f64();
         let sorted = sort_on_gpu::<T>(&gpu, args, input, order, &bar);
         if let Some(p) = prefault {
@@ -684,11 +739,16 @@ fn memory_budget(args: &SortArgs) -> Result<Option<u64>, CliError> {
 
 /// What an in-memory sort of `n` keys holds, roughly: the plain sort one host copy of the keys
 /// (the input itself stays a memory map); with a payload, permutation or --verify the arrays,
-/// their gathered copies and the kept input; past one GPU binding (2 GiB on NVIDIA) the piece
-/// merge's (key, position) runs as well.
-fn in_memory_bytes<T: SortKey>(n: usize, values: bool, perm: bool, verify: bool) -> u64 {
+/// their gathered copies and the kept input; sorted in `pieces` (more keys than one GPU sort
+/// takes) the piece merge's (key, position) runs as well.
+fn in_memory_bytes<T: SortKey>(
+    n: usize,
+    values: bool,
+    perm: bool,
+    verify: bool,
+    pieces: bool,
+) -> u64 {
     let (n, s) = (n as u64, std::mem::size_of::<T>() as u64);
-    let pieces = n * s > 2 << 30;
     let mut need = if values || perm || verify || pieces {
         2 * n * (s + 4 * values as u64 + 4 * perm as u64)
     } else {
@@ -1177,4 +1237,62 @@ pub fn verify<T: SortKey>(input: &[T], output: &[T], order: SortOrder) -> CliRes
         return Err(fail("the output is not a permutation of the input".into()));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_budget_routes_sorts_in_memory_externally_or_asks_the_device() {
+        let gib = 1u64 << 30;
+        let route_of = |plain, pieced, budget, direct, n| {
+            route(plain, pieced, budget, direct, n, KeyType::U32)
+        };
+        // over the budget even without pieces: external, whatever the path
+        assert_eq!(
+            route_of(5 * gib, 9 * gib, 4 * gib, true, 1 << 30),
+            Route::External
+        );
+        // within it even with pieces: in memory
+        assert_eq!(
+            route_of(gib, 2 * gib, 4 * gib, true, 1 << 28),
+            Route::InMemory
+        );
+        // only pieces break it: the plain sort asks the device; the others assume pieces past
+        // 2 GiB of keys and none below
+        assert_eq!(
+            route_of(3 * gib, 30 * gib, 4 * gib, true, 3 << 28),
+            Route::AskDevice
+        );
+        assert_eq!(
+            route_of(3 * gib, 30 * gib, 4 * gib, false, 3 << 28),
+            Route::External
+        );
+        assert_eq!(
+            route_of(gib, 9 * gib, 4 * gib, false, 1 << 28),
+            Route::InMemory
+        );
+        assert_eq!(
+            route_of(gib, 9 * gib, 4 * gib, true, 1 << 28),
+            Route::AskDevice
+        );
+    }
+
+    #[test]
+    fn pieces_add_the_merges_runs() {
+        let n = 1 << 20;
+        assert_eq!(
+            in_memory_bytes::<u32>(n, false, false, false, false),
+            4 * n as u64
+        );
+        assert_eq!(
+            in_memory_bytes::<u32>(n, false, false, false, true),
+            (2 * 4 + 32) * n as u64
+        );
+        assert_eq!(
+            in_memory_bytes::<u64>(n, true, false, true, false),
+            (2 * (8 + 4) + 8) * n as u64
+        );
+    }
 }

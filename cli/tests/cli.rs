@@ -554,6 +554,22 @@ fn external_sort_under_a_low_memory_budget() {
         read_npy::<f32>(&dir.path().join("f64K.npy")).1,
         read_npy::<f32>(&dir.path().join("f1G.npy")).1
     );
+    // a budget only a piece merge would break (120 KiB of keys; 1.2 MB in pieces): the device
+    // is asked, takes the keys as one GPU sort, and the sort stays in memory
+    let out = dir.path().join("f512K.npy");
+    let done = gpusort()
+        .args(["sort", "--timings", "--memory-budget", "512K"])
+        .arg(&npy)
+        .arg("-o")
+        .arg(&out)
+        .assert()
+        .success();
+    let err = String::from_utf8_lossy(&done.get_output().stderr).to_string();
+    assert!(!err.contains("externally"), "{err}");
+    assert_eq!(
+        read_npy::<f32>(&out).1,
+        read_npy::<f32>(&dir.path().join("f1G.npy")).1
+    );
     let before = listing(dir.path());
     let out = dir.path().join("refused.bin");
     for (extra, why) in [
