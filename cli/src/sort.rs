@@ -291,9 +291,10 @@ fn sort_typed<T: SortKey>(
                 // only the piece merge would break the budget: the device says whether one GPU
                 // sort takes these keys (the GPU then starts here, not beside the output's
                 // page faults)
+                let t = Instant::now();
                 let gpu = g.gpu()?;
                 let max = sorter(&gpu, args)?.one_sort_max(&gpu, T::TYPE, false, order, input.len);
-                opened = Some(gpu);
+                opened = Some((gpu, t, t.elapsed().as_secs_f64()));
                 input.len > max
             }
         };
@@ -542,10 +543,11 @@ fn sort_direct<T: SortKey>(
     input: &Input,
     dest: &Path,
     order: SortOrder,
-    opened: Option<gpusort_core::Gpu>,
+    opened: Option<(gpusort_core::Gpu, Instant, f64)>,
 ) -> CliResult {
     let bar = progress::spinner(g.progress, g.quiet);
-    let start = Instant::now();
+    // (a GPU opened to size the job: the job's time starts as it started)
+    let start = opened.as_ref().map_or_else(Instant::now, |o| o.1);
     bar.set_message("starting the GPU");
     let mut out = Output::create(dest)?;
     let format = output_format(input, args.output.as_deref());
@@ -556,11 +558,10 @@ fn sort_direct<T: SortKey>(
             let pages = m.prefault();
             s.spawn(move || pages.run())
         });
-        let gpu = match opened {
-            Some(gpu) => gpu,
-            None => g.gpu()?,
+        let (gpu, gpu_start_s) = match opened {
+            Some((gpu, _, took)) => (gpu, took),
+            None => (g.gpu()?, start.elapsed().as_secs_f64()),
         };
-        let gpu_start_s = start.elapsed().as_secs_f64();
         let sorted = sort_on_gpu::<T>(&gpu, args, input, order, &bar);
         if let Some(p) = prefault {
             p.join().expect("prefaulting does not panic");
