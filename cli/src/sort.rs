@@ -284,7 +284,8 @@ fn sort_typed<T: SortKey>(
                 pieces,
             )
         };
-        let external = match route(need(false), need(true), budget, direct, input.len, T::TYPE) {
+        let key_bytes = input.len as u64 * T::TYPE.size() as u64;
+        let external = match route(need(false), need(true), budget, direct, key_bytes) {
             Route::InMemory => false,
             Route::External => true,
             Route::AskDevice => {
@@ -311,7 +312,7 @@ fn sort_typed<T: SortKey>(
     sort_in_memory::<T>(g, args, input, values, dest, order)
 }
 
-/// Where a sort of `n` keys of `key_type` goes under a memory budget: in memory, to the external
+/// Where a sort of `key_bytes` of keys goes under a memory budget: in memory, to the external
 /// sort, or (`AskDevice`) in memory unless the device sorts the keys in pieces merged on the host
 /// (`in_memory` bytes without them, `pieced` with them). Only the plain sort of one file asks:
 /// the others assume pieces past 2 GiB of keys (one GPU binding on NVIDIA).
@@ -322,21 +323,17 @@ enum Route {
     AskDevice,
 }
 
-fn route(
-    in_memory: u64,
-    pieced: u64,
-    budget: u64,
-    direct: bool,
-    n: usize,
-    key_type: KeyType,
-) -> Route {
-    let past_one_binding = n as u64 * key_type.size() as u64 > 2 << 30;
-    match () {
-        _ if in_memory > budget => Route::External,
-        _ if pieced <= budget => Route::InMemory,
-        _ if direct => Route::AskDevice,
-        _ if past_one_binding => Route::External,
-        _ => Route::InMemory,
+fn route(in_memory: u64, pieced: u64, budget: u64, direct: bool, key_bytes: u64) -> Route {
+    if in_memory > budget {
+        Route::External
+    } else if pieced <= budget {
+        Route::InMemory
+    } else if direct {
+        Route::AskDevice
+    } else if key_bytes > 2 << 30 {
+        Route::External
+    } else {
+        Route::InMemory
     }
 }
 
@@ -1247,37 +1244,32 @@ mod tests {
     #[test]
     fn a_budget_routes_sorts_in_memory_externally_or_asks_the_device() {
         let gib = 1u64 << 30;
-        let route_of = |plain, pieced, budget, direct, n| {
-            route(plain, pieced, budget, direct, n, KeyType::U32)
-        };
-        // over the budget even without pieces: external, whatever the path
-        assert_eq!(
-            route_of(5 * gib, 9 * gib, 4 * gib, true, 1 << 30),
-            Route::External
-        );
-        // within it even with pieces: in memory
-        assert_eq!(
-            route_of(gib, 2 * gib, 4 * gib, true, 1 << 28),
-            Route::InMemory
-        );
-        // only pieces break it: the plain sort asks the device; the others assume pieces past
-        // 2 GiB of keys and none below
-        assert_eq!(
-            route_of(3 * gib, 30 * gib, 4 * gib, true, 3 << 28),
-            Route::AskDevice
-        );
-        assert_eq!(
-            route_of(3 * gib, 30 * gib, 4 * gib, false, 3 << 28),
-            Route::External
-        );
-        assert_eq!(
-            route_of(gib, 9 * gib, 4 * gib, false, 1 << 28),
-            Route::InMemory
-        );
-        assert_eq!(
-            route_of(gib, 9 * gib, 4 * gib, true, 1 << 28),
-            Route::AskDevice
-        );
+        // (bytes without pieces, with them, budget, the plain sort of one file, key bytes)
+        let cases = [
+            // over the budget even without pieces: external, whatever the path
+            ((5 * gib, 9 * gib, 4 * gib, true, 4 * gib), Route::External),
+            // within it even with pieces: in memory
+            ((gib, 2 * gib, 4 * gib, true, gib), Route::InMemory),
+            // only pieces break it: the plain sort asks the device; the others assume pieces
+            // past 2 GiB of keys and none below
+            (
+                (3 * gib, 30 * gib, 4 * gib, true, 3 * gib),
+                Route::AskDevice,
+            ),
+            (
+                (3 * gib, 30 * gib, 4 * gib, false, 3 * gib),
+                Route::External,
+            ),
+            ((gib, 9 * gib, 4 * gib, false, gib), Route::InMemory),
+            ((gib, 9 * gib, 4 * gib, true, gib), Route::AskDevice),
+        ];
+        for ((plain, pieced, budget, direct, bytes), want) in cases {
+            assert_eq!(
+                route(plain, pieced, budget, direct, bytes),
+                want,
+                "{plain} {pieced} {budget} {direct}"
+            );
+        }
     }
 
     #[test]
