@@ -427,3 +427,104 @@ fn steps_lanes(
         }
     }
 }
+
+// @planes: the host appends the rest only for 3-D blockings in registers (`Blocking::lanes` on a
+// 3-D grid), instead of everything from @streamed on
+
+// K steps a pass on 3-D grids, 2.5-D blocking with each level's planes in registers: a workgroup
+// is a tile of (PWG / sg)·MR rows of the (y, x) plane (one subgroup a band of MR rows, one vec4
+// column a lane) and streams it along z. Level s keeps the last 2·RZ + 1 planes of level s - 1 at
+// its own (y, x) cells in registers (the windows `w{s}_{m}_{t}`, row t of the invocation, oldest
+// plane first), as `steps_lanes` does along a 2-D grid's rows; neighbours along x come from the
+// neighbouring lanes (subgroup shuffles), along y through workgroup memory: each iteration every
+// level stores the window planes that taps off their row read (SHP of them), one barrier, every
+// level computes (last level first, from the windows as the previous iteration left them), and,
+// with one buffer, a barrier before the next iteration's stores. A tile loses K·RY rows at each
+// side and each strip ceil(K·RX / 4) lanes.
+//
+// The grid's edges are handled here, not by another kernel: a value a tap needs outside the grid
+// is, at every level, the cell it mirrors (or CVAL), as `fetch` reads it: along z the window
+// slots past the grid's first or last plane are overwritten with the planes they mirror before
+// the level reading them needs them (they all lie within the window), along y a tap row outside
+// the grid reads the row it mirrors (always in the tile), along x the lane at the grid's first or
+// last vec4 column takes the mirrored cells from itself or its neighbour. Invocations whose cells
+// lie outside the grid compute nothing anyone reads. Never under `wrap` (the host keeps its other
+// kernels there).
+
+const KR: i32 = K * RZ;
+const KY: i32 = K * RY;
+const HL: i32 = (K * RX + 3) / 4;
+const WARM: i32 = K * (2 * RZ + 1);
+// vec4s of one plane of a tile
+const TP: i32 = i32(PWG) * MR;
+
+// NB buffers (2 where they fit: iterations alternate, and one barrier suffices) of levels
+// 0..K-1, SHP planes each, one vec4 a cell column of the tile
+var<workgroup> sh: array<vec4<T>, NB * K * SHP * TP>;
+
+// The tile row holding the cell a tap of grid row yy reads: yy itself inside the grid, else the
+// row it mirrors (under `constant` any row: the caller uses CVAL there); clamped to the tile's
+// rows for invocations whose own cells lie outside the grid.
+fn tile_row(yy: i32, yb: i32, rows: i32) -> i32 {
+    var g = clamp(yy, 0, NY - 1);
+    if (MODE != CONSTANT) {
+        g = map_axis(yy, NY);
+    }
+    return clamp(g - yb, 0, rows - 1);
+}
+
+@compute @workgroup_size(PWG)
+fn steps_planes(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(subgroup_invocation_id) lane_id: u32,
+    @builtin(subgroup_size) sg_size: u32,
+    @builtin(subgroup_id) sg_id: u32,
+) {
+    let lane = i32(lane_id);
+    let sg = i32(sg_size);
+    let rows = i32(PWG) / sg * MR;
+    let out_h = rows - 2 * KY;
+    let out_w = sg - 2 * HL;
+    let strips = (NX4 + out_w - 1) / out_w;
+    let tys = (NY + out_h - 1) / out_h;
+    let chunks = (p.comp_rows + p.lane_chunk - 1) / p.lane_chunk;
+    let z_end = p.comp_lo + p.comp_rows;
+    let plane = NY * NX4;
+    for (var item = i32(linear_workgroup(wid, nwg)); item < strips * tys * chunks;
+        item += i32(nwg.x * nwg.y)) {
+        // the strip's vec4 column of this lane, the tile's first row, the band's first row
+        let col = (item % strips) * out_w - HL + lane;
+        let colc = clamp(col, 0, NX4 - 1);
+        let yb = ((item / strips) % tys) * out_h - KY;
+        let r0 = i32(sg_id) * MR;
+        let y0 = yb + r0;
+        let z_lo = p.comp_lo + (item / (strips * tys)) * p.lane_chunk;
+        let z_hi = min(z_lo + p.lane_chunk, z_end);
+        let first_in = z_lo - KR;
+        let last_in = z_hi - 1 + KR;
+        let col_ok = lane >= HL && lane < sg - HL && col < NX4;
+        let at_l = col == 0;
+        let at_r = col == NX4 - 1;
+        // @generated-planes-rows
+        // @generated-planes-windows
+        // loads are issued two planes ahead; planes outside the resident rows (the grid's
+        // ends: their slots are overwritten before use) read the nearest resident one
+        // @generated-planes-preload
+        for (var i = 0; i <= last_in - first_in + K; i++) {
+            let za = clamp(first_in + i + 2, 0, p.res_rows - 1) * plane;
+            // @generated-planes-load
+            // @generated-planes-edges
+            let buf = (i % NB) * K * SHP * TP;
+            // @generated-planes-stores
+            workgroupBarrier();
+            // @generated-planes-levels
+            if (NB == 1) {
+                // the next iteration's stores would overwrite what slower subgroups still read;
+                // with two buffers they go to the other, which every subgroup finished reading
+                // before the barrier above
+                workgroupBarrier();
+            }
+        }
+    }
+}

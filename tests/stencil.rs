@@ -703,16 +703,112 @@ fn passes_in_registers_are_bit_identical_to_single_steps() {
             .blocking
             .is_none());
     }
-    // 3-D grids keep the blocking through workgroup memory
+    // 3-D grids are not given K steps in registers without measuring
     let cube = job(
         &[20, 16, 32],
         Stencil::star(3, 1).unwrap(),
         Boundary::Reflect,
-        4,
+        8,
         KeyType::F32,
     );
-    assert!(stencil::Blocking::lanes(gpu, &cube, 2).is_none());
-    assert!(stencil::Blocking::for_device(gpu, &cube, 2).is_some_and(|b| !b.lanes));
+    assert!(stencil::KernelChoice::for_device(gpu, &cube)
+        .blocking
+        .is_none());
+}
+
+/// K steps a pass on 3-D grids in registers (`steps_planes`: a workgroup streams a tile of the
+/// plane along z, neighbours along x through shuffles and along y through workgroup memory, the
+/// grid's edges mirrored in the kernel) against single steps, bit for bit: every boundary but
+/// wrap (refused), stars and boxes, asymmetric weights (a mirrored cell taken from the wrong side
+/// would show), several tiles along y and strips along x that do not divide the grid, several
+/// chunks along z, every workgroup size that fits, in core and out of core. Without subgroups it
+/// is not offered and is refused.
+#[test]
+fn passes_in_registers_on_3d_grids_are_bit_identical_to_single_steps() {
+    let gpu = gpu(false);
+    let off = gpusort_tests::gpu(true);
+    let dense: Vec<f64> = (0..27).map(|i| (i as f64 - 11.0) / 40.0).collect();
+    let (mut cases, mut streamed) = (0, 0);
+    for (n, (shape, stencil, steps, ks)) in [
+        // 11 vec4s a row: two strips of 6 output lanes on subgroups of 8; 75 rows: two tiles
+        (
+            &[23usize, 75, 44][..],
+            Stencil::star(3, 1).unwrap(),
+            4,
+            &[1u32, 2, 4][..],
+        ),
+        // 100 planes: chunks of 36 planes for K = 1
+        (&[100, 12, 16], Stencil::star(3, 1).unwrap(), 3, &[1, 3][..]),
+        (&[17, 20, 40], Stencil::star(3, 2).unwrap(), 4, &[2][..]),
+        (
+            &[15, 14, 36],
+            Stencil::from_weights(3, 1, &dense).unwrap(),
+            2,
+            &[2][..],
+        ),
+        (&[12, 11, 24], Stencil::star(3, 4).unwrap(), 2, &[1][..]),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        for boundary in BOUNDARIES {
+            let j = job(shape, stencil.clone(), boundary, steps, KeyType::F32);
+            let input = grid::<f32>(j.shape.cells(), 190 + n as u64);
+            let plain = StencilKernel::new(gpu, &j).unwrap();
+            let (want, _) = stencil::apply(gpu, &plain, &in_core(&j), &input).unwrap();
+            for &k in ks {
+                assert!(
+                    stencil::Blocking::lanes(off, &j, k).is_none(),
+                    "no subgroups"
+                );
+                let planes = stencil::Blocking::device_candidates(gpu, &j)
+                    .into_iter()
+                    .filter(|b| b.is_planes(&j) && b.steps == k);
+                let first = stencil::Blocking::lanes(gpu, &j, k);
+                if boundary == Boundary::Wrap {
+                    assert!(first.is_none(), "{} wrap: no planes in registers", j.shape);
+                    assert_eq!(planes.count(), 0);
+                    continue;
+                }
+                let first = first.unwrap_or_else(|| {
+                    panic!(
+                        "{} r{} K={k}: no pass in registers",
+                        j.shape,
+                        stencil.radius()
+                    )
+                });
+                assert!(first.is_planes(&j));
+                assert!(
+                    StencilKernel::with_blocking(off, &j, Some(first)).is_err(),
+                    "refused without subgroups"
+                );
+                for b in planes {
+                    let kernel = StencilKernel::with_blocking(gpu, &j, Some(b)).unwrap();
+                    cases += 1;
+                    let (got, _) = stencil::apply(gpu, &kernel, &in_core(&j), &input).unwrap();
+                    let what = format!("{} {boundary:?} r{} {b:?}", j.shape, stencil.radius());
+                    assert!(
+                        identical(&got, &want),
+                        "{what}: passes in registers differ from single steps"
+                    );
+                    if b.workgroup == first.workgroup
+                        && out_of_core_identical(
+                            &kernel,
+                            &input,
+                            &want,
+                            40,
+                            u64::from(k.max(2)),
+                            &what,
+                        )
+                    {
+                        streamed += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(cases >= 40, "only {cases} cases in registers");
+    assert!(streamed >= 8, "only {streamed} out-of-core cases");
 }
 
 /// What the streamed pass refuses, and the measured choice: `choose_kernel` returns a choice that

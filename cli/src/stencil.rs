@@ -339,7 +339,7 @@ fn build_kernel(
             let limit = gpu.limits.max_compute_workgroup_storage_size;
             let b = stencil::Blocking::for_device(gpu, job, k).ok_or_else(|| {
                 CliError::usage(format!(
-                    "--on-chip-steps {k}: no pass of {k} steps fits this job on {} (it needs rows of a multiple of 4 cells and at most 32 taps; then either a 2-D grid and subgroups wider than the halo, or for 1 to 4 steps a tile within {} bytes of workgroup memory of which 40% is output)",
+                    "--on-chip-steps {k}: no pass of {k} steps fits this job on {} (it needs rows of a multiple of 4 cells and at most 32 taps; then subgroups wider than the halo on a 2-D grid, or on a 3-D grid for at most 4 steps and a boundary other than wrap; or for 1 to 4 steps a tile within {} bytes of workgroup memory of which 40% is output)",
                     gpu.adapter.name, limit
                 ))
             })?;
@@ -650,6 +650,10 @@ fn describe(
         "1 cell per invocation (f64, rows not a multiple of 4 cells, or over 32 taps)".to_string()
     };
     s += &match kernel.blocking() {
+        Some(b) if b.is_planes(kernel.job()) => format!(
+            "on chip    {} steps per pass in registers, workgroups of {} invocations ({} rows each) streaming tiles of the plane along z (edges included), {cells}\n",
+            b.steps, b.workgroup, b.tile_rows
+        ),
         Some(b) if b.lanes => format!(
             "on chip    {} steps per pass in registers, each subgroup streaming a strip of its lanes' columns (edges: tiles of {}x{} cells), {cells}\n",
             b.steps,

@@ -247,6 +247,10 @@ fn per_type<T: StencilValue + Into<f64>>(
         for blocking in Blocking::device_candidates(gpu, &job) {
             variants.push((
                 match (blocking.steps, blocking.lanes) {
+                    (k, true) if blocking.is_planes(&job) => format!(
+                        "{sname}, {k} steps/pass in registers, {} invocations x {} rows",
+                        blocking.workgroup, blocking.tile_rows
+                    ),
                     (1, false) => format!("{sname}, 1 step/pass streamed"),
                     (k, false) => format!("{sname}, {k} steps/pass streamed"),
                     (k, true) => format!("{sname}, {k} steps/pass in registers"),
@@ -325,6 +329,12 @@ fn per_type<T: StencilValue + Into<f64>>(
                 }
             };
             let tiles = match kernel.blocking() {
+                Some(b) if b.is_planes(&job) => {
+                    format!(
+                        "tiles of {} invocations x {} rows streamed along z; ",
+                        b.workgroup, b.tile_rows
+                    )
+                }
                 Some(b) if b.lanes => format!(
                     "strips of a subgroup's lanes, edges in tiles of {}x{} cells; ",
                     b.tile_rows,

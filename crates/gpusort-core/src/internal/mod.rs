@@ -151,6 +151,23 @@ fn stencil_configurations() -> Vec<(String, String)> {
                     ..KernelChoice::default()
                 };
                 out.push((format!("{name} along x"), stencil::source(&job, along_x)));
+                // 3-D passes in registers: one buffer of workgroup memory and two
+                for (k, w, rows) in [(2, 256, 2), (4, 1024, 1)] {
+                    if job.shape.dims() == 3
+                        && job.boundary != Boundary::Wrap
+                        && dtype == crate::KeyType::F32
+                        && job.stencil.taps().len() <= 32
+                    {
+                        let choice = KernelChoice {
+                            blocking: Some(Blocking::planes(k, w, rows)),
+                            ..KernelChoice::default()
+                        };
+                        out.push((
+                            format!("{name} planes K={k} {w}x{rows}"),
+                            stencil::source(&job, choice),
+                        ));
+                    }
+                }
                 for b in Blocking::candidates(&job, 48 << 10) {
                     let choice = KernelChoice {
                         rows: 1,

@@ -48,6 +48,7 @@ use std::time::Instant;
 
 use gpusort_sched::stencil::{Speeds, StencilPlan, StencilProblem, SubBlock};
 
+use crate::cpu::stencil::map_axis;
 use crate::device::kernel::{self, Layout, ParamBlocks, Slot};
 use crate::device::transfer::{self, StagingSlot};
 use crate::device::Gpu;
@@ -432,6 +433,13 @@ fn full_box(job: &StencilJob) -> bool {
 /// The most steps a pass in registers ([`Blocking::lanes`]) takes.
 pub const MAX_LANE_STEPS: u32 = 8;
 
+/// The most steps a pass in registers takes on a 3-D grid (`steps_planes`).
+pub const MAX_PLANE_STEPS: u32 = 4;
+
+/// Workgroup sizes and rows an invocation of `steps_planes`, in the order [`Blocking::lanes`]
+/// tries them.
+const PLANE_SHAPES: [(u32, u32); 5] = [(512, 1), (512, 2), (256, 2), (256, 1), (1024, 1)];
+
 /// Invocations per workgroup of `steps_lanes`: a whole number of subgroups of any size a device
 /// may have (4..=128).
 const LANES_WG: u32 = 128;
@@ -535,6 +543,12 @@ impl Blocking {
     /// taps, the device has no subgroups, or its narrowest subgroup is too narrow for the halo of
     /// K steps (2·ceil(K·RX / 4) lanes must leave one lane of output).
     pub fn lanes(gpu: &Gpu, job: &StencilJob, steps: u32) -> Option<Blocking> {
+        if job.shape.dims() == 3 {
+            return PLANE_SHAPES
+                .into_iter()
+                .map(|(w, rows)| Blocking::planes(steps, w, rows))
+                .find(|b| b.planes_fit(gpu, job));
+        }
         let sub = gpu.subgroups()?;
         if !four_cells(job)
             || !unrolled(job)
@@ -574,6 +588,99 @@ impl Blocking {
             .min_by(|a, b| cost(a.tile_vec4s).total_cmp(&cost(b.tile_vec4s)))
     }
 
+    /// K steps a pass on a 3-D grid in registers (`steps_planes`, [`Blocking::lanes`]) with
+    /// workgroups of `workgroup` invocations, each holding `rows` rows of the plane (1 or 2);
+    /// [`Blocking::planes_fit`] says whether a job and a device can run it.
+    pub fn planes(steps: u32, workgroup: u32, rows: u32) -> Blocking {
+        Blocking {
+            steps,
+            tile_rows: rows,
+            tile_vec4s: 0,
+            planes: 1,
+            workgroup,
+            lanes: true,
+        }
+    }
+
+    /// Whether this blocking is `steps_planes` (3-D grids in registers): it then runs the whole
+    /// grid, edges included; `tile_rows` holds the rows an invocation holds, `tile_vec4s` is
+    /// unused.
+    pub fn is_planes(&self, job: &StencilJob) -> bool {
+        self.lanes && job.shape.dims() == 3
+    }
+
+    /// Whether `steps_planes` with this blocking's K and workgroup runs `job` on `gpu`: subgroups
+    /// (a tile row each) wider than the x halo and whose widest leaves a tile row of output, a
+    /// boundary other than `wrap` (its mirrored cells lie in the tile: not so for periodic
+    /// ones), f32 rows of at least 3 vec4s with at most 32 taps, extents past twice the reach,
+    /// and the planes other rows read within the device's workgroup memory.
+    pub fn planes_fit(&self, gpu: &Gpu, job: &StencilJob) -> bool {
+        let Some(sub) = gpu.subgroups() else {
+            return false;
+        };
+        let [nz, ny, nx] = job.shape.as_3d();
+        let [rz, ry, _] = job.stencil.reach().map(|r| r as usize);
+        let w = self.workgroup;
+        let bytes = self.plane_bytes(job);
+        self.is_planes(job)
+            && four_cells(job)
+            && unrolled(job)
+            && job.boundary != Boundary::Wrap
+            && (1..=MAX_PLANE_STEPS).contains(&self.steps)
+            && 2 * lane_halo(job, self.steps) < sub.min_size
+            && w.is_multiple_of(sub.max_size)
+            && w <= gpu.limits.max_compute_invocations_per_workgroup
+            && (1..=2).contains(&self.tile_rows)
+            && w / sub.max_size * self.tile_rows > 2 * self.steps * ry as u32
+            && bytes <= gpu.limits.max_compute_workgroup_storage_size as u64
+            && nz > 2 * rz
+            && ny > 2 * ry
+            && nx / 4 >= 3
+    }
+
+    /// Workgroup memory of one buffer of `steps_planes`: K levels' planes that other rows read.
+    fn plane_bytes(&self, job: &StencilJob) -> u64 {
+        self.steps as u64
+            * shared_planes(job).len().max(1) as u64
+            * self.workgroup as u64
+            * self.tile_rows as u64
+            * 4
+            * job.cell_bytes() as u64
+    }
+
+    /// Buffers of `steps_planes`' workgroup memory: two where they fit in `workgroup_bytes`
+    /// (one barrier an iteration instead of two), else one.
+    fn plane_buffers(&self, job: &StencilJob, workgroup_bytes: u32) -> u32 {
+        if 2 * self.plane_bytes(job) <= workgroup_bytes as u64 {
+            2
+        } else {
+            1
+        }
+    }
+
+    /// Rows per chunk of `steps_planes` in a pass over `p`, and the workgroups to dispatch, for
+    /// subgroups of `lanes` (the device's narrowest: the most tiles; the kernel loops over
+    /// whatever is left): chunks long enough that their K·(2·RZ + 1) planes of warm-up stay
+    /// within about a twelfth, and about 1024 (chunk, tile) items.
+    fn plane_work(&self, job: &StencilJob, p: &StepParams, lanes: u32) -> (i64, u64) {
+        let [_, ny, nx] = job.shape.as_3d();
+        let rows = p.comp_rows.max(0) as i64;
+        if rows == 0 {
+            return (1, 0);
+        }
+        let up = |a: i64, b: i64| (a + b - 1) / b;
+        let strips = up(
+            nx as i64 / 4,
+            (lanes - 2 * lane_halo(job, self.steps)) as i64,
+        );
+        let out_h = (self.workgroup / lanes * self.tile_rows) as i64
+            - 2 * (self.steps * job.stencil.reach()[1] as u32) as i64;
+        let tiles = strips * up(ny as i64, out_h.max(1));
+        let warm = self.steps as i64 * (2 * job.stencil.reach()[0] as i64 + 1);
+        let len = (12 * warm).max(up(rows * tiles, 1024)).clamp(1, rows);
+        (len, (up(rows, len) * tiles) as u64)
+    }
+
     /// The fastest blocking for K = `steps` this device can run without measuring: in
     /// registers ([`Blocking::lanes`]) where it can, else through workgroup memory
     /// ([`Blocking::choose`]).
@@ -586,6 +693,17 @@ impl Blocking {
     /// blockings in registers for K = 2, 3, 4, 6 and 8 where the device has them.
     pub fn device_candidates(gpu: &Gpu, job: &StencilJob) -> Vec<Blocking> {
         let mut all = Blocking::candidates(job, gpu.limits.max_compute_workgroup_storage_size);
+        if job.shape.dims() == 3 {
+            for k in 2..=MAX_PLANE_STEPS {
+                all.extend(
+                    PLANE_SHAPES
+                        .into_iter()
+                        .map(|(w, rows)| Blocking::planes(k, w, rows))
+                        .filter(|b| b.planes_fit(gpu, job)),
+                );
+            }
+            return all;
+        }
         all.extend(
             [2, 3, 4, 6, 8]
                 .into_iter()
@@ -656,6 +774,9 @@ impl Blocking {
     /// 4·K·RZ rows (up to 6·K·RZ, see below) keep the rows next to the grid's ends that it runs
     /// few.
     fn chunk_rows(&self, job: &StencilJob, comp_rows: u64) -> u64 {
+        if self.is_planes(job) {
+            return comp_rows.max(1);
+        }
         if self.lanes {
             // a last chunk shorter than K·RZ rows would push the one before it out of the
             // interior box too (its halo past the grid's end): a little longer chunks instead
@@ -1024,11 +1145,236 @@ fn lanes_code(job: &StencilJob, k: i32) -> (String, String) {
     (windows, levels)
 }
 
+/// The window planes (indices m into `w{s}_{m}`) whose rows taps off their own row read, which
+/// `steps_planes` keeps in workgroup memory: the planes of tap rows with dy != 0.
+fn shared_planes(job: &StencilJob) -> Vec<i32> {
+    let rz = job.stencil.reach()[0];
+    let mut planes: Vec<i32> = tap_rows(job)
+        .into_iter()
+        .filter(|&(_, dy)| dy != 0)
+        .map(|(dz, _)| rz + dz)
+        .collect();
+    planes.sort_unstable();
+    planes.dedup();
+    planes
+}
+
+/// The generated blocks of `steps_planes` (stencil_vec.wgsl) for K = `k` and `mr` rows an
+/// invocation, by marker: each row's offsets and tile slots along y, the windows, the loads
+/// before the loop and in it, the fixups of window slots past the grid's ends along z, the stores
+/// of the planes other rows read, and one iteration's levels (last first, as [`lanes_code`]
+/// builds them, with the rows off the cell's own read from workgroup memory and the cells past
+/// the grid's x edges mirrored from the invocation's own lane or its neighbour's).
+fn planes_code(job: &StencilJob, k: i32, mr: i32) -> Vec<(&'static str, String)> {
+    let [rz, _, _] = job.stencil.reach();
+    let win = 2 * rz + 1;
+    let b = job.boundary;
+    let constant = b == Boundary::Constant;
+    let shp = shared_planes(job);
+    let rows = tap_rows(job);
+    let mut need = std::collections::HashMap::<(i32, i32, i32), [bool; 4]>::new();
+    for t in job.stencil.taps() {
+        let [dz, dy, dx] = t.offset;
+        for j in 0..4 {
+            let at = j + dx;
+            need.entry((dz, dy, at.div_euclid(4))).or_default()[at.rem_euclid(4) as usize] = true;
+        }
+    }
+    let mut dys: Vec<i32> = rows
+        .iter()
+        .map(|&(_, dy)| dy)
+        .filter(|&dy| dy != 0)
+        .collect();
+    dys.sort_unstable();
+    dys.dedup();
+    let (mut row_vars, mut windows, mut preload, mut load) =
+        (String::new(), String::new(), String::new(), String::new());
+    for t in 0..mr {
+        row_vars += &format!(
+            "let y_{t} = y0 + {t};\nlet base_{t} = clamp(y_{t}, 0, NY - 1) * NX4 + colc;\n\
+             let ok_{t} = col_ok && r0 + {t} >= KY && r0 + {t} < rows - KY && y_{t} < NY;\n"
+        );
+        for dy in &dys {
+            let n = dy + 64;
+            row_vars +=
+                &format!("let ys_{t}_{n} = tile_row(y_{t} + {dy}, yb, rows) * sg + lane;\n");
+            if constant {
+                row_vars += &format!("let yo_{t}_{n} = y_{t} + {dy} < 0 || y_{t} + {dy} >= NY;\n");
+            }
+        }
+        for s in 0..k {
+            for m in 0..win {
+                windows += &format!("var w{s}_{m}_{t} = vec4<T>(T(0));\n");
+            }
+        }
+        preload += &format!(
+            "var next_{t} = src[clamp(first_in, 0, p.res_rows - 1) * plane + base_{t}];\n\
+             var after_{t} = src[clamp(first_in + 1, 0, p.res_rows - 1) * plane + base_{t}];\n"
+        );
+        load += &format!(
+            "let cur_{t} = next_{t};\nnext_{t} = after_{t};\nafter_{t} = src[za + base_{t}];\n"
+        );
+    }
+    // along z: a window slot (plane d from the plane gz its level computes) past the grid's
+    // first or last plane takes the slot of the plane it mirrors. At gz = 0 every slot before
+    // the grid is set (later planes see them shifted down); towards the end each of the last RZ
+    // planes sets the slots past the grid that entered since.
+    let big = 1i64 << 30;
+    let slot = |s: i32, d: i64, from: Option<i64>| -> String {
+        let m = rz as i64 + d;
+        (0..mr)
+            .map(|t| match from {
+                Some(v) => format!("w{s}_{m}_{t} = w{s}_{}_{t};\n", rz as i64 + v),
+                None => format!("w{s}_{m}_{t} = vec4<T>(CVAL);\n"),
+            })
+            .collect()
+    };
+    let mut edges = String::new();
+    for s in 1..=k {
+        if rz == 0 {
+            break;
+        }
+        let w = s - 1;
+        edges += &format!(
+            "{{\nlet gz = first_in + i - {} + p.res_lo;\nif (gz == 0) {{\n",
+            s * (rz + 1)
+        );
+        for d in -(rz as i64)..0 {
+            edges += &slot(w, d, map_axis(b, d, big));
+        }
+        edges += "}\n";
+        for t in 0..rz as i64 {
+            // gz = rows - 1 - t: planes gz + d for d > t lie past the end
+            edges += &format!("if (gz == p.rows - 1 - {t}) {{\n");
+            for d in t + 1..=rz as i64 {
+                let from = map_axis(b, big - 1 + d - t, big).map(|v| v - (big - 1) + t);
+                edges += &slot(w, d, from);
+            }
+            edges += "}\n";
+        }
+        edges += "}\n";
+    }
+    let mut stores = String::new();
+    for s in 0..k {
+        for (idx, m) in shp.iter().enumerate() {
+            for t in 0..mr {
+                stores += &format!(
+                    "sh[buf + {} * TP + (r0 + {t}) * sg + lane] = w{s}_{m}_{t};\n",
+                    s as usize * shp.len() + idx
+                );
+            }
+        }
+    }
+    let nx = job.shape.as_3d()[2] as i64;
+    let nx4 = nx / 4;
+    // the cell x (outside the grid) a lane at the grid's first or last vec4 column reads,
+    // from its own vec4 or a neighbour's
+    let edge_cell = |row: &str, x: i64, own_col: i64| -> String {
+        match map_axis(b, x, nx) {
+            None => "T(CVAL)".to_string(),
+            Some(v) => {
+                let off = v.div_euclid(4) - own_col;
+                let c = COMP[v.rem_euclid(4) as usize];
+                match off {
+                    0 => format!("{row}.{c}"),
+                    1 => format!("subgroupShuffleDown({row}.{c}, 1u)"),
+                    -1 => format!("subgroupShuffleUp({row}.{c}, 1u)"),
+                    _ => unreachable!("Blocking::planes_fit keeps rows of at least 3 vec4s"),
+                }
+            }
+        }
+    };
+    let push = |s: i32, t: i32, value: &str| -> String {
+        let mut c: String = (0..win - 1)
+            .map(|m| format!("w{s}_{m}_{t} = w{s}_{}_{t};\n", m + 1))
+            .collect();
+        c += &format!("w{s}_{}_{t} = {value};\n", win - 1);
+        c
+    };
+    let mut levels = String::new();
+    for s in (1..=k).rev() {
+        for t in 0..mr {
+            let mut block = String::new();
+            for (n, &(dz, dy)) in rows.iter().enumerate() {
+                let m = rz + dz;
+                let value = if dy == 0 {
+                    format!("w{}_{m}_{t}", s - 1)
+                } else {
+                    let idx = shp.iter().position(|&q| q == m).expect("a shared plane");
+                    let at = format!(
+                        "sh[buf + {} * TP + ys_{t}_{}]",
+                        (s - 1) as usize * shp.len() + idx,
+                        dy + 64
+                    );
+                    if constant {
+                        format!("select({at}, vec4<T>(CVAL), yo_{t}_{})", dy + 64)
+                    } else {
+                        at
+                    }
+                };
+                block += &format!("let r_{n} = {value};\n");
+            }
+            let tap = |dz: i32, dy: i32, m: i32| -> String {
+                let n = rows.iter().position(|&r| r == (dz, dy)).expect("a tap row");
+                let row = format!("r_{n}");
+                if m == 0 {
+                    return row;
+                }
+                let used = need.get(&(dz, dy, m)).copied().unwrap_or_default();
+                let parts: Vec<String> = (0..4)
+                    .map(|c| {
+                        if !used[c] {
+                            return "T(0)".to_string();
+                        }
+                        let comp = COMP[c];
+                        if m < 0 {
+                            let edge = edge_cell(&row, 4 * m as i64 + c as i64, 0);
+                            format!(
+                                "select(subgroupShuffleUp({row}.{comp}, {}u), {edge}, at_l)",
+                                -m
+                            )
+                        } else {
+                            let x = 4 * (nx4 - 1 + m as i64) + c as i64;
+                            let edge = edge_cell(&row, x, nx4 - 1);
+                            format!("select(subgroupShuffleDown({row}.{comp}, {m}u), {edge}, at_r)")
+                        }
+                    })
+                    .collect();
+                format!("vec4<T>({})", parts.join(", "))
+            };
+            let cells = "vec4<T>(a0_0, a0_1, a0_2, a0_3)";
+            let store = |_: i32| -> String {
+                if s < k {
+                    push(s, t, cells)
+                } else {
+                    format!(
+                        "if (i >= WARM && ok_{t}) {{\n    dst[(first_in + i - K * (RZ + 1)) * plane + y_{t} * NX4 + col] = {cells};\n}}\n"
+                    )
+                }
+            };
+            block += &gather4_rows(job, 1, &tap, &store);
+            levels += &format!("{{\n{block}}}\n");
+        }
+    }
+    for t in 0..mr {
+        levels += &push(0, t, &format!("cur_{t}"));
+    }
+    vec![
+        ("// @generated-planes-rows", row_vars),
+        ("// @generated-planes-windows", windows),
+        ("// @generated-planes-preload", preload),
+        ("// @generated-planes-load", load),
+        ("// @generated-planes-edges", edges),
+        ("// @generated-planes-stores", stores),
+        ("// @generated-planes-levels", levels),
+    ]
+}
+
 /// The kernel source for a job: the prelude constants and the generated tap code, with the
 /// four-cell kernels where [`four_cells`] allows them and the streamed pass where `blocking`
-/// is given.
+/// is given (its workgroup memory sized for a device with 48 KiB of it).
 pub fn source(job: &StencilJob, choice: KernelChoice) -> String {
-    source_with(job, choice, four_cells(job))
+    source_with(job, choice, four_cells(job), 48 << 10)
 }
 
 /// The plane rows a workgroup of `step4` covers: the `asked` ones (`KernelChoice::plane_rows`)
@@ -1053,7 +1399,7 @@ fn plane_rows(job: &StencilJob, asked: u32, four: bool) -> u32 {
 
 /// [`source`], with the four-cell kernels where `four` (decided by the caller within what
 /// [`four_cells`] allows).
-fn source_with(job: &StencilJob, choice: KernelChoice, four: bool) -> String {
+fn source_with(job: &StencilJob, choice: KernelChoice, four: bool, workgroup_bytes: u32) -> String {
     let blocking = choice.blocking;
     let mz = choice.rows.max(1) as i32;
     let [_, ny, nx] = job.shape.as_3d();
@@ -1144,7 +1490,11 @@ fn source_with(job: &StencilJob, choice: KernelChoice, four: bool) -> String {
     let mut text = fill(crate::wgsl::STENCIL, "// @generated-direct", &direct);
     text = fill(&text, "// @generated-fetch", &fetch);
     if four {
-        let (step4, streamed) = crate::wgsl::STENCIL_VEC
+        let (vec, planes) = crate::wgsl::STENCIL_VEC
+            .split_once("// @planes")
+            .and_then(|(a, b)| Some((a, b.split_once('\n')?.1)))
+            .expect("stencil_vec.wgsl marks its 3-D part in registers");
+        let (step4, streamed) = vec
             .split_once("// @streamed")
             .and_then(|(a, b)| Some((a, b.split_once('\n')?.1)))
             .expect("stencil_vec.wgsl marks its streamed part");
@@ -1183,7 +1533,22 @@ fn source_with(job: &StencilJob, choice: KernelChoice, four: bool) -> String {
         };
         let step4 = fill(step4, "// @generated-direct4", &direct4);
         text += &fill(&step4, "// @generated-xedge4", &xedge4);
-        if let Some(b) = blocking {
+        if let Some(b) = blocking.filter(|b| b.is_planes(job)) {
+            text += &format!(
+                "\nconst K: i32 = {};\nconst PWG: u32 = {}u;\nconst MR: i32 = {};\n\
+                 const SHP: i32 = {};\nconst NB: i32 = {};\n",
+                b.steps,
+                b.workgroup,
+                b.tile_rows,
+                shared_planes(job).len().max(1),
+                b.plane_buffers(job, workgroup_bytes)
+            );
+            let mut part = planes.to_string();
+            for (marker, code) in planes_code(job, b.steps as i32, b.tile_rows as i32) {
+                part = fill(&part, marker, &code);
+            }
+            text += &part;
+        } else if let Some(b) = blocking {
             let mut lanes_part = String::new();
             text += &format!(
                 "\nconst K: i32 = {};\nconst RB: i32 = {};\nconst D: i32 = {};\nconst TY: i32 = {};\n\
@@ -1311,7 +1676,11 @@ pub struct StencilKernel {
     plane_rows: u32,
     /// The streamed pass of K steps, where asked for: the general kernel and the one for
     /// workgroups wholly inside the grid (`steps_interior`, or `steps_lanes`).
-    streamed: Option<(Blocking, wgpu::ComputePipeline, wgpu::ComputePipeline)>,
+    streamed: Option<(
+        Blocking,
+        Option<wgpu::ComputePipeline>,
+        wgpu::ComputePipeline,
+    )>,
     /// The device's narrowest subgroup (0 without subgroups), which sizes `steps_lanes`' work.
     min_lanes: u32,
 }
@@ -1370,7 +1739,17 @@ impl StencilKernel {
                 choice.plane_rows
             )));
         }
-        if let Some(b) = blocking {
+        if let Some(b) = blocking.filter(|b| b.is_planes(job)) {
+            if !b.planes_fit(gpu, job) {
+                return Err(Error::InvalidInput(format!(
+                    "{b:?} does not fit this job on {} (K steps in registers on a 3-D grid need \
+                     subgroups, a boundary other than wrap, rows of a multiple of 4 cells and at \
+                     least 3 vec4s, at most {UNROLL_TAPS} taps, K at most {MAX_PLANE_STEPS}, and \
+                     the workgroup's planes within its memory)",
+                    gpu.adapter.name
+                )));
+            }
+        } else if let Some(b) = blocking {
             let bytes = b.steps
                 * ring_depth(job, b.planes)
                 * b.tile_rows
@@ -1422,13 +1801,27 @@ impl StencilKernel {
             ],
         );
         let four = four && four_cells(job);
-        let module = kernel::module(gpu, "stencil", &source_with(job, choice, four))?;
+        let module = kernel::module(
+            gpu,
+            "stencil",
+            &source_with(
+                job,
+                choice,
+                four,
+                gpu.limits.max_compute_workgroup_storage_size,
+            ),
+        )?;
         let entry = if four { "step4" } else { "step" };
         let pipeline = kernel::pipeline(gpu, &module, entry, &layout)?;
         let streamed = match blocking {
+            Some(b) if b.is_planes(job) => Some((
+                b,
+                None,
+                kernel::pipeline(gpu, &module, "steps_planes", &layout)?,
+            )),
             Some(b) => Some((
                 b,
-                kernel::pipeline(gpu, &module, "steps_streamed", &layout)?,
+                Some(kernel::pipeline(gpu, &module, "steps_streamed", &layout)?),
                 kernel::pipeline(
                     gpu,
                     &module,
@@ -1530,6 +1923,10 @@ impl StencilKernel {
     fn params(&self, mut region: StepParams) -> StepParams {
         if let Some(b) = self.blocking() {
             region.chunk = b.chunk_rows(&self.job, region.comp_rows.max(0) as u64) as i32;
+            if b.is_planes(&self.job) {
+                region.lane_chunk = b.plane_work(&self.job, &region, self.min_lanes).0 as i32;
+                return region;
+            }
             region.interior = b.interior(&self.job, &region);
             if b.lanes {
                 region.lane_chunk = b.lane_work(&self.job, &region, self.min_lanes).0 as i32;
@@ -1577,7 +1974,13 @@ impl StencilKernel {
     ) {
         let comp_rows = region.comp_rows.max(0) as u64;
         match &self.streamed {
-            Some((b, general, interior)) if steps == b.steps as u64 => {
+            Some((b, _, planes)) if steps == b.steps as u64 && b.is_planes(&self.job) => {
+                let groups = b.plane_work(&self.job, region, self.min_lanes).1 as u32;
+                if groups > 0 {
+                    kernel::dispatch(gpu, pass, planes, bind, &[offset], groups);
+                }
+            }
+            Some((b, Some(general), interior)) if steps == b.steps as u64 => {
                 // every workgroup through the general kernel, which leaves the interior box's
                 // (in registers: the workgroups around the box only)
                 let [c0, c1, y0, y1, x0, x1] = region.interior;
