@@ -508,23 +508,15 @@ fn steps_planes(
         let at_r = col == NX4 - 1;
         // @generated-planes-rows
         // @generated-planes-windows
-        // loads are issued two planes ahead; planes outside the resident rows (the grid's
-        // ends: their slots are overwritten before use) read the nearest resident one
+        // loads are issued W = 2·RZ + 1 planes ahead into a ring of W registers; planes outside
+        // the resident rows (the grid's ends: their slots are overwritten before use) read the
+        // nearest resident one
         // @generated-planes-preload
-        for (var i = 0; i <= last_in - first_in + K; i++) {
-            let za = clamp(first_in + i + 2, 0, p.res_rows - 1) * plane;
-            // @generated-planes-load
-            // @generated-planes-edges
-            let buf = (i % NB) * K * SHP * TP;
-            // @generated-planes-stores
-            workgroupBarrier();
-            // @generated-planes-levels
-            if (NB == 1) {
-                // the next iteration's stores would overwrite what slower subgroups still read;
-                // with two buffers they go to the other, which every subgroup finished reading
-                // before the barrier above
-                workgroupBarrier();
-            }
+        let iterations = last_in - first_in + K + 1;
+        // The loop is unrolled W times: iteration i's windows and loads sit in the registers
+        // rotated by i % W (`w{s}_{m}` is slot (m + i) % W), so nothing moves between them.
+        for (var i0 = 0; i0 < iterations; i0 += 2 * RZ + 1) {
+            // @generated-planes-loop
         }
     }
 }

@@ -703,17 +703,24 @@ fn passes_in_registers_are_bit_identical_to_single_steps() {
             .blocking
             .is_none());
     }
-    // 3-D grids are not given K steps in registers without measuring
-    let cube = job(
-        &[20, 16, 32],
-        Stencil::star(3, 1).unwrap(),
-        Boundary::Reflect,
-        8,
-        KeyType::F32,
-    );
-    assert!(stencil::KernelChoice::for_device(gpu, &cube)
-        .blocking
-        .is_none());
+    // 3-D grids: three steps in registers for the radius-1 star where the job has three
+    // steps, no blocking for wider stencils, wrap, or without subgroups
+    for (stencil, boundary, steps, want) in [
+        (Stencil::star(3, 1).unwrap(), Boundary::Reflect, 8, Some(3)),
+        (Stencil::star(3, 1).unwrap(), Boundary::Constant, 3, Some(3)),
+        (Stencil::star(3, 1).unwrap(), Boundary::Reflect, 2, None),
+        (Stencil::star(3, 1).unwrap(), Boundary::Wrap, 8, None),
+        (Stencil::boxed(3, 1).unwrap(), Boundary::Reflect, 8, None),
+        (Stencil::star(3, 2).unwrap(), Boundary::Reflect, 8, None),
+    ] {
+        let cube = job(&[20, 16, 32], stencil, boundary, steps, KeyType::F32);
+        let got = stencil::KernelChoice::for_device(gpu, &cube).blocking;
+        assert_eq!(got.map(|b| b.steps), want, "{cube:?}");
+        assert!(got.is_none_or(|b| b.is_planes(&cube)));
+        assert!(stencil::KernelChoice::for_device(off, &cube)
+            .blocking
+            .is_none());
+    }
 }
 
 /// K steps a pass on 3-D grids in registers (`steps_planes`: a workgroup streams a tile of the

@@ -438,7 +438,13 @@ pub const MAX_PLANE_STEPS: u32 = 4;
 
 /// Workgroup sizes and rows an invocation of `steps_planes`, in the order [`Blocking::lanes`]
 /// tries them.
-const PLANE_SHAPES: [(u32, u32); 5] = [(512, 1), (512, 2), (256, 2), (256, 1), (1024, 1)];
+const PLANE_SHAPES: [(u32, u32); 5] = [(512, 2), (1024, 1), (512, 1), (256, 2), (256, 1)];
+
+/// The shapes [`KernelChoice::for_device`] takes for three steps a pass on 3-D grids, the
+/// first that fits: tiles of 32 rows (512 invocations of two rows, or 1024 of one; with K = 3,
+/// 26 of the 32 rows are output) ran at 1.5x the single step on the H200, tiles of 16 rows at
+/// 1.38x (docs/BENCHMARKS.md).
+const PLANE_DEFAULTS: [(u32, u32); 3] = [(512, 2), (1024, 1), (256, 2)];
 
 /// Invocations per workgroup of `steps_lanes`: a whole number of subgroups of any size a device
 /// may have (4..=128).
@@ -678,6 +684,8 @@ impl Blocking {
         let tiles = strips * up(ny as i64, out_h.max(1));
         let warm = self.steps as i64 * (2 * job.stencil.reach()[0] as i64 + 1);
         let len = (12 * warm).max(up(rows * tiles, 1024)).clamp(1, rows);
+        // chunks of equal length: no short last chunk running beside full ones
+        let len = up(rows, up(rows, len));
         (len, (up(rows, len) * tiles) as u64)
     }
 
@@ -913,10 +921,24 @@ impl KernelChoice {
     /// windows of rows stay within 64 registers a level stack (K = 4 for 3-row windows, 3 for
     /// 5-row ones), where the job has K steps or more. Those doubled the single step's rate
     /// per step or came within a few percent of 1.5x; wider stencils (more shuffles and
-    /// registers per level) gained little or lost (docs/BENCHMARKS.md). [`choose_kernel`]
-    /// measures every K for jobs large enough to pay for it.
+    /// registers per level) gained little or lost (docs/BENCHMARKS.md). On 3-D grids, three
+    /// steps a pass in registers (`steps_planes`) for stencils of at most 7 taps within one
+    /// cell each way (the radius-1 star: 1.5x the single step); wider 3-D stencils lost.
+    /// [`choose_kernel`] measures every K for jobs large enough to pay for it.
     pub fn for_device(gpu: &Gpu, job: &StencilJob) -> KernelChoice {
         let base = KernelChoice::for_job(job);
+        if job.shape.dims() == 3 {
+            // 3-D stencils within one cell each way of at most 7 taps (the radius-1 star): three
+            // steps a pass in registers, the only 3-D blocking measured at 1.5x the single step
+            if job.stencil.taps().len() > 7 || job.stencil.reach() != [1, 1, 1] || job.steps < 3 {
+                return base;
+            }
+            let blocking = PLANE_DEFAULTS
+                .into_iter()
+                .map(|(w, rows)| Blocking::planes(3, w, rows))
+                .find(|b| b.planes_fit(gpu, job));
+            return KernelChoice { blocking, ..base };
+        }
         if job.stencil.taps().len() > 9 || job.shape.dims() != 2 {
             return base;
         }
@@ -1160,11 +1182,12 @@ fn shared_planes(job: &StencilJob) -> Vec<i32> {
 }
 
 /// The generated blocks of `steps_planes` (stencil_vec.wgsl) for K = `k` and `mr` rows an
-/// invocation, by marker: each row's offsets and tile slots along y, the windows, the loads
-/// before the loop and in it, the fixups of window slots past the grid's ends along z, the stores
-/// of the planes other rows read, and one iteration's levels (last first, as [`lanes_code`]
-/// builds them, with the rows off the cell's own read from workgroup memory and the cells past
-/// the grid's x edges mirrored from the invocation's own lane or its neighbour's).
+/// invocation, by marker: each row's offsets and tile slots along y, the windows, the ring of
+/// loads ahead, and the loop's body unrolled 2·RZ + 1 times (one rotation of the windows each):
+/// loads, the fixups of window slots past the grid's ends along z, the stores of the planes
+/// other rows read, and the levels (last first, as [`lanes_code`] builds them, with the rows off
+/// the cell's own read from workgroup memory and the cells past the grid's x edges mirrored from
+/// the invocation's own lane or its neighbour's).
 fn planes_code(job: &StencilJob, k: i32, mr: i32) -> Vec<(&'static str, String)> {
     let [rz, _, _] = job.stencil.reach();
     let win = 2 * rz + 1;
@@ -1187,8 +1210,7 @@ fn planes_code(job: &StencilJob, k: i32, mr: i32) -> Vec<(&'static str, String)>
         .collect();
     dys.sort_unstable();
     dys.dedup();
-    let (mut row_vars, mut windows, mut preload, mut load) =
-        (String::new(), String::new(), String::new(), String::new());
+    let (mut row_vars, mut windows, mut preload) = (String::new(), String::new(), String::new());
     for t in 0..mr {
         row_vars += &format!(
             "let y_{t} = y0 + {t};\nlet base_{t} = clamp(y_{t}, 0, NY - 1) * NX4 + colc;\n\
@@ -1207,64 +1229,17 @@ fn planes_code(job: &StencilJob, k: i32, mr: i32) -> Vec<(&'static str, String)>
                 windows += &format!("var w{s}_{m}_{t} = vec4<T>(T(0));\n");
             }
         }
-        preload += &format!(
-            "var next_{t} = src[clamp(first_in, 0, p.res_rows - 1) * plane + base_{t}];\n\
-             var after_{t} = src[clamp(first_in + 1, 0, p.res_rows - 1) * plane + base_{t}];\n"
-        );
-        load += &format!(
-            "let cur_{t} = next_{t};\nnext_{t} = after_{t};\nafter_{t} = src[za + base_{t}];\n"
-        );
+        for u in 0..win {
+            preload += &format!(
+                "var ld{u}_{t} = src[clamp(first_in + {u}, 0, p.res_rows - 1) * plane + base_{t}];\n"
+            );
+        }
     }
-    // along z: a window slot (plane d from the plane gz its level computes) past the grid's
-    // first or last plane takes the slot of the plane it mirrors. At gz = 0 every slot before
-    // the grid is set (later planes see them shifted down); towards the end each of the last RZ
-    // planes sets the slots past the grid that entered since.
-    let big = 1i64 << 30;
-    let slot = |s: i32, d: i64, from: Option<i64>| -> String {
-        let m = rz as i64 + d;
-        (0..mr)
-            .map(|t| match from {
-                Some(v) => format!("w{s}_{m}_{t} = w{s}_{}_{t};\n", rz as i64 + v),
-                None => format!("w{s}_{m}_{t} = vec4<T>(CVAL);\n"),
-            })
-            .collect()
+    // the register of logical window slot m (oldest plane first) at rotation u
+    let reg = |s: i32, m: i64, t: i32, u: i32| {
+        format!("w{s}_{}_{t}", (m + u as i64).rem_euclid(win as i64))
     };
-    let mut edges = String::new();
-    for s in 1..=k {
-        if rz == 0 {
-            break;
-        }
-        let w = s - 1;
-        edges += &format!(
-            "{{\nlet gz = first_in + i - {} + p.res_lo;\nif (gz == 0) {{\n",
-            s * (rz + 1)
-        );
-        for d in -(rz as i64)..0 {
-            edges += &slot(w, d, map_axis(b, d, big));
-        }
-        edges += "}\n";
-        for t in 0..rz as i64 {
-            // gz = rows - 1 - t: planes gz + d for d > t lie past the end
-            edges += &format!("if (gz == p.rows - 1 - {t}) {{\n");
-            for d in t + 1..=rz as i64 {
-                let from = map_axis(b, big - 1 + d - t, big).map(|v| v - (big - 1) + t);
-                edges += &slot(w, d, from);
-            }
-            edges += "}\n";
-        }
-        edges += "}\n";
-    }
-    let mut stores = String::new();
-    for s in 0..k {
-        for (idx, m) in shp.iter().enumerate() {
-            for t in 0..mr {
-                stores += &format!(
-                    "sh[buf + {} * TP + (r0 + {t}) * sg + lane] = w{s}_{m}_{t};\n",
-                    s as usize * shp.len() + idx
-                );
-            }
-        }
-    }
+    let big = 1i64 << 30;
     let nx = job.shape.as_3d()[2] as i64;
     let nx4 = nx / 4;
     // the cell x (outside the grid) a lane at the grid's first or last vec4 column reads,
@@ -1284,89 +1259,153 @@ fn planes_code(job: &StencilJob, k: i32, mr: i32) -> Vec<(&'static str, String)>
             }
         }
     };
-    let push = |s: i32, t: i32, value: &str| -> String {
-        let mut c: String = (0..win - 1)
-            .map(|m| format!("w{s}_{m}_{t} = w{s}_{}_{t};\n", m + 1))
-            .collect();
-        c += &format!("w{s}_{}_{t} = {value};\n", win - 1);
-        c
-    };
-    let mut levels = String::new();
-    for s in (1..=k).rev() {
+    // One iteration at rotation u: loads, edge fixups, stores, barrier, levels, pushes.
+    let body = |u: i32| -> String {
+        let mut out = String::new();
         for t in 0..mr {
-            let mut block = String::new();
-            for (n, &(dz, dy)) in rows.iter().enumerate() {
-                let m = rz + dz;
-                let value = if dy == 0 {
-                    format!("w{}_{m}_{t}", s - 1)
-                } else {
-                    let idx = shp.iter().position(|&q| q == m).expect("a shared plane");
-                    let at = format!(
-                        "sh[buf + {} * TP + ys_{t}_{}]",
-                        (s - 1) as usize * shp.len() + idx,
-                        dy + 64
+            out += &format!("let cur_{t} = ld{u}_{t};\n");
+            out += &format!(
+                "ld{u}_{t} = src[clamp(first_in + i + {win}, 0, p.res_rows - 1) * plane + base_{t}];\n"
+            );
+        }
+        // along z: a window slot (plane d from the plane gz its level computes) past the
+        // grid's first or last plane takes the slot of the plane it mirrors. At gz = 0 every
+        // slot before the grid is set (later planes see them shifted down); towards the end
+        // each of the last RZ planes sets the slots past the grid that entered since.
+        let slot = |s: i32, d: i64, from: Option<i64>| -> String {
+            let m = rz as i64 + d;
+            (0..mr)
+                .map(|t| match from {
+                    Some(v) => format!("{} = {};\n", reg(s, m, t, u), reg(s, rz as i64 + v, t, u)),
+                    None => format!("{} = vec4<T>(CVAL);\n", reg(s, m, t, u)),
+                })
+                .collect()
+        };
+        for s in 1..=k {
+            if rz == 0 {
+                break;
+            }
+            let w = s - 1;
+            out += &format!(
+                "{{\nlet gz = first_in + i - {} + p.res_lo;\nif (gz == 0) {{\n",
+                s * (rz + 1)
+            );
+            for d in -(rz as i64)..0 {
+                out += &slot(w, d, map_axis(b, d, big));
+            }
+            out += "}\n";
+            for t in 0..rz as i64 {
+                // gz = rows - 1 - t: planes gz + d for d > t lie past the end
+                out += &format!("if (gz == p.rows - 1 - {t}) {{\n");
+                for d in t + 1..=rz as i64 {
+                    let from = map_axis(b, big - 1 + d - t, big).map(|v| v - (big - 1) + t);
+                    out += &slot(w, d, from);
+                }
+                out += "}\n";
+            }
+            out += "}\n";
+        }
+        out += "let buf = (i % NB) * K * SHP * TP;\n";
+        for s in 0..k {
+            for (idx, &m) in shp.iter().enumerate() {
+                for t in 0..mr {
+                    out += &format!(
+                        "sh[buf + {} * TP + (r0 + {t}) * sg + lane] = {};\n",
+                        s as usize * shp.len() + idx,
+                        reg(s, m as i64, t, u)
                     );
-                    if constant {
-                        format!("select({at}, vec4<T>(CVAL), yo_{t}_{})", dy + 64)
+                }
+            }
+        }
+        out += "workgroupBarrier();\n";
+        for s in (1..=k).rev() {
+            for t in 0..mr {
+                let mut block = String::new();
+                for (n, &(dz, dy)) in rows.iter().enumerate() {
+                    let m = rz + dz;
+                    let value = if dy == 0 {
+                        reg(s - 1, m as i64, t, u)
                     } else {
-                        at
+                        let idx = shp.iter().position(|&q| q == m).expect("a shared plane");
+                        let at = format!(
+                            "sh[buf + {} * TP + ys_{t}_{}]",
+                            (s - 1) as usize * shp.len() + idx,
+                            dy + 64
+                        );
+                        if constant {
+                            format!("select({at}, vec4<T>(CVAL), yo_{t}_{})", dy + 64)
+                        } else {
+                            at
+                        }
+                    };
+                    block += &format!("let r_{n} = {value};\n");
+                }
+                let tap = |dz: i32, dy: i32, m: i32| -> String {
+                    let n = rows.iter().position(|&r| r == (dz, dy)).expect("a tap row");
+                    let row = format!("r_{n}");
+                    if m == 0 {
+                        return row;
+                    }
+                    let used = need.get(&(dz, dy, m)).copied().unwrap_or_default();
+                    let parts: Vec<String> = (0..4)
+                        .map(|c| {
+                            if !used[c] {
+                                return "T(0)".to_string();
+                            }
+                            let comp = COMP[c];
+                            if m < 0 {
+                                let edge = edge_cell(&row, 4 * m as i64 + c as i64, 0);
+                                format!(
+                                    "select(subgroupShuffleUp({row}.{comp}, {}u), {edge}, at_l)",
+                                    -m
+                                )
+                            } else {
+                                let x = 4 * (nx4 - 1 + m as i64) + c as i64;
+                                let edge = edge_cell(&row, x, nx4 - 1);
+                                format!(
+                                    "select(subgroupShuffleDown({row}.{comp}, {m}u), {edge}, at_r)"
+                                )
+                            }
+                        })
+                        .collect();
+                    format!("vec4<T>({})", parts.join(", "))
+                };
+                let cells = "vec4<T>(a0_0, a0_1, a0_2, a0_3)";
+                // a push writes the oldest slot, which the next rotation makes the newest
+                let store = |_: i32| -> String {
+                    if s < k {
+                        format!("{} = {cells};\n", reg(s, 0, t, u))
+                    } else {
+                        format!(
+                            "if (i >= WARM && ok_{t}) {{\n    dst[(first_in + i - K * (RZ + 1)) * plane + y_{t} * NX4 + col] = {cells};\n}}\n"
+                        )
                     }
                 };
-                block += &format!("let r_{n} = {value};\n");
+                block += &gather4_rows(job, 1, &tap, &store);
+                out += &format!("{{\n{block}}}\n");
             }
-            let tap = |dz: i32, dy: i32, m: i32| -> String {
-                let n = rows.iter().position(|&r| r == (dz, dy)).expect("a tap row");
-                let row = format!("r_{n}");
-                if m == 0 {
-                    return row;
-                }
-                let used = need.get(&(dz, dy, m)).copied().unwrap_or_default();
-                let parts: Vec<String> = (0..4)
-                    .map(|c| {
-                        if !used[c] {
-                            return "T(0)".to_string();
-                        }
-                        let comp = COMP[c];
-                        if m < 0 {
-                            let edge = edge_cell(&row, 4 * m as i64 + c as i64, 0);
-                            format!(
-                                "select(subgroupShuffleUp({row}.{comp}, {}u), {edge}, at_l)",
-                                -m
-                            )
-                        } else {
-                            let x = 4 * (nx4 - 1 + m as i64) + c as i64;
-                            let edge = edge_cell(&row, x, nx4 - 1);
-                            format!("select(subgroupShuffleDown({row}.{comp}, {m}u), {edge}, at_r)")
-                        }
-                    })
-                    .collect();
-                format!("vec4<T>({})", parts.join(", "))
-            };
-            let cells = "vec4<T>(a0_0, a0_1, a0_2, a0_3)";
-            let store = |_: i32| -> String {
-                if s < k {
-                    push(s, t, cells)
-                } else {
-                    format!(
-                        "if (i >= WARM && ok_{t}) {{\n    dst[(first_in + i - K * (RZ + 1)) * plane + y_{t} * NX4 + col] = {cells};\n}}\n"
-                    )
-                }
-            };
-            block += &gather4_rows(job, 1, &tap, &store);
-            levels += &format!("{{\n{block}}}\n");
         }
-    }
-    for t in 0..mr {
-        levels += &push(0, t, &format!("cur_{t}"));
+        for t in 0..mr {
+            out += &format!("{} = cur_{t};\n", reg(0, 0, t, u));
+        }
+        // with one buffer, the next iteration's stores would overwrite what slower subgroups
+        // still read; with two they go to the other, which every subgroup finished reading
+        // before the barrier above
+        out += "if (NB == 1) {\n    workgroupBarrier();\n}\n";
+        out
+    };
+    let mut looped = String::new();
+    for u in 0..win {
+        if u > 0 {
+            looped += &format!("if (i0 + {u} >= iterations) {{\n    break;\n}}\n");
+        }
+        looped += &format!("{{\nlet i = i0 + {u};\n{}}}\n", body(u));
     }
     vec![
         ("// @generated-planes-rows", row_vars),
         ("// @generated-planes-windows", windows),
         ("// @generated-planes-preload", preload),
-        ("// @generated-planes-load", load),
-        ("// @generated-planes-edges", edges),
-        ("// @generated-planes-stores", stores),
-        ("// @generated-planes-levels", levels),
+        ("// @generated-planes-loop", looped),
     ]
 }
 
