@@ -1270,8 +1270,9 @@ fn stencil_on_files_in_core_and_streamed() {
         .code(2);
     assert!(!d.join("never.raw").exists());
     // 3-D on chip: rows of 7 cells cannot stream (exit 2, nothing written); rows of 32 can, and
-    // give the single steps' bytes; 5 steps a pass (beyond workgroup memory's 4; registers take
-    // only 2-D grids) is refused
+    // give the single steps' bytes: 2 and 3 steps a pass in registers (a GPU with subgroups),
+    // the default (3 in registers for this radius-1 star), and under wrap through workgroup
+    // memory; 5 steps a pass (beyond the 4 of 3-D grids) is refused
     let refused = gpusort()
         .args(["stencil", "--steps", "3", "--on-chip-steps", "2"])
         .arg(d.join("g3.npy"))
@@ -1291,30 +1292,31 @@ fn stencil_on_files_in_core_and_streamed() {
         &[12, 16, 32],
         &random_f32(12 * 16 * 32, 24),
     );
-    for k in ["1", "2"] {
-        gpusort()
-            .args([
-                "-q",
-                "stencil",
-                "--steps",
-                "6",
-                "--boundary",
-                "mirror",
-                "--on-chip-steps",
-                k,
-            ])
-            .arg(d.join("g8.npy"))
-            .arg("-o")
-            .arg(d.join(format!("k{k}.npy")))
-            .assert()
-            .success();
+    for (boundary, ks) in [
+        ("mirror", &["1", "2", "3", "default"][..]),
+        ("wrap", &["1", "2", "default"][..]),
+    ] {
+        for &k in ks {
+            let mut cmd = gpusort();
+            cmd.args(["-q", "stencil", "--steps", "6", "--boundary", boundary]);
+            if k != "default" {
+                cmd.args(["--on-chip-steps", k]);
+            }
+            cmd.arg(d.join("g8.npy"))
+                .arg("-o")
+                .arg(d.join(format!("k{k}.npy")))
+                .assert()
+                .success();
+        }
+        let one = std::fs::read(d.join("k1.npy")).unwrap();
+        for k in &ks[1..] {
+            assert_eq!(
+                one,
+                std::fs::read(d.join(format!("k{k}.npy"))).unwrap(),
+                "3-D {boundary}, {k} steps a pass"
+            );
+        }
     }
-    let one = std::fs::read(d.join("k1.npy")).unwrap();
-    assert_eq!(
-        one,
-        std::fs::read(d.join("k2.npy")).unwrap(),
-        "3-D, 2 steps a pass"
-    );
     gpusort()
         .args(["stencil", "--on-chip-steps", "5"])
         .arg(d.join("g8.npy"))

@@ -651,7 +651,7 @@ impl Blocking {
             * self.workgroup as u64
             * self.tile_rows as u64
             * 4
-            * job.cell_bytes() as u64
+            * job.cell_bytes()
     }
 
     /// Buffers of `steps_planes`' workgroup memory: two where they fit in `workgroup_bytes`
