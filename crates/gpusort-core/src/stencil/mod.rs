@@ -444,7 +444,7 @@ const PLANE_SHAPES: [(u32, u32); 5] = [(512, 2), (1024, 1), (512, 1), (256, 2), 
 /// first that fits: tiles of 32 rows (512 invocations of two rows, or 1024 of one; with K = 3,
 /// 26 of the 32 rows are output) ran at 1.5x the single step on the H200, tiles of 16 rows at
 /// 1.38x (docs/BENCHMARKS.md).
-const PLANE_DEFAULTS: [(u32, u32); 3] = [(512, 2), (1024, 1), (256, 2)];
+const PLANE_DEFAULTS: [(u32, u32); 3] = [(1024, 1), (512, 2), (256, 2)];
 
 /// Invocations per workgroup of `steps_lanes`: a whole number of subgroups of any size a device
 /// may have (4..=128).
@@ -698,10 +698,12 @@ impl Blocking {
     }
 
     /// Every blocking worth measuring for `job` on `gpu`: [`Blocking::candidates`], and the
-    /// blockings in registers for K = 2, 3, 4, 6 and 8 where the device has them.
+    /// blockings in registers where the device has them: K = 2, 3, 4, 6 and 8 on 2-D grids,
+    /// K = 2..=4 in every shape of `steps_planes` that fits on 3-D grids.
     pub fn device_candidates(gpu: &Gpu, job: &StencilJob) -> Vec<Blocking> {
         let mut all = Blocking::candidates(job, gpu.limits.max_compute_workgroup_storage_size);
         if job.shape.dims() == 3 {
+            // not K = 1: as a single step it lost to `step4` for every 3-D stencil measured
             for k in 2..=MAX_PLANE_STEPS {
                 all.extend(
                     PLANE_SHAPES
