@@ -152,3 +152,31 @@ fn step(
         st(c, cell_at(zr, y, x));
     }
 }
+
+// Two neighbouring cells along x an invocation (`KernelChoice::pairs`; rows of an even number of
+// cells, so a pair never straddles two rows): the taps both cells read are loaded once, and each
+// cell sums its taps in tap order as `step` does, so the result is the same bit for bit.
+@compute @workgroup_size(WG)
+fn step2(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let idx = linear_workgroup(wid, nwg) * WG + lid;
+    let pairs = u32(NY * (NX / 2));
+    if (idx >= u32(p.comp_rows) * pairs) {
+        return;
+    }
+    let zr = p.comp_lo + i32(idx / pairs);
+    let rem = (idx % pairs) * 2u;
+    let y = i32(rem / u32(NX));
+    let x = i32(rem % u32(NX));
+    let c = zr * NY * NX + i32(rem);
+    if (zr >= RZ && zr + RZ < p.res_rows && y >= RY && y + RY < NY && x >= RX
+        && x + 1 + RX < NX) {
+        // @generated-direct2
+    } else {
+        st(c, cell_at(zr, y, x));
+        st(c + 1, cell_at(zr, y, x + 1));
+    }
+}

@@ -249,6 +249,71 @@ fn constant_boundary_at_every_step_and_specials() {
     assert!(out[0].is_infinite() && out[255].is_nan());
 }
 
+/// Two cells an invocation of the one-cell step (`KernelChoice::pairs`) against one, bit for
+/// bit: f32 rows of an even number of cells that is not a multiple of 4 (the one-cell kernel's
+/// grids), 2-D and 3-D, stars, boxes and asymmetric weights, every boundary, in core and out of
+/// core; f64 where the device has it. Odd rows keep one cell an invocation.
+#[test]
+fn pairs_of_cells_are_bit_identical_to_one_cell() {
+    let gpu = gpu(false);
+    let dense: Vec<f64> = (0..25).map(|i| (i as f64 - 9.0) / 30.0).collect();
+    let pairs = stencil::KernelChoice {
+        pairs: true,
+        ..Default::default()
+    };
+    let mut cases = 0;
+    for (n, (shape, stencil, dtype)) in [
+        (
+            &[33usize, 30][..],
+            Stencil::star(2, 2).unwrap(),
+            KeyType::F32,
+        ),
+        (
+            &[20, 26],
+            Stencil::from_weights(2, 2, &dense).unwrap(),
+            KeyType::F32,
+        ),
+        (&[9, 11, 14], Stencil::boxed(3, 1).unwrap(), KeyType::F32),
+        (&[9, 11, 14], Stencil::star(3, 1).unwrap(), KeyType::F64),
+        (&[40, 72], Stencil::star(2, 2).unwrap(), KeyType::F64),
+        (&[12, 31], Stencil::star(2, 1).unwrap(), KeyType::F32),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        if dtype == KeyType::F64 && !gpu.features.contains(wgpu::Features::SHADER_F64) {
+            continue;
+        }
+        for boundary in every_other_boundary(n) {
+            let j = job(shape, stencil.clone(), boundary, 3, dtype);
+            let one = StencilKernel::one_cell(gpu, &j).unwrap();
+            let two = StencilKernel::with_choice(gpu, &j, pairs).unwrap();
+            assert!(!two.four_cells());
+            assert_eq!(
+                two.choice().pairs,
+                shape[shape.len() - 1] % 2 == 0,
+                "{}",
+                j.shape
+            );
+            let what = format!("{} {boundary:?} {dtype}", j.shape);
+            if dtype == KeyType::F64 {
+                let input = grid::<f64>(j.shape.cells(), 40 + n as u64);
+                let (want, _) = stencil::apply(gpu, &one, &in_core(&j), &input).unwrap();
+                let (got, _) = stencil::apply(gpu, &two, &in_core(&j), &input).unwrap();
+                assert!(identical(&got, &want), "{what}: pairs differ");
+            } else {
+                let input = grid::<f32>(j.shape.cells(), 40 + n as u64);
+                let (want, _) = stencil::apply(gpu, &one, &in_core(&j), &input).unwrap();
+                let (got, _) = stencil::apply(gpu, &two, &in_core(&j), &input).unwrap();
+                assert!(identical(&got, &want), "{what}: pairs differ");
+                out_of_core_identical(&two, &input, &want, 12, 2, &what);
+            }
+            cases += 1;
+        }
+    }
+    assert!(cases >= 12, "only {cases} cases");
+}
+
 #[test]
 fn f64_grids_where_the_device_has_them() {
     let gpu = gpu(false);

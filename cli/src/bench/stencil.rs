@@ -207,6 +207,15 @@ fn per_type<T: StencilValue + Into<f64>>(
             format!("{sname}, 1 cell/invocation"),
             StencilKernel::one_cell(gpu, &job)?,
         )];
+        // cells one an invocation (f64): two neighbours an invocation, shared loads
+        let pairs = KernelChoice {
+            pairs: true,
+            ..KernelChoice::default()
+        };
+        let paired = StencilKernel::with_choice(gpu, &job, pairs)?;
+        if !paired.four_cells() && paired.choice().pairs {
+            variants.push((format!("{sname}, 2 cells/invocation"), paired));
+        }
         // workgroups along x first (the kernels before plane patches), then 3-D patches
         let one_row = KernelChoice {
             rows: 1,
@@ -236,7 +245,7 @@ fn per_type<T: StencilValue + Into<f64>>(
                 let choice = KernelChoice {
                     rows,
                     plane_rows,
-                    blocking: None,
+                    ..KernelChoice::default()
                 };
                 variants.push((
                     format!("{sname}, 4 cells x {rows} rows/invocation, {plane_rows}-row patches"),

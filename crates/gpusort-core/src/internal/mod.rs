@@ -146,6 +146,11 @@ fn stencil_configurations() -> Vec<(String, String)> {
                     ..KernelChoice::default()
                 };
                 out.push((format!("{name} 3 rows"), stencil::source(&job, rows)));
+                let pairs = KernelChoice {
+                    pairs: true,
+                    ..KernelChoice::default()
+                };
+                out.push((format!("{name} pairs"), stencil::source(&job, pairs)));
                 let along_x = KernelChoice {
                     plane_rows: 1,
                     ..KernelChoice::default()
@@ -172,6 +177,7 @@ fn stencil_configurations() -> Vec<(String, String)> {
                     let choice = KernelChoice {
                         rows: 1,
                         blocking: Some(b),
+                        pairs: false,
                         plane_rows: 1,
                     };
                     out.push((

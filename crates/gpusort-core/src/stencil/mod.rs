@@ -868,6 +868,11 @@ pub struct KernelChoice {
     pub rows: u32,
     /// K steps a pass, streamed through workgroup memory.
     pub blocking: Option<Blocking>,
+    /// Two neighbouring cells along x an invocation of the one-cell single step (`step2`), the
+    /// taps both read loaded once: for grids whose cells run one an invocation (f64, rows not a
+    /// multiple of 4 cells, or the bench's one-cell kernel) with rows of an even number of cells
+    /// and at most 32 taps; ignored elsewhere.
+    pub pairs: bool,
     /// Rows of the (y, x) plane that one workgroup of a four-cell single step covers on a 3-D
     /// grid: 1 runs each workgroup along x; 2..=32 (a power of two) a patch of that many rows,
     /// so the taps in neighbouring rows come from loads of the same workgroup. Ignored on 2-D
@@ -886,6 +891,7 @@ impl Default for KernelChoice {
             rows: 2,
             blocking: None,
             plane_rows: 8,
+            pairs: false,
         }
     }
 }
@@ -1529,6 +1535,39 @@ fn source_with(job: &StencilJob, choice: KernelChoice, four: bool, workgroup_byt
         "fetch(zr + o.x, y + o.y, x + o.z)",
     );
     let mut text = fill(crate::wgsl::STENCIL, "// @generated-direct", &direct);
+    // `step2`: the offsets of both cells' taps, each loaded once, then each cell's sum in tap
+    // order with the same expression as `sum`
+    let mut direct2 = String::new();
+    if unrolled {
+        let off = |t: &Tap, j: i64| {
+            let [dz, dy, dx] = t.offset;
+            dz as i64 * plane + dy as i64 * nx as i64 + dx as i64 + j
+        };
+        let mut loaded = std::collections::HashSet::new();
+        for j in 0..2 {
+            for t in taps {
+                let o = off(t, j);
+                if loaded.insert(o) {
+                    direct2 += &format!("let l_{} = ld(c + {o});\n", o + (1 << 30));
+                }
+            }
+        }
+        for j in 0..2 {
+            direct2 += &format!("var acc{j} = T(0);\n");
+            for (k, t) in taps.iter().enumerate() {
+                direct2 += &format!(
+                    "acc{j} = acc{j} + weights[{}][{}] * l_{};\n",
+                    k / per16,
+                    k % per16,
+                    off(t, j) + (1 << 30)
+                );
+            }
+            direct2 += &format!("st(c + {j}, acc{j});\n");
+        }
+    } else {
+        direct2 += "st(c, cell_at(zr, y, x));\nst(c + 1, cell_at(zr, y, x + 1));\n";
+    }
+    text = fill(&text, "// @generated-direct2", &direct2);
     text = fill(&text, "// @generated-fetch", &fetch);
     if four {
         let (vec, planes) = crate::wgsl::STENCIL_VEC
@@ -1713,6 +1752,8 @@ pub struct StencilKernel {
     four: bool,
     /// Rows of four cells per invocation of `step4`.
     rows: u32,
+    /// Whether `pipeline` is `step2` (two cells an invocation).
+    pairs: bool,
     /// `KernelChoice::plane_rows` as asked (see `plane_rows` for where it applies).
     plane_rows: u32,
     /// The streamed pass of K steps, where asked for: the general kernel and the one for
@@ -1852,7 +1893,12 @@ impl StencilKernel {
                 gpu.limits.max_compute_workgroup_storage_size,
             ),
         )?;
-        let entry = if four { "step4" } else { "step" };
+        let pairs = !four && choice.pairs && job.shape.as_3d()[2] % 2 == 0 && unrolled(job);
+        let entry = match (four, pairs) {
+            (true, _) => "step4",
+            (false, true) => "step2",
+            (false, false) => "step",
+        };
         let pipeline = kernel::pipeline(gpu, &module, entry, &layout)?;
         let streamed = match blocking {
             Some(b) if b.is_planes(job) => Some((
@@ -1916,6 +1962,7 @@ impl StencilKernel {
             tap_offsets,
             four,
             rows: if four { choice.rows } else { 1 },
+            pairs,
             plane_rows: choice.plane_rows,
             streamed,
             min_lanes: gpu.subgroups().map_or(0, |sub| sub.min_size),
@@ -1944,6 +1991,7 @@ impl StencilKernel {
         KernelChoice {
             rows: self.rows,
             blocking: self.blocking(),
+            pairs: self.pairs,
             plane_rows: self.plane_rows,
         }
     }
@@ -2041,10 +2089,10 @@ impl StencilKernel {
                 }
             }
             _ => {
-                let (rows, per_row) = if self.four {
-                    (self.rows as u64, 4)
-                } else {
-                    (1, 1)
+                let (rows, per_row) = match (self.four, self.pairs) {
+                    (true, _) => (self.rows as u64, 4),
+                    (false, true) => (1, 2),
+                    (false, false) => (1, 1),
                 };
                 let blocks = comp_rows.div_ceil(rows);
                 let th = plane_rows(&self.job, self.plane_rows, self.four) as u64;
