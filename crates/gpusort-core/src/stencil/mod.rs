@@ -1893,7 +1893,8 @@ impl StencilKernel {
                 gpu.limits.max_compute_workgroup_storage_size,
             ),
         )?;
-        let pairs = !four && choice.pairs && job.shape.as_3d()[2] % 2 == 0 && unrolled(job);
+        let pairs =
+            !four && choice.pairs && job.shape.as_3d()[2].is_multiple_of(2) && unrolled(job);
         let entry = match (four, pairs) {
             (true, _) => "step4",
             (false, true) => "step2",
