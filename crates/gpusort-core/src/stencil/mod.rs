@@ -467,16 +467,19 @@ fn reach_vec4(job: &StencilJob) -> u32 {
 pub struct Blocking {
     /// Steps per pass (K).
     pub steps: u32,
-    /// Tile rows along y (1 for 2-D grids) and columns in vec4s of cells, halos included.
+    /// Tile rows along y (1 for 2-D grids) and columns in vec4s of cells, halos included. For
+    /// `steps_planes` ([`Blocking::is_planes`]): the rows of the plane each invocation holds,
+    /// and unused.
     pub tile_rows: u32,
     pub tile_vec4s: u32,
-    /// Planes every level advances per iteration (per barrier).
+    /// Planes every level advances per iteration (per barrier); 1 for `steps_planes`.
     pub planes: u32,
-    /// Invocations per workgroup.
+    /// Invocations per workgroup (of `steps_planes` itself where it runs).
     pub workgroup: u32,
-    /// Whether the workgroups wholly inside the grid run `steps_lanes` (K steps in registers,
-    /// neighbours along x through subgroup shuffles; 2-D grids on devices with subgroups)
-    /// instead of `steps_interior`; the tile above is then the general kernel's, for the edges.
+    /// K steps in registers: on 2-D grids the workgroups wholly inside the grid run
+    /// `steps_lanes` (neighbours along x through subgroup shuffles) instead of
+    /// `steps_interior`, the tile above being the general kernel's, for the edges; on 3-D grids
+    /// `steps_planes` runs the whole grid. Devices with subgroups only.
     pub lanes: bool,
 }
 
