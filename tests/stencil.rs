@@ -833,9 +833,19 @@ fn passes_in_registers_on_3d_grids_are_bit_identical_to_single_steps() {
                     stencil::Blocking::lanes(off, &j, k).is_none(),
                     "no subgroups"
                 );
-                let planes = stencil::Blocking::device_candidates(gpu, &j)
+                let planes = stencil::Blocking::plane_shapes(gpu, &j)
                     .into_iter()
-                    .filter(|b| b.is_planes(&j) && b.steps == k);
+                    .filter(|b| b.steps == k);
+                // measured by choose_kernel: the first shape that fits, for K from 2 on
+                let measured: Vec<_> = stencil::Blocking::device_candidates(gpu, &j)
+                    .into_iter()
+                    .filter(|b| b.is_planes(&j) && b.steps == k)
+                    .collect();
+                let first = stencil::Blocking::lanes(gpu, &j, k);
+                assert_eq!(
+                    measured,
+                    first.filter(|_| k >= 2).into_iter().collect::<Vec<_>>()
+                );
                 let first = stencil::Blocking::lanes(gpu, &j, k);
                 if boundary == Boundary::Wrap {
                     assert!(first.is_none(), "{} wrap: no planes in registers", j.shape);

@@ -253,7 +253,15 @@ fn per_type<T: StencilValue + Into<f64>>(
                 ));
             }
         }
-        for blocking in Blocking::device_candidates(gpu, &job) {
+        // 3-D grids: every workgroup shape of the passes in registers, K = 2..4
+        let mut blockings = Blocking::device_candidates(gpu, &job);
+        blockings.retain(|b| !b.is_planes(&job));
+        blockings.extend(
+            Blocking::plane_shapes(gpu, &job)
+                .into_iter()
+                .filter(|b| b.steps >= 2),
+        );
+        for blocking in blockings {
             variants.push((
                 match (blocking.steps, blocking.lanes) {
                     (k, true) if blocking.is_planes(&job) => format!(

@@ -437,14 +437,10 @@ pub const MAX_LANE_STEPS: u32 = 8;
 pub const MAX_PLANE_STEPS: u32 = 4;
 
 /// Workgroup sizes and rows an invocation of `steps_planes`, in the order [`Blocking::lanes`]
-/// tries them.
-const PLANE_SHAPES: [(u32, u32); 5] = [(512, 2), (1024, 1), (512, 1), (256, 2), (256, 1)];
-
-/// The shapes [`KernelChoice::for_device`] takes for three steps a pass on 3-D grids, the
-/// first that fits: tiles of 32 rows (512 invocations of two rows, or 1024 of one; with K = 3,
-/// 26 of the 32 rows are output) ran at 1.5x the single step on the H200, tiles of 16 rows at
-/// 1.38x (docs/BENCHMARKS.md).
-const PLANE_DEFAULTS: [(u32, u32); 3] = [(1024, 1), (512, 2), (256, 2)];
+/// (and so [`KernelChoice::for_device`]) tries them, the first that fits: tiles of 32 rows
+/// (1024 invocations of one row, or 512 of two; with K = 3, 26 of the 32 rows are output) ran at
+/// 1.5x the single step on the H200, tiles of 16 rows at 1.38x (docs/BENCHMARKS.md).
+const PLANE_SHAPES: [(u32, u32); 5] = [(1024, 1), (512, 2), (512, 1), (256, 2), (256, 1)];
 
 /// Invocations per workgroup of `steps_lanes`: a whole number of subgroups of any size a device
 /// may have (4..=128).
@@ -611,6 +607,19 @@ impl Blocking {
         }
     }
 
+    /// Every `steps_planes` blocking that fits `job` on `gpu`: K = 1..=4 in every workgroup
+    /// shape (for the bench and the tests).
+    pub fn plane_shapes(gpu: &Gpu, job: &StencilJob) -> Vec<Blocking> {
+        (1..=MAX_PLANE_STEPS)
+            .flat_map(|k| {
+                PLANE_SHAPES
+                    .into_iter()
+                    .map(move |(w, rows)| Blocking::planes(k, w, rows))
+            })
+            .filter(|b| b.planes_fit(gpu, job))
+            .collect()
+    }
+
     /// Whether this blocking is `steps_planes` (3-D grids in registers): it then runs the whole
     /// grid, edges included; `tile_rows` holds the rows an invocation holds, `tile_vec4s` is
     /// unused.
@@ -702,19 +711,14 @@ impl Blocking {
 
     /// Every blocking worth measuring for `job` on `gpu`: [`Blocking::candidates`], and the
     /// blockings in registers where the device has them: K = 2, 3, 4, 6 and 8 on 2-D grids,
-    /// K = 2..=4 in every shape of `steps_planes` that fits on 3-D grids.
+    /// K = 2..=4 on 3-D grids in the first workgroup shape that fits ([`Blocking::lanes`]; the
+    /// measuring of `choose_kernel` compiles each candidate: [`Blocking::plane_shapes`] has them
+    /// all).
     pub fn device_candidates(gpu: &Gpu, job: &StencilJob) -> Vec<Blocking> {
         let mut all = Blocking::candidates(job, gpu.limits.max_compute_workgroup_storage_size);
         if job.shape.dims() == 3 {
             // not K = 1: as a single step it lost to `step4` for every 3-D stencil measured
-            for k in 2..=MAX_PLANE_STEPS {
-                all.extend(
-                    PLANE_SHAPES
-                        .into_iter()
-                        .map(|(w, rows)| Blocking::planes(k, w, rows))
-                        .filter(|b| b.planes_fit(gpu, job)),
-                );
-            }
+            all.extend((2..=MAX_PLANE_STEPS).filter_map(|k| Blocking::lanes(gpu, job, k)));
             return all;
         }
         all.extend(
@@ -944,11 +948,10 @@ impl KernelChoice {
             if job.stencil.taps().len() > 7 || job.stencil.reach() != [1, 1, 1] || job.steps < 3 {
                 return base;
             }
-            let blocking = PLANE_DEFAULTS
-                .into_iter()
-                .map(|(w, rows)| Blocking::planes(3, w, rows))
-                .find(|b| b.planes_fit(gpu, job));
-            return KernelChoice { blocking, ..base };
+            return KernelChoice {
+                blocking: Blocking::lanes(gpu, job, 3),
+                ..base
+            };
         }
         if job.stencil.taps().len() > 9 || job.shape.dims() != 2 {
             return base;
