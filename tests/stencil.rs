@@ -788,6 +788,75 @@ fn passes_in_registers_are_bit_identical_to_single_steps() {
     }
 }
 
+/// A device's tuning (`gpusort tune`) replaces the defaults' steps a pass where it has them,
+/// K = 1 meaning one step a pass; values the kernels cannot take are refused.
+#[test]
+fn a_tuning_replaces_the_default_steps_a_pass() {
+    let gpu = gpu(false);
+    let two_d = job(
+        &[300, 400],
+        Stencil::star(2, 1).unwrap(),
+        Boundary::Reflect,
+        10,
+        KeyType::F32,
+    );
+    let cube = job(
+        &[20, 16, 32],
+        Stencil::star(3, 1).unwrap(),
+        Boundary::Reflect,
+        10,
+        KeyType::F32,
+    );
+    let steps = |j: &StencilJob, t: &stencil::Tuning| {
+        let c = stencil::KernelChoice::for_device_tuned(gpu, j, t);
+        c.blocking.map(|b| (b.steps, b.workgroup, b.is_planes(j)))
+    };
+    let none = stencil::Tuning::default();
+    assert_eq!(steps(&two_d, &none).map(|s| s.0), Some(4));
+    assert_eq!(steps(&cube, &none).map(|s| (s.0, s.2)), Some((3, true)));
+    let tuned = stencil::Tuning {
+        lanes_3_rows: Some(2),
+        lanes_5_rows: None,
+        planes_r1: Some([2, 256, 1]),
+    };
+    assert!(tuned.checked().is_ok());
+    assert_eq!(steps(&two_d, &tuned).map(|s| s.0), Some(2));
+    assert_eq!(steps(&cube, &tuned), Some((2, 256, true)));
+    let single = stencil::Tuning {
+        lanes_3_rows: Some(1),
+        lanes_5_rows: None,
+        planes_r1: Some([1, 0, 0]),
+    };
+    assert!(single.checked().is_ok());
+    assert_eq!(steps(&two_d, &single), None);
+    assert_eq!(steps(&cube, &single), None);
+    // the radius-2 star keeps its default where only radius 1 is tuned
+    let r2 = job(
+        &[300, 400],
+        Stencil::star(2, 2).unwrap(),
+        Boundary::Reflect,
+        10,
+        KeyType::F32,
+    );
+    assert_eq!(steps(&r2, &tuned).map(|s| s.0), Some(3));
+    for bad in [
+        stencil::Tuning {
+            lanes_3_rows: Some(9),
+            ..Default::default()
+        },
+        stencil::Tuning {
+            planes_r1: Some([5, 512, 1]),
+            ..Default::default()
+        },
+        stencil::Tuning {
+            planes_r1: Some([2, 300, 1]),
+            ..Default::default()
+        },
+    ] {
+        assert!(bad.checked().is_err(), "{bad:?}");
+    }
+}
+
 /// K steps a pass on 3-D grids in registers (`steps_planes`: a workgroup streams a tile of the
 /// plane along z, neighbours along x through shuffles and along y through workgroup memory, the
 /// grid's edges mirrored in the kernel) against single steps, bit for bit: every boundary but

@@ -333,7 +333,7 @@ fn build_kernel(
     args: &StencilArgs,
 ) -> Result<StencilKernel, CliError> {
     Ok(match args.on_chip_steps {
-        None => StencilKernel::planned(gpu, job)?,
+        None => StencilKernel::planned_tuned(gpu, job, &crate::tuning::stencil(gpu))?,
         Some(1) => StencilKernel::new(gpu, job)?,
         Some(k) if (2..=stencil::MAX_LANE_STEPS).contains(&k) => {
             let limit = gpu.limits.max_compute_workgroup_storage_size;

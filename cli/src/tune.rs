@@ -10,7 +10,9 @@ use gpusort_core::device::transfer;
 use gpusort_core::internal::bench::GpuTimer;
 use gpusort_core::scan::{CompactJob, Predicate, ScanJob, ScanOp, Scanner};
 use gpusort_core::tuning::{StoredTuning, TuningFile};
-use gpusort_core::{scan, sort, wgpu, Algorithm, Gpu, KeyType, SortJob, SortOrder, Sorter};
+use gpusort_core::{
+    scan, sort, stencil, wgpu, Algorithm, Gpu, KeyType, SortJob, SortOrder, Sorter,
+};
 
 use crate::error::{CliError, CliResult};
 use crate::{Engine, Global};
@@ -42,13 +44,14 @@ pub fn run(g: &Global, args: &TuneArgs) -> CliResult {
     if args.show {
         match crate::tuning::stored(&gpu) {
             Some(t) => println!(
-                "{}: tuned on {} (gpusort {}), in {}\nsort: {:?}\nscan: {:?}",
+                "{}: tuned on {} (gpusort {}), in {}\nsort: {:?}\nscan: {:?}\nstencil: {:?}",
                 gpu.adapter.name,
                 t.date,
                 t.gpusort_version,
                 path.display(),
                 t.sort,
-                t.scan
+                t.scan,
+                t.stencil
             ),
             None => println!(
                 "{}: no stored tuning (the defaults are in use); `gpusort tune` measures one",
@@ -83,6 +86,7 @@ pub fn run(g: &Global, args: &TuneArgs) -> CliResult {
     let start = std::time::Instant::now();
     let (sort, sort_gain) = t.sort()?;
     let (scan, scan_gain) = t.scan()?;
+    let (stencil, stencil_gain) = t.stencil()?;
     file.insert(StoredTuning {
         adapter: gpu.adapter.name.clone(),
         backend: gpu.adapter.backend.clone(),
@@ -91,12 +95,13 @@ pub fn run(g: &Global, args: &TuneArgs) -> CliResult {
         date: crate::bench::utc_now(),
         sort,
         scan,
+        stencil,
     });
     file.save(&path)?;
     if !g.quiet {
         println!(
-            "tuned {} in {:.0} s: sort {sort_gain:.2}x, scan {scan_gain:.2}x the defaults' speed; \
-             stored in {}",
+            "tuned {} in {:.0} s: sort {sort_gain:.2}x, scan {scan_gain:.2}x, stencils \
+             {stencil_gain:.2}x the defaults' speed; stored in {}",
             gpu.adapter.name,
             start.elapsed().as_secs_f64(),
             path.display()
@@ -197,6 +202,136 @@ impl<'a> Tuner<'a> {
             )));
         }
         Ok(t)
+    }
+
+    /// Steps a pass of the stencils whose default `KernelChoice::for_device` sets (2-D stars of
+    /// radius 1 and 2, the 3-D radius-1 star): one step a pass and every pass in registers this
+    /// device runs, each checked against one step a pass bit for bit; the fastest is kept. The
+    /// gain: the defaults' time over the tuned ones', summed over the three stencils.
+    fn stencil(&self) -> Result<(stencil::Tuning, f64), CliError> {
+        use gpusort_core::stencil::{
+            Blocking, Boundary, GridShape, KernelChoice, Stencil, StencilJob, StencilKernel,
+        };
+        let gpu = self.gpu;
+        // a multiple of every K measured, so that each runs whole passes only
+        const STEPS: u32 = 24;
+        let mut tuning = stencil::Tuning::default();
+        let (mut default_total, mut tuned_total) = (0.0, 0.0);
+        let (side, cube) = if self.quick { (64, 16) } else { (4096, 256) };
+        for (dims, radius) in [(2, 1), (2, 2), (3, 1)] {
+            let extents = match dims {
+                2 => vec![side, side],
+                _ => vec![cube, cube, cube],
+            };
+            let job = StencilJob {
+                shape: GridShape::new(&extents)?,
+                stencil: Stencil::star(dims, radius)?,
+                boundary: Boundary::Reflect,
+                cval: 0.0,
+                steps: STEPS,
+                dtype: KeyType::F32,
+            };
+            let mut candidates: Vec<Option<Blocking>> = vec![None];
+            if dims == 2 {
+                let ks: &[u32] = if self.quick {
+                    &[2, 4]
+                } else {
+                    &[2, 3, 4, 6, 8]
+                };
+                candidates.extend(
+                    ks.iter()
+                        .filter_map(|&k| Blocking::lanes(gpu, &job, k))
+                        .map(Some),
+                );
+            } else {
+                let shapes = Blocking::plane_shapes(gpu, &job)
+                    .into_iter()
+                    .filter(|b| b.steps >= 2);
+                match self.quick {
+                    true => candidates.extend(shapes.take(2).map(Some)),
+                    false => candidates.extend(shapes.map(Some)),
+                }
+            }
+            if candidates.len() == 1 {
+                continue; // nothing in registers here (no subgroups): the defaults
+            }
+            let cells = job.shape.cells();
+            let host: Vec<f32> = gpusort_core::internal::bench::random_unit_f32(cells, 77);
+            let bytes = cells as u64 * 4;
+            let pristine = transfer::buffer_from(gpu, "tune grid", &host)?;
+            let a = transfer::storage_buffer(gpu, "tune grid a", bytes)?;
+            let b = transfer::storage_buffer(gpu, "tune grid b", bytes)?;
+            let restore = |enc: &mut wgpu::CommandEncoder| {
+                enc.copy_buffer_to_buffer(&pristine, 0, &a, 0, bytes)
+            };
+            let default = KernelChoice::for_device(gpu, &job).blocking;
+            let (mut want, mut timed) = (None::<Vec<u32>>, Vec::new());
+            for blocking in candidates {
+                let choice = KernelChoice {
+                    blocking,
+                    ..KernelChoice::for_job(&job)
+                };
+                let kernel = StencilKernel::with_choice(gpu, &job, choice)?;
+                let secs = self.time(&restore, &|enc| {
+                    kernel.record_steps(gpu, enc, &a, &b, STEPS).map(|_| ())
+                })?;
+                // the steps once more from the grid, read back: every candidate's bytes alike
+                let mut enc = gpu.device.create_command_encoder(&Default::default());
+                restore(&mut enc);
+                let out = kernel.record_steps(gpu, &mut enc, &a, &b, STEPS)?;
+                gpu.queue.submit([enc.finish()]);
+                let got: Vec<u32> = transfer::read_vec(gpu, out, cells)?;
+                match &want {
+                    None => want = Some(got),
+                    Some(w) if *w != got => {
+                        return Err(CliError::runtime(format!(
+                            "tune: {dims}-D star r{radius} with {blocking:?} differs from one \
+                             step a pass on {}",
+                            gpu.adapter.name
+                        )))
+                    }
+                    Some(_) => {}
+                }
+                timed.push((secs, blocking));
+            }
+            let (best_secs, best) = timed
+                .iter()
+                .copied()
+                .min_by(|x, y| x.0.total_cmp(&y.0))
+                .expect("candidates");
+            let default_secs = timed
+                .iter()
+                .find(|t| t.1 == default)
+                .map_or(best_secs, |t| t.0);
+            // within 2% of the default (noise): keep the default
+            let keep = best_secs * 1.02 >= default_secs;
+            let (secs, chosen) = if keep {
+                (default_secs, default)
+            } else {
+                (best_secs, best)
+            };
+            default_total += default_secs;
+            tuned_total += secs;
+            let k = chosen.map_or(1, |b| b.steps);
+            if !keep {
+                match (dims, radius) {
+                    (2, 1) => tuning.lanes_3_rows = Some(k),
+                    (2, _) => tuning.lanes_5_rows = Some(k),
+                    _ => {
+                        tuning.planes_r1 =
+                            Some(chosen.map_or([1, 0, 0], |b| [b.steps, b.workgroup, b.tile_rows]))
+                    }
+                }
+            }
+            self.say(format!(
+                "stencil, {dims}-D star r{radius}: {k} step{} a pass{} ({:.3} ms a step at {cells} \
+                 cells)",
+                if k == 1 { "" } else { "s" },
+                if keep { " (the default)" } else { "" },
+                secs * 1e3 / STEPS as f64
+            ));
+        }
+        Ok((tuning, default_total / tuned_total.max(f64::MIN_POSITIVE)))
     }
 
     fn sort(&self) -> Result<(sort::Tuning, f64), CliError> {

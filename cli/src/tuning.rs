@@ -47,6 +47,11 @@ pub fn stored(gpu: &Gpu) -> Option<StoredTuning> {
     }
 }
 
+/// The steps a pass of stencils on `gpu`: stored by `gpusort tune`, or the defaults.
+pub fn stencil(gpu: &Gpu) -> gpusort_core::stencil::Tuning {
+    stored(gpu).map(|t| t.stencil).unwrap_or_default()
+}
+
 /// The sort and scan tunings a job on `gpu` uses: stored or default, then the environment's.
 pub fn tunings(gpu: &Gpu) -> (sort::Tuning, scan::Tuning) {
     // one device per process

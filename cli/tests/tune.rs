@@ -32,6 +32,8 @@ fn tune_stores_what_later_runs_use() {
     assert!(
         text.contains("sort, keys an invocation")
             && text.contains("64-bit keys only")
+            && text.contains("stencil, 2-D star r1")
+            && text.contains("stencil, 3-D star r1")
             && text.contains("stored in"),
         "{text}"
     );
@@ -92,6 +94,67 @@ fn tune_stores_what_later_runs_use() {
     run(&[]);
     assert_eq!(read_u32(&dir.path().join("s.bin")), sorted);
     assert_eq!(read_u32(&dir.path().join("c.bin")), sums);
+
+    // stencils with a stored choice of steps a pass (2 in registers, on 3-D grids on
+    // 256-invocation tiles) give one step a pass's bytes; a file of an older version without
+    // stencils still counts, a K the kernels cannot take leaves the defaults
+    assert!(t["stencil"].is_object(), "{t}");
+    write_npy(
+        &dir.path().join("g3.npy"),
+        &[12, 16, 32],
+        &random_f32(12 * 16 * 32, 3),
+    );
+    write_npy(
+        &dir.path().join("g2.npy"),
+        &[40, 64],
+        &random_f32(40 * 64, 4),
+    );
+    let mut forced = v.clone();
+    forced["tunings"][0]["stencil"] = serde_json::json!({
+        "lanes_3_rows": 2, "lanes_5_rows": null, "planes_r1": [2, 256, 1]
+    });
+    std::fs::write(&file, serde_json::to_vec(&forced).unwrap()).unwrap();
+    assert!(info(&cache).contains("tuning: measured by"));
+    for grid in ["g3", "g2"] {
+        for (out, extra) in [("one", &["--on-chip-steps", "1"][..]), ("tuned", &[][..])] {
+            gpusort()
+                .current_dir(dir.path())
+                .env("GPUSORT_CACHE_DIR", &cache)
+                .args(["-q", "stencil", &format!("{grid}.npy"), "--steps", "6"])
+                .args(extra)
+                .args(["-o", &format!("{grid}-{out}.npy")])
+                .assert()
+                .success();
+        }
+        assert_eq!(
+            std::fs::read(dir.path().join(format!("{grid}-one.npy"))).unwrap(),
+            std::fs::read(dir.path().join(format!("{grid}-tuned.npy"))).unwrap(),
+            "{grid}: the tuned steps a pass differ from one step a pass"
+        );
+    }
+    let planned = gpusort()
+        .current_dir(dir.path())
+        .env("GPUSORT_CACHE_DIR", &cache)
+        .args(["stencil", "g3.npy", "--steps", "6", "--plan"])
+        .assert()
+        .success();
+    let plan = String::from_utf8_lossy(&planned.get_output().stdout).to_string();
+    assert!(
+        plan.contains("2 steps per pass in registers, workgroups of 256"),
+        "{plan}"
+    );
+    let mut older = v.clone();
+    older["tunings"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("stencil");
+    std::fs::write(&file, serde_json::to_vec(&older).unwrap()).unwrap();
+    assert!(info(&cache).contains("tuning: measured by"));
+    let mut bad_k = v.clone();
+    bad_k["tunings"][0]["stencil"]["lanes_3_rows"] = serde_json::json!(99);
+    std::fs::write(&file, serde_json::to_vec(&bad_k).unwrap()).unwrap();
+    assert!(info(&cache).contains("tuning: the defaults"));
+    std::fs::write(&file, serde_json::to_vec(&v).unwrap()).unwrap();
 
     // a stored value the kernels cannot take: ignored, the defaults in use
     let mut bad = v.clone();

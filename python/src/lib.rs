@@ -691,8 +691,9 @@ fn stencil_grid<T: gpusort_core::stencil::StencilValue + numpy::Element>(
     }
 }
 
-/// The stencil kernels for `job` measured once per job description and process
-/// (`StencilKernel::planned` measures on every call; the choice never changes a result).
+/// The stencil kernels for `job`: measured once per job description and process where the job
+/// is large enough (`StencilKernel::planned` measures on every call), else the device's
+/// defaults or `gpusort tune`'s choice; the choice never changes a result.
 fn planned_stencil(
     gpu: &gpusort_core::Gpu,
     job: &StencilJob,
@@ -702,7 +703,9 @@ fn planned_stencil(
     use std::sync::{Mutex, OnceLock};
     static CHOSEN: OnceLock<Mutex<HashMap<String, KernelChoice>>> = OnceLock::new();
     if !stencil::worth_measuring(job) {
-        return StencilKernel::new(gpu, job);
+        // the device's defaults (K steps a pass in registers where they pay), or its tuning
+        let tuning = stored_tuning(gpu).map(|t| t.stencil).unwrap_or_default();
+        return StencilKernel::planned_tuned(gpu, job, &tuning);
     }
     let key = format!("{job:?}");
     let cache = CHOSEN.get_or_init(Default::default);

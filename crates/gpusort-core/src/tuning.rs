@@ -7,7 +7,7 @@ use std::path::Path;
 
 use crate::device::Gpu;
 use crate::error::{Error, Result};
-use crate::{scan, sort};
+use crate::{scan, sort, stencil};
 
 /// One device's measured tuning and what it was measured on.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -21,6 +21,9 @@ pub struct StoredTuning {
     pub date: String,
     pub sort: sort::Tuning,
     pub scan: scan::Tuning,
+    /// Steps a pass of stencils (absent in files of older versions: the defaults).
+    #[serde(default)]
+    pub stencil: stencil::Tuning,
 }
 
 impl StoredTuning {
@@ -64,10 +67,12 @@ impl TuningFile {
 
     /// The tuning stored for `gpu`, checked against the ranges the kernels take.
     pub fn find(&self, gpu: &Gpu) -> Option<&StoredTuning> {
-        self.tunings
-            .iter()
-            .rev()
-            .find(|t| t.matches(gpu) && t.sort.checked().is_ok() && t.scan.checked().is_ok())
+        self.tunings.iter().rev().find(|t| {
+            t.matches(gpu)
+                && t.sort.checked().is_ok()
+                && t.scan.checked().is_ok()
+                && t.stencil.checked().is_ok()
+        })
     }
 
     /// Keep `tuning`, replacing any stored for the same adapter, backend, driver and version.

@@ -930,6 +930,41 @@ impl KernelChoice {
     }
 }
 
+/// Steps a pass in registers that `gpusort tune` measured fastest on a device, for the
+/// stencils whose default [`KernelChoice::for_device`] sets; `None` keeps the default. Any
+/// value gives the same results: only the speed depends on it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(default))]
+pub struct Tuning {
+    /// K for 2-D stencils of at most 9 taps reaching one row each way (3-row windows; 1: one
+    /// step a pass), 1..=[`MAX_LANE_STEPS`].
+    pub lanes_3_rows: Option<u32>,
+    /// The same for those reaching two rows each way (5-row windows).
+    pub lanes_5_rows: Option<u32>,
+    /// K (1: one step a pass, else 2..=[`MAX_PLANE_STEPS`]), workgroup size and rows an
+    /// invocation of `steps_planes` for 3-D stencils of at most 7 taps within one cell.
+    pub planes_r1: Option<[u32; 3]>,
+}
+
+impl Tuning {
+    /// Whether every value lies in the range the kernels take.
+    pub fn checked(&self) -> Result<()> {
+        let lanes = |k: Option<u32>| k.is_none_or(|k| (1..=MAX_LANE_STEPS).contains(&k));
+        // K = 1 ignores the shape
+        let planes = self.planes_r1.is_none_or(|[k, w, rows]| {
+            k == 1 || ((2..=MAX_PLANE_STEPS).contains(&k) && PLANE_SHAPES.contains(&(w, rows)))
+        });
+        if lanes(self.lanes_3_rows) && lanes(self.lanes_5_rows) && planes {
+            Ok(())
+        } else {
+            Err(Error::InvalidInput(format!(
+                "stencil tuning {self:?} out of range"
+            )))
+        }
+    }
+}
+
 impl KernelChoice {
     /// The choice for `job` on `gpu` without measuring it: [`KernelChoice::for_job`], with K
     /// steps a pass in registers ([`Blocking::lanes`]) for 2-D stencils of at most 9 taps whose
@@ -941,15 +976,27 @@ impl KernelChoice {
     /// cell each way (the radius-1 star: 1.5x the single step); wider 3-D stencils lost.
     /// [`choose_kernel`] measures every K for jobs large enough to pay for it.
     pub fn for_device(gpu: &Gpu, job: &StencilJob) -> KernelChoice {
+        KernelChoice::for_device_tuned(gpu, job, &Tuning::default())
+    }
+
+    /// [`KernelChoice::for_device`] with the steps a pass `tuning` measured on this device in
+    /// place of the defaults, where it has them.
+    pub fn for_device_tuned(gpu: &Gpu, job: &StencilJob, tuning: &Tuning) -> KernelChoice {
         let base = KernelChoice::for_job(job);
         if job.shape.dims() == 3 {
             // 3-D stencils within one cell each way of at most 7 taps (the radius-1 star): three
             // steps a pass in registers, the only 3-D blocking measured at 1.5x the single step
-            if job.stencil.taps().len() > 7 || job.stencil.reach() != [1, 1, 1] || job.steps < 3 {
+            if job.stencil.taps().len() > 7 || job.stencil.reach() != [1, 1, 1] {
                 return base;
             }
+            let blocking = match tuning.planes_r1 {
+                Some([k, w, rows]) => {
+                    Some(Blocking::planes(k, w, rows)).filter(|b| k >= 2 && b.planes_fit(gpu, job))
+                }
+                None => Blocking::lanes(gpu, job, 3),
+            };
             return KernelChoice {
-                blocking: Blocking::lanes(gpu, job, 3),
+                blocking: blocking.filter(|b| job.steps >= b.steps),
                 ..base
             };
         }
@@ -957,7 +1004,12 @@ impl KernelChoice {
             return base;
         }
         let window = 2 * job.stencil.reach()[0] as u32 + 1;
-        let Some(k) = (1..=4).rev().find(|k| k * window * 4 <= 64) else {
+        let tuned = match window {
+            3 => tuning.lanes_3_rows,
+            5 => tuning.lanes_5_rows,
+            _ => None,
+        };
+        let Some(k) = tuned.or_else(|| (1..=4).rev().find(|k| k * window * 4 <= 64)) else {
             return base;
         };
         match Blocking::lanes(gpu, job, k) {
@@ -2214,10 +2266,16 @@ impl StencilKernel {
     /// of the grid), for jobs where [`worth_measuring`] says so;
     /// [`KernelChoice::for_device`] otherwise. Every choice gives the same result bit for bit.
     pub fn planned(gpu: &Gpu, job: &StencilJob) -> Result<StencilKernel> {
+        StencilKernel::planned_tuned(gpu, job, &Tuning::default())
+    }
+
+    /// [`StencilKernel::planned`], taking the steps a pass `tuning` measured on this device
+    /// (`gpusort tune`) where the job is not measured itself.
+    pub fn planned_tuned(gpu: &Gpu, job: &StencilJob, tuning: &Tuning) -> Result<StencilKernel> {
         let choice = if worth_measuring(job) {
             choose_kernel(gpu, job, 64 << 20)?
         } else {
-            KernelChoice::for_device(gpu, job)
+            KernelChoice::for_device_tuned(gpu, job, tuning)
         };
         StencilKernel::with_choice(gpu, job, choice)
     }
