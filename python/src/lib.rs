@@ -43,6 +43,8 @@ struct GpuContext {
     scanner64: Scanner64,
     /// When `gpusort tune` measured the tuning in use, if it did.
     tuned: Option<String>,
+    /// The stencils' steps a pass from that tuning (the defaults without one).
+    stencil_tuning: gpusort_core::stencil::Tuning,
     /// `use(devices=...)` naming several: the group (this device first) and a sorter each.
     group: Option<(gpusort_core::multi::DeviceGroup, Vec<Sorter>)>,
     /// Spread every sort over the group (tests): the results are the same.
@@ -150,6 +152,7 @@ fn engine() -> PyResult<Arc<Engine>> {
             sorter,
             scanner,
             scanner64,
+            stencil_tuning: stored.as_ref().map(|t| t.stencil).unwrap_or_default(),
             tuned: stored.map(|t| t.date),
             group,
             spread_always: settings.spread_always,
@@ -649,7 +652,7 @@ fn stencil_grid<T: gpusort_core::stencil::StencilValue + numpy::Element>(
         Engine::Gpu(g) => {
             use gpusort_sched::stencil::{plan, Budget, Speeds, Streaming};
             let gpu = &g.gpu;
-            let kernel = planned_stencil(gpu, &job)?;
+            let kernel = planned_stencil(gpu, &job, &g.stencil_tuning)?;
             if let Some((group, _)) = &g.group {
                 if gpusort_core::multi::stencil::fits(group, &job) {
                     // each device holds its slabs; the first device's kernel choice on all
@@ -697,6 +700,7 @@ fn stencil_grid<T: gpusort_core::stencil::StencilValue + numpy::Element>(
 fn planned_stencil(
     gpu: &gpusort_core::Gpu,
     job: &StencilJob,
+    tuning: &gpusort_core::stencil::Tuning,
 ) -> gpusort_core::Result<StencilKernel> {
     use gpusort_core::stencil::{self, KernelChoice};
     use std::collections::HashMap;
@@ -704,8 +708,7 @@ fn planned_stencil(
     static CHOSEN: OnceLock<Mutex<HashMap<String, KernelChoice>>> = OnceLock::new();
     if !stencil::worth_measuring(job) {
         // the device's defaults (K steps a pass in registers where they pay), or its tuning
-        let tuning = stored_tuning(gpu).map(|t| t.stencil).unwrap_or_default();
-        return StencilKernel::planned_tuned(gpu, job, &tuning);
+        return StencilKernel::planned_tuned(gpu, job, tuning);
     }
     let key = format!("{job:?}");
     let cache = CHOSEN.get_or_init(Default::default);

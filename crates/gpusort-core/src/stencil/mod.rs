@@ -1170,6 +1170,20 @@ fn loop4_rows(
     s
 }
 
+/// The components of each tap row's vec4 columns `(dz, dy, m)` (m vec4s from a block of four
+/// cells' own) that some tap of the four cells reads: what the passes in registers shuffle.
+fn components_read(job: &StencilJob) -> std::collections::HashMap<(i32, i32, i32), [bool; 4]> {
+    let mut need = std::collections::HashMap::<(i32, i32, i32), [bool; 4]>::new();
+    for t in job.stencil.taps() {
+        let [dz, dy, dx] = t.offset;
+        for j in 0..4 {
+            let at = j + dx;
+            need.entry((dz, dy, at.div_euclid(4))).or_default()[at.rem_euclid(4) as usize] = true;
+        }
+    }
+    need
+}
+
 /// The generated blocks of `steps_lanes` (stencil_vec.wgsl) for K = `k`: the windows of rows
 /// per level (`w{s}_{m}`, s < K, oldest row first), and one iteration's levels, last first: level
 /// s sums its four cells from level s - 1's window as the previous iteration left it (columns of
@@ -1178,15 +1192,7 @@ fn loop4_rows(
 fn lanes_code(job: &StencilJob, k: i32) -> (String, String) {
     let rz = job.stencil.reach()[0];
     let win = 2 * rz + 1;
-    // the components of each (row, vec4 column) that some tap reads
-    let mut need = std::collections::HashMap::<(i32, i32), [bool; 4]>::new();
-    for t in job.stencil.taps() {
-        let [dz, _, dx] = t.offset;
-        for j in 0..4 {
-            let at = j + dx;
-            need.entry((dz, at.div_euclid(4))).or_default()[at.rem_euclid(4) as usize] = true;
-        }
-    }
+    let need = components_read(job);
     let mut windows = String::new();
     for s in 0..k {
         for m in 0..win {
@@ -1207,7 +1213,7 @@ fn lanes_code(job: &StencilJob, k: i32) -> (String, String) {
             if m == 0 {
                 return row;
             }
-            let used = need.get(&(dz, m)).copied().unwrap_or_default();
+            let used = need.get(&(dz, 0, m)).copied().unwrap_or_default();
             let parts: Vec<String> = (0..4)
                 .map(|c| match (used[c], m < 0) {
                     (false, _) => "T(0)".to_string(),
@@ -1261,14 +1267,7 @@ fn planes_code(job: &StencilJob, k: i32, mr: i32) -> Vec<(&'static str, String)>
     let constant = b == Boundary::Constant;
     let shp = shared_planes(job);
     let rows = tap_rows(job);
-    let mut need = std::collections::HashMap::<(i32, i32, i32), [bool; 4]>::new();
-    for t in job.stencil.taps() {
-        let [dz, dy, dx] = t.offset;
-        for j in 0..4 {
-            let at = j + dx;
-            need.entry((dz, dy, at.div_euclid(4))).or_default()[at.rem_euclid(4) as usize] = true;
-        }
-    }
+    let need = components_read(job);
     let mut dys: Vec<i32> = rows
         .iter()
         .map(|&(_, dy)| dy)
