@@ -163,7 +163,8 @@ fn step2(
     @builtin(local_invocation_index) lid: u32,
 ) {
     let idx = linear_workgroup(wid, nwg) * WG + lid;
-    let pairs = u32(NY * (NX / 2));
+    // `max` keeps one-cell rows (where step2 is never chosen) a valid module.
+    let pairs = u32(NY * max(NX / 2, 1));
     if (idx >= u32(p.comp_rows) * pairs) {
         return;
     }

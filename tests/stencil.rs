@@ -249,6 +249,26 @@ fn constant_boundary_at_every_step_and_specials() {
     assert!(out[0].is_infinite() && out[255].is_nan());
 }
 
+/// Rows of one cell (every kernel family's module is built for the grid, so none may fold a
+/// division by a zero extent) and other degenerate grids match the CPU twin, every boundary.
+#[test]
+fn grids_of_one_cell_rows_match_the_cpu() {
+    let gpu = gpu(false);
+    for (n, shape) in [&[1usize, 1, 1][..], &[1, 1], &[5, 1], &[3, 4, 1], &[1, 1, 6], &[2, 3]]
+        .into_iter()
+        .enumerate()
+    {
+        for boundary in BOUNDARIES {
+            let j = job(shape, Stencil::star(shape.len(), 1).unwrap(), boundary, 2, KeyType::F32);
+            let kernel = StencilKernel::new(gpu, &j).unwrap();
+            let input = grid::<f32>(j.shape.cells(), 70 + n as u64);
+            let (got, _) = stencil::apply(gpu, &kernel, &in_core(&j), &input).unwrap();
+            let want = cpu::stencil::run(&input, j.shape, &j.stencil, j.boundary, j.cval, j.steps);
+            close(&got, &want, 1e-5, &format!("{} {boundary:?}", j.shape));
+        }
+    }
+}
+
 /// Two cells an invocation of the one-cell step (`KernelChoice::pairs`) against one, bit for
 /// bit: f32 rows of an even number of cells that is not a multiple of 4 (the one-cell kernel's
 /// grids), 2-D and 3-D, stars, boxes and asymmetric weights, every boundary, in core and out of
