@@ -254,12 +254,25 @@ fn constant_boundary_at_every_step_and_specials() {
 #[test]
 fn grids_of_one_cell_rows_match_the_cpu() {
     let gpu = gpu(false);
-    for (n, shape) in [&[1usize, 1, 1][..], &[1, 1], &[5, 1], &[3, 4, 1], &[1, 1, 6], &[2, 3]]
-        .into_iter()
-        .enumerate()
+    for (n, shape) in [
+        &[1usize, 1, 1][..],
+        &[1, 1],
+        &[5, 1],
+        &[3, 4, 1],
+        &[1, 1, 6],
+        &[2, 3],
+    ]
+    .into_iter()
+    .enumerate()
     {
         for boundary in BOUNDARIES {
-            let j = job(shape, Stencil::star(shape.len(), 1).unwrap(), boundary, 2, KeyType::F32);
+            let j = job(
+                shape,
+                Stencil::star(shape.len(), 1).unwrap(),
+                boundary,
+                2,
+                KeyType::F32,
+            );
             let kernel = StencilKernel::new(gpu, &j).unwrap();
             let input = grid::<f32>(j.shape.cells(), 70 + n as u64);
             let (got, _) = stencil::apply(gpu, &kernel, &in_core(&j), &input).unwrap();
