@@ -72,6 +72,22 @@ def _rows(arr):
     return _flat(arr), segment
 
 
+def _to_last(arr, axis):
+    """`arr` with `axis` moved last (``axis=None``: flattened, as NumPy's sorts take it)."""
+    if axis is None:
+        return arr.reshape(-1)
+    if arr.ndim == 0:
+        raise ValueError("a 0-d array has no axis to sort along")
+    return np.moveaxis(arr, axis, -1)  # AxisError (a ValueError) for an axis out of range
+
+
+def _from_last(out, axis):
+    """A result sorted along the last axis, back to `axis`, C-contiguous as NumPy returns it."""
+    if axis is None or axis in (-1, out.ndim - 1):
+        return out
+    return np.ascontiguousarray(np.moveaxis(out, -1, axis))
+
+
 def _sorted(arr, descending, want_permutation):
     flat, segment = _rows(arr)
     if flat.size == 0:
@@ -82,35 +98,45 @@ def _sorted(arr, descending, want_permutation):
     return keys, perm
 
 
-def sort(a, *, descending=False, values=None):
-    """A sorted copy of `a`, like ``np.sort`` (along the last axis: each row of a 2-D array on
-    its own). NaN sorts last, -0.0 before +0.0; ``descending=True`` is the exact reverse apart
-    from NaNs, which stay last. The sort is stable.
+def sort(a, axis=-1, *, descending=False, values=None):
+    """A sorted copy of `a`, like ``np.sort(a, axis)``: along the last axis by default (each row
+    of a 2-D array on its own), along `axis`, or of the flattened array with ``axis=None``. NaN
+    sorts last, -0.0 before +0.0; ``descending=True`` is the exact reverse apart from NaNs, which
+    stay last. The sort is stable.
 
     With ``values`` (an array of the same shape, any dtype) returns ``(sorted_keys, values in
     that order)``.
     """
     arr = _keys(a)
+    moved = _to_last(arr, axis)
     if values is None:
-        keys, _ = _sorted(arr, descending, False)
-        return keys.reshape(arr.shape)
+        keys, _ = _sorted(moved, descending, False)
+        return _from_last(keys.reshape(moved.shape), axis)
     vals = np.asarray(values)
     if vals.shape != arr.shape:
         raise ValueError(f"values have shape {vals.shape} but the keys {arr.shape}")
-    keys, perm = _sorted(arr, descending, True)
-    moved = _flat(vals)[perm] if perm.size else _flat(vals).copy()
-    return keys.reshape(arr.shape), moved.reshape(arr.shape)
+    vals = _to_last(vals, axis)
+    keys, perm = _sorted(moved, descending, True)
+    taken = _flat(vals)[perm] if perm.size else _flat(vals).copy()
+    return (
+        _from_last(keys.reshape(moved.shape), axis),
+        _from_last(taken.reshape(moved.shape), axis),
+    )
 
 
-def argsort(a, *, descending=False):
-    """The indices that sort `a` along its last axis, like ``np.argsort(a, kind="stable")``
-    (int64); NaN last, -0.0 before +0.0."""
+def argsort(a, axis=-1, *, descending=False):
+    """The indices that sort `a` along `axis` (the last by default; the flattened array with
+    ``axis=None``), like ``np.argsort(a, axis, kind="stable")`` (int64); NaN last, -0.0 before
+    +0.0."""
     arr = _keys(a)
-    _, perm = _sorted(arr, descending, True)
-    if arr.ndim > 1 and perm.size:
-        rows = arr.size // arr.shape[-1]
-        perm = perm.reshape(rows, arr.shape[-1]) - (np.arange(rows, dtype=np.int64) * arr.shape[-1])[:, None]
-    return perm.reshape(arr.shape)
+    moved = _to_last(arr, axis)
+    _, perm = _sorted(moved, descending, True)
+    if moved.ndim > 1 and perm.size:
+        rows = moved.size // moved.shape[-1]
+        perm = perm.reshape(rows, moved.shape[-1]) - (
+            np.arange(rows, dtype=np.int64) * moved.shape[-1]
+        )[:, None]
+    return _from_last(perm.reshape(moved.shape), axis)
 
 
 _OPS = ("add", "max", "min", "and", "or", "xor")

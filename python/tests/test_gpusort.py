@@ -93,6 +93,34 @@ def test_values_rows_and_non_contiguous_inputs(dtype):
         gpusort.sort(np.array(1, dtype=dtype))
 
 
+@pytest.mark.parametrize("dtype", [np.int32, np.float32, np.uint64, np.float64])
+def test_sorts_along_any_axis_as_numpy(dtype):
+    cube = data(dtype, 6 * 35 * 9, 4, "special").reshape(6, 35, 9)
+    for axis in (0, 1, 2, -1, -2, -3, None):
+        want = np.sort(cube, axis=axis, kind="stable")
+        got = gpusort.sort(cube, axis=axis)
+        same(got, want)
+        assert got.flags["C_CONTIGUOUS"]
+        p = gpusort.argsort(cube, axis=axis)
+        assert p.dtype == np.int64 and p.shape == want.shape
+        if axis is None:
+            same(cube.reshape(-1)[p], want)
+        else:
+            same(np.take_along_axis(cube, p, axis=axis), want)
+    values = np.arange(cube.size, dtype=np.float32).reshape(cube.shape)
+    keys, moved = gpusort.sort(cube, 0, values=values)
+    order = np.argsort(cube, axis=0, kind="stable")
+    same(keys, np.take_along_axis(cube, order, axis=0))
+    same(moved, np.take_along_axis(values, order, axis=0))
+    same(gpusort.sort(np.array(5, dtype=dtype), axis=None), np.array([5], dtype=dtype))
+    same(gpusort.sort(np.zeros((0, 4), dtype=dtype), axis=0), np.zeros((0, 4), dtype=dtype))
+    for bad in (3, -4):
+        with pytest.raises(ValueError):
+            gpusort.sort(cube, axis=bad)
+        with pytest.raises(ValueError):
+            gpusort.argsort(cube, axis=bad)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("n", [0, 1, 1025, 70001])
 def test_cumsum_and_scans_match_numpy(dtype, n):
