@@ -104,8 +104,8 @@ pub fn all_configurations() -> Vec<(String, String)> {
 }
 
 /// Stencil kernels are generated per job: a spread of them (2-D and 3-D, every boundary, narrow
-/// and wide, rows of a multiple of 4 cells and not, f32 and f64, with and without the streamed
-/// pass).
+/// and wide, rows of a multiple of 4 cells and not, extents of one cell, f32 and f64, with and
+/// without the streamed pass).
 fn stencil_configurations() -> Vec<(String, String)> {
     use crate::stencil::{self, Blocking, Boundary, GridShape, KernelChoice, Stencil, StencilJob};
     let mut out = Vec::new();
@@ -125,6 +125,13 @@ fn stencil_configurations() -> Vec<(String, String)> {
             (vec![16, 12, 20], Stencil::star(3, 1)),
             (vec![16, 12, 20], Stencil::boxed(3, 1)),
             (vec![16, 12, 20], Stencil::boxed(3, 2)),
+            // degenerate extents: a module must not fold a division by a zero extent
+            (vec![1, 1], Stencil::star(2, 1)),
+            (vec![3, 1], Stencil::boxed(2, 1)),
+            (vec![1, 4], Stencil::star(2, 1)),
+            (vec![1, 1, 1], Stencil::star(3, 1)),
+            (vec![2, 1, 4], Stencil::boxed(3, 1)),
+            (vec![1, 3, 2], Stencil::star(3, 1)),
         ] {
             let st = st.expect("valid stencil");
             for dtype in [crate::KeyType::F32, crate::KeyType::F64] {
