@@ -10,8 +10,10 @@ Functions follow NumPy's semantics wherever NumPy has the function:
 One device context per process is made on first use and kept (``gpusort.use`` chooses another);
 the GIL is released while the work runs, and Ctrl-C interrupts a long call: KeyboardInterrupt is
 raised within 50 ms, while the work already under way finishes in the background. Arrays of dtypes
-uint32, int32, float32, uint64, int64 and float64 are supported; other dtypes raise TypeError,
-bad arguments ValueError, failures on the device ``gpusort.GpuError``. Inputs are never modified.
+uint32, int32, float32, uint64, int64 and float64 are supported, in either byte order; bool,
+8- and 16-bit integers and float16 run as the 32-bit dtype that holds them exactly (scans: not
+float16 or bool), with results in their own dtype. Other dtypes raise TypeError, bad arguments
+ValueError, failures on the device ``gpusort.GpuError``. Inputs are never modified.
 The memory of large results is recycled once NumPy frees them (``gpusort.release_memory``).
 """
 
@@ -47,16 +49,42 @@ _KEY_DTYPES = tuple(
     np.dtype(t) for t in ("uint32", "int32", "float32", "uint64", "int64", "float64")
 )
 
+# Narrower dtypes run as the 32-bit dtype that holds every value exactly and in the same order;
+# results go back to the caller's dtype (and byte order), so each function still answers as
+# NumPy does for them.
+_WIDER = {
+    np.dtype(k): np.dtype(v)
+    for k, v in (
+        ("int8", "int32"),
+        ("int16", "int32"),
+        ("uint8", "uint32"),
+        ("uint16", "uint32"),
+        ("float16", "float32"),
+        ("bool", "uint32"),
+    )
+}
+
 
 def _keys(a, what="a"):
-    """`a` as an array of a supported dtype (not copied where it need not be)."""
+    """(`a` as an array of a dtype the kernels take, `a`'s own dtype): native byte order, and
+    8/16-bit integers, float16 and bool widened (not copied where it need not be)."""
     arr = np.asarray(a)
-    if arr.dtype.newbyteorder("=") not in _KEY_DTYPES or arr.dtype.byteorder == ">":
-        raise TypeError(
-            f"{what} has dtype {arr.dtype}; gpusort handles uint32, int32, float32, uint64, "
-            "int64 and float64"
-        )
-    return arr
+    own = arr.dtype
+    native = own.newbyteorder("=")
+    if native in _KEY_DTYPES:
+        return (arr if own.isnative else arr.astype(native)), own
+    if native in _WIDER:
+        return arr.astype(_WIDER[native]), own
+    raise TypeError(
+        f"{what} has dtype {own}; gpusort handles uint32, int32, float32, uint64, int64 and "
+        "float64 (and bool, 8- and 16-bit integers and float16 through them)"
+    )
+
+
+def _own(out, own):
+    """A result computed in a wider or native-order dtype, as `own` (exact: its values came
+    from `own`, or wrap as NumPy's arithmetic in `own` does)."""
+    return out if out.dtype == own else out.astype(own)
 
 
 def _flat(arr):
@@ -107,11 +135,11 @@ def sort(a, axis=-1, *, descending=False, values=None):
     With ``values`` (an array of the same shape, any dtype) returns ``(sorted_keys, values in
     that order)``.
     """
-    arr = _keys(a)
+    arr, own = _keys(a)
     moved = _to_last(arr, axis)
     if values is None:
         keys, _ = _sorted(moved, descending, False)
-        return _from_last(keys.reshape(moved.shape), axis)
+        return _own(_from_last(keys.reshape(moved.shape), axis), own)
     vals = np.asarray(values)
     if vals.shape != arr.shape:
         raise ValueError(f"values have shape {vals.shape} but the keys {arr.shape}")
@@ -119,7 +147,7 @@ def sort(a, axis=-1, *, descending=False, values=None):
     keys, perm = _sorted(moved, descending, True)
     taken = _flat(vals)[perm] if perm.size else _flat(vals).copy()
     return (
-        _from_last(keys.reshape(moved.shape), axis),
+        _own(_from_last(keys.reshape(moved.shape), axis), own),
         _from_last(taken.reshape(moved.shape), axis),
     )
 
@@ -128,7 +156,7 @@ def argsort(a, axis=-1, *, descending=False):
     """The indices that sort `a` along `axis` (the last by default; the flattened array with
     ``axis=None``), like ``np.argsort(a, axis, kind="stable")`` (int64); NaN last, -0.0 before
     +0.0."""
-    arr = _keys(a)
+    arr, _ = _keys(a)
     moved = _to_last(arr, axis)
     _, perm = _sorted(moved, descending, True)
     if moved.ndim > 1 and perm.size:
@@ -142,25 +170,40 @@ def argsort(a, axis=-1, *, descending=False):
 _OPS = ("add", "max", "min", "and", "or", "xor")
 
 
+def _scannable(a):
+    """`a` widened as `_keys` does, refused where a scan in its own dtype would not be NumPy's
+    (float16 adds round at every step in NumPy; bool has no arithmetic of its own)."""
+    arr, own = _keys(a)
+    if own.kind == "b" or own.newbyteorder("=") == np.dtype("float16"):
+        raise TypeError(
+            f"a scan of {own} is not supported: cast to float32 (float16) or an integer (bool)"
+        )
+    return arr, own
+
+
 def scan(a, op="add", *, exclusive=False):
     """The running `op` of the flattened `a` (inclusive unless ``exclusive``), in `a`'s dtype:
     integers take add, max, min, and, or, xor (wrapping on overflow), floats add. Float sums are
     added in another order than a sequential loop, so the last bits may differ."""
-    arr = _keys(a)
+    arr, own = _scannable(a)
     if op not in _OPS:
         raise ValueError(f"unknown op {op!r} (one of {', '.join(_OPS)})")
     if arr.dtype.kind == "f" and op != "add":
-        raise ValueError(f"a {op} scan of {arr.dtype} is not supported (floats: add)")
+        raise ValueError(f"a {op} scan of {own} is not supported (floats: add)")
     flat = _flat(arr)
     if flat.size == 0:
-        return flat.copy()
-    return _native.scan(flat, op, not exclusive)
+        return _own(flat.copy(), own)
+    # 8- and 16-bit integers run as 32-bit ones: their sums wrap back exactly in astype
+    return _own(_native.scan(flat, op, not exclusive), own)
 
 
 def cumsum(a, *, exclusive=False):
-    """``np.cumsum(a)``, dtype included (int32 widens to int64 and uint32 to uint64, as NumPy
-    does); ``exclusive=True`` starts from 0 and leaves out each element itself."""
-    arr = _keys(a)
+    """``np.cumsum(a)``, dtype included (signed integers and bool widen to int64, unsigned ones
+    to uint64, as NumPy does); ``exclusive=True`` starts from 0 and leaves out each element
+    itself."""
+    if np.asarray(a).dtype.kind == "b":
+        a = np.asarray(a, dtype=np.int32)  # np.cumsum counts bools in int64
+    arr, _ = _scannable(a)
     flat = _flat(arr)
     if flat.size == 0:
         return np.cumsum(flat)
@@ -193,18 +236,24 @@ def _pivot(p, dtype, what):
 
 
 def _split(a, kind, pivot, keep_rest, values, what):
-    arr = _keys(a)
+    arr, own = _keys(a)
     flat = _flat(arr)
     vals = None
     if values is not None:
         vals = _flat(np.asarray(values))
         if vals.shape != flat.shape:
             raise ValueError(f"values have {vals.size} elements but the array {flat.size}")
-    p = None if pivot is None else _pivot(pivot, arr.dtype, what)
+    p = None
+    if pivot is not None:
+        # checked against the caller's dtype (bool: as the integers it compares like), then
+        # exact in the wider one
+        check = own.newbyteorder("=") if own.kind != "b" else arr.dtype
+        p = _pivot(pivot, check, what).astype(arr.dtype)
     if flat.size == 0:
-        out = (flat.copy(), 0)
+        out = (_own(flat.copy(), own), 0)
         return out if vals is None else (out[0], vals.copy(), 0)
     out, at, count = _native.split(flat, kind, p, keep_rest, vals is not None)
+    out = _own(out, own)
     if vals is None:
         return out, count
     return out, vals[at], count

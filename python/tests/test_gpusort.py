@@ -289,10 +289,76 @@ def test_stencils_match_scipy(dtype, boundary):
     assert np.allclose(got, want, rtol=tol, atol=tol)
 
 
+NARROW = [np.int8, np.uint8, np.int16, np.uint16, np.float16, np.bool_]
+
+
+def narrow(dtype, n, seed):
+    r = np.random.default_rng(seed)
+    dt = np.dtype(dtype)
+    if dt.kind == "b":
+        return r.random(n) < 0.3
+    if dt.kind == "f":
+        a = (r.normal(size=n) * 100).astype(dt)
+        if n >= 8:
+            a[:8] = [np.nan, -0.0, 0.0, np.inf, -np.inf, 65504, -65504, 6e-8]
+            r.shuffle(a)
+        return a
+    info = np.iinfo(dt)
+    return r.integers(info.min, info.max, n, dtype=dt, endpoint=True)
+
+
+@pytest.mark.parametrize("dtype", NARROW)
+@pytest.mark.parametrize("n", [0, 1, 1000, 40001])
+def test_narrow_dtypes_answer_in_their_own_dtype(dtype, n):
+    a = narrow(dtype, n, n)
+    same(gpusort.sort(a), np.sort(a, kind="stable"))
+    got = gpusort.sort(a, descending=True)
+    assert got.dtype == a.dtype
+    p = gpusort.argsort(a)
+    same(a[p], np.sort(a, kind="stable"))
+    if np.dtype(dtype).kind != "f":
+        same(p, np.argsort(a, kind="stable"))  # -0.0/+0.0 aside, the same stable order
+    if np.dtype(dtype).kind in "iu":
+        same(gpusort.cumsum(a), np.cumsum(a))
+        same(gpusort.scan(a, "add"), np.cumsum(a).astype(a.dtype))  # wraps as a's dtype
+        same(gpusort.scan(a, "max"), np.maximum.accumulate(a))
+        same(gpusort.scan(a, "xor", exclusive=True)[1:] if n else gpusort.scan(a, "xor"),
+             np.bitwise_xor.accumulate(a)[:-1] if n else a)
+    if np.dtype(dtype).kind == "b":
+        same(gpusort.cumsum(a), np.cumsum(a))
+        same(gpusort.compact(a, nonzero=True), a[a != 0])
+        return
+    pivot = 1 if np.dtype(dtype).kind in "iu" else 0.5
+    out, split = gpusort.partition(a, pivot)
+    below = gpusort.compact(a, below=pivot)
+    assert out.dtype == a.dtype and below.dtype == a.dtype
+    same(out[:split], below)
+    same(gpusort.compact(a, at_least=pivot), out[split:])
+    if np.dtype(dtype).kind in "iu":
+        same(below, a[a < pivot])
+
+
+def test_byte_swapped_arrays_keep_their_dtype():
+    a = np.random.default_rng(5).integers(-1000, 1000, 5000).astype(">i4")
+    same(gpusort.sort(a), np.sort(a, kind="stable"))
+    same(gpusort.argsort(a), np.argsort(a, kind="stable"))
+    same(gpusort.cumsum(a), np.cumsum(a))
+    f = a.astype(">f8") / 7
+    same(gpusort.sort(f), np.sort(f, kind="stable"))
+    same(gpusort.compact(f, below=0.0), f[f < 0])
+
+
 def test_bad_types_and_arguments_raise_the_right_exception():
-    for dtype in [np.int8, np.uint16, np.float16, np.complex64, object]:
+    for dtype in [np.complex64, object, "U3", "datetime64[s]"]:
         with pytest.raises(TypeError):
             gpusort.sort(np.zeros(4, dtype=dtype))
+    for dtype in [np.float16, np.bool_]:
+        with pytest.raises(TypeError):
+            gpusort.scan(np.zeros(4, dtype=dtype))
+    with pytest.raises(TypeError):
+        gpusort.cumsum(np.zeros(4, dtype=np.float16))
+    with pytest.raises(ValueError):
+        gpusort.partition(np.zeros(4, dtype=np.int8), 300)
     with pytest.raises(TypeError):
         gpusort.stencil(np.zeros((4, 4), np.int32))
     with pytest.raises(ValueError):
