@@ -62,7 +62,8 @@ impl From<Algorithm> for gpusort_core::Algorithm {
 
 #[derive(clap::Args, Debug)]
 pub struct SortArgs {
-    /// Inputs: raw little-endian binary (needs --dtype) or .npy (1-D, C order). Several inputs
+    /// Inputs: raw little-endian binary (needs --dtype) or .npy (C order; an N-D array sorts
+    /// along its last axis, each row on its own, as np.sort does). Several inputs (1-D each)
     /// are sorted as one job (small ones share merged GPU launches) and need --out-dir or
     /// --in-place. A table (.parquet, .arrow/.feather/.ipc, .csv with a header) is sorted by
     /// its --by columns, every column carried.
@@ -92,7 +93,8 @@ pub struct SortArgs {
     /// Where the reordered payload goes (u32; .npy if the name ends in .npy).
     #[arg(long, requires = "values")]
     pub values_out: Option<PathBuf>,
-    /// Also write the sorting permutation (u32; .npy if the name ends in .npy).
+    /// Also write the sorting permutation (u32; .npy if the name ends in .npy). For an N-D
+    /// array, positions within each row, as np.argsort(a, axis=-1).
     #[arg(long)]
     pub argsort: Option<PathBuf>,
     /// Sort independent segments of N keys (the last may be shorter).
@@ -206,7 +208,26 @@ pub fn run(g: &Global, args: &SortArgs) -> CliResult {
         return sort_many(g, args);
     }
     let path = &args.inputs[0];
-    let input = Input::open(path, args.dtype.map(Into::into))?;
+    // an N-D array sorts each row (its last axis) on its own, as np.sort does
+    let input = Input::open_rows(path, args.dtype.map(Into::into))?;
+    if let Some(row) = input.rows() {
+        if args.segment_size.is_some_and(|s| s as usize != row) {
+            return Err(CliError::usage(format!(
+                "{} is {}-D (shape {:?}): it sorts along its last axis, in rows of {row}; \
+                 --segment-size is for 1-D inputs",
+                input.shown(),
+                input.shape.len(),
+                input.shape
+            )));
+        }
+        if u32::try_from(row).is_err() {
+            return Err(CliError::usage(format!(
+                "{} has rows of {row} elements; rows are sorted on their own up to {} elements",
+                input.shown(),
+                u32::MAX
+            )));
+        }
+    }
     let bad_bits = args.key_bits.as_ref();
     if let Some(e) =
         bad_bits.and_then(|b| gpusort_core::sort::radix::key_bits_error(input.dtype, b))
@@ -265,7 +286,7 @@ fn sort_typed<T: SortKey>(
 ) -> CliResult {
     let order = SortOrder {
         descending: args.descending,
-        segment_size: args.segment_size,
+        segment_size: segments(args, input),
     };
     let engine = g.engine()?;
     let direct = matches!(engine, Engine::Gpu)
@@ -310,6 +331,26 @@ fn sort_typed<T: SortKey>(
         return sort_direct::<T>(g, args, input, dest, order, opened);
     }
     sort_in_memory::<T>(g, args, input, values, dest, order)
+}
+
+/// The segments a file's keys sort in: an N-D array's rows (checked to fit a u32 when it was
+/// opened), else `--segment-size`.
+fn segments(args: &SortArgs, input: &Input) -> Option<u32> {
+    match input.rows() {
+        Some(row) if input.len > 0 => Some(row as u32),
+        _ => args.segment_size,
+    }
+}
+
+/// `--argsort` of an N-D array gives positions within each row, as `np.argsort(a, axis=-1)`:
+/// the sort kept every key in its row, so a position less its row's start is its place there.
+fn row_positions(perm: &mut [u32], input: &Input) {
+    if let Some(row) = input.rows().filter(|&r| r > 0) {
+        let row = row as u32;
+        for p in perm {
+            *p %= row;
+        }
+    }
 }
 
 /// Where a sort of `key_bytes` of keys goes under a memory budget: in memory, to the external
@@ -452,13 +493,24 @@ fn write_sorted<T: SortKey>(
     perm: Option<&[u32]>,
 ) -> CliResult {
     let out_format = output_format(input, args.output.as_deref());
-    Output::write_all(dest, out_format, T::TYPE, bytemuck::cast_slice(keys))?;
+    let shape = &input.shape;
+    Output::write_array(dest, out_format, T::TYPE, shape, bytemuck::cast_slice(keys))?;
+    let mut rows_perm = None;
+    let perm = match (perm, input.rows()) {
+        (Some(p), Some(_)) => {
+            let local = rows_perm.insert(p.to_vec());
+            row_positions(local, input);
+            Some(&local[..])
+        }
+        (p, _) => p,
+    };
     for (data, path) in [(values, &args.values_out), (perm, &args.argsort)] {
         if let (Some(d), Some(path)) = (data, path) {
-            Output::write_all(
+            Output::write_array(
                 path,
                 Format::for_output(path),
                 KeyType::U32,
+                shape,
                 bytemuck::cast_slice(d),
             )?;
         }
@@ -546,7 +598,7 @@ fn sort_direct<T: SortKey>(
     // (a GPU opened to size the job: the job's time starts as it started)
     let start = opened.as_ref().map_or_else(Instant::now, |o| o.1);
     bar.set_message("starting the GPU");
-    let mut out = Output::create(dest)?;
+    let mut out = Output::create(dest)?.shaped(&input.shape);
     let format = output_format(input, args.output.as_deref());
     let mut mapped = out.mapped(format, T::TYPE, input.len as u64)?;
     let (gpu, gpu_start_s, sorted) = std::thread::scope(|s| -> CliResult<_> {
@@ -793,13 +845,14 @@ fn sort_external<T: SortKey>(
         Engine::Cpu { .. } => None,
     };
     let runs = RunDir::new(args.tmp_dir.as_deref(), dest)?;
-    let mut keys_out = Output::create(dest)?;
+    let shape = &input.shape;
+    let mut keys_out = Output::create(dest)?.shaped(shape);
     let mut values_out = match (&args.values_out, values) {
-        (Some(p), Some(_)) => Some((p, Output::create(p)?)),
+        (Some(p), Some(_)) => Some((p, Output::create(p)?.shaped(shape))),
         _ => None,
     };
     let mut perm_out = match &args.argsort {
-        Some(p) => Some((p, Output::create(p)?)),
+        Some(p) => Some((p, Output::create(p)?.shaped(shape))),
         None => None,
     };
     let stats = {
@@ -810,7 +863,10 @@ fn sort_external<T: SortKey>(
             None => None,
         };
         let mut pw = match &mut perm_out {
-            Some((p, o)) => Some(o.stream(Format::for_output(p), KeyType::U32, n)?),
+            Some((p, o)) => Some(RowPositions::new(
+                o.stream(Format::for_output(p), KeyType::U32, n)?,
+                input.rows().filter(|&r| r > 0),
+            )),
             None => None,
         };
         let sink = external::Sink {
@@ -901,6 +957,60 @@ fn sort_external<T: SortKey>(
         );
     }
     Ok(())
+}
+
+/// A permutation stream that writes [`row_positions`]'s positions within each row (as they
+/// come, in u32 words that may arrive split across writes).
+struct RowPositions<W> {
+    inner: W,
+    row: Option<u32>,
+    /// The bytes of a word begun in one write and ended in the next.
+    partial: Vec<u8>,
+}
+
+impl<W: std::io::Write> RowPositions<W> {
+    fn new(inner: W, row: Option<usize>) -> RowPositions<W> {
+        RowPositions {
+            inner,
+            row: row.map(|r| r as u32),
+            partial: Vec::with_capacity(4),
+        }
+    }
+}
+
+impl<W: std::io::Write> std::io::Write for RowPositions<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let Some(row) = self.row else {
+            return self.inner.write(buf);
+        };
+        let mut rest = buf;
+        while !self.partial.is_empty() && !rest.is_empty() {
+            self.partial.push(rest[0]);
+            rest = &rest[1..];
+            if self.partial.len() == 4 {
+                let p = u32::from_le_bytes(self.partial[..].try_into().expect("4 bytes"));
+                self.inner.write_all(&(p % row).to_le_bytes())?;
+                self.partial.clear();
+            }
+        }
+        let whole = rest.len() / 4 * 4;
+        let local: Vec<u8> = rest[..whole]
+            .chunks_exact(4)
+            .flat_map(|w| (u32::from_le_bytes(w.try_into().expect("4 bytes")) % row).to_le_bytes())
+            .collect();
+        self.inner.write_all(&local)?;
+        self.partial.extend_from_slice(&rest[whole..]);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if !self.partial.is_empty() {
+            return Err(std::io::Error::other(
+                "a permutation ended inside a 4-byte position",
+            ));
+        }
+        self.inner.flush()
+    }
 }
 
 /// The parts of a sort's time that the statistics do not hold.
@@ -1240,6 +1350,36 @@ pub fn verify<T: SortKey>(input: &[T], output: &[T], order: SortOrder) -> CliRes
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Positions within rows however the stream's writes cut the words; no rows: unchanged.
+    #[test]
+    fn row_positions_survive_words_split_across_writes() {
+        use std::io::Write;
+        let perm: Vec<u32> = (0..40u32).rev().collect();
+        let bytes: &[u8] = bytemuck::cast_slice(&perm);
+        for cut in [1, 3, 4, 5, 7, 160] {
+            for row in [None, Some(7), Some(40)] {
+                let mut out = Vec::new();
+                let mut w = RowPositions::new(&mut out, row);
+                for piece in bytes.chunks(cut) {
+                    w.write_all(piece).unwrap();
+                }
+                w.flush().unwrap();
+                let got: Vec<u32> = bytemuck::pod_collect_to_vec(&out);
+                let want: Vec<u32> = perm
+                    .iter()
+                    .map(|p| row.map_or(*p, |r| p % r as u32))
+                    .collect();
+                assert_eq!(got, want, "writes of {cut} bytes, rows of {row:?}");
+            }
+        }
+        let mut w = RowPositions::new(Vec::new(), Some(3));
+        w.write_all(&[1, 2]).unwrap();
+        assert!(
+            w.flush().is_err(),
+            "a stream ending inside a word is an error"
+        );
+    }
 
     #[test]
     fn a_budget_routes_sorts_in_memory_externally_or_asks_the_device() {

@@ -126,6 +126,156 @@ fn sorts_npy_of_every_dtype_and_writes_npy() {
     );
 }
 
+/// N-D .npy arrays sort along their last axis, each row on its own, as `np.sort` does: the
+/// result, `--values-out` and `--argsort` (positions within each row, as `np.argsort(a,
+/// axis=-1)`) keep the shape, on the GPU, the CPU engine and the external sort; a
+/// `--segment-size` other than the rows, values of another shape and many-file jobs are refused.
+#[test]
+fn npy_arrays_of_several_axes_sort_each_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut r = rng(31);
+    let (rows, n) = (200usize, 251usize);
+    // few distinct keys: the stable order of ties shows in the permutation
+    let keys: Vec<i32> = (0..rows * n).map(|_| r.random_range(-20..20)).collect();
+    let vals: Vec<u32> = (0..rows * n).map(|_| r.random()).collect();
+    let (k, v) = (dir.path().join("k.npy"), dir.path().join("v.npy"));
+    write_npy(&k, &[rows as u64, n as u64], &keys);
+    write_npy(&v, &[rows as u64, n as u64], &vals);
+    for descending in [false, true] {
+        // each row's stable argsort
+        let perm: Vec<u32> = keys
+            .chunks(n)
+            .flat_map(|row| {
+                let mut p: Vec<u32> = (0..n as u32).collect();
+                match descending {
+                    false => p.sort_by_key(|&i| row[i as usize]),
+                    true => p.sort_by_key(|&i| std::cmp::Reverse(row[i as usize])),
+                }
+                p
+            })
+            .collect();
+        let at = |i: usize| i / n * n + perm[i] as usize;
+        let want_k: Vec<i32> = (0..keys.len()).map(|i| keys[at(i)]).collect();
+        let want_v: Vec<u32> = (0..keys.len()).map(|i| vals[at(i)]).collect();
+        for (how, extra) in [
+            ("gpu", &[][..]),
+            ("cpu", &["--backend", "cpu"][..]),
+            ("external", &["--memory-budget", "64K"][..]),
+        ] {
+            let (o, vo, po) = (
+                dir.path().join(format!("o-{how}-{descending}.npy")),
+                dir.path().join(format!("vo-{how}-{descending}.npy")),
+                dir.path().join(format!("po-{how}-{descending}.npy")),
+            );
+            let mut cmd = gpusort();
+            cmd.args(["sort", "--verify"]).args(extra).arg(&k);
+            if descending {
+                cmd.arg("--descending");
+            }
+            cmd.arg("-o").arg(&o).arg("--values").arg(&v);
+            cmd.arg("--values-out").arg(&vo).arg("--argsort").arg(&po);
+            let done = cmd.assert().success();
+            let what = format!("{how} descending={descending}");
+            let err = String::from_utf8_lossy(&done.get_output().stderr).to_string();
+            assert_eq!(
+                err.contains("externally"),
+                how == "external",
+                "{what}: {err}"
+            );
+            let shape = vec![rows as u64, n as u64];
+            let (s, got): (_, Vec<i32>) = read_npy(&o);
+            assert_eq!((&s, &got), (&shape, &want_k), "{what}: keys");
+            let (s, got): (_, Vec<u32>) = read_npy(&vo);
+            assert_eq!((&s, &got), (&shape, &want_v), "{what}: values");
+            let (s, got): (_, Vec<u32>) = read_npy(&po);
+            assert_eq!((&s, &got), (&shape, &perm), "{what}: argsort");
+        }
+    }
+    // 3-D floats with NaN, the plain GPU path (keys only, written from the download)
+    let shape = [3u64, 4, 70];
+    let f: Vec<f32> = (0..840)
+        .map(|i| match i % 31 {
+            0 => f32::NAN,
+            1 => -0.0,
+            _ => r.random_range(-5.0..5.0),
+        })
+        .collect();
+    let (fk, fo) = (dir.path().join("f.npy"), dir.path().join("fo.npy"));
+    write_npy(&fk, &shape, &f);
+    gpusort()
+        .args(["-q", "sort"])
+        .arg(&fk)
+        .arg("-o")
+        .arg(&fo)
+        .assert()
+        .success();
+    let (s, got): (_, Vec<f32>) = read_npy(&fo);
+    assert_eq!(s, shape.to_vec());
+    let want = reference::sorted(
+        &f,
+        SortOrder {
+            descending: false,
+            segment_size: Some(70),
+        },
+    );
+    assert_eq!(
+        got.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+        want.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+    );
+    // a --segment-size equal to the rows is the same sort; an empty array keeps its shape
+    let same = dir.path().join("same.npy");
+    gpusort()
+        .args(["-q", "sort", "--segment-size", "70"])
+        .arg(&fk)
+        .arg("-o")
+        .arg(&same)
+        .assert()
+        .success();
+    assert_eq!(std::fs::read(&same).unwrap(), std::fs::read(&fo).unwrap());
+    let (e, eo) = (dir.path().join("e.npy"), dir.path().join("eo.npy"));
+    write_npy::<u32>(&e, &[0, 5], &[]);
+    gpusort()
+        .args(["-q", "sort"])
+        .arg(&e)
+        .arg("-o")
+        .arg(&eo)
+        .assert()
+        .success();
+    assert_eq!(read_npy::<u32>(&eo).0, vec![0, 5]);
+    // refused, nothing written
+    let v1 = dir.path().join("v1.npy");
+    write_npy(&v1, &[(rows * n) as u64 / 2, 2], &vals[..]);
+    let (k_s, fk_s, v1_s) = (
+        k.display().to_string(),
+        fk.display().to_string(),
+        v1.display().to_string(),
+    );
+    let before = listing(dir.path());
+    let out = dir.path().join("never.npy").display().to_string();
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    assert_refused(&[
+        (
+            s(&["sort", &fk_s, "--segment-size", "7", "-o", &out]),
+            "last axis",
+        ),
+        (
+            s(&[
+                "sort",
+                &k_s,
+                "--values",
+                &v1_s,
+                "--values-out",
+                &out,
+                "-o",
+                &out,
+            ]),
+            "shape",
+        ),
+        (s(&["sort", &k_s, &fk_s, "--out-dir", &out]), "1-D"),
+    ]);
+    assert_eq!(listing(dir.path()), before);
+}
+
 #[test]
 fn in_place_values_argsort_and_segments() {
     let dir = tempfile::tempdir().unwrap();
@@ -365,7 +515,7 @@ fn bad_inputs_fail_cleanly() {
         ),
         (vec!["sort".into(), s("bad.npy")], "not a valid .npy"),
         (vec!["sort".into(), s("huge.npy")], "header length"),
-        (vec!["sort".into(), s("two.npy")], "2-D"),
+        (vec!["scan".into(), s("two.npy")], "2-D"),
         (vec!["sort".into(), s("scalar.npy")], "0-D"),
         (vec!["sort".into(), s("fortran.npy")], "Fortran"),
         (vec!["sort".into(), s("truncated.npy")], "not a valid .npy"),

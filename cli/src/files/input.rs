@@ -173,17 +173,41 @@ impl Input {
         Input::open_1d(path, dtype, Some(raw_default))
     }
 
+    /// Open an array to sort along its last axis, as `np.sort` does: 1-D, or N-D in C order
+    /// (each row on its own, [`Input::rows`]); a column (n, 1) or a row (1, n) is 1-D, as to
+    /// every command.
+    pub fn open_rows(path: &Path, dtype: Option<KeyType>) -> Result<Input, CliError> {
+        let mut input = Input::open_any(path, dtype, None)?;
+        input.squeeze();
+        if input.shape.is_empty() {
+            return Err(CliError::usage(format!(
+                "{} is 0-D (a single value); there is no axis to sort along",
+                input.shown()
+            )));
+        }
+        Ok(input)
+    }
+
+    /// The length of the rows an N-D array sorts in (its last axis); None for a 1-D array.
+    pub fn rows(&self) -> Option<usize> {
+        (self.shape.len() > 1).then(|| self.shape[self.shape.len() - 1])
+    }
+
+    /// A column (n, 1) or a row (1, n) is a 1-D array to every command that takes one; its
+    /// result is 1-D.
+    pub(super) fn squeeze(&mut self) {
+        if self.shape.len() == 2 && self.shape.contains(&1) {
+            self.shape = vec![self.len];
+        }
+    }
+
     fn open_1d(
         path: &Path,
         dtype: Option<KeyType>,
         raw_default: Option<KeyType>,
     ) -> Result<Input, CliError> {
         let mut input = Input::open_any(path, dtype, raw_default)?;
-        // a column (n, 1) or a row (1, n) is a 1-D array to every command that takes one; its
-        // result is 1-D
-        if input.shape.len() == 2 && input.shape.contains(&1) {
-            input.shape = vec![input.len];
-        }
+        input.squeeze();
         if input.shape.len() != 1 {
             return Err(CliError::usage(format!(
                 "{} is {}-D (shape {:?}); this command takes 1-D arrays",

@@ -180,9 +180,20 @@ pub fn output_format(input: &Input, explicit: Option<&Path>) -> Format {
     }
 }
 
-/// A 4-byte payload file matching `len` elements of `input` (raw files are read as u32).
+/// A 4-byte payload file matching `len` elements of `input` (raw files are read as u32): 1-D, or
+/// an array of the input's own N-D shape.
 pub fn open_values(path: &Path, input: &Input) -> Result<Input, CliError> {
-    let v = Input::open_or(path, None, KeyType::U32)?;
+    let mut v = Input::open_array_or(path, None, KeyType::U32)?;
+    v.squeeze();
+    if v.shape.len() > 1 && v.shape != input.shape {
+        return Err(CliError::usage(format!(
+            "{} has shape {:?} but {} has shape {:?}; values are 1-D or of the keys' shape",
+            v.shown(),
+            v.shape,
+            input.shown(),
+            input.shape
+        )));
+    }
     if v.dtype.size() != 4 {
         return Err(CliError::usage(format!(
             "{} holds {}; values must be 4-byte elements",
@@ -249,6 +260,8 @@ pub struct Output {
     dest: PathBuf,
     /// A part kept aside (see [`Output::aside`]): never flushed nor committed.
     aside: bool,
+    /// The N-D shape a .npy header gives a result of as many elements ([`Output::shaped`]).
+    shape: Option<Vec<usize>>,
 }
 
 impl Output {
@@ -287,7 +300,24 @@ impl Output {
             target,
             dest: dest.to_path_buf(),
             aside: false,
+            shape: None,
         })
+    }
+
+    /// A result that keeps an N-D input's `shape` (a sort along the last axis): .npy headers of
+    /// as many elements give it; 1-D shapes change nothing.
+    pub fn shaped(mut self, shape: &[usize]) -> Output {
+        self.shape = (shape.len() > 1).then(|| shape.to_vec());
+        self
+    }
+
+    /// The shape a .npy header gives `len` elements: [`Output::shaped`]'s where it holds as
+    /// many, else 1-D.
+    fn shape_of(&self, len: u64) -> Vec<usize> {
+        match &self.shape {
+            Some(s) if s.iter().product::<usize>() as u64 == len => s.clone(),
+            _ => vec![len as usize],
+        }
     }
 
     /// A temporary file beside `dest` for a part of its result kept aside until its place is
@@ -311,7 +341,18 @@ impl Output {
         dtype: KeyType,
         data: &[u8],
     ) -> Result<(), CliError> {
-        let mut out = Output::create(dest)?;
+        Output::write_array(dest, format, dtype, &[], data)
+    }
+
+    /// [`Output::write_all`] of an array that keeps an N-D `shape` ([`Output::shaped`]).
+    pub fn write_array(
+        dest: &Path,
+        format: Format,
+        dtype: KeyType,
+        shape: &[usize],
+        data: &[u8],
+    ) -> Result<(), CliError> {
+        let mut out = Output::create(dest)?.shaped(shape);
         out.write(format, dtype, data)?;
         out.commit()
     }
@@ -374,7 +415,7 @@ impl Output {
         dtype: KeyType,
         len: u64,
     ) -> Result<PositionedWriter<'_>, CliError> {
-        self.positioned_array(format, dtype, &[len as usize])
+        self.positioned_array(format, dtype, &self.shape_of(len))
     }
 
     /// [`Output::positioned`] for an array of `shape` (the .npy header says it).
@@ -410,7 +451,7 @@ impl Output {
         dtype: KeyType,
         len: u64,
     ) -> Result<BufWriter<&mut File>, CliError> {
-        self.stream_array(format, dtype, &[len as usize])
+        self.stream_array(format, dtype, &self.shape_of(len))
     }
 
     fn stream_array(
@@ -480,7 +521,7 @@ impl Output {
         if len == 0 {
             return Ok(None);
         }
-        let mapped = match self.map_array(format, dtype, &[len as usize]) {
+        let mapped = match self.map_array(format, dtype, &self.shape_of(len)) {
             Ok(Some(map)) => {
                 let file = self.tmp.as_ref().expect("not yet committed").as_file();
                 file.try_clone().ok().map(|file| (map, file))
