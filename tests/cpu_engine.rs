@@ -105,6 +105,73 @@ fn check_key_bits<T: SortKey>(ranges: &[std::ops::Range<u32>]) {
     }
 }
 
+/// Key sets of real data, whose sortable words share their top bits (floats of a few exponents,
+/// small integers, timestamps): the MSD levels and the counting sort against the twin.
+#[test]
+fn clustered_keys_match_the_twin() {
+    fn check<T: SortKey>(name: &str, keys: Vec<T>) {
+        for descending in [false, true] {
+            let order = SortOrder {
+                descending,
+                segment_size: None,
+            };
+            let want_perm = twin::argsort(&keys, order);
+            let want: Vec<T> = want_perm
+                .iter()
+                .map(|&i| canonical(&keys[i as usize]))
+                .collect();
+            let mut k = keys.clone();
+            engine::sort(&mut k, None, false, order, None);
+            assert!(
+                same_bits(&k, &want),
+                "{name} descending={descending}: keys only"
+            );
+            let mut k = keys.clone();
+            let perm = engine::sort(&mut k, None, true, order, None).unwrap();
+            assert!(same_bits(&k, &want), "{name} descending={descending}: keys");
+            assert_eq!(
+                perm, want_perm,
+                "{name} descending={descending}: permutation"
+            );
+        }
+    }
+    let n = 300_000;
+    let mut r = rng(77);
+    let normal =
+        |r: &mut rand::rngs::StdRng| (0..4).map(|_| r.random_range(-1.0..1.0)).sum::<f64>();
+    check(
+        "f64 normal",
+        (0..n).map(|_| normal(&mut r)).collect::<Vec<f64>>(),
+    );
+    check(
+        "f32 normal",
+        (0..n).map(|_| normal(&mut r) as f32).collect::<Vec<f32>>(),
+    );
+    check(
+        "f32 unit",
+        (0..n).map(|_| r.random::<f32>()).collect::<Vec<f32>>(),
+    );
+    check(
+        "i32 small",
+        (0..n)
+            .map(|_| r.random_range(0..1000))
+            .collect::<Vec<i32>>(),
+    );
+    check(
+        "i64 pm2^20",
+        (0..n)
+            .map(|_| r.random_range(-(1 << 20)..1 << 20))
+            .collect::<Vec<i64>>(),
+    );
+    let t0 = 1_700_000_000_000_000u64;
+    check(
+        "u64 timestamps",
+        (0..n)
+            .map(|_| t0 + r.random_range(0..31_536_000_000_000))
+            .collect::<Vec<u64>>(),
+    );
+}
+
 #[test]
 fn key_bit_ranges_match_the_twin() {
     check_key_bits::<u32>(&[0..32, 0..20, 8..16, 3..29, 31..32]);

@@ -4,7 +4,8 @@
 //! It gives the results the GPU kernels give — the same order rules (NaN last in both
 //! directions and canonical, -0.0 before +0.0, stable), the same wrapping scans, the same
 //! stable splits, stencils bit-identical to their CPU twin — but is written for speed on a CPU
-//! (a parallel LSD radix sort, chunked scans and splits, row-vectorised stencils) with rayon.
+//! (a parallel MSD-then-LSD radix sort over the bits that vary, a counting sort for keys of few
+//! distinct values, chunked scans and splits, row-vectorised stencils) with rayon.
 //! The CPU twins in [`crate::cpu`] stay the simple references; tests compare this engine with
 //! them (`tests/cpu_engine.rs`).
 

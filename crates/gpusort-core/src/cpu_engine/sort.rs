@@ -1,6 +1,6 @@
 //! Sorts on the CPU: every key is turned into its sortable word (`cpu::keys::encode`: NaNs
 //! one largest value, signs and descending order folded into the bits), the words are sorted by
-//! a parallel LSD radix sort (8-bit digits, a digit the same in every key skipped), and the keys
+//! a parallel MSD-then-LSD radix sort over the bits that vary (see `radix_sort`), and the keys
 //! come back decoded (keys only) or gathered through the permutation (with values or an
 //! argsort). Stable throughout, so ties keep their input order.
 
@@ -17,17 +17,31 @@ use crate::keys::{KeyType, SortKey, SortOrder};
 trait Word: Copy + Default + Ord + Send + Sync {
     /// The digit of `mask`'s width at `shift`.
     fn digit(self, shift: u32, mask: usize) -> usize;
+    fn bits(self) -> u64;
+    fn from_bits(bits: u64) -> Self;
 }
 
 impl Word for u32 {
     fn digit(self, shift: u32, mask: usize) -> usize {
         (self >> shift) as usize & mask
     }
+    fn bits(self) -> u64 {
+        self as u64
+    }
+    fn from_bits(bits: u64) -> Self {
+        bits as u32
+    }
 }
 
 impl Word for u64 {
     fn digit(self, shift: u32, mask: usize) -> usize {
         (self >> shift) as usize & mask
+    }
+    fn bits(self) -> u64 {
+        self
+    }
+    fn from_bits(bits: u64) -> Self {
+        bits
     }
 }
 
@@ -48,14 +62,31 @@ impl<T> Shared<T> {
     }
 }
 
+/// Keys a bucket may hold for its last bits to be sorted by LSD passes of its own: about a
+/// core's L2 cache with the spare buffer and a payload (8 + 4 bytes a key, twice).
+const BUCKET_KEYS: usize = 1 << 16;
+
+/// Bits of varying low digits up to which a keys-only sort counts each value instead of
+/// moving keys: a histogram of 2^16 counters stays in cache.
+const COUNTING_BITS: u32 = 16;
+
 /// Sort `keys` (the low `bits` bits matter) stably in place, carrying `payload` along.
 ///
-/// The top 8 bits that vary split the keys into 256 buckets in one parallel, stable counting
-/// pass into a spare buffer; each bucket, small enough for a core's cache, is then sorted back
-/// into place by LSD passes of up to 12-bit digits over its lower bits on its own thread. Where
-/// one bucket would hold most keys (skewed keys), parallel 8-bit LSD passes over the whole array
-/// run instead. Digits the same in every key are skipped either way.
-fn radix_sort<W: Word>(keys: &mut [W], mut payload: Option<&mut [u32]>, mut bits: u32) {
+/// MSD first: the 8 bits below the highest bit that varies split the keys into buckets in one
+/// stable counting pass into a spare buffer (in parallel chunks), and each bucket still larger
+/// than [`BUCKET_KEYS`] is split again by its next 8 bits, until each bucket, small enough for a
+/// core's cache, is sorted by LSD passes of up to 12-bit digits over its remaining bits on its
+/// own thread. Clustered keys (floats of a few exponents, timestamps with a common high part,
+/// small integers) thus cost passes over their varying bits only, never the 8 passes of a
+/// 64-bit LSD sort over the whole array. Digits the same in every key of a bucket are skipped;
+/// keys-only sorts of at most [`COUNTING_BITS`] varying bits count values instead.
+fn radix_sort<W: Word>(keys: &mut [W], payload: Option<&mut [u32]>, bits: u32) {
+    msd_sort(keys, payload, bits, BUCKET_KEYS)
+}
+
+/// [`radix_sort`] with buckets of up to `fit` keys sorted on their own (tests force deep
+/// recursion with a small one).
+fn msd_sort<W: Word>(keys: &mut [W], payload: Option<&mut [u32]>, bits: u32, fit: usize) {
     let n = keys.len();
     if n < SEQUENTIAL_BELOW {
         match payload {
@@ -71,91 +102,151 @@ fn radix_sort<W: Word>(keys: &mut [W], mut payload: Option<&mut [u32]>, mut bits
         }
         return;
     }
-    let chunk = chunk_len(n);
-    // the highest 8 bits that vary
+    // ordered input costs one read: in order already, or strictly the reverse (no ties, so
+    // reversing keeps a stable order)
+    if keys.par_windows(2).all(|w| w[0] <= w[1]) {
+        return;
+    }
+    if keys.par_windows(2).all(|w| w[0] > w[1]) {
+        keys.reverse();
+        if let Some(p) = payload {
+            p.reverse();
+        }
+        return;
+    }
+    let varying = varying_bits(keys).min(bits);
+    if payload.is_none() && varying <= COUNTING_BITS {
+        counting_sort(keys, varying);
+        return;
+    }
+    let mut spare = vec![W::default(); n];
+    let mut spare_payload = payload.as_ref().map(|_| vec![0u32; n]);
+    msd(
+        keys,
+        &mut spare,
+        payload,
+        spare_payload.as_deref_mut(),
+        varying,
+        true,
+        fit,
+    );
+}
+
+/// The number of low bits in which some key differs from the first (0: all equal).
+fn varying_bits<W: Word>(keys: &[W]) -> u32 {
+    let Some(&first) = keys.first() else {
+        return 0;
+    };
+    let diff = keys
+        .par_chunks(chunk_len(keys.len()))
+        .map(|c| c.iter().fold(0u64, |acc, &w| acc | w.bits() ^ first.bits()))
+        .reduce(|| 0, |a, b| a | b);
+    64 - diff.leading_zeros()
+}
+
+/// A keys-only sort of keys that differ in their low `bits` bits only (at most
+/// [`COUNTING_BITS`]): count each value, then write each value as often as it came. Equal
+/// words are equal keys, so no order of ties can show.
+fn counting_sort<W: Word>(keys: &mut [W], bits: u32) {
+    let high = keys[0].bits() & !((1u64 << bits) - 1);
+    let mask = (1usize << bits) - 1;
+    let counts = keys
+        .par_chunks(chunk_len(keys.len()))
+        .map(|c| {
+            let mut h = vec![0usize; mask + 1];
+            for &w in c {
+                h[w.bits() as usize & mask] += 1;
+            }
+            h
+        })
+        .reduce(
+            || vec![0usize; mask + 1],
+            |mut a, b| {
+                a.iter_mut().zip(&b).for_each(|(x, y)| *x += y);
+                a
+            },
+        );
+    // where each value's run starts; each thread fills a piece of the output from the run it
+    // starts in
+    let mut runs: Vec<(usize, W)> = Vec::new();
+    let mut at = 0;
+    for (v, &c) in counts.iter().enumerate() {
+        if c > 0 {
+            runs.push((at, W::from_bits(high | v as u64)));
+            at += c;
+        }
+    }
+    let n = keys.len();
+    let piece = chunk_len(n);
+    keys.par_chunks_mut(piece).enumerate().for_each(|(c, out)| {
+        let base = c * piece;
+        let mut r = runs.partition_point(|&(start, _)| start <= base) - 1;
+        let mut at = 0;
+        while at < out.len() {
+            let end = runs.get(r + 1).map_or(n, |&(start, _)| start);
+            let stop = (end - base).min(out.len());
+            out[at..stop].fill(runs[r].1);
+            (at, r) = (stop, r + 1);
+        }
+    });
+}
+
+/// Sort `a` (and `pa`) stably on their low `bits` bits, with `b` (and `pb`) as the spare; the
+/// result lands in `a` if `into_a`, else in `b`.
+fn msd<W: Word>(
+    a: &mut [W],
+    b: &mut [W],
+    pa: Option<&mut [u32]>,
+    mut pb: Option<&mut [u32]>,
+    mut bits: u32,
+    into_a: bool,
+    fit: usize,
+) {
+    let n = a.len();
+    if n <= fit || bits <= 12 {
+        sort_bucket(a, b, pa, pb, bits, !into_a);
+        return;
+    }
+    // the highest 8 bits that vary in this bucket
+    let chunk = if n >= 1 << 20 { chunk_len(n) } else { n };
     let (top, counts) = loop {
         if bits == 0 {
-            return; // every key the same
+            // every key the same: already in order
+            if !into_a {
+                b.copy_from_slice(a);
+                if let (Some(p), Some(q)) = (pa, pb) {
+                    q.copy_from_slice(p);
+                }
+            }
+            return;
         }
         let top = bits.saturating_sub(8);
-        let counts = chunk_counts(keys, top, 0xff, chunk);
+        let counts = chunk_counts(a, top, 0xff, chunk);
         if !total(&counts).contains(&n) {
             break (top, counts);
         }
         bits = top;
     };
-    let mut spare = vec![W::default(); n];
-    let mut spare_payload = payload.as_ref().map(|_| vec![0u32; n]);
     let buckets = total(&counts);
-    if buckets.iter().any(|&c| c > n / 4) {
-        // skewed: whole-array passes, lowest digit first, ending with the top one counted above
-        let mut in_keys = true;
-        for shift in (0..top).step_by(8) {
-            let (src, dst) = if in_keys {
-                (&*keys, &mut spare[..])
-            } else {
-                (&spare[..], &mut *keys)
-            };
-            let counts = chunk_counts(src, shift, 0xff, chunk);
-            if total(&counts).contains(&n) {
-                continue;
-            }
-            let (ps, pd) = payload_pair(
-                payload.as_deref_mut(),
-                spare_payload.as_deref_mut(),
-                in_keys,
-            );
-            scatter(src, dst, ps, pd, shift, counts, chunk);
-            in_keys = !in_keys;
-        }
-        let (src, dst) = if in_keys {
-            (&*keys, &mut spare[..])
-        } else {
-            (&spare[..], &mut *keys)
-        };
-        let counts = chunk_counts(src, top, 0xff, chunk);
-        let (ps, pd) = payload_pair(
-            payload.as_deref_mut(),
-            spare_payload.as_deref_mut(),
-            in_keys,
-        );
-        scatter(src, dst, ps, pd, top, counts, chunk);
-        if in_keys {
-            keys.copy_from_slice(&spare);
-            if let (Some(p), Some(q)) = (payload, spare_payload) {
-                p.copy_from_slice(&q);
-            }
-        }
-        return;
-    }
-    let ps = payload.as_deref();
-    scatter(
-        keys,
-        &mut spare,
-        ps,
-        spare_payload.as_deref_mut(),
-        top,
-        counts,
-        chunk,
-    );
-    // each bucket sorted on its lower bits from the spare buffer back into place
+    scatter(a, b, pa.as_deref(), pb.as_deref_mut(), top, counts, chunk);
+    // each bucket sorted on its lower bits, from `b` now, landing where this call's result goes
     let mut jobs = Vec::with_capacity(256);
     {
-        let (mut w, mut t) = (&mut spare[..], &mut *keys);
-        let (mut p, mut q) = (spare_payload.as_deref_mut(), payload);
+        let (mut w, mut t) = (b, a);
+        let (mut p, mut q) = (pb, pa);
         for &c in buckets.iter() {
             let (wb, wr) = w.split_at_mut(c);
             let (tb, tr) = t.split_at_mut(c);
-            let (pb, pr) = split_opt(p, c);
-            let (qb, qr) = split_opt(q, c);
+            let (pbk, pr) = split_opt(p, c);
+            let (qbk, qr) = split_opt(q, c);
             if c > 0 {
-                jobs.push((wb, tb, pb, qb));
+                jobs.push((wb, tb, pbk, qbk));
             }
             (w, t, p, q) = (wr, tr, pr, qr);
         }
     }
     jobs.into_par_iter()
-        .for_each(|(w, t, p, q)| sort_bucket(w, t, p, q, top));
+        .for_each(|(w, t, p, q)| msd(w, t, p, q, top, !into_a, fit));
 }
 
 fn split_opt(s: Option<&mut [u32]>, at: usize) -> (Option<&mut [u32]>, Option<&mut [u32]>) {
@@ -165,19 +256,6 @@ fn split_opt(s: Option<&mut [u32]>, at: usize) -> (Option<&mut [u32]>, Option<&m
             (Some(a), Some(b))
         }
         None => (None, None),
-    }
-}
-
-/// The payload's source and destination for a pass from keys (`from_keys`) or from the spare.
-fn payload_pair<'a>(
-    p: Option<&'a mut [u32]>,
-    q: Option<&'a mut [u32]>,
-    from_keys: bool,
-) -> (Option<&'a [u32]>, Option<&'a mut [u32]>) {
-    match (p, q) {
-        (Some(p), Some(q)) if from_keys => (Some(p), Some(q)),
-        (Some(p), Some(q)) => (Some(q), Some(p)),
-        _ => (None, None),
     }
 }
 
@@ -248,14 +326,15 @@ fn scatter<W: Word>(
         });
 }
 
-/// Sort one bucket stably by its low `bits` bits, from `w` (and `p`) into `t` (and `q`), in
-/// LSD passes of equal digits of at most 12 bits.
+/// Sort one bucket stably by its low `bits` bits, from `w` (and `p`), in LSD passes of equal
+/// digits of at most 12 bits; the result lands in `t` (and `q`) if `into_t`, else back in `w`.
 fn sort_bucket<W: Word>(
     w: &mut [W],
     t: &mut [W],
     mut p: Option<&mut [u32]>,
     mut q: Option<&mut [u32]>,
     bits: u32,
+    into_t: bool,
 ) {
     let n = w.len();
     if n <= 64 || bits == 0 {
@@ -263,13 +342,19 @@ fn sort_bucket<W: Word>(
             (Some(p), Some(q)) => {
                 let mut pairs: Vec<(W, u32)> = w.iter().copied().zip(p.iter().copied()).collect();
                 pairs.sort_by_key(|&(k, _)| k); // stable
-                for ((k, v), (wk, pv)) in pairs.into_iter().zip(t.iter_mut().zip(q.iter_mut())) {
+                let (dk, dv) = if into_t { (t, q) } else { (w, p) };
+                for ((k, v), (wk, pv)) in pairs.into_iter().zip(dk.iter_mut().zip(dv.iter_mut())) {
                     (*wk, *pv) = (k, v);
                 }
             }
             _ => {
-                t.copy_from_slice(w);
-                t.sort_unstable();
+                let d = if into_t {
+                    t.copy_from_slice(w);
+                    t
+                } else {
+                    w
+                };
+                d.sort_unstable();
             }
         }
         return;
@@ -315,10 +400,15 @@ fn sort_bucket<W: Word>(
         }
         in_w = !in_w;
     }
-    if in_w {
+    if in_w && into_t {
         t.copy_from_slice(w);
         if let (Some(p), Some(q)) = (p, q) {
             q.copy_from_slice(p);
+        }
+    } else if !in_w && !into_t {
+        w.copy_from_slice(t);
+        if let (Some(p), Some(q)) = (p, q) {
+            p.copy_from_slice(q);
         }
     }
 }
@@ -427,5 +517,78 @@ fn gather<T: SortKey>(keys: &mut [T], values: Option<&mut [u32]>, perm: &[u32]) 
     if let Some(v) = values {
         let moved: Vec<u32> = perm.par_iter().map(|&i| v[i as usize]).collect();
         v.copy_from_slice(&moved);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::{Rng, SeedableRng};
+
+    use super::*;
+
+    /// Key sets whose varying bits sit anywhere: uniform, a few high bits, a narrow low range,
+    /// a common high part (timestamps), one heavy value among others, all equal.
+    fn key_sets(n: usize, seed: u64) -> Vec<(&'static str, Vec<u64>)> {
+        let mut r = rand::rngs::StdRng::seed_from_u64(seed);
+        let mut sets = vec![
+            ("uniform", (0..n).map(|_| r.random()).collect()),
+            (
+                "high bits",
+                (0..n).map(|_| r.random_range(0..5u64) << 59).collect(),
+            ),
+            ("small", (0..n).map(|_| r.random_range(0..1000)).collect()),
+            (
+                "timestamps",
+                (0..n)
+                    .map(|_| 0x0006_0a00_0000_0000 + r.random_range(0..1u64 << 45))
+                    .collect(),
+            ),
+            (
+                "heavy",
+                (0..n)
+                    .map(|i| if i % 10 == 0 { r.random() } else { 1 << 40 })
+                    .collect(),
+            ),
+            ("equal", vec![0xdead_beef; n]),
+        ];
+        sets.push((
+            "wide small",
+            (0..n).map(|_| r.random_range(0..1 << 20)).collect(),
+        ));
+        sets
+    }
+
+    /// The MSD recursion with tiny buckets (deep levels, every bucket size) and the counting
+    /// sort against a stable comparison sort, 64- and 32-bit words, with and without payload.
+    #[test]
+    fn every_level_of_the_msd_sort_is_stable_and_ordered() {
+        for n in [SEQUENTIAL_BELOW + 3, 100_000] {
+            for (name, words) in key_sets(n, n as u64) {
+                let mut want: Vec<(u64, u32)> = words.iter().copied().zip(0..).collect();
+                want.sort_by_key(|&(w, _)| w);
+                for fit in [64, 5000, BUCKET_KEYS] {
+                    let mut keys = words.clone();
+                    let mut perm: Vec<u32> = (0..n as u32).collect();
+                    msd_sort(&mut keys, Some(&mut perm), 64, fit);
+                    let got: Vec<(u64, u32)> = keys.into_iter().zip(perm).collect();
+                    assert!(got == want, "{name} n={n} fit={fit}: with payload");
+                    let mut keys = words.clone();
+                    msd_sort(&mut keys, None, 64, fit);
+                    assert!(
+                        keys.iter().eq(want.iter().map(|(w, _)| w)),
+                        "{name} n={n} fit={fit}: keys only"
+                    );
+                    // the low 32 bits as 32-bit words
+                    let low: Vec<u32> = words.iter().map(|&w| w as u32).collect();
+                    let mut want32: Vec<(u32, u32)> = low.iter().copied().zip(0..).collect();
+                    want32.sort_by_key(|&(w, _)| w);
+                    let mut keys = low.clone();
+                    let mut perm: Vec<u32> = (0..n as u32).collect();
+                    msd_sort(&mut keys, Some(&mut perm), 32, fit);
+                    let got: Vec<(u32, u32)> = keys.into_iter().zip(perm).collect();
+                    assert!(got == want32, "{name} n={n} fit={fit}: 32-bit words");
+                }
+            }
+        }
     }
 }
