@@ -61,6 +61,12 @@ fn check_sorts<T: SortKey>(specials: &[T]) {
                     let mut k = keys.clone();
                     assert!(engine::sort(&mut k, None, false, order, None).is_none());
                     assert!(same_bits(&k, &want), "keys only: {what}");
+                    // the permutation alone, the keys left where they are
+                    assert_eq!(
+                        engine::argsort(&keys, order, None),
+                        want_perm,
+                        "argsort: {what}"
+                    );
                     // with values and the permutation
                     let mut k = keys.clone();
                     let mut v: Vec<u32> = (0..n as u32).map(|i| i ^ 0xabcd).collect();
@@ -132,6 +138,11 @@ fn clustered_keys_match_the_twin() {
             assert_eq!(
                 perm, want_perm,
                 "{name} descending={descending}: permutation"
+            );
+            assert_eq!(
+                engine::argsort(&keys, order, None),
+                want_perm,
+                "{name}: argsort"
             );
         }
     }

@@ -158,7 +158,11 @@ def argsort(a, axis=-1, *, descending=False):
     +0.0."""
     arr, _ = _keys(a)
     moved = _to_last(arr, axis)
-    _, perm = _sorted(moved, descending, True)
+    flat, segment = _rows(moved)
+    if flat.size == 0:
+        perm = np.zeros(0, dtype=np.int64)
+    else:
+        perm = _native.argsort(flat, bool(descending), segment or None)
     if moved.ndim > 1 and perm.size:
         rows = moved.size // moved.shape[-1]
         perm = perm.reshape(rows, moved.shape[-1]) - (

@@ -225,8 +225,6 @@ macro_rules! with_keys {
     }};
 }
 
-/// The array's elements as a vector, copied on all cores (one thread copying 256 MiB took
-/// 150-220 ms on the GPU machine: longer than the sort itself).
 /// A 1-D input's elements as the worker thread reads them: the NumPy array's own memory where it
 /// is contiguous (no copy), else a contiguous copy.
 enum Input<T> {
@@ -279,6 +277,8 @@ fn input_nd<T: numpy::Element + Copy + Send + Sync>(a: &PyReadonlyArrayDyn<'_, T
     }
 }
 
+/// The array's elements as a vector, copied on all cores (one thread copying 256 MiB took
+/// 150-220 ms on the GPU machine: longer than the sort itself).
 fn owned<T: numpy::Element + bytemuck::Zeroable + Copy + Send + Sync>(
     a: &PyReadonlyArray1<'_, T>,
 ) -> Vec<T> {
@@ -351,36 +351,7 @@ fn sort<'py>(
         let (keys, perm) = run(py, move |e| {
             let mut buf = result_of(data.as_slice(), |x| x);
             let keys = buf.as_mut_slice();
-            let perm = match e {
-                Engine::Cpu => {
-                    gpusort_core::cpu_engine::sort(keys, None, want_permutation, order, None)
-                }
-                Engine::Gpu(g) => match &g.group {
-                    Some((group, sorters)) => {
-                        use gpusort_core::multi::sort::{sort_host_spread, Spread};
-                        let spread = if g.spread_always {
-                            Spread::Always
-                        } else {
-                            Spread::WhenItPays
-                        };
-                        sort_host_spread(
-                            group,
-                            sorters,
-                            keys,
-                            None,
-                            want_permutation,
-                            order,
-                            spread,
-                        )?
-                        .0
-                    }
-                    None => {
-                        g.sorter
-                            .sort_host(&g.gpu, keys, None, want_permutation, order)?
-                            .0
-                    }
-                },
-            };
+            let perm = sort_on(e, keys, want_permutation, order)?;
             // NumPy's index type, widened on all cores
             let perm = perm.map(|p| result_of(&p, i64::from));
             Ok((buf, perm))
@@ -392,6 +363,71 @@ fn sort<'py>(
                 None => None,
             },
         ))
+    })
+}
+
+/// Sort `keys` in place on the engine (a device group where `use(devices=…)` made one); the
+/// permutation when `want_permutation`.
+fn sort_on<T: SortKey>(
+    e: &Engine,
+    keys: &mut [T],
+    want_permutation: bool,
+    order: SortOrder,
+) -> gpusort_core::Result<Option<Vec<u32>>> {
+    Ok(match e {
+        Engine::Cpu => gpusort_core::cpu_engine::sort(keys, None, want_permutation, order, None),
+        Engine::Gpu(g) => match &g.group {
+            Some((group, sorters)) => {
+                use gpusort_core::multi::sort::{sort_host_spread, Spread};
+                let spread = if g.spread_always {
+                    Spread::Always
+                } else {
+                    Spread::WhenItPays
+                };
+                sort_host_spread(group, sorters, keys, None, want_permutation, order, spread)?.0
+            }
+            None => {
+                g.sorter
+                    .sort_host(&g.gpu, keys, None, want_permutation, order)?
+                    .0
+            }
+        },
+    })
+}
+
+/// The permutation that sorts `a` (segments of `segment` keys on their own), as int64: on the
+/// CPU engine without moving the keys themselves.
+#[pyfunction]
+#[pyo3(signature = (a, descending, segment))]
+fn argsort<'py>(
+    py: Python<'py>,
+    a: &Bound<'py, PyAny>,
+    descending: bool,
+    segment: Option<u32>,
+) -> PyResult<Bound<'py, PyAny>> {
+    with_keys!(a, |arr: T| {
+        if arr.len() as u64 > u32::MAX as u64 {
+            return Err(PyValueError::new_err(
+                "arrays of more than 2^32 elements are not supported",
+            ));
+        }
+        let order = SortOrder {
+            descending,
+            segment_size: segment,
+        };
+        let data = input(&arr);
+        let perm = run(py, move |e| {
+            let perm = match e {
+                Engine::Cpu => gpusort_core::cpu_engine::argsort(data.as_slice(), order, None),
+                Engine::Gpu(_) => {
+                    let mut keys = result_of(data.as_slice(), |x| x);
+                    sort_on(e, keys.as_mut_slice(), true, order)?
+                        .expect("a permutation was asked for")
+                }
+            };
+            Ok(result_of(&perm, i64::from))
+        })?;
+        Ok(perm.into_pyarray(py)?.into_any())
     })
 }
 
@@ -873,6 +909,7 @@ fn use_device(
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sort, m)?)?;
+    m.add_function(wrap_pyfunction!(argsort, m)?)?;
     m.add_function(wrap_pyfunction!(scan, m)?)?;
     m.add_function(wrap_pyfunction!(cumsum, m)?)?;
     m.add_function(wrap_pyfunction!(split, m)?)?;

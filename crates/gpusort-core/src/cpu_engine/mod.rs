@@ -14,7 +14,7 @@ mod sort;
 mod stencil;
 
 pub use scan::{scan, split};
-pub use sort::sort;
+pub use sort::{argsort, sort};
 pub use stencil::run as stencil;
 
 /// The threads the engine runs on (all cores unless `RAYON_NUM_THREADS` says otherwise).

@@ -460,11 +460,43 @@ pub fn sort<T: SortKey>(
         }
         return None;
     }
-    let mut perm: Vec<u32> = (0..n as u32).collect();
+    let perm = permutation(keys, desc, bits.as_ref(), width);
+    gather(keys, values, &perm);
+    want_permutation.then_some(perm)
+}
+
+/// The permutation that sorts `keys` in gpusort's order (the input position of each output,
+/// stable), as [`sort`] returns it, without moving the keys: NumPy's `argsort`.
+pub fn argsort<T: SortKey>(keys: &[T], order: SortOrder, bits: Option<Range<u32>>) -> Vec<u32> {
+    let n = keys.len();
+    let desc = order.descending;
+    if let Some(seg) = order
+        .segment_size
+        .map(|s| s.max(1) as usize)
+        .filter(|&s| s < n)
+    {
+        return segment_permutation(keys, desc, seg, bits);
+    }
+    let width = match &bits {
+        Some(r) => r.end.saturating_sub(r.start),
+        None => 8 * T::TYPE.size() as u32,
+    };
+    permutation(keys, desc, bits.as_ref(), width)
+}
+
+/// The stable sorting permutation of `keys` by their sortable words (on `bits` if given, which
+/// span `width` bits).
+fn permutation<T: SortKey>(
+    keys: &[T],
+    desc: bool,
+    bits: Option<&Range<u32>>,
+    width: u32,
+) -> Vec<u32> {
+    let mut perm: Vec<u32> = (0..keys.len() as u32).collect();
     if width <= 32 {
         let mut w: Vec<u32> = keys
             .par_iter()
-            .map(|k| match &bits {
+            .map(|k| match bits {
                 Some(r) => key_on_bits(k, desc, r) as u32,
                 None => encode_key(k, desc).0,
             })
@@ -473,15 +505,14 @@ pub fn sort<T: SortKey>(
     } else {
         let mut w: Vec<u64> = keys
             .par_iter()
-            .map(|k| match &bits {
+            .map(|k| match bits {
                 Some(r) => key_on_bits(k, desc, r),
                 None => sortable(k, desc),
             })
             .collect();
         radix_sort(&mut w, Some(&mut perm), width);
     }
-    gather(keys, values, &perm);
-    want_permutation.then_some(perm)
+    perm
 }
 
 /// Segments sorted on their own, in parallel: each by a stable comparison sort of its indices.
@@ -493,6 +524,18 @@ fn segmented<T: SortKey>(
     seg: usize,
     bits: Option<Range<u32>>,
 ) -> Option<Vec<u32>> {
+    let perm = segment_permutation(keys, desc, seg, bits);
+    gather(keys, values, &perm);
+    want_permutation.then_some(perm)
+}
+
+/// The permutation that sorts each segment of `seg` keys on its own.
+fn segment_permutation<T: SortKey>(
+    keys: &[T],
+    desc: bool,
+    seg: usize,
+    bits: Option<Range<u32>>,
+) -> Vec<u32> {
     let words: Vec<u64> = keys
         .par_iter()
         .map(|k| match &bits {
@@ -503,8 +546,7 @@ fn segmented<T: SortKey>(
     let mut perm: Vec<u32> = (0..keys.len() as u32).collect();
     perm.par_chunks_mut(seg)
         .for_each(|c| c.sort_by_key(|&i| words[i as usize]));
-    gather(keys, values, &perm);
-    want_permutation.then_some(perm)
+    perm
 }
 
 /// Put `keys` (NaNs canonical) and `values` in the order `perm` gives.
