@@ -478,7 +478,7 @@ fn sort_in_memory<T: SortKey>(
 /// --verify of an in-memory sort: ordered (on the key bits, if given) and the same keys.
 fn check<T: SortKey>(args: &SortArgs, original: &[T], keys: &[T], order: SortOrder) -> CliResult {
     match &args.key_bits {
-        Some(bits) => verify_on_bits(original, keys, order.descending, bits.clone()),
+        Some(bits) => verify_on_bits(original, keys, order, bits.clone()),
         None => verify(original, keys, order),
     }
 }
@@ -1301,14 +1301,25 @@ fn verify_words(dtype: KeyType, input: &[u32], output: &[u32], order: SortOrder)
 fn verify_on_bits<T: SortKey>(
     input: &[T],
     output: &[T],
-    descending: bool,
+    order: SortOrder,
     bits: std::ops::Range<u32>,
 ) -> CliResult {
-    let (perm, _) = gpusort_core::cpu::radix::argsort(input, descending, bits);
-    let same = perm.len() == output.len()
-        && perm.iter().zip(output).all(|(&i, o)| {
-            bytemuck::bytes_of(&canonical(&input[i as usize])) == bytemuck::bytes_of(o)
-        });
+    // each segment on its own (the whole input is one)
+    let seg = order
+        .segment_size
+        .map_or(input.len(), |s| s as usize)
+        .max(1);
+    let same = input.len() == output.len()
+        && input
+            .chunks(seg)
+            .zip(output.chunks(seg))
+            .all(|(input, output)| {
+                let (perm, _) =
+                    gpusort_core::cpu::radix::argsort(input, order.descending, bits.clone());
+                perm.iter().zip(output).all(|(&i, o)| {
+                    bytemuck::bytes_of(&canonical(&input[i as usize])) == bytemuck::bytes_of(o)
+                })
+            });
     if same {
         Ok(())
     } else {

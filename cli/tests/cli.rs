@@ -610,6 +610,43 @@ fn key_bits_sort_on_a_bit_range() {
         cmd.assert().success();
         assert_eq!(read_u32(&out), want, "--key-bits 8..20 verify={verify}");
     }
+    // with segments, each sorted on its bits on its own; --verify checks each segment, on the
+    // GPU and on the CPU engine
+    let want: Vec<u32> = keys
+        .chunks(777)
+        .flat_map(|seg| {
+            let (perm, _) = gpusort_core::cpu::radix::argsort(seg, true, 8..20);
+            perm.into_iter()
+                .map(|i| seg[i as usize])
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    for backend in ["gpu", "cpu"] {
+        let out = dir.path().join(format!("seg-{backend}.bin"));
+        gpusort()
+            .args([
+                "sort",
+                "--dtype",
+                "u32",
+                "--key-bits",
+                "8..20",
+                "-q",
+                "--verify",
+            ])
+            .args([
+                "--segment-size",
+                "777",
+                "--descending",
+                "--backend",
+                backend,
+            ])
+            .arg(&input)
+            .arg("-o")
+            .arg(&out)
+            .assert()
+            .success();
+        assert_eq!(read_u32(&out), want, "segments of 777 on {backend}");
+    }
     let out = dir.path().join("refused.bin");
     for (extra, why) in [
         (vec!["--key-bits", "3..3"], "empty range"),
