@@ -273,8 +273,9 @@ def partition(a, pivot, *, values=None):
 
 def compact(a, *, below=None, at_least=None, nonzero=False, values=None):
     """The elements of the flattened `a` that match one predicate, in order: ``below=p`` (like
-    ``a[a < p]``, in the sort order), ``at_least=p`` (``a[a >= p]``) or ``nonzero=True``
-    (``a[a != 0]``: ±0.0 are zero, NaN is not). With ``values`` returns ``(kept, values_kept)``."""
+    ``a[a < p]``, in the sort order: -0.0 is below +0.0, NaN below nothing), ``at_least=p`` (the
+    others: ``a[a >= p]`` and every NaN) or ``nonzero=True`` (``a[a != 0]``: ±0.0 are zero, NaN
+    is not). With ``values`` returns ``(kept, values_kept)``."""
     given = [x is not None for x in (below, at_least)] + [bool(nonzero)]
     if sum(given) != 1:
         raise ValueError("give exactly one of below=, at_least= or nonzero=True")
