@@ -31,13 +31,16 @@ pub fn is_many(inputs: &[PathBuf], out_dir: Option<&Path>) -> bool {
 /// Open every input (raw ones as `dtype`, .npy ones as their header says) and work out every
 /// destination: `DIR/<input's file name>`, or the input itself with `--in-place` (where the
 /// command `offers_in_place`). A missing `--out-dir` is created (with its parents) once every
-/// input has been checked, and removed again if the job fails while it is still empty.
+/// input has been checked, and removed again if the job fails while it is still empty. With
+/// `rows` (sorts), N-D inputs are taken as rows to sort along their last axis; otherwise every
+/// input is 1-D.
 pub fn open_all(
     paths: &[PathBuf],
     dtype: Option<KeyType>,
     out_dir: Option<&Path>,
     in_place: bool,
     offers_in_place: bool,
+    rows: bool,
 ) -> Result<Files, CliError> {
     let dir = match (out_dir, in_place) {
         (Some(_), true) => {
@@ -71,8 +74,13 @@ pub fn open_all(
             ));
         }
         // --dtype names what raw inputs hold; .npy inputs carry their own
-        inputs.push(if Format::for_output(p) == Format::Npy {
-            Input::open(p, None)?
+        let dtype = if Format::for_output(p) == Format::Npy {
+            None
+        } else {
+            dtype
+        };
+        inputs.push(if rows {
+            Input::open_rows(p, dtype)?
         } else {
             Input::open(p, dtype)?
         });

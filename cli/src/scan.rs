@@ -324,6 +324,7 @@ fn scan_many(g: &Global, a: &ScanArgs) -> CliResult {
         a.io.out_dir.as_deref(),
         false,
         false,
+        false,
     )?;
     for input in &files.inputs {
         check_op(a.op, input.dtype)?;
@@ -766,6 +767,7 @@ fn split_many(
         &io.inputs,
         io.dtype.map(Into::into),
         io.out_dir.as_deref(),
+        false,
         false,
         false,
     )?;

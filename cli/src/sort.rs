@@ -63,8 +63,8 @@ impl From<Algorithm> for gpusort_core::Algorithm {
 #[derive(clap::Args, Debug)]
 pub struct SortArgs {
     /// Inputs: raw little-endian binary (needs --dtype) or .npy (C order; an N-D array sorts
-    /// along its last axis, each row on its own, as np.sort does). Several inputs (1-D each)
-    /// are sorted as one job (small ones share merged GPU launches) and need --out-dir or
+    /// along its last axis, each row on its own, as np.sort does). Several inputs are sorted
+    /// as one job (small ones share merged GPU launches) and need --out-dir or
     /// --in-place. A table (.parquet, .arrow/.feather/.ipc, .csv with a header) is sorted by
     /// its --by columns, every column carried.
     #[arg(required = true, value_name = "INPUT")]
@@ -210,24 +210,7 @@ pub fn run(g: &Global, args: &SortArgs) -> CliResult {
     let path = &args.inputs[0];
     // an N-D array sorts each row (its last axis) on its own, as np.sort does
     let input = Input::open_rows(path, args.dtype.map(Into::into))?;
-    if let Some(row) = input.rows() {
-        if args.segment_size.is_some_and(|s| s as usize != row) {
-            return Err(CliError::usage(format!(
-                "{} is {}-D (shape {:?}): it sorts along its last axis, in rows of {row}; \
-                 --segment-size is for 1-D inputs",
-                input.shown(),
-                input.shape.len(),
-                input.shape
-            )));
-        }
-        if u32::try_from(row).is_err() {
-            return Err(CliError::usage(format!(
-                "{} has rows of {row} elements; rows are sorted on their own up to {} elements",
-                input.shown(),
-                u32::MAX
-            )));
-        }
-    }
+    check_rows(args, &input)?;
     let bad_bits = args.key_bits.as_ref();
     if let Some(e) =
         bad_bits.and_then(|b| gpusort_core::sort::radix::key_bits_error(input.dtype, b))
@@ -284,10 +267,7 @@ fn sort_typed<T: SortKey>(
     values: Option<&Input>,
     dest: &Path,
 ) -> CliResult {
-    let order = SortOrder {
-        descending: args.descending,
-        segment_size: segments(args, input),
-    };
+    let order = order_of(args, input);
     let engine = g.engine()?;
     let direct = matches!(engine, Engine::Gpu)
         && values.is_none()
@@ -331,6 +311,39 @@ fn sort_typed<T: SortKey>(
         return sort_direct::<T>(g, args, input, dest, order, opened);
     }
     sort_in_memory::<T>(g, args, input, values, dest, order)
+}
+
+/// An N-D input's rows are its segments: a `--segment-size` of another length is refused, and
+/// rows must fit a u32.
+fn check_rows(args: &SortArgs, input: &Input) -> CliResult {
+    let Some(row) = input.rows() else {
+        return Ok(());
+    };
+    if args.segment_size.is_some_and(|s| s as usize != row) {
+        return Err(CliError::usage(format!(
+            "{} is {}-D (shape {:?}): it sorts along its last axis, in rows of {row}; \
+             --segment-size is for 1-D inputs",
+            input.shown(),
+            input.shape.len(),
+            input.shape
+        )));
+    }
+    if u32::try_from(row).is_err() {
+        return Err(CliError::usage(format!(
+            "{} has rows of {row} elements; rows are sorted on their own up to {} elements",
+            input.shown(),
+            u32::MAX
+        )));
+    }
+    Ok(())
+}
+
+/// The order a file's keys sort in: `--descending`, and [`segments`].
+fn order_of(args: &SortArgs, input: &Input) -> SortOrder {
+    SortOrder {
+        descending: args.descending,
+        segment_size: segments(args, input),
+    }
 }
 
 /// The segments a file's keys sort in: an N-D array's rows (checked to fit a u32 when it was
@@ -1086,7 +1099,6 @@ fn sort_many_on_group(
     g: &Global,
     args: &SortArgs,
     files: &many::Files,
-    order: SortOrder,
     start: Instant,
     bar: &indicatif::ProgressBar,
 ) -> CliResult {
@@ -1103,6 +1115,7 @@ fn sort_many_on_group(
     many::on_devices(&dealt, |d, f| {
         let (input, dest) = (&files.inputs[f], &files.dests[f]);
         let (gpu, sorter) = (&group.gpus()[d], &sorters[d]);
+        let order = order_of(args, input);
         for_dtype!(input.dtype, sort_file_on(gpu, sorter, args, input, dest, order); u32, i32, f32, u64, i64, f64)?;
         bar.inc(1);
         Ok(())
@@ -1157,11 +1170,11 @@ fn sort_many(g: &Global, args: &SortArgs) -> CliResult {
         args.out_dir.as_deref(),
         args.in_place,
         true,
+        true,
     )?;
-    let order = SortOrder {
-        descending: args.descending,
-        segment_size: args.segment_size,
-    };
+    for input in &files.inputs {
+        check_rows(args, input)?;
+    }
     if let Some(bits) = &args.key_bits {
         for input in &files.inputs {
             if let Some(e) = gpusort_core::sort::radix::key_bits_error(input.dtype, bits) {
@@ -1173,13 +1186,12 @@ fn sort_many(g: &Global, args: &SortArgs) -> CliResult {
             }
         }
     }
-    let piece = args.segment_size.map(|s| s as usize);
     // the merged launches run bitonic block sorts: radix and key-bit jobs go one by one
     let merged_ok = |i: &Input| {
         !i.dtype.is_wide()
             && !matches!(args.algorithm, Algorithm::Radix)
             && args.key_bits.is_none()
-            && piece.unwrap_or(i.len) <= MERGED_SORT_MAX
+            && segments(args, i).map_or(i.len, |s| s as usize) <= MERGED_SORT_MAX
     };
     let start = Instant::now();
     let bar = progress::bar(g.progress, g.quiet, files.inputs.len() as u64, "files");
@@ -1197,7 +1209,7 @@ fn sort_many(g: &Global, args: &SortArgs) -> CliResult {
         Ok(())
     };
     if g.several_devices()? {
-        return sort_many_on_group(g, args, &files, order, start, &bar);
+        return sort_many_on_group(g, args, &files, start, &bar);
     }
     if let Engine::Cpu { why } = g.engine()? {
         // each file in turn, each sort on all cores
@@ -1237,7 +1249,7 @@ fn sort_many(g: &Global, args: &SortArgs) -> CliResult {
                 descending: args.descending,
             };
             let n = input.len as u32;
-            let seg = args.segment_size.unwrap_or(n.max(1));
+            let seg = segments(args, input).unwrap_or(n.max(1));
             (0..n.div_ceil(seg).max(1))
                 .map(|s| (work, offset + s * seg, seg.min(n - s * seg)))
                 .collect()
@@ -1246,12 +1258,13 @@ fn sort_many(g: &Global, args: &SortArgs) -> CliResult {
             let input = &files.inputs[f];
             if args.verify {
                 let original: Vec<u32> = input.to_vec();
-                verify_words(input.dtype, &original, words, order)?;
+                verify_words(input.dtype, &original, words, order_of(args, input))?;
             }
-            Output::write_all(
+            Output::write_array(
                 &files.dests[f],
                 input.format,
                 input.dtype,
+                &input.shape,
                 bytemuck::cast_slice(words),
             )?;
             bar.inc(1);

@@ -128,8 +128,8 @@ fn sorts_npy_of_every_dtype_and_writes_npy() {
 
 /// N-D .npy arrays sort along their last axis, each row on its own, as `np.sort` does: the
 /// result, `--values-out` and `--argsort` (positions within each row, as `np.argsort(a,
-/// axis=-1)`) keep the shape, on the GPU, the CPU engine and the external sort; a
-/// `--segment-size` other than the rows, values of another shape and many-file jobs are refused.
+/// axis=-1)`) keep the shape, on the GPU, the CPU engine and the external sort, and in many-file
+/// jobs; a `--segment-size` other than the rows and values of another shape are refused.
 #[test]
 fn npy_arrays_of_several_axes_sort_each_row() {
     let dir = tempfile::tempdir().unwrap();
@@ -271,9 +271,50 @@ fn npy_arrays_of_several_axes_sort_each_row() {
             ]),
             "shape",
         ),
-        (s(&["sort", &k_s, &fk_s, "--out-dir", &out]), "1-D"),
+        (
+            s(&[
+                "sort",
+                &k_s,
+                &fk_s,
+                "--segment-size",
+                "70",
+                "--out-dir",
+                &out,
+            ]),
+            "last axis",
+        ),
     ]);
     assert_eq!(listing(dir.path()), before);
+    // several files as one job, each sorted along its last axis (the merged launch on the GPU,
+    // the CPU engine, two devices): the bytes of the single-file sorts
+    let one = dir.path().join("one.npy");
+    gpusort()
+        .args(["-q", "sort"])
+        .arg(&k)
+        .arg("-o")
+        .arg(&one)
+        .assert()
+        .success();
+    for (how, extra) in [
+        ("gpu", &[][..]),
+        ("cpu", &["--backend", "cpu"][..]),
+        ("two", &["--devices", "0,0", "--spread-always"][..]),
+    ] {
+        let out = dir.path().join(format!("many-{how}"));
+        gpusort()
+            .args(["-q"])
+            .args(extra)
+            .arg("sort")
+            .arg(&k)
+            .arg(&fk)
+            .arg("--out-dir")
+            .arg(&out)
+            .assert()
+            .success();
+        let read = |p: &Path| std::fs::read(p).unwrap();
+        assert_eq!(read(&out.join("k.npy")), read(&one), "{how}");
+        assert_eq!(read(&out.join("f.npy")), read(&fo), "{how}");
+    }
 }
 
 #[test]
