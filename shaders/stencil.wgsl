@@ -42,6 +42,9 @@ struct Params {
     // rows per strip of steps_lanes, which runs that box's cells where the blocking is in
     // registers (stencil_vec.wgsl)
     lane_chunk: i32,
+    // 0, which every sum starts from: a runtime zero no compiler folds, so none can then factor
+    // two taps that read the same value into one product (StepParams::zero)
+    zero: i32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -121,7 +124,7 @@ fn fetch(zr: i32, y: i32, x: i32) -> T {
 fn cell_at(zr: i32, y: i32, x: i32) -> T {
     var v: array<T, NTAPS>;
     // @generated-fetch
-    var acc = T(0);
+    var acc = T(p.zero);
     // @generated-sum
     return acc;
 }
@@ -145,7 +148,7 @@ fn step(
     if (zr >= RZ && zr + RZ < p.res_rows && y >= RY && y + RY < NY && x >= RX && x + RX < NX) {
         var v: array<T, NTAPS>;
         // @generated-direct
-        var acc = T(0);
+        var acc = T(p.zero);
         // @generated-sum
         st(c, acc);
     } else {

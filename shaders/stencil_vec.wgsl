@@ -165,7 +165,7 @@ fn tile_fetch(lb: i32, zr: i32, y: i32, x: i32, y0: i32, x0: i32) -> T {
 fn tile_cell(lb: i32, zr: i32, y: i32, x: i32, y0: i32, x0: i32) -> T {
     var v: array<T, NTAPS>;
     // @generated-tile-fetch
-    var acc = T(0);
+    var acc = T(p.zero);
     // @generated-sum
     return acc;
 }

@@ -282,6 +282,46 @@ fn grids_of_one_cell_rows_match_the_cpu() {
     }
 }
 
+/// Taps that read the same value and sit next to each other in tap order (a zero weight between
+/// them; at a mirrored x edge the cells left and right of x = 0 are one cell) are still two
+/// products added one at a time in every kernel: a driver that saw `0 + w0·v + w1·v` could
+/// refactor it into `(w0 + w1)·v` (Mesa's did, in `step4` only), and the kernels would differ in
+/// the last bits. Every kernel, with and without subgroups, against one cell an invocation.
+#[test]
+fn taps_reading_one_value_stay_separate_products_in_every_kernel() {
+    let on = gpu(false);
+    let off = gpusort_tests::gpu(true);
+    let mut w: Vec<f64> = (0..9).map(|i| (i as f64 - 4.5) / 7.0).collect();
+    w[1] = 0.0; // (dz, dx) = (-1, -1) and (-1, 1) adjacent in tap order
+    let stencil = Stencil::from_weights(2, 1, &w).unwrap();
+    for shape in [&[129usize, 4][..], &[60, 36]] {
+        for boundary in [Boundary::Mirror, Boundary::Reflect, Boundary::Nearest] {
+            let j = job(shape, stencil.clone(), boundary, 8, KeyType::F32);
+            let input = grid::<f32>(j.shape.cells(), 5);
+            let one = StencilKernel::one_cell(on, &j).unwrap();
+            let (want, _) = stencil::apply(on, &one, &in_core(&j), &input).unwrap();
+            let what = format!("{} {boundary:?}", j.shape);
+            for (name, gpu, choice) in [
+                ("four cells", on, stencil::KernelChoice::default()),
+                (
+                    "in registers",
+                    on,
+                    stencil::KernelChoice::for_device(on, &j),
+                ),
+                (
+                    "no subgroups",
+                    off,
+                    stencil::KernelChoice::for_device(off, &j),
+                ),
+            ] {
+                let kernel = StencilKernel::with_choice(gpu, &j, choice).unwrap();
+                let (got, _) = stencil::apply(gpu, &kernel, &in_core(&j), &input).unwrap();
+                assert!(identical(&got, &want), "{what}: {name} ({choice:?})");
+            }
+        }
+    }
+}
+
 /// Two cells an invocation of the one-cell step (`KernelChoice::pairs`) against one, bit for
 /// bit: f32 rows of an even number of cells that is not a multiple of 4 (the one-cell kernel's
 /// grids), 2-D and 3-D, stars, boxes and asymmetric weights, every boundary, in core and out of

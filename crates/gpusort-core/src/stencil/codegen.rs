@@ -66,7 +66,7 @@ fn gather4_rows(
             }
         }
         for j in 0..4 {
-            s += &format!("var a{i}_{j} = T(0);\n");
+            s += &format!("var a{i}_{j} = T(p.zero);\n");
         }
         for (k, t) in taps.iter().enumerate() {
             let [dz, dy, dx] = t.offset;
@@ -105,7 +105,7 @@ fn loop4_rows(
     let mut s = String::new();
     for i in 0..mz {
         for j in 0..4 {
-            s += &format!("var a{i}_{j} = T(0);\n");
+            s += &format!("var a{i}_{j} = T(p.zero);\n");
         }
     }
     s += &format!("for (var zi = 0; zi < {}; zi++) {{\n", mz + 2 * rz);
@@ -581,7 +581,7 @@ pub(super) fn source_with(
             }
         }
         for j in 0..2 {
-            direct2 += &format!("var acc{j} = T(0);\n");
+            direct2 += &format!("var acc{j} = T(p.zero);\n");
             for (k, t) in taps.iter().enumerate() {
                 direct2 += &format!(
                     "acc{j} = acc{j} + weights[{}][{}] * l_{};\n",

@@ -16,6 +16,11 @@ pub(super) struct StepParams {
     /// Rows per strip of `steps_lanes`, which runs those workgroups' cells instead where the
     /// blocking is in registers.
     pub(super) lane_chunk: i32,
+    /// Always 0: every sum starts from this runtime zero rather than a constant one, so that no
+    /// driver can fold it away and then factor two taps reading the same value, `w0·v + w1·v`,
+    /// into `(w0 + w1)·v` (WGSL leaves float ops inexact; Mesa's compiler did, at mirrored x
+    /// edges) — each kernel keeps the sum as written, and so the same bits as every other.
+    pub(super) zero: i32,
 }
 
 impl StepParams {
@@ -30,6 +35,7 @@ impl StepParams {
             chunk: 0,
             interior: [0; 6],
             lane_chunk: 0,
+            zero: 0,
         }
     }
 
