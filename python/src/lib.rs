@@ -325,6 +325,19 @@ fn par_map_into<A: Copy + Send + Sync, B: Copy + Send + Sync>(
         });
 }
 
+/// The order of a sort of `len` keys, refused past the u32 positions a permutation holds.
+fn sort_order(len: usize, descending: bool, segment: Option<u32>) -> PyResult<SortOrder> {
+    if len as u64 > u32::MAX as u64 {
+        return Err(PyValueError::new_err(
+            "arrays of more than 2^32 elements are not supported",
+        ));
+    }
+    Ok(SortOrder {
+        descending,
+        segment_size: segment,
+    })
+}
+
 /// Sort `a` (segments of `segment` keys on their own); returns (keys, permutation as int64 or
 /// None).
 #[pyfunction]
@@ -337,15 +350,7 @@ fn sort<'py>(
     want_permutation: bool,
 ) -> PyResult<(Bound<'py, PyAny>, Option<Bound<'py, PyAny>>)> {
     with_keys!(a, |arr: T| {
-        if arr.len() as u64 > u32::MAX as u64 {
-            return Err(PyValueError::new_err(
-                "arrays of more than 2^32 elements are not supported",
-            ));
-        }
-        let order = SortOrder {
-            descending,
-            segment_size: segment,
-        };
+        let order = sort_order(arr.len(), descending, segment)?;
         // the keys copied into the result on the worker, with the GIL released
         let data = input(&arr);
         let (keys, perm) = run(py, move |e| {
@@ -406,15 +411,7 @@ fn argsort<'py>(
     segment: Option<u32>,
 ) -> PyResult<Bound<'py, PyAny>> {
     with_keys!(a, |arr: T| {
-        if arr.len() as u64 > u32::MAX as u64 {
-            return Err(PyValueError::new_err(
-                "arrays of more than 2^32 elements are not supported",
-            ));
-        }
-        let order = SortOrder {
-            descending,
-            segment_size: segment,
-        };
+        let order = sort_order(arr.len(), descending, segment)?;
         let data = input(&arr);
         let perm = run(py, move |e| {
             let perm = match e {

@@ -424,26 +424,16 @@ pub fn sort<T: SortKey>(
     order: SortOrder,
     bits: Option<Range<u32>>,
 ) -> Option<Vec<u32>> {
-    let n = keys.len();
     let desc = order.descending;
-    let carried = values.is_some() || want_permutation;
-    if let Some(seg) = order
+    let whole = order
         .segment_size
-        .map(|s| s.max(1) as usize)
-        .filter(|&s| s < n)
-    {
-        return segmented(keys, values, want_permutation, desc, seg, bits);
-    }
-    let width = match &bits {
-        Some(r) => r.end.saturating_sub(r.start),
-        None => 8 * T::TYPE.size() as u32,
-    };
-    if !carried && bits.is_none() {
+        .is_none_or(|s| s.max(1) as usize >= keys.len());
+    if whole && values.is_none() && !want_permutation && bits.is_none() {
         // keys only, every bit: sort the words themselves and decode them back
         if T::TYPE == KeyType::U32 && !desc {
             // the sortable word is the key itself
             radix_sort(bytemuck::cast_slice_mut::<T, u32>(keys), None, 32);
-        } else if width <= 32 {
+        } else if T::TYPE.size() == 4 {
             let mut w: Vec<u32> = keys.par_iter().map(|k| encode_key(k, desc).0).collect();
             radix_sort(&mut w, None, 32);
             keys.par_iter_mut().zip(w).for_each(|(k, w)| {
@@ -460,7 +450,7 @@ pub fn sort<T: SortKey>(
         }
         return None;
     }
-    let perm = permutation(keys, desc, bits.as_ref(), width);
+    let perm = argsort(keys, order, bits);
     gather(keys, values, &perm);
     want_permutation.then_some(perm)
 }
@@ -515,21 +505,8 @@ fn permutation<T: SortKey>(
     perm
 }
 
-/// Segments sorted on their own, in parallel: each by a stable comparison sort of its indices.
-fn segmented<T: SortKey>(
-    keys: &mut [T],
-    values: Option<&mut [u32]>,
-    want_permutation: bool,
-    desc: bool,
-    seg: usize,
-    bits: Option<Range<u32>>,
-) -> Option<Vec<u32>> {
-    let perm = segment_permutation(keys, desc, seg, bits);
-    gather(keys, values, &perm);
-    want_permutation.then_some(perm)
-}
-
-/// The permutation that sorts each segment of `seg` keys on its own.
+/// The permutation that sorts each segment of `seg` keys on its own: each by a stable
+/// comparison sort of its indices, in parallel.
 fn segment_permutation<T: SortKey>(
     keys: &[T],
     desc: bool,
