@@ -301,6 +301,72 @@ mod radix {
         Sorter::new(gpu).unwrap().with_algorithm(Algorithm::Radix)
     }
 
+    /// A job's recorded plan (algorithm, paths, dispatches) and result are the same on a fresh
+    /// `Sorter` and on one that sorted a larger job of another type before (its scratch grown,
+    /// other pipelines built): a long-lived sorter carries no decision from one job to the next.
+    #[test]
+    fn a_sorters_plan_and_result_do_not_depend_on_earlier_jobs() {
+        use gpusort_core::device::transfer;
+        use gpusort_core::{SortJob, SortStats};
+        fn run<T: SortKey>(
+            gpu: &Gpu,
+            s: &Sorter,
+            keys: &[T],
+            argsort: bool,
+        ) -> (SortStats, Vec<u8>, Vec<u32>) {
+            let buf = transfer::buffer_from(gpu, "keys", keys).unwrap();
+            let perm = transfer::storage_buffer(gpu, "perm", 4 * keys.len() as u64).unwrap();
+            let mut enc = gpu.device.create_command_encoder(&Default::default());
+            let mut st = s
+                .record(
+                    gpu,
+                    &mut enc,
+                    &SortJob {
+                        key_type: T::TYPE,
+                        order: SortOrder::default(),
+                        keys: &buf,
+                        n: keys.len() as u32,
+                        values: None,
+                        permutation: argsort.then_some(&perm),
+                    },
+                )
+                .unwrap();
+            gpu.queue.submit([enc.finish()]);
+            gpu.wait().unwrap();
+            (st.upload_s, st.gpu_s, st.download_s) = (0.0, 0.0, 0.0);
+            let sorted: Vec<T> = transfer::read_vec(gpu, &buf, keys.len()).unwrap();
+            let p = match argsort {
+                true => transfer::read_vec(gpu, &perm, keys.len()).unwrap(),
+                false => Vec::new(),
+            };
+            (st, bytemuck::cast_slice(&sorted).to_vec(), p)
+        }
+        for no_sg in MODES {
+            let gpu = gpu(no_sg);
+            let n = 20_000;
+            let f32s: Vec<f32> = from_bits(&bits(n, Shape::Random, 3));
+            let i64s: Vec<i64> = from_bits(&bits(n, Shape::Random, 4));
+            let big: Vec<u32> = (0..8 * n as u32)
+                .map(|i| i.wrapping_mul(2_654_435_761))
+                .collect();
+            for argsort in [false, true] {
+                let used = radix(gpu);
+                let _ = run(gpu, &used, &big, !argsort);
+                let _ = run(gpu, &used, &big, argsort);
+                assert_eq!(
+                    run(gpu, &used, &f32s, argsort),
+                    run(gpu, &radix(gpu), &f32s, argsort),
+                    "f32 argsort={argsort} no_subgroups={no_sg}"
+                );
+                assert_eq!(
+                    run(gpu, &used, &i64s, argsort),
+                    run(gpu, &radix(gpu), &i64s, argsort),
+                    "i64 argsort={argsort} no_subgroups={no_sg}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn radix_u32_edge_sizes_and_shapes() {
         for no_sg in MODES {

@@ -239,6 +239,35 @@ pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
             "size 2^{bad} is out of range (1..=31)"
         )));
     }
+    // the exports follow the output rules, checked before anything is measured: each a file of
+    // its own that can be written, none the --compare baseline
+    let exports: Vec<crate::files::Written> = [
+        ("--json", &args.json),
+        ("--markdown", &args.markdown),
+        ("--plot", &args.plot),
+    ]
+    .into_iter()
+    .filter_map(|(flag, p)| {
+        p.as_deref().map(|path| crate::files::Written {
+            flag,
+            path,
+            replaces: None,
+        })
+    })
+    .collect();
+    for w in &exports {
+        crate::files::check_output_path(w.path)?;
+    }
+    let baseline_input: Vec<crate::files::Named> = args
+        .compare
+        .as_deref()
+        .map(|path| crate::files::Named {
+            flag: "--compare",
+            path,
+        })
+        .into_iter()
+        .collect();
+    crate::files::check_distinct(&baseline_input, &exports)?;
     let dtypes = args
         .dtypes
         .iter()

@@ -36,6 +36,22 @@ macro_rules! for_dtype {
     }};
 }
 
+/// The outcome lines of a command ("sorted … -> out.bin", its time split): queued with
+/// [`outcome!`] and printed once every output is in place, so a job that fails in its final step
+/// (an input that changed, a full disk, a closed pipe) prints its failure alone.
+pub static OUTCOME: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Queue an outcome line (as `eprintln!` formats it) for after the final step.
+#[macro_export]
+macro_rules! outcome {
+    ($($arg:tt)*) => {
+        $crate::OUTCOME
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(format!($($arg)*))
+    };
+}
+
 /// A size given to `flag`: `1048576`, `512K`, `512M`, `8G`, `8GiB`, `1T` (binary multiples).
 pub fn parse_bytes(flag: &str, s: &str) -> Result<u64, CliError> {
     let t = s.trim();
@@ -118,6 +134,10 @@ pub struct Global {
     /// but a crash of the machine may lose them. The flush costs 0.5-0.9 s a GiB on some disks.
     #[arg(long, global = true)]
     pub no_sync: bool,
+    /// Replace outputs that are read-only, and write through outputs that have other hard
+    /// links (every name then sees the result) instead of refusing them.
+    #[arg(long, global = true)]
+    pub force: bool,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
@@ -398,6 +418,7 @@ pub fn init_logging(g: &Global) {
 /// together, or, when the command failed, none is (files/job.rs).
 pub fn run(cli: &Cli) -> Result<(), CliError> {
     files::set_durable(!cli.global.no_sync);
+    files::set_force(cli.global.force);
     // a bad --devices is a usage error even where the job would run on the CPU engine
     if let Some(spec) = &cli.global.devices {
         gpusort_core::multi::DeviceSpec::parse(spec)?;
@@ -426,7 +447,12 @@ pub fn run(cli: &Cli) -> Result<(), CliError> {
     };
     match result {
         Ok(()) => {
-            let done = files::finish()?;
+            let done = files::finish().inspect_err(|_| {
+                OUTCOME.lock().unwrap_or_else(|p| p.into_inner()).clear();
+            })?;
+            for line in std::mem::take(&mut *OUTCOME.lock().unwrap_or_else(|p| p.into_inner())) {
+                eprintln!("{line}");
+            }
             if let Some(s) = done.flush_wait_s.filter(|_| cli.global.show_timings()) {
                 eprintln!("time: final flush {s:.3} s");
             }

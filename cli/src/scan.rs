@@ -259,7 +259,7 @@ impl Device {
             Device::Cpu { .. } => "",
             _ => "transfers and ",
         };
-        eprintln!(
+        crate::outcome!(
             "time: {start}{job}, {moved}{} {job_s:.3} s",
             crate::files::write_words()
         );
@@ -907,7 +907,7 @@ fn print_count(many: bool, count: usize, p: &Prepared) {
 
 fn note(g: &Global, s: String) {
     if !g.quiet {
-        eprintln!("{s}");
+        crate::outcome!("{s}");
     }
 }
 

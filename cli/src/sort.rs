@@ -41,7 +41,7 @@ impl From<Dtype> for KeyType {
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
 pub enum Algorithm {
-    /// The faster one as measured: radix for 2^21 or more 32-bit keys (2^23 or more 64-bit keys)
+    /// The faster one as measured: radix for 2^18 or more 32-bit keys (2^19 or more 64-bit keys)
     /// on a hardware GPU, else bitonic.
     Auto,
     /// Vectorised bitonic sort.
@@ -218,6 +218,14 @@ pub fn run(g: &Global, args: &SortArgs) -> CliResult {
         return Err(CliError::usage(format!("--key-bits: {e}")));
     }
     let dest = resolve_output(&input, args.output.as_deref(), args.in_place, "sorted")?;
+    if input.streamed
+        && args.values.as_deref().is_some_and(crate::files::is_std)
+        && crate::files::is_std(&input.path)
+    {
+        return Err(CliError::usage(
+            "the keys and --values both read standard input; give a file for one of them",
+        ));
+    }
     let values = args
         .values
         .as_deref()
@@ -460,7 +468,7 @@ fn sort_in_memory<T: SortKey>(
         return Ok(());
     }
     let combined = stats.combined();
-    eprintln!(
+    crate::outcome!(
         "sorted {} {} keys with {} on {} in {:.3} s -> {}{}",
         keys.len(),
         T::TYPE,
@@ -472,7 +480,7 @@ fn sort_in_memory<T: SortKey>(
     );
     if g.show_timings() {
         let (up, gpu, down) = stats.slowest();
-        eprintln!(
+        crate::outcome!(
             "time: read {:.3} s, GPU start {:.3} s, split by key range {:.3} s, slowest device: upload {:.3} s, sort {:.3} s, download {:.3} s; {} {:.3} s; keys per device {:?}",
             split.read,
             split.gpu_start,
@@ -573,7 +581,7 @@ fn sort_on_cpu<T: SortKey>(
     let write_s = t.elapsed().as_secs_f64();
     bar.finish_and_clear();
     if !g.quiet {
-        eprintln!(
+        crate::outcome!(
             "sorted {} {} keys with {} in {:.3} s -> {}{}",
             keys.len(),
             T::TYPE,
@@ -584,7 +592,7 @@ fn sort_on_cpu<T: SortKey>(
         );
     }
     if g.show_timings() {
-        eprintln!(
+        crate::outcome!(
             "time: read {read_s:.3} s, sort {sort_s:.3} s, {} {write_s:.3} s",
             crate::files::write_words()
         );
@@ -947,7 +955,7 @@ fn sort_external<T: SortKey>(
     keys_out.commit()?;
     bar.finish_and_clear();
     if !g.quiet {
-        eprintln!(
+        crate::outcome!(
             "sorted {n} {} keys in {:.3} s (externally: larger than the memory budget) -> {}{}",
             T::TYPE,
             start.elapsed().as_secs_f64(),
@@ -956,7 +964,7 @@ fn sort_external<T: SortKey>(
         );
     }
     if g.show_timings() {
-        eprintln!(
+        crate::outcome!(
             "time: {} sorted run{} of up to {} keys {:.3} s, {} merge level{} of up to {} runs {:.3} s (memory budget {} KiB)",
             stats.runs,
             if stats.runs == 1 { "" } else { "s" },
@@ -1058,7 +1066,7 @@ fn report<T: SortKey>(
     if g.quiet {
         return;
     }
-    eprintln!(
+    crate::outcome!(
         "sorted {n} {} keys with {}{} in {:.3} s -> {}{}",
         T::TYPE,
         algorithm_words(stats.algorithm),
@@ -1071,7 +1079,7 @@ fn report<T: SortKey>(
         if args.verify { ", verified" } else { "" }
     );
     if g.show_timings() {
-        eprintln!(
+        crate::outcome!(
             "time: read {:.3} s, GPU start {:.3} s, upload {:.3} s, sort {:.3} s, {} {:.3} s, {} {:.3} s",
             split.read,
             split.gpu_start,
@@ -1122,7 +1130,7 @@ fn sort_many_on_group(
     })?;
     bar.finish_and_clear();
     if !g.quiet {
-        eprintln!(
+        crate::outcome!(
             "sorted {} files on {} in {:.3} s{}",
             files.inputs.len(),
             group.describe(),
@@ -1216,7 +1224,7 @@ fn sort_many(g: &Global, args: &SortArgs) -> CliResult {
         (0..files.inputs.len()).try_for_each(one_by_one)?;
         bar.finish_and_clear();
         if !g.quiet {
-            eprintln!(
+            crate::outcome!(
                 "sorted {} files with {} in {:.3} s{}",
                 files.inputs.len(),
                 Engine::cpu_words(why),
@@ -1275,7 +1283,7 @@ fn sort_many(g: &Global, args: &SortArgs) -> CliResult {
     large.iter().try_for_each(|&f| one_by_one(f))?;
     bar.finish_and_clear();
     if !g.quiet {
-        eprintln!(
+        crate::outcome!(
             "sorted {} files in {:.3} s: {} together in {launches} GPU launch{}{}, {} one by one{}",
             files.inputs.len(),
             start.elapsed().as_secs_f64(),

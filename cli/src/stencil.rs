@@ -138,6 +138,21 @@ fn read_weights(path: &std::path::Path, dims: usize) -> Result<(u32, Vec<f64>), 
 }
 
 pub fn run(g: &Global, args: &StencilArgs) -> CliResult {
+    // the same limits on every engine (the CPU engine has no on-chip passes, but a value no
+    // engine takes is the user's mistake wherever the job would run)
+    if let Some(k) = args.on_chip_steps {
+        if !(1..=stencil::MAX_LANE_STEPS).contains(&k) {
+            return Err(CliError::usage(format!(
+                "--on-chip-steps {k} is out of range (1..={})",
+                stencil::MAX_LANE_STEPS
+            )));
+        }
+    }
+    if args.time_block == Some(0) {
+        return Err(CliError::usage(
+            "--time-block 0: a residency advances at least one step",
+        ));
+    }
     let asked_dtype = args.dtype.map(|d| match d {
         GridDtype::F32 => KeyType::F32,
         GridDtype::F64 => KeyType::F64,
@@ -399,7 +414,7 @@ fn run_group<T: StencilValue + Into<f64>>(
     out.commit()?;
     let write_s = t.elapsed().as_secs_f64();
     if !g.quiet {
-        eprintln!(
+        crate::outcome!(
             "{} on {}",
             outcome(job, None, start.elapsed().as_secs_f64(), dest, args.verify),
             group.describe()
@@ -407,7 +422,7 @@ fn run_group<T: StencilValue + Into<f64>>(
     }
     if g.show_timings() {
         let updates = job.shape.cells() as f64 * job.steps as f64;
-        eprintln!(
+        crate::outcome!(
             "time: {:.2} GCells/s per step end to end; rows per device {:?}, {} rounds of {} steps between halo exchanges; slowest device: upload {:.3} s, steps {:.3} s, exchanges {:.3} s (and {:.3} s waiting for the others), download {:.3} s; {} {:.3} s",
             updates / stats.seconds.max(1e-9) / 1e9,
             stats.parts,
@@ -472,11 +487,11 @@ fn run_typed<T: StencilValue + Into<f64>>(
     }
     out.commit()?;
     if !g.quiet {
-        eprintln!("{}", outcome(job, None, stats.seconds, dest, args.verify));
+        crate::outcome!("{}", outcome(job, None, stats.seconds, dest, args.verify));
     }
     if g.show_timings() {
         let updates = job.shape.cells() as f64 * job.steps as f64;
-        eprintln!(
+        crate::outcome!(
             "time: {:.2} GCells/s per step end to end; {} sub-block runs, {:.1} MiB up, {:.1} MiB down; host {:.3} s filling staging, {:.3} s draining it, {:.3} s waiting for the GPU",
             updates / stats.seconds.max(1e-9) / 1e9,
             stats.blocks_run,
@@ -541,7 +556,7 @@ fn run_on_cpu<T: StencilValue + Into<f64>>(
     if !g.quiet {
         let on = Engine::cpu_words(why);
         let seconds = start.elapsed().as_secs_f64();
-        eprintln!("{}", outcome(job, Some(&on), seconds, dest, args.verify));
+        crate::outcome!("{}", outcome(job, Some(&on), seconds, dest, args.verify));
     }
     Ok(())
 }

@@ -936,3 +936,265 @@ fn no_sync_writes_the_same_outputs_without_the_flush() {
     assert!(o.status.success());
     assert_eq!(o.stdout.len(), keys.len() * 4);
 }
+
+/// Files keep what is not data: a read-only output is refused without --force, a hard-linked one
+/// refused without it and written through with it, a replaced file keeps its mode and owner, a
+/// loop of links and a name ending in '/' are refused.
+#[cfg(unix)]
+#[test]
+fn outputs_keep_modes_owners_and_links() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let keys = random_u32(5000, 21);
+    let input = d.join("in.bin");
+    write_u32(&input, &keys);
+    let ro = d.join("ro.bin");
+    write_u32(&ro, &[7, 8, 9]);
+    std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o444)).unwrap();
+    std::os::unix::fs::symlink("loop", d.join("loop")).unwrap();
+    let linked = d.join("linked.bin");
+    write_u32(&linked, &keys);
+    std::fs::hard_link(&linked, d.join("other-name.bin")).unwrap();
+    let before = snapshot(d);
+    assert_refused(&[
+        (
+            vec![
+                "sort".into(),
+                "--dtype".into(),
+                "u32".into(),
+                s(&input),
+                "-o".into(),
+                s(&ro),
+            ],
+            "read-only",
+        ),
+        (
+            vec![
+                "sort".into(),
+                "--dtype".into(),
+                "u32".into(),
+                s(&linked),
+                "--in-place".into(),
+            ],
+            "hard links",
+        ),
+        (
+            vec![
+                "sort".into(),
+                "--dtype".into(),
+                "u32".into(),
+                s(&input),
+                "-o".into(),
+                s(&d.join("loop")),
+            ],
+            "loop",
+        ),
+        (
+            vec![
+                "sort".into(),
+                "--dtype".into(),
+                "u32".into(),
+                s(&input),
+                "-o".into(),
+                format!("{}/", s(&d.join("newdir"))),
+            ],
+            "names a folder",
+        ),
+    ]);
+    assert_eq!(snapshot(d), before);
+    assert!(std::fs::symlink_metadata(d.join("loop"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    // --force: the read-only file is replaced and stays read-only; the hard-linked one is
+    // written through, so both names see the result
+    gpusort()
+        .args(["-q", "--force", "sort", "--dtype", "u32"])
+        .arg(&input)
+        .arg("-o")
+        .arg(&ro)
+        .assert()
+        .success();
+    assert_eq!(read_u32(&ro), sorted(&keys));
+    assert_eq!(std::fs::metadata(&ro).unwrap().mode() & 0o777, 0o444);
+    gpusort()
+        .args(["-q", "--force", "sort", "--dtype", "u32", "--in-place"])
+        .arg(&linked)
+        .assert()
+        .success();
+    assert_eq!(read_u32(&d.join("other-name.bin")), sorted(&keys));
+    assert_eq!(std::fs::metadata(&linked).unwrap().nlink(), 2);
+    // a replaced file keeps its mode and its owner (another user's where this process may give
+    // it: as root)
+    let shared = d.join("shared.bin");
+    write_u32(&shared, &keys);
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let given = std::os::unix::fs::chown(&shared, Some(4321), Some(4321)).is_ok();
+    let owner = std::fs::metadata(&shared).unwrap();
+    gpusort()
+        .args(["-q", "sort", "--dtype", "u32", "--in-place"])
+        .arg(&shared)
+        .assert()
+        .success();
+    let after = std::fs::metadata(&shared).unwrap();
+    assert_eq!(read_u32(&shared), sorted(&keys));
+    assert_eq!(after.mode() & 0o7777, 0o640);
+    assert_eq!((after.uid(), after.gid()), (owner.uid(), owner.gid()));
+    if given {
+        assert_eq!(after.uid(), 4321);
+    }
+    assert!(temp_files(d).is_empty());
+}
+
+/// Jobs that share outputs cannot mix them: each output is locked from its first write to the
+/// end of the job, and a second job fails (exit 1) before it writes.
+#[cfg(unix)]
+#[test]
+fn jobs_that_share_outputs_cannot_mix_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (a, b) = (d.join("a.bin"), d.join("b.bin"));
+    let (ka, kb) = (random_u32(300_000, 1), random_u32(300_000, 2));
+    write_u32(&a, &ka);
+    write_u32(&b, &kb);
+    let out = |name: &str| d.join(name);
+    for round in 0..12 {
+        let job = |input: &Path| {
+            gpusort()
+                .args(["-q", "sort", "--dtype", "u32"])
+                .arg(input)
+                .arg("-o")
+                .arg(out("o.bin"))
+                .arg("--values")
+                .arg(input)
+                .arg("--values-out")
+                .arg(out("vo.bin"))
+                .arg("--argsort")
+                .arg(out("po.bin"))
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let (ja, jb) = (job(&a), job(&b));
+        let (ra, rb) = (
+            ja.wait_with_output().unwrap(),
+            jb.wait_with_output().unwrap(),
+        );
+        for r in [&ra, &rb] {
+            assert!(
+                matches!(r.status.code(), Some(0 | 1)),
+                "round {round}: {r:?}"
+            );
+            if r.status.code() == Some(1) {
+                assert!(String::from_utf8_lossy(&r.stderr).contains("another gpusort job"));
+            }
+        }
+        assert!(
+            ra.status.success() || rb.status.success(),
+            "round {round}: one job lands"
+        );
+        // whichever landed last, the three outputs come from one job
+        let o = read_u32(&out("o.bin"));
+        let from_a = o == sorted(&ka);
+        assert!(from_a || o == sorted(&kb), "round {round}");
+        let keys = if from_a { &ka } else { &kb };
+        let perm = read_u32(&out("po.bin"));
+        let vo = read_u32(&out("vo.bin"));
+        assert!(
+            perm.iter().zip(&o).all(|(&p, &k)| keys[p as usize] == k),
+            "round {round}"
+        );
+        assert_eq!(vo, o, "round {round}: values came with their keys");
+    }
+    let locks: Vec<_> = listing(d)
+        .into_iter()
+        .filter(|p| p.to_string_lossy().ends_with(".gpusort-lock"))
+        .collect();
+    assert!(locks.is_empty(), "{locks:?}");
+    assert!(temp_files(d).is_empty());
+}
+
+/// The bench's exports follow the output rules, checked before anything is measured.
+#[test]
+fn bench_exports_are_checked_before_the_bench_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let same = s(&d.join("same.out"));
+    let base = d.join("base.json");
+    std::fs::write(&base, "{}").unwrap();
+    let missing = s(&d.join("nodir/x.json"));
+    let started = std::time::Instant::now();
+    assert_refused(&[
+        (
+            strs(&["bench", "--json", &same, "--markdown", &same]),
+            "name the same file",
+        ),
+        (
+            strs(&["bench", "--compare", &s(&base), "--json", &s(&base)]),
+            "same file as the input",
+        ),
+        (strs(&["bench", "--json", &missing]), "does not exist"),
+    ]);
+    assert!(
+        started.elapsed().as_secs() < 30,
+        "refused before the bench ran"
+    );
+    assert_eq!(std::fs::read(&base).unwrap(), b"{}");
+}
+
+fn strs(args: &[&str]) -> Vec<String> {
+    args.iter().map(|a| a.to_string()).collect()
+}
+
+/// Values no engine takes are refused on every engine, with one line: the stencil's on-chip steps
+/// and time blocks on the CPU engine too, keys and values both on standard input.
+#[test]
+fn values_no_engine_takes_are_refused_on_every_engine() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let grid = d.join("g.npy");
+    write_npy::<f32>(&grid, &[16, 16], &vec![1.0; 256]);
+    let g = s(&grid);
+    let mut cases = Vec::new();
+    for backend in ["cpu", "auto"] {
+        for k in ["0", "9", "1000"] {
+            cases.push((
+                strs(&[
+                    "--backend",
+                    backend,
+                    "stencil",
+                    &g,
+                    "--radius",
+                    "1",
+                    "--on-chip-steps",
+                    k,
+                ]),
+                "--on-chip-steps",
+            ));
+        }
+        cases.push((
+            strs(&[
+                "--backend",
+                backend,
+                "stencil",
+                &g,
+                "--radius",
+                "1",
+                "--time-block",
+                "0",
+            ]),
+            "--time-block 0",
+        ));
+    }
+    let before = snapshot(d);
+    assert_refused(&cases);
+    assert_eq!(snapshot(d), before);
+    let out = gpusort()
+        .args(["sort", "--dtype", "u32", "-", "--values", "-", "-o", "-"])
+        .write_stdin(vec![0u8; 4096])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(one_line(&out.stderr).contains("both read standard input"));
+}

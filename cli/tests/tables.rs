@@ -190,6 +190,7 @@ fn bad_tables_and_flags_are_one_line_exit_2_nothing_written() {
     let d = dir.path();
     let csv = d.join("t.csv");
     write_csv(&csv, &rows(100));
+    std::fs::write(d.join("old.feather"), b"FEA1\0\0\0\0 a feather v1 file").unwrap();
     let existing = d.join("keep.parquet");
     std::fs::write(&existing, b"the user's file").unwrap();
     // (paths as arguments)
@@ -222,6 +223,15 @@ fn bad_tables_and_flags_are_one_line_exit_2_nothing_written() {
             "id",
             "-o",
             &d.join("o.parquet").display().to_string(),
+        ]),
+        // a Feather v1 file
+        strs(&[
+            "sort",
+            &d.join("old.feather").display().to_string(),
+            "--by",
+            "id",
+            "-o",
+            &d.join("o.arrow").display().to_string(),
         ]),
         // bad SQL, a missing table, a bad --table
         strs(&["sql", "SELEC 1"]),
@@ -280,4 +290,335 @@ fn the_datafusion_bench_suite_checks_its_rows() {
 /// Owned arguments from borrowed ones.
 fn strs(args: &[&str]) -> Vec<String> {
     args.iter().map(|a| a.to_string()).collect()
+}
+
+#[test]
+fn csv_sorts_keep_every_cell_as_written_and_the_header() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // leading zeros, number spellings, quoting, CRLF line ends and a last line without one
+    let z = d.join("z.csv");
+    std::fs::write(&z, "id,zip,code\n2,00123,007\n1,02134,1e5\n").unwrap();
+    gpusort()
+        .args(["-q", "sort", "--in-place"])
+        .arg(&z)
+        .args(["--by", "id"])
+        .assert()
+        .success();
+    assert_eq!(
+        std::fs::read_to_string(&z).unwrap(),
+        "id,zip,code\n1,02134,1e5\n2,00123,007\n"
+    );
+    // numbers compare as numbers (007 < 1e5), not as text
+    gpusort()
+        .args(["-q", "sort", "--in-place"])
+        .arg(&z)
+        .args(["--by", "code:desc"])
+        .assert()
+        .success();
+    assert_eq!(
+        std::fs::read_to_string(&z).unwrap(),
+        "id,zip,code\n1,02134,1e5\n2,00123,007\n"
+    );
+    let q = d.join("q.csv");
+    std::fs::write(
+        &q,
+        "name,n\r\n\"b, c\",3\r\n\"x \"\"y\"\"\",1\r\nplain,\r\n\"multi\nline\",2",
+    )
+    .unwrap();
+    let out = d.join("q.sorted.csv");
+    gpusort()
+        .args(["-q", "sort"])
+        .arg(&q)
+        .args(["--by", "n"])
+        .assert()
+        .success();
+    // nulls last ascending; the moved last record gets the file's line end
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap(),
+        "name,n\r\n\"x \"\"y\"\"\",1\r\n\"multi\nline\",2\r\n\"b, c\",3\r\nplain,\r\n"
+    );
+    // equal keys keep their order (a stable sort)
+    let s = d.join("s.csv");
+    let mut text = String::from("k,i\n");
+    for i in 0..2000 {
+        text.push_str(&format!("{},{i}\n", i % 3));
+    }
+    std::fs::write(&s, &text).unwrap();
+    gpusort()
+        .args(["-q", "sort", "--in-place"])
+        .arg(&s)
+        .args(["--by", "k"])
+        .assert()
+        .success();
+    let got = std::fs::read_to_string(&s).unwrap();
+    let mut lines: Vec<&str> = text.lines().skip(1).collect();
+    lines.sort_by_key(|l| l.split(',').next().unwrap().parse::<u32>().unwrap());
+    assert_eq!(got, format!("k,i\n{}\n", lines.join("\n")));
+}
+
+#[test]
+fn a_csv_of_a_header_alone_keeps_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = dir.path().join("h.csv");
+    std::fs::write(&h, "a,b\n").unwrap();
+    for _ in 0..2 {
+        gpusort()
+            .args(["-q", "sort", "--in-place"])
+            .arg(&h)
+            .args(["--by", "a"])
+            .assert()
+            .success();
+        assert_eq!(std::fs::read_to_string(&h).unwrap(), "a,b\n");
+    }
+}
+
+#[test]
+fn parquet_sorts_keep_types_metadata_and_read_back_beside_their_input() {
+    use datafusion::arrow::array::{
+        ArrayRef, BinaryArray, Int64Array, LargeStringArray, StringArray,
+    };
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    use datafusion::arrow::record_batch::RecordBatch;
+    use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    use datafusion::parquet::arrow::ArrowWriter;
+    use datafusion::parquet::file::metadata::KeyValue;
+    use datafusion::parquet::file::properties::WriterProperties;
+    use std::collections::HashMap;
+    use std::sync::Arc;
+
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("d");
+    std::fs::create_dir(&d).unwrap();
+    let n = 70_000i64;
+    let meta = |k: &str, v: &str| HashMap::from([(k.to_string(), v.to_string())]);
+    let schema = Arc::new(Schema::new_with_metadata(
+        vec![
+            Field::new("x", DataType::Int64, false).with_metadata(meta("unit", "m")),
+            Field::new("s", DataType::Utf8, true),
+            Field::new("ls", DataType::LargeUtf8, false),
+            Field::new("b", DataType::Binary, true),
+        ],
+        meta("owner", "the user"),
+    ));
+    let x: Vec<i64> = (0..n).map(|i| (i * 7919) % n).collect();
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(Int64Array::from(x.clone())),
+        Arc::new(StringArray::from_iter(
+            x.iter().map(|v| (v % 5 != 0).then(|| format!("s{v}"))),
+        )),
+        Arc::new(LargeStringArray::from_iter_values(
+            x.iter().map(|v| format!("l{v}")),
+        )),
+        Arc::new(BinaryArray::from_iter(
+            x.iter()
+                .map(|v| (v % 3 != 0).then(|| v.to_le_bytes().to_vec())),
+        )),
+    ];
+    let batch = RecordBatch::try_new(schema.clone(), columns).unwrap();
+    let input = d.join("in.parquet");
+    let props = WriterProperties::builder()
+        .set_key_value_metadata(Some(vec![KeyValue::new("made-by".into(), "test".into())]))
+        .build();
+    let mut w = ArrowWriter::try_new(
+        std::fs::File::create(&input).unwrap(),
+        schema.clone(),
+        Some(props),
+    )
+    .unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+
+    let out = d.join("out.parquet");
+    gpusort()
+        .args(["-q", "sort"])
+        .arg(&d)
+        .args(["--by", "x"])
+        .arg("-o")
+        .arg(&out)
+        .assert()
+        .success();
+    let r = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&out).unwrap()).unwrap();
+    assert_eq!(
+        r.schema().as_ref(),
+        schema.as_ref(),
+        "types, nullability and metadata kept"
+    );
+    let kv = r.metadata().file_metadata().key_value_metadata().unwrap();
+    assert!(kv
+        .iter()
+        .any(|k| k.key == "made-by" && k.value.as_deref() == Some("test")));
+    let rows: usize = r.build().unwrap().map(|b| b.unwrap().num_rows()).sum();
+    assert_eq!(rows, n as usize);
+    // the folder, input and output together, reads as one table
+    let text = gpusort()
+        .args(["-q", "sql", "SELECT count(*) AS c FROM t", "--table"])
+        .arg(format!("t={}", d.display()))
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    assert!(String::from_utf8_lossy(&text).contains(&(2 * n).to_string()));
+}
+
+#[test]
+fn sql_writes_only_through_its_output_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let csv = d.join("t.csv");
+    write_csv(&csv, &rows(100));
+    let parquet = d.join("v.parquet");
+    gpusort()
+        .args(["-q", "sort"])
+        .arg(&csv)
+        .args(["--by", "id", "-o"])
+        .arg(&parquet)
+        .assert()
+        .success();
+    let before = std::fs::read(&parquet).unwrap();
+    let listed = listing(d);
+    let table = format!("t={}", parquet.display());
+    let copy = format!(
+        "COPY (SELECT * FROM t ORDER BY x) TO '{}'",
+        parquet.display()
+    );
+    let other = format!(
+        "COPY (SELECT * FROM t) TO '{}'",
+        d.join("new.parquet").display()
+    );
+    assert_refused(&[
+        (
+            strs(&["sql", &copy, "--table", &table]),
+            "COPY and INSERT are refused",
+        ),
+        (
+            strs(&["sql", &other, "--table", &table]),
+            "COPY and INSERT are refused",
+        ),
+    ]);
+    assert_eq!(std::fs::read(&parquet).unwrap(), before);
+    assert_eq!(listing(d), listed);
+    // -o - writes CSV to standard output
+    let out = gpusort()
+        .args([
+            "-q",
+            "sql",
+            "SELECT id FROM t ORDER BY id LIMIT 3",
+            "--table",
+            &table,
+            "-o",
+            "-",
+        ])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    assert_eq!(String::from_utf8_lossy(&out), "id\n0\n1\n2\n");
+}
+
+/// A random sweep of CSV sorts: integer, float (NaN, ±inf, spellings), string and boolean
+/// columns with nulls and quoting, random keys and directions. gpusort's output holds the input's
+/// records byte for byte, in the order DataFusion's own sort gives (`gpusort.enabled=false`,
+/// with the row id last: ties keep their input order).
+#[test]
+fn random_csv_sorts_match_datafusions_order_and_keep_the_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let columns = ["i", "f", "s", "b"];
+    for round in 0..6u64 {
+        let mut r = rng(100 + round);
+        let n = r.random_range(1..400);
+        let mut text = String::from("id,i,f,s,b\n");
+        let mut records = Vec::new();
+        for id in 0..n {
+            let i = match r.random_range(0..8) {
+                0 => String::new(),
+                1 => format!("00{}", r.random_range(0..20)),
+                _ => r.random_range(-50..50).to_string(),
+            };
+            let f = match r.random_range(0..12) {
+                0 => String::new(),
+                1 => "NaN".into(),
+                2 => "inf".into(),
+                3 => "-inf".into(),
+                4 => format!("{}e1", r.random_range(-9..9)),
+                5 => "-0.0".into(),
+                _ => format!("{:.2}", r.random_range(-100.0..100.0)),
+            };
+            let s = match r.random_range(0..6) {
+                0 => String::new(),
+                1 => format!("\"q, {}\"", r.random_range(0..5)),
+                2 => format!("\"say \"\"{}\"\"\"", r.random_range(0..5)),
+                _ => format!("w{}", r.random_range(0..30)),
+            };
+            let b = ["true", "false", ""][r.random_range(0..3)];
+            let rec = format!("{id},{i},{f},{s},{b}");
+            text.push_str(&rec);
+            text.push('\n');
+            records.push(rec);
+        }
+        let input = d.join(format!("r{round}.csv"));
+        std::fs::write(&input, &text).unwrap();
+        let keys: Vec<(String, bool)> = (0..r.random_range(1..3))
+            .map(|_| {
+                (
+                    columns[r.random_range(0..4)].to_string(),
+                    r.random_bool(0.5),
+                )
+            })
+            .collect();
+        let by: Vec<String> = keys
+            .iter()
+            .map(|(c, desc)| format!("{c}:{}", if *desc { "desc" } else { "asc" }))
+            .collect();
+        let out = d.join(format!("r{round}.out.csv"));
+        let mut cmd = gpusort();
+        cmd.args(["-q", "sort"]).arg(&input).arg("-o").arg(&out);
+        for b in &by {
+            cmd.args(["--by", b]);
+        }
+        cmd.assert().success();
+        let got = std::fs::read_to_string(&out).unwrap();
+        let mut lines = got.lines();
+        assert_eq!(lines.next(), Some("id,i,f,s,b"), "round {round}");
+        // csv records here hold no newline: one a line
+        let got_records: Vec<&str> = lines.collect();
+        let mut a: Vec<&str> = got_records.clone();
+        let mut b: Vec<&str> = records.iter().map(|s| s.as_str()).collect();
+        a.sort_unstable();
+        b.sort_unstable();
+        assert_eq!(a, b, "round {round}: the records, byte for byte");
+        let got_ids: Vec<u64> = got_records
+            .iter()
+            .map(|l| l.split(',').next().unwrap().parse().unwrap())
+            .collect();
+        // DataFusion's own sort of the same file, nulls as gpusort's default (largest)
+        let order: Vec<String> = keys
+            .iter()
+            .map(|(c, desc)| match desc {
+                true => format!("{c} DESC NULLS FIRST"),
+                false => format!("{c} ASC NULLS LAST"),
+            })
+            .chain(["id".to_string()])
+            .collect();
+        let ref_out = d.join(format!("r{round}.ref.csv"));
+        gpusort()
+            .args(["-q", "sql"])
+            .arg(format!("SELECT id FROM t ORDER BY {}", order.join(", ")))
+            .arg("--table")
+            .arg(format!("t={}", input.display()))
+            .args(["--set", "gpusort.enabled=false", "-o"])
+            .arg(&ref_out)
+            .assert()
+            .success();
+        let want: Vec<u64> = std::fs::read_to_string(&ref_out)
+            .unwrap()
+            .lines()
+            .skip(1)
+            .map(|l| l.parse().unwrap())
+            .collect();
+        assert_eq!(got_ids, want, "round {round}: by {by:?}");
+    }
 }

@@ -126,17 +126,39 @@ def _sorted(arr, descending, want_permutation):
     return keys, perm
 
 
+def _signed_zeros(arr):
+    """Whether float `arr` holds a -0.0 (NumPy's sorts treat -0.0 and +0.0 as equal)."""
+    if arr.dtype.kind != "f" or arr.size == 0:
+        return False
+    word = np.uint32 if arr.itemsize == 4 else np.uint64
+    sign = 1 << (8 * arr.itemsize - 1)
+    bits = np.ascontiguousarray(arr).view(word)
+    return bool(np.any(bits == word(sign)))
+
+
 def sort(a, axis=-1, *, descending=False, values=None):
-    """A sorted copy of `a`, like ``np.sort(a, axis)``: along the last axis by default (each row
-    of a 2-D array on its own), along `axis`, or of the flattened array with ``axis=None``. NaN
-    sorts last, -0.0 before +0.0; ``descending=True`` is the exact reverse apart from NaNs, which
-    stay last. The sort is stable.
+    """A sorted copy of `a`, like ``np.sort(a, axis, kind="stable")``: along the last axis by
+    default (each row of a 2-D array on its own), along `axis`, or of the flattened array with
+    ``axis=None``. NaN sorts last; -0.0 and +0.0 are equal, in their input order, as in NumPy;
+    ``descending=True`` is the exact reverse apart from NaNs, which stay last. The sort is
+    stable.
 
     With ``values`` (an array of the same shape, any dtype) returns ``(sorted_keys, values in
     that order)``.
     """
     arr, own = _keys(a)
     moved = _to_last(arr, axis)
+    if _signed_zeros(arr):
+        # ±0 equal and stable: the order argsort gives (it treats them so), applied to `a`
+        perm = argsort(moved, descending=descending)
+        keys = np.take_along_axis(moved, perm, axis=-1)
+        if values is None:
+            return _own(_from_last(keys, axis), own)
+        vals = np.asarray(values)
+        if vals.shape != arr.shape:
+            raise ValueError(f"values have shape {vals.shape} but the keys {arr.shape}")
+        taken = np.take_along_axis(_to_last(vals, axis), perm, axis=-1)
+        return _own(_from_last(keys, axis), own), _from_last(taken, axis)
     if values is None:
         keys, _ = _sorted(moved, descending, False)
         return _own(_from_last(keys.reshape(moved.shape), axis), own)
@@ -154,9 +176,11 @@ def sort(a, axis=-1, *, descending=False, values=None):
 
 def argsort(a, axis=-1, *, descending=False):
     """The indices that sort `a` along `axis` (the last by default; the flattened array with
-    ``axis=None``), like ``np.argsort(a, axis, kind="stable")`` (int64); NaN last, -0.0 before
-    +0.0."""
+    ``axis=None``), like ``np.argsort(a, axis, kind="stable")`` (int64); NaN last; -0.0 and
+    +0.0 equal, in their input order, as in NumPy."""
     arr, _ = _keys(a)
+    if _signed_zeros(arr):
+        arr = arr + arr.dtype.type(0)  # -0.0 + 0.0 is +0.0; every other value (NaNs too) stays
     moved = _to_last(arr, axis)
     flat, segment = _rows(moved)
     if flat.size == 0:
@@ -198,7 +222,12 @@ def scan(a, op="add", *, exclusive=False):
     if flat.size == 0:
         return _own(flat.copy(), own)
     # 8- and 16-bit integers run as 32-bit ones: their sums wrap back exactly in astype
-    return _own(_native.scan(flat, op, not exclusive), own)
+    out = _own(_native.scan(flat, op, not exclusive), own)
+    if exclusive and op in ("max", "min") and own.kind in "iu" and arr.dtype != own:
+        # the first element is the identity of `a`'s own dtype, not the wider one's cut to it
+        info = np.iinfo(own)
+        out[0] = info.min if op == "max" else info.max
+    return out
 
 
 def cumsum(a, *, exclusive=False):

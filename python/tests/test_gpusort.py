@@ -478,3 +478,31 @@ def test_several_devices_give_one_devices_results(engine):
         gpusort.use(devices="0")
     with pytest.raises(ValueError):
         gpusort.use(adapter="0", devices="0,0")
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_signed_zeros_are_equal_and_keep_their_order_as_in_numpy(dtype):
+    rng = np.random.default_rng(7)
+    a = rng.choice(np.array([0.0, -0.0, 1.0, -1.0, np.nan], dtype=dtype), size=(3, 4099))
+    for axis in (-1, 0, None):
+        want = np.argsort(a, axis=axis, kind="stable")
+        np.testing.assert_array_equal(gpusort.argsort(a, axis=axis), want)
+        got = gpusort.sort(a, axis=axis)
+        exp = np.sort(a, axis=axis, kind="stable")
+        # bit for bit: which zero is where, too
+        assert got.tobytes() == exp.tobytes()
+    k, v = gpusort.sort(a[0], values=np.arange(a.shape[1]))
+    np.testing.assert_array_equal(v, np.argsort(a[0], kind="stable"))
+    assert k.tobytes() == np.sort(a[0], kind="stable").tobytes()
+    np.testing.assert_array_equal(gpusort.argsort(np.array([0.0, -0.0], dtype)), [0, 1])
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.uint8, np.uint16])
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_exclusive_max_and_min_start_from_the_dtypes_own_identity(dtype, op):
+    a = np.array([-5, -3, 7, 2] if np.dtype(dtype).kind == "i" else [5, 3, 7, 2], dtype=dtype)
+    info = np.iinfo(dtype)
+    ufunc = np.maximum if op == "max" else np.minimum
+    identity = info.min if op == "max" else info.max
+    want = np.concatenate([[identity], ufunc.accumulate(a)[:-1]]).astype(dtype)
+    np.testing.assert_array_equal(gpusort.scan(a, op, exclusive=True), want)

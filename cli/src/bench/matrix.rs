@@ -22,6 +22,11 @@ pub fn suite(
     sets: &[String],
 ) -> Result<Vec<Case>, CliError> {
     let mut cases = Vec::new();
+    // measuring knob (sort_suite's): only the suite's GPU sorts whose names contain it, none of
+    // the matrix's
+    if std::env::var("GPUSORT_BENCH_SORTS").is_ok_and(|s| !s.is_empty()) {
+        return Ok(cases);
+    }
     // sizes beyond one binding run where one radix job holds them (two ranges a buffer)
     let sorter = crate::tuning::sorter(ctx.gpu)?;
     for &log in sizes {
@@ -49,6 +54,9 @@ pub fn suite(
                     KeyType::F64 => one::<f64>(ctx, set, n, seed)?,
                 });
             }
+        }
+        if log >= 16 {
+            cases.extend(after_larger(ctx, log, dtypes, &cases)?);
         }
         // segmented sorts need one binding
         let one_binding = too_big(ctx.gpu, 4u64 << log).is_none();
@@ -137,6 +145,113 @@ fn one<T: SortKey>(ctx: &Ctx<'_>, set: &str, n: usize, seed: u64) -> Result<Vec<
         c.relative = st.median_s / keys_only_s;
         out.push(c);
         ctx.bar.inc(1);
+    }
+    Ok(out)
+}
+
+/// A job's time on a `Sorter` that sorted a larger job of another type before (u32 keys 2^4
+/// times as many, or f32 keys for u32), against the fresh `Sorter`'s time of the same case
+/// (`relative`): renderers, the Python package and DataFusion keep one `Sorter` for the life of
+/// the process. Uniform keys, keys only and argsort; named "after-larger sort f32 uniform".
+fn after_larger(
+    ctx: &Ctx<'_>,
+    log: u32,
+    dtypes: &[KeyType],
+    fresh: &[Case],
+) -> Result<Vec<Case>, CliError> {
+    let gpu = ctx.gpu;
+    let n = 1usize << log;
+    let mut big_log = (log + 4).min(28);
+    while big_log > log && too_big(gpu, 4u64 << big_log).is_some() {
+        big_log -= 1;
+    }
+    let mut out = Vec::new();
+    if big_log == log {
+        return Ok(out);
+    }
+    let big = 1usize << big_log;
+    for &t in dtypes {
+        if too_big(gpu, n as u64 * t.size() as u64).is_some() {
+            continue;
+        }
+        let other = if t == KeyType::U32 {
+            KeyType::F32
+        } else {
+            KeyType::U32
+        };
+        let big_keys = transfer::buffer_from(
+            gpu,
+            "bench larger keys",
+            &generate::<u32>("uniform", big, 5),
+        )?;
+        let sorter = crate::tuning::sorter(gpu)?;
+        let mut enc = gpu.device.create_command_encoder(&Default::default());
+        sorter.record(
+            gpu,
+            &mut enc,
+            &SortJob {
+                key_type: other,
+                order: SortOrder::default(),
+                keys: &big_keys,
+                n: big as u32,
+                values: None,
+                permutation: None,
+            },
+        )?;
+        gpu.queue.submit([enc.finish()]);
+        gpu.wait()?;
+        drop(big_keys);
+        let seed = log as u64 * 1000 + t.code() as u64 * 10;
+        let bytes = n as u64 * t.size() as u64;
+        let keys = match t {
+            KeyType::U32 => bytemuck::cast_slice(&generate::<u32>("uniform", n, seed)).to_vec(),
+            KeyType::I32 => bytemuck::cast_slice(&generate::<i32>("uniform", n, seed)).to_vec(),
+            KeyType::F32 => bytemuck::cast_slice(&generate::<f32>("uniform", n, seed)).to_vec(),
+            KeyType::U64 => bytemuck::cast_slice(&generate::<u64>("uniform", n, seed)).to_vec(),
+            KeyType::I64 => bytemuck::cast_slice(&generate::<i64>("uniform", n, seed)).to_vec(),
+            KeyType::F64 => bytemuck::cast_slice(&generate::<f64>("uniform", n, seed)).to_vec(),
+        };
+        let keys: Vec<u8> = keys;
+        let pristine = transfer::buffer_from(gpu, "bench keys", &keys)?;
+        let work = transfer::storage_buffer(gpu, "bench sorted keys", bytes)?;
+        let perm = transfer::storage_buffer(gpu, "bench permutation", n as u64 * 4)?;
+        let restore = |enc: &mut gpusort_core::wgpu::CommandEncoder| {
+            enc.copy_buffer_to_buffer(&pristine, 0, &work, 0, bytes);
+        };
+        for what in ["sort", "argsort"] {
+            let job = SortJob {
+                key_type: t,
+                order: SortOrder::default(),
+                keys: &work,
+                n: n as u32,
+                values: None,
+                permutation: (what == "argsort").then_some(&perm),
+            };
+            let st = measure_warm(ctx.reps, ctx.warm, || {
+                Ok(ctx.timer.time(gpu, restore, |enc| {
+                    sorter.record(gpu, enc, &job)?;
+                    Ok(())
+                })?)
+            })?;
+            let name = format!("{what} {t} uniform");
+            let base = fresh
+                .iter()
+                .find(|c| c.n == n as u64 && c.case == name)
+                .map(|c| c.stats.median_s);
+            let mut c = sort_case(
+                n,
+                &format!("after-larger {name}"),
+                st.clone(),
+                n as f64 / st.median_s / 1e9,
+                "GKeys/s",
+                None,
+                format!(
+                    "after 2^{big_log} {other} keys on the same Sorter; relative: to a fresh one"
+                ),
+            );
+            c.relative = base.map_or(0.0, |b| st.median_s / b);
+            out.push(c);
+        }
     }
     Ok(out)
 }

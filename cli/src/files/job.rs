@@ -34,9 +34,13 @@ pub enum Target {
     Stdout,
     /// A pipe (FIFO) or character device that exists: opened and written to.
     Device(PathBuf),
+    /// A regular file with other hard links, replaced with `--force`: the result is copied into
+    /// it (truncated, written, flushed), so that every name sees it.
+    Through(PathBuf),
 }
 
 impl Target {
+    /// Whether the result is copied to its target in the final step rather than renamed there.
     pub fn is_stream(&self) -> bool {
         !matches!(self, Target::File(_))
     }
@@ -70,6 +74,8 @@ struct State {
     swept: Vec<PathBuf>,
     /// Folders this job created (`--out-dir`), removed again if it fails while they are empty.
     created: Vec<PathBuf>,
+    /// The locks this job holds on its outputs ([`lock_output`]), released when it ends.
+    locks: Vec<OutputLock>,
 }
 
 static STATE: Mutex<State> = Mutex::new(State {
@@ -80,7 +86,85 @@ static STATE: Mutex<State> = Mutex::new(State {
     inputs: Vec::new(),
     swept: Vec::new(),
     created: Vec::new(),
+    locks: Vec::new(),
 });
+
+/// An advisory lock (flock) on a file beside an output, `.NAME.gpusort-lock`, held from the
+/// output's first write to the end of the job: two jobs writing the same output cannot both get
+/// to the final step, so their outputs never mix. Released by removing the file while holding the
+/// lock; a taker checks that the file it locked is still the one under that name.
+struct OutputLock {
+    /// The output (links resolved).
+    dest: PathBuf,
+    path: PathBuf,
+    _file: std::fs::File,
+}
+
+fn lock_path(real: &Path) -> PathBuf {
+    let name = real
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    real.with_file_name(format!(".{name}.gpusort-lock"))
+}
+
+/// Take the lock on output `real` (`dest` as the user named it, for the message), unless this
+/// job holds it already. Another job holding it is a failure (exit 1) before anything is written.
+pub(crate) fn lock_output(real: &Path, dest: &Path) -> Result<(), CliError> {
+    let mut s = state();
+    if s.locks.iter().any(|l| l.dest == real) {
+        return Ok(());
+    }
+    let path = lock_path(real);
+    let fail = |why: String| {
+        CliError::runtime(format!(
+            "cannot write {}: {why}; nothing was written",
+            dest.display()
+        ))
+    };
+    for _ in 0..100 {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| fail(format!("cannot create its lock {}: {e}", path.display())))?;
+        match platform::try_lock(&file) {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(fail(
+                    "another gpusort job is writing it (wait for that job, or write elsewhere)"
+                        .into(),
+                ))
+            }
+            Err(e) => return Err(fail(format!("cannot lock {}: {e}", path.display()))),
+        }
+        // the file may have been released (removed) between our open and our lock: then the
+        // lock is on a file no other job will look at, so take the one now under that name
+        let same = match (file.metadata(), std::fs::metadata(&path)) {
+            (Ok(a), Ok(b)) => platform::file_id(&a) == platform::file_id(&b),
+            _ => false,
+        };
+        if same {
+            s.pending.push(path.clone());
+            s.locks.push(OutputLock {
+                dest: real.to_path_buf(),
+                path,
+                _file: file,
+            });
+            return Ok(());
+        }
+    }
+    Err(fail("its lock kept changing hands".into()))
+}
+
+/// Release every output lock of this job (removing each lock file while it is held).
+fn release_locks(s: &mut State) {
+    for l in std::mem::take(&mut s.locks) {
+        let _ = std::fs::remove_file(&l.path);
+        s.pending.retain(|p| p != &l.path);
+    }
+}
 
 fn state() -> MutexGuard<'static, State> {
     STATE.lock().unwrap_or_else(|p| p.into_inner())
@@ -282,6 +366,7 @@ pub fn finish() -> Result<Finished, CliError> {
                 } else {
                     format!("written: {}", list(&s.written))
                 };
+                release_locks(&mut s);
                 return Err(CliError::runtime(format!(
                     "cannot rename into {}: {}; {written}; left as they were: {}",
                     o.shown,
@@ -291,6 +376,7 @@ pub fn finish() -> Result<Finished, CliError> {
             }
         }
     }
+    release_locks(&mut s);
     Ok(Finished {
         written: std::mem::take(&mut s.written),
         flush_wait_s,
@@ -311,6 +397,17 @@ pub(crate) fn copy_to_stream(tmp: &Path, target: &Target) -> std::io::Result<()>
             std::io::copy(&mut from, &mut out)?;
             out.flush()
         }
+        Target::Through(path) => {
+            let mut out = std::fs::OpenOptions::new()
+                .write(true)
+                .truncate(true)
+                .open(path)?;
+            std::io::copy(&mut from, &mut out)?;
+            if super::output::durable() {
+                out.sync_all()?;
+            }
+            Ok(())
+        }
         Target::File(_) => unreachable!("files are renamed"),
     }
 }
@@ -322,6 +419,7 @@ pub fn abandon() {
     drop(FLUSHER.lock().unwrap_or_else(|p| p.into_inner()).take());
     let (staged, created) = {
         let mut s = state();
+        release_locks(&mut s);
         (
             std::mem::take(&mut s.staged),
             std::mem::take(&mut s.created),
@@ -425,6 +523,16 @@ pub(crate) fn sweep_leftovers(dir: &Path) {
     let mut removed = 0;
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') && name.ends_with(".gpusort-lock") {
+            // a killed job's output lock: removed where no job holds it
+            if let Ok(f) = std::fs::OpenOptions::new().write(true).open(e.path()) {
+                if platform::try_lock(&f).unwrap_or(false) && std::fs::remove_file(e.path()).is_ok()
+                {
+                    removed += 1;
+                }
+            }
+            continue;
+        }
         let Some(owner) = leftover_owner(&name, &host) else {
             continue;
         };

@@ -25,9 +25,9 @@ pub use job::{
 pub use npy::{parse_npy, NpyLayout};
 pub use output::{
     check_output_path, default_name, durable, finish_words, open_values, output_format,
-    output_target, resolve_output, set_durable, shown, write_words, Appender, Carver, Landed,
-    MappedAppender, MappedWriter, Output, PositionedWriter, Prefault, RunDir, Scratch, Sink,
-    StreamWriter, Writeback, PREFAULT_MAX,
+    output_target, resolve_output, set_durable, set_force, shown, write_words, Appender, Carver,
+    Landed, MappedAppender, MappedWriter, Output, PositionedWriter, Prefault, RunDir, Scratch,
+    Sink, StreamWriter, Writeback, PREFAULT_MAX,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -29,6 +29,19 @@ pub fn durable() -> bool {
     DURABLE.load(std::sync::atomic::Ordering::Relaxed)
 }
 
+/// Whether outputs that are read-only or have other hard links may be replaced (`--force`):
+/// read-only ones are then replaced, hard-linked ones written through (every name sees the
+/// result).
+static FORCE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+pub fn set_force(on: bool) {
+    FORCE.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+fn force() -> bool {
+    FORCE.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// The finish of an output whose bytes were written already, in the time split's words (its
 /// flush, unless `--no-sync`, is started there and waited for in the final step, which reports
 /// its own time).
@@ -57,12 +70,22 @@ pub fn output_target(path: &Path) -> Result<Target, CliError> {
         return Ok(Target::Stdout);
     }
     let shown = path.display();
+    if path.as_os_str().to_string_lossy().ends_with('/') || path.file_name().is_none() {
+        return Err(CliError::usage(format!(
+            "cannot write {shown}: it names a folder; give a file name"
+        )));
+    }
     let real = job::resolve_links(path);
+    if std::fs::symlink_metadata(&real).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(CliError::usage(format!(
+            "cannot write {shown}: its symbolic links form a loop (or a chain over 40 long)"
+        )));
+    }
     match std::fs::metadata(&real) {
         Ok(meta) if meta.is_dir() => Err(CliError::usage(format!(
             "cannot write {shown}: it is a directory"
         ))),
-        Ok(meta) if meta.is_file() => Ok(Target::File(real)),
+        Ok(meta) if meta.is_file() => existing_file(path, real, &meta),
         Ok(meta) => {
             #[cfg(unix)]
             {
@@ -90,11 +113,51 @@ pub fn output_target(path: &Path) -> Result<Target, CliError> {
     }
 }
 
+/// An existing regular file as an output: replaced by a rename, unless it is read-only (refused
+/// without `--force`) or has other hard links (refused without `--force`, which writes the result
+/// through them, as GNU `sort -o` does, rather than splitting the names as a rename would).
+fn existing_file(path: &Path, real: PathBuf, meta: &std::fs::Metadata) -> Result<Target, CliError> {
+    let shown = path.display();
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        use std::os::unix::fs::MetadataExt;
+        let writable = std::ffi::CString::new(real.as_os_str().as_bytes())
+            .map(|c| {
+                // SAFETY: access only reads the NUL-terminated path it is given
+                unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
+            })
+            .unwrap_or(true);
+        if (!writable || meta.permissions().readonly()) && !force() {
+            return Err(CliError::usage(format!(
+                "{shown} is read-only (mode {:o}); pass --force to replace it",
+                meta.mode() & 0o7777
+            )));
+        }
+        if meta.nlink() > 1 {
+            if !force() {
+                return Err(CliError::usage(format!(
+                    "{shown} has {} hard links, which replacing it would split; pass --force to write the result through every name",
+                    meta.nlink()
+                )));
+            }
+            return Ok(Target::Through(real));
+        }
+    }
+    #[cfg(not(unix))]
+    if meta.permissions().readonly() && !force() {
+        return Err(CliError::usage(format!(
+            "{shown} is read-only; pass --force to replace it"
+        )));
+    }
+    Ok(Target::File(real))
+}
+
 /// Check, before any work, that `path` can be written (see [`output_target`]): for a file, that
 /// a temporary file can be created beside it (a read-only folder is refused up front, not after
 /// the work).
 pub fn check_output_path(path: &Path) -> Result<(), CliError> {
-    if let Target::File(real) = output_target(path)? {
+    if let Target::File(real) | Target::Through(real) = output_target(path)? {
         let dir = parent(&real);
         tempfile::Builder::new()
             .prefix(&job::temp_prefix(""))
@@ -225,7 +288,7 @@ impl RunDir {
     pub fn new(dir: Option<&Path>, dest: &Path) -> Result<RunDir, CliError> {
         let base = match (dir, output_target(dest)) {
             (Some(d), _) => d.to_path_buf(),
-            (None, Ok(Target::File(real))) => parent(&real),
+            (None, Ok(Target::File(real) | Target::Through(real))) => parent(&real),
             (None, _) => std::env::temp_dir(),
         };
         job::sweep_leftovers(&base);
@@ -268,9 +331,13 @@ impl Output {
     pub fn create(dest: &Path) -> Result<Output, CliError> {
         let target = output_target(dest)?;
         let folder = match &target {
-            Target::File(real) => parent(real),
+            Target::File(real) | Target::Through(real) => parent(real),
             _ => std::env::temp_dir(),
         };
+        // jobs writing the same output take turns: the second one fails before it writes
+        if let Target::File(real) | Target::Through(real) = &target {
+            job::lock_output(real, dest)?;
+        }
         job::sweep_leftovers(&folder);
         let prefix = job::temp_prefix("");
         let mut builder = tempfile::Builder::new();
@@ -278,7 +345,7 @@ impl Output {
         // A result file gets the permissions a new file would get (0666 less the umask), not
         // the temporary file's private 0600; a file being replaced keeps its own.
         #[cfg(unix)]
-        if let Target::File(_) = target {
+        if let Target::File(_) | Target::Through(_) = target {
             use std::os::unix::fs::PermissionsExt;
             builder.permissions(std::fs::Permissions::from_mode(0o666));
         }
@@ -289,8 +356,21 @@ impl Output {
                 shown(dest)
             ))
         })?;
+        // a replaced file keeps its owner (where this process may give it) and its mode: the
+        // owner first, as a change of owner clears the set-id bits
         if let Target::File(real) = &target {
             if let Ok(meta) = std::fs::metadata(real) {
+                #[cfg(unix)]
+                {
+                    use std::os::unix::fs::MetadataExt;
+                    let _ = std::os::unix::fs::fchown(
+                        tmp.as_file(),
+                        Some(meta.uid()),
+                        Some(meta.gid()),
+                    );
+                    // without the right to give the owner, the group alone where we may
+                    let _ = std::os::unix::fs::fchown(tmp.as_file(), None, Some(meta.gid()));
+                }
                 let _ = tmp.as_file().set_permissions(meta.permissions());
             }
         }
@@ -1070,7 +1150,7 @@ impl Scratch {
             return Ok(Scratch { map, file: None });
         }
         let dir = match output_target(beside) {
-            Ok(Target::File(real)) => parent(&real),
+            Ok(Target::File(real) | Target::Through(real)) => parent(&real),
             _ => std::env::temp_dir(),
         };
         job::sweep_leftovers(&dir);

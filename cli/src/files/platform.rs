@@ -100,6 +100,27 @@ pub fn file_id(_meta: &Metadata) -> Option<(u64, u64)> {
     None
 }
 
+/// Take an exclusive advisory lock on `file` without waiting: Ok(false) where another process
+/// holds one. Where the system has no flock, every lock is granted.
+#[cfg(unix)]
+pub fn try_lock(file: &File) -> io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a descriptor this File owns; it changes no memory
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(true);
+    }
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EWOULDBLOCK) => Ok(false),
+        _ => Err(e),
+    }
+}
+
+#[cfg(not(unix))]
+pub fn try_lock(_file: &File) -> io::Result<bool> {
+    Ok(true)
+}
+
 /// The identity of whatever standard output is (a file the shell redirected it to, say).
 #[cfg(unix)]
 pub fn stdout_id() -> Option<(u64, u64)> {

@@ -22,6 +22,7 @@ use datafusion::prelude::{
 use futures::StreamExt;
 use gpusort_datafusion::SortEngine;
 
+mod csv_rows;
 mod parquet;
 
 use self::parquet::ParallelParquetWriter;
@@ -118,9 +119,17 @@ fn session(g: &Global, budget: Option<u64>, tmp_dir: Option<&Path>) -> CliResult
         );
     }
     let runtime_env = runtime_env.build_arc().map_err(runtime)?;
+    // strings and binaries as the files store them, not as views: a sorted Parquet file keeps
+    // its column types (and reads back beside its input as one table)
+    let mut config = SessionConfig::new();
+    config
+        .options_mut()
+        .execution
+        .parquet
+        .schema_force_view_types = false;
     let builder = SessionStateBuilder::new()
         .with_default_features()
-        .with_config(SessionConfig::new())
+        .with_config(config)
         .with_runtime_env(runtime_env);
     let state = gpusort_datafusion::with_gpu_sort_on(builder, Arc::new(engine)).build();
     Ok(SessionContext::new_with_state(state))
@@ -138,6 +147,25 @@ fn tokio() -> CliResult<tokio::runtime::Runtime> {
 fn classify(e: DataFusionError) -> CliError {
     let inner = e.find_root();
     let line = inner.to_string().replace('\n', " ");
+    // a failure while working (a full disk under a spill, a read error) is not the user's to fix
+    let io = match inner {
+        DataFusionError::IoError(_)
+        | DataFusionError::ResourcesExhausted(_)
+        | DataFusionError::ObjectStore(_)
+        | DataFusionError::External(_) => true,
+        DataFusionError::ArrowError(a, _) => matches!(
+            **a,
+            datafusion::arrow::error::ArrowError::IoError(..)
+                | datafusion::arrow::error::ArrowError::ExternalError(_)
+        ),
+        DataFusionError::ParquetError(p) => {
+            matches!(**p, datafusion::parquet::errors::ParquetError::External(_))
+        }
+        _ => false,
+    };
+    if io {
+        return CliError::runtime(line);
+    }
     match inner {
         DataFusionError::Plan(_)
         | DataFusionError::SQL(..)
@@ -175,6 +203,20 @@ async fn register(ctx: &SessionContext, name: &str, path: &Path) -> CliResult {
             path.display()
         ))
     })?;
+    if meta.is_file() && format == TableFormat::Arrow {
+        // Arrow IPC files open with "ARROW1"; Feather v1 (pre-2017 feather) with "FEA1"
+        let mut magic = [0u8; 6];
+        let read = std::fs::File::open(path)
+            .and_then(|mut f| std::io::Read::read(&mut f, &mut magic))
+            .unwrap_or(0);
+        if read < 6 || &magic != b"ARROW1" {
+            let what = match &magic[..4] == b"FEA1" {
+                true => "a Feather v1 file, which gpusort does not read (write it again with pyarrow.feather.write_feather(table, path), version 2)",
+                false => "not an Arrow IPC file",
+            };
+            return Err(CliError::usage(format!("{} is {what}", path.display())));
+        }
+    }
     if meta.is_file() {
         crate::files::watch_input(path, &meta);
     } else if !meta.is_dir() {
@@ -256,18 +298,116 @@ impl TableTimes {
     }
 }
 
-/// Stream `df`'s rows into `dest` in `format`, then commit it.
-async fn write(df: DataFrame, dest: &Path, format: TableFormat) -> CliResult<TableTimes> {
+/// What an output keeps of its input when both are of one format: the input's own Arrow schema
+/// (field types, nullability, field and schema metadata, as a Parquet or Arrow IPC file stores
+/// it) and a Parquet file's key-value metadata. A folder's first file speaks for the folder.
+#[derive(Default)]
+struct Kept {
+    schema: Option<SchemaRef>,
+    key_values: Vec<datafusion::parquet::file::metadata::KeyValue>,
+}
+
+fn kept_of(input: &Path, out: TableFormat) -> Kept {
+    let file = if input.is_dir() {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(input)
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| TableFormat::of(p) == Some(out) && p.is_file())
+            .collect();
+        files.sort();
+        match files.into_iter().next() {
+            Some(f) => f,
+            None => return Kept::default(),
+        }
+    } else if TableFormat::of(input) == Some(out) {
+        input.to_path_buf()
+    } else {
+        return Kept::default();
+    };
+    let Ok(f) = std::fs::File::open(&file) else {
+        return Kept::default();
+    };
+    match out {
+        TableFormat::Parquet => {
+            use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+            match ParquetRecordBatchReaderBuilder::try_new(f) {
+                Ok(b) => Kept {
+                    schema: Some(b.schema().clone()),
+                    key_values: b
+                        .metadata()
+                        .file_metadata()
+                        .key_value_metadata()
+                        .map(|kv| {
+                            kv.iter()
+                                .filter(|k| k.key != "ARROW:schema")
+                                .cloned()
+                                .collect()
+                        })
+                        .unwrap_or_default(),
+                },
+                Err(_) => Kept::default(),
+            }
+        }
+        TableFormat::Arrow => Kept {
+            schema: datafusion::arrow::ipc::reader::FileReader::try_new(f, None)
+                .ok()
+                .map(|r| r.schema()),
+            key_values: Vec::new(),
+        },
+        TableFormat::Csv => Kept::default(),
+    }
+}
+
+/// `batch` in the kept schema's types and metadata (DataFusion reads strings as views, say), or
+/// as it is where the columns are not the kept ones.
+fn conform(batch: RecordBatch, kept: Option<&SchemaRef>) -> CliResult<RecordBatch> {
+    let Some(schema) = kept else {
+        return Ok(batch);
+    };
+    let columns = batch
+        .columns()
+        .iter()
+        .zip(schema.fields())
+        .map(|(c, f)| match c.data_type() == f.data_type() {
+            true => Ok(c.clone()),
+            false => datafusion::arrow::compute::cast(c, f.data_type()),
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(runtime)?;
+    RecordBatch::try_new(schema.clone(), columns).map_err(runtime)
+}
+
+/// Stream `df`'s rows into `dest` in `format`, then commit it. With `input` (a sort), the output
+/// keeps what [`Kept`] names where it is of the input's format.
+async fn write(
+    df: DataFrame,
+    dest: &Path,
+    format: TableFormat,
+    input: Option<&Path>,
+) -> CliResult<TableTimes> {
     let start = Instant::now();
-    let schema: SchemaRef = Arc::new(df.schema().as_arrow().clone());
+    let mut schema: SchemaRef = Arc::new(df.schema().as_arrow().clone());
+    let kept = input.map(|i| kept_of(i, format)).unwrap_or_default();
+    // the kept schema where the result has its columns, by name and in order
+    let kept_schema = kept.schema.filter(|k| {
+        k.fields().len() == schema.fields().len()
+            && k.fields()
+                .iter()
+                .zip(schema.fields())
+                .all(|(a, b)| a.name() == b.name())
+    });
+    if let Some(k) = &kept_schema {
+        schema = k.clone();
+    }
     let mut stream = df.execute_stream().await.map_err(classify)?;
     let out = Output::create(dest)?;
     let file = out.sequential()?;
-    let mut writer = TableWriter::new(file, schema, format)?;
+    let mut writer = TableWriter::new(file, schema, format, kept.key_values)?;
     let mut rows = 0u64;
     let mut first_row_s = None;
     while let Some(batch) = stream.next().await {
-        let batch = batch.map_err(classify)?;
+        let batch = conform(batch.map_err(classify)?, kept_schema.as_ref())?;
         first_row_s.get_or_insert_with(|| start.elapsed().as_secs_f64());
         rows += batch.num_rows() as u64;
         // a Parquet writer encodes on the rayon pool from time to time: off the async workers
@@ -293,7 +433,12 @@ enum TableWriter<W: std::io::Write + Send + 'static> {
 }
 
 impl<W: std::io::Write + Send + 'static> TableWriter<W> {
-    fn new(w: W, schema: SchemaRef, format: TableFormat) -> CliResult<Self> {
+    fn new(
+        w: W,
+        schema: SchemaRef,
+        format: TableFormat,
+        key_values: Vec<datafusion::parquet::file::metadata::KeyValue>,
+    ) -> CliResult<Self> {
         Ok(match format {
             // zstd level 1: a few percent larger than level 3 and written several times faster
             TableFormat::Parquet => TableWriter::Parquet(
@@ -306,6 +451,7 @@ impl<W: std::io::Write + Send + 'static> TableWriter<W> {
                         // as small after zstd, and encoded a third faster than after filling
                         // the default 1 MiB dictionary first
                         .set_dictionary_page_size_limit(256 << 10)
+                        .set_key_value_metadata((!key_values.is_empty()).then_some(key_values))
                         .build(),
                 )
                 .map_err(runtime)?,
@@ -389,23 +535,38 @@ pub fn sort(g: &Global, job: &TableSort) -> CliResult {
     )?;
     let start = Instant::now();
     let rt = tokio()?;
+    // (key, ascending, nulls first) of each --by key
+    let keys: Vec<(ByKey, bool, bool)> = job
+        .by
+        .iter()
+        .map(|k| {
+            let asc = !k.descending.unwrap_or(job.descending);
+            (k.clone(), asc, k.nulls_first.unwrap_or(!asc))
+        })
+        .collect();
+    // CSV to CSV keeps every record's text: the records are reordered, not read and written
+    let csv_lines = out_format == TableFormat::Csv
+        && job.input.is_file()
+        && TableFormat::of(job.input) == Some(TableFormat::Csv);
     let written = rt.block_on(async {
         let ctx = session(g, job.memory_budget, job.tmp_dir)?;
+        if csv_lines {
+            if let Ok(meta) = std::fs::metadata(job.input) {
+                crate::files::watch_input(job.input, &meta);
+            }
+            return csv_rows::sort(&ctx, job.input, &keys, &dest).await;
+        }
         register(&ctx, "input", job.input).await?;
         let df = ctx.table("input").await.map_err(classify)?;
-        let sort: Vec<_> = job
-            .by
+        let sort: Vec<_> = keys
             .iter()
-            .map(|k| {
-                let asc = !k.descending.unwrap_or(job.descending);
-                ident(&k.column).sort(asc, k.nulls_first.unwrap_or(!asc))
-            })
+            .map(|(k, asc, nulls_first)| ident(&k.column).sort(*asc, *nulls_first))
             .collect();
         let df = df.sort(sort).map_err(classify)?;
-        write(df, &dest, out_format).await
+        write(df, &dest, out_format, Some(job.input)).await
     })?;
     if !g.quiet {
-        eprintln!(
+        crate::outcome!(
             "sorted {} rows of {} by {} in {:.2} s -> {}",
             written.rows,
             job.input.display(),
@@ -419,7 +580,7 @@ pub fn sort(g: &Global, job: &TableSort) -> CliResult {
         );
     }
     if g.show_timings() {
-        eprintln!("{}", written.split());
+        crate::outcome!("{}", written.split());
     }
     Ok(())
 }
@@ -478,7 +639,12 @@ pub fn sql(g: &Global, args: &SqlArgs) -> CliResult {
     let out = match &args.output {
         Some(o) => {
             check_output_path(o)?;
-            let format = TableFormat::of(o).ok_or_else(|| {
+            // standard output has no name to take a format from: CSV, with a header
+            let format = match o == Path::new("-") {
+                true => Some(TableFormat::Csv),
+                false => TableFormat::of(o),
+            };
+            let format = format.ok_or_else(|| {
                 CliError::usage(format!(
                     "{}: a table output must end in .parquet, .arrow, .feather, .ipc or .csv",
                     o.display()
@@ -519,15 +685,29 @@ pub fn sql(g: &Global, args: &SqlArgs) -> CliResult {
         for (name, path) in &args.tables {
             register(&ctx, name, path).await?;
         }
-        let df = ctx.sql(&args.query).await.map_err(classify)?;
+        // the result lands only through -o, under the output rules every gpusort output
+        // follows; SQL's own writers (COPY TO, INSERT INTO) would write around them
+        let no_writes = datafusion::execution::context::SQLOptions::new().with_allow_dml(false);
+        let df = ctx
+            .sql_with_options(&args.query, no_writes)
+            .await
+            .map_err(|e| {
+                let e = classify(e);
+                match e.message.contains("DML not supported") {
+                    true => CliError::usage(
+                        "gpusort sql writes a result only with -o FILE (put in place as every gpusort output is): COPY and INSERT are refused",
+                    ),
+                    false => e,
+                }
+            })?;
         match out {
             Some((o, format)) => {
-                let written = write(df, o, format).await?;
+                let written = write(df, o, format, None).await?;
                 if !g.quiet {
-                    eprintln!("{} rows -> {}", written.rows, shown(o));
+                    crate::outcome!("{} rows -> {}", written.rows, shown(o));
                 }
                 if g.show_timings() {
-                    eprintln!("{}", written.split());
+                    crate::outcome!("{}", written.split());
                 }
             }
             None => {

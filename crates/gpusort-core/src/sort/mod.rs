@@ -1,5 +1,5 @@
 //! Sorts: the [`Sorter`] facade over the vectorised bitonic network ([`bitonic`], for small and
-//! segmented sorts) and the radix sort ([`radix`], from about 2^21 keys on a hardware GPU), and
+//! segmented sorts) and the radix sort ([`radix`], from about 2^18 keys on a hardware GPU), and
 //! sorts larger than memory ([`external`]). Every sort orders keys as NumPy does (NaN last,
 //! -0.0 before +0.0) and is stable where values or a permutation are asked for.
 //!

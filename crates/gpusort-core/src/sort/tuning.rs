@@ -80,9 +80,11 @@ pub struct Tuning {
 impl Default for Tuning {
     fn default() -> Tuning {
         Tuning {
-            // radix/bitonic time 1.01 at 2^20, 0.79 at 2^21 (32-bit); 64-bit ties at 2^22
-            radix_from: 1 << 21,
-            radix_from_wide: 1 << 23,
+            // where the radix sort overtakes the bitonic network on hardware GPUs (`gpusort tune`
+            // measured 2^17 for 32-bit keys on an H100 and an H200; with a payload it wins from
+            // 2^16-2^17, keys-only f32 from 2^19, 64-bit keys from 2^18-2^19: BENCHMARKS.md)
+            radix_from: 1 << 18,
+            radix_from_wide: 1 << 19,
             // the bitonic network won at every segment size on an H100 (2^8..2^20 of 2^24 keys):
             // the radix path is there when asked for, or when `gpusort tune` finds it faster
             segmented_radix_from: u32::MAX,

@@ -1,0 +1,263 @@
+//! CSV to CSV: a sort reorders the file's records and changes nothing else. The key columns are
+//! typed as DataFusion types a CSV column (arrow-csv's inference, here over every record) and
+//! sorted by the session's engine with each record's position as the last key (a stable sort);
+//! then the header and every record are written back as the very bytes they were (quoting,
+//! leading zeros, number spellings, line ends), in the new order. A file without records keeps
+//! its header.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use datafusion::arrow::array::{Array, ArrayRef, RecordBatch, StringBuilder, UInt64Array};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::prelude::{col, SessionContext};
+use memmap2::Mmap;
+
+use super::{classify, ByKey, TableTimes};
+use crate::error::{CliError, CliResult};
+use crate::files::{shown, Output};
+
+/// A CSV file's bytes split into its header and its records (each with the line end that
+/// follows it, blank lines after it included).
+struct Records {
+    /// The header line's end (where the first record starts).
+    header_end: usize,
+    /// Where each record starts; one more entry: the end of the file.
+    starts: Vec<usize>,
+    /// The header's field names.
+    names: Vec<String>,
+    /// The line end the file uses ("\r\n" or "\n"), for a last record that has none.
+    line_end: &'static [u8],
+    /// The cells of each column named in `keys`, as text (empty cells are nulls, as DataFusion
+    /// reads them).
+    keys: Vec<ArrayRef>,
+}
+
+/// Split `bytes` into records, keeping the text of the columns named `keys`.
+fn split(path: &Path, bytes: &[u8], keys: &[&str]) -> CliResult<Records> {
+    let bad = |e: csv::Error| {
+        let at = e
+            .position()
+            .map(|p| format!(" (line {})", p.line()))
+            .unwrap_or_default();
+        CliError::usage(format!(
+            "{}: not a CSV file gpusort can read{at}: {e}",
+            path.display()
+        ))
+    };
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .from_reader(bytes);
+    let mut record = csv::ByteRecord::new();
+    let mut starts = Vec::new();
+    let mut names = Vec::new();
+    let mut header_end = bytes.len();
+    let mut fields = None;
+    let mut key_columns = Vec::new();
+    let mut builders: Vec<StringBuilder> = keys.iter().map(|_| StringBuilder::new()).collect();
+    loop {
+        let at = reader.position().byte() as usize;
+        if !reader.read_byte_record(&mut record).map_err(bad)? {
+            break;
+        }
+        match fields {
+            None => {
+                names = record
+                    .iter()
+                    .map(|f| String::from_utf8_lossy(f).into_owned())
+                    .collect();
+                fields = Some(record.len());
+                key_columns = keys
+                    .iter()
+                    .map(|k| {
+                        names.iter().position(|n| n.as_str() == *k).ok_or_else(|| {
+                            CliError::usage(format!(
+                                "{} has no column {k:?} (columns: {})",
+                                path.display(),
+                                names.join(", ")
+                            ))
+                        })
+                    })
+                    .collect::<CliResult<Vec<usize>>>()?;
+            }
+            Some(_) => {
+                if starts.is_empty() {
+                    header_end = at;
+                }
+                starts.push(at);
+                for (b, &c) in builders.iter_mut().zip(&key_columns) {
+                    match record.get(c) {
+                        Some(f) if !f.is_empty() => b.append_value(String::from_utf8_lossy(f)),
+                        _ => b.append_null(),
+                    }
+                }
+            }
+        }
+    }
+    if names.is_empty() {
+        return Err(CliError::usage(format!(
+            "{}: an empty file has no header line to name its columns",
+            path.display()
+        )));
+    }
+    starts.push(bytes.len());
+    let first_end = bytes[..header_end.min(bytes.len())]
+        .iter()
+        .position(|&b| b == b'\n');
+    let line_end: &'static [u8] = match first_end {
+        Some(i) if i > 0 && bytes[i - 1] == b'\r' => b"\r\n",
+        _ => b"\n",
+    };
+    Ok(Records {
+        header_end,
+        starts,
+        names,
+        line_end,
+        keys: builders
+            .iter_mut()
+            .map(|b| Arc::new(b.finish()) as ArrayRef)
+            .collect(),
+    })
+}
+
+/// The column types DataFusion would give the file's columns (arrow-csv's inference).
+fn column_types(path: &Path, bytes: &[u8]) -> CliResult<Vec<DataType>> {
+    let (schema, _) = datafusion::arrow::csv::reader::Format::default()
+        .with_header(true)
+        .infer_schema(bytes, None)
+        .map_err(|e| CliError::usage(format!("{}: {e}", path.display())))?;
+    Ok(schema
+        .fields()
+        .iter()
+        .map(|f| f.data_type().clone())
+        .collect())
+}
+
+/// Sort the CSV file `input` by `by` (directions as resolved by the caller: `(ascending,
+/// nulls_first)` per key) into `dest`, record text unchanged.
+pub(super) async fn sort(
+    ctx: &SessionContext,
+    input: &Path,
+    by: &[(ByKey, bool, bool)],
+    dest: &Path,
+) -> CliResult<TableTimes> {
+    let start = Instant::now();
+    let file = std::fs::File::open(input)
+        .map_err(|e| CliError::usage(format!("cannot read {}: {e}", input.display())))?;
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    // SAFETY: a read-only map of a regular file; a change to it during the job is caught by the
+    // input watch (files::watch_input), which then refuses to put any output in place.
+    let map = match len {
+        0 => None,
+        _ => Some(
+            unsafe { Mmap::map(&file) }
+                .map_err(|e| CliError::runtime(format!("cannot read {}: {e}", input.display())))?,
+        ),
+    };
+    let bytes: &[u8] = map.as_deref().unwrap_or(&[]);
+    let names: Vec<&str> = by.iter().map(|(k, _, _)| k.column.as_str()).collect();
+    let records = split(input, bytes, &names)?;
+    let rows = records.starts.len() - 1;
+    let types = column_types(input, bytes)?;
+    // the key columns, typed, and each record's position (the last key: ties keep their order)
+    let row_name = (0..)
+        .map(|i| format!("__gpusort_row{i}"))
+        .find(|n| !records.names.contains(n))
+        .expect("a free name");
+    let mut fields = Vec::new();
+    let mut columns: Vec<ArrayRef> = Vec::new();
+    let mut order = Vec::new();
+    for (i, ((key, ascending, nulls_first), text)) in by.iter().zip(&records.keys).enumerate() {
+        let c = records
+            .names
+            .iter()
+            .position(|n| *n == key.column)
+            .expect("split found it");
+        let text = text.clone();
+        let typed = match types.get(c) {
+            Some(t) if *t != DataType::Utf8 => cast(&text, t).unwrap_or(text),
+            _ => text,
+        };
+        let name = format!("k{i}");
+        fields.push(Field::new(&name, typed.data_type().clone(), true));
+        columns.push(typed);
+        order.push(col(&name).sort(*ascending, *nulls_first));
+    }
+    fields.push(Field::new(&row_name, DataType::UInt64, false));
+    columns.push(Arc::new(UInt64Array::from_iter_values(0..rows as u64)));
+    order.push(col(&row_name).sort(true, false));
+    let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
+        .map_err(|e| CliError::runtime(e.to_string()))?;
+    let sorted = ctx
+        .read_batch(batch)
+        .map_err(classify)?
+        .sort(order)
+        .map_err(classify)?
+        .select(vec![col(&row_name)])
+        .map_err(classify)?
+        .collect()
+        .await
+        .map_err(classify)?;
+    let first_row_s = start.elapsed().as_secs_f64();
+
+    let out = Output::create(dest)?;
+    let mut w = out.sequential()?;
+    let err = |e: std::io::Error| CliError::runtime(format!("cannot write {}: {e}", shown(dest)));
+    use std::io::Write;
+    w.write_all(&bytes[..records.header_end]).map_err(err)?;
+    if rows > 0 && !bytes[..records.header_end].ends_with(b"\n") {
+        w.write_all(records.line_end).map_err(err)?;
+    }
+    for b in &sorted {
+        let positions = b
+            .column(0)
+            .as_any()
+            .downcast_ref::<UInt64Array>()
+            .expect("the position column");
+        for &r in positions.values() {
+            let (from, to) = (records.starts[r as usize], records.starts[r as usize + 1]);
+            let text = &bytes[from..to];
+            w.write_all(text).map_err(err)?;
+            if !text.ends_with(b"\n") {
+                w.write_all(records.line_end).map_err(err)?;
+            }
+        }
+    }
+    w.flush().map_err(err)?;
+    drop(w);
+    let write_s = start.elapsed().as_secs_f64() - first_row_s;
+    let t = Instant::now();
+    out.commit()?;
+    Ok(TableTimes {
+        rows: rows as u64,
+        first_row_s,
+        write_s,
+        commit_s: t.elapsed().as_secs_f64(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_keep_their_bytes_and_line_ends() {
+        let text = b"id,zip\r\n2,\"00123\"\r\n1,02134";
+        let r = split(Path::new("t.csv"), text, &["zip"]).unwrap();
+        assert_eq!(r.names, ["id", "zip"]);
+        assert_eq!(&text[..r.header_end], b"id,zip\r\n");
+        assert_eq!(r.starts, [8, 19, text.len()]);
+        assert_eq!(r.line_end, b"\r\n");
+        let zip = r.keys[0]
+            .as_any()
+            .downcast_ref::<datafusion::arrow::array::StringArray>();
+        assert_eq!(zip.unwrap().value(0), "00123");
+        assert!(split(Path::new("t.csv"), text, &["nope"]).is_err());
+        let header_only = split(Path::new("h.csv"), b"a,b", &["a"]).unwrap();
+        assert_eq!(header_only.starts, [3]);
+        assert_eq!(header_only.header_end, 3);
+        assert!(split(Path::new("e.csv"), b"", &[]).is_err());
+    }
+}
