@@ -1061,7 +1061,7 @@ fn jobs_that_share_outputs_cannot_mix_them() {
     let out = |name: &str| d.join(name);
     for round in 0..12 {
         let job = |input: &Path| {
-            gpusort()
+            std::process::Command::new(assert_cmd::cargo::cargo_bin("gpusort"))
                 .args(["-q", "sort", "--dtype", "u32"])
                 .arg(input)
                 .arg("-o")
@@ -1191,10 +1191,51 @@ fn values_no_engine_takes_are_refused_on_every_engine() {
     assert_refused(&cases);
     assert_eq!(snapshot(d), before);
     let out = gpusort()
-        .args(["sort", "--dtype", "u32", "-", "--values", "-", "-o", "-"])
+        .args([
+            "sort",
+            "--dtype",
+            "u32",
+            "-",
+            "--values",
+            "-",
+            "-o",
+            "-",
+            "--values-out",
+        ])
+        .arg(d.join("vo.bin"))
         .write_stdin(vec![0u8; 4096])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(one_line(&out.stderr).contains("both read standard input"));
+}
+
+/// A table sort whose spill or output hits a full disk (a file-size limit here): a failure while
+/// working, exit code 1, one line saying nothing was written; no output, no temporary file.
+#[cfg(unix)]
+#[test]
+fn a_table_sort_on_a_full_disk_fails_as_work_not_as_usage() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut text = String::from("id,x,name\n");
+    for i in 0..300_000u64 {
+        text.push_str(&format!("{i},{},row{}\n", (i * 7919) % 300_007, i % 97));
+    }
+    std::fs::write(d.join("t.csv"), &text).unwrap();
+    std::fs::create_dir(d.join("spill")).unwrap();
+    let before = snapshot(d);
+    for args in [
+        "sort t.csv --by x -o out.parquet --memory-budget 2M --tmp-dir spill",
+        "sort t.csv --by x -o out.csv",
+    ] {
+        let out = with_file_limit(d, 512, args);
+        let err = one_line(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args}: {err}");
+        assert!(
+            err.contains("no output was written") || err.contains("nothing was written"),
+            "{args}: {err}"
+        );
+        assert_eq!(snapshot(d), before, "{args}: nothing changed");
+        assert!(temp_files(d).is_empty());
+    }
 }

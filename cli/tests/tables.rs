@@ -418,7 +418,10 @@ fn parquet_sorts_keep_types_metadata_and_read_back_beside_their_input() {
     let batch = RecordBatch::try_new(schema.clone(), columns).unwrap();
     let input = d.join("in.parquet");
     let props = WriterProperties::builder()
-        .set_key_value_metadata(Some(vec![KeyValue::new("made-by".into(), "test".into())]))
+        .set_key_value_metadata(Some(vec![KeyValue::new(
+            "made-by".to_string(),
+            "test".to_string(),
+        )]))
         .build();
     let mut w = ArrowWriter::try_new(
         std::fs::File::create(&input).unwrap(),
@@ -439,10 +442,22 @@ fn parquet_sorts_keep_types_metadata_and_read_back_beside_their_input() {
         .assert()
         .success();
     let r = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&out).unwrap()).unwrap();
+    // as the input reads back: its schema, with the file's key-value metadata merged in
+    let read_in =
+        ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&input).unwrap()).unwrap();
+    assert_eq!(
+        r.schema().fields(),
+        schema.fields(),
+        "types, nullability, field metadata"
+    );
     assert_eq!(
         r.schema().as_ref(),
-        schema.as_ref(),
-        "types, nullability and metadata kept"
+        read_in.schema().as_ref(),
+        "the schema's metadata"
+    );
+    assert_eq!(
+        r.schema().metadata().get("owner").map(String::as_str),
+        Some("the user")
     );
     let kv = r.metadata().file_metadata().key_value_metadata().unwrap();
     assert!(kv

@@ -31,6 +31,13 @@ os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.gettempdir())
 from . import _native
 from ._native import GpuError
 
+try:
+    from importlib.metadata import version as _version
+
+    __version__ = _version("gpusort")
+except Exception:  # not installed as a distribution (a source tree on sys.path)
+    __version__ = "0.1.0"
+
 __all__ = [
     "sort",
     "argsort",
@@ -116,6 +123,22 @@ def _from_last(out, axis):
     return np.ascontiguousarray(np.moveaxis(out, -1, axis))
 
 
+_KINDS = (None, "quicksort", "mergesort", "heapsort", "stable")
+
+
+def _sort_options(kind, order, descending):
+    """NumPy's `kind` (accepted and ignored: every gpusort sort is stable, which is every kind's
+    result NumPy allows), `order` (for structured arrays, which gpusort does not take) and a
+    boolean `descending`."""
+    if kind not in _KINDS:
+        raise ValueError(f"kind {kind!r} is not one of {', '.join(map(repr, _KINDS))}")
+    if order is not None:
+        raise ValueError("order= names fields of structured arrays, which gpusort does not sort")
+    if not isinstance(descending, (bool, np.bool_)):
+        raise TypeError(f"descending must be True or False, not {descending!r}")
+    return bool(descending)
+
+
 def _sorted(arr, descending, want_permutation):
     flat, segment = _rows(arr)
     if flat.size == 0:
@@ -136,7 +159,7 @@ def _signed_zeros(arr):
     return bool(np.any(bits == word(sign)))
 
 
-def sort(a, axis=-1, *, descending=False, values=None):
+def sort(a, axis=-1, kind=None, order=None, *, descending=False, values=None):
     """A sorted copy of `a`, like ``np.sort(a, axis, kind="stable")``: along the last axis by
     default (each row of a 2-D array on its own), along `axis`, or of the flattened array with
     ``axis=None``. NaN sorts last; -0.0 and +0.0 are equal, in their input order, as in NumPy;
@@ -144,8 +167,10 @@ def sort(a, axis=-1, *, descending=False, values=None):
     stable.
 
     With ``values`` (an array of the same shape, any dtype) returns ``(sorted_keys, values in
-    that order)``.
+    that order)``. ``kind`` is accepted as NumPy's and changes nothing (the sort is always
+    stable); ``order`` (structured arrays) is refused.
     """
+    descending = _sort_options(kind, order, descending)
     arr, own = _keys(a)
     moved = _to_last(arr, axis)
     if _signed_zeros(arr):
@@ -174,10 +199,11 @@ def sort(a, axis=-1, *, descending=False, values=None):
     )
 
 
-def argsort(a, axis=-1, *, descending=False):
+def argsort(a, axis=-1, kind=None, order=None, *, descending=False):
     """The indices that sort `a` along `axis` (the last by default; the flattened array with
     ``axis=None``), like ``np.argsort(a, axis, kind="stable")`` (int64); NaN last; -0.0 and
-    +0.0 equal, in their input order, as in NumPy."""
+    +0.0 equal, in their input order, as in NumPy. ``kind`` and ``order`` as in ``sort``."""
+    descending = _sort_options(kind, order, descending)
     arr, _ = _keys(a)
     if _signed_zeros(arr):
         arr = arr + arr.dtype.type(0)  # -0.0 + 0.0 is +0.0; every other value (NaNs too) stays
@@ -300,21 +326,78 @@ def partition(a, pivot, *, values=None):
     return out
 
 
+def _threshold(arr, own, p, kind):
+    """NumPy's ``a < p`` / ``a >= p`` for `arr`'s dtype as the kernels' total-order predicate:
+    ("pivot", value), or ("all", None) / ("none", None) where every or no element compares
+    true. Integers take any real threshold (2.5, or 300 for uint8: compared, not refused);
+    floats take it rounded to their dtype as NumPy does; ±0.0 compare equal; NaN compares false."""
+    if isinstance(p, (bool, np.bool_)):
+        p = int(p)
+    if arr.dtype.kind in "iub":
+        try:
+            x = float(p) if not isinstance(p, (int, np.integer)) else None
+        except (TypeError, ValueError):
+            raise ValueError(f"{kind} {p!r} is not a number") from None
+        if x is not None and np.isnan(x):
+            return "none", None
+        info = np.iinfo(own.newbyteorder("=") if own.kind != "b" else arr.dtype)
+        # a < x  <=>  a < ceil(x);  a >= x  <=>  a >= ceil(x)  (integers)
+        t = int(p) if x is None else (int(np.ceil(x)) if np.isfinite(x) else (1 if x > 0 else -1) * (1 << 70))
+        if t > info.max:
+            return ("all" if kind == "below" else "none"), None
+        if t <= info.min:
+            return ("none" if kind == "below" else "all"), None
+        return "pivot", t
+    try:
+        x = float(p)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{kind} {p!r} is not a number") from None
+    if np.isnan(x):
+        return "none", None
+    # rounded to the caller's own float dtype, as NumPy compares a Python float with it
+    t = own.newbyteorder("=").type
+    with np.errstate(over="ignore", under="ignore"):
+        v = t(x)
+    if v == 0:
+        # -0.0 in the total order: below it the negatives, at least it both zeros and above
+        v = -t(0)
+    return "pivot", v
+
+
 def compact(a, *, below=None, at_least=None, nonzero=False, values=None):
-    """The elements of the flattened `a` that match one predicate, in order: ``below=p`` (like
-    ``a[a < p]``, in the sort order: -0.0 is below +0.0, NaN below nothing), ``at_least=p`` (the
-    others: ``a[a >= p]`` and every NaN) or ``nonzero=True`` (``a[a != 0]``: ±0.0 are zero, NaN
-    is not). With ``values`` returns ``(kept, values_kept)``."""
+    """The elements of the flattened `a` that match one predicate, in order, as NumPy's boolean
+    masks give them: ``below=p`` (``a[a < p]``), ``at_least=p`` (``a[a >= p]``) or
+    ``nonzero=True`` (``a[a != 0]``). Comparisons are NumPy's: -0.0 equals +0.0, NaN compares
+    false (a NaN threshold keeps nothing), and a threshold of another type compares as NumPy
+    does (``below=2.5`` on integers, ``below=300`` on uint8). With ``values`` returns
+    ``(kept, values_kept)``."""
     given = [x is not None for x in (below, at_least)] + [bool(nonzero)]
     if sum(given) != 1:
         raise ValueError("give exactly one of below=, at_least= or nonzero=True")
-    if below is not None:
-        out = _split(a, "below", below, False, values, "below")
-    elif at_least is not None:
-        out = _split(a, "at_least", at_least, False, values, "at_least")
-    else:
+    if nonzero:
         out = _split(a, "nonzero", None, False, values, "nonzero")
-    return out[0] if values is None else (out[0], out[1])
+        return out[0] if values is None else (out[0], out[1])
+    kind = "below" if below is not None else "at_least"
+    arr, own = _keys(a)
+    how, pivot = _threshold(arr, own, below if below is not None else at_least, kind)
+    flat = _flat(np.asarray(a))
+    vals = None if values is None else _flat(np.asarray(values))
+    if vals is not None and vals.shape != flat.shape:
+        raise ValueError(f"values have {vals.size} elements but the array {flat.size}")
+    if how != "pivot":
+        keep = slice(None) if how == "all" else slice(0, 0)
+        kept = flat[keep].copy()
+        return kept if vals is None else (kept, vals[keep].copy())
+    out = _split(a, kind, pivot, False, values, kind)
+    kept = out[0]
+    taken = None if values is None else out[1]
+    if kind == "at_least" and kept.dtype.kind == "f":
+        # the total order puts NaN above everything; NumPy's NaN >= p is false
+        real = ~np.isnan(kept)
+        if not real.all():
+            kept = kept[real]
+            taken = None if taken is None else taken[real]
+    return kept if values is None else (kept, taken)
 
 
 _BOUNDARIES = ("reflect", "constant", "nearest", "mirror", "wrap")

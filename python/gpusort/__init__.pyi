@@ -7,23 +7,39 @@ import numpy.typing as npt
 
 from ._native import GpuError as GpuError
 
+__version__: str
+
 _Op = Literal["add", "max", "min", "and", "or", "xor"]
+_Kind = Optional[Literal["quicksort", "mergesort", "heapsort", "stable"]]
 _Boundary = Literal["reflect", "constant", "nearest", "mirror", "wrap"]
 
 @overload
 def sort(
-    a: npt.ArrayLike, axis: Optional[int] = ..., *, descending: bool = ..., values: None = ...
+    a: npt.ArrayLike,
+    axis: Optional[int] = ...,
+    kind: _Kind = ...,
+    order: None = ...,
+    *,
+    descending: bool = ...,
+    values: None = ...,
 ) -> npt.NDArray: ...
 @overload
 def sort(
     a: npt.ArrayLike,
     axis: Optional[int] = ...,
+    kind: _Kind = ...,
+    order: None = ...,
     *,
     descending: bool = ...,
     values: npt.ArrayLike,
 ) -> Tuple[npt.NDArray, npt.NDArray]: ...
 def argsort(
-    a: npt.ArrayLike, axis: Optional[int] = ..., *, descending: bool = ...
+    a: npt.ArrayLike,
+    axis: Optional[int] = ...,
+    kind: _Kind = ...,
+    order: None = ...,
+    *,
+    descending: bool = ...,
 ) -> npt.NDArray[np.int64]: ...
 def scan(a: npt.ArrayLike, op: _Op = ..., *, exclusive: bool = ...) -> npt.NDArray: ...
 def cumsum(a: npt.ArrayLike, *, exclusive: bool = ...) -> npt.NDArray: ...

@@ -893,14 +893,22 @@ fn use_device(
             )));
         }
     }
-    *lock(&SETTINGS) = Some(Settings {
+    // a choice that fails leaves the one in use in place (settings and context)
+    let previous = lock(&SETTINGS).replace(Settings {
         backend,
         adapter,
         devices,
         spread_always,
     });
-    *lock(&ENGINE) = None;
-    engine().map(|_| ())
+    let in_use = lock(&ENGINE).take();
+    match engine() {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            *lock(&SETTINGS) = previous;
+            *lock(&ENGINE) = in_use;
+            Err(e)
+        }
+    }
 }
 
 #[pymodule]

@@ -243,8 +243,11 @@ def test_partition_and_compact_match_masks(dtype):
     same(out, np.concatenate([a[below], a[~below]]))
     out, moved, split = gpusort.partition(a, pivot, values=v)
     same(moved, np.concatenate([v[below], v[~below]]))
-    same(gpusort.compact(a, below=pivot), a[below])
-    same(gpusort.compact(a, at_least=pivot), a[~below])
+    # compact compares as NumPy's masks do: ±0.0 equal, NaN never kept
+    same(gpusort.compact(a, below=pivot), a[a < pivot])
+    same(gpusort.compact(a, at_least=pivot), a[a >= pivot])
+    kept, kv = gpusort.compact(a, at_least=pivot, values=v)
+    same(kv, v[a >= pivot])
     same(gpusort.compact(a, nonzero=True), a[a != 0])
     kept, kv = gpusort.compact(a, nonzero=True, values=v)
     same(kv, v[a != 0])
@@ -259,10 +262,9 @@ def test_pivots_a_dtype_cannot_hold_are_refused():
     for bad in [1e40, -1e40, 1e-50]:
         with pytest.raises(ValueError, match="float32"):
             gpusort.partition(f, bad)
-    with pytest.raises(ValueError):
-        gpusort.compact(np.ones(3, np.uint32), below=-1)
-    with pytest.raises(ValueError):
-        gpusort.compact(np.ones(3, np.int32), at_least=2**40)
+    # compact compares instead, as NumPy's a < p does
+    same(gpusort.compact(np.ones(3, np.uint32), below=-1), np.ones(0, np.uint32))
+    same(gpusort.compact(np.ones(3, np.int32), at_least=2**40), np.ones(0, np.int32))
     out, split = gpusort.partition(f, np.inf)
     assert split == 10
 
@@ -333,7 +335,7 @@ def test_narrow_dtypes_answer_in_their_own_dtype(dtype, n):
     below = gpusort.compact(a, below=pivot)
     assert out.dtype == a.dtype and below.dtype == a.dtype
     same(out[:split], below)
-    same(gpusort.compact(a, at_least=pivot), out[split:])
+    same(gpusort.compact(a, at_least=pivot), a[a >= pivot])
     if np.dtype(dtype).kind in "iu":
         same(below, a[a < pivot])
 
@@ -506,3 +508,48 @@ def test_exclusive_max_and_min_start_from_the_dtypes_own_identity(dtype, op):
     identity = info.min if op == "max" else info.max
     want = np.concatenate([[identity], ufunc.accumulate(a)[:-1]]).astype(dtype)
     np.testing.assert_array_equal(gpusort.scan(a, op, exclusive=True), want)
+
+
+def test_numpy_sort_signatures_and_checked_flags():
+    a = np.array([3, 1, 2], dtype=np.int32)
+    for kind in (None, "quicksort", "mergesort", "heapsort", "stable"):
+        np.testing.assert_array_equal(gpusort.sort(a, -1, kind), [1, 2, 3])
+        np.testing.assert_array_equal(gpusort.argsort(a, kind=kind), [1, 2, 0])
+    with pytest.raises(ValueError):
+        gpusort.sort(a, kind="bogo")
+    with pytest.raises(ValueError):
+        gpusort.argsort(a, order="x")
+    with pytest.raises(TypeError):
+        gpusort.sort(a, descending="no")
+    np.testing.assert_array_equal(gpusort.sort(a, descending=np.bool_(True)), [3, 2, 1])
+    assert isinstance(gpusort.__version__, str) and gpusort.__version__
+
+
+def test_a_failed_use_keeps_the_engine_in_use(engine):
+    before = gpusort.info()["engine"]
+    with pytest.raises((ValueError, gpusort.GpuError)):
+        gpusort.use(adapter="no adapter has this name")
+    assert gpusort.info()["engine"] == before
+    a = data(np.float32, 1000, 3)
+    same(gpusort.sort(a), np.sort(a))
+
+
+def test_compact_compares_as_numpy_masks_do():
+    f = np.array([-0.0, 0.0, np.nan, -1.0, 2.0, np.inf, -np.inf], np.float32)
+    for p in [0.0, -0.0, 1.5, np.nan, np.inf, -np.inf, 1e40, 1e-50]:
+        with np.errstate(over="ignore"):
+            below, at_least = f < np.float32(p), f >= np.float32(p)
+        got = gpusort.compact(f, below=p)
+        assert got.tobytes() == f[below].tobytes(), p
+        got = gpusort.compact(f, at_least=p)
+        assert got.tobytes() == f[at_least].tobytes(), p
+    i = np.array([1, 2, 3], np.int32)
+    same(gpusort.compact(i, below=2.5), i[i < 2.5])
+    same(gpusort.compact(i, at_least=2.5), i[i >= 2.5])
+    same(gpusort.compact(i, below=float("nan")), i[:0])
+    u = np.array([0, 7, 255], np.uint8)
+    same(gpusort.compact(u, below=300), u)
+    same(gpusort.compact(u, at_least=300), u[:0])
+    same(gpusort.compact(u, at_least=-4), u)
+    k, v = gpusort.compact(u, below=300, values=np.arange(3))
+    same(v, np.arange(3))

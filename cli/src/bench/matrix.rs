@@ -170,6 +170,13 @@ fn after_larger(
         return Ok(out);
     }
     let big = 1usize << big_log;
+    // one array of larger keys for every type (sorted as u32, or as f32 before u32 keys): its
+    // words are generated once
+    let big_keys = transfer::buffer_from(
+        gpu,
+        "bench larger keys",
+        &generate::<u32>("uniform", big, 5),
+    )?;
     for &t in dtypes {
         if too_big(gpu, n as u64 * t.size() as u64).is_some() {
             continue;
@@ -179,11 +186,6 @@ fn after_larger(
         } else {
             KeyType::U32
         };
-        let big_keys = transfer::buffer_from(
-            gpu,
-            "bench larger keys",
-            &generate::<u32>("uniform", big, 5),
-        )?;
         let sorter = crate::tuning::sorter(gpu)?;
         let mut enc = gpu.device.create_command_encoder(&Default::default());
         sorter.record(
@@ -200,7 +202,6 @@ fn after_larger(
         )?;
         gpu.queue.submit([enc.finish()]);
         gpu.wait()?;
-        drop(big_keys);
         let seed = log as u64 * 1000 + t.code() as u64 * 10;
         let bytes = n as u64 * t.size() as u64;
         let keys = match t {

@@ -58,7 +58,12 @@ fn split(path: &Path, bytes: &[u8], keys: &[&str]) -> CliResult<Records> {
     let mut key_columns = Vec::new();
     let mut builders: Vec<StringBuilder> = keys.iter().map(|_| StringBuilder::new()).collect();
     loop {
-        let at = reader.position().byte() as usize;
+        // the reader stops after a record's first terminator byte (the \r of \r\n) and skips
+        // blank lines when it reads the next one: those bytes end the record before
+        let mut at = reader.position().byte() as usize;
+        while at < bytes.len() && (bytes[at] == b'\n' || bytes[at] == b'\r') {
+            at += 1;
+        }
         if !reader.read_byte_record(&mut record).map_err(bad)? {
             break;
         }
