@@ -1143,10 +1143,6 @@ fn bench_exports_are_checked_before_the_bench_runs() {
     assert_eq!(std::fs::read(&base).unwrap(), b"{}");
 }
 
-fn strs(args: &[&str]) -> Vec<String> {
-    args.iter().map(|a| a.to_string()).collect()
-}
-
 /// Values no engine takes are refused on every engine, with one line: the stencil's on-chip steps
 /// and time blocks on the CPU engine too, keys and values both on standard input.
 #[test]
@@ -1158,22 +1154,7 @@ fn values_no_engine_takes_are_refused_on_every_engine() {
     let g = s(&grid);
     let mut cases = Vec::new();
     for backend in ["cpu", "auto"] {
-        for k in ["0", "9", "1000"] {
-            cases.push((
-                strs(&[
-                    "--backend",
-                    backend,
-                    "stencil",
-                    &g,
-                    "--radius",
-                    "1",
-                    "--on-chip-steps",
-                    k,
-                ]),
-                "--on-chip-steps",
-            ));
-        }
-        cases.push((
+        let stencil = |flag: &str, v: &str| {
             strs(&[
                 "--backend",
                 backend,
@@ -1181,11 +1162,14 @@ fn values_no_engine_takes_are_refused_on_every_engine() {
                 &g,
                 "--radius",
                 "1",
-                "--time-block",
-                "0",
-            ]),
-            "--time-block 0",
-        ));
+                flag,
+                v,
+            ])
+        };
+        for k in ["0", "9", "1000"] {
+            cases.push((stencil("--on-chip-steps", k), "--on-chip-steps"));
+        }
+        cases.push((stencil("--time-block", "0"), "--time-block 0"));
     }
     let before = snapshot(d);
     assert_refused(&cases);

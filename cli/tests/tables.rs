@@ -288,9 +288,6 @@ fn the_datafusion_bench_suite_checks_its_rows() {
 }
 
 /// Owned arguments from borrowed ones.
-fn strs(args: &[&str]) -> Vec<String> {
-    args.iter().map(|a| a.to_string()).collect()
-}
 
 #[test]
 fn csv_sorts_keep_every_cell_as_written_and_the_header() {

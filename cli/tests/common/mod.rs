@@ -114,3 +114,9 @@ pub fn wait_for_temp_files(dir: &Path, count: usize) {
     }
     std::thread::sleep(std::time::Duration::from_millis(300));
 }
+
+/// Command-line words as owned strings (for argument lists built from paths).
+#[allow(dead_code)]
+pub fn strs(args: &[&str]) -> Vec<String> {
+    args.iter().map(|a| a.to_string()).collect()
+}
