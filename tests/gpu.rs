@@ -445,6 +445,29 @@ mod radix {
         }
     }
 
+    /// Histogram workgroups of one tile and of many (`Tuning::hist_chunks`; the default is 4), at
+    /// key counts around a histogram workgroup's share and on keys whose digits run long. The
+    /// histogram uses no subgroup operation, so one mode covers it.
+    #[test]
+    fn radix_histograms_of_one_tile_and_of_many() {
+        let gpu = gpu(false);
+        for chunks in [1, 16] {
+            let s = radix(gpu).tuned(gpu, |t| t.hist_chunks = chunks);
+            let what = format!("radix hist_chunks={chunks}");
+            let share = (chunks * s.radix_tile(false)) as usize;
+            let mut r = rng(chunks as u64 + 31);
+            for n in [share - 1, share + 1, 3 * share + 7] {
+                let uniform: Vec<u32> = (0..n).map(|_| r.random()).collect();
+                let sorted: Vec<u32> = (0..n as u32).collect();
+                for keys in [&uniform, &sorted] {
+                    check_sort(gpu, &s, keys, SortOrder::default(), &what);
+                }
+                let wide: Vec<u64> = (0..n).map(|_| r.random()).collect();
+                check_sort(gpu, &s, &wide, SortOrder::default(), &what);
+            }
+        }
+    }
+
     /// Sweeps whose workgroups loop over tiles (the default for payload sorts), with a few
     /// workgroups so each takes several tiles, and with every look-back taking the fallback.
     #[test]

@@ -6,6 +6,7 @@
 //! timed with GPU timestamps where the device has them. Every GPU result is checked once.
 
 mod compare;
+#[cfg(feature = "tables")]
 mod datafusion;
 pub(crate) mod keysets;
 mod matrix;
@@ -339,39 +340,61 @@ pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
         "driver: {}; gpusort {} ({})",
         report.driver, report.gpusort_version, report.commit
     );
-    // each suite is printed and exported as soon as it is done, so a failure later keeps it
+    // Each part of a suite (a size, or one datafusion source) is printed and exported as soon as
+    // it is measured: the first line comes within seconds, and a run cut short keeps its parts.
     for suite in SUITES.iter().filter(|s| args.suite.iter().any(|a| a == *s)) {
-        let cases = match *suite {
+        bar.suspend(|| print_header(suite));
+        let mut cases: Vec<Case> = Vec::new();
+        let mut emit = |part: Vec<Case>| -> CliResult {
+            bar.suspend(|| print_rows(&part));
+            report.cases.extend(part.iter().cloned());
+            export(&report, args)?;
+            cases.extend(part);
+            Ok(())
+        };
+        match *suite {
             "sort" => {
-                // exported part by part (the matrix size by size): a long run cut short keeps
-                // what it measured
-                let sizes = sizes_for(&[16, 18, 20, 22, 24, 26]);
-                let before = report.cases.len();
-                let mut cases = sort_suite(&ctx, &sizes)?;
-                report.cases.extend(cases.clone());
-                export(&report, args)?;
-                for &log in &sizes {
-                    let part = matrix::suite(&ctx, &[log], &dtypes, &key_sets)?;
-                    report.cases.extend(part.clone());
-                    export(&report, args)?;
-                    cases.extend(part);
+                for &log in &sizes_for(&[16, 18, 20, 22, 24, 26]) {
+                    emit(sort_suite(&ctx, &[log])?)?;
+                    emit(matrix::suite(&ctx, &[log], &dtypes, &key_sets)?)?;
                 }
-                report.cases.truncate(before);
-                cases
             }
-            "scan" => scan_suite(&ctx, &sizes_for(&[20, 24, 28]))?,
-            "transfer" => transfer_suite(&ctx, &sizes_for(&[24, 28]))?,
-            "stencil" => stencil::suite(&ctx, &sizes_for(&[24, 28]), quick, &stencil_names)?,
+            "scan" => {
+                for &log in &sizes_for(&[20, 24, 28]) {
+                    emit(scan_suite(&ctx, &[log])?)?;
+                }
+            }
+            "transfer" => {
+                for &log in &sizes_for(&[24, 28]) {
+                    emit(transfer_suite(&ctx, &[log])?)?;
+                }
+            }
+            "stencil" => {
+                for &log in &sizes_for(&[24, 28]) {
+                    emit(stencil::suite(&ctx, &[log], quick, &stencil_names)?)?;
+                }
+            }
             "multi" => {
                 let group = g.group()?;
-                multi::suite(&ctx, &group, &sizes_for(&[28, 31]), quick)?
+                for &log in &sizes_for(&[28, 31]) {
+                    emit(multi::suite(&ctx, &group, &[log], quick)?)?;
+                }
             }
+            #[cfg(feature = "tables")]
             "datafusion" => datafusion::suite(
                 g.gpu()?,
                 &sizes_for(&[27]),
                 args.reps.unwrap_or(if quick { 2 } else { 3 }).max(1),
                 args.data_dir.as_deref(),
+                &bar,
+                &mut emit,
             )?,
+            #[cfg(not(feature = "tables"))]
+            "datafusion" => {
+                return Err(CliError::usage(
+                    "the datafusion suite needs table support: this gpusort was built without the `tables` feature",
+                ))
+            }
             _ => {
                 let tasks = args.tasks.unwrap_or(if quick { 100 } else { 1000 }).max(1);
                 let sizes = if !args.sizes.is_empty() {
@@ -381,17 +404,17 @@ pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
                 } else {
                     vec![12, 16]
                 };
-                sched::suite(&ctx, tasks, &sizes)?
+                for &log in &sizes {
+                    emit(sched::suite(&ctx, tasks, &[log])?)?;
+                }
             }
-        };
+        }
         bar.suspend(|| {
-            print_suite(suite, &cases);
+            print_summary(&cases);
             if let Some(b) = &baseline {
                 compare::print(b, &cases);
             }
         });
-        report.cases.extend(cases);
-        export(&report, args)?;
     }
     bar.finish_and_clear();
     Ok(())
@@ -1138,72 +1161,75 @@ const HEADER: [&str; 7] = [
 /// The widest a terminal table gets; min/max, dispatches and notes are in the exports.
 const TABLE_WIDTH: usize = 100;
 
-/// One suite's table on stdout, within [`TABLE_WIDTH`] columns, then a summary line.
-fn print_suite(suite: &str, cases: &[Case]) {
-    const CASE_WIDTH: usize = 40;
-    let cut = |s: &str, w: usize| -> String {
-        if s.chars().count() <= w {
-            s.to_string()
-        } else {
-            let mut t: String = s.chars().take(w - 1).collect();
-            t.push('…');
-            t
-        }
-    };
-    let rows: Vec<[String; 5]> = cases
+/// The terminal table's columns (n, case, median, throughput, relative time): fixed, since rows
+/// are printed as they are measured, within [`TABLE_WIDTH`] columns.
+const COLUMNS: [usize; 5] = [5, 40, 10, 22, 13];
+
+/// One row of the terminal table, each cell cut or padded to its column.
+fn table_line(cells: [&str; 5]) -> String {
+    let text = cells
         .iter()
-        .map(|c| {
-            let measured = c.skipped.is_none();
-            [
-                format!("2^{}", (c.n as f64).log2() as u32),
-                cut(&c.case, CASE_WIDTH),
-                if measured {
-                    fmt_time(c.stats.median_s)
-                } else {
-                    "skipped".into()
-                },
-                if measured {
-                    format!("{:.3} {}", c.throughput, c.unit)
-                } else {
-                    c.skipped.clone().unwrap_or_default()
-                },
-                if measured && c.relative > 0.0 {
-                    format!("{:.2}×", c.relative)
-                } else {
-                    String::new()
-                },
-            ]
-        })
-        .collect();
-    let header = ["n", "case", "median", "throughput", "relative time"];
-    let mut w = [0usize; 5];
-    for row in rows
-        .iter()
-        .map(|r| r.each_ref().map(String::as_str))
-        .chain([header])
-    {
-        for (i, cell) in row.iter().enumerate() {
-            w[i] = w[i].max(cell.chars().count());
-        }
+        .zip(COLUMNS)
+        .map(|(c, w)| format!("{:<w$}", cut(c, w)))
+        .collect::<Vec<_>>()
+        .join("  ");
+    cut(text.trim_end(), TABLE_WIDTH)
+}
+
+fn cut(s: &str, w: usize) -> String {
+    if s.chars().count() <= w {
+        return s.to_string();
     }
+    let mut t: String = s.chars().take(w - 1).collect();
+    t.push('…');
+    t
+}
+
+/// A suite's title and the table's header, before its first case is measured.
+fn print_header(suite: &str) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "\n{suite}");
-    let line = |cells: [&str; 5]| {
-        let text = cells
-            .iter()
-            .enumerate()
-            .map(|(i, c)| format!("{c:<width$}", width = w[i]))
-            .collect::<Vec<_>>()
-            .join("  ");
-        cut(text.trim_end(), TABLE_WIDTH)
-    };
-    let _ = writeln!(out, "{}", line(header));
-    for row in &rows {
-        let _ = writeln!(out, "{}", line(row.each_ref().map(String::as_str)));
-    }
-    let skipped = cases.iter().filter(|c| c.skipped.is_some()).count();
     let _ = writeln!(
         out,
+        "{}",
+        table_line(["n", "case", "median", "throughput", "relative time"])
+    );
+    let _ = out.flush();
+}
+
+/// Cases as they are measured, a line each.
+fn print_rows(cases: &[Case]) {
+    let mut out = std::io::stdout().lock();
+    for c in cases {
+        let measured = c.skipped.is_none();
+        let cells = [
+            format!("2^{}", (c.n as f64).log2() as u32),
+            c.case.clone(),
+            if measured {
+                fmt_time(c.stats.median_s)
+            } else {
+                "skipped".into()
+            },
+            if measured {
+                format!("{:.3} {}", c.throughput, c.unit)
+            } else {
+                c.skipped.clone().unwrap_or_default()
+            },
+            if measured && c.relative > 0.0 {
+                format!("{:.2}×", c.relative)
+            } else {
+                String::new()
+            },
+        ];
+        let _ = writeln!(out, "{}", table_line(cells.each_ref().map(String::as_str)));
+    }
+    let _ = out.flush();
+}
+
+/// The line under a suite's table.
+fn print_summary(cases: &[Case]) {
+    let skipped = cases.iter().filter(|c| c.skipped.is_some()).count();
+    println!(
         "{} cases measured{}; min/max, dispatches and notes in --json / --markdown",
         cases.len() - skipped,
         if skipped > 0 {

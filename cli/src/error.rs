@@ -32,8 +32,14 @@ impl From<CoreError> for CliError {
             CoreError::InvalidInput(_) => 2,
             _ => 1,
         };
+        // the library names settings in words; the CLI adds the flags that set them
+        let flags = match e {
+            CoreError::OutOfMemory(_) => " (--gpu-memory, --adapter)",
+            CoreError::DeviceLost(_) => " (--adapter, --backend)",
+            _ => "",
+        };
         CliError {
-            message: e.to_string(),
+            message: format!("{e}{flags}"),
             code,
         }
     }

@@ -198,25 +198,22 @@ impl Global {
     }
 
     fn decide_engine(&self) -> Result<Engine, CliError> {
-        match self.backend {
-            Backend::Cpu => Ok(Engine::Cpu { why: "asked for" }),
-            Backend::Auto if self.adapter.is_none() && !self.names_devices() => {
-                // one listing decides (each creates an instance: tens of milliseconds)
-                let adapters = gpusort_core::device::list_adapters(&self.gpu_options())?;
-                Ok(if adapters.iter().any(|a| a.is_hardware()) {
-                    Engine::Gpu
-                } else if adapters.is_empty() {
-                    Engine::Cpu {
-                        why: "no GPU found",
-                    }
-                } else {
-                    Engine::Cpu {
-                        why: "no hardware GPU; --backend gpu uses the software adapter",
-                    }
-                })
-            }
-            _ => Ok(Engine::Gpu),
-        }
+        use gpusort_core::engine::{choose, Backend as Asked, Choice, CpuReason};
+        let asked = match self.backend {
+            Backend::Auto => Asked::Auto,
+            Backend::Cpu => Asked::Cpu,
+            _ => Asked::Gpu,
+        };
+        let named = self.adapter.is_some() || self.names_devices();
+        Ok(match choose(asked, named, &self.gpu_options())? {
+            Choice::Gpu => Engine::Gpu,
+            Choice::Cpu {
+                why: CpuReason::SoftwareOnly,
+            } => Engine::Cpu {
+                why: "no hardware GPU; --backend gpu uses the software adapter",
+            },
+            Choice::Cpu { why } => Engine::Cpu { why: why.words() },
+        })
     }
 
     /// With `--devices`: the adapter selectors it names, one a device (resolved once).
@@ -233,12 +230,12 @@ impl Global {
                 "--adapter and --devices both choose devices: give one of them",
             ));
         }
-        let spec = gpusort_core::multi::DeviceSpec::parse(spec)?;
+        let spec = gpusort_core::multi::DeviceSpec::parse(spec).map_err(as_flag)?;
         let options = GpuOptions {
             adapter: None,
             ..self.gpu_options_base()
         };
-        let selectors = spec.selectors(&options)?;
+        let selectors = spec.selectors(&options).map_err(as_flag)?;
         Ok(RESOLVED.get_or_init(|| Some(selectors)).clone())
     }
 
@@ -271,7 +268,8 @@ impl Global {
             Some(s) if s.len() > 1 => Ok(gpusort_core::multi::DeviceGroup::open(
                 &self.gpu_options(),
                 &gpusort_core::multi::DeviceSpec::List(s),
-            )?),
+            )
+            .map_err(as_flag)?),
             _ => Ok(gpusort_core::multi::DeviceGroup::from_gpus(vec![
                 self.gpu()?
             ])?),
@@ -280,7 +278,7 @@ impl Global {
 
     /// The GPU context; says on stderr when `auto` had to fall back to OpenGL.
     pub fn gpu(&self) -> Result<gpusort_core::Gpu, CliError> {
-        let gpu = gpusort_core::Gpu::new(&self.gpu_options())?;
+        let gpu = gpusort_core::Gpu::new(&self.gpu_options()).map_err(as_flag)?;
         if let Some(note) = fallback_note(&gpu.adapter.backend, &gpu.adapter.name, self.backend) {
             if !self.quiet {
                 eprintln!("gpusort: note: {note}");
@@ -288,6 +286,18 @@ impl Global {
         }
         Ok(gpu)
     }
+}
+
+/// A library error about a setting, named as the flag that sets it: the library says
+/// "devices '0': …" and "adapter \"x\": …", the CLI's user typed `--devices` and `--adapter`.
+fn as_flag(e: gpusort_core::Error) -> CliError {
+    let mut err = CliError::from(e);
+    for word in ["devices", "adapter"] {
+        if err.message.starts_with(&format!("invalid input: {word} ")) {
+            err.message = err.message.replacen("invalid input: ", "--", 1);
+        }
+    }
+    err
 }
 
 /// Where a command's jobs run (see [`Global::engine`]).
@@ -421,7 +431,7 @@ pub fn run(cli: &Cli) -> Result<(), CliError> {
     files::set_force(cli.global.force);
     // a bad --devices is a usage error even where the job would run on the CPU engine
     if let Some(spec) = &cli.global.devices {
-        gpusort_core::multi::DeviceSpec::parse(spec)?;
+        gpusort_core::multi::DeviceSpec::parse(spec).map_err(as_flag)?;
         if cli.global.adapter.is_some() {
             return Err(CliError::usage(
                 "--adapter and --devices both choose devices: give one of them",

@@ -15,7 +15,7 @@ use gpusort_core::schedule::{Batch, RunStats, Scheduler, Work};
 use gpusort_core::{Gpu, KeyType};
 
 use crate::error::{CliError, CliResult};
-use crate::files::{check_distinct, check_output_path, is_std, Format, Input, Named, Written};
+use crate::files::{check_distinct, check_output_path, is_std, Input, Named, Written};
 
 /// The inputs of a job and where each result goes.
 pub struct Files {
@@ -73,12 +73,8 @@ pub fn open_all(
                 "standard input (-) is one input: give it alone, with -o",
             ));
         }
-        // --dtype names what raw inputs hold; .npy inputs carry their own
-        let dtype = if Format::for_output(p) == Format::Npy {
-            None
-        } else {
-            dtype
-        };
+        // --dtype names what raw inputs hold; a .npy input carries its own, which must agree
+        // with a --dtype given (as the single-file form checks)
         inputs.push(if rows {
             Input::open_rows(p, dtype)?
         } else {

@@ -154,6 +154,9 @@ pub fn run(g: &Global, args: &StencilArgs) -> CliResult {
             "--time-block 0: a residency advances at least one step",
         ));
     }
+    if args.steps == 0 {
+        return Err(CliError::usage("--steps must be at least 1"));
+    }
     let asked_dtype = args.dtype.map(|d| match d {
         GridDtype::F32 => KeyType::F32,
         GridDtype::F64 => KeyType::F64,

@@ -1702,18 +1702,24 @@ fn many_files_sort_as_one_job() {
     let wide = dir.path().join("wide.npy");
     write_npy(&wide, &[f64_keys.len() as u64], &f64_keys);
     for (segment, desc) in [(None, false), (Some("1000"), true)] {
-        let mut cmd = gpusort();
-        cmd.args(["-q", "sort", "--dtype", "u32", "--verify", "--out-dir"])
-            .arg(&out)
-            .args(&inputs)
-            .arg(&wide);
-        if let Some(s) = segment {
-            cmd.args(["--segment-size", s]);
+        // the raw files with their --dtype; the f64 .npy (whose header a --dtype u32 would
+        // contradict) in a job of its own
+        for files in [&inputs[..], std::slice::from_ref(&wide)] {
+            let mut cmd = gpusort();
+            cmd.args(["-q", "sort", "--verify", "--out-dir"])
+                .arg(&out)
+                .args(files);
+            if files.len() > 1 {
+                cmd.args(["--dtype", "u32"]);
+            }
+            if let Some(s) = segment {
+                cmd.args(["--segment-size", s]);
+            }
+            if desc {
+                cmd.arg("--descending");
+            }
+            cmd.assert().success();
         }
-        if desc {
-            cmd.arg("--descending");
-        }
-        cmd.assert().success();
         let order = SortOrder {
             descending: desc,
             segment_size: segment.map(|s| s.parse().unwrap()),
@@ -1815,7 +1821,7 @@ fn many_files_scan_and_compact() {
             "{stdout}"
         );
     }
-    // partition: 32-bit files merged, the largest one by one; a float file as .npy
+    // partition: 32-bit files merged, the largest one by one; a float file as .npy, on its own
     let floats: Vec<f32> = f32_specials().into_iter().cycle().take(777).collect();
     let fpath = dir.path().join("f.npy");
     write_npy(&fpath, &[floats.len() as u64], &floats);
@@ -1832,7 +1838,6 @@ fn many_files_scan_and_compact() {
         ])
         .arg(&out)
         .args(&inputs)
-        .arg(&fpath)
         .output()
         .unwrap();
     assert!(
@@ -1840,6 +1845,13 @@ fn many_files_scan_and_compact() {
         "{}",
         String::from_utf8_lossy(&run.stderr)
     );
+    // the .npy carries its own dtype (a --dtype u32 beside it would contradict its header)
+    gpusort()
+        .args(["-q", "partition", "--pivot", "7", "--verify", "--out-dir"])
+        .arg(&out)
+        .arg(&fpath)
+        .assert()
+        .success();
     for (i, p) in inputs.iter().enumerate() {
         let keys = read_u32(p);
         let split = keys.iter().filter(|&&k| k < 7).count();

@@ -1219,7 +1219,68 @@ fn a_table_sort_on_a_full_disk_fails_as_work_not_as_usage() {
             err.contains("no output was written") || err.contains("nothing was written"),
             "{args}: {err}"
         );
+        // the line names the input, and where the spill went
+        assert!(err.contains("sorting t.csv"), "{args}: {err}");
+        if args.contains("--tmp-dir") {
+            assert!(err.contains("(spilling to spill)"), "{args}: {err}");
+        }
         assert_eq!(snapshot(d), before, "{args}: nothing changed");
         assert!(temp_files(d).is_empty());
     }
+}
+
+/// .npy inputs that say one thing and hold another, each refused with one line (exit 2), nothing
+/// written: a header in JSON's words (NumPy reads Python literals), an f32 file in a many-file job
+/// of `--dtype u32` (the single-file form refuses it too), and a stream that runs on past the
+/// elements its header gives (an endless one: refused as it overruns, not after filling $TMPDIR).
+#[cfg(unix)]
+#[test]
+fn npy_inputs_that_contradict_themselves_or_their_flags_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let header = b"{\"descr\": \"<f4\", \"fortran_order\": false, \"shape\": [4]}";
+    let mut json = b"\x93NUMPY\x01\x00".to_vec();
+    let pad = 128 - 10 - header.len() - 1;
+    json.extend_from_slice(&((header.len() + pad + 1) as u16).to_le_bytes());
+    json.extend_from_slice(header);
+    json.extend(std::iter::repeat_n(b' ', pad));
+    json.push(b'\n');
+    json.extend(std::iter::repeat_n(0u8, 16));
+    std::fs::write(d.join("json.npy"), &json).unwrap();
+    write_npy(&d.join("f.npy"), &[3], &[3.0f32, 1.0, 2.0]);
+    std::fs::write(d.join("raw.bin"), 7u32.to_le_bytes().repeat(3)).unwrap();
+    write_npy(&d.join("ten.npy"), &[10], &(0..10u32).collect::<Vec<_>>());
+    let before = snapshot(d);
+    for (args, says) in [
+        ("sort json.npy -o out.npy", "is not a valid .npy file"),
+        (
+            "sort raw.bin f.npy --dtype u32 --out-dir o",
+            "holds f32 but --dtype u32 was given",
+        ),
+    ] {
+        let out = gpusort()
+            .current_dir(d)
+            .args(args.split(' '))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args}");
+        assert!(one_line(&out.stderr).contains(says), "{args}");
+    }
+    // ten elements, then zeros without end
+    let out = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "cat ten.npy /dev/zero | GPUSORT_BACKEND=gpu timeout 60 '{}' sort - -o out.npy",
+            assert_cmd::cargo::cargo_bin("gpusort").display()
+        ))
+        .current_dir(d)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = one_line(&out.stderr);
+    let whole = std::fs::metadata(d.join("ten.npy")).unwrap().len();
+    let says = format!("holds more bytes than its .npy header says ({whole} in all)");
+    assert!(err.contains(&says), "{err}");
+    assert_eq!(snapshot(d), before);
+    assert!(!d.join("o").exists());
 }

@@ -354,6 +354,47 @@ fn csv_sorts_keep_every_cell_as_written_and_the_header() {
     assert_eq!(got, format!("k,i\n{}\n", lines.join("\n")));
 }
 
+/// A folder of CSV files sorted into one CSV file: every record keeps its bytes, the header comes
+/// once, keys compare by the type the files' columns share (integers beside floats: numbers), and
+/// equal keys keep the order of file names, then of records; files whose headers differ are one
+/// line and exit 2.
+#[test]
+fn a_folder_of_csv_files_sorts_into_one_keeping_every_cell() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("parts");
+    std::fs::create_dir(&d).unwrap();
+    std::fs::write(d.join("a.csv"), "k,zip\n10,007\n2,00123\n2,first\n").unwrap();
+    std::fs::write(d.join("b.csv"), "k,zip\n2.5,\"0, 1\"\n2,second\n-1,1e5").unwrap();
+    std::fs::write(d.join("c.csv"), "k,zip\n").unwrap();
+    let out = dir.path().join("out.csv");
+    gpusort()
+        .args(["-q", "sort"])
+        .arg(&d)
+        .args(["--by", "k", "-o"])
+        .arg(&out)
+        .assert()
+        .success();
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap(),
+        "k,zip\n-1,1e5\n2,00123\n2,first\n2,second\n2.5,\"0, 1\"\n10,007\n"
+    );
+    std::fs::write(d.join("d.csv"), "k,other\n1,x\n").unwrap();
+    let run = gpusort()
+        .args(["-q", "sort"])
+        .arg(&d)
+        .args(["--by", "k", "-o"])
+        .arg(dir.path().join("never.csv"))
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        err.contains("one table") && err.lines().count() == 1,
+        "{err}"
+    );
+    assert!(!dir.path().join("never.csv").exists());
+}
+
 #[test]
 fn a_csv_of_a_header_alone_keeps_it() {
     let dir = tempfile::tempdir().unwrap();

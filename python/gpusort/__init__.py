@@ -72,10 +72,20 @@ _WIDER = {
 }
 
 
+def _plain(a, what="a"):
+    """`a` as an ndarray; masked arrays are refused rather than silently unmasked."""
+    if isinstance(a, np.ma.MaskedArray):
+        raise TypeError(
+            f"{what} is a masked array, which gpusort does not take: pass {what}.compressed() "
+            f"(the unmasked values) or {what}.filled(value)"
+        )
+    return np.asarray(a)
+
+
 def _keys(a, what="a"):
     """(`a` as an array of a dtype the kernels take, `a`'s own dtype): native byte order, and
     8/16-bit integers, float16 and bool widened (not copied where it need not be)."""
-    arr = np.asarray(a)
+    arr = _plain(a, what)
     own = arr.dtype
     native = own.newbyteorder("=")
     if native in _KEY_DTYPES:
@@ -179,7 +189,7 @@ def sort(a, axis=-1, kind=None, order=None, *, descending=False, values=None):
         keys = np.take_along_axis(moved, perm, axis=-1)
         if values is None:
             return _own(_from_last(keys, axis), own)
-        vals = np.asarray(values)
+        vals = _plain(values, "values")
         if vals.shape != arr.shape:
             raise ValueError(f"values have shape {vals.shape} but the keys {arr.shape}")
         taken = np.take_along_axis(_to_last(vals, axis), perm, axis=-1)
@@ -187,7 +197,7 @@ def sort(a, axis=-1, kind=None, order=None, *, descending=False, values=None):
     if values is None:
         keys, _ = _sorted(moved, descending, False)
         return _own(_from_last(keys.reshape(moved.shape), axis), own)
-    vals = np.asarray(values)
+    vals = _plain(values, "values")
     if vals.shape != arr.shape:
         raise ValueError(f"values have shape {vals.shape} but the keys {arr.shape}")
     vals = _to_last(vals, axis)
@@ -205,6 +215,8 @@ def argsort(a, axis=-1, kind=None, order=None, *, descending=False):
     +0.0 equal, in their input order, as in NumPy. ``kind`` and ``order`` as in ``sort``."""
     descending = _sort_options(kind, order, descending)
     arr, _ = _keys(a)
+    if arr.ndim == 0:
+        return np.zeros(1, dtype=np.int64)  # NumPy takes a 0-d array as one element
     if _signed_zeros(arr):
         arr = arr + arr.dtype.type(0)  # -0.0 + 0.0 is +0.0; every other value (NaNs too) stays
     moved = _to_last(arr, axis)
@@ -256,13 +268,50 @@ def scan(a, op="add", *, exclusive=False):
     return out
 
 
-def cumsum(a, *, exclusive=False):
-    """``np.cumsum(a)``, dtype included (signed integers and bool widen to int64, unsigned ones
-    to uint64, as NumPy does); ``exclusive=True`` starts from 0 and leaves out each element
-    itself."""
-    if np.asarray(a).dtype.kind == "b":
-        a = np.asarray(a, dtype=np.int32)  # np.cumsum counts bools in int64
-    arr, _ = _scannable(a)
+# rows at least this long are scanned one by one on the engine; shorter rows along an axis take
+# NumPy's own cumsum, where a call per row would cost more than the sums
+_ROW_SCAN_MIN = 1 << 15
+
+
+def cumsum(a, axis=None, dtype=None, out=None, *, exclusive=False):
+    """``np.cumsum(a, axis, dtype, out)``: along `axis` (None: the flattened array), in `dtype`
+    (default: NumPy's rule, signed integers and bool widen to int64, unsigned ones to uint64;
+    with `out` and no `dtype`, out's dtype, as NumPy accumulates), into `out` where given.
+    ``exclusive=True`` starts from 0 and leaves out each element itself. Rows along an axis
+    shorter than 2^15 elements are NumPy's own cumsum (a call per row costs more there)."""
+    arr = _plain(a)
+    if out is not None and not isinstance(out, np.ndarray):
+        raise TypeError(f"out must be a NumPy array, not {type(out).__name__}")
+    acc = np.dtype(dtype) if dtype is not None else (out.dtype if out is not None else None)
+    x = arr.reshape(-1) if axis is None else np.moveaxis(arr, axis, -1)
+    if x.ndim <= 1:
+        res = _cumsum_flat(x, acc, exclusive)
+    elif x.shape[-1] >= _ROW_SCAN_MIN:
+        rows = x.reshape(-1, x.shape[-1])
+        res = np.stack([_cumsum_flat(r, acc, exclusive) for r in rows]).reshape(x.shape)
+    else:
+        res = np.cumsum(x, axis=-1, dtype=acc)
+        if exclusive:
+            shifted = np.zeros_like(res)
+            shifted[..., 1:] = res[..., :-1]
+            res = shifted
+    if axis is not None:
+        res = np.ascontiguousarray(np.moveaxis(res, -1, axis))
+    if out is None:
+        return res
+    if out.shape != res.shape:
+        raise ValueError(f"out has shape {out.shape}; the result's is {res.shape}")
+    out[...] = res
+    return out
+
+
+def _cumsum_flat(x, acc, exclusive):
+    """The cumsum of 1-D `x` on the engine: in `acc` where given, else by NumPy's dtype rule."""
+    if acc is not None:
+        return scan(x.astype(acc, copy=False), "add", exclusive=exclusive)
+    if x.dtype.kind == "b":
+        x = x.astype(np.int32)  # np.cumsum counts bools in int64
+    arr, _ = _scannable(x)
     flat = _flat(arr)
     if flat.size == 0:
         return np.cumsum(flat)
@@ -299,7 +348,7 @@ def _split(a, kind, pivot, keep_rest, values, what):
     flat = _flat(arr)
     vals = None
     if values is not None:
-        vals = _flat(np.asarray(values))
+        vals = _flat(_plain(values, "values"))
         if vals.shape != flat.shape:
             raise ValueError(f"values have {vals.size} elements but the array {flat.size}")
     p = None
@@ -381,7 +430,7 @@ def compact(a, *, below=None, at_least=None, nonzero=False, values=None):
     arr, own = _keys(a)
     how, pivot = _threshold(arr, own, below if below is not None else at_least, kind)
     flat = _flat(np.asarray(a))
-    vals = None if values is None else _flat(np.asarray(values))
+    vals = None if values is None else _flat(_plain(values, "values"))
     if vals is not None and vals.shape != flat.shape:
         raise ValueError(f"values have {vals.size} elements but the array {flat.size}")
     if how != "pivot":
@@ -403,12 +452,12 @@ def compact(a, *, below=None, at_least=None, nonzero=False, values=None):
 _BOUNDARIES = ("reflect", "constant", "nearest", "mirror", "wrap")
 
 
-def stencil(grid, *, radius=1, stencil="star", weights=None, boundary="reflect", cval=0.0, steps=1):
+def stencil(grid, *, radius=None, stencil="star", weights=None, boundary="reflect", cval=0.0, steps=1):
     """`steps` Jacobi steps of a stencil over a 2-D or 3-D float32/float64 grid: equal weights
     summing to 1 on a ``"star"`` (the axes) or ``"box"`` of `radius`, or ``weights``, a dense
     (2R+1)^d array applied like ``scipy.ndimage.correlate(grid, weights, mode=boundary,
     cval=cval)`` each step. Grids larger than GPU memory stream through it in sub-blocks."""
-    g = np.asarray(grid)
+    g = _plain(grid, "grid")
     if g.dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
         raise TypeError(f"stencil grids are float32 or float64, not {g.dtype}")
     if g.ndim not in (2, 3):
@@ -417,8 +466,8 @@ def stencil(grid, *, radius=1, stencil="star", weights=None, boundary="reflect",
         raise ValueError(f"unknown boundary {boundary!r} (one of {', '.join(_BOUNDARIES)})")
     if stencil not in ("star", "box"):
         raise ValueError(f"unknown stencil {stencil!r} (star or box)")
-    if int(steps) != steps or steps < 1:
-        raise ValueError(f"steps must be a positive integer, not {steps!r}")
+    if int(steps) != steps or not 1 <= steps < 2**32:
+        raise ValueError(f"steps must be an integer from 1 to 2**32 - 1, not {steps!r}")
     w = None
     if weights is not None:
         w = np.asarray(weights, dtype=np.float64)
@@ -427,10 +476,15 @@ def stencil(grid, *, radius=1, stencil="star", weights=None, boundary="reflect",
             raise ValueError(
                 f"weights have shape {w.shape}; a {g.ndim}-D grid needs a (2R+1)^{g.ndim} array"
             )
+        # the weights give the radius; one given beside them must agree
+        if radius is not None and radius != side // 2:
+            raise ValueError(f"radius={radius!r} disagrees with weights of shape {w.shape}")
         radius = side // 2
         w = _flat(w)
-    if int(radius) != radius or radius < 1:
-        raise ValueError(f"radius must be a positive integer, not {radius!r}")
+    if radius is None:
+        radius = 1
+    if int(radius) != radius or not 1 <= radius < 2**32:
+        raise ValueError(f"radius must be an integer from 1 to 2**32 - 1, not {radius!r}")
     cv = float(_pivot(cval, g.dtype, "cval")[0])
     return _native.stencil(
         np.ascontiguousarray(g), int(radius), stencil, w, boundary, cv, int(steps)

@@ -42,7 +42,14 @@ def argsort(
     descending: bool = ...,
 ) -> npt.NDArray[np.int64]: ...
 def scan(a: npt.ArrayLike, op: _Op = ..., *, exclusive: bool = ...) -> npt.NDArray: ...
-def cumsum(a: npt.ArrayLike, *, exclusive: bool = ...) -> npt.NDArray: ...
+def cumsum(
+    a: npt.ArrayLike,
+    axis: Optional[int] = ...,
+    dtype: Optional[npt.DTypeLike] = ...,
+    out: Optional[npt.NDArray] = ...,
+    *,
+    exclusive: bool = ...,
+) -> npt.NDArray: ...
 def partition(
     a: npt.ArrayLike, pivot: Union[int, float], *, values: Optional[npt.ArrayLike] = ...
 ) -> Union[Tuple[npt.NDArray, int], Tuple[npt.NDArray, npt.NDArray, int]]: ...
@@ -57,7 +64,7 @@ def compact(
 def stencil(
     grid: npt.ArrayLike,
     *,
-    radius: int = ...,
+    radius: Optional[int] = ...,
     stencil: Literal["star", "box"] = ...,
     weights: Optional[npt.ArrayLike] = ...,
     boundary: _Boundary = ...,

@@ -23,8 +23,9 @@ use pyo3::types::PyDict;
 
 use crate::pool::ResultBuf;
 
+// named by its full module path, so that pickle (multiprocessing's workers) finds it again
 pyo3::create_exception!(
-    _native,
+    gpusort._native,
     GpuError,
     PyRuntimeError,
     "A failure on the device (or of gpusort itself) while doing valid work."
@@ -103,13 +104,16 @@ fn engine() -> PyResult<Arc<Engine>> {
         adapter: settings.adapter.clone(),
         ..GpuOptions::default()
     };
-    let cpu = match backend {
-        "cpu" => true,
-        "auto" if settings.adapter.is_none() => {
-            !gpusort_core::device::hardware_adapter_present(&options).map_err(to_py)?
-        }
-        _ => false,
+    // the library decides, as for the CLI and DataFusion
+    let asked = match backend {
+        "auto" => gpusort_core::engine::Backend::Auto,
+        "cpu" => gpusort_core::engine::Backend::Cpu,
+        _ => gpusort_core::engine::Backend::Gpu,
     };
+    let cpu = matches!(
+        gpusort_core::engine::choose(asked, settings.adapter.is_some(), &options).map_err(to_py)?,
+        gpusort_core::engine::Choice::Cpu { .. }
+    );
     let e = Arc::new(if cpu {
         Engine::Cpu
     } else {

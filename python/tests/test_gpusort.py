@@ -366,7 +366,19 @@ def test_bad_types_and_arguments_raise_the_right_exception():
         gpusort.stencil(np.zeros((4, 4), np.float32), weights=np.ones((2, 2)))
     with pytest.raises(ValueError):
         gpusort.use(backend="abacus")
+    # arguments beyond what the engine takes, or contradicting each other: ValueError, not
+    # OverflowError or a silent choice
+    for kw in ({"radius": 2**40}, {"steps": 2**32}, {"radius": 0}):
+        with pytest.raises(ValueError):
+            gpusort.stencil(np.zeros((4, 4), np.float32), **kw)
+    with pytest.raises(ValueError, match="disagrees"):
+        gpusort.stencil(np.zeros((8, 8), np.float32), radius=2, weights=np.ones((3, 3)) / 9)
     assert issubclass(gpusort.GpuError, RuntimeError)
+    # multiprocessing's workers send errors back pickled
+    import pickle
+
+    back = pickle.loads(pickle.dumps(gpusort.GpuError("device lost")))
+    assert type(back) is gpusort.GpuError and str(back) == "device lost"
 
 
 def test_one_context_serves_many_calls(engine):
@@ -548,3 +560,42 @@ def test_compact_compares_as_numpy_masks_do():
     same(gpusort.compact(u, at_least=-4), u)
     k, v = gpusort.compact(u, below=300, values=np.arange(3))
     same(v, np.arange(3))
+
+
+def test_cumsum_takes_numpys_axis_dtype_and_out(engine):
+    rng = np.random.default_rng(70)
+    grid = rng.integers(-1000, 1000, size=(3, 5, 4)).astype(np.int32)
+    for axis in (None, 0, 1, 2, -1):
+        np.testing.assert_array_equal(gpusort.cumsum(grid, axis=axis), np.cumsum(grid, axis=axis))
+        got = gpusort.cumsum(grid, axis=axis, dtype=np.int8)
+        assert got.dtype == np.int8
+        np.testing.assert_array_equal(got, np.cumsum(grid, axis=axis, dtype=np.int8))
+    # rows long enough to be scanned one by one on the engine
+    long = rng.integers(0, 100, size=(2, 1 << 15)).astype(np.uint32)
+    np.testing.assert_array_equal(gpusort.cumsum(long, axis=1), np.cumsum(long, axis=1))
+    ex = gpusort.cumsum(long, axis=1, exclusive=True)
+    np.testing.assert_array_equal(ex[:, 1:], np.cumsum(long, axis=1)[:, :-1])
+    assert (ex[:, 0] == 0).all()
+    ex = gpusort.cumsum(grid, axis=0, exclusive=True)
+    np.testing.assert_array_equal(ex[1:], np.cumsum(grid, axis=0)[:-1])
+    # out: filled and returned, accumulating in its dtype as NumPy does
+    a = np.array([2**31 - 1, 1, 1], np.int32)
+    out = np.empty(3, np.int32)
+    assert gpusort.cumsum(a, out=out) is out
+    np.testing.assert_array_equal(out, np.cumsum(a, out=np.empty(3, np.int32)))
+    f = np.array([16777216, 1, 1])
+    out = np.empty(3, np.float32)
+    gpusort.cumsum(f, out=out)
+    np.testing.assert_array_equal(out, np.cumsum(f, out=np.empty(3, np.float32)))
+    with pytest.raises(ValueError):
+        gpusort.cumsum(a, out=np.empty(4, np.int32))
+    with pytest.raises(TypeError):
+        gpusort.cumsum(a, out=[0, 0, 0])
+
+
+def test_zero_d_argsort_and_masked_arrays_as_numpy_would_have_them(engine):
+    np.testing.assert_array_equal(gpusort.argsort(np.array(3)), np.argsort(np.array(3)))
+    masked = np.ma.array([3, 1, 2], mask=[0, 1, 0])
+    for f in (gpusort.sort, gpusort.argsort, gpusort.cumsum, lambda m: gpusort.scan(m, "max")):
+        with pytest.raises(TypeError, match="masked"):
+            f(masked)

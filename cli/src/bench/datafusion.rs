@@ -127,16 +127,19 @@ pub fn suite(
     sizes: &[u32],
     reps: usize,
     data_dir: Option<&Path>,
-) -> Result<Vec<Case>, CliError> {
+    bar: &indicatif::ProgressBar,
+    emit: &mut dyn FnMut(Vec<Case>) -> Result<(), CliError>,
+) -> Result<(), CliError> {
     let engine = Arc::new(SortEngine::from_gpu(gpu).map_err(err)?);
     let parts = rayon::current_num_threads();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(err)?;
-    let mut cases = Vec::new();
     for &log in sizes {
         let n = 1usize << log;
+        // a long case says what it is doing (DataFusion's own sort of 2^27 rows: ~20 s a run)
+        bar.set_message(format!("datafusion 2^{log}: making the table"));
         let (schema, partitions) = table(n, parts)?;
         let mem = Arc::new(MemTable::try_new(schema, partitions).map_err(err)?);
         let kept;
@@ -178,6 +181,9 @@ pub fn suite(
                     .map_err(err)
                 })
             };
+            bar.set_message(format!(
+                "datafusion 2^{log}: {source}, DataFusion's own sort then GpuSortExec"
+            ));
             let cpu = context(None, parts);
             register(&cpu)?;
             let gpu = context(Some(engine.clone()), parts);
@@ -201,6 +207,7 @@ pub fn suite(
             }
             let mrows = n as f64 / 1e6;
             let base_s = cpu_stats.median_s;
+            let mut cases = Vec::new();
             cases.push(Case::measured(
                 "datafusion",
                 format!("{source}: DataFusion's sort, {parts} threads"),
@@ -221,7 +228,8 @@ pub fn suite(
                 .relative_to(base_s)
                 .with_note(format!("{}; same rows as DataFusion", engine.describe())),
             );
+            emit(cases)?;
         }
     }
-    Ok(cases)
+    Ok(())
 }

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use gpusort_core::KeyType;
 use memmap2::Mmap;
 
-use super::npy::{parse_npy, NPY_MAGIC};
+use super::npy::{npy_file_len, npy_header_end, parse_npy, MAX_NPY_HEADER, NPY_MAGIC};
 use super::{job, Format};
 use crate::error::CliError;
 
@@ -127,14 +127,37 @@ fn open_source(path: &Path) -> Result<Source, CliError> {
 
 /// Read a stream to its end: into memory up to the budget, the rest through an unnamed
 /// temporary file (gone when closed, even after `kill -9`), which is then mapped.
+/// A .npy stream is read no further than its header says, plus one byte: a stream longer than
+/// that (an endless one too) is refused as soon as it overruns, before it fills memory or disk.
 fn read_stream(mut r: impl Read, shown: &str) -> Result<Bytes, CliError> {
     let err = |e: std::io::Error| CliError::runtime(format!("cannot read {shown}: {e}"));
     let limit = stream_memory();
     let mut buf = Vec::new();
+    // the .npy header, where the stream starts with one
+    (&mut r).take(12).read_to_end(&mut buf).map_err(err)?;
+    let mut whole = None;
+    if let Some(end) = npy_header_end(&buf).filter(|&e| e <= MAX_NPY_HEADER + 12) {
+        (&mut r)
+            .take((end - buf.len()) as u64)
+            .read_to_end(&mut buf)
+            .map_err(err)?;
+        whole = npy_file_len(&buf);
+    }
+    // at most one byte past the end a .npy header gives
+    let mut r = (&mut r).take(whole.map_or(u64::MAX, |w| w + 1 - buf.len() as u64));
+    let overrun = |got: u64| -> CliError {
+        CliError::usage(format!(
+            "{shown} holds more bytes than its .npy header says ({} in all); stopped reading at byte {got}",
+            whole.unwrap_or(0)
+        ))
+    };
     (&mut r)
-        .take(limit.saturating_add(1))
+        .take((limit + 1).saturating_sub(buf.len() as u64))
         .read_to_end(&mut buf)
         .map_err(err)?;
+    if whole.is_some_and(|w| buf.len() as u64 > w) {
+        return Err(overrun(buf.len() as u64));
+    }
     if (buf.len() as u64) <= limit {
         return Ok(if buf.is_empty() {
             Bytes::Empty
@@ -150,8 +173,15 @@ fn read_stream(mut r: impl Read, shown: &str) -> Result<Bytes, CliError> {
     };
     let mut file = tempfile::tempfile().map_err(spill_err)?;
     file.write_all(&buf).map_err(spill_err)?;
+    let held = buf.len() as u64;
     drop(buf);
-    std::io::copy(&mut r, &mut file).map_err(err)?;
+    let copied = std::io::copy(&mut r, &mut file).map_err(err)?;
+    if let Some(w) = whole {
+        let got = held + copied;
+        if got > w {
+            return Err(overrun(got));
+        }
+    }
     // SAFETY: an unnamed temporary file that no other process can open or truncate.
     let map = unsafe { Mmap::map(&file) }.map_err(spill_err)?;
     Ok(Bytes::Map(map))

@@ -17,6 +17,7 @@ mod platform;
 use std::path::Path;
 
 pub use input::{is_std, set_stream_memory, Input};
+#[cfg(feature = "tables")]
 pub(crate) use job::watch_input;
 pub use job::{
     abandon, check_distinct, create_out_dir, finish, interrupted, remove_pending_now, Finished,

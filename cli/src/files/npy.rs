@@ -8,7 +8,7 @@ pub(crate) const NPY_MAGIC: &[u8] = b"\x93NUMPY";
 /// dtype's list of tuples is 3).
 const MAX_NPY_NESTING: i32 = 3;
 /// A sane upper bound for an .npy header; real ones are under 4 KiB.
-const MAX_NPY_HEADER: usize = 1 << 20;
+pub(crate) const MAX_NPY_HEADER: usize = 1 << 20;
 
 fn npy_dtype(descr: &str) -> Option<KeyType> {
     Some(match descr {
@@ -44,12 +44,65 @@ pub struct NpyLayout {
     pub offset: usize,
 }
 
+/// A parser's message as one line: its first line and its verdict (`= expected value`), without
+/// the echoed source and caret lines between them.
+fn one_line(msg: &str) -> String {
+    let mut lines = msg.lines().map(str::trim).filter(|l| !l.is_empty());
+    let first = lines
+        .next()
+        .unwrap_or("unreadable header")
+        .trim_end_matches(':');
+    let verdict: Vec<&str> = lines.filter_map(|l| l.strip_prefix("= ")).collect();
+    match verdict.is_empty() {
+        true => first.to_string(),
+        false => format!("{first}: {}", verdict.join("; ")),
+    }
+}
+
 /// Parse and check a whole .npy file's bytes: magic, version, header length, the header itself
 /// (through npyz), dtype (one gpusort handles, matching `dtype` if given), C order, at least one
 /// dimension, and a data size that matches the shape. Errors read as the end of a sentence
 /// about the file ("is not a valid .npy file: ..."). Never panics, whatever the bytes (fuzzed:
 /// fuzz/fuzz_targets/npy_header.rs).
 pub fn parse_npy(bytes: &[u8], dtype: Option<KeyType>) -> Result<NpyLayout, String> {
+    let layout = parse_npy_header(bytes, dtype)?;
+    let data = bytes.len() - layout.offset;
+    if Some(data) != layout.len.checked_mul(layout.dtype.size()) {
+        return Err(format!(
+            "is not a valid .npy file: the header says {} elements ({} bytes) but {data} bytes follow",
+            layout.len,
+            layout.len.saturating_mul(layout.dtype.size())
+        ));
+    }
+    Ok(layout)
+}
+
+/// The bytes a whole .npy file whose first bytes are `head` holds (header and data), where
+/// `head` holds a header that parses: a stream need not be read past them.
+pub fn npy_file_len(head: &[u8]) -> Option<u64> {
+    let l = parse_npy_header(head, None).ok()?;
+    (l.len as u64)
+        .checked_mul(l.dtype.size() as u64)?
+        .checked_add(l.offset as u64)
+}
+
+/// The bytes a .npy header says follow it and the header's own length, from the first
+/// `8 + 2..4` bytes of a file (None: not a .npy file, or too few bytes).
+pub fn npy_header_end(head: &[u8]) -> Option<usize> {
+    if !head.starts_with(NPY_MAGIC) || head.len() < 10 {
+        return None;
+    }
+    match head[6] {
+        1 => Some(10 + u16::from_le_bytes([head[8], head[9]]) as usize),
+        2 | 3 if head.len() >= 12 => {
+            Some(12 + u32::from_le_bytes([head[8], head[9], head[10], head[11]]) as usize)
+        }
+        _ => None,
+    }
+}
+
+/// [`parse_npy`]'s checks of the header alone: `bytes` need only reach the header's end.
+fn parse_npy_header(bytes: &[u8], dtype: Option<KeyType>) -> Result<NpyLayout, String> {
     let bad = |why: String| format!("is not a valid .npy file: {why}");
     if !bytes.starts_with(NPY_MAGIC) {
         return Err(bad("missing the \\x93NUMPY magic".into()));
@@ -93,7 +146,8 @@ pub fn parse_npy(bytes: &[u8], dtype: Option<KeyType>) -> Result<NpyLayout, Stri
         )));
     }
     let mut reader: &[u8] = &bytes[..offset];
-    let header = npyz::NpyHeader::from_reader(&mut reader).map_err(|e| bad(e.to_string()))?;
+    let header =
+        npyz::NpyHeader::from_reader(&mut reader).map_err(|e| bad(one_line(&e.to_string())))?;
     let npy = npyz::NpyFile::with_header(header, std::io::empty());
     let descr = match npy.dtype() {
         npyz::DType::Plain(ts) => ts.to_string(),
@@ -129,13 +183,6 @@ pub fn parse_npy(bytes: &[u8], dtype: Option<KeyType>) -> Result<NpyLayout, Stri
         .iter()
         .try_fold(1usize, |a, &n| a.checked_mul(n))
         .ok_or_else(|| bad(format!("the shape {shape:?} is too large")))?;
-    let data = bytes.len() - offset;
-    if Some(data) != len.checked_mul(file_dtype.size()) {
-        return Err(bad(format!(
-            "the header says {len} elements ({} bytes) but {data} bytes follow",
-            len.saturating_mul(file_dtype.size())
-        )));
-    }
     Ok(NpyLayout {
         dtype: file_dtype,
         shape,

@@ -3,19 +3,20 @@
 //! sorted by the session's engine with each record's position as the last key (a stable sort);
 //! then the header and every record are written back as the very bytes they were (quoting,
 //! leading zeros, number spellings, line ends), in the new order. A file without records keeps
-//! its header.
+//! its header. A folder of CSV files is one table: the same header in each, written once.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
 use datafusion::arrow::array::{Array, ArrayRef, RecordBatch, StringBuilder, UInt64Array};
-use datafusion::arrow::compute::cast;
+use datafusion::arrow::compute::{cast, concat};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::prelude::{col, SessionContext};
 use memmap2::Mmap;
 
-use super::{classify, ByKey, TableTimes};
+use super::engine::{classify, TableTimes};
+use super::ByKey;
 use crate::error::{CliError, CliResult};
 use crate::files::{shown, Output};
 
@@ -140,50 +141,141 @@ fn column_types(path: &Path, bytes: &[u8]) -> CliResult<Vec<DataType>> {
         .collect())
 }
 
-/// Sort the CSV file `input` by `by` (directions as resolved by the caller: `(ascending,
-/// nulls_first)` per key) into `dest`, record text unchanged.
+/// The CSV files of the folder `dir` as one table, in name order (hidden files left out), or None
+/// where the folder holds other folders (partitions: DataFusion's listing reads those).
+pub(super) fn folder_files(dir: &Path) -> Option<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for e in std::fs::read_dir(dir).ok()? {
+        let p = e.ok()?.path();
+        if p.is_dir() {
+            return None;
+        }
+        let hidden = p
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_none_or(|n| n.starts_with('.'));
+        if !hidden && super::TableFormat::of(&p) == Some(super::TableFormat::Csv) {
+            files.push(p);
+        }
+    }
+    files.sort();
+    Some(files)
+}
+
+/// One input file, mapped, and its records.
+struct Mapped {
+    map: Option<Mmap>,
+    records: Records,
+}
+
+impl Mapped {
+    fn bytes(&self) -> &[u8] {
+        self.map.as_deref().unwrap_or(&[])
+    }
+}
+
+fn map_file(path: &Path) -> CliResult<Option<Mmap>> {
+    let file = std::fs::File::open(path)
+        .map_err(|e| CliError::usage(format!("cannot read {}: {e}", path.display())))?;
+    if let Ok(meta) = file.metadata() {
+        crate::files::watch_input(path, &meta);
+        if meta.len() == 0 {
+            return Ok(None);
+        }
+    }
+    // SAFETY: a read-only map of a regular file; a change to it during the job is caught by the
+    // input watch (files::watch_input), which then refuses to put any output in place.
+    unsafe { Mmap::map(&file) }
+        .map(Some)
+        .map_err(|e| CliError::runtime(format!("cannot read {}: {e}", path.display())))
+}
+
+/// A key column's type over several files: theirs where they agree, Float64 for integers and
+/// floats, else text (the types DataFusion's inference merges to).
+fn merged(types: &[DataType]) -> DataType {
+    match types {
+        [] => DataType::Utf8,
+        [first, rest @ ..] if rest.iter().all(|t| t == first) => first.clone(),
+        _ if types
+            .iter()
+            .all(|t| matches!(t, DataType::Int64 | DataType::Float64)) =>
+        {
+            DataType::Float64
+        }
+        _ => DataType::Utf8,
+    }
+}
+
+/// Sort the CSV files `inputs` (one file, or a folder's files as one table: the same header in
+/// each) by `by` (directions as resolved by the caller: `(ascending, nulls_first)` per key) into
+/// `dest`, record text unchanged; the first file's header leads.
 pub(super) async fn sort(
     ctx: &SessionContext,
-    input: &Path,
+    inputs: &[PathBuf],
     by: &[(ByKey, bool, bool)],
     dest: &Path,
 ) -> CliResult<TableTimes> {
     let start = Instant::now();
-    let file = std::fs::File::open(input)
-        .map_err(|e| CliError::usage(format!("cannot read {}: {e}", input.display())))?;
-    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-    // SAFETY: a read-only map of a regular file; a change to it during the job is caught by the
-    // input watch (files::watch_input), which then refuses to put any output in place.
-    let map = match len {
-        0 => None,
-        _ => Some(
-            unsafe { Mmap::map(&file) }
-                .map_err(|e| CliError::runtime(format!("cannot read {}: {e}", input.display())))?,
-        ),
-    };
-    let bytes: &[u8] = map.as_deref().unwrap_or(&[]);
     let names: Vec<&str> = by.iter().map(|(k, _, _)| k.column.as_str()).collect();
-    let records = split(input, bytes, &names)?;
-    let rows = records.starts.len() - 1;
-    let types = column_types(input, bytes)?;
+    let mut files = Vec::with_capacity(inputs.len());
+    let mut types_of: Vec<Vec<DataType>> = Vec::new();
+    for path in inputs {
+        let map = map_file(path)?;
+        let bytes: &[u8] = map.as_deref().unwrap_or(&[]);
+        let records = split(path, bytes, &names)?;
+        if let Some(first) = files.first() {
+            let first: &Mapped = first;
+            if first.records.names != records.names {
+                return Err(CliError::usage(format!(
+                    "{} has the columns {}, {} has {}: a folder's CSV files are one table",
+                    inputs[0].display(),
+                    first.records.names.join(", "),
+                    path.display(),
+                    records.names.join(", ")
+                )));
+            }
+        }
+        // a file of a header alone says nothing of its columns' types
+        if records.starts.len() > 1 {
+            types_of.push(column_types(path, bytes)?);
+        }
+        files.push(Mapped { map, records });
+    }
+    let Some(head) = files.first() else {
+        return Err(CliError::usage(
+            "a folder without CSV files has no table to sort",
+        ));
+    };
+    // where each file's records start among all of them
+    let mut first_row = Vec::with_capacity(files.len() + 1);
+    let mut rows = 0usize;
+    for f in &files {
+        first_row.push(rows);
+        rows += f.records.starts.len() - 1;
+    }
+    first_row.push(rows);
     // the key columns, typed, and each record's position (the last key: ties keep their order)
     let row_name = (0..)
         .map(|i| format!("__gpusort_row{i}"))
-        .find(|n| !records.names.contains(n))
+        .find(|n| !head.records.names.contains(n))
         .expect("a free name");
     let mut fields = Vec::new();
     let mut columns: Vec<ArrayRef> = Vec::new();
     let mut order = Vec::new();
-    for (i, ((key, ascending, nulls_first), text)) in by.iter().zip(&records.keys).enumerate() {
-        let c = records
+    for (i, (key, ascending, nulls_first)) in by.iter().enumerate() {
+        let c = head
+            .records
             .names
             .iter()
             .position(|n| *n == key.column)
             .expect("split found it");
-        let text = text.clone();
-        let typed = match types.get(c) {
-            Some(t) if *t != DataType::Utf8 => cast(&text, t).unwrap_or(text),
-            _ => text,
+        let parts: Vec<&dyn Array> = files.iter().map(|f| f.records.keys[i].as_ref()).collect();
+        let text = concat(&parts).map_err(|e| CliError::runtime(e.to_string()))?;
+        let column_type: Vec<DataType> =
+            types_of.iter().filter_map(|t| t.get(c).cloned()).collect();
+        let typed = match merged(&column_type) {
+            DataType::Utf8 => text,
+            t => cast(&text, &t).unwrap_or(text),
         };
         let name = format!("k{i}");
         fields.push(Field::new(&name, typed.data_type().clone(), true));
@@ -211,9 +303,10 @@ pub(super) async fn sort(
     let mut w = out.sequential()?;
     let err = |e: std::io::Error| CliError::runtime(format!("cannot write {}: {e}", shown(dest)));
     use std::io::Write;
-    w.write_all(&bytes[..records.header_end]).map_err(err)?;
-    if rows > 0 && !bytes[..records.header_end].ends_with(b"\n") {
-        w.write_all(records.line_end).map_err(err)?;
+    let header = &head.bytes()[..head.records.header_end];
+    w.write_all(header).map_err(err)?;
+    if rows > 0 && !header.ends_with(b"\n") {
+        w.write_all(head.records.line_end).map_err(err)?;
     }
     for b in &sorted {
         let positions = b
@@ -222,11 +315,14 @@ pub(super) async fn sort(
             .downcast_ref::<UInt64Array>()
             .expect("the position column");
         for &r in positions.values() {
-            let (from, to) = (records.starts[r as usize], records.starts[r as usize + 1]);
-            let text = &bytes[from..to];
+            let r = r as usize;
+            let f = first_row.partition_point(|&s| s <= r) - 1;
+            let (file, k) = (&files[f], r - first_row[f]);
+            let (from, to) = (file.records.starts[k], file.records.starts[k + 1]);
+            let text = &file.bytes()[from..to];
             w.write_all(text).map_err(err)?;
             if !text.ends_with(b"\n") {
-                w.write_all(records.line_end).map_err(err)?;
+                w.write_all(head.records.line_end).map_err(err)?;
             }
         }
     }

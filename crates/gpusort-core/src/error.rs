@@ -3,7 +3,9 @@
 use thiserror::Error;
 
 /// What went wrong in gpusort-core. User mistakes (`InvalidInput`) are kept apart from
-/// device trouble so the CLI can map them to exit codes 2 and 1.
+/// device trouble so the CLI can map them to exit codes 2 and 1. Messages name settings in
+/// words ("adapter 'x'", "a GPU memory budget"), never one front end's flags: the CLI, Python and
+/// DataFusion each say how their users set them.
 #[derive(Debug, Error)]
 pub enum Error {
     #[error("no GPU adapter found{0}; install a GPU driver, or Mesa's software Vulkan driver (Debian/Ubuntu: apt-get install mesa-vulkan-drivers)")]
@@ -14,13 +16,11 @@ pub enum Error {
     TooLarge(String),
     #[error("could not create the GPU device: {0}")]
     RequestDevice(String),
-    #[error("GPU out of memory: {0}; try a smaller --gpu-memory (stencil), a smaller input, or another adapter (--adapter)")]
+    #[error("GPU out of memory: {0}; try a smaller GPU memory budget (stencils), a smaller input, or another adapter")]
     OutOfMemory(String),
     #[error("GPU validation error (a gpusort bug, please report it): {0}")]
     Validation(String),
-    #[error(
-        "the GPU device was lost: {0}; try another adapter (--adapter) or backend (--backend)"
-    )]
+    #[error("the GPU device was lost: {0}; try another adapter or backend")]
     DeviceLost(String),
     #[error("timed out after {0:?} waiting for the GPU")]
     Timeout(std::time::Duration),
@@ -57,12 +57,13 @@ mod tests {
         .into();
         let text = oom.to_string();
         assert!(
-            text.contains("--gpu-memory") && text.contains("--adapter"),
+            text.contains("memory budget") && text.contains("another adapter"),
             "{text}"
         );
+        assert!(!text.contains("--"), "no front end's flags: {text}");
         let lost = Error::DeviceLost("Lost".into()).to_string();
         assert!(
-            lost.contains("--adapter") && lost.contains("--backend"),
+            lost.contains("adapter") && lost.contains("backend") && !lost.contains("--"),
             "{lost}"
         );
         let bug: Error = wgpu::Error::Validation {

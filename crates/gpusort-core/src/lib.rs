@@ -49,6 +49,7 @@
 pub mod cpu;
 pub mod cpu_engine;
 pub mod device;
+pub mod engine;
 pub mod error;
 #[doc(hidden)]
 pub mod internal;

@@ -38,11 +38,13 @@ impl SortEngine {
         SHARED
             .get_or_init(|| {
                 let options = GpuOptions::default();
-                let engine = match gpusort_core::device::hardware_adapter_present(&options) {
-                    Ok(true) => SortEngine::gpu(&options).unwrap_or_else(|e| {
-                        tracing::warn!("gpusort: no GPU ({e}); sorting on the CPU engine");
-                        SortEngine::cpu()
-                    }),
+                let auto = gpusort_core::engine::Backend::Auto;
+                let engine = match gpusort_core::engine::choose(auto, false, &options) {
+                    Ok(gpusort_core::engine::Choice::Gpu) => SortEngine::gpu(&options)
+                        .unwrap_or_else(|e| {
+                            tracing::warn!("gpusort: no GPU ({e}); sorting on the CPU engine");
+                            SortEngine::cpu()
+                        }),
                     _ => SortEngine::cpu(),
                 };
                 Arc::new(engine)

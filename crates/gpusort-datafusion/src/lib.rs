@@ -26,6 +26,7 @@
 //! Results are DataFusion's: the same rows in the same order for every distinct key (NaN and
 //! nulls placed as DataFusion places them); rows with equal keys keep their input order.
 
+#[cfg(feature = "codec")]
 pub mod codec;
 pub mod engine;
 pub mod exec;

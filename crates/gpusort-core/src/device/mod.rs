@@ -173,14 +173,6 @@ fn enumerate(options: &GpuOptions) -> Result<Vec<wgpu::Adapter>> {
     Ok(adapters)
 }
 
-/// Whether these options see a hardware GPU (anything but a software adapter such as lavapipe or
-/// WARP). Where they see none, gpusort's front ends run their jobs on the CPU engine.
-pub fn hardware_adapter_present(options: &GpuOptions) -> Result<bool> {
-    Ok(list_adapters(options)?
-        .iter()
-        .any(AdapterSummary::is_hardware))
-}
-
 /// The last listing's adapters, handed to the next [`Gpu::new`] with the same backends: a front
 /// end that lists adapters to decide where a job runs and then opens one enumerates once (each
 /// enumeration creates an instance and asks every driver: tens of milliseconds). Taken, not
@@ -241,7 +233,7 @@ fn choose(adapters: Vec<wgpu::Adapter>, selector: Option<&str>) -> Result<(usize
         if let Ok(i) = sel.parse::<usize>() {
             let list = there_are();
             return indexed.into_iter().find(|(j, _)| *j == i).ok_or_else(|| {
-                Error::InvalidInput(format!("--adapter {i}: no such adapter; there are {list}"))
+                Error::InvalidInput(format!("adapter {i}: no such adapter; there are {list}"))
             });
         }
         let needle = sel.to_ascii_lowercase();
@@ -249,7 +241,7 @@ fn choose(adapters: Vec<wgpu::Adapter>, selector: Option<&str>) -> Result<(usize
         indexed.retain(|(_, a)| a.get_info().name.to_ascii_lowercase().contains(&needle));
         if indexed.is_empty() {
             return Err(Error::InvalidInput(format!(
-                "--adapter {sel}: no adapter's name contains it; there are {list}"
+                "adapter {sel:?}: no adapter's name contains it; there are {list}"
             )));
         }
     }

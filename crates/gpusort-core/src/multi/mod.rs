@@ -40,7 +40,7 @@ impl DeviceSpec {
     /// `0,0`, `h100,h100`).
     pub fn parse(s: &str) -> Result<DeviceSpec> {
         let t = s.trim();
-        let bad = |why: &str| Error::InvalidInput(format!("--devices '{s}': {why}"));
+        let bad = |why: &str| Error::InvalidInput(format!("devices '{s}': {why}"));
         if t.eq_ignore_ascii_case("all") {
             return Ok(DeviceSpec::All);
         }
@@ -95,7 +95,7 @@ impl DeviceSpec {
         match self {
             DeviceSpec::All => Ok(usable.iter().map(usize::to_string).collect()),
             DeviceSpec::Count(n) if *n > usable.len() => Err(Error::InvalidInput(format!(
-                "--devices {n}: only {} usable adapter{} ({}); name one twice (0,0) for two devices on one adapter",
+                "devices {n}: only {} usable adapter{} ({}); name one twice (0,0) for two devices on one adapter",
                 usable.len(),
                 if usable.len() == 1 { "" } else { "s" },
                 usable

@@ -313,7 +313,7 @@ impl Scanner64 {
         }
         if t == KeyType::F64 && !gpu.features.contains(wgpu::Features::SHADER_F64) {
             return Err(Error::InvalidInput(format!(
-                "{} has no 64-bit float shaders (SHADER_F64): an f64 scan needs them; the CPU engine (--backend cpu) has no such limit",
+                "{} has no 64-bit float shaders (SHADER_F64): an f64 scan needs them; the CPU engine has no such limit",
                 gpu.adapter.name
             )));
         }

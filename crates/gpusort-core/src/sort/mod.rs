@@ -508,7 +508,7 @@ impl Sorter {
         }
         if self.key_bits.is_some() {
             return Err(Error::InvalidInput(
-                "key-bit ranges are a radix sort option (--algorithm radix or auto)".into(),
+                "key-bit ranges are a radix sort option (Algorithm::Radix or Auto)".into(),
             ));
         }
         let want_index = job.values.is_some() || job.permutation.is_some();

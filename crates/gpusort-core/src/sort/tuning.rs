@@ -104,7 +104,10 @@ impl Default for Tuning {
             unstable_workgroups: 1024,
             early_counts: true,
             spare_lanes: None,
-            hist_chunks: 8,
+            // 4 tiles a histogram workgroup rather than 8: more workgroups for mid sizes (whole
+            // sorts at 2^22 up to 4.5% faster, 2^24-2^26 the same; BENCHMARKS.md); `gpusort
+            // tune` measures 2..16
+            hist_chunks: 4,
             pack: None,
             unstable_first: true,
             unstable_items: 10,

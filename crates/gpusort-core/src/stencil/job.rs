@@ -302,7 +302,7 @@ impl StencilJob {
             )));
         }
         if self.steps == 0 {
-            return Err(Error::InvalidInput("--steps must be at least 1".into()));
+            return Err(Error::InvalidInput("steps must be at least 1".into()));
         }
         if !self.cval.is_finite() {
             return Err(Error::InvalidInput(format!(
