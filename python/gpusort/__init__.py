@@ -275,14 +275,14 @@ _ROW_SCAN_MIN = 1 << 15
 
 def cumsum(a, axis=None, dtype=None, out=None, *, exclusive=False):
     """``np.cumsum(a, axis, dtype, out)``: along `axis` (None: the flattened array), in `dtype`
-    (default: NumPy's rule, signed integers and bool widen to int64, unsigned ones to uint64;
-    with `out` and no `dtype`, out's dtype, as NumPy accumulates), into `out` where given.
+    (default: NumPy's rule, signed integers and bool widen to int64, unsigned ones to uint64),
+    cast into `out` where given, as NumPy does.
     ``exclusive=True`` starts from 0 and leaves out each element itself. Rows along an axis
     shorter than 2^15 elements are NumPy's own cumsum (a call per row costs more there)."""
     arr = _plain(a)
     if out is not None and not isinstance(out, np.ndarray):
         raise TypeError(f"out must be a NumPy array, not {type(out).__name__}")
-    acc = np.dtype(dtype) if dtype is not None else (out.dtype if out is not None else None)
+    acc = None if dtype is None else np.dtype(dtype)
     x = arr.reshape(-1) if axis is None else np.moveaxis(arr, axis, -1)
     if x.ndim <= 1:
         res = _cumsum_flat(x, acc, exclusive)

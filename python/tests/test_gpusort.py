@@ -578,7 +578,7 @@ def test_cumsum_takes_numpys_axis_dtype_and_out(engine):
     assert (ex[:, 0] == 0).all()
     ex = gpusort.cumsum(grid, axis=0, exclusive=True)
     np.testing.assert_array_equal(ex[1:], np.cumsum(grid, axis=0)[:-1])
-    # out: filled and returned, accumulating in its dtype as NumPy does
+    # out: filled and returned; the sums made as without it, then cast into it, as NumPy does
     a = np.array([2**31 - 1, 1, 1], np.int32)
     out = np.empty(3, np.int32)
     assert gpusort.cumsum(a, out=out) is out
