@@ -515,6 +515,68 @@ fn parquet_sorts_keep_types_metadata_and_read_back_beside_their_input() {
     assert!(String::from_utf8_lossy(&text).contains(&(2 * n).to_string()));
 }
 
+/// Parquet files of every codec files in the wild use (snappy, gzip, lz4, zstd, brotli, none)
+/// read and sort: the table build keeps the parquet crate's codecs.
+#[test]
+fn parquet_files_of_every_common_codec_sort() {
+    use datafusion::arrow::array::{ArrayRef, Int64Array};
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    use datafusion::arrow::record_batch::RecordBatch;
+    use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    use datafusion::parquet::arrow::ArrowWriter;
+    use datafusion::parquet::basic::{BrotliLevel, Compression, GzipLevel, ZstdLevel};
+    use datafusion::parquet::file::properties::WriterProperties;
+    use std::sync::Arc;
+
+    let dir = tempfile::tempdir().unwrap();
+    let schema = Arc::new(Schema::new(vec![Field::new("x", DataType::Int64, false)]));
+    let x: Vec<i64> = (0..5000).map(|i| (i * 7919) % 5000).collect();
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![Arc::new(Int64Array::from(x)) as ArrayRef],
+    )
+    .unwrap();
+    for (name, codec) in [
+        ("snappy", Compression::SNAPPY),
+        ("gzip", Compression::GZIP(GzipLevel::default())),
+        ("lz4", Compression::LZ4_RAW),
+        ("zstd", Compression::ZSTD(ZstdLevel::default())),
+        ("brotli", Compression::BROTLI(BrotliLevel::default())),
+        ("none", Compression::UNCOMPRESSED),
+    ] {
+        let input = dir.path().join(format!("{name}.parquet"));
+        let props = WriterProperties::builder().set_compression(codec).build();
+        let mut w = ArrowWriter::try_new(
+            std::fs::File::create(&input).unwrap(),
+            schema.clone(),
+            Some(props),
+        )
+        .unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        let out = dir.path().join(format!("{name}.sorted.parquet"));
+        gpusort()
+            .args(["-q", "sort"])
+            .arg(&input)
+            .args(["--by", "x", "-o"])
+            .arg(&out)
+            .assert()
+            .success();
+        let r = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&out).unwrap())
+            .unwrap()
+            .build()
+            .unwrap();
+        let got: Vec<i64> = r
+            .flat_map(|b| {
+                let b = b.unwrap();
+                let c = b.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+                c.values().to_vec()
+            })
+            .collect();
+        assert_eq!(got, (0..5000).collect::<Vec<i64>>(), "{name}");
+    }
+}
+
 #[test]
 fn sql_writes_only_through_its_output_rules() {
     let dir = tempfile::tempdir().unwrap();

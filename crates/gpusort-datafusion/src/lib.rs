@@ -40,6 +40,7 @@ use datafusion::common::extensions_options;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::prelude::SessionConfig;
 
+#[cfg(feature = "codec")]
 pub use codec::GpuSortCodec;
 pub use engine::SortEngine;
 pub use exec::GpuSortExec;
