@@ -419,7 +419,6 @@ fn parquet_sorts_keep_types_metadata_and_read_back_beside_their_input() {
     use datafusion::arrow::datatypes::{DataType, Field, Schema};
     use datafusion::arrow::record_batch::RecordBatch;
     use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-    use datafusion::parquet::arrow::ArrowWriter;
     use datafusion::parquet::file::metadata::KeyValue;
     use datafusion::parquet::file::properties::WriterProperties;
     use std::collections::HashMap;
@@ -461,14 +460,7 @@ fn parquet_sorts_keep_types_metadata_and_read_back_beside_their_input() {
             "test".to_string(),
         )]))
         .build();
-    let mut w = ArrowWriter::try_new(
-        std::fs::File::create(&input).unwrap(),
-        schema.clone(),
-        Some(props),
-    )
-    .unwrap();
-    w.write(&batch).unwrap();
-    w.close().unwrap();
+    write_parquet(&input, &batch, props);
 
     let out = d.join("out.parquet");
     gpusort()
@@ -515,6 +507,19 @@ fn parquet_sorts_keep_types_metadata_and_read_back_beside_their_input() {
     assert!(String::from_utf8_lossy(&text).contains(&(2 * n).to_string()));
 }
 
+/// `batch` as a Parquet file at `path`, written with `props`.
+fn write_parquet(
+    path: &Path,
+    batch: &datafusion::arrow::record_batch::RecordBatch,
+    props: datafusion::parquet::file::properties::WriterProperties,
+) {
+    let file = std::fs::File::create(path).unwrap();
+    let mut w = datafusion::parquet::arrow::ArrowWriter::try_new(file, batch.schema(), Some(props))
+        .unwrap();
+    w.write(batch).unwrap();
+    w.close().unwrap();
+}
+
 /// Parquet files of every codec files in the wild use (snappy, gzip, lz4, zstd, brotli, none)
 /// read and sort: the table build keeps the parquet crate's codecs.
 #[test]
@@ -523,7 +528,6 @@ fn parquet_files_of_every_common_codec_sort() {
     use datafusion::arrow::datatypes::{DataType, Field, Schema};
     use datafusion::arrow::record_batch::RecordBatch;
     use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-    use datafusion::parquet::arrow::ArrowWriter;
     use datafusion::parquet::basic::{BrotliLevel, Compression, GzipLevel, ZstdLevel};
     use datafusion::parquet::file::properties::WriterProperties;
     use std::sync::Arc;
@@ -546,14 +550,7 @@ fn parquet_files_of_every_common_codec_sort() {
     ] {
         let input = dir.path().join(format!("{name}.parquet"));
         let props = WriterProperties::builder().set_compression(codec).build();
-        let mut w = ArrowWriter::try_new(
-            std::fs::File::create(&input).unwrap(),
-            schema.clone(),
-            Some(props),
-        )
-        .unwrap();
-        w.write(&batch).unwrap();
-        w.close().unwrap();
+        write_parquet(&input, &batch, props);
         let out = dir.path().join(format!("{name}.sorted.parquet"));
         gpusort()
             .args(["-q", "sort"])

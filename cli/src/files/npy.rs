@@ -89,14 +89,21 @@ pub fn npy_file_len(head: &[u8]) -> Option<u64> {
 /// The bytes a .npy header says follow it and the header's own length, from the first
 /// `8 + 2..4` bytes of a file (None: not a .npy file, or too few bytes).
 pub fn npy_header_end(head: &[u8]) -> Option<usize> {
-    if !head.starts_with(NPY_MAGIC) || head.len() < 10 {
+    if !head.starts_with(NPY_MAGIC) {
         return None;
     }
-    match head[6] {
-        1 => Some(10 + u16::from_le_bytes([head[8], head[9]]) as usize),
-        2 | 3 if head.len() >= 12 => {
-            Some(12 + u32::from_le_bytes([head[8], head[9], head[10], head[11]]) as usize)
-        }
+    header_length(head).map(|(len_bytes, header_len)| 8 + len_bytes + header_len)
+}
+
+/// The header length field's size (2 bytes in format version 1, 4 in 2 and 3) and its value,
+/// from a file's first bytes (None: too few of them, or another version).
+fn header_length(head: &[u8]) -> Option<(usize, usize)> {
+    match *head.get(6)? {
+        1 if head.len() >= 10 => Some((2, u16::from_le_bytes([head[8], head[9]]) as usize)),
+        2 | 3 if head.len() >= 12 => Some((
+            4,
+            u32::from_le_bytes([head[8], head[9], head[10], head[11]]) as usize,
+        )),
         _ => None,
     }
 }
@@ -110,13 +117,8 @@ fn parse_npy_header(bytes: &[u8], dtype: Option<KeyType>) -> Result<NpyLayout, S
     if bytes.len() < 10 {
         return Err(bad("truncated header".into()));
     }
-    let (len_bytes, header_len) = match bytes[6] {
-        1 => (2, u16::from_le_bytes([bytes[8], bytes[9]]) as usize),
-        2 | 3 if bytes.len() >= 12 => (
-            4,
-            u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
-        ),
-        v => return Err(bad(format!("unsupported format version {v}"))),
+    let Some((len_bytes, header_len)) = header_length(bytes) else {
+        return Err(bad(format!("unsupported format version {}", bytes[6])));
     };
     let offset = 8 + len_bytes + header_len;
     if header_len > MAX_NPY_HEADER || offset > bytes.len() {
