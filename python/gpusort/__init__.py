@@ -9,7 +9,8 @@ Functions follow NumPy's semantics wherever NumPy has the function:
 
 One device context per process is made on first use and kept (``gpusort.use`` chooses another);
 the GIL is released while the work runs, and Ctrl-C interrupts a long call: KeyboardInterrupt is
-raised within 50 ms, while the work already under way finishes in the background. Arrays of dtypes
+raised within 50 ms; the CPU engine's stencil steps stop within a fraction of a second, while GPU
+work already under way finishes in the background. Arrays of dtypes
 uint32, int32, float32, uint64, int64 and float64 are supported, in either byte order; bool,
 8- and 16-bit integers and float16 run as the 32-bit dtype that holds them exactly (scans: not
 float16 or bool), with results in their own dtype. Other dtypes raise TypeError, bad arguments
@@ -43,7 +44,7 @@ __all__ = [
     "argsort",
     "cumsum",
     "scan",
-    "partition",
+    "partition_by",
     "compact",
     "stencil",
     "info",
@@ -70,6 +71,41 @@ _WIDER = {
         ("bool", "uint32"),
     )
 }
+
+
+# Where the CPU engine has fewer threads than this, NumPy's own sort and cumsum answer instead:
+# NumPy sorts on one core with AVX-512 and its sorts and cumsums beat the engine on 2 threads
+# (1.1-2.1x and up to 4x), while on 16 threads the engine sorts 3.7-4.2x faster than np.sort
+# (docs/BENCHMARKS.md); the engine's per-thread speed puts the break-even at 3-6 threads.
+_ENGINE_THREADS_OVER_NUMPY = 8
+_numpy_answers = None  # for the context in use: made on first ask, forgotten by use()
+
+
+def _numpy_faster():
+    """Whether NumPy's own sort and cumsum are the faster way for this context (a CPU engine
+    with few threads). Either way the answer is NumPy's."""
+    global _numpy_answers
+    if _numpy_answers is None:
+        i = _native.info()
+        _numpy_answers = i["engine"] == "cpu" and i["threads"] < _ENGINE_THREADS_OVER_NUMPY
+    return _numpy_answers
+
+
+def _into(res, out):
+    """`res`, or written into `out` (NumPy's "same_kind" casting) and `out` returned."""
+    if out is None:
+        return res
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"out must be a NumPy array, not {type(out).__name__}")
+    if out.shape != res.shape:
+        raise ValueError(f"out has shape {out.shape}; the result's is {res.shape}")
+    if not np.can_cast(res.dtype, out.dtype, "same_kind"):
+        raise TypeError(
+            f"cannot cast the result's dtype {res.dtype} to out's {out.dtype} "
+            "(NumPy's same_kind rule)"
+        )
+    out[...] = res
+    return out
 
 
 def _plain(a, what="a"):
@@ -169,7 +205,23 @@ def _signed_zeros(arr):
     return bool(np.any(bits == word(sign)))
 
 
-def sort(a, axis=-1, kind=None, order=None, *, descending=False, values=None):
+def _numpy_sort(x, arr, axis):
+    """np.sort of `x` (`arr`: it as _keys gives it) with -0.0 and +0.0 in their input order, as
+    NumPy's stable kind leaves them: its default kind is faster and gives the same values."""
+    if x.dtype.kind != "f":
+        return np.sort(x, axis=axis)
+    if x.ndim > 1 and axis is not None:
+        return np.sort(x, axis=axis, kind="stable" if _signed_zeros(arr) else None)
+    res = np.sort(x, axis=axis)
+    flat = x.reshape(-1)
+    # the zeros sit together in the result (found by bisection): in the input's order of signs
+    lo, hi = np.searchsorted(res, 0, "left"), np.searchsorted(res, 0, "right")
+    if hi > lo:
+        res[lo:hi] = flat[flat == 0]
+    return res
+
+
+def sort(a, axis=-1, kind=None, order=None, *, descending=False, values=None, out=None):
     """A sorted copy of `a`, like ``np.sort(a, axis, kind="stable")``: along the last axis by
     default (each row of a 2-D array on its own), along `axis`, or of the flattened array with
     ``axis=None``. NaN sorts last; -0.0 and +0.0 are equal, in their input order, as in NumPy;
@@ -178,10 +230,20 @@ def sort(a, axis=-1, kind=None, order=None, *, descending=False, values=None):
 
     With ``values`` (an array of the same shape, any dtype) returns ``(sorted_keys, values in
     that order)``. ``kind`` is accepted as NumPy's and changes nothing (the sort is always
-    stable); ``order`` (structured arrays) is refused.
+    stable); ``order`` (structured arrays) is refused. ``out``: an array of the result's shape
+    to write it into (``sort(a, out=a)`` sorts in place); not with ``values``.
+    Without a GPU, on a CPU of few cores, NumPy's own sort answers (it is faster there).
     """
     descending = _sort_options(kind, order, descending)
     arr, own = _keys(a)
+    if out is not None and values is not None:
+        raise ValueError("out= takes the sorted keys alone: not with values=")
+    if values is None and not descending and _numpy_faster():
+        # NumPy's answer by NumPy: its default kind gives the stable result's values, but for
+        # the order of -0.0 and +0.0, which its stable kind keeps
+        return _into(_numpy_sort(_plain(a), arr, axis), out)
+    if out is not None:
+        return _into(sort(a, axis, kind, order, descending=descending), out)
     moved = _to_last(arr, axis)
     if _signed_zeros(arr):
         # ±0 equal and stable: the order argsort gives (it treats them so), applied to `a`
@@ -209,11 +271,14 @@ def sort(a, axis=-1, kind=None, order=None, *, descending=False, values=None):
     )
 
 
-def argsort(a, axis=-1, kind=None, order=None, *, descending=False):
+def argsort(a, axis=-1, kind=None, order=None, *, descending=False, out=None):
     """The indices that sort `a` along `axis` (the last by default; the flattened array with
     ``axis=None``), like ``np.argsort(a, axis, kind="stable")`` (int64); NaN last; -0.0 and
-    +0.0 equal, in their input order, as in NumPy. ``kind`` and ``order`` as in ``sort``."""
+    +0.0 equal, in their input order, as in NumPy. ``kind``, ``order`` and ``out`` as in
+    ``sort``."""
     descending = _sort_options(kind, order, descending)
+    if out is not None:
+        return _into(argsort(a, axis, kind, order, descending=descending), out)
     arr, _ = _keys(a)
     if arr.ndim == 0:
         return np.zeros(1, dtype=np.int64)  # NumPy takes a 0-d array as one element
@@ -247,10 +312,13 @@ def _scannable(a):
     return arr, own
 
 
-def scan(a, op="add", *, exclusive=False):
+def scan(a, op="add", *, exclusive=False, out=None):
     """The running `op` of the flattened `a` (inclusive unless ``exclusive``), in `a`'s dtype:
     integers take add, max, min, and, or, xor (wrapping on overflow), floats add. Float sums are
-    added in another order than a sequential loop, so the last bits may differ."""
+    added in another order than a sequential loop, so the last bits may differ. ``out``: an
+    array of the result's shape to write it into (NumPy's same_kind casting)."""
+    if out is not None:
+        return _into(scan(a, op, exclusive=exclusive), out)
     arr, own = _scannable(a)
     if op not in _OPS:
         raise ValueError(f"unknown op {op!r} (one of {', '.join(_OPS)})")
@@ -278,15 +346,19 @@ def cumsum(a, axis=None, dtype=None, out=None, *, exclusive=False):
     (default: NumPy's rule, signed integers and bool widen to int64, unsigned ones to uint64),
     cast into `out` where given, as NumPy does.
     ``exclusive=True`` starts from 0 and leaves out each element itself. Rows along an axis
-    shorter than 2^15 elements are NumPy's own cumsum (a call per row costs more there)."""
+    shorter than 2^15 elements are NumPy's own cumsum (a call per row costs more there), and so
+    is every cumsum without a GPU on a CPU of few cores (NumPy's is faster there)."""
     arr = _plain(a)
     if out is not None and not isinstance(out, np.ndarray):
         raise TypeError(f"out must be a NumPy array, not {type(out).__name__}")
     acc = None if dtype is None else np.dtype(dtype)
     x = arr.reshape(-1) if axis is None else np.moveaxis(arr, axis, -1)
-    if x.ndim <= 1:
+    # the dtypes the engine's cumsum takes, whichever answers (an empty slice: no copy)
+    probe = x.reshape(-1)[:0]
+    _scannable(probe.astype(acc if acc is not None else np.int32 if probe.dtype.kind == "b" else probe.dtype))
+    if x.ndim <= 1 and not _numpy_faster():
         res = _cumsum_flat(x, acc, exclusive)
-    elif x.shape[-1] >= _ROW_SCAN_MIN:
+    elif x.shape[-1] >= _ROW_SCAN_MIN and not _numpy_faster():
         rows = x.reshape(-1, x.shape[-1])
         res = np.stack([_cumsum_flat(r, acc, exclusive) for r in rows]).reshape(x.shape)
     else:
@@ -367,12 +439,26 @@ def _split(a, kind, pivot, keep_rest, values, what):
     return out, vals[at], count
 
 
+def partition_by(a, pivot, *, values=None):
+    """A stable split of the flattened `a` by value: the elements before `pivot` in the sort
+    order (NaN last, -0.0 before +0.0) first, then the rest, both in input order. Returns
+    ``(array, split_index)``, or ``(array, values_moved, split_index)`` with ``values``.
+    (Not ``np.partition(a, kth)``, which places the kth smallest element.)"""
+    return _split(a, "below", pivot, True, values, "pivot")
+
+
 def partition(a, pivot, *, values=None):
-    """A stable partition of the flattened `a`: the elements before `pivot` in the sort order
-    (NaN last, -0.0 before +0.0) first, then the rest, both in input order. Returns
-    ``(array, split_index)``, or ``(array, values_moved, split_index)`` with ``values``."""
-    out = _split(a, "below", pivot, True, values, "pivot")
-    return out
+    """The earlier name of ``partition_by`` (deprecated: ``np.partition`` means another
+    thing)."""
+    import warnings
+
+    warnings.warn(
+        "gpusort.partition(a, pivot) is now gpusort.partition_by(a, pivot): np.partition(a, kth) "
+        "means another thing",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return partition_by(a, pivot, values=values)
 
 
 def _threshold(arr, own, p, kind):
@@ -452,16 +538,17 @@ def compact(a, *, below=None, at_least=None, nonzero=False, values=None):
 _BOUNDARIES = ("reflect", "constant", "nearest", "mirror", "wrap")
 
 
-def stencil(grid, *, radius=None, stencil="star", weights=None, boundary="reflect", cval=0.0, steps=1):
-    """`steps` Jacobi steps of a stencil over a 2-D or 3-D float32/float64 grid: equal weights
-    summing to 1 on a ``"star"`` (the axes) or ``"box"`` of `radius`, or ``weights``, a dense
-    (2R+1)^d array applied like ``scipy.ndimage.correlate(grid, weights, mode=boundary,
-    cval=cval)`` each step. Grids larger than GPU memory stream through it in sub-blocks."""
+def stencil(grid, *, radius=None, stencil="star", weights=None, boundary="reflect", cval=0.0, steps=1, out=None):
+    """`steps` Jacobi steps of a stencil over a 1-D, 2-D or 3-D float32/float64 grid: equal
+    weights summing to 1 on a ``"star"`` (the axes) or ``"box"`` of `radius`, or ``weights``, a
+    dense (2R+1)^d array applied like ``scipy.ndimage.correlate(grid, weights, mode=boundary,
+    cval=cval)`` each step. Grids larger than GPU memory stream through it in sub-blocks. An
+    empty grid gives an empty result; ``cval`` must be finite; ``out`` as in ``sort``."""
     g = _plain(grid, "grid")
     if g.dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
         raise TypeError(f"stencil grids are float32 or float64, not {g.dtype}")
-    if g.ndim not in (2, 3):
-        raise ValueError(f"stencil grids are 2-D or 3-D, not {g.ndim}-D")
+    if g.ndim not in (1, 2, 3):
+        raise ValueError(f"stencil grids are 1-D, 2-D or 3-D, not {g.ndim}-D")
     if boundary not in _BOUNDARIES:
         raise ValueError(f"unknown boundary {boundary!r} (one of {', '.join(_BOUNDARIES)})")
     if stencil not in ("star", "box"):
@@ -480,15 +567,31 @@ def stencil(grid, *, radius=None, stencil="star", weights=None, boundary="reflec
         if radius is not None and radius != side // 2:
             raise ValueError(f"radius={radius!r} disagrees with weights of shape {w.shape}")
         radius = side // 2
-        w = _flat(w)
     if radius is None:
         radius = 1
     if int(radius) != radius or not 1 <= radius < 2**32:
         raise ValueError(f"radius must be an integer from 1 to 2**32 - 1, not {radius!r}")
     cv = float(_pivot(cval, g.dtype, "cval")[0])
-    return _native.stencil(
+    if g.size == 0:
+        return _into(g.copy(), out)  # as scipy.ndimage.correlate: nothing to weigh
+    if g.ndim == 1:
+        # a 1-D grid as identical rows of a 2-D one (as many as the radius, which the 2-D job
+        # needs an axis to hold), its weights the middle row of a square: the other rows weigh
+        # nothing (zero weights are no taps), so every boundary gives the 1-D answer
+        r = int(radius)
+        side = 2 * r + 1
+        row = w if w is not None else np.full(side, 1.0 / side)  # star and box: the one axis
+        square = np.zeros((side, side))
+        square[r] = row
+        rows = np.ascontiguousarray(np.broadcast_to(g, (r, g.size)))
+        res = _native.stencil(rows, r, stencil, _flat(square), boundary, cv, int(steps))[0]
+        return _into(np.ascontiguousarray(res), out)
+    if w is not None:
+        w = _flat(w)
+    res = _native.stencil(
         np.ascontiguousarray(g), int(radius), stencil, w, boundary, cv, int(steps)
     )
+    return _into(res, out)
 
 
 def info():
@@ -518,10 +621,23 @@ def use(backend=None, adapter=None, devices=None, _spread_always=False):
     GPUs for each call: "all", a count (2), or a list of indices or names ("0,1"; one named
     twice gives two devices on it). Sorts too large for one GPU sort are split by key range
     over them and stencils held in slabs across them, with the results one device gives; other
-    calls run on the first. Replaces the context in use."""
-    _native.use_device(
-        backend,
-        None if adapter is None else str(adapter),
-        None if devices is None else str(devices),
-        bool(_spread_always),
-    )
+    calls run on the first. Replaces the context in use; where it fails, the context in use
+    stays."""
+    global _numpy_answers
+    _numpy_answers = None
+    given = {"adapter": adapter, "devices": devices}
+    try:
+        _native.use_device(
+            backend,
+            None if adapter is None else str(adapter),
+            None if devices is None else str(devices),
+            bool(_spread_always),
+        )
+    except (ValueError, GpuError) as e:
+        # the library names a setting in words (adapter "x"); a Python user reads arguments
+        msg = str(e)
+        for name, value in given.items():
+            if value is not None:
+                for quoted in (f'"{value}"', f"'{value}'"):
+                    msg = msg.replace(f"{name} {quoted}", f"{name}={str(value)!r}")
+        raise type(e)(msg) from None

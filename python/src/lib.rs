@@ -6,6 +6,7 @@
 
 mod pool;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -166,15 +167,34 @@ fn engine() -> PyResult<Arc<Engine>> {
     Ok(e)
 }
 
+thread_local! {
+    /// The flag a worker's call is cancelled by (set by `run` on Ctrl-C).
+    static CANCEL: std::cell::RefCell<Option<Arc<AtomicBool>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Whether the call this worker thread runs was given up by its caller (Ctrl-C): long loops
+/// check it between parts of their work and stop, so that the cores are free for the next call.
+fn cancelled() -> bool {
+    CANCEL.with(|c| {
+        c.borrow()
+            .as_ref()
+            .is_some_and(|f| f.load(Ordering::Relaxed))
+    })
+}
+
 /// Run `job` on a worker thread with the GIL released; Ctrl-C (a pending signal) returns
-/// KeyboardInterrupt at once, and the worker's result is then dropped when it finishes.
+/// KeyboardInterrupt at once and cancels the job: it stops at its next check (`cancelled`), or
+/// its result is dropped when it finishes.
 fn run<R: Send + 'static>(
     py: Python<'_>,
     job: impl FnOnce(&Engine) -> gpusort_core::Result<R> + Send + 'static,
 ) -> PyResult<R> {
     let engine = engine()?;
     let (tx, rx) = std::sync::mpsc::channel();
+    let cancel = Arc::new(AtomicBool::new(false));
+    let flag = cancel.clone();
     std::thread::spawn(move || {
+        CANCEL.with(|c| *c.borrow_mut() = Some(flag));
         let _ = tx.send(job(&engine));
     });
     // a Mutex makes the receiver shareable with the detached closure; only this thread uses it
@@ -182,7 +202,12 @@ fn run<R: Send + 'static>(
     loop {
         match py.detach(|| lock(&rx).recv_timeout(Duration::from_millis(50))) {
             Ok(result) => return result.map_err(to_py),
-            Err(RecvTimeoutError::Timeout) => py.check_signals()?,
+            Err(RecvTimeoutError::Timeout) => {
+                if let Err(interrupt) = py.check_signals() {
+                    cancel.store(true, Ordering::Relaxed);
+                    return Err(interrupt);
+                }
+            }
             Err(RecvTimeoutError::Disconnected) => {
                 return Err(GpuError::new_err(
                     "the worker thread stopped without a result (a gpusort bug)",
@@ -673,17 +698,44 @@ fn stencil_grid<T: gpusort_core::stencil::StencilValue + numpy::Element>(
     match e {
         Engine::Cpu => {
             let out = buf.as_mut_slice();
-            let mut scratch = vec![T::from_f64(0.0); if job.steps > 1 { grid.len() } else { 0 }];
-            gpusort_core::cpu_engine::stencil(
-                grid,
-                out,
-                &mut scratch,
-                job.shape,
-                &job.stencil,
-                job.boundary,
-                job.cval,
-                job.steps,
-            );
+            let cells = grid.len();
+            // steps in batches of about 2^28 cell-taps (a fraction of a second), the call's
+            // cancel flag checked between them; K steps are K single steps, bit for bit
+            let taps = job.stencil.taps().len().max(1);
+            let batch = ((1usize << 28) / (cells * taps).max(1)).clamp(1, u32::MAX as usize) as u32;
+            let zero = T::from_f64(0.0);
+            let mut scratch = vec![zero; if job.steps > 1 { cells } else { 0 }];
+            let mut other = vec![zero; if job.steps > batch { cells } else { 0 }];
+            let run_steps = |from: &[T], to: &mut [T], scratch: &mut [T], steps: u32| {
+                gpusort_core::cpu_engine::stencil(
+                    from,
+                    to,
+                    scratch,
+                    job.shape,
+                    &job.stencil,
+                    job.boundary,
+                    job.cval,
+                    steps,
+                )
+            };
+            let mut done = batch.min(job.steps);
+            run_steps(grid, out, &mut scratch, done);
+            let mut in_out = true; // where the latest grid lies: `out` or `other`
+            while done < job.steps {
+                if cancelled() {
+                    return Err(gpusort_core::Error::InvalidInput("interrupted".into()));
+                }
+                let steps = batch.min(job.steps - done);
+                match in_out {
+                    true => run_steps(out, &mut other, &mut scratch, steps),
+                    false => run_steps(&other, out, &mut scratch, steps),
+                }
+                in_out = !in_out;
+                done += steps;
+            }
+            if !in_out {
+                out.copy_from_slice(&other);
+            }
             Ok(buf)
         }
         Engine::Gpu(g) => {
