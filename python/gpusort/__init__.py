@@ -215,7 +215,8 @@ def _numpy_sort(x, arr, axis):
     res = np.sort(x, axis=axis)
     flat = x.reshape(-1)
     # the zeros sit together in the result (found by bisection): in the input's order of signs
-    lo, hi = np.searchsorted(res, 0, "left"), np.searchsorted(res, 0, "right")
+    zero = res.dtype.type(0)  # (of the array's dtype: a Python 0 would convert the array)
+    lo, hi = np.searchsorted(res, zero, "left"), np.searchsorted(res, zero, "right")
     if hi > lo:
         res[lo:hi] = flat[flat == 0]
     return res
