@@ -21,7 +21,7 @@
 // in registers and the workgroup-memory steps go two per barrier, so the kernel already runs
 // 6.8x faster than the plain sort on the H200 at 2^24; neither was measured to pay yet, so
 // neither is kept (docs/ARCHITECTURE.md). The CPU twin is
-// crates/gpusort-core/src/cpu/bitonic.rs.
+// crates/gpusort-core/src/reference/bitonic.rs.
 
 const TILE_VECS: u32 = WG * 4u; // each invocation of the local kernels holds 4 vec4 = 16 keys
 

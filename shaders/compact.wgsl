@@ -12,7 +12,7 @@
 // written out in phases (repack).
 // A stable partition is two of these: keep the matching elements, then the others starting at
 // the first pass's count.
-// CPU twin: crates/gpusort-core/src/cpu/scan.rs.
+// CPU twin: crates/gpusort-core/src/reference/scan.rs.
 // Host-prepended constants: WG, W (u32 words per element: 1 or 2), PAYLOAD (0/1), KIND (key
 // type code), PRED (PRED_*), KEEP (1: keep where the predicate holds, 0: the others),
 // IDENTITY (0), ROUNDS (vec4s per invocation, 2 to 16), STAGE, LATE_LOADS (0/1), PROBE

@@ -23,8 +23,8 @@
 // acquire/release in naga's SPIR-V) separates a block's data writes from its mark and a waiting
 // block's mark read from its data reads.
 //
-// Kernel families, per task `kind` (the CPU twins: sort = cpu::bitonic / slice sort with the key
-// order of cpu::keys, scan = cpu::scan):
+// Kernel families, per task `kind` (the CPU twins: sort = reference::bitonic / slice sort with the key
+// order of reference::keys, scan = reference::scan):
 //   0 sort_local   sort each CAP-word block ascending (the "all ascending" bitonic form of
 //                  bitonic.wgsl), keys encoded to their sortable words on load
 //   1 sort_global  up to three global steps of a stage (partners CAP or more apart), fused in
@@ -323,7 +323,7 @@ fn scan_apply(d: Task, b: u32, li: u32) {
     for (var i = li; i < count; i += WG) { atomicStore(&data[base + i], tile[pad(i)]); }
 }
 
-// Whether word `w` passes the split's test (scan.rs Predicate; cpu::scan::holds).
+// Whether word `w` passes the split's test (scan.rs Predicate; reference::scan::holds).
 fn passes(d: Task, w: u32) -> bool {
     let kind = key_kind(d);
     if (d.a == 2u) {

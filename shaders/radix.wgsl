@@ -18,7 +18,7 @@
 // and prepare lays out its buckets; the LSD passes' dispatches stay empty unless it falls back.
 // No workgroup waits on another without a bound: tiles take tickets in launch order, and a tile
 // whose predecessor stays silent for SPIN_LIMIT reads counts that digit in that tile itself.
-// CPU twin: crates/gpusort-core/src/cpu/radix.rs.
+// CPU twin: crates/gpusort-core/src/reference/radix.rs.
 // Keys, payloads and their alternates are reached only through key_word_at, set_key_word,
 // payload_at and set_payload (host-composed, sort::radix_wgsl::element_access): one binding each,
 // or, for a job beyond one binding, the first PART elements at bindings 1..=4 and the rest at

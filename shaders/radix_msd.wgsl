@@ -28,7 +28,7 @@
 //                     instead (one dispatch for either)
 //   msd_dense         a workgroup a listed 16-bit bucket: a counting sort on the low 16 bits in
 //                     workgroup memory, whatever the duplicates
-// CPU twin: cpu::radix::msd_sort. Host-prepended: MSD_BIN_BITS (msd_local's and msd_dense's bins
+// CPU twin: reference::radix::msd_sort. Host-prepended: MSD_BIN_BITS (msd_local's and msd_dense's bins
 // are 1 << MSD_BIN_BITS) and MSD_GROUP_MAX (radix.rs).
 
 const MSD_BINS: u32 = 1u << MSD_BIN_BITS;

@@ -9,7 +9,7 @@
 // tile before it looks back for the current one, so the look-back's wait is hidden behind loads.
 // (One workgroup per tile reached 70% of a copy, 98% with the look-back off: the wait, not the
 // walk, is what costs; BENCHMARKS.md.)
-// CPU twin: crates/gpusort-core/src/cpu/scan.rs.
+// CPU twin: crates/gpusort-core/src/reference/scan.rs.
 // Host-prepended constants: WG, OP (operator code, see combine), IDENTITY, INCLUSIVE (0/1),
 // SPIN_LIMIT, WINDOW, STATE_STRIDE and COUNTERS (look-back), ROUNDS, PERSIST (1: workgroups loop
 // over tiles) and GROUP_TILES, NO_LOOKBACK (1: tiles ignore their predecessors, a wrong result for

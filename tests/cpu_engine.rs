@@ -2,9 +2,9 @@
 //! shape, direction, payload, segment size and key-bit range; every scan operator; splits; and
 //! stencils bit for bit. No GPU involved.
 
-use gpusort_core::cpu::keys::{self as twin, canonical};
-use gpusort_core::cpu::{radix as radix_twin, scan as scan_twin, stencil as stencil_twin};
 use gpusort_core::cpu_engine as engine;
+use gpusort_core::reference::keys::{self as twin, canonical};
+use gpusort_core::reference::{radix as radix_twin, scan as scan_twin, stencil as stencil_twin};
 use gpusort_core::scan::{Predicate, ScanOp};
 use gpusort_core::stencil::{Boundary, GridShape, Stencil};
 use gpusort_core::{SortKey, SortOrder};

@@ -1,7 +1,7 @@
 //! GPU kernels against their CPU references, on whatever adapter is present (lavapipe in CI),
 //! with subgroups and with them forced off.
 
-use gpusort_core::cpu::keys as reference;
+use gpusort_core::reference::keys as reference;
 use gpusort_core::{Gpu, GpuOptions, SortKey, SortOrder, Sorter};
 use gpusort_tests::*;
 use rand::Rng;
@@ -672,8 +672,8 @@ mod radix_segments {
 /// and an input beyond lavapipe's 128 MiB binding sorted in pieces.
 mod radix_options {
     use super::*;
-    use gpusort_core::cpu::radix as twin;
     use gpusort_core::device::transfer;
+    use gpusort_core::reference::radix as twin;
     use gpusort_core::{Algorithm, KeyType, SortJob};
 
     fn radix(gpu: &Gpu) -> Sorter {
@@ -1127,7 +1127,8 @@ mod radix_options {
                     .iter()
                     .map(|k| (reference::sortable(k, descending) >> 32) as u32)
                     .collect();
-                let twin = gpusort_core::cpu::radix::msd_sort(&values, s.radix_msd_tile() as usize);
+                let twin =
+                    gpusort_core::reference::radix::msd_sort(&values, s.radix_msd_tile() as usize);
                 match (outcome, twin) {
                     (Ran { dense_buckets }, Some(t)) => {
                         assert_eq!(dense_buckets, t.dense_buckets, "{what} desc={descending}");
@@ -1735,7 +1736,8 @@ fn transfers_round_trip_through_the_staging_ring() {
                 },
             )
             .unwrap();
-        let want = gpusort_core::cpu::scan::scan(&data, gpusort_core::scan::ScanOp::Add, true);
+        let want =
+            gpusort_core::reference::scan::scan(&data, gpusort_core::scan::ScanOp::Add, true);
         assert!(
             out == want,
             "a streamed scan, import {}",
@@ -2010,7 +2012,7 @@ mod external_sort {
                 .with_algorithm(Algorithm::Radix)
                 .with_key_bits(4..12);
             let got = run(&radix, gpu, &keys, SortOrder::default(), MIN_MEMORY_BUDGET);
-            let (want, _) = gpusort_core::cpu::radix::argsort(&keys, false, 4..12);
+            let (want, _) = gpusort_core::reference::radix::argsort(&keys, false, 4..12);
             assert_eq!(got.perm, want, "key bits 4..12");
         }
     }

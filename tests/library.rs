@@ -1,5 +1,6 @@
 //! The library's promises about itself, checked on its sources: no environment variable is read
-//! by the library crates, and the core crate's families depend on each other one way only.
+//! by the library crates, the core crate's families depend on each other one way only, and the
+//! CPU twins and the kernels are built apart.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -110,6 +111,57 @@ fn the_core_families_depend_one_way() {
         let text = std::fs::read_to_string(src.join(family).join("mod.rs")).expect("mod.rs");
         assert!(text.contains(facade), "{family}/mod.rs holds `{facade}`");
     }
+}
+
+/// The CPU twins (`reference/`) are what the kernels are checked against, so neither side is
+/// built from the other: the twins import no kernel code (generation, pipelines, devices, the
+/// engines), and no kernel generation imports a twin (shared rules live in the job types, such
+/// as `stencil::map_axis`, or in `sort::radix_layout`).
+#[test]
+fn the_reference_twins_and_the_kernels_are_built_apart() {
+    let src = root().join("crates/gpusort-core/src");
+    let mut twins = Vec::new();
+    rust_files(&src.join("reference"), &mut twins);
+    assert!(
+        !twins.is_empty(),
+        "crates/gpusort-core/src/reference/ exists"
+    );
+    let kernel_code = [
+        "crate::device",
+        "crate::wgsl",
+        "_wgsl",
+        "codegen",
+        "kernel",
+        "crate::cpu_engine",
+        "crate::multi",
+        "crate::schedule",
+        "crate::sort::radix::",
+    ];
+    let mut found = Vec::new();
+    for f in &twins {
+        for (n, line) in code(f) {
+            if let Some(k) = kernel_code.iter().find(|k| line.contains(*k)) {
+                found.push(format!("{}:{n}: a twin uses {k}", f.display()));
+            }
+        }
+    }
+    let mut all = Vec::new();
+    rust_files(&src, &mut all);
+    let generation = |f: &Path| {
+        let name = f.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        name.ends_with("_wgsl.rs") || ["wgsl.rs", "codegen.rs", "kernel.rs"].contains(&name)
+    };
+    for f in all.iter().filter(|f| generation(f)) {
+        for (n, line) in code(f) {
+            if line.contains("crate::reference") {
+                found.push(format!(
+                    "{}:{n}: kernel generation uses a twin",
+                    f.display()
+                ));
+            }
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
 }
 
 /// A caller's device made with wgpu's default limits and no features: gpusort adapts (bitonic

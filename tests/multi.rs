@@ -7,9 +7,9 @@
 
 use std::sync::Mutex;
 
-use gpusort_core::cpu;
 use gpusort_core::multi::sort::Spread;
 use gpusort_core::multi::{self, DeviceGroup, DeviceSpec};
+use gpusort_core::reference;
 use gpusort_core::scan::{Predicate, ScanOp};
 use gpusort_core::stencil::{self, Boundary, GridShape, Stencil, StencilJob, StencilKernel};
 use gpusort_core::{GpuOptions, KeyType, Scanner, SortKey, SortOrder, Sorter};
@@ -222,9 +222,9 @@ fn scans_of<T: SortKey>(g: &DeviceGroup, scanners: &[Scanner], ops: &[ScanOp]) {
             for inclusive in [true, false] {
                 let got = group_scan(g, scanners, &data, op, inclusive, 1024);
                 let want = if T::TYPE.is_wide() {
-                    cpu::scan::scan64(&data, op, inclusive)
+                    reference::scan::scan64(&data, op, inclusive)
                 } else {
-                    cpu::scan::scan(&data, op, inclusive)
+                    reference::scan::scan(&data, op, inclusive)
                 };
                 assert_eq!(
                     as_bytes(&got),
@@ -254,7 +254,7 @@ fn group_scans_match_the_cpu() {
             .collect();
         for inclusive in [true, false] {
             let got = group_scan(&g, &scanners, &data, Add, inclusive, 1024);
-            let want = cpu::scan::scan(&data, Add, inclusive);
+            let want = reference::scan::scan(&data, Add, inclusive);
             let mut abs = 0.0f64;
             for i in 0..data.len() {
                 abs += data[i].abs() as f64;
@@ -308,7 +308,8 @@ fn splits_of<T: SortKey>(g: &DeviceGroup, scanners: &[Scanner], pivot: T) {
                     },
                 )
                 .unwrap();
-                let (want, wpay, split) = cpu::scan::partition(&data, Some(&payload), &predicate);
+                let (want, wpay, split) =
+                    reference::scan::partition(&data, Some(&payload), &predicate);
                 let len = if rest { n } else { split };
                 assert_eq!(kept, split, "{} {predicate:?} n={n}", T::TYPE);
                 let (o, p) = (out.into_inner().unwrap(), pay.into_inner().unwrap());

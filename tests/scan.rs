@@ -1,8 +1,8 @@
 //! Scans, compaction and partition on the GPU against their CPU twins, with and without
 //! subgroups, including the look-back's fallback path.
 
-use gpusort_core::cpu::scan as reference;
 use gpusort_core::device::transfer;
+use gpusort_core::reference::scan as reference;
 use gpusort_core::scan::{Predicate, ScanOp, Scanner, Tuning};
 use gpusort_core::{Gpu, SortKey};
 use gpusort_tests::*;

@@ -7,7 +7,7 @@
 //! sum to 1, so values stay of the input's magnitude and 1e-5 relative (f32) / 1e-12 (f64)
 //! bounds the difference over 5 steps with a wide margin. GPU-to-GPU comparisons are exact.
 
-use gpusort_core::cpu;
+use gpusort_core::reference;
 use gpusort_core::stencil::{
     self, Boundary, GridShape, Stencil, StencilJob, StencilKernel, StencilValue,
 };
@@ -122,7 +122,7 @@ fn check_against_cpu(job: &StencilJob, seed: u64) {
     let kernel = StencilKernel::new(gpu, job).unwrap();
     let input = grid::<f32>(job.shape.cells(), seed);
     let (out, stats) = stencil::apply(gpu, &kernel, &in_core(job), &input).unwrap();
-    let want = cpu::stencil::run(
+    let want = reference::stencil::run(
         &input,
         job.shape,
         &job.stencil,
@@ -239,7 +239,7 @@ fn constant_boundary_at_every_step_and_specials() {
     input[255] = f32::NAN;
     input[100] = -0.0;
     let (out, _) = stencil::apply(gpu, &kernel, &in_core(&j), &input).unwrap();
-    let want = cpu::stencil::run(&input, j.shape, &j.stencil, j.boundary, j.cval, j.steps);
+    let want = reference::stencil::run(&input, j.shape, &j.stencil, j.boundary, j.cval, j.steps);
     for (i, (g, c)) in out.iter().zip(&want).enumerate() {
         assert!(
             (g.is_nan() && c.is_nan()) || (g == c) || (g - c).abs() <= 1e-5,
@@ -276,7 +276,8 @@ fn grids_of_one_cell_rows_match_the_cpu() {
             let kernel = StencilKernel::new(gpu, &j).unwrap();
             let input = grid::<f32>(j.shape.cells(), 70 + n as u64);
             let (got, _) = stencil::apply(gpu, &kernel, &in_core(&j), &input).unwrap();
-            let want = cpu::stencil::run(&input, j.shape, &j.stencil, j.boundary, j.cval, j.steps);
+            let want =
+                reference::stencil::run(&input, j.shape, &j.stencil, j.boundary, j.cval, j.steps);
             close(&got, &want, 1e-5, &format!("{} {boundary:?}", j.shape));
         }
     }
@@ -406,7 +407,7 @@ fn f64_grids_where_the_device_has_them() {
     let kernel = StencilKernel::new(gpu, &j).unwrap();
     let input = grid::<f64>(j.shape.cells(), 5);
     let (out, _) = stencil::apply(gpu, &kernel, &in_core(&j), &input).unwrap();
-    let want = cpu::stencil::run(&input, j.shape, &j.stencil, j.boundary, j.cval, j.steps);
+    let want = reference::stencil::run(&input, j.shape, &j.stencil, j.boundary, j.cval, j.steps);
     close(&out, &want, 1e-12, "f64");
     // streamed in sub-blocks: the same bits
     let budget = Budget {
@@ -431,7 +432,7 @@ fn f64_grids_where_the_device_has_them() {
     assert!(!plain.four_cells());
     assert!(stencil::Blocking::candidates(&j2, limit).is_empty());
     let (a, _) = stencil::apply(gpu, &plain, &in_core(&j2), &input2).unwrap();
-    let cpu = cpu::stencil::run(
+    let cpu = reference::stencil::run(
         &input2,
         j2.shape,
         &j2.stencil,
@@ -616,7 +617,7 @@ fn streamed_passes_are_bit_identical_to_single_steps() {
                 j.shape
             );
             let (want, _) = stencil::apply(gpu, &plain, &in_core(&j), &input).unwrap();
-            let cpu = cpu::stencil::run(&input, j.shape, &j.stencil, boundary, j.cval, steps);
+            let cpu = reference::stencil::run(&input, j.shape, &j.stencil, boundary, j.cval, steps);
             close(
                 &want,
                 &cpu,
@@ -704,7 +705,7 @@ fn wide_boxes_loop_their_tap_rows_four_cells_at_a_time() {
             assert!(stencil::Blocking::candidates(&j, 1 << 20).is_empty());
             let (want, _) = stencil::apply(gpu, &kernel, &in_core(&j), &input).unwrap();
             let what = format!("{} {boundary:?} {} taps", j.shape, stencil.taps().len());
-            let cpu = cpu::stencil::run(&input, j.shape, &j.stencil, boundary, j.cval, steps);
+            let cpu = reference::stencil::run(&input, j.shape, &j.stencil, boundary, j.cval, steps);
             close(&want, &cpu, 1e-5, &what);
             let one = StencilKernel::one_cell(gpu, &j).unwrap();
             let (single, _) = stencil::apply(gpu, &one, &in_core(&j), &input).unwrap();
@@ -1242,7 +1243,7 @@ mod properties {
             let kernel = StencilKernel::new(gpu, &j).unwrap();
             let input = grid::<f32>(j.shape.cells(), seed);
             let (got, _) = stencil::apply(gpu, &kernel, &in_core(&j), &input).unwrap();
-            let want = cpu::stencil::run(&input, j.shape, &j.stencil, j.boundary, j.cval, j.steps);
+            let want = reference::stencil::run(&input, j.shape, &j.stencil, j.boundary, j.cval, j.steps);
             close(&got, &want, 1e-5, &format!("{} {:?}", j.shape, j.boundary));
             let budget = Budget { memory: budget_rows * j.row_bytes(), max_binding: 1 << 30 };
             if let Ok(p) = plan(&j.problem(), budget, SPEEDS, None, Streaming::Reuse) {

@@ -780,7 +780,7 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
         let got: Vec<u32> = transfer::read_vec(gpu, &dst, n)?;
         // GPUSORT_SCAN_NO_LOOKBACK measures the scan without its look-back: wrong by design
         let unchecked = scanner.tuning().no_lookback;
-        if !unchecked && got != gpusort_core::cpu::scan::scan(&input, ScanOp::Add, false) {
+        if !unchecked && got != gpusort_core::reference::scan::scan(&input, ScanOp::Add, false) {
             return Err(CliError::runtime(format!(
                 "bench: the scan of 2^{log} differs from the CPU's on {}",
                 gpu.adapter.name
@@ -1090,7 +1090,7 @@ fn check_sorted(
 ) -> CliResult {
     let v: Vec<u32> = transfer::read_vec(gpu, buf, n)?;
     let bits = bits.unwrap_or(0..32);
-    let key = |x: &u32| gpusort_core::cpu::radix::key_on_bits(x, false, &bits);
+    let key = |x: &u32| gpusort_core::reference::radix::key_on_bits(x, false, &bits);
     if v.windows(2).any(|w| key(&w[0]) > key(&w[1])) {
         return Err(CliError::runtime(format!(
             "bench: {what} produced an unsorted result on {}",

@@ -6,7 +6,7 @@ use std::str::FromStr;
 use std::time::Instant;
 
 use clap::ValueEnum;
-use gpusort_core::cpu::scan as reference;
+use gpusort_core::reference::scan as reference;
 use gpusort_core::scan::scan64::Scanner64;
 use gpusort_core::scan::streamed::SplitDrain;
 use gpusort_core::scan::{Predicate, ScanOp, Scanner};
@@ -568,7 +568,7 @@ fn scan_file_group<T: SortKey>(
 }
 
 /// --verify of a scan, piece by piece: the CPU's sequential scan carried from piece to piece
-/// (32-bit elements through `cpu::scan::scan_from`, 64-bit ones through `combine64`).
+/// (32-bit elements through `reference::scan::scan_from`, 64-bit ones through `combine64`).
 struct ScanCheck {
     op: ScanOp,
     inclusive: bool,

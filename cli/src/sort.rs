@@ -4,8 +4,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clap::ValueEnum;
-use gpusort_core::cpu::keys::{canonical, fingerprint, sortable};
 use gpusort_core::device::transfer;
+use gpusort_core::reference::keys::{canonical, fingerprint, sortable};
 use gpusort_core::sort::external;
 use gpusort_core::{KeyType, SortJob, SortKey, SortOrder, Sorter};
 
@@ -1336,7 +1336,7 @@ fn verify_on_bits<T: SortKey>(
             .zip(output.chunks(seg))
             .all(|(input, output)| {
                 let (perm, _) =
-                    gpusort_core::cpu::radix::argsort(input, order.descending, bits.clone());
+                    gpusort_core::reference::radix::argsort(input, order.descending, bits.clone());
                 perm.iter().zip(output).all(|(&i, o)| {
                     bytemuck::bytes_of(&canonical(&input[i as usize])) == bytemuck::bytes_of(o)
                 })

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use clap::ValueEnum;
-use gpusort_core::cpu;
+use gpusort_core::reference;
 use gpusort_core::stencil::{
     self, Boundary, GridShape, Stencil, StencilJob, StencilKernel, StencilValue,
 };
@@ -590,7 +590,7 @@ fn outcome(
 /// The result of `job` on `grid` against the CPU twin, within the tolerance the tests use (the
 /// GPU may fuse a multiply and an add).
 fn verify<T: StencilValue + Into<f64>>(job: &StencilJob, grid: &[T], got: &[T]) -> CliResult {
-    let want = cpu::stencil::run(
+    let want = reference::stencil::run(
         grid,
         job.shape,
         &job.stencil,

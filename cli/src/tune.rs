@@ -5,9 +5,9 @@
 //! thresholds (where `Auto` takes the radix sort, the MSD path, the segmented radix path) are
 //! the sizes from which the faster choice stays faster.
 
-use gpusort_core::cpu::keys::fingerprint;
 use gpusort_core::device::transfer;
 use gpusort_core::internal::bench::GpuTimer;
+use gpusort_core::reference::keys::fingerprint;
 use gpusort_core::scan::{CompactJob, Predicate, ScanJob, ScanOp, Scanner};
 use gpusort_core::tuning::{StoredTuning, TuningFile};
 use gpusort_core::{
@@ -626,7 +626,7 @@ struct Uploaded {
     host: Vec<u32>,
     /// The words are 64-bit keys, low word first.
     wide: bool,
-    fingerprint: gpusort_core::cpu::keys::Fingerprint,
+    fingerprint: gpusort_core::reference::keys::Fingerprint,
     pristine: wgpu::Buffer,
     work: wgpu::Buffer,
     perm: wgpu::Buffer,
@@ -681,7 +681,7 @@ impl ScanInput {
             src: transfer::buffer_from(gpu, "tune scan input", data)?,
             dst: transfer::storage_buffer(gpu, "tune scan output", data.len() as u64 * 4)?,
             counts: transfer::storage_buffer(gpu, "tune counts", 16)?,
-            sums: gpusort_core::cpu::scan::scan(data, ScanOp::Add, false),
+            sums: gpusort_core::reference::scan::scan(data, ScanOp::Add, false),
             kept: data.iter().filter(|&&x| x < 1 << 31).count(),
         })
     }

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use gpusort_core::cpu::keys as reference;
+use gpusort_core::reference::keys as reference;
 use gpusort_core::SortOrder;
 use gpusort_tests::*;
 use rand::Rng;
@@ -636,7 +636,7 @@ fn key_bits_sort_on_a_bit_range() {
     let input = dir.path().join("k.bin");
     let keys = random_u32(30_000, 8);
     write_u32(&input, &keys);
-    let (perm, _) = gpusort_core::cpu::radix::argsort(&keys, false, 8..20);
+    let (perm, _) = gpusort_core::reference::radix::argsort(&keys, false, 8..20);
     let want: Vec<u32> = perm.iter().map(|&i| keys[i as usize]).collect();
     for verify in [false, true] {
         let out = dir.path().join(format!("out{verify}.bin"));
@@ -656,7 +656,7 @@ fn key_bits_sort_on_a_bit_range() {
     let want: Vec<u32> = keys
         .chunks(777)
         .flat_map(|seg| {
-            let (perm, _) = gpusort_core::cpu::radix::argsort(seg, true, 8..20);
+            let (perm, _) = gpusort_core::reference::radix::argsort(seg, true, 8..20);
             perm.into_iter()
                 .map(|i| seg[i as usize])
                 .collect::<Vec<_>>()
@@ -848,7 +848,7 @@ fn key_bits_for_many_files() {
         let path = dir.path().join(format!("k{f}.bin"));
         write_u32(&path, &keys);
         cmd.arg(&path);
-        let (perm, _) = gpusort_core::cpu::radix::argsort(&keys, false, 4..12);
+        let (perm, _) = gpusort_core::reference::radix::argsort(&keys, false, 4..12);
         want.push(perm.iter().map(|&i| keys[i as usize]).collect::<Vec<u32>>());
     }
     cmd.assert().success();
@@ -889,7 +889,7 @@ fn scan_partition_compact_on_files() {
         .arg(&input)
         .assert()
         .success();
-    let want = gpusort_core::cpu::scan::scan(&data, gpusort_core::scan::ScanOp::Add, false);
+    let want = gpusort_core::reference::scan::scan(&data, gpusort_core::scan::ScanOp::Add, false);
     assert_eq!(read_u32(&d.join("x.scan.bin")), want);
     gpusort()
         .args(["-q", "scan", "--dtype", "u32", "--op", "max", "-o"])
@@ -899,7 +899,7 @@ fn scan_partition_compact_on_files() {
         .success();
     assert_eq!(
         read_u32(&d.join("m.bin")),
-        gpusort_core::cpu::scan::scan(&data, gpusort_core::scan::ScanOp::Max, true)
+        gpusort_core::reference::scan::scan(&data, gpusort_core::scan::ScanOp::Max, true)
     );
 
     let vals: Vec<u32> = (0..10_000).collect();
@@ -923,7 +923,7 @@ fn scan_partition_compact_on_files() {
         .unwrap();
     assert!(out.status.success());
     let pred = gpusort_core::scan::Predicate::Below(50u32);
-    let (want, wv, split) = gpusort_core::cpu::scan::partition(&data, Some(&vals), &pred);
+    let (want, wv, split) = gpusort_core::reference::scan::partition(&data, Some(&vals), &pred);
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim(),
         split.to_string()
@@ -994,7 +994,7 @@ fn scan_partition_and_compact_stream_in_chunks() {
     assert_eq!(shape, vec![data.len() as u64]);
     assert_eq!(
         got,
-        gpusort_core::cpu::scan::scan(&data, gpusort_core::scan::ScanOp::Add, true)
+        gpusort_core::reference::scan::scan(&data, gpusort_core::scan::ScanOp::Add, true)
     );
     let vo = d.join("vo.npy");
     let printed = run(&[
@@ -1009,7 +1009,7 @@ fn scan_partition_and_compact_stream_in_chunks() {
         vo.to_str().unwrap(),
     ]);
     let pred = gpusort_core::scan::Predicate::AtLeast(4_000_000_000u32);
-    let (want, wv) = gpusort_core::cpu::scan::compact(&data, Some(&vals), &pred);
+    let (want, wv) = gpusort_core::reference::scan::compact(&data, Some(&vals), &pred);
     assert!(want.len() < data.len() / 10, "a small fraction kept");
     assert_eq!(printed, want.len().to_string());
     let (shape, got): (_, Vec<u32>) = read_npy(&d.join("x.compacted.npy"));
@@ -1030,7 +1030,7 @@ fn scan_partition_and_compact_stream_in_chunks() {
         vo.to_str().unwrap(),
     ]);
     let pred = gpusort_core::scan::Predicate::Below(3_000_000_000u32);
-    let (want, wv, split) = gpusort_core::cpu::scan::partition(&data, Some(&vals), &pred);
+    let (want, wv, split) = gpusort_core::reference::scan::partition(&data, Some(&vals), &pred);
     assert_eq!(printed, split.to_string());
     let (shape, got): (_, Vec<u32>) = read_npy(&d.join("x.partitioned.npy"));
     assert_eq!((shape, got), (vec![data.len() as u64], want));
@@ -1067,7 +1067,8 @@ fn scan_partition_and_compact_stream_in_chunks() {
                     dest.to_str().unwrap(),
                 ],
             );
-            let (want, wv, split) = gpusort_core::cpu::scan::partition(&wide, Some(&vals), &zero);
+            let (want, wv, split) =
+                gpusort_core::reference::scan::partition(&wide, Some(&vals), &zero);
             let wv = wv.unwrap();
             let (want, wv) = match cmd {
                 "compact" => (&want[..split], &wv[..split]),
@@ -1099,7 +1100,7 @@ fn scan_partition_and_compact_stream_in_chunks() {
         let max = gpusort_core::scan::ScanOp::Max;
         assert_eq!(
             got,
-            gpusort_core::cpu::scan::scan(&data, max, true),
+            gpusort_core::reference::scan::scan(&data, max, true),
             "{sync}"
         );
     }
@@ -1392,7 +1393,7 @@ fn a_failing_write_leaves_nothing_behind() {
 /// its shape, and a small --gpu-memory (streamed in sub-blocks) gives the same bytes as in core.
 #[test]
 fn stencil_on_files_in_core_and_streamed() {
-    use gpusort_core::cpu::stencil as reference;
+    use gpusort_core::reference::stencil as reference;
     use gpusort_core::stencil::{Boundary, GridShape, Stencil};
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
@@ -1793,7 +1794,8 @@ fn many_files_scan_and_compact() {
         .success();
     for (i, p) in inputs.iter().enumerate() {
         let keys = read_u32(p);
-        let want = gpusort_core::cpu::scan::scan(&keys, gpusort_core::scan::ScanOp::Add, false);
+        let want =
+            gpusort_core::reference::scan::scan(&keys, gpusort_core::scan::ScanOp::Add, false);
         assert_eq!(read_u32(&out.join(format!("s{i}.bin"))), want, "file {i}");
     }
     let run = gpusort()
@@ -1865,7 +1867,7 @@ fn many_files_scan_and_compact() {
         assert!(String::from_utf8_lossy(&run.stdout).contains(&format!("{split}\t{}", p.display())));
     }
     let (_, got) = read_npy::<f32>(&out.join("f.npy"));
-    let (want, _, _) = gpusort_core::cpu::scan::partition(
+    let (want, _, _) = gpusort_core::reference::scan::partition(
         &floats,
         None,
         &gpusort_core::scan::Predicate::Below(7.0f32),

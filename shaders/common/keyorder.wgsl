@@ -1,4 +1,4 @@
-// The sort order of every key type as u32 words (CPU twin: crates/gpusort-core/src/cpu/keys.rs).
+// The sort order of every key type as u32 words (CPU twin: crates/gpusort-core/src/reference/keys.rs).
 // Native (hi, lo) -> sortable (hi, lo) whose unsigned order is the wanted order: signed integers
 // flip the sign bit, floats flip the sign bit when positive and all bits when negative (total
 // order, -0.0 before +0.0), every NaN becomes all ones (last), and descending inverts everything

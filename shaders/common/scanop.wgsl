@@ -1,5 +1,5 @@
 // The scan operators on u32 words, by code (crates/gpusort-core/src/scan.rs ScanOp::code; CPU
-// twin crates/gpusort-core/src/cpu/scan.rs). Families with one operator per pipeline call it with
+// twin crates/gpusort-core/src/reference/scan.rs). Families with one operator per pipeline call it with
 // a constant code, which the compiler folds; the merged launch passes a per-task code.
 fn scan_op(op: u32, a: u32, b: u32) -> u32 {
     switch op {

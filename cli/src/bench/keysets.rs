@@ -121,8 +121,8 @@ pub fn generate<T: gpusort_core::SortKey>(set: &str, n: usize, seed: u64) -> Vec
         })
         .collect();
     let order = |a: &T, b: &T| {
-        gpusort_core::cpu::keys::sortable(a, false)
-            .cmp(&gpusort_core::cpu::keys::sortable(b, false))
+        gpusort_core::reference::keys::sortable(a, false)
+            .cmp(&gpusort_core::reference::keys::sortable(b, false))
     };
     match set {
         "sorted" => v.par_sort_by(order),

@@ -5,8 +5,8 @@
 //! Segmented sorts (u32, segments of 2^8..2^20 keys) on both paths measure where `Auto`
 //! should switch (`sort::Tuning::segmented_radix_from`).
 
-use gpusort_core::cpu::keys::{fingerprint, sortable, Fingerprint};
 use gpusort_core::device::transfer;
+use gpusort_core::reference::keys::{fingerprint, sortable, Fingerprint};
 use gpusort_core::{Algorithm, KeyType, SortJob, SortKey, SortOrder};
 use rayon::prelude::*;
 
@@ -259,7 +259,7 @@ fn after_larger(
     Ok(out)
 }
 
-/// `cpu::keys::fingerprint` on all cores: at 2^26 keys one thread took longer than the sorts
+/// `reference::keys::fingerprint` on all cores: at 2^26 keys one thread took longer than the sorts
 /// the check is for.
 fn par_fingerprint<T: SortKey>(v: &[T]) -> Fingerprint {
     v.par_chunks(1 << 16)
@@ -348,7 +348,7 @@ fn segmented(ctx: &Ctx<'_>, n: usize) -> Result<Vec<Case>, CliError> {
             })?;
             let got: Vec<u32> = transfer::read_vec(gpu, &work, n)?;
             let measuring = algorithm == Algorithm::Radix && sorter.tuning().measuring();
-            if !measuring && got != gpusort_core::cpu::keys::sorted(&keys, order) {
+            if !measuring && got != gpusort_core::reference::keys::sorted(&keys, order) {
                 return Err(CliError::runtime(format!(
                     "bench: {name} of {n} keys is wrong on {}",
                     gpu.adapter.name

@@ -12,8 +12,8 @@
 //! variants are checked against each other (bit for bit between the four-cell kernels) and, up to
 //! 2^24 cells, one step against the CPU twin.
 
-use gpusort_core::cpu::stencil as reference;
 use gpusort_core::device::transfer;
+use gpusort_core::reference::stencil as reference;
 use gpusort_core::stencil::{
     Blocking, Boundary, GridShape, KernelChoice, Stencil, StencilJob, StencilKernel, StencilValue,
 };

@@ -5,7 +5,7 @@
 
 use gpusort_core::device::transfer;
 use gpusort_core::stencil::{Boundary, GridShape, Stencil, StencilJob, StencilKernel};
-use gpusort_core::{cpu, Gpu, GpuOptions, KeyType};
+use gpusort_core::{reference, Gpu, GpuOptions, KeyType};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let gpu = Gpu::new(&GpuOptions::default())?;
@@ -31,7 +31,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     gpu.wait()?;
     let got: Vec<f32> = transfer::read_vec(&gpu, result, grid.len())?;
 
-    let want = cpu::stencil::run(
+    let want = reference::stencil::run(
         &grid,
         job.shape,
         &job.stencil,

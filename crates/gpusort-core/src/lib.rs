@@ -9,7 +9,8 @@
 //! - [`schedule`]: many small sorts and scans merged into shared launches.
 //! - [`multi`]: several GPUs as one ([`multi::DeviceGroup`]): sorts, scans, splits and stencils
 //!   spread over every device.
-//! - [`cpu`]: the CPU twins of the kernels, the reference semantics tests compare against.
+//! - [`reference`]: the CPU twins of the kernels, the reference semantics tests compare against
+//!   (named apart from [`cpu_engine`], the fast CPU engine).
 //! - [`cpu_engine`]: the same jobs on all CPU cores, for machines without a hardware GPU.
 //!
 //! docs/ARCHITECTURE.md maps the families to their kernels, twins, tests and benches.
@@ -46,7 +47,6 @@
 //! The library reads no environment variable: devices come from [`GpuOptions`] or the caller,
 //! tunings from [`sort::Tuning`] and [`scan::Tuning`] values.
 
-pub mod cpu;
 pub mod cpu_engine;
 pub mod device;
 pub mod engine;
@@ -55,6 +55,7 @@ pub mod error;
 pub mod internal;
 pub mod keys;
 pub mod multi;
+pub mod reference;
 pub mod scan;
 pub mod schedule;
 pub mod sort;

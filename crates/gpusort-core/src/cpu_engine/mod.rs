@@ -6,7 +6,7 @@
 //! stable splits, stencils bit-identical to their CPU twin — but is written for speed on a CPU
 //! (a parallel MSD-then-LSD radix sort over the bits that vary, a counting sort for keys of few
 //! distinct values, chunked scans and splits, row-vectorised stencils) with rayon.
-//! The CPU twins in [`crate::cpu`] stay the simple references; tests compare this engine with
+//! The CPU twins in [`crate::reference`] stay the simple references; tests compare this engine with
 //! them (`tests/cpu_engine.rs`).
 
 mod scan;

@@ -5,8 +5,8 @@
 use rayon::prelude::*;
 
 use super::chunk_len;
-use crate::cpu::scan::{combine64, combine_bits, holds, identity64};
 use crate::keys::SortKey;
+use crate::reference::scan::{combine64, combine_bits, holds, identity64};
 use crate::scan::{Predicate, ScanOp};
 
 /// The scan of `data` into `out` (the same length), with the kernels' semantics: wrapping

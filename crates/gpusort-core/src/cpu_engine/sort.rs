@@ -1,4 +1,4 @@
-//! Sorts on the CPU: every key is turned into its sortable word (`cpu::keys::encode`: NaNs
+//! Sorts on the CPU: every key is turned into its sortable word (`reference::keys::encode`: NaNs
 //! one largest value, signs and descending order folded into the bits), the words are sorted by
 //! a parallel MSD-then-LSD radix sort over the bits that vary (see `radix_sort`), and the keys
 //! come back decoded (keys only) or gathered through the permutation (with values or an
@@ -9,9 +9,9 @@ use std::ops::Range;
 use rayon::prelude::*;
 
 use super::{chunk_len, SEQUENTIAL_BELOW};
-use crate::cpu::keys::{canonical, decode, encode_key, from_words, sortable};
-use crate::cpu::radix::key_on_bits;
 use crate::keys::{KeyType, SortKey, SortOrder};
+use crate::reference::keys::{canonical, decode, encode_key, from_words, sortable};
+use crate::reference::radix::key_on_bits;
 
 /// A sortable word: u32 for 32-bit keys and ranges of up to 32 bits, u64 otherwise.
 trait Word: Copy + Default + Ord + Send + Sync {

@@ -1,4 +1,4 @@
-//! Stencils on the CPU, bit-identical to their twin (`cpu::stencil::run`): each cell sums its
+//! Stencils on the CPU, bit-identical to their twin (`reference::stencil::run`): each cell sums its
 //! taps in the same order, in the same precision, with no fused multiply-add. Rows run in
 //! parallel; inside a row whose taps all stay in the grid, the taps go outermost and the cells
 //! innermost, over a row of accumulators, which the compiler vectorises; cells that reach past
@@ -6,7 +6,7 @@
 
 use rayon::prelude::*;
 
-use crate::cpu::stencil::cell;
+use crate::reference::stencil::cell;
 use crate::stencil::{Boundary, GridShape, Stencil, StencilValue};
 
 /// `steps` Jacobi steps of `stencil` over `grid` (C order, `shape`), into `out`; `scratch`, of

@@ -12,10 +12,10 @@ use std::ops::Range;
 
 use rayon::prelude::*;
 
-use crate::cpu::scan::{combine64, combine_bits, holds, identity64};
 use crate::error::{Error, Result};
 use crate::keys::{KeyType, SortKey};
 use crate::multi::{on_each, split_even, DeviceGroup};
+use crate::reference::scan::{combine64, combine_bits, holds, identity64};
 use crate::scan::scan64::Scanner64;
 use crate::scan::{Predicate, ScanOp, Scanner};
 

@@ -12,11 +12,11 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 
-use crate::cpu::keys::sortable;
-use crate::cpu::radix::key_on_bits;
 use crate::error::{Error, Result};
 use crate::keys::{SortKey, SortOrder};
 use crate::multi::{on_each, split_even, DeviceGroup};
+use crate::reference::keys::sortable;
+use crate::reference::radix::key_on_bits;
 use crate::sort::{SortStats, Sorter};
 
 /// Sample positions per bucket: splitters within about 1/√(this) of an even split.

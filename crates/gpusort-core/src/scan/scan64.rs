@@ -2,7 +2,7 @@
 //! a chunk (tile totals, tile prefixes in one workgroup, tile scans), the running value carried
 //! on the GPU from chunk to chunk. WGSL has no 64-bit integers, so u64 and i64 travel as two
 //! u32 words with carries and signed compares spelled out; f64 needs the device's SHADER_F64.
-//! The CPU twin is `cpu::scan::scan64`.
+//! The CPU twin is `reference::scan::scan64`.
 
 use std::collections::HashMap;
 use std::sync::Mutex;

@@ -937,7 +937,7 @@ fn words_of<T: bytemuck::Pod>(values: &[T]) -> Vec<u32> {
 
 /// The CPU reference of a batch: each task in dependency order on a copy of `data`.
 pub fn reference(batch: &Batch, data: &[u32]) -> Vec<u32> {
-    use crate::cpu::{keys::sorted, scan::scan};
+    use crate::reference::{keys::sorted, scan::scan};
     let mut out = data.to_vec();
     let mut g = TaskGraph::default();
     for t in &batch.tasks {
@@ -1017,10 +1017,10 @@ fn split_words<T: crate::SortKey>(src: &[u32], test: Test, keep_rest: bool) -> (
     };
     let values: &[T] = bytemuck::cast_slice(src);
     let (kept, split) = if keep_rest {
-        let (all, _, split) = crate::cpu::scan::partition(values, None, &pred);
+        let (all, _, split) = crate::reference::scan::partition(values, None, &pred);
         (all, split)
     } else {
-        let (kept, _) = crate::cpu::scan::compact(values, None, &pred);
+        let (kept, _) = crate::reference::scan::compact(values, None, &pred);
         let n = kept.len();
         (kept, n)
     };

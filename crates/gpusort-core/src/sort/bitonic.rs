@@ -1,5 +1,5 @@
 //! The vectorised bitonic network (METHODS.md method 1): its plan as plain data, so the dispatch
-//! count can be checked against the method's formula and the CPU twin (`cpu::bitonic`) can run it
+//! count can be checked against the method's formula and the CPU twin (`reference::bitonic`) can run it
 //! without a GPU, and the pipelines of one record width.
 
 use crate::device::kernel::Layout;

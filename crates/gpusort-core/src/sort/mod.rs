@@ -40,6 +40,7 @@ pub(crate) mod bitonic_wgsl;
 pub mod external;
 pub(crate) mod merge;
 pub mod radix;
+pub(crate) mod radix_layout;
 pub(crate) mod radix_wgsl;
 mod tuning;
 

@@ -4,7 +4,7 @@
 //! are the bitonic sort's. Keys-only sorts of 32-bit keys over every bit, from
 //! `sort::Tuning::msd_from` keys, take an MSD path instead (shaders/radix_msd.wgsl: every pass
 //! unstable, a local sort of tiles of 16-bit buckets, a fall back to the LSD passes decided on the
-//! GPU). CPU twins: `cpu::radix`.
+//! GPU). CPU twins: `reference::radix`.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -15,6 +15,7 @@ use crate::device::transfer;
 use crate::device::Gpu;
 use crate::error::{Error, Result};
 use crate::keys::KeyType;
+pub(crate) use crate::sort::radix_layout::{MSD_BIN_BITS, MSD_GROUP_MAX};
 use crate::sort::radix_wgsl;
 use crate::sort::tuning::Tuning;
 
@@ -50,14 +51,6 @@ const P_MSD_TILES: u32 = P_START16 + 256 * 256;
 const P_DENSE: u32 = P_MSD_TILES + 3 * 256 * 256;
 const PLAN_WORDS: u64 = P_DENSE as u64 + 2 * 256 * 256;
 const C_DENSE_COUNT: u32 = C_MSD_FLAG + 1;
-/// msd_local's and msd_dense's bins: 1 << MSD_BIN_BITS, so that a tile of 4,608 keys spreads
-/// about one key a bin.
-pub(crate) const MSD_BIN_BITS: u32 = 12;
-/// The most keys an msd_local bin ranks by comparisons (each key compared with each of its bin's);
-/// a tile with a fuller bin of unequal keys goes to msd_dense's counting sort (a full bin of
-/// equal keys is in place already). A tile of such bins costs about what one 16-bit bucket costs
-/// msd_dense.
-pub(crate) const MSD_GROUP_MAX: u32 = 64;
 /// The MSD path's control and plan words and constants, as radix.wgsl and radix_msd.wgsl name them.
 pub(crate) const MSD_WORDS: [(&str, u32); 11] = [
     ("C_MSD_FLAG", C_MSD_FLAG),

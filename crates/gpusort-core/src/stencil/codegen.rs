@@ -2,8 +2,8 @@
 //! unrolled into the marked blocks.
 
 use super::choice::*;
+use super::job::map_axis;
 use super::job::*;
-use crate::cpu::stencil::map_axis;
 use crate::keys::KeyType;
 
 pub(super) const WG: u32 = 256;

@@ -353,3 +353,35 @@ pub(super) fn tap_rows(job: &StencilJob) -> Vec<(i32, i32)> {
     }
     rows
 }
+
+/// The boundary rule (scipy.ndimage's modes): where coordinate `i` reads from along an axis of extent `n` (`None`: the constant value).
+pub fn map_axis(boundary: Boundary, i: i64, n: i64) -> Option<i64> {
+    if (0..n).contains(&i) {
+        return Some(i);
+    }
+    Some(match boundary {
+        Boundary::Constant => return None,
+        Boundary::Nearest => i.clamp(0, n - 1),
+        Boundary::Reflect => {
+            let m = i.rem_euclid(2 * n);
+            if m >= n {
+                2 * n - 1 - m
+            } else {
+                m
+            }
+        }
+        Boundary::Mirror => {
+            if n == 1 {
+                0
+            } else {
+                let m = i.rem_euclid(2 * n - 2);
+                if m >= n {
+                    2 * n - 2 - m
+                } else {
+                    m
+                }
+            }
+        }
+        Boundary::Wrap => i.rem_euclid(n),
+    })
+}

@@ -23,7 +23,7 @@
 //! ```
 //! use gpusort_core::device::transfer;
 //! use gpusort_core::stencil::{Boundary, GridShape, Stencil, StencilJob, StencilKernel};
-//! use gpusort_core::{cpu, Gpu, GpuOptions, KeyType};
+//! use gpusort_core::{reference, Gpu, GpuOptions, KeyType};
 //!
 //! # fn main() -> gpusort_core::Result<()> {
 //! let gpu = Gpu::new(&GpuOptions::default())?;
@@ -43,7 +43,7 @@
 //! let result = kernel.record_steps(&gpu, &mut encoder, &a, &b, job.steps)?;
 //! gpu.queue.submit([encoder.finish()]);
 //! let got: Vec<f32> = transfer::read_vec(&gpu, result, grid.len())?;
-//! let want = cpu::stencil::run(&grid, job.shape, &job.stencil, job.boundary, job.cval, job.steps);
+//! let want = reference::stencil::run(&grid, job.shape, &job.stencil, job.boundary, job.cval, job.steps);
 //! assert_eq!(got, want);
 //! # Ok(())
 //! # }
@@ -60,7 +60,7 @@ mod stream;
 
 pub use choice::{four_cells, Blocking, KernelChoice, Tuning, MAX_LANE_STEPS, MAX_PLANE_STEPS};
 pub use codegen::source;
-pub use job::{Boundary, GridShape, Stencil, StencilJob, StencilValue, Tap, MAX_RADIUS};
+pub use job::{map_axis, Boundary, GridShape, Stencil, StencilJob, StencilValue, Tap, MAX_RADIUS};
 pub use kernel::{choose_kernel, worth_measuring, StencilKernel};
 pub(crate) use stream::wrapped_runs;
 pub use stream::{apply, apply_into, measure_speeds, run, StencilStats};

@@ -1,7 +1,7 @@
 //! CPU twins of shaders/scan.wgsl and shaders/compact.wgsl: the references their tests use.
 
-use crate::cpu::keys::sortable;
 use crate::keys::{KeyType, SortKey};
+use crate::reference::keys::sortable;
 use crate::scan::{Predicate, ScanOp};
 
 /// The scan with the kernel's semantics: wrapping integer adds, f32 adds in f32, in order.

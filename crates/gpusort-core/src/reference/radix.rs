@@ -5,8 +5,8 @@
 
 use std::ops::Range;
 
-use crate::cpu::keys::sortable;
 use crate::keys::SortKey;
+use crate::reference::keys::sortable;
 
 /// The digit passes over sortable bits `bits` (least significant first): (shift, width).
 pub fn passes(bits: Range<u32>) -> Vec<(u32, u32)> {
@@ -101,7 +101,7 @@ pub struct MsdSorted {
 /// `MSD_GROUP_MAX` keys that are not all equal, bucket by bucket as msd_dense does. None where a 16-bit bucket holds
 /// more than `tile` keys: the GPU falls back to the LSD passes there.
 pub fn msd_sort(values: &[u32], tile: usize) -> Option<MsdSorted> {
-    use crate::sort::radix::MSD_BIN_BITS;
+    use crate::sort::radix_layout::MSD_BIN_BITS;
     // the two digit passes: a counting sort by the top 16 bits
     let mut counts = vec![0usize; 1 << 16];
     for &v in values {
@@ -159,7 +159,7 @@ pub fn msd_sort(values: &[u32], tile: usize) -> Option<MsdSorted> {
 /// msd_local on one tile of `span` 16-bit buckets from bucket `first16`: false (tile untouched)
 /// where a bin holds more than MSD_GROUP_MAX keys that are not all equal.
 fn local_sort(tile: &mut [u32], first16: u32, span: usize) -> bool {
-    use crate::sort::radix::{MSD_BIN_BITS, MSD_GROUP_MAX};
+    use crate::sort::radix_layout::{MSD_BIN_BITS, MSD_GROUP_MAX};
     let value = |v: u32| (((v >> 16) - first16) << 16) | (v & 0xffff);
     let shift = 16 - MSD_BIN_BITS + (span as u32 - 1).checked_ilog2().map_or(0, |l| l + 1);
     let mut bins = vec![0usize; 1 << MSD_BIN_BITS];
@@ -264,7 +264,7 @@ mod tests {
                 segment_size: None,
             };
             let (perm, ran) = argsort(&keys, descending, 0..32);
-            assert_eq!(perm, crate::cpu::keys::argsort(&keys, order));
+            assert_eq!(perm, crate::reference::keys::argsort(&keys, order));
             assert_eq!(ran.len(), 4);
         }
     }
