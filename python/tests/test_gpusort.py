@@ -707,3 +707,73 @@ def test_a_failed_use_names_the_argument_and_keeps_the_context():
         gpusort.use(adapter="no such adapter")
     assert gpusort.info()["engine"] == before
     same(gpusort.sort(np.array([2, 1], np.int32)), np.array([1, 2], np.int32))
+
+
+def _random_array(r, dtype, shape):
+    dt = np.dtype(dtype)
+    n = int(np.prod(shape))
+    if dt.kind == "f":
+        a = r.normal(scale=10, size=n)
+        ties = r.random(n) < 0.2
+        a[ties] = np.round(a[ties])  # repeats
+        specials = np.array([np.nan, -0.0, 0.0, np.inf, -np.inf])
+        pick = r.random(n) < 0.1
+        a[pick] = r.choice(specials, int(pick.sum()))
+        return a.astype(dt).reshape(shape)
+    if dt.kind == "b":
+        return (r.random(n) < 0.5).reshape(shape)
+    info = np.iinfo(dt)
+    a = r.integers(info.min, info.max, n, dtype=dt, endpoint=True)
+    few = r.random(n) < 0.3
+    a[few] = r.integers(-3, 4, int(few.sum())).astype(dt)  # repeats, and wraps for unsigned
+    return a.reshape(shape)
+
+
+def test_random_calls_answer_as_numpy(engine):
+    """Property test (seeded, as Hypothesis would draw them): random dtypes, shapes, axes and
+    values (NaN, ±0, ±inf, repeats, extremes) through sort, argsort, cumsum, scan and compact,
+    each against NumPy's answer."""
+    r = np.random.default_rng(2026)
+    dtypes = DTYPES + NARROW
+    checked = 0
+    for draw in range(120):
+        dtype = dtypes[r.integers(len(dtypes))]
+        ndim = int(r.integers(0, 4))
+        shape = tuple(int(x) for x in r.integers(0, 9 if ndim > 1 else 3000, ndim))
+        a = _random_array(r, dtype, shape)
+        axes = [None] + list(range(-ndim, ndim))
+        axis = axes[r.integers(len(axes))]
+        call = ["sort", "argsort", "cumsum", "scan", "compact"][r.integers(5)]
+        what = f"draw {draw}: {call} {a.dtype} {shape} axis={axis}"
+        if call in ("sort", "argsort"):
+            if ndim == 0 and axis is not None:
+                continue
+            if call == "sort":
+                same(gpusort.sort(a, axis=axis), np.sort(a, axis=axis, kind="stable"))
+            else:
+                got = gpusort.argsort(a, axis=axis)
+                assert np.array_equal(got, np.argsort(a, axis=axis, kind="stable")), what
+        elif call == "cumsum":
+            if np.dtype(dtype) == np.dtype(np.float16) or (ndim == 0 and axis is not None):
+                continue
+            want = np.cumsum(a, axis=axis)
+            got = gpusort.cumsum(a, axis=axis)
+            assert got.dtype == want.dtype and got.shape == want.shape, what
+            if want.dtype.kind == "f":
+                scale = np.nansum(np.abs(np.where(np.isfinite(a), a, 0))) + 1
+                assert np.allclose(got, want, rtol=1e-4, atol=1e-5 * scale, equal_nan=True), what
+            else:
+                assert np.array_equal(got, want), what
+        elif call == "scan":
+            if np.dtype(dtype).kind not in "iu":
+                continue
+            same(gpusort.scan(a, "max"), np.maximum.accumulate(a.reshape(-1)))
+        else:
+            t = [0, 0.5, -1, 2**40, np.nan, -0.0][r.integers(6)]
+            if np.dtype(dtype).kind == "b":
+                continue
+            with np.errstate(invalid="ignore", over="ignore"):
+                want = a.reshape(-1)[a.reshape(-1) < t]
+            same(gpusort.compact(a, below=t), want)
+        checked += 1
+    assert checked >= 80  # most draws compared (the rest had no NumPy counterpart)
