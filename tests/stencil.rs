@@ -1256,3 +1256,52 @@ mod properties {
         }
     }
 }
+
+/// `apply_into_until` (the Python package's stencils, stopped by Ctrl-C) sends the steps in
+/// several submissions and gives `apply`'s result bit for bit; a stop it sees ends the job with
+/// `Error::Cancelled`. With and without subgroups, an even and an odd step count.
+#[test]
+fn stencils_in_stoppable_submissions_match_and_stop() {
+    for subgroups in [false, true] {
+        let gpu = gpu(subgroups);
+        for steps in [20, 37] {
+            let j = job(
+                &[48, 40],
+                Stencil::star(2, 2).unwrap(),
+                Boundary::Reflect,
+                steps,
+                KeyType::F32,
+            );
+            let kernel = StencilKernel::new(gpu, &j).unwrap();
+            let input: Vec<f32> = grid(48 * 40, 31);
+            let (want, _) = stencil::apply(gpu, &kernel, &in_core(&j), &input).unwrap();
+            let mut got = vec![0f32; input.len()];
+            let checks = std::cell::Cell::new(0);
+            let never = || {
+                checks.set(checks.get() + 1);
+                false
+            };
+            stencil::apply_into_until(gpu, &kernel, &in_core(&j), &input, &mut got, &never)
+                .unwrap();
+            // (the first submission takes 8 steps, so there were at least two)
+            assert!(checks.get() >= 2, "{} submissions", checks.get());
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(
+                bits(&got),
+                bits(&want),
+                "steps {steps}, subgroups {subgroups}"
+            );
+            let calls = std::cell::Cell::new(0);
+            let after_one = || {
+                calls.set(calls.get() + 1);
+                calls.get() > 1
+            };
+            let stopped =
+                stencil::apply_into_until(gpu, &kernel, &in_core(&j), &input, &mut got, &after_one);
+            assert!(
+                matches!(stopped, Err(gpusort_core::Error::Cancelled)),
+                "{stopped:?}"
+            );
+        }
+    }
+}

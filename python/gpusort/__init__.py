@@ -9,8 +9,8 @@ Functions follow NumPy's semantics wherever NumPy has the function:
 
 One device context per process is made on first use and kept (``gpusort.use`` chooses another);
 the GIL is released while the work runs, and Ctrl-C interrupts a long call: KeyboardInterrupt is
-raised within 50 ms; the CPU engine's stencil steps stop within a fraction of a second, while GPU
-work already under way finishes in the background. Arrays of dtypes
+raised within 50 ms, and a long stencil's work stops within a fraction of a second (the CPU
+engine between batches of steps, the GPU between submissions), leaving the next call free. Arrays of dtypes
 uint32, int32, float32, uint64, int64 and float64 are supported, in either byte order; bool,
 8- and 16-bit integers and float16 run as the 32-bit dtype that holds them exactly (scans: not
 float16 or bool), with results in their own dtype. Other dtypes raise TypeError, bad arguments

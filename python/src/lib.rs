@@ -777,7 +777,9 @@ fn stencil_grid<T: gpusort_core::stencil::StencilValue + numpy::Element>(
                 chosen =
                     plan(&job.problem(), budget, measured, None, Streaming::Reuse).map_err(bad)?;
             }
-            gpusort_core::stencil::apply_into(gpu, &kernel, &chosen, grid, buf.as_mut_slice())?;
+            // submissions that stop on Ctrl-C (`cancelled`), so the next call finds the GPU free
+            let out = buf.as_mut_slice();
+            gpusort_core::stencil::apply_into_until(gpu, &kernel, &chosen, grid, out, &cancelled)?;
             Ok(buf)
         }
     }

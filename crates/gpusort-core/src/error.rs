@@ -30,6 +30,10 @@ pub enum Error {
     Io(String),
     #[error("verification failed: {0}; nothing was written")]
     VerificationFailed(String),
+    /// The caller's stop condition held (the Python package's Ctrl-C): the work ended early and
+    /// its result is incomplete.
+    #[error("stopped by the caller before its end")]
+    Cancelled,
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

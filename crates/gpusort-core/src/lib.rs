@@ -9,7 +9,7 @@
 //! - [`schedule`]: many small sorts and scans merged into shared launches.
 //! - [`multi`]: several GPUs as one ([`multi::DeviceGroup`]): sorts, scans, splits and stencils
 //!   spread over every device.
-//! - [`reference`]: the CPU twins of the kernels, the reference semantics tests compare against
+//! - [`reference`](mod@reference): the CPU twins of the kernels, the reference semantics tests compare against
 //!   (named apart from [`cpu_engine`], the fast CPU engine).
 //! - [`cpu_engine`]: the same jobs on all CPU cores, for machines without a hardware GPU.
 //!

@@ -63,4 +63,4 @@ pub use codegen::source;
 pub use job::{map_axis, Boundary, GridShape, Stencil, StencilJob, StencilValue, Tap, MAX_RADIUS};
 pub use kernel::{choose_kernel, worth_measuring, StencilKernel};
 pub(crate) use stream::wrapped_runs;
-pub use stream::{apply, apply_into, measure_speeds, run, StencilStats};
+pub use stream::{apply, apply_into, apply_into_until, measure_speeds, run, StencilStats};

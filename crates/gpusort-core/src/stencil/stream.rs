@@ -305,6 +305,63 @@ pub fn apply<T: StencilValue>(
     Ok((out, stats))
 }
 
+/// About how long one submission of [`apply_into_until`] keeps the GPU: how soon a stop is
+/// seen (a latency, not a speed: a submission's gap costs a fraction of a percent of it).
+const SUBMISSION_SECONDS: f64 = 0.05;
+
+/// [`apply_into`] that stops between submissions once `stop()` holds ([`Error::Cancelled`]), so
+/// that a caller who gives up (the Python package on Ctrl-C) frees the GPU soon. An in-core job's
+/// steps go to the GPU a few at first, then in submissions of about 50 ms each as the first ones
+/// measured; the results are the same bit for bit (steps are steps, however submitted). Jobs out
+/// of core run as [`apply_into`] runs them.
+pub fn apply_into_until<T: StencilValue>(
+    gpu: &Gpu,
+    kernel: &StencilKernel,
+    plan: &StencilPlan,
+    grid: &[T],
+    out: &mut [T],
+    stop: &dyn Fn() -> bool,
+) -> Result<StencilStats> {
+    let bytes = std::mem::size_of_val(grid) as u64;
+    let in_core = plan.in_core && plan.sweeps == 1 && bytes <= gpu.max_binding();
+    if !in_core || T::TYPE != kernel.job.dtype || grid.len() != out.len() {
+        return apply_into(gpu, kernel, plan, grid, out); // (which also refuses what is wrong)
+    }
+    let t = Instant::now();
+    let a = transfer::storage_buffer(gpu, "grid", bytes)?;
+    let b = transfer::storage_buffer(gpu, "grid'", bytes)?;
+    transfer::upload(gpu, &a, 0, bytemuck::cast_slice(grid))?;
+    let (mut cur, mut other) = (&a, &b);
+    let total = kernel.job.steps;
+    let (mut done, mut chunk) = (0, total.min(8));
+    while done < total {
+        if stop() {
+            return Err(Error::Cancelled);
+        }
+        let began = Instant::now();
+        let mut encoder = gpu.device.create_command_encoder(&Default::default());
+        let result = kernel.record_steps(gpu, &mut encoder, cur, other, chunk)?;
+        gpu.queue.submit([encoder.finish()]);
+        gpu.wait()?;
+        if std::ptr::eq(result, other) {
+            std::mem::swap(&mut cur, &mut other);
+        }
+        done += chunk;
+        let per_step = began.elapsed().as_secs_f64() / chunk as f64;
+        let next = (SUBMISSION_SECONDS / per_step.max(1e-9)).min(u32::MAX as f64) as u32;
+        chunk = next.clamp(1, (total - done).max(1));
+    }
+    transfer::download(gpu, cur, 0, bytemuck::cast_slice_mut(out))?;
+    Ok(StencilStats {
+        seconds: t.elapsed().as_secs_f64(),
+        blocks_run: 1,
+        bytes_up: bytes,
+        bytes_down: bytes,
+        cell_updates: kernel.job.shape.cells() as u64 * total as u64,
+        ..Default::default()
+    })
+}
+
 /// [`apply`] into `out` (the grid's size), every cell of which it writes: a caller's reused
 /// memory (the Python package's recycled result arrays) instead of fresh pages.
 pub fn apply_into<T: StencilValue>(
