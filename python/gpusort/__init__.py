@@ -639,6 +639,7 @@ def use(backend=None, adapter=None, devices=None, _spread_always=False):
         msg = str(e)
         for name, value in given.items():
             if value is not None:
-                for quoted in (f'"{value}"', f"'{value}'"):
-                    msg = msg.replace(f"{name} {quoted}", f"{name}={str(value)!r}")
+                for quoted in (f'"{value}"', f"'{value}'", f"{value}:"):
+                    said = f"{name}={str(value)!r}" + (":" if quoted.endswith(":") else "")
+                    msg = msg.replace(f"{name} {quoted}", said)
         raise type(e)(msg) from None

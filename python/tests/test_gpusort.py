@@ -703,6 +703,8 @@ def test_a_failed_use_names_the_argument_and_keeps_the_context():
     before = gpusort.info()["engine"]
     with pytest.raises(ValueError, match="adapter='no such adapter'"):
         gpusort.use(adapter="no such adapter")
+    with pytest.raises(ValueError, match="devices='7'"):
+        gpusort.use(backend="gpu", devices=7)
     assert gpusort.info()["engine"] == before
     same(gpusort.sort(np.array([2, 1], np.int32)), np.array([1, 2], np.int32))
 
