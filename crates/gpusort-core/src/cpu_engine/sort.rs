@@ -9,9 +9,8 @@ use std::ops::Range;
 use rayon::prelude::*;
 
 use super::{chunk_len, SEQUENTIAL_BELOW};
+use crate::keys::order::{canonical, decode, encode_key, from_words, key_on_bits, sortable};
 use crate::keys::{KeyType, SortKey, SortOrder};
-use crate::reference::keys::{canonical, decode, encode_key, from_words, sortable};
-use crate::reference::radix::key_on_bits;
 
 /// A sortable word: u32 for 32-bit keys and ranges of up to 32 bits, u64 otherwise.
 trait Word: Copy + Default + Ord + Send + Sync {

@@ -13,10 +13,9 @@ use std::time::Instant;
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
+use crate::keys::order::{key_on_bits, sortable};
 use crate::keys::{SortKey, SortOrder};
 use crate::multi::{on_each, split_even, DeviceGroup};
-use crate::reference::keys::sortable;
-use crate::reference::radix::key_on_bits;
 use crate::sort::{SortStats, Sorter};
 
 /// Sample positions per bucket: splitters within about 1/√(this) of an even split.

@@ -5,8 +5,8 @@
 
 use std::ops::Range;
 
+pub use crate::keys::order::{key_on_bits, sortable_bits};
 use crate::keys::SortKey;
-use crate::reference::keys::sortable;
 
 /// The digit passes over sortable bits `bits` (least significant first): (shift, width).
 pub fn passes(bits: Range<u32>) -> Vec<(u32, u32)> {
@@ -14,26 +14,6 @@ pub fn passes(bits: Range<u32>) -> Vec<(u32, u32)> {
         .step_by(8)
         .map(|shift| (shift, (bits.end - shift).min(8)))
         .collect()
-}
-
-/// The sortable value of a key as the radix sort sees it: the one word of a 32-bit key in the
-/// low bits, the (hi, lo) words of a 64-bit key as one u64.
-pub fn sortable_bits<T: SortKey>(key: &T, descending: bool) -> u64 {
-    let s = sortable(key, descending);
-    if T::TYPE.is_wide() {
-        s
-    } else {
-        s >> 32
-    }
-}
-
-/// What a sort on `bits` compares: those bits of the sortable value, shifted down.
-pub fn key_on_bits<T: SortKey>(key: &T, descending: bool, bits: &Range<u32>) -> u64 {
-    let v = sortable_bits(key, descending) >> bits.start;
-    match bits.end - bits.start {
-        w if w >= 64 => v,
-        w => v & ((1u64 << w) - 1),
-    }
 }
 
 fn digit(v: u64, (shift, width): (u32, u32)) -> usize {

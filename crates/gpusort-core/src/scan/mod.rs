@@ -639,7 +639,7 @@ impl Scanner {
         let t = tiles(job.n, self.tuning.compact_tile(payload, words));
         let state = self.state_buffer(gpu, t, 1)?;
         let (pivot_hi, pivot_lo) = pivot
-            .map(|p| crate::reference::keys::encode_key(&p, false))
+            .map(|p| crate::keys::order::encode_key(&p, false))
             .unwrap_or((0, 0));
         let mut params = ParamBlocks::new(gpu);
         let off = params.push(&CompactParams {

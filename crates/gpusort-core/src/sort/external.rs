@@ -27,8 +27,8 @@ use rayon::prelude::*;
 
 use crate::device::Gpu;
 use crate::error::{Error, Result};
+use crate::keys::order::{fingerprint, key_on_bits, sortable, Fingerprint};
 use crate::keys::{SortKey, SortOrder};
-use crate::reference::keys::{fingerprint, sortable, Fingerprint};
 use crate::sort::{SortStats, Sorter};
 
 /// The smallest memory budget an external sort accepts.
@@ -350,7 +350,7 @@ pub(crate) fn merge_key_fn<T: SortKey>(
     order: SortOrder,
 ) -> impl Fn(&T) -> u64 + Sync {
     move |k: &T| match &bits {
-        Some(r) => crate::reference::radix::key_on_bits(k, order.descending, r),
+        Some(r) => key_on_bits(k, order.descending, r),
         None => sortable(k, order.descending),
     }
 }

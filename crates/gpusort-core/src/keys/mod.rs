@@ -4,6 +4,8 @@
 //! both directions and comes back as the canonical quiet NaN (all other values bit-exact);
 //! -0.0 sorts before +0.0. Sorts are stable: equal keys keep their input order.
 
+pub mod order;
+
 use crate::error::{Error, Result};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
