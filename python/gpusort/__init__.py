@@ -205,13 +205,14 @@ def _signed_zeros(arr):
     return bool(np.any(bits == word(sign)))
 
 
-def _numpy_sort(x, arr, axis):
-    """np.sort of `x` (`arr`: it as _keys gives it) with -0.0 and +0.0 in their input order, as
-    NumPy's stable kind leaves them: its default kind is faster and gives the same values."""
+def _numpy_sort(x, axis):
+    """np.sort of `x` with -0.0 and +0.0 in their input order, as NumPy's stable kind leaves
+    them: its default kind is faster and gives the same values."""
     if x.dtype.kind != "f":
         return np.sort(x, axis=axis)
     if x.ndim > 1 and axis is not None:
-        return np.sort(x, axis=axis, kind="stable" if _signed_zeros(arr) else None)
+        signed = bool(np.any((x == 0) & np.signbit(x)))
+        return np.sort(x, axis=axis, kind="stable" if signed else None)
     res = np.sort(x, axis=axis)
     flat = x.reshape(-1)
     # the zeros sit together in the result (found by bisection): in the input's order of signs
@@ -236,13 +237,15 @@ def sort(a, axis=-1, kind=None, order=None, *, descending=False, values=None, ou
     Without a GPU, on a CPU of few cores, NumPy's own sort answers (it is faster there).
     """
     descending = _sort_options(kind, order, descending)
-    arr, own = _keys(a)
     if out is not None and values is not None:
         raise ValueError("out= takes the sorted keys alone: not with values=")
     if values is None and not descending and _numpy_faster():
-        # NumPy's answer by NumPy: its default kind gives the stable result's values, but for
-        # the order of -0.0 and +0.0, which its stable kind keeps
-        return _into(_numpy_sort(_plain(a), arr, axis), out)
+        # NumPy's answer by NumPy, for the dtypes the engine takes (checked on an empty array
+        # of the same dtype: no widened copy)
+        x = _plain(a)
+        _keys(np.empty(0, x.dtype))
+        return _into(_numpy_sort(x, axis), out)
+    arr, own = _keys(a)
     if out is not None:
         return _into(sort(a, axis, kind, order, descending=descending), out)
     moved = _to_last(arr, axis)
