@@ -305,37 +305,27 @@ pub fn apply<T: StencilValue>(
     Ok((out, stats))
 }
 
-/// About how long one submission of [`apply_into_until`] keeps the GPU: how soon a stop is
-/// seen (a latency, not a speed: a submission's gap costs a fraction of a percent of it).
-const SUBMISSION_SECONDS: f64 = 0.05;
-
-/// [`apply_into`] that stops between submissions once `stop()` holds ([`Error::Cancelled`]), so
-/// that a caller who gives up (the Python package on Ctrl-C) frees the GPU soon. An in-core job's
-/// steps go to the GPU a few at first, then in submissions of about 50 ms each as the first ones
-/// measured; the results are the same bit for bit (steps are steps, however submitted). Jobs out
-/// of core run as [`apply_into`] runs them.
-pub fn apply_into_until<T: StencilValue>(
+/// In core: through the staging ring both ways and every step on the GPU, instead of the
+/// streamer's staging buffers of a whole sub-block (allocated on every call: 2.8 s of a 1 GiB
+/// grid's 3 s on the H100). Without `stop` the steps go in one submission; with it, in
+/// submissions sized as [`apply_into_until`] says, `stop` asked before each.
+fn in_core<T: StencilValue>(
     gpu: &Gpu,
     kernel: &StencilKernel,
-    plan: &StencilPlan,
     grid: &[T],
     out: &mut [T],
-    stop: &dyn Fn() -> bool,
+    stop: Option<&dyn Fn() -> bool>,
 ) -> Result<StencilStats> {
-    let bytes = std::mem::size_of_val(grid) as u64;
-    let in_core = plan.in_core && plan.sweeps == 1 && bytes <= gpu.max_binding();
-    if !in_core || T::TYPE != kernel.job.dtype || grid.len() != out.len() {
-        return apply_into(gpu, kernel, plan, grid, out); // (which also refuses what is wrong)
-    }
     let t = Instant::now();
+    let bytes = std::mem::size_of_val(grid) as u64;
     let a = transfer::storage_buffer(gpu, "grid", bytes)?;
     let b = transfer::storage_buffer(gpu, "grid'", bytes)?;
     transfer::upload(gpu, &a, 0, bytemuck::cast_slice(grid))?;
     let (mut cur, mut other) = (&a, &b);
     let total = kernel.job.steps;
-    let (mut done, mut chunk) = (0, total.min(8));
+    let (mut done, mut chunk) = (0, if stop.is_some() { total.min(8) } else { total });
     while done < total {
-        if stop() {
+        if stop.is_some_and(|stop| stop()) {
             return Err(Error::Cancelled);
         }
         let began = Instant::now();
@@ -362,6 +352,26 @@ pub fn apply_into_until<T: StencilValue>(
     })
 }
 
+/// About how long one submission of [`apply_into_until`] keeps the GPU: how soon a stop is
+/// seen (a latency, not a speed: a submission's gap costs a fraction of a percent of it).
+const SUBMISSION_SECONDS: f64 = 0.05;
+
+/// [`apply_into`] that stops between submissions once `stop()` holds ([`Error::Cancelled`]), so
+/// that a caller who gives up (the Python package on Ctrl-C) frees the GPU soon. An in-core job's
+/// steps go to the GPU a few at first, then in submissions of about 50 ms each as the first ones
+/// measured; the results are the same bit for bit (steps are steps, however submitted). Jobs out
+/// of core run as [`apply_into`] runs them.
+pub fn apply_into_until<T: StencilValue>(
+    gpu: &Gpu,
+    kernel: &StencilKernel,
+    plan: &StencilPlan,
+    grid: &[T],
+    out: &mut [T],
+    stop: &dyn Fn() -> bool,
+) -> Result<StencilStats> {
+    apply_checked(gpu, kernel, plan, grid, out, Some(stop))
+}
+
 /// [`apply`] into `out` (the grid's size), every cell of which it writes: a caller's reused
 /// memory (the Python package's recycled result arrays) instead of fresh pages.
 pub fn apply_into<T: StencilValue>(
@@ -370,6 +380,18 @@ pub fn apply_into<T: StencilValue>(
     plan: &StencilPlan,
     grid: &[T],
     out: &mut [T],
+) -> Result<StencilStats> {
+    apply_checked(gpu, kernel, plan, grid, out, None)
+}
+
+/// The grid and kernel checked, then in core or streamed; `stop` as in [`apply_into_until`].
+fn apply_checked<T: StencilValue>(
+    gpu: &Gpu,
+    kernel: &StencilKernel,
+    plan: &StencilPlan,
+    grid: &[T],
+    out: &mut [T],
+    stop: Option<&dyn Fn() -> bool>,
 ) -> Result<StencilStats> {
     if T::TYPE != kernel.job.dtype {
         return Err(Error::InvalidInput(format!(
@@ -381,26 +403,7 @@ pub fn apply_into<T: StencilValue>(
     crate::scan::check_lengths(grid.len(), out.len())?;
     let bytes = std::mem::size_of_val(grid) as u64;
     if plan.in_core && plan.sweeps == 1 && bytes <= gpu.max_binding() {
-        // in core: through the staging ring both ways and every step on the GPU, instead of
-        // the streamer's staging buffers of a whole sub-block (allocated on every call: 2.8 s
-        // of a 1 GiB grid's 3 s on the H100)
-        let t = Instant::now();
-        let a = transfer::storage_buffer(gpu, "grid", bytes)?;
-        let b = transfer::storage_buffer(gpu, "grid'", bytes)?;
-        transfer::upload(gpu, &a, 0, bytemuck::cast_slice(grid))?;
-        let mut encoder = gpu.device.create_command_encoder(&Default::default());
-        let result = kernel.record_steps(gpu, &mut encoder, &a, &b, kernel.job.steps)?;
-        gpu.queue.submit([encoder.finish()]);
-        gpu.wait()?;
-        transfer::download(gpu, result, 0, bytemuck::cast_slice_mut(out))?;
-        return Ok(StencilStats {
-            seconds: t.elapsed().as_secs_f64(),
-            blocks_run: 1,
-            bytes_up: bytes,
-            bytes_down: bytes,
-            cell_updates: kernel.job.shape.cells() as u64 * kernel.job.steps as u64,
-            ..Default::default()
-        });
+        return in_core(gpu, kernel, grid, out, stop);
     }
     let mut scratch = vec![
         0u8;
