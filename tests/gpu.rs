@@ -1032,6 +1032,76 @@ mod radix_options {
         }
     }
 
+    /// Sorts of 64-bit keys with a payload (argsorts, key-value) may run in workgroups of their
+    /// own size (`Tuning::wide_payload_wg`): on lavapipe 512 invocations fit without subgroups
+    /// only, so there the argsort's tile is 512 x 8 while keys-only and 32-bit sorts keep the
+    /// shared shape; with subgroups the asked-for size does not fit and the shared shape runs.
+    /// Either way the permutation and the pairs are the reference's, around the tile's edges.
+    #[test]
+    fn wide_argsorts_in_workgroups_of_their_own() {
+        for no_sg in MODES {
+            let gpu = gpu(no_sg);
+            let base = radix(gpu);
+            let s = radix(gpu).tuned(gpu, |t| t.wide_payload_wg = Some(512));
+            let (_, st) = s
+                .sort_host(gpu, &mut [3u64, 1, 2], None, true, SortOrder::default())
+                .unwrap();
+            let tile = st.tile as usize;
+            if no_sg {
+                assert_eq!(tile, 512 * 8, "its own workgroups");
+            } else {
+                assert_eq!(tile, base.radix_tile(true) as usize, "the shared shape");
+            }
+            // everything else keeps the shared shape
+            let (_, narrow) = s
+                .sort_host(gpu, &mut [3u32, 1, 2], None, true, SortOrder::default())
+                .unwrap();
+            assert_eq!(narrow.tile, base.radix_tile(true), "32-bit argsorts");
+            let keys_only = s.sort(gpu, &mut [2u64, 1], SortOrder::default()).unwrap();
+            let base_keys_only = base
+                .sort(gpu, &mut [2u64, 1], SortOrder::default())
+                .unwrap();
+            assert_eq!(keys_only.tile, base_keys_only.tile, "64-bit keys only");
+            let mut r = rng(1024);
+            for n in [tile - 1, tile + 1, 3 * tile + 5] {
+                let u: Vec<u64> = (0..n)
+                    .map(|_| r.random::<u64>() >> r.random_range(0..64))
+                    .collect();
+                let f: Vec<f64> = (0..n).map(|_| r.random_range(-1.0..1.0f64)).collect();
+                for descending in [false, true] {
+                    let order = SortOrder {
+                        descending,
+                        segment_size: None,
+                    };
+                    let what = format!("n={n} no_sg={no_sg} descending={descending}");
+                    assert_eq!(
+                        s.argsort(gpu, &u, order).unwrap(),
+                        reference::argsort(&u, order),
+                        "u64 argsort {what}"
+                    );
+                    assert_eq!(
+                        s.argsort(gpu, &f, order).unwrap(),
+                        reference::argsort(&f, order),
+                        "f64 argsort {what}"
+                    );
+                }
+                let mut keys = u.clone();
+                let mut values: Vec<u32> = (0..n as u32).map(|i| i ^ 0x5a5a).collect();
+                s.sort_host(
+                    gpu,
+                    &mut keys,
+                    Some(&mut values),
+                    false,
+                    SortOrder::default(),
+                )
+                .unwrap();
+                let perm = reference::argsort(&u, SortOrder::default());
+                let want_values: Vec<u32> = perm.iter().map(|&i| i ^ 0x5a5a).collect();
+                assert_eq!(values, want_values, "u64 key-value n={n} no_sg={no_sg}");
+            }
+        }
+    }
+
     /// Keys-only sorts of 32-bit keys over every bit take the MSD path from `msd_from` keys (here
     /// always): every pass unstable, then a local sort of tiles of 16-bit buckets in workgroup
     /// memory, or a counting sort of each 16-bit bucket where a tile's bin is too full

@@ -445,6 +445,29 @@ impl<'a> Tuner<'a> {
             secs * 1e3,
             n.ilog2()
         ));
+        // argsorts of 64-bit keys may have workgroups of their own size; the default (the
+        // largest the device allows) stays unless another is more than 2% faster
+        let mut timed = Vec::new();
+        for v in [None, Some(512), Some(256)] {
+            let t = sort::Tuning {
+                wide_payload_wg: v,
+                ..best
+            };
+            timed.push((self.sort_time(&radix(t)?, &wide, true, None)?, v));
+        }
+        let (secs, v) = timed
+            .iter()
+            .copied()
+            .min_by(|a, b| a.0.total_cmp(&b.0))
+            .expect("candidates");
+        best.wide_payload_wg = if secs * 1.02 >= timed[0].0 { None } else { v };
+        self.say(format!(
+            "sort, invocations a workgroup, 64-bit argsorts: {} ({:.3} ms at 2^{})",
+            best.wide_payload_wg
+                .map_or("the largest that fits".to_string(), |w| w.to_string()),
+            secs * 1e3,
+            n.ilog2()
+        ));
         // where the faster choice stays faster, from the smallest size up
         let from = |sizes: &[u32], a: &Sorter, b: &Sorter| -> Result<Option<u32>, CliError> {
             let mut faster = Vec::new();

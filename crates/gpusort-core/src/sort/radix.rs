@@ -28,6 +28,10 @@ pub(crate) const RADIX: u32 = 256;
 /// than 256 from 2^26 keys (BENCHMARKS.md). Not with 8-lane subgroups (lavapipe): their rank
 /// counters would need 32 KiB.
 const WIDE_WG: u32 = 512;
+/// Sorts of 64-bit keys with a payload move three words a key: where the device allows and
+/// their tile fits, workgroups of 1024 invocations (`Tuning::wide_payload_wg`), which spread a
+/// tile's per-digit work (look-back, digit scans) over twice the keys (BENCHMARKS.md).
+const WIDE_PAYLOAD_WG: u32 = 1024;
 /// Dispatches of the MSD path (RadixKernels::record's steps; `Tuning::stop` 10 + k records
 /// the first k).
 pub(crate) const MSD_STEPS: usize = 7;
@@ -171,6 +175,9 @@ pub(crate) struct RadixKernels {
     wg: u32,
     /// Digits a word of the subgroup rank tables (Tuning::pack resolved for this device).
     pack: u32,
+    /// Sorts of 64-bit keys with a payload where their own workgroup size fits
+    /// (`Tuning::wide_payload_wg`): invocations, keys an invocation and rank-table packing.
+    wide_payload: Option<SweepShape>,
     /// What the device lacks for any radix sweep (storage buffers, or workgroup memory: 16 KiB
     /// without subgroups, say); None where the chosen shape fits.
     short_of: Option<String>,
@@ -312,6 +319,13 @@ impl RadixKernels {
             wg,
             gpu.limits.max_compute_workgroup_storage_size,
         );
+        let wide_payload = wide_payload_shape(
+            &tuning,
+            wg,
+            min_subgroup,
+            gpu.limits.max_compute_invocations_per_workgroup,
+            gpu.limits.max_compute_workgroup_storage_size,
+        );
         let narrow_ballot =
             !tuning.wide_ballot && gpu.subgroups().is_some_and(|s| s.max_size <= 32);
         let storage = gpu.limits.max_compute_workgroup_storage_size;
@@ -326,6 +340,7 @@ impl RadixKernels {
             items,
             wg,
             pack,
+            wide_payload,
             short_of: if buffers_short {
                 Some(format!(
                     "{buffers} storage buffers per shader stage (the device grants {})",
@@ -403,18 +418,26 @@ impl RadixKernels {
         self.tile_for(KeyType::U32, payload)
     }
 
-    /// Keys an invocation of the stable sweep holds for keys of this type (keys-only sorts of
-    /// 64-bit keys hold their own count: `Tuning::wide_items`).
-    fn items_for(&self, key_type: KeyType, payload: bool) -> u32 {
-        match key_type.is_wide() && !payload {
-            true => self.items[3],
-            false => self.items[payload as usize],
+    /// The stable sweep's shape for keys of this type, without or with a payload: keys-only sorts
+    /// of 64-bit keys hold their own count of keys (`Tuning::wide_items`), sorts of 64-bit keys
+    /// with a payload may have workgroups of their own size (`Tuning::wide_payload_wg`).
+    fn sweep_of(&self, key_type: KeyType, payload: bool) -> SweepShape {
+        let shared = |items| SweepShape {
+            wg: self.wg,
+            items,
+            pack: self.pack,
+        };
+        match (key_type.is_wide(), payload) {
+            (true, true) => self.wide_payload.unwrap_or(shared(self.items[1])),
+            (true, false) => shared(self.items[3]),
+            (false, payload) => shared(self.items[payload as usize]),
         }
     }
 
     /// Keys per stable sweep tile for keys of this type, without or with a payload.
     pub(crate) fn tile_for(&self, key_type: KeyType, payload: bool) -> u32 {
-        self.wg * self.items_for(key_type, payload)
+        let shape = self.sweep_of(key_type, payload);
+        shape.wg * shape.items
     }
 
     /// The unstable sweep's tile, the MSD path's too.
@@ -496,9 +519,10 @@ impl RadixKernels {
         if let Some(p) = cache.get(&shape) {
             return Ok(p.clone());
         }
+        let sweep = self.sweep_of(key_type, payload);
         let config = |unstable: bool| radix_wgsl::RadixConfig {
-            items: self.items_for(key_type, payload),
-            wg: self.wg,
+            items: sweep.items,
+            wg: sweep.wg,
             kind: key_type.code(),
             descending,
             nan_test,
@@ -518,7 +542,7 @@ impl RadixKernels {
             early_counts: self.tuning.early_counts,
             spare_lanes: self.tuning.spare_lanes,
             hist_chunks: self.tuning.hist_chunks,
-            pack: self.pack,
+            pack: sweep.pack,
             unstable,
             unstable_items: self.items[2],
             msd_local_groups: self.tuning.msd_local_groups,
@@ -944,6 +968,52 @@ pub(crate) fn sweep_shape(
     (wg, items)
 }
 
+/// A stable sweep's workgroup: invocations, keys an invocation holds, digits a rank-table word.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SweepShape {
+    pub wg: u32,
+    pub items: u32,
+    pub pack: u32,
+}
+
+/// The sweep of 64-bit keys with a payload where it has a workgroup size of its own: the one
+/// asked for, or by default `WIDE_PAYLOAD_WG` with subgroups, where the device allows that many
+/// invocations and a tile of `payload_items` keys each (cut while it does not fit) holds at
+/// least as many keys as the shared shape's. None: the shared shape (`common_wg`) runs them.
+pub(crate) fn wide_payload_shape(
+    t: &Tuning,
+    common_wg: u32,
+    min_subgroup: Option<u32>,
+    max_invocations: u32,
+    storage: u32,
+) -> Option<SweepShape> {
+    let wg = match t.wide_payload_wg {
+        Some(asked) => asked,
+        None if min_subgroup.is_some() => WIDE_PAYLOAD_WG,
+        None => return None,
+    };
+    if wg == common_wg || wg > max_invocations {
+        return None;
+    }
+    let mut items = t.payload_items;
+    while items > 1 && sweep_bytes(items, min_subgroup, wg, 2) > storage {
+        items -= 1;
+    }
+    if sweep_bytes(items, min_subgroup, wg, 2) > storage {
+        return None;
+    }
+    // a smaller tile than the shared shape's is no gain (only an asked-for size takes one)
+    if t.wide_payload_wg.is_none() && wg * items < common_wg * t.payload_items {
+        return None;
+    }
+    // one counter a word where it fits (the packed tables measured slower in every sweep)
+    let pack = match t.pack {
+        None if sweep_bytes(items, min_subgroup, wg, 1) <= storage => 1,
+        asked => counters_a_word(asked, items, min_subgroup, wg, storage),
+    };
+    Some(SweepShape { wg, items, pack })
+}
+
 /// Digits a word of the subgroup rank tables (Tuning::pack) for sweeps of `wg` invocations
 /// holding `items` keys each (keys-only) on a device with `storage` bytes of workgroup memory:
 /// one where it is asked for and fits, or where it costs no workgroup memory (the tables of
@@ -1139,6 +1209,42 @@ mod tests {
         assert!(!nan_test(KeyType::F32, true, &(4..20)));
         assert!(!nan_test(KeyType::U32, false, &(4..20)));
         assert!(!nan_test(KeyType::I64, false, &(0..40)));
+    }
+
+    #[test]
+    fn wide_argsorts_take_the_largest_workgroups_that_fit() {
+        let t = Tuning::default();
+        // 1024 invocations, 48 KiB, 32-lane subgroups: 1024 x 8, one counter a word
+        let big = wide_payload_shape(&t, 512, Some(32), 1024, 48 << 10);
+        assert_eq!(
+            big,
+            Some(SweepShape {
+                wg: 1024,
+                items: 8,
+                pack: 1
+            })
+        );
+        // not where the device allows fewer invocations, nor without subgroups by default, nor
+        // where the tile would come out smaller than the shared shape's
+        assert_eq!(wide_payload_shape(&t, 512, Some(32), 512, 48 << 10), None);
+        assert_eq!(wide_payload_shape(&t, 256, None, 1024, 48 << 10), None);
+        assert_eq!(wide_payload_shape(&t, 512, Some(32), 1024, 24 << 10), None);
+        // an asked-for size is taken where it fits, and is no shape of its own where it is the
+        // shared one
+        let asked = |wg| Tuning {
+            wide_payload_wg: Some(wg),
+            ..t
+        };
+        let small = wide_payload_shape(&asked(256), 512, Some(32), 1024, 48 << 10);
+        assert_eq!(small.map(|s| (s.wg, s.items)), Some((256, 8)));
+        assert_eq!(
+            wide_payload_shape(&asked(512), 512, Some(32), 1024, 48 << 10),
+            None
+        );
+        assert_eq!(
+            wide_payload_shape(&asked(512), 256, Some(8), 1024, 32 << 10),
+            None
+        );
     }
 
     #[test]

@@ -33,6 +33,11 @@ pub struct Tuning {
     /// Invocations per radix workgroup (256, 512 or 1024); None: 512 with subgroups where the
     /// tile fits the device's workgroup memory, else 256.
     pub wg: Option<u32>,
+    /// Invocations per radix workgroup of sorts of 64-bit keys with a payload (argsorts,
+    /// key-value; 256, 512 or 1024), holding `payload_items` keys each, cut to the workgroup
+    /// memory; None: 1024 with subgroups where the device allows it and the tile is no smaller
+    /// than the shared shape's, else the shared shape (`wg`).
+    pub wide_payload_wg: Option<u32>,
     /// Stable keys-only sweep workgroups, each looping over tiles (0: one per tile).
     pub workgroups: u32,
     /// The same for sorts with a payload.
@@ -98,6 +103,9 @@ impl Default for Tuning {
             spin_limit: crate::scan::DEFAULT_SPIN_LIMIT,
             wide_ballot: false,
             wg: None,
+            // 1024 x 8 took 0.81-0.92 of 512 x 8's time for 64-bit argsorts at 2^22-2^24 on an
+            // H200 (BENCHMARKS.md); `gpusort tune` times both
+            wide_payload_wg: None,
             workgroups: 0,
             // looping sweeps pay with a payload (more registers per key), not without
             payload_workgroups: 1024,
@@ -147,6 +155,11 @@ impl Tuning {
             ("window", keys(self.window)),
             ("spin_limit", self.spin_limit <= 1 << 24),
             ("wg", self.wg.is_none_or(|w| [256, 512, 1024].contains(&w))),
+            (
+                "wide_payload_wg",
+                self.wide_payload_wg
+                    .is_none_or(|w| [256, 512, 1024].contains(&w)),
+            ),
             ("workgroups", workgroups_ok(self.workgroups)),
             ("payload_workgroups", workgroups_ok(self.payload_workgroups)),
             (
