@@ -984,8 +984,9 @@ mod radix_options {
     }
 
     /// Keys-only sorts of 64-bit keys hold their own count of keys an invocation
-    /// (`Tuning::wide_items`, cut to `items`): their tile, look-back rows and histogram dispatch
-    /// follow it, around its tile edges and both ways, with and without subgroups.
+    /// (`Tuning::wide_items`, cut to `items`; their unstable first pass no more): their tile,
+    /// look-back rows and histogram dispatch follow it, around its tile edges and both ways, with
+    /// and without subgroups.
     #[test]
     fn wide_keys_only_tiles_of_their_own() {
         for no_sg in MODES {

@@ -434,6 +434,16 @@ impl RadixKernels {
         }
     }
 
+    /// Keys an invocation of the unstable sweep holds for keys of this type: 64-bit keys hold
+    /// no more than in their stable sweeps (`Tuning::wide_items`): twice the words at the
+    /// 32-bit count took the sweep to 114 registers on an H200, one workgroup an SM.
+    fn unstable_items_for(&self, key_type: KeyType) -> u32 {
+        match key_type.is_wide() {
+            true => self.items[2].min(self.items[3]),
+            false => self.items[2],
+        }
+    }
+
     /// Keys per stable sweep tile for keys of this type, without or with a payload.
     pub(crate) fn tile_for(&self, key_type: KeyType, payload: bool) -> u32 {
         let shape = self.sweep_of(key_type, payload);
@@ -544,7 +554,7 @@ impl RadixKernels {
             hist_chunks: self.tuning.hist_chunks,
             pack: sweep.pack,
             unstable,
-            unstable_items: self.items[2],
+            unstable_items: self.unstable_items_for(key_type),
             msd_local_groups: self.tuning.msd_local_groups,
             msd_prefetch: self.tuning.msd_prefetch,
             split,

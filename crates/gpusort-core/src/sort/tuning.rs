@@ -21,8 +21,9 @@ pub struct Tuning {
     pub items: u32,
     /// The same for sorts with a payload (argsorts, key-value), which hold a payload word too.
     pub payload_items: u32,
-    /// Keys an invocation holds in a radix sweep of a keys-only sort of 64-bit keys (1..=64; cut
-    /// to `items`): each holds two words, and fewer keys keep more workgroups on an SM.
+    /// Keys an invocation holds in the radix sweeps of a keys-only sort of 64-bit keys (1..=64;
+    /// cut to `items`, and the unstable sweep's to `unstable_items`): each holds two words, and
+    /// fewer keys keep more workgroups on an SM.
     pub wide_items: u32,
     /// Predecessor tiles the radix look-back reads at once (1..=64).
     pub window: u32,
@@ -96,9 +97,9 @@ impl Default for Tuning {
             // 512 x 9 keys-only, 512 x 8 with a payload: fastest 2^24..2^28 (BENCHMARKS.md)
             items: 9,
             payload_items: 8,
-            // 64-bit keys-only sweeps: 6 fastest of 3..6 and 9 on an H100; 4 faster than 9 on an
-            // H200 (BENCHMARKS.md)
-            wide_items: 6,
+            // 64-bit keys-only sweeps (stable and unstable): 6 fastest of 3..6 and 9 on an H100;
+            // 7 fastest of 4..8 on an H200 (BENCHMARKS.md); `gpusort tune` times 4..9
+            wide_items: 7,
             window: 4,
             spin_limit: crate::scan::DEFAULT_SPIN_LIMIT,
             wide_ballot: false,
