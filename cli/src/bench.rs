@@ -322,7 +322,7 @@ pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
         schema: 1,
         gpusort_version: env!("CARGO_PKG_VERSION"),
         commit: env!("GPUSORT_COMMIT"),
-        date: utc_now(),
+        date: gpusort_core::tuning::utc_now(),
         device: gpu.adapter.name.clone(),
         backend: gpu.adapter.backend.clone(),
         driver: format!("{} {}", gpu.adapter.driver, gpu.adapter.driver_info)
@@ -1254,30 +1254,6 @@ fn markdown(r: &Report) -> String {
         s.push_str(&format!("| {} |\n", row.join(" | ")));
     }
     s
-}
-
-/// The current time, UTC, as RFC 3339 (`2026-11-26T13:04:26Z`).
-pub(crate) fn utc_now() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let (days, rest) = (secs / 86_400, secs % 86_400);
-    // civil date from days since 1970-01-01 (Howard Hinnant's algorithm)
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + (month <= 2) as i64;
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rest / 3600,
-        rest / 60 % 60,
-        rest % 60
-    )
 }
 
 /// `--keys`: names from `keysets::KEY_SETS`, or `all`; `help` lists them (a usage error, so

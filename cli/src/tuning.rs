@@ -25,13 +25,11 @@ pub fn scanner(gpu: &Gpu) -> Result<Scanner, CliError> {
     Ok(Scanner::new(gpu)?.with_tuning(gpu, tunings(gpu).1)?)
 }
 
-/// The file `gpusort tune` writes: `$GPUSORT_CACHE_DIR/tuning.json`, else
-/// `gpusort/tuning.json` in the user's cache directory (None where there is none).
+/// The file `gpusort tune` writes: `tuning.json` in `$GPUSORT_CACHE_DIR`, else the library's
+/// place in the user's cache directory (None where there is none).
 pub fn file() -> Option<PathBuf> {
-    match std::env::var_os("GPUSORT_CACHE_DIR").filter(|d| !d.is_empty()) {
-        Some(dir) => Some(PathBuf::from(dir).join("tuning.json")),
-        None => dirs::cache_dir().map(|d| d.join("gpusort").join("tuning.json")),
-    }
+    let dir = std::env::var_os("GPUSORT_CACHE_DIR").filter(|d| !d.is_empty());
+    TuningFile::path(dir.as_deref().map(std::path::Path::new))
 }
 
 /// The tuning stored for `gpu`, if any (a file that cannot be read is said once, then ignored).

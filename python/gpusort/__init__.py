@@ -49,6 +49,7 @@ __all__ = [
     "stencil",
     "info",
     "use",
+    "tune",
     "release_memory",
     "GpuError",
 ]
@@ -605,6 +606,30 @@ def info():
     ("result_pool_bytes", at most "result_pool_limit"; see `release_memory`). Makes the context
     if it was not made yet."""
     return _native.info()
+
+
+def tune(quick=False, verbose=False):
+    """Measure the fastest tuning of the GPU in use and keep it, as ``gpusort tune`` does: the
+    sort's, scans' and stencils' candidate shapes are timed on this device (every candidate's
+    result checked) and the fastest stored in the user's cache directory (``GPUSORT_CACHE_DIR``
+    moves it), where later processes, the CLI and this process's next calls find it. `quick`:
+    small sizes and a few candidates (seconds; what a software adapter gets anyway); `verbose`:
+    each decision printed to stderr. A full run takes a few minutes on a large GPU.
+
+    Returns a dict: "tuning" (what was stored: adapter, driver, date and each family's
+    settings), "path" (the file), and "sort_gain", "scan_gain", "stencil_gain" (the tuned
+    speed over the defaults' on the cases timed; 1.0 where the defaults were kept). Raises
+    ValueError on the CPU engine (``use(backend="gpu")`` tunes a software adapter)."""
+    import json
+
+    text, path, gains = _native.tune(bool(quick), bool(verbose))
+    return {
+        "tuning": json.loads(text),
+        "path": path,
+        "sort_gain": gains[0],
+        "scan_gain": gains[1],
+        "stencil_gain": gains[2],
+    }
 
 
 def release_memory():

@@ -53,17 +53,19 @@ struct GpuContext {
     spread_always: bool,
 }
 
-/// The tuning `gpusort tune` stored for this device, as the CLI finds it (GPUSORT_CACHE_DIR, else
-/// the user's cache directory); None (the defaults) where there is none or it cannot be read.
+/// Where `gpusort tune` and `gpusort.tune()` keep their measurements: the library's place in the
+/// user's cache directory, or `tuning.json` in `GPUSORT_CACHE_DIR` (as the CLI reads it).
+fn tuning_path() -> Option<std::path::PathBuf> {
+    let dir = std::env::var_os("GPUSORT_CACHE_DIR").filter(|d| !d.is_empty());
+    gpusort_core::tuning::TuningFile::path(dir.as_deref().map(std::path::Path::new))
+}
+
+/// The tuning stored for this device; None (the defaults) where there is none or it cannot be
+/// read.
 fn stored_tuning(gpu: &Gpu) -> Option<gpusort_core::tuning::StoredTuning> {
-    let path = match std::env::var_os("GPUSORT_CACHE_DIR").filter(|d| !d.is_empty()) {
-        Some(dir) => std::path::PathBuf::from(dir).join("tuning.json"),
-        None => dirs::cache_dir()?.join("gpusort").join("tuning.json"),
-    };
-    gpusort_core::tuning::TuningFile::load(&path)
-        .ok()?
-        .find(gpu)
-        .cloned()
+    gpusort_core::tuning::TuningFile::stored(&tuning_path()?, gpu)
+        .ok()
+        .flatten()
 }
 
 /// What `gpusort.use()` asked for.
@@ -916,6 +918,42 @@ fn info(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     Ok(d)
 }
 
+/// Measure the fastest tuning of the GPU in use (the library's tuner, as `gpusort tune` runs it)
+/// and store it where `gpusort tune` does; the context is then made afresh from it. Returns what
+/// was stored, as JSON text, the file's path, and each family's speed-up over the defaults.
+#[pyfunction]
+#[pyo3(signature = (quick=false, verbose=false))]
+fn tune(py: Python<'_>, quick: bool, verbose: bool) -> PyResult<(String, String, [f64; 3])> {
+    let path = tuning_path().ok_or_else(|| {
+        PyValueError::new_err("no cache directory for the tuning: set GPUSORT_CACHE_DIR")
+    })?;
+    let at = path.clone();
+    let (text, gains) = run(py, move |e| {
+        let Engine::Gpu(g) = e else {
+            return Err(gpusort_core::Error::InvalidInput(
+                "tune measures a GPU, and calls here run on the CPU engine; use(backend=\"gpu\") \
+                 tunes a software adapter"
+                    .into(),
+            ));
+        };
+        let say = |line: &str| {
+            if verbose {
+                eprintln!("{line}");
+            }
+        };
+        let tuned = gpusort_core::tune::measure(&g.gpu, quick, &say)?;
+        let stored = gpusort_core::tuning::StoredTuning::measured(&g.gpu, &tuned);
+        let mut file = gpusort_core::tuning::TuningFile::load(&at).unwrap_or_default();
+        file.insert(stored.clone());
+        file.save(&at)?;
+        let text = serde_json::to_string(&stored).expect("a tuning serialises");
+        Ok((text, [tuned.sort_gain, tuned.scan_gain, tuned.stencil_gain]))
+    })?;
+    // later calls run with the stored tuning
+    lock(&ENGINE).take();
+    Ok((text, path.display().to_string(), gains))
+}
+
 /// Free the memory kept for recycling large result arrays (pool.rs); returns the bytes freed.
 #[pyfunction]
 fn release_memory() -> usize {
@@ -980,6 +1018,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(info, m)?)?;
     m.add_function(wrap_pyfunction!(release_memory, m)?)?;
     m.add_function(wrap_pyfunction!(use_device, m)?)?;
+    m.add_function(wrap_pyfunction!(tune, m)?)?;
     m.add("GpuError", m.py().get_type::<GpuError>())?;
     Ok(())
 }

@@ -474,6 +474,30 @@ def test_a_stored_tuning_is_used(engine, tmp_path):
     assert out.returncode == 0 and out.stdout.strip() == "None", out.stderr
 
 
+def test_tune_measures_stores_and_is_used(engine, tmp_path, monkeypatch):
+    """gpusort.tune() runs the library's tuner on the GPU in use, stores its result where
+    `gpusort tune` does (GPUSORT_CACHE_DIR here) and the next calls run with it; the CPU engine
+    has nothing to tune."""
+    import json
+
+    monkeypatch.setenv("GPUSORT_CACHE_DIR", str(tmp_path))
+    if engine != "gpu":
+        with pytest.raises(ValueError, match="tune measures a GPU"):
+            gpusort.tune(quick=True)
+        assert not (tmp_path / "tuning.json").exists()
+        return
+    r = gpusort.tune(quick=True)
+    assert r["path"] == str(tmp_path / "tuning.json")
+    stored = json.loads((tmp_path / "tuning.json").read_text())["tunings"]
+    assert len(stored) == 1 and stored[0] == r["tuning"]
+    i = gpusort.info()
+    assert r["tuning"]["adapter"] == i["adapter"] and i["tuned"] == r["tuning"]["date"]
+    assert min(r["sort_gain"], r["scan_gain"], r["stencil_gain"]) >= 1.0
+    assert 1 <= r["tuning"]["sort"]["wide_items"] <= 64
+    a = data(np.uint64, 70001, 9, "random")
+    same(gpusort.argsort(a), np.argsort(a, kind="stable"))
+
+
 def test_several_devices_give_one_devices_results(engine):
     # two devices on the one adapter CI has; every sort spread over both (a sort this small
     # would otherwise stay on the first device)

@@ -60,6 +60,7 @@ pub mod scan;
 pub mod schedule;
 pub mod sort;
 pub mod stencil;
+pub mod tune;
 #[cfg(feature = "serde")]
 pub mod tuning;
 mod wgsl;

@@ -1,9 +1,9 @@
-//! Tunings measured on a device (`gpusort tune`), stored in a JSON file so that later runs on the
-//! same adapter, driver and gpusort version start from them. The library reads only the file it
-//! is given: front ends choose where it lives (the CLI and the Python package: the user's cache
-//! directory).
+//! Tunings measured on a device ([`crate::tune`]), stored in a JSON file so that later runs on the
+//! same adapter, driver and gpusort version start from them. The file lives in the user's cache
+//! directory ([`TuningFile::path`]); front ends may name another directory (the CLI and the
+//! Python package read `GPUSORT_CACHE_DIR`: the library reads no environment).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::device::Gpu;
 use crate::error::{Error, Result};
@@ -27,6 +27,20 @@ pub struct StoredTuning {
 }
 
 impl StoredTuning {
+    /// What [`crate::tune::measure`] found on `gpu`, dated now.
+    pub fn measured(gpu: &Gpu, tuned: &crate::tune::Tuned) -> StoredTuning {
+        StoredTuning {
+            adapter: gpu.adapter.name.clone(),
+            backend: gpu.adapter.backend.clone(),
+            driver: driver(gpu),
+            gpusort_version: env!("CARGO_PKG_VERSION").into(),
+            date: utc_now(),
+            sort: tuned.sort,
+            scan: tuned.scan,
+            stencil: tuned.stencil,
+        }
+    }
+
     /// Whether this tuning was measured on `gpu` by this version of gpusort.
     pub fn matches(&self, gpu: &Gpu) -> bool {
         let a = &gpu.adapter;
@@ -51,6 +65,20 @@ pub struct TuningFile {
 }
 
 impl TuningFile {
+    /// Where the tunings live: `tuning.json` in `dir` where the caller names one, else
+    /// `gpusort/tuning.json` in the user's cache directory (None where the system has none).
+    pub fn path(dir: Option<&Path>) -> Option<PathBuf> {
+        match dir {
+            Some(dir) => Some(dir.join("tuning.json")),
+            None => dirs::cache_dir().map(|d| d.join("gpusort").join("tuning.json")),
+        }
+    }
+
+    /// The tuning stored for `gpu` in the file at `path`, if any.
+    pub fn stored(path: &Path, gpu: &Gpu) -> Result<Option<StoredTuning>> {
+        Ok(TuningFile::load(path)?.find(gpu).cloned())
+    }
+
     /// The file at `path`; an empty one where there is none.
     pub fn load(path: &Path) -> Result<TuningFile> {
         match std::fs::read(path) {
@@ -113,4 +141,28 @@ impl TuningFile {
 
 fn io(path: &Path, e: std::io::Error) -> Error {
     Error::Io(format!("{}: {e}", path.display()))
+}
+
+/// Now as RFC 3339 in UTC, to the second (a stored tuning's date; the bench's exports).
+pub fn utc_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    // civil date from days since 1970-01-01 (Howard Hinnant's algorithm)
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + (month <= 2) as i64;
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rest / 3600,
+        rest / 60 % 60,
+        rest % 60
+    )
 }
