@@ -310,11 +310,6 @@ pub fn run_scan(g: &Global, a: &ScanArgs) -> CliResult {
     )
 }
 
-/// Files up to this many elements are scanned together in the scheduler's merged launch when a
-/// job has several; larger ones go one by one through the single-pass scan, which reads and
-/// writes each element once (the merged scan reads twice).
-pub const MERGED_SCAN_MAX: usize = 1 << 20;
-
 /// `gpusort scan a b c --out-dir DIR`.
 fn scan_many(g: &Global, a: &ScanArgs) -> CliResult {
     many::reject_single_file_flags(&[("-o/--output", a.io.output.is_some())])?;
@@ -363,7 +358,7 @@ fn scan_many(g: &Global, a: &ScanArgs) -> CliResult {
     let sched = gpusort_core::schedule::Scheduler::new(gpu)?;
     let lens: Vec<usize> = files.inputs.iter().map(|i| i.len).collect();
     let (small, large): (Vec<usize>, Vec<usize>) = (0..files.inputs.len())
-        .partition(|&f| lens[f] <= MERGED_SCAN_MAX && !files.inputs[f].dtype.is_wide());
+        .partition(|&f| gpusort_core::schedule::scan_merges(files.inputs[f].dtype, lens[f]));
     many::run_merged(
         gpu,
         &sched,
@@ -754,7 +749,7 @@ fn pivot_bits(flag: &str, s: &str, dtype: KeyType) -> Result<u32, CliError> {
 
 /// Partition (`keep_rest`) or compaction of many files. Every input is opened, every
 /// destination checked and every pivot parsed first. Files of 32-bit elements up to
-/// [`MERGED_SCAN_MAX`] are split together in merged launches; the others one
+/// `schedule::MERGED_SCAN_MAX` are split together in merged launches; the others one
 /// after another on the same GPU context (`single`). Prints "COUNT<TAB>INPUT" per file.
 fn split_many(
     g: &Global,
@@ -797,7 +792,7 @@ fn split_many(
     let sched = gpusort_core::schedule::Scheduler::new(gpu)?;
     let (small, large): (Vec<usize>, Vec<usize>) = (0..files.inputs.len()).partition(|&f| {
         let i = &files.inputs[f];
-        !i.dtype.is_wide() && i.len <= MERGED_SCAN_MAX
+        gpusort_core::schedule::scan_merges(i.dtype, i.len)
     });
     many::run_merged(
         gpu,

@@ -7,6 +7,7 @@ use clap::ValueEnum;
 use gpusort_core::device::transfer;
 use gpusort_core::reference::keys::{canonical, fingerprint, sortable};
 use gpusort_core::sort::external;
+use gpusort_core::sort::plan::{self, Route};
 use gpusort_core::{KeyType, SortJob, SortKey, SortOrder, Sorter};
 
 use crate::error::{CliError, CliResult};
@@ -284,17 +285,13 @@ fn sort_typed<T: SortKey>(
         && !g.several_devices()?;
     let mut opened = None;
     if let Some(budget) = memory_budget(args)? {
-        let need = |pieces| {
-            in_memory_bytes::<T>(
-                input.len,
-                values.is_some(),
-                args.argsort.is_some(),
-                args.verify,
-                pieces,
-            )
+        let holds = plan::Holds {
+            values: values.is_some(),
+            permutation: args.argsort.is_some(),
+            verify: args.verify,
+            pieces: false,
         };
-        let key_bytes = input.len as u64 * T::TYPE.size() as u64;
-        let external = match route(need(false), need(true), budget, direct, key_bytes) {
+        let external = match plan::route(input.len, T::TYPE, holds, budget, direct) {
             Route::InMemory => false,
             Route::External => true,
             Route::AskDevice => {
@@ -371,31 +368,6 @@ fn row_positions(perm: &mut [u32], input: &Input) {
         for p in perm {
             *p %= row;
         }
-    }
-}
-
-/// Where a sort of `key_bytes` of keys goes under a memory budget: in memory, to the external
-/// sort, or (`AskDevice`) in memory unless the device sorts the keys in pieces merged on the host
-/// (`in_memory` bytes without them, `pieced` with them). Only the plain sort of one file asks:
-/// the others assume pieces past 2 GiB of keys (one GPU binding on NVIDIA).
-#[derive(Debug, PartialEq, Eq)]
-enum Route {
-    InMemory,
-    External,
-    AskDevice,
-}
-
-fn route(in_memory: u64, pieced: u64, budget: u64, direct: bool, key_bytes: u64) -> Route {
-    if in_memory > budget {
-        Route::External
-    } else if pieced <= budget {
-        Route::InMemory
-    } else if direct {
-        Route::AskDevice
-    } else if key_bytes > 2 << 30 {
-        Route::External
-    } else {
-        Route::InMemory
     }
 }
 
@@ -808,32 +780,6 @@ fn memory_budget(args: &SortArgs) -> Result<Option<u64>, CliError> {
     Ok(Some(b))
 }
 
-/// What an in-memory sort of `n` keys holds, roughly: the plain sort one host copy of the keys
-/// (the input itself stays a memory map); with a payload, permutation or --verify the arrays,
-/// their gathered copies and the kept input; sorted in `pieces` (more keys than one GPU sort
-/// takes) the piece merge's (key, position) runs as well.
-fn in_memory_bytes<T: SortKey>(
-    n: usize,
-    values: bool,
-    perm: bool,
-    verify: bool,
-    pieces: bool,
-) -> u64 {
-    let (n, s) = (n as u64, std::mem::size_of::<T>() as u64);
-    let mut need = if values || perm || verify || pieces {
-        2 * n * (s + 4 * values as u64 + 4 * perm as u64)
-    } else {
-        n * s
-    };
-    if verify {
-        need += n * s;
-    }
-    if pieces {
-        need += 32 * n;
-    }
-    need
-}
-
 /// A sort larger than the memory budget: runs sorted on the GPU into files in a private
 /// directory, then a streaming merge into the outputs; every output is a temporary file until
 /// all of them are written (gpusort_core::sort::external has the method).
@@ -1159,12 +1105,6 @@ fn sort_file_on<T: SortKey>(
     write_sorted(args, input, dest, &keys, None, None)
 }
 
-/// Files up to this many keys (or with segments up to this size) are sorted in the scheduler's
-/// merged launch when a job has several; on the H100, 1000 sorts of 2^16 keys ran 6.3x faster
-/// merged than as one dispatch chain each (docs/BENCHMARKS.md). Larger files sort one by one,
-/// where the single sort's tuned kernels win.
-pub const MERGED_SORT_MAX: usize = 1 << 16;
-
 /// `gpusort sort a b c --out-dir DIR`: many files as one job.
 fn sort_many(g: &Global, args: &SortArgs) -> CliResult {
     many::reject_single_file_flags(&[
@@ -1196,10 +1136,13 @@ fn sort_many(g: &Global, args: &SortArgs) -> CliResult {
     }
     // the merged launches run bitonic block sorts: radix and key-bit jobs go one by one
     let merged_ok = |i: &Input| {
-        !i.dtype.is_wide()
-            && !matches!(args.algorithm, Algorithm::Radix)
-            && args.key_bits.is_none()
-            && segments(args, i).map_or(i.len, |s| s as usize) <= MERGED_SORT_MAX
+        let len = segments(args, i).map_or(i.len, |s| s as usize);
+        gpusort_core::schedule::sort_merges(
+            i.dtype,
+            args.algorithm.into(),
+            args.key_bits.is_none(),
+            len,
+        )
     };
     let start = Instant::now();
     let bar = progress::bar(g.progress, g.quiet, files.inputs.len() as u64, "files");
@@ -1410,54 +1353,6 @@ mod tests {
         assert!(
             w.flush().is_err(),
             "a stream ending inside a word is an error"
-        );
-    }
-
-    #[test]
-    fn a_budget_routes_sorts_in_memory_externally_or_asks_the_device() {
-        let gib = 1u64 << 30;
-        // (bytes without pieces, with them, budget, the plain sort of one file, key bytes)
-        let cases = [
-            // over the budget even without pieces: external, whatever the path
-            ((5 * gib, 9 * gib, 4 * gib, true, 4 * gib), Route::External),
-            // within it even with pieces: in memory
-            ((gib, 2 * gib, 4 * gib, true, gib), Route::InMemory),
-            // only pieces break it: the plain sort asks the device; the others assume pieces
-            // past 2 GiB of keys and none below
-            (
-                (3 * gib, 30 * gib, 4 * gib, true, 3 * gib),
-                Route::AskDevice,
-            ),
-            (
-                (3 * gib, 30 * gib, 4 * gib, false, 3 * gib),
-                Route::External,
-            ),
-            ((gib, 9 * gib, 4 * gib, false, gib), Route::InMemory),
-            ((gib, 9 * gib, 4 * gib, true, gib), Route::AskDevice),
-        ];
-        for ((plain, pieced, budget, direct, bytes), want) in cases {
-            assert_eq!(
-                route(plain, pieced, budget, direct, bytes),
-                want,
-                "{plain} {pieced} {budget} {direct}"
-            );
-        }
-    }
-
-    #[test]
-    fn pieces_add_the_merges_runs() {
-        let n = 1 << 20;
-        assert_eq!(
-            in_memory_bytes::<u32>(n, false, false, false, false),
-            4 * n as u64
-        );
-        assert_eq!(
-            in_memory_bytes::<u32>(n, false, false, false, true),
-            (2 * 4 + 32) * n as u64
-        );
-        assert_eq!(
-            in_memory_bytes::<u64>(n, true, false, true, false),
-            (2 * (8 + 4) + 8) * n as u64
         );
     }
 }

@@ -60,6 +60,39 @@ use crate::sort::{BitonicPlan, Pass};
 
 use crate::device::transfer;
 
+/// Sorts up to this many keys (or with segments up to this size) run in a merged launch when a
+/// job has several; larger ones sort one by one, where the single sort's tuned kernels win (on
+/// an H100, 1000 sorts of 2^16 keys ran 6.3x faster merged than one dispatch chain each:
+/// docs/BENCHMARKS.md).
+pub const MERGED_SORT_MAX: usize = 1 << 16;
+
+/// Scans and splits up to this many elements run in a merged launch when a job has several;
+/// larger ones go one by one through the single-pass scan, which reads and writes each element
+/// once (the merged scan reads twice).
+pub const MERGED_SCAN_MAX: usize = 1 << 20;
+
+/// Whether a sort of `len` keys (its segments' size where it has segments) of `key_type` runs in
+/// a job's merged launch: the merged kernels sort 32-bit keys whole in bitonic blocks, so a sort
+/// asked of the radix sort (`algorithm`) or on part of the key bits (`whole_keys` false) goes
+/// one by one.
+pub fn sort_merges(
+    key_type: KeyType,
+    algorithm: crate::sort::Algorithm,
+    whole_keys: bool,
+    len: usize,
+) -> bool {
+    !key_type.is_wide()
+        && !matches!(algorithm, crate::sort::Algorithm::Radix)
+        && whole_keys
+        && len <= MERGED_SORT_MAX
+}
+
+/// Whether a scan or split of `len` elements of `key_type` runs in a job's merged launch (the
+/// merged kernels take 32-bit elements).
+pub fn scan_merges(key_type: KeyType, len: usize) -> bool {
+    !key_type.is_wide() && len <= MERGED_SCAN_MAX
+}
+
 /// Block capacities (words of workgroup memory) the merged kernel is built for. A task uses the
 /// smallest that holds it; longer tasks are split into blocks of the largest.
 pub const CAPACITIES: [u32; 3] = [256, 1024, 4096];

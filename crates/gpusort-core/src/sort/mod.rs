@@ -39,6 +39,7 @@ pub mod bitonic;
 pub(crate) mod bitonic_wgsl;
 pub mod external;
 pub(crate) mod merge;
+pub mod plan;
 pub mod radix;
 pub(crate) mod radix_layout;
 pub(crate) mod radix_wgsl;
