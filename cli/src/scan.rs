@@ -6,7 +6,7 @@ use std::str::FromStr;
 use std::time::Instant;
 
 use clap::ValueEnum;
-use gpusort_core::reference::scan as reference;
+use gpusort_core::reference::check::{self, ScanCheck};
 use gpusort_core::scan::scan64::Scanner64;
 use gpusort_core::scan::streamed::SplitDrain;
 use gpusort_core::scan::{Predicate, ScanOp, Scanner};
@@ -377,7 +377,7 @@ fn scan_many(g: &Global, a: &ScanArgs) -> CliResult {
             let input = &files.inputs[f];
             if a.io.verify {
                 let data: Vec<u32> = input.to_vec();
-                verify_scan_words(input.dtype, &data, words, a.op.into(), !a.exclusive)?;
+                check::scanned_words(input.dtype, &data, words, a.op.into(), !a.exclusive)?;
             }
             Output::write_all(
                 &files.dests[f],
@@ -562,107 +562,6 @@ fn scan_file_group<T: SortKey>(
     Ok(data.len())
 }
 
-/// --verify of a scan, piece by piece: the CPU's sequential scan carried from piece to piece
-/// (32-bit elements through `reference::scan::scan_from`, 64-bit ones through `combine64`).
-struct ScanCheck {
-    op: ScanOp,
-    inclusive: bool,
-    carry: u64,
-    abs: f64,
-}
-
-impl ScanCheck {
-    fn new<T: SortKey>(op: ScanOp, inclusive: bool) -> ScanCheck {
-        let carry = if T::TYPE.is_wide() {
-            reference::identity64(T::TYPE, op)
-        } else {
-            op.code(T::TYPE).expect("checked operator").1 as u64
-        };
-        ScanCheck {
-            op,
-            inclusive,
-            carry,
-            abs: 0.0,
-        }
-    }
-
-    /// The CPU's results for `data`, from the carry so far.
-    fn want<T: SortKey>(&mut self, data: &[T]) -> Vec<T> {
-        if T::TYPE.is_wide() {
-            let (want, carry) = reference::scan64_from(data, self.op, self.inclusive, self.carry);
-            self.carry = carry;
-            want
-        } else {
-            let (want, carry) =
-                reference::scan_from(data, self.op, self.inclusive, self.carry as u32);
-            self.carry = carry as u64;
-            want
-        }
-    }
-
-    /// Check `got` for the elements `data` that start at element `at`.
-    fn check<T: SortKey>(&mut self, data: &[T], got: &[T], at: usize) -> Result<(), CoreError> {
-        let want = self.want(data);
-        let fail = |i: usize| CoreError::VerificationFailed(format!("element {}", at + i));
-        if T::TYPE.is_float() {
-            // additions in another order: compare within a tolerance of the running sum of |x|
-            let as_f64 = |v: &[T]| -> Vec<f64> {
-                match T::TYPE {
-                    KeyType::F32 => bytemuck::cast_slice::<T, f32>(v)
-                        .iter()
-                        .map(|&x| x as f64)
-                        .collect(),
-                    _ => bytemuck::cast_slice::<T, f64>(v).to_vec(),
-                }
-            };
-            let (x, g, w) = (as_f64(data), as_f64(got), as_f64(&want));
-            let rel = if T::TYPE == KeyType::F32 { 1e-5 } else { 1e-12 };
-            for i in 0..x.len() {
-                self.abs += x[i].abs();
-                let tol = rel * self.abs + rel / 10.0;
-                if !((g[i] - w[i]).abs() <= tol || (g[i].is_nan() && w[i].is_nan()) || g[i] == w[i])
-                {
-                    return Err(fail(i));
-                }
-            }
-            return Ok(());
-        }
-        let (g, w) = (
-            bytemuck::cast_slice::<T, u8>(got),
-            bytemuck::cast_slice::<T, u8>(&want),
-        );
-        let size = T::TYPE.size();
-        match g.chunks(size).zip(w.chunks(size)).position(|(a, b)| a != b) {
-            Some(i) => Err(fail(i)),
-            None => Ok(()),
-        }
-    }
-}
-
-fn verify_scan_words(
-    dtype: KeyType,
-    data: &[u32],
-    out: &[u32],
-    op: ScanOp,
-    inclusive: bool,
-) -> CliResult {
-    match dtype {
-        KeyType::F32 => verify_scan::<f32>(
-            bytemuck::cast_slice(data),
-            bytemuck::cast_slice(out),
-            op,
-            inclusive,
-        ),
-        KeyType::I32 => verify_scan::<i32>(
-            bytemuck::cast_slice(data),
-            bytemuck::cast_slice(out),
-            op,
-            inclusive,
-        ),
-        _ => verify_scan::<u32>(data, out, op, inclusive),
-    }
-}
-
 fn scan_typed<T: SortKey>(
     g: &Global,
     a: &ScanArgs,
@@ -728,10 +627,6 @@ fn scan_on_cpu<T: SortKey>(
     drop(map);
     out.commit()?;
     Ok(data.len())
-}
-
-fn verify_scan<T: SortKey>(data: &[T], out: &[T], op: ScanOp, inclusive: bool) -> CliResult {
-    Ok(ScanCheck::new::<T>(op, inclusive).check(data, out, 0)?)
 }
 
 /// A pivot's bits for a split of `dtype` elements (64-bit types: 0; they are checked by
@@ -865,16 +760,20 @@ fn split_on_cpu<T: SortKey>(
     let values = p.values.as_ref().map(|v| v.elements::<u32>());
     let (out, moved, kept) = gpusort_core::cpu_engine::split(&data, values.as_deref(), &pred, rest);
     if verify {
-        let (want, wvals, wsplit) = reference::partition(&data, values.as_deref(), &pred);
-        let len = out.len();
-        if bytemuck::cast_slice::<T, u8>(&out) != bytemuck::cast_slice::<T, u8>(&want[..len])
-            || moved.as_deref() != wvals.as_ref().map(|v| &v[..len])
-            || kept != wsplit
-        {
-            return Err(CliError::runtime(
-                "verification failed: the split differs from the CPU twin's; nothing was written",
-            ));
-        }
+        let (kept, others) = out.split_at(kept);
+        let moved = moved.as_deref().map(|m| m.split_at(kept.len()));
+        check::split(
+            &data,
+            values.as_deref(),
+            &pred,
+            0..data.len(),
+            check::SplitParts {
+                kept,
+                others: rest.then_some(others),
+                values: moved.map(|m| m.0),
+                values_others: moved.filter(|_| rest).map(|m| m.1),
+            },
+        )?;
     }
     Output::write_all(&p.dest, p.format, T::TYPE, bytemuck::cast_slice(&out))?;
     if let (Some(path), Some(m)) = (values_out, &moved) {
@@ -1034,12 +933,12 @@ fn split_file<T: SortKey>(
             let landed = |d: CliResult<SplitLanded<'_, T>>| -> Result<(), CoreError> {
                 let d = d.map_err(io)?;
                 if verify {
-                    check_split(
+                    check::split(
                         &data,
                         values.as_deref(),
                         &pred,
                         d.range.clone(),
-                        SplitParts {
+                        check::SplitParts {
                             kept: d.kept.as_slice(),
                             others: d.others.as_ref().map(|o| o.as_slice()),
                             values: d.values.as_ref().map(|v| v.as_slice()),
@@ -1101,15 +1000,6 @@ fn ends<'s, 'a>(sink: Option<&'s mut Sink<'a>>) -> (Option<Carver<'s>>, Option<&
     }
 }
 
-/// One chunk of a split's results: the matching elements, and (a partition) the others, each
-/// with its payload where there is one.
-struct SplitParts<'a, T> {
-    kept: &'a [T],
-    others: Option<&'a [T]>,
-    values: Option<&'a [u32]>,
-    values_others: Option<&'a [u32]>,
-}
-
 /// A chunk of [`split_file`]'s results as drained ([`Landed`]).
 struct SplitLanded<'s, T> {
     range: std::ops::Range<usize>,
@@ -1117,36 +1007,6 @@ struct SplitLanded<'s, T> {
     others: Option<Landed<'s, T>>,
     values: Option<Landed<'s, u32>>,
     values_others: Option<Landed<'s, u32>>,
-}
-
-/// --verify of one chunk of a split: its parts against the CPU's partition of the same input
-/// range (a compaction is the partition's first part).
-fn check_split<T: SortKey>(
-    data: &[T],
-    values: Option<&[u32]>,
-    pred: &Predicate<T>,
-    range: std::ops::Range<usize>,
-    got: SplitParts<'_, T>,
-) -> Result<(), CoreError> {
-    let vin = values.map(|v| &v[range.clone()]);
-    let (want, wvals, wsplit) = reference::partition(&data[range.clone()], vin, pred);
-    let same =
-        |a: &[T], b: &[T]| bytemuck::cast_slice::<T, u8>(a) == bytemuck::cast_slice::<T, u8>(b);
-    let wvals = wvals.as_deref();
-    let agree = got.kept.len() == wsplit
-        && same(got.kept, &want[..wsplit])
-        && got.others.is_none_or(|o| same(o, &want[wsplit..]))
-        && got.values == wvals.map(|v| &v[..wsplit])
-        && got
-            .values_others
-            .is_none_or(|v| Some(v) == wvals.map(|w| &w[wsplit..]));
-    if !agree {
-        return Err(CoreError::VerificationFailed(format!(
-            "the split of elements {}..{} differs from the CPU's",
-            range.start, range.end
-        )));
-    }
-    Ok(())
 }
 
 /// A partition or compaction of one file over several devices (gpusort_core::multi::scan): the
@@ -1187,12 +1047,12 @@ fn split_file_group<T: SortKey>(
             if verify {
                 let (kept, others) = c.elements.split_at(c.kept);
                 let values_split = c.payload.map(|v| v.split_at(c.kept));
-                check_split(
+                check::split(
                     &data,
                     values.as_deref(),
                     &pred,
                     c.range.clone(),
-                    SplitParts {
+                    check::SplitParts {
                         kept,
                         others: rest.then_some(others),
                         values: values_split.map(|v| v.0),

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use clap::ValueEnum;
 use gpusort_core::device::transfer;
-use gpusort_core::reference::keys::{canonical, fingerprint, sortable};
+use gpusort_core::reference::check;
 use gpusort_core::sort::external;
 use gpusort_core::sort::plan::{self, Route};
 use gpusort_core::{KeyType, SortJob, SortKey, SortOrder, Sorter};
@@ -470,10 +470,10 @@ fn sort_in_memory<T: SortKey>(
 
 /// --verify of an in-memory sort: ordered (on the key bits, if given) and the same keys.
 fn check<T: SortKey>(args: &SortArgs, original: &[T], keys: &[T], order: SortOrder) -> CliResult {
-    match &args.key_bits {
-        Some(bits) => verify_on_bits(original, keys, order, bits.clone()),
-        None => verify(original, keys, order),
-    }
+    Ok(match &args.key_bits {
+        Some(bits) => check::sorted_on_bits(original, keys, order, bits.clone()),
+        None => check::sorted(original, keys, order),
+    }?)
 }
 
 /// Write a sorted result and what came with it (the payload, the permutation).
@@ -1209,7 +1209,7 @@ fn sort_many(g: &Global, args: &SortArgs) -> CliResult {
             let input = &files.inputs[f];
             if args.verify {
                 let original: Vec<u32> = input.to_vec();
-                verify_words(input.dtype, &original, words, order_of(args, input))?;
+                check::sorted_words(input.dtype, &original, words, order_of(args, input))?;
             }
             Output::write_array(
                 &files.dests[f],
@@ -1240,84 +1240,6 @@ fn sort_many(g: &Global, args: &SortArgs) -> CliResult {
             large.len(),
             if args.verify { ", verified" } else { "" }
         );
-    }
-    Ok(())
-}
-
-/// [`verify`] for 32-bit words of `dtype`.
-fn verify_words(dtype: KeyType, input: &[u32], output: &[u32], order: SortOrder) -> CliResult {
-    match dtype {
-        KeyType::I32 => verify::<i32>(
-            bytemuck::cast_slice(input),
-            bytemuck::cast_slice(output),
-            order,
-        ),
-        KeyType::F32 => verify::<f32>(
-            bytemuck::cast_slice(input),
-            bytemuck::cast_slice(output),
-            order,
-        ),
-        _ => verify::<u32>(input, output, order),
-    }
-}
-
-/// [`verify`] for a sort on key bits `bits`: the output is the CPU twin's stable order.
-fn verify_on_bits<T: SortKey>(
-    input: &[T],
-    output: &[T],
-    order: SortOrder,
-    bits: std::ops::Range<u32>,
-) -> CliResult {
-    // each segment on its own (the whole input is one)
-    let seg = order
-        .segment_size
-        .map_or(input.len(), |s| s as usize)
-        .max(1);
-    let same = input.len() == output.len()
-        && input
-            .chunks(seg)
-            .zip(output.chunks(seg))
-            .all(|(input, output)| {
-                let (perm, _) =
-                    gpusort_core::reference::radix::argsort(input, order.descending, bits.clone());
-                perm.iter().zip(output).all(|(&i, o)| {
-                    bytemuck::bytes_of(&canonical(&input[i as usize])) == bytemuck::bytes_of(o)
-                })
-            });
-    if same {
-        Ok(())
-    } else {
-        Err(CliError::runtime(
-            "verification failed: the output is not the input in key-bit order; nothing was written",
-        ))
-    }
-}
-
-/// The result is sorted (within each segment) and holds the same keys as the input.
-pub fn verify<T: SortKey>(input: &[T], output: &[T], order: SortOrder) -> CliResult {
-    let fail =
-        |why: String| CliError::runtime(format!("verification failed: {why}; nothing was written"));
-    if input.len() != output.len() {
-        return Err(fail(format!(
-            "{} keys in, {} out",
-            input.len(),
-            output.len()
-        )));
-    }
-    let seg = order
-        .segment_size
-        .map(|s| s as usize)
-        .unwrap_or(output.len().max(1));
-    for (s, chunk) in output.chunks(seg).enumerate() {
-        if let Some(i) = chunk
-            .windows(2)
-            .position(|w| sortable(&w[0], order.descending) > sortable(&w[1], order.descending))
-        {
-            return Err(fail(format!("out of order at position {}", s * seg + i)));
-        }
-    }
-    if fingerprint(input) != fingerprint(output) {
-        return Err(fail("the output is not a permutation of the input".into()));
     }
     Ok(())
 }

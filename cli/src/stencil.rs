@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use clap::ValueEnum;
-use gpusort_core::reference;
+use gpusort_core::reference::check;
 use gpusort_core::stencil::{
     self, Boundary, GridShape, Stencil, StencilJob, StencilKernel, StencilValue,
 };
@@ -400,7 +400,7 @@ fn run_group<T: StencilValue + Into<f64>>(
     let stats = gpusort_core::multi::stencil::run(group, &kernels, input.bytes(), &mut host)?;
     bar.finish_and_clear();
     if args.verify {
-        verify(
+        check::stenciled(
             job,
             &input.to_vec::<T>(),
             bytemuck::cast_slice::<u8, T>(&host),
@@ -483,7 +483,7 @@ fn run_typed<T: StencilValue + Into<f64>>(
     drop(scratch);
     if args.verify {
         let got: &[T] = bytemuck::cast_slice(map.as_deref().unwrap_or(&[]));
-        verify(job, &input.to_vec::<T>(), got)?;
+        check::stenciled(job, &input.to_vec::<T>(), got)?;
     }
     if let Some(m) = map.take() {
         m.flush()
@@ -549,7 +549,7 @@ fn run_on_cpu<T: StencilValue + Into<f64>>(
             job.steps,
         );
         if args.verify {
-            verify(job, &grid, dst)?;
+            check::stenciled(job, &grid, dst)?;
         }
         m.flush()
             .map_err(|e| CliError::runtime(format!("cannot write {}: {e}", shown(dest))))?;
@@ -589,28 +589,6 @@ fn outcome(
 
 /// The result of `job` on `grid` against the CPU twin, within the tolerance the tests use (the
 /// GPU may fuse a multiply and an add).
-fn verify<T: StencilValue + Into<f64>>(job: &StencilJob, grid: &[T], got: &[T]) -> CliResult {
-    let want = reference::stencil::run(
-        grid,
-        job.shape,
-        &job.stencil,
-        job.boundary,
-        job.cval,
-        job.steps,
-    );
-    let tol = if T::TYPE == KeyType::F64 { 1e-12 } else { 1e-5 };
-    for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
-        let (g, w): (f64, f64) = (g.into(), w.into());
-        let same = (g.is_nan() && w.is_nan()) || g == w || (g - w).abs() <= tol * w.abs().max(1.0);
-        if !same {
-            return Err(CliError::runtime(format!(
-                "verification failed at cell {i}: GPU {g}, CPU {w}; nothing was written (please report this)"
-            )));
-        }
-    }
-    Ok(())
-}
-
 fn summary_line(job: &StencilJob, p: &StencilPlan) -> String {
     if p.in_core {
         format!(

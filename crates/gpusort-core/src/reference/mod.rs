@@ -2,6 +2,7 @@
 //! compare the two and planning code can be checked without a GPU.
 
 pub mod bitonic;
+pub mod check;
 pub mod keys;
 pub mod radix;
 pub mod scan;
