@@ -113,8 +113,10 @@ fn engine() -> PyResult<Arc<Engine>> {
         "cpu" => gpusort_core::engine::Backend::Cpu,
         _ => gpusort_core::engine::Backend::Gpu,
     };
+    // a named adapter or device list asks for GPUs, as on the CLI
+    let named = settings.adapter.is_some() || settings.devices.is_some();
     let cpu = matches!(
-        gpusort_core::engine::choose(asked, settings.adapter.is_some(), &options).map_err(to_py)?,
+        gpusort_core::engine::choose(asked, named, &options).map_err(to_py)?,
         gpusort_core::engine::Choice::Cpu { .. }
     );
     let e = Arc::new(if cpu {
@@ -979,6 +981,12 @@ fn use_device(
     }
     if let Some(d) = devices.as_deref() {
         gpusort_core::multi::DeviceSpec::parse(d).map_err(to_py)?;
+    }
+    // the CPU engine has no devices to name: refused rather than ignored
+    if backend.as_deref() == Some("cpu") && (adapter.is_some() || devices.is_some()) {
+        return Err(PyValueError::new_err(
+            "backend \"cpu\" runs on the CPU engine: adapter and devices name GPUs",
+        ));
     }
     if let Some(b) = backend.as_deref() {
         const KNOWN: [&str; 7] = ["auto", "cpu", "gpu", "vulkan", "metal", "dx12", "gl"];

@@ -498,6 +498,21 @@ def test_tune_measures_stores_and_is_used(engine, tmp_path, monkeypatch):
     same(gpusort.argsort(a), np.argsort(a, kind="stable"))
 
 
+def test_naming_adapters_or_devices_asks_for_gpus(engine):
+    """An adapter or a device list names GPUs: refused beside backend "cpu" (the context in use
+    stays), a GPU context otherwise, also where the only adapter is a software one."""
+    before = gpusort.info()["engine"]
+    with pytest.raises(ValueError, match="adapter and devices name GPUs"):
+        gpusort.use(backend="cpu", devices="0,0")
+    with pytest.raises(ValueError, match="adapter and devices name GPUs"):
+        gpusort.use(backend="cpu", adapter=0)
+    assert gpusort.info()["engine"] == before
+    gpusort.use(devices="1")
+    assert gpusort.info()["engine"] == "gpu"
+    a = data(np.float32, 5000, 4)
+    same(gpusort.sort(a), np.sort(a, kind="stable"))
+
+
 def test_several_devices_give_one_devices_results(engine):
     # two devices on the one adapter CI has; every sort spread over both (a sort this small
     # would otherwise stay on the first device)
