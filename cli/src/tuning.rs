@@ -1,6 +1,6 @@
 //! Where the CLI's tunings come from: the tuning `gpusort tune` stored for this device (in the
 //! user's cache directory; `GPUSORT_CACHE_DIR` moves it), else the measured defaults, then the
-//! tuning variables the CLI honours (docs/ARCHITECTURE.md lists them). The library reads no
+//! tuning variables the CLI honours (below, one a `Tuning` field). The library reads no
 //! environment, so this is the one place a `GPUSORT_*` tuning variable becomes a `Tuning` value.
 //! Every tuning gives the same results; a value the kernels cannot take is ignored with a
 //! warning. The switches that change results (`GPUSORT_RADIX_STOP`, `GPUSORT_RADIX_PROBE`,
