@@ -60,8 +60,8 @@ pub struct StencilArgs {
     /// What lies outside the grid, as in scipy.ndimage.
     #[arg(long, default_value = "reflect", value_parser = Boundary::NAMES)]
     pub boundary: String,
-    /// The outside value of --boundary constant: a finite value the grid's type holds (±inf and
-    /// NaN are refused: the taps' sums would be inf - inf or NaN wherever the boundary reaches).
+    /// The outside value of --boundary constant: a value the grid's type holds, NaN and ±inf
+    /// included (as scipy.ndimage takes them: sums that reach them are NaN or infinite).
     #[arg(long, default_value = "0", allow_negative_numbers = true)]
     pub cval: String,
     /// Jacobi steps (each reads the previous grid).

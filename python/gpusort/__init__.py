@@ -548,7 +548,8 @@ def stencil(grid, *, radius=None, stencil="star", weights=None, boundary="reflec
     weights summing to 1 on a ``"star"`` (the axes) or ``"box"`` of `radius`, or ``weights``, a
     dense (2R+1)^d array applied like ``scipy.ndimage.correlate(grid, weights, mode=boundary,
     cval=cval)`` each step. Grids larger than GPU memory stream through it in sub-blocks. An
-    empty grid gives an empty result; ``cval`` must be finite; ``out`` as in ``sort``."""
+    empty grid gives an empty result; ``cval`` may be NaN or ±inf, as in SciPy; ``out`` as in
+    ``sort``."""
     g = _plain(grid, "grid")
     if g.dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
         raise TypeError(f"stencil grids are float32 or float64, not {g.dtype}")

@@ -265,6 +265,28 @@ def test_pivots_a_dtype_cannot_hold_are_refused():
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("cval", [np.nan, np.inf, -np.inf])
+def test_a_non_finite_constant_boundary_is_scipys(engine, dtype, cval):
+    """cval=nan or ±inf as scipy.ndimage.correlate takes them: NaN and infinities where the
+    boundary reaches, the same finite values elsewhere (1-D, 2-D and 3-D grids)."""
+    r = np.random.default_rng(8)
+    for shape in [(40,), (23, 31), (7, 9, 11)]:
+        g = r.random(shape).astype(dtype)
+        w = r.random((3,) * len(shape))
+        want = g
+        for _ in range(2):
+            want = ndi.correlate(want, w.astype(dtype), mode="constant", cval=cval)
+        got = gpusort.stencil(g, weights=w, boundary="constant", cval=cval, steps=2)
+        assert got.dtype == g.dtype and got.shape == g.shape
+        assert np.array_equal(np.isnan(got), np.isnan(want)), shape
+        assert np.array_equal(np.isinf(got), np.isinf(want)), shape
+        tol = 1e-5 if dtype == np.float32 else 1e-12
+        finite = np.isfinite(want)
+        assert finite.any() and np.allclose(got[finite], want[finite], rtol=tol, atol=tol)
+        assert np.array_equal(got[np.isinf(want)], want[np.isinf(want)])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("boundary", ["reflect", "constant", "nearest", "mirror", "wrap"])
 def test_stencils_match_scipy(dtype, boundary):
     r = np.random.default_rng(5)

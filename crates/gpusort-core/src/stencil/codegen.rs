@@ -490,14 +490,20 @@ pub(super) fn source_with(
     } else {
         job.cval
     };
+    // A finite boundary value is a constant; NaN and ±inf cannot be WGSL constants, so they are
+    // read from the weights' last element, which the host fills with the value (kernel.rs)
+    let cval_text = match cval.is_finite() {
+        true => literal(cval),
+        false => "T(0.0)".to_string(),
+    };
     let mut s = format!(
         "alias T = {ty};\nconst NX: i32 = {nx};\nconst NY: i32 = {ny};\nconst MODE: u32 = {}u;\n\
          const CVAL: T = {};\nconst RZ: i32 = {rz};\nconst RY: i32 = {ry};\nconst RX: i32 = {rx};\n\
          const NTAPS: u32 = {}u;\nconst NWEIGHTS: u32 = {}u;\nalias WEIGHTS = vec{}<T>;\nconst WG: u32 = {WG}u;\n",
         job.boundary.code(),
-        literal(cval),
+        cval_text,
         taps.len().max(1),
-        taps.len().div_ceil(16 / job.cell_bytes() as usize).max(1),
+        weight_elements(job),
         16 / job.cell_bytes(),
     );
     if four {
@@ -724,5 +730,24 @@ pub(super) fn source_with(
             text += &lanes_part;
         }
     }
-    s + &fill(&text, "// @generated-sum", &sum)
+    let source = s + &fill(&text, "// @generated-sum", &sum);
+    match cval.is_finite() {
+        true => source,
+        false => source.replacen("const CVAL: T = T(0.0);\n", "", 1).replace(
+            "CVAL",
+            &format!("weights[{}u][0]", weight_elements(job) - 1),
+        ),
+    }
+}
+
+/// Elements of the weights' uniform array (16 bytes each: four f32 or two f64 weights): the
+/// taps', then, where the boundary value (`cval`) is not finite, one that starts with it (a
+/// finite one is a constant, and its kernels' text is the same as without this element).
+pub(crate) fn weight_elements(job: &StencilJob) -> usize {
+    job.stencil
+        .taps
+        .len()
+        .div_ceil(16 / job.cell_bytes() as usize)
+        .max(1)
+        + !job.cval.is_finite() as usize
 }

@@ -197,18 +197,29 @@ impl StencilKernel {
             )),
             None => None,
         };
-        // uniform arrays have a 16-byte stride: four f32 or two f64 weights per element
+        // uniform arrays have a 16-byte stride: four f32 or two f64 weights per element; where
+        // the boundary value is not finite, one more element starts with it
+        // (codegen::weight_elements)
         let per16 = 16 / job.cell_bytes() as usize;
         let padded = job.stencil.taps.len().div_ceil(per16).max(1) * per16;
+        let with_cval = !job.cval.is_finite();
         let weights = match job.dtype {
             KeyType::F64 => {
                 let mut w: Vec<f64> = job.stencil.taps.iter().map(|t| t.weight).collect();
                 w.resize(padded, 0.0);
+                if with_cval {
+                    w.push(job.cval);
+                    w.resize(padded + per16, 0.0);
+                }
                 transfer::uniform_buffer(gpu, "stencil weights", bytemuck::cast_slice(&w))?
             }
             _ => {
                 let mut w: Vec<f32> = job.stencil.taps.iter().map(|t| t.weight as f32).collect();
                 w.resize(padded, 0.0);
+                if with_cval {
+                    w.push(job.cval as f32);
+                    w.resize(padded + per16, 0.0);
+                }
                 transfer::uniform_buffer(gpu, "stencil weights", bytemuck::cast_slice(&w))?
             }
         };
