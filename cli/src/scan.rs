@@ -760,19 +760,12 @@ fn split_on_cpu<T: SortKey>(
     let values = p.values.as_ref().map(|v| v.elements::<u32>());
     let (out, moved, kept) = gpusort_core::cpu_engine::split(&data, values.as_deref(), &pred, rest);
     if verify {
-        let (kept, others) = out.split_at(kept);
-        let moved = moved.as_deref().map(|m| m.split_at(kept.len()));
         check::split(
             &data,
             values.as_deref(),
             &pred,
             0..data.len(),
-            check::SplitParts {
-                kept,
-                others: rest.then_some(others),
-                values: moved.map(|m| m.0),
-                values_others: moved.filter(|_| rest).map(|m| m.1),
-            },
+            check::SplitParts::of(&out, moved.as_deref(), kept, rest),
         )?;
     }
     Output::write_all(&p.dest, p.format, T::TYPE, bytemuck::cast_slice(&out))?;
@@ -1045,19 +1038,12 @@ fn split_file_group<T: SortKey>(
         let io = |e: CliError| CoreError::Io(e.message);
         let sink = |c: PlacedSplit<'_, T>| -> Result<(), CoreError> {
             if verify {
-                let (kept, others) = c.elements.split_at(c.kept);
-                let values_split = c.payload.map(|v| v.split_at(c.kept));
                 check::split(
                     &data,
                     values.as_deref(),
                     &pred,
                     c.range.clone(),
-                    check::SplitParts {
-                        kept,
-                        others: rest.then_some(others),
-                        values: values_split.map(|v| v.0),
-                        values_others: values_split.filter(|_| rest).map(|v| v.1),
-                    },
+                    check::SplitParts::of(c.elements, c.payload, c.kept, rest),
                 )?;
             }
             let (before, after) = c.elements.split_at(c.kept);

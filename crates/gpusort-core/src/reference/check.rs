@@ -14,6 +14,26 @@ use crate::reference::scan::{identity64, scan64_from, scan_from};
 use crate::scan::{Predicate, ScanOp};
 use crate::stencil::{StencilJob, StencilValue};
 
+/// `$body` with `T` the 32-bit element type of `$key_type` (u32 for any other type).
+macro_rules! by_word_type {
+    ($key_type:expr, |$t:ident| $body:expr) => {
+        match $key_type {
+            KeyType::I32 => {
+                type $t = i32;
+                $body
+            }
+            KeyType::F32 => {
+                type $t = f32;
+                $body
+            }
+            _ => {
+                type $t = u32;
+                $body
+            }
+        }
+    };
+}
+
 /// `output` is `input` sorted in `order`: ordered within each segment, the same keys.
 pub fn sorted<T: SortKey>(input: &[T], output: &[T], order: SortOrder) -> Result<()> {
     let fail = |why: String| Err(Error::VerificationFailed(why));
@@ -46,19 +66,11 @@ pub fn sorted_words(
     output: &[u32],
     order: SortOrder,
 ) -> Result<()> {
-    match key_type {
-        KeyType::I32 => sorted::<i32>(
-            bytemuck::cast_slice(input),
-            bytemuck::cast_slice(output),
-            order,
-        ),
-        KeyType::F32 => sorted::<f32>(
-            bytemuck::cast_slice(input),
-            bytemuck::cast_slice(output),
-            order,
-        ),
-        _ => sorted::<u32>(input, output, order),
-    }
+    by_word_type!(key_type, |T| sorted::<T>(
+        bytemuck::cast_slice(input),
+        bytemuck::cast_slice(output),
+        order
+    ))
 }
 
 /// `output` is `input` sorted stably on its sortable key bits `bits` (each segment on its own).
@@ -184,21 +196,12 @@ pub fn scanned_words(
     op: ScanOp,
     inclusive: bool,
 ) -> Result<()> {
-    match key_type {
-        KeyType::F32 => scanned::<f32>(
-            bytemuck::cast_slice(data),
-            bytemuck::cast_slice(got),
-            op,
-            inclusive,
-        ),
-        KeyType::I32 => scanned::<i32>(
-            bytemuck::cast_slice(data),
-            bytemuck::cast_slice(got),
-            op,
-            inclusive,
-        ),
-        _ => scanned::<u32>(data, got, op, inclusive),
-    }
+    by_word_type!(key_type, |T| scanned::<T>(
+        bytemuck::cast_slice(data),
+        bytemuck::cast_slice(got),
+        op,
+        inclusive
+    ))
 }
 
 /// One chunk of a split's results: the matching elements, and (a partition) the others, each
@@ -208,6 +211,21 @@ pub struct SplitParts<'a, T> {
     pub others: Option<&'a [T]>,
     pub values: Option<&'a [u32]>,
     pub values_others: Option<&'a [u32]>,
+}
+
+impl<'a, T> SplitParts<'a, T> {
+    /// A chunk whose first `kept` elements (and payload words) matched; the rest are the others,
+    /// checked only for a partition (`rest`).
+    pub fn of(elements: &'a [T], payload: Option<&'a [u32]>, kept: usize, rest: bool) -> Self {
+        let (matched, others) = elements.split_at(kept);
+        let payload = payload.map(|p| p.split_at(kept));
+        SplitParts {
+            kept: matched,
+            others: rest.then_some(others),
+            values: payload.map(|p| p.0),
+            values_others: payload.filter(|_| rest).map(|p| p.1),
+        }
+    }
 }
 
 /// A chunk of a split (compaction: the matching elements; partition: the others too) of the
