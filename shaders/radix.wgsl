@@ -452,6 +452,15 @@ fn sweep(i: Invocation) {
         // rank inside the tile (common/radix_rank_*.wgsl); sets digit_total and digit_start
         var p@J = l@J; //@ITEM
         if ((PROBE & 8u) == 0u) { rank_begin(); } //@STABLE
+        if (COUNT_FIRST == 1u && (PROBE & 8u) == 0u) { //@STABLE
+            // the keys past the end are counted (digit RADIX - 1) as they are ranked
+            rank_count(d@J); //@ITEM//@STABLE
+            rank_offsets(); //@STABLE
+            if (d < RADIX && (PROBE & 1u) == 0u) { publish_count(tile, d, digit_total[d] - select(0u, TILE - in_tile, d == RADIX - 1u)); } //@STABLE
+            // one-word keys take their digit again rather than hold it through rank_offsets (held,
+            // the keys-only sweep needed 81 registers on an H200 instead of 64)
+            p@J = rank_item(@Ju, select(d@J, select(RADIX - 1u, digit_of(k@J, p), l@J < in_tile), KEY_WORDS == 1u)); //@ITEM//@STABLE
+        } else { //@STABLE
         if (EARLY == 1u) { //@STABLE
             if (l@J < in_tile) { atomicAdd(&scratch[EARLY_AT + d@J], 1u); } //@ITEM//@STABLE
             workgroupBarrier(); //@STABLE
@@ -463,6 +472,7 @@ fn sweep(i: Invocation) {
             p@J = rank_item(@Ju, d@J); //@ITEM//@STABLE
             rank_middle(); //@STABLE
             p@J += rank_end(@Ju, d@J); //@ITEM//@STABLE
+        } //@STABLE
         } //@STABLE
         // The unstable sweep (the first pass of a keys-only sort over every key bit, where no
         // earlier order needs keeping): the tile's digit histogram's own atomic gives each key its

@@ -422,18 +422,20 @@ mod radix {
         }
     }
 
-    /// Digit counts published after the ranking (the kernel before early counts became the
-    /// default with subgroups), with look-backs that wait and that take the fallback at once.
+    /// The ranking's older order (each subgroup ranks its keys, then the offsets are added:
+    /// `count_first` off), with digit counts published before the ranking from a histogram of
+    /// their own and after it, and look-backs that wait and that take the fallback at once.
     /// Subgroups only: without them counts are always published after the ranking, which every
-    /// other radix test already runs.
+    /// other radix test already runs; with them every other test runs `count_first`.
     #[test]
-    fn radix_counts_published_after_ranking() {
+    fn radix_ranked_before_counting() {
         let gpu = gpu(false);
-        for spin in [4096, 0] {
+        for (early, spin) in [(true, 4096), (false, 4096), (false, 0)] {
             let s = radix(gpu)
-                .tuned(gpu, |t| t.early_counts = false)
+                .tuned(gpu, |t| t.count_first = false)
+                .tuned(gpu, |t| t.early_counts = early)
                 .tuned(gpu, |t| t.spin_limit = spin);
-            let what = format!("radix late counts spin={spin}");
+            let what = format!("radix ranked first, early counts {early}, spin={spin}");
             u32_edge_sizes_and_shapes(&s, gpu, 13, 12, &what);
             let mut r = rng(spin as u64 + 7);
             let keys: Vec<u32> = (0..30_000).map(|_| r.random_range(0..500)).collect();

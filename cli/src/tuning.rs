@@ -123,6 +123,9 @@ fn sort_from_env(mut t: sort::Tuning) -> sort::Tuning {
     apply(&mut t, "GPUSORT_RADIX_EARLY", ok, |t, v| {
         t.early_counts = on(v)
     });
+    apply(&mut t, "GPUSORT_RADIX_COUNT_FIRST", ok, |t, v| {
+        t.count_first = on(v)
+    });
     apply(&mut t, "GPUSORT_RADIX_PACK", ok, |t, v| t.pack = Some(v));
     apply(&mut t, "GPUSORT_RADIX_SPARE", ok, |t, v| {
         t.spare_lanes = Some(on(v))

@@ -26,6 +26,10 @@ fn rank_item(j: u32, d: u32) -> u32 {
     return 0u;
 }
 
+// COUNT_FIRST's steps exist only in the subgroup ranking (the host sets COUNT_FIRST 0 here).
+fn rank_count(d: u32) {}
+fn rank_offsets() {}
+
 fn rank_middle() {
     workgroupBarrier();
     if (inv.li < RADIX) { digit_total[inv.li] = atomicLoad(&bins[inv.li]); }

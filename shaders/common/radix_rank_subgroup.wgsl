@@ -8,6 +8,10 @@
 // its first word where the device's subgroups never exceed 32 lanes. The ballots are most of the
 // ranking's cost (H100: one ballot instead of eight, PROBE 32, takes 0.14 ms off each pass at
 // 2^26; docs/BENCHMARKS.md). Twin without subgroups: common/radix_rank_shared.wgsl.
+// With COUNT_FIRST (CUB's onesweep order) the counters are filled before the ballots instead:
+// rank_count adds each key to its subgroup's counter, rank_offsets turns the rows into each
+// subgroup's first place of each digit in the tile, and rank_item then returns a key's place in
+// the tile (no rank_middle, no rank_end); the tile's counts are known before the ballots.
 // Needs: WG, ITEMS, TILE, RADIX, MIN_SG, PACK (1|2), PROBE, SPARE (0|1) and SPARE_AT (a word a
 // lane, past the sweep's early counts), scratch, digit_total, digit_start,
 // wg_exclusive, lanes_below, popcount4 (common/wgscan_subgroup.wgsl).
@@ -88,9 +92,35 @@ fn rank_item(j: u32, d: u32) -> u32 {
     return (subgroupShuffle(start, lowest_lane(peers)) & FIELD_MASK) + rank;
 }
 
-fn rank_middle() {
+// COUNT_FIRST: one key of digit d in this subgroup (lanes of one digit queue on its word: a
+// subgroup's own row, as CUB's warp histograms).
+fn rank_count(d: u32) {
+    atomicAdd(&scratch[counter_word(d)], 1u << counter_shift(d));
+}
+
+// COUNT_FIRST: after every rank_count, each subgroup's counter of each digit becomes where its
+// keys of that digit start in the tile; digit_total and digit_start are set.
+fn rank_offsets() {
+    rank_columns();
+    if (inv.li < ROW) {
+        var add = 0u;
+        for (var h = 0u; h < PACK; h++) { add |= digit_start[PACK * inv.li + h] << (h * FIELD); }
+        for (var s = 0u; s < inv.num_sg; s++) {
+            let at = s * ROW + inv.li;
+            atomicStore(&scratch[at], atomicLoad(&scratch[at]) + add);
+        }
+    }
     workgroupBarrier();
-    // per counter word: exclusive over the subgroups' rows (packed counters at once: sums <= TILE)
+}
+
+fn rank_middle() {
+    rank_columns();
+}
+
+// Per counter word: exclusive over the subgroups' rows (packed counters at once: sums <= TILE),
+// the totals into digit_total, then digit_start.
+fn rank_columns() {
+    workgroupBarrier();
     if (inv.li < ROW) {
         var run = 0u;
         if ((PROBE & 64u) != 0u) {

@@ -550,6 +550,7 @@ impl RadixKernels {
             unstable_sweep_groups: self.tuning.unstable_workgroups,
             narrow_ballot: self.narrow_ballot,
             early_counts: self.tuning.early_counts,
+            count_first: self.tuning.count_first,
             spare_lanes: self.tuning.spare_lanes,
             hist_chunks: self.tuning.hist_chunks,
             pack: sweep.pack,

@@ -34,6 +34,8 @@ pub struct RadixConfig {
     pub narrow_ballot: bool,
     /// Digit counts published before the ranking (subgroup ranking only).
     pub early_counts: bool,
+    /// Tuning::count_first (subgroup ranking only; counts then published before the ballots).
+    pub count_first: bool,
     /// Tuning::spare_lanes (None: the default rule below).
     pub spare_lanes: Option<bool>,
     /// Tiles of keys a count_digits workgroup reads.
@@ -99,7 +101,8 @@ pub fn radix(c: &RadixConfig) -> String {
         ("UNSTABLE_SWEEP_GROUPS", c.unstable_sweep_groups),
         ("PERSIST", (sweep_groups != 0) as u32),
         ("GROUP_TILES", c.group_tiles),
-        ("EARLY", (c.early_counts && sg) as u32),
+        ("EARLY", ((c.early_counts || c.count_first) && sg) as u32),
+        ("COUNT_FIRST", (c.count_first && sg) as u32),
         ("HIST_CHUNKS", c.hist_chunks),
         ("EARLY_AT", early_at),
         ("SPARE_AT", early_at + 256),

@@ -47,6 +47,10 @@ pub struct Tuning {
     pub unstable_workgroups: u32,
     /// Sweeps publish their tile's digit counts before ranking it (subgroup ranking only).
     pub early_counts: bool,
+    /// Sweeps count each subgroup's digits before the ballots and rank every key at its place
+    /// in the tile in one step (CUB's onesweep order; subgroup ranking only, counts published
+    /// early), rather than ranking within each subgroup first and adding its offsets after.
+    pub count_first: bool,
     /// Whether the ranking's lanes that add nothing add to spare words of their own rather than
     /// to their digit's counter (subgroup ranking); None: in every sweep but the keys-only one of
     /// 32-bit keys, whose registers it pushes past a line that halves its occupancy on NVIDIA.
@@ -112,6 +116,7 @@ impl Default for Tuning {
             payload_workgroups: 1024,
             unstable_workgroups: 1024,
             early_counts: true,
+            count_first: true,
             spare_lanes: None,
             // 4 tiles a histogram workgroup rather than 8: more workgroups for mid sizes (whole
             // sorts at 2^22 up to 4.5% faster, 2^24-2^26 the same; BENCHMARKS.md); `gpusort
