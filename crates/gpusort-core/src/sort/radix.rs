@@ -36,7 +36,7 @@ const WIDE_PAYLOAD_WG: u32 = 1024;
 /// the first k).
 pub(crate) const MSD_STEPS: usize = 7;
 /// Digit passes one sort can have (64-bit keys, 8 bits a pass).
-const MAX_PASSES: u32 = 8;
+pub(crate) const MAX_PASSES: u32 = 8;
 /// Dispatch-size slots (x, y, z each): a sweep per pass, finish, then an unstable sweep per pass
 /// (passed to radix.wgsl as UNSTABLE_ARGS), then the MSD path's five (MSD_ARGS: the top digit's
 /// sweep, msd_count, msd_sweep or its fall back's count, msd_local, msd_dense).
@@ -836,6 +836,9 @@ impl RadixKernels {
             msd_dispatches = first;
         }
         for (p, &off) in offsets.iter().enumerate() {
+            if stop > 20 && p as u32 >= stop - 20 {
+                break; // measuring only: the first stop - 20 passes
+            }
             pass.set_bind_group(0, &run, &[off]);
             // prepare sizes an unstable pass's dispatch in its own args slot
             match unstable.filter(|_| (unstable_passes >> p) & 1 == 1) {
@@ -852,7 +855,7 @@ impl RadixKernels {
         // the last pass's output copied back where the passes ran an odd number of times (an
         // empty dispatch otherwise: prepare zeroes it for the MSD path, which sorts in place,
         // and its fall back's plan sizes it again)
-        if stop == 2 {
+        if stop == 2 || stop > 20 {
             return Ok(recorded(2 + msd_dispatches + passes as usize));
         }
         pass.set_pipeline(&pipes.finish);

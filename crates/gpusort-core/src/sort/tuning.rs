@@ -83,7 +83,8 @@ pub struct Tuning {
     /// Measuring only, results wrong when non-zero: parts of the radix kernels switched off.
     pub probe: u32,
     /// Measuring only, results wrong when non-zero: stop recording after a step (1 histograms,
-    /// 2 sweeps, 3 without the MSD local sorts; 10 + k after the MSD path's first k dispatches).
+    /// 2 sweeps, 3 without the MSD local sorts; 10 + k after the MSD path's first k dispatches,
+    /// 20 + k after the first k LSD passes).
     pub stop: u32,
 }
 
@@ -179,7 +180,8 @@ impl Tuning {
             (
                 "stop",
                 self.stop <= 3
-                    || (10..=10 + crate::sort::radix::MSD_STEPS as u32).contains(&self.stop),
+                    || (10..=10 + crate::sort::radix::MSD_STEPS as u32).contains(&self.stop)
+                    || (21..=20 + crate::sort::radix::MAX_PASSES as u32).contains(&self.stop),
             ),
         ]
         .into_iter()
