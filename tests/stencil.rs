@@ -1305,3 +1305,42 @@ fn stencils_in_stoppable_submissions_match_and_stop() {
         }
     }
 }
+
+/// A job out of core stops after the sub-block in flight once `stop()` holds
+/// (`Error::Cancelled`, the GPU idle: the same kernel then runs the job whole, bit for bit), and
+/// runs to the same result where it never holds.
+#[test]
+fn streamed_stencils_stop_between_sub_blocks() {
+    let gpu = gpu(false);
+    let j = job(
+        &[200, 64],
+        Stencil::star(2, 1).unwrap(),
+        Boundary::Nearest,
+        3,
+        KeyType::F32,
+    );
+    let kernel = StencilKernel::new(gpu, &j).unwrap();
+    let input: Vec<f32> = grid(j.shape.cells(), 41);
+    let (want, _) = stencil::apply(gpu, &kernel, &in_core(&j), &input).unwrap();
+    let budget = Budget {
+        memory: 40 * j.row_bytes(),
+        max_binding: 1 << 30,
+    };
+    let p = plan(&j.problem(), budget, SPEEDS, Some(1), Streaming::Reuse).unwrap();
+    assert!(!p.in_core && p.blocks > 2, "{p:?}");
+    let mut got = vec![0f32; input.len()];
+    let checks = std::cell::Cell::new(0);
+    let after_one = || {
+        checks.set(checks.get() + 1);
+        checks.get() > 1
+    };
+    let stopped = stencil::apply_into_until(gpu, &kernel, &p, &input, &mut got, &after_one);
+    assert!(
+        matches!(stopped, Err(gpusort_core::Error::Cancelled)),
+        "{stopped:?}"
+    );
+    assert_eq!(checks.get(), 2, "stopped at the second check");
+    let never = || false;
+    stencil::apply_into_until(gpu, &kernel, &p, &input, &mut got, &never).unwrap();
+    assert!(identical(&got, &want));
+}

@@ -477,7 +477,11 @@ fn run_typed<T: StencilValue + Into<f64>>(
         input.bytes(),
         dst,
         scratch.as_mut().map(|s| s.bytes()),
-        &mut |done, _| bar.set_position(done),
+        // (Ctrl-C ends the process, its files cleaned up: main.rs; the job needs no stop here)
+        &mut |done, _| {
+            bar.set_position(done);
+            std::ops::ControlFlow::Continue(())
+        },
     )?;
     bar.finish_and_clear();
     drop(scratch);

@@ -1,5 +1,6 @@
 //! The streamer: runs a job by a plan from host memory, sub-block by sub-block.
 
+use std::ops::ControlFlow;
 use std::time::Instant;
 
 use gpusort_sched::stencil::{Speeds, StencilPlan, SubBlock};
@@ -75,7 +76,9 @@ fn sweep_io<'a>(
 
 /// Run `job` by `plan` from the host grid `src` into `dst` (both the grid's bytes, C order).
 /// Plans with more than one sweep need `scratch`, a second grid-sized buffer (a memory map
-/// for grids larger than RAM). `progress(done, total)` is called after each sub-block.
+/// for grids larger than RAM). `progress(done, total)` is called after each sub-block written
+/// out; where it breaks, the job stops there ([`Error::Cancelled`], the GPU idle again and `dst`
+/// partly written).
 pub fn run(
     gpu: &Gpu,
     kernel: &StencilKernel,
@@ -83,7 +86,7 @@ pub fn run(
     src: &[u8],
     dst: &mut [u8],
     scratch: Option<&mut [u8]>,
-    progress: &mut dyn FnMut(u64, u64),
+    progress: &mut dyn FnMut(u64, u64) -> ControlFlow<()>,
 ) -> Result<StencilStats> {
     let job = &kernel.job;
     let grid_bytes = job.shape.cells() as u64 * job.cell_bytes();
@@ -136,6 +139,14 @@ pub fn run(
     let (wait_s, drain_s) = (std::cell::Cell::new(0.0), std::cell::Cell::new(0.0));
     let timed =
         |cell: &std::cell::Cell<f64>, t: Instant| cell.set(cell.get() + t.elapsed().as_secs_f64());
+    // a break from progress: wait for what was submitted (its staging is dropped with it)
+    let stopped = |flow: ControlFlow<()>| match flow {
+        ControlFlow::Continue(()) => Ok(()),
+        ControlFlow::Break(()) => {
+            gpu.wait()?;
+            Err(Error::Cancelled)
+        }
+    };
     let finish = |slot: &mut StagingSlot, b: &SubBlock, dst: &mut [u8], scratch: &mut [u8]| {
         let t = Instant::now();
         slot.wait_download(gpu)?;
@@ -155,7 +166,7 @@ pub fn run(
         if b.k == 0 {
             if let Some((ps, pb)) = pending.take() {
                 finish(&mut slots[ps], &pb, dst, scratch)?;
-                progress(j as u64, total);
+                stopped(progress(j as u64, total))?;
             }
         }
         let slot = &mut slots[s];
@@ -227,13 +238,13 @@ pub fn run(
         // While the GPU runs this sub-block, write out the previous one.
         if let Some((ps, pb)) = pending.replace((s, *b)) {
             finish(&mut slots[ps], &pb, dst, scratch)?;
-            progress(j as u64, total);
+            stopped(progress(j as u64, total))?;
         }
     }
     if let Some((ps, pb)) = pending.take() {
         finish(&mut slots[ps], &pb, dst, scratch)?;
     }
-    progress(total, total);
+    let _ = progress(total, total); // (done: nothing left to stop)
     gpu.wait()?;
     stats.seconds = start.elapsed().as_secs_f64();
     stats.wait_s = wait_s.get();
@@ -360,7 +371,7 @@ const SUBMISSION_SECONDS: f64 = 0.05;
 /// that a caller who gives up (the Python package on Ctrl-C) frees the GPU soon. An in-core job's
 /// steps go to the GPU a few at first, then in submissions of about 50 ms each as the first ones
 /// measured; the results are the same bit for bit (steps are steps, however submitted). Jobs out
-/// of core run as [`apply_into`] runs them.
+/// of core stop after the sub-block in flight when `stop()` is seen.
 pub fn apply_into_until<T: StencilValue>(
     gpu: &Gpu,
     kernel: &StencilKernel,
@@ -420,6 +431,9 @@ fn apply_checked<T: StencilValue>(
         bytemuck::cast_slice(grid),
         bytemuck::cast_slice_mut(out),
         (plan.sweeps > 1).then_some(&mut scratch[..]),
-        &mut |_, _| {},
+        &mut |_, _| match stop.is_some_and(|stop| stop()) {
+            true => ControlFlow::Break(()),
+            false => ControlFlow::Continue(()),
+        },
     )
 }
