@@ -822,3 +822,41 @@ fn host_array_scans_through_kept_staging_on_both_paths() {
         }
     }
 }
+
+/// A streamed job run inside `cancel::watching` stops between its chunks once its caller's flag
+/// is set (`Error::Cancelled`), 32- and 64-bit alike, and runs whole while the flag is clear.
+#[test]
+fn streamed_scans_stop_when_their_caller_gives_up() {
+    use gpusort_core::scan::scan64::Scanner64;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    let gpu = gpu(false);
+    let s = Scanner::new(gpu).unwrap();
+    let wide = Scanner64::new(gpu).with_chunk(1000);
+    let data: Vec<u32> = (0..20_000).collect();
+    let data64: Vec<u64> = (0..20_000).collect();
+    let (mut got, mut got64) = (vec![0u32; data.len()], vec![0u64; data.len()]);
+    let clear = Arc::new(AtomicBool::new(false));
+    gpusort_core::cancel::watching(&clear, || {
+        s.scan_into(gpu, &data, &mut got, ScanOp::Add, true, 1000)
+            .unwrap();
+        wide.scan_into(gpu, &data64, &mut got64, ScanOp::Add, true)
+            .unwrap();
+    });
+    assert_eq!(got, reference::scan(&data, ScanOp::Add, true));
+    let sums: Vec<u64> = data64
+        .iter()
+        .scan(0u64, |run, &x| {
+            *run += x;
+            Some(*run)
+        })
+        .collect();
+    assert_eq!(got64, sums);
+    let set = Arc::new(AtomicBool::new(true));
+    gpusort_core::cancel::watching(&set, || {
+        let r = s.scan_into(gpu, &data, &mut got, ScanOp::Add, true, 1000);
+        assert!(matches!(r, Err(gpusort_core::Error::Cancelled)), "{r:?}");
+        let r = wide.scan_into(gpu, &data64, &mut got64, ScanOp::Add, true);
+        assert!(matches!(r, Err(gpusort_core::Error::Cancelled)), "{r:?}");
+    });
+}

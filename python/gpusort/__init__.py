@@ -9,8 +9,9 @@ Functions follow NumPy's semantics wherever NumPy has the function:
 
 One device context per process is made on first use and kept (``gpusort.use`` chooses another);
 the GIL is released while the work runs, and Ctrl-C interrupts a long call: KeyboardInterrupt is
-raised within 50 ms, and a long stencil's work stops within a fraction of a second (the CPU
-engine between batches of steps, the GPU between submissions), leaving the next call free. Arrays of dtypes
+raised within 50 ms, and work that comes in parts stops within a fraction of a second (stencils
+between batches of steps or submissions, the GPU's scans between chunks), leaving the next call
+free; a GPU sort is one submission and ends on its own. Arrays of dtypes
 uint32, int32, float32, uint64, int64 and float64 are supported, in either byte order; bool,
 8- and 16-bit integers and float16 run as the 32-bit dtype that holds them exactly (scans: not
 float16 or bool), with results in their own dtype. Other dtypes raise TypeError, bad arguments
@@ -549,7 +550,9 @@ def stencil(grid, *, radius=None, stencil="star", weights=None, boundary="reflec
     dense (2R+1)^d array applied like ``scipy.ndimage.correlate(grid, weights, mode=boundary,
     cval=cval)`` each step. Grids larger than GPU memory stream through it in sub-blocks. An
     empty grid gives an empty result; ``cval`` may be NaN or ±inf, as in SciPy; ``out`` as in
-    ``sort``."""
+    ``sort``. float64 grids give SciPy's values bit for bit; float32 grids are weighed and summed
+    in float32 (SciPy sums in float64 and rounds once), so their cells may differ from SciPy's by
+    a few ulps a step (a decision for speed on every GPU: few have fast float64)."""
     g = _plain(grid, "grid")
     if g.dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
         raise TypeError(f"stencil grids are float32 or float64, not {g.dtype}")

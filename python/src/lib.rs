@@ -171,19 +171,11 @@ fn engine() -> PyResult<Arc<Engine>> {
     Ok(e)
 }
 
-thread_local! {
-    /// The flag a worker's call is cancelled by (set by `run` on Ctrl-C).
-    static CANCEL: std::cell::RefCell<Option<Arc<AtomicBool>>> = const { std::cell::RefCell::new(None) };
-}
-
 /// Whether the call this worker thread runs was given up by its caller (Ctrl-C): long loops
 /// check it between parts of their work and stop, so that the cores are free for the next call.
+/// (The library's own streamed jobs check the same flag: `gpusort_core::cancel`.)
 fn cancelled() -> bool {
-    CANCEL.with(|c| {
-        c.borrow()
-            .as_ref()
-            .is_some_and(|f| f.load(Ordering::Relaxed))
-    })
+    gpusort_core::cancel::requested()
 }
 
 /// Run `job` on a worker thread with the GIL released; Ctrl-C (a pending signal) returns
@@ -198,8 +190,7 @@ fn run<R: Send + 'static>(
     let cancel = Arc::new(AtomicBool::new(false));
     let flag = cancel.clone();
     std::thread::spawn(move || {
-        CANCEL.with(|c| *c.borrow_mut() = Some(flag));
-        let _ = tx.send(job(&engine));
+        let _ = tx.send(gpusort_core::cancel::watching(&flag, || job(&engine)));
     });
     // a Mutex makes the receiver shareable with the detached closure; only this thread uses it
     let rx = Mutex::new(rx);

@@ -465,6 +465,65 @@ def test_ctrl_c_interrupts_a_long_call(engine):
 import time  # noqa: E402  (used by the test above)
 
 
+def test_ctrl_c_stops_a_streamed_gpu_scan():
+    """A long scan on the GPU engine (lavapipe here) stops between its chunks on SIGINT: the
+    call raises KeyboardInterrupt within a second or so, and the next call does not queue behind
+    the rest of the abandoned one (on the GPU engine in either mode of the fixture: the CPU
+    engine's cumsum is NumPy's own on few cores)."""
+    import signal
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent(
+        """
+        import os, signal, time, numpy as np, gpusort
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        gpusort.use(backend="gpu")
+        a = np.ones(1 << 28, np.uint32)
+        small = a[: 1 << 20]
+        gpusort.cumsum(small, dtype=np.uint32)  # the context and kernels exist first
+        t = time.time()
+        gpusort.cumsum(small, dtype=np.uint32)
+        alone = time.time() - t
+        t = time.time()
+        try:
+            print("ready", flush=True)
+            gpusort.cumsum(a, dtype=np.uint32)
+            print("finished after %.2f s" % (time.time() - t), flush=True)
+            os._exit(4)
+        except KeyboardInterrupt:
+            took = time.time() - t
+            t = time.time()
+            r = gpusort.cumsum(small, dtype=np.uint32)
+            after = time.time() - t
+            assert int(r[-1]) == len(small)
+            # the abandoned scan's chunks stopped too (lavapipe's work runs on the CPU)
+            time.sleep(0.5)
+            before = sum(os.times()[:2])
+            time.sleep(1.0)
+            busy = sum(os.times()[:2]) - before
+            print("interrupted after %.2f s next %.2f s busy %.2f s alone %.2f s"
+                  % (took, after, busy, alone), flush=True)
+            os._exit(3)
+        """
+    )
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "ready"
+    time.sleep(1.0)
+    p.send_signal(signal.SIGINT)
+    out, _ = p.communicate(timeout=60)
+    # (the whole scan takes several seconds on lavapipe: 4 s for 2^27 elements on 2 cores)
+    assert p.returncode == 3, out
+    words = out.split()
+    took, after, busy = float(words[2]), float(words[5]), float(words[8])
+    assert took < 4.0, out
+    # at most the chunks already submitted finish before the next call's work
+    assert after < 2.0, out
+    assert busy < 0.3, out  # (two cores at work would be 2.0)
+
+
+
 def test_a_stored_tuning_is_used(engine, tmp_path):
     """The tuning `gpusort tune` stored for this GPU (in GPUSORT_CACHE_DIR here) is what a fresh
     process's context uses; results are the same."""

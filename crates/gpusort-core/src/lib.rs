@@ -47,6 +47,7 @@
 //! The library reads no environment variable: devices come from [`GpuOptions`] or the caller,
 //! tunings from [`sort::Tuning`] and [`scan::Tuning`] values.
 
+pub mod cancel;
 pub mod cpu_engine;
 pub mod device;
 pub mod engine;

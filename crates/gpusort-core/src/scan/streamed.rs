@@ -144,6 +144,11 @@ where
         let mut result = Ok(());
         // past the last chunk, each slot that held one is drained
         for k in (0..chunks + nslots).filter(|&k| k < chunks || k >= nslots) {
+            // a caller who gave up (crate::cancel) stops the job between chunks
+            if crate::cancel::requested() {
+                result = Err(Error::Cancelled);
+                break;
+            }
             result = step(k);
             if result.is_err() {
                 break;

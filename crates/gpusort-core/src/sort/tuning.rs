@@ -181,7 +181,7 @@ impl Tuning {
                 "stop",
                 self.stop <= 3
                     || (10..=10 + crate::sort::radix::MSD_STEPS as u32).contains(&self.stop)
-                    || (21..=20 + crate::sort::radix::MAX_PASSES as u32).contains(&self.stop),
+                    || (21..=20 + crate::sort::radix::MAX_PASSES).contains(&self.stop),
             ),
         ]
         .into_iter()
