@@ -270,12 +270,14 @@ impl Sorter {
         self.radix.last_msd_outcome(gpu)
     }
 
+    #[cfg(feature = "test-hooks")]
     /// Keys per radix sweep tile (invocations per workgroup times keys per invocation) of sorts
     /// without or with a payload.
     pub fn radix_tile(&self, payload: bool) -> u32 {
         self.radix.tile(payload)
     }
 
+    #[cfg(feature = "test-hooks")]
     /// The radix sort's unstable sweep's tile: on the MSD path also the most keys one 16-bit
     /// bucket may hold before the GPU falls back to the LSD passes.
     pub fn radix_msd_tile(&self) -> u32 {
@@ -295,6 +297,7 @@ impl Sorter {
         self.radix.release_scratch()
     }
 
+    #[cfg(feature = "test-hooks")]
     /// Digits a word of the radix rank tables this sorter's sweeps use (1 or 2).
     pub fn radix_counters_a_word(&self) -> u32 {
         self.radix.counters_a_word()

@@ -408,11 +408,13 @@ impl RadixKernels {
         self.scratch.release()
     }
 
+    #[cfg(feature = "test-hooks")]
     /// Digits a word of the subgroup rank tables.
     pub(crate) fn counters_a_word(&self) -> u32 {
         self.pack
     }
 
+    #[cfg(feature = "test-hooks")]
     /// Keys per sweep tile, for sorts without or with a payload.
     pub(crate) fn tile(&self, payload: bool) -> u32 {
         self.tile_for(KeyType::U32, payload)
