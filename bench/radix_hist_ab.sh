@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The digit histogram and whole radix sorts of two binaries side by side: the histogram dispatch
-# alone (GPUSORT_RADIX_STOP=1, measuring builds), then whole sorts, A B A B.
+# alone (`--tuning` sort.stop = 1, measuring builds), then whole sorts, A B A B.
 # `source .device/setup.sh && bench/radix_hist_ab.sh A B` on the GPU machine; the log goes to
 # $OUT/hist-ab.txt.
 set -u
@@ -16,9 +16,12 @@ step() {
   env "$@" >>"$log" 2>&1
   echo "   exit $?" | tee -a "$log"
 }
+stop1=$(mktemp)
+trap 'rm -f "$stop1"' EXIT
+echo '{"sort": {"stop": 1}}' >"$stop1"
 for bin in A B; do
   [ $bin = A ] && exe=$a || exe=$b
-  step "histogram alone, $bin" GPUSORT_RADIX_STOP=1 timeout 100 "$exe" "${common[@]}" "${keys[@]}"
+  step "histogram alone, $bin" timeout 100 "$exe" --tuning "$stop1" "${common[@]}" "${keys[@]}"
 done
 for round in 1 2; do
   step "whole sorts, A, round $round" timeout 150 "$a" "${common[@]}" "${keys[@]}"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The digit histogram's workgroup size in tiles (sort::Tuning::hist_chunks, GPUSORT_RADIX_HIST_CHUNKS):
-# the histogram dispatch alone (GPUSORT_RADIX_STOP=1, a measuring build), then whole sorts, for
+# The digit histogram's workgroup size in tiles (sort::Tuning::hist_chunks, through `--tuning`):
+# the histogram dispatch alone (sort.stop = 1, a measuring build), then whole sorts, for
 # each candidate, in one run. `source .device/setup.sh && bench/radix_hist_chunks.sh BIN` on the GPU
 # machine; the tables go to $OUT/hist-chunks.txt.
 set -u
@@ -16,10 +16,13 @@ step() {
   env "$@" >>"$log" 2>&1
   echo "   exit $?" | tee -a "$log"
 }
+tuning=$(mktemp)
+trap 'rm -f "$tuning"' EXIT
 for c in $chunks; do
-  step "histogram alone, hist_chunks=$c" GPUSORT_RADIX_STOP=1 GPUSORT_RADIX_HIST_CHUNKS=$c \
-    timeout 150 "$bin" "${common[@]}"
+  echo "{\"sort\": {\"stop\": 1, \"hist_chunks\": $c}}" >"$tuning"
+  step "histogram alone, hist_chunks=$c" timeout 150 "$bin" --tuning "$tuning" "${common[@]}"
 done
 for c in $chunks; do
-  step "whole sorts, hist_chunks=$c" GPUSORT_RADIX_HIST_CHUNKS=$c timeout 150 "$bin" "${common[@]}"
+  echo "{\"sort\": {\"hist_chunks\": $c}}" >"$tuning"
+  step "whole sorts, hist_chunks=$c" timeout 150 "$bin" --tuning "$tuning" "${common[@]}"
 done

@@ -154,7 +154,7 @@ fn look_back_fallback_gives_the_same_results() {
 
 #[test]
 fn look_back_counters_count_the_walk() {
-    // GPUSORT_SCAN_COUNTERS (measuring): with every wait given up at once, tile t reduces its
+    // Tuning::counters (measuring): with every wait given up at once, tile t reduces its
     // t predecessors itself and walks no round; otherwise every tile after the first walks
     for no_sg in MODES {
         let gpu = gpu(no_sg);

@@ -591,7 +591,7 @@ fn sort_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
                 false => None,
             };
             let bits = radix_bits.clone().filter(|_| name.starts_with("radix"));
-            // a measuring build's GPUSORT_RADIX_PROBE / _STOP take parts of the radix sort out
+            // a measuring build's sort.probe / sort.stop (--tuning) take parts of the radix sort out
             if !(name.starts_with("radix") && radix_sorter.tuning().measuring()) {
                 check_sorted(gpu, &work, n, name, bits)?;
             }
@@ -778,7 +778,7 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
         })?;
         let input: Vec<u32> = transfer::read_vec(gpu, &src, n)?;
         let got: Vec<u32> = transfer::read_vec(gpu, &dst, n)?;
-        // GPUSORT_SCAN_NO_LOOKBACK measures the scan without its look-back: wrong by design
+        // scan.no_lookback (--tuning, measuring builds) measures the scan without its look-back: wrong by design
         let unchecked = scanner.tuning().no_lookback;
         if !unchecked && got != gpusort_core::reference::scan::scan(&input, ScanOp::Add, false) {
             return Err(CliError::runtime(format!(
@@ -828,7 +828,7 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
             base_slot: None,
             count_slot: 0,
         };
-        // GPUSORT_COMPACT_PROBE skips parts of the compaction: its output is wrong by design too
+        // scan.compact_probe (--tuning, measuring builds) skips parts of the compaction: its output is wrong by design too
         let compact_unchecked = unchecked || scanner.tuning().compact_probe != 0;
         for &this_pivot in &pivots {
             pivot = this_pivot;
@@ -1066,7 +1066,7 @@ fn transfer_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
     Ok(cases)
 }
 
-/// With `GPUSORT_SCAN_COUNTERS=1`, the last repetition's look-back counts for a case's note.
+/// With the scan tuning's `counters` (`--tuning`), the last repetition's look-back counts for a case's note.
 fn look_back_counts(
     gpu: &gpusort_core::Gpu,
     scanner: &gpusort_core::scan::Scanner,

@@ -114,6 +114,11 @@ pub struct Global {
     /// (tests and measurements: the results are the same).
     #[arg(long, global = true, hide = true)]
     pub spread_always: bool,
+    /// Kernel shapes from a JSON file instead of the stored tuning, for experiments: the
+    /// defaults with the fields it names, e.g. {"sort": {"items": 10}} (`gpusort tune` stores
+    /// measured ones; the fields are gpusort-core's sort, scan and stencil `Tuning`s).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub tuning: Option<std::path::PathBuf>,
     /// Force every kernel onto its non-subgroup path.
     #[arg(long, global = true, env = "GPUSORT_NO_SUBGROUPS", value_parser = clap::builder::FalseyValueParser::new())]
     pub no_subgroups: bool,
@@ -427,6 +432,7 @@ pub fn init_logging(g: &Global) {
 /// Run one parsed command, then its final step: every output of the job is put in place
 /// together, or, when the command failed, none is (files/job.rs).
 pub fn run(cli: &Cli) -> Result<(), CliError> {
+    tuning::use_file(cli.global.tuning.as_deref())?;
     files::set_durable(!cli.global.no_sync);
     files::set_force(cli.global.force);
     // a bad --devices is a usage error even where the job would run on the CPU engine

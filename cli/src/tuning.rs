@@ -1,19 +1,111 @@
 //! Where the CLI's tunings come from: the tuning `gpusort tune` stored for this device (in the
-//! user's cache directory; `GPUSORT_CACHE_DIR` moves it), else the measured defaults, then the
-//! tuning variables the CLI honours (below, one a `Tuning` field). The library reads no
-//! environment, so this is the one place a `GPUSORT_*` tuning variable becomes a `Tuning` value.
-//! Every tuning gives the same results; a value the kernels cannot take is ignored with a
-//! warning. The switches that change results (`GPUSORT_RADIX_STOP`, `GPUSORT_RADIX_PROBE`,
-//! `GPUSORT_SCAN_NO_LOOKBACK`, `GPUSORT_COMPACT_PROBE`) are read only by `--features measure`
-//! builds, so no environment can make a normal build return a wrong result.
+//! user's cache directory; `GPUSORT_CACHE_DIR` moves it), else the measured defaults — or, for
+//! experiments, `--tuning FILE`: the defaults with the fields that file names (JSON, the
+//! `Tuning` values' own field names: `{"sort": {"items": 10}, "scan": {"scan_rounds": 4}}`).
+//! No environment variable sets a tuning. A file that names an unknown field or a value the
+//! kernels cannot take is refused before any work; the measuring switches (fields whose doc
+//! says "results wrong": `sort.probe`, `sort.stop`, `scan.compact_probe`, `scan.no_lookback`)
+//! only by `--features measure` builds, so no file can make a normal build return a wrong
+//! result.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use gpusort_core::tuning::{StoredTuning, TuningFile};
 use gpusort_core::{scan, sort, Gpu, Scanner, Sorter};
 
 use crate::error::CliError;
+
+/// What `--tuning FILE` gave (None: no file; the stored tuning or the defaults apply).
+static FROM_FILE: OnceLock<Option<Tunings>> = OnceLock::new();
+
+/// The three tunings a job may use.
+#[derive(Clone, Copy, Debug)]
+struct Tunings {
+    sort: sort::Tuning,
+    scan: scan::Tuning,
+    stencil: gpusort_core::stencil::Tuning,
+}
+
+/// Read `--tuning FILE` (None: none given) before any job, checking every field it names.
+pub fn use_file(path: Option<&Path>) -> Result<(), CliError> {
+    let tunings = path.map(read_file).transpose()?;
+    // (set once a process; a second call keeps the first file)
+    let _ = FROM_FILE.set(tunings);
+    Ok(())
+}
+
+fn read_file(path: &Path) -> Result<Tunings, CliError> {
+    let shown = path.display();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CliError::usage(format!("--tuning {shown}: cannot read it: {e}")))?;
+    let bad = |what: String| CliError::usage(format!("--tuning {shown}: {what}"));
+    let value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| bad(format!("not JSON: {e}")))?;
+    let serde_json::Value::Object(families) = value else {
+        return Err(bad(
+            "an object of \"sort\", \"scan\" and \"stencil\" is expected".into(),
+        ));
+    };
+    let mut t = Tunings {
+        sort: sort::Tuning::default(),
+        scan: scan::Tuning::default(),
+        stencil: gpusort_core::stencil::Tuning::default(),
+    };
+    for (family, fields) in families {
+        match family.as_str() {
+            "sort" => t.sort = overlay(t.sort, &family, fields).map_err(bad)?,
+            "scan" => t.scan = overlay(t.scan, &family, fields).map_err(bad)?,
+            "stencil" => t.stencil = overlay(t.stencil, &family, fields).map_err(bad)?,
+            other => {
+                return Err(bad(format!(
+                    "no tuning is called {other:?} (sort, scan, stencil)"
+                )))
+            }
+        }
+    }
+    let measuring = t.sort.measuring() || t.scan.compact_probe != 0 || t.scan.no_lookback;
+    if measuring && !cfg!(feature = "measure") {
+        return Err(bad(
+            "it sets a measuring switch (sort.probe, sort.stop, scan.compact_probe or \
+             scan.no_lookback), which only `--features measure` builds take"
+                .into(),
+        ));
+    }
+    t.sort.checked().map_err(|e| bad(e.to_string()))?;
+    t.scan.checked().map_err(|e| bad(e.to_string()))?;
+    t.stencil.checked().map_err(|e| bad(e.to_string()))?;
+    Ok(t)
+}
+
+/// `base` with the fields `fields` names (an object of that tuning's field names) replaced.
+fn overlay<T>(base: T, family: &str, fields: serde_json::Value) -> Result<T, String>
+where
+    T: serde::Serialize + serde::de::DeserializeOwned,
+{
+    let serde_json::Value::Object(fields) = fields else {
+        return Err(format!("\"{family}\" is not an object of field names"));
+    };
+    let mut merged = serde_json::to_value(&base).map_err(|e| e.to_string())?;
+    let known = merged
+        .as_object_mut()
+        .expect("a tuning serializes as an object");
+    for (name, value) in fields {
+        if !known.contains_key(&name) {
+            let names: Vec<&String> = known.keys().collect();
+            return Err(format!(
+                "the {family} tuning has no field {name:?} (its fields: {})",
+                names
+                    .iter()
+                    .map(|n| n.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        known.insert(name, value);
+    }
+    serde_json::from_value(merged).map_err(|e| format!("{family}: {e}"))
+}
 
 /// A sorter with this device's tuning.
 pub fn sorter(gpu: &Gpu) -> Result<Sorter, CliError> {
@@ -45,169 +137,21 @@ pub fn stored(gpu: &Gpu) -> Option<StoredTuning> {
     }
 }
 
-/// The steps a pass of stencils on `gpu`: stored by `gpusort tune`, or the defaults.
+/// The steps a pass of stencils on `gpu`: `--tuning`'s, else stored by `gpusort tune`, else the
+/// defaults.
 pub fn stencil(gpu: &Gpu) -> gpusort_core::stencil::Tuning {
+    if let Some(Some(t)) = FROM_FILE.get() {
+        return t.stencil;
+    }
     stored(gpu).map(|t| t.stencil).unwrap_or_default()
 }
 
-/// The sort and scan tunings a job on `gpu` uses: stored or default, then the environment's.
+/// The sort and scan tunings a job on `gpu` uses: `--tuning`'s, else stored, else the defaults.
 pub fn tunings(gpu: &Gpu) -> (sort::Tuning, scan::Tuning) {
+    if let Some(Some(t)) = FROM_FILE.get() {
+        return (t.sort, t.scan);
+    }
     // one device per process
     static TUNINGS: OnceLock<(sort::Tuning, scan::Tuning)> = OnceLock::new();
-    *TUNINGS.get_or_init(|| {
-        let (s, c) = stored(gpu).map_or_else(Default::default, |t| (t.sort, t.scan));
-        (sort_from_env(s), scan_from_env(c))
-    })
-}
-
-/// `var` as a number, where it is set and parses.
-fn number(var: &str) -> Option<u32> {
-    let text = std::env::var(var).ok()?;
-    let v = text.trim().parse::<u32>().ok();
-    if v.is_none() {
-        tracing::warn!("{var}={text} is not a number; ignored");
-    }
-    v
-}
-
-/// Set one field from `var`, keeping the change only where the whole tuning stays valid.
-fn apply<T: Copy>(t: &mut T, var: &str, valid: impl Fn(T) -> bool, set: impl Fn(&mut T, u32)) {
-    if let Some(v) = number(var) {
-        let mut changed = *t;
-        set(&mut changed, v);
-        if valid(changed) {
-            *t = changed;
-        } else {
-            tracing::warn!("{var}={v} is out of range for this setting; ignored");
-        }
-    }
-}
-
-fn sort_from_env(mut t: sort::Tuning) -> sort::Tuning {
-    let ok = |t: sort::Tuning| t.checked().is_ok();
-    let on = |v: u32| v != 0;
-    apply(&mut t, "GPUSORT_RADIX_FROM", ok, |t, v| t.radix_from = v);
-    apply(&mut t, "GPUSORT_RADIX_FROM_WIDE", ok, |t, v| {
-        t.radix_from_wide = v
-    });
-    apply(&mut t, "GPUSORT_RADIX_ITEMS", ok, |t, v| {
-        t.items = v;
-        t.payload_items = v;
-    });
-    apply(&mut t, "GPUSORT_RADIX_WIDE_ITEMS", ok, |t, v| {
-        t.wide_items = v
-    });
-    apply(&mut t, "GPUSORT_RADIX_PAYLOAD_ITEMS", ok, |t, v| {
-        t.payload_items = v
-    });
-    apply(&mut t, "GPUSORT_RADIX_WINDOW", ok, |t, v| t.window = v);
-    apply(&mut t, "GPUSORT_RADIX_SPIN", ok, |t, v| t.spin_limit = v);
-    apply(&mut t, "GPUSORT_RADIX_WIDE", ok, |t, v| {
-        t.wide_ballot = on(v)
-    });
-    apply(&mut t, "GPUSORT_RADIX_WG", ok, |t, v| t.wg = Some(v));
-    apply(&mut t, "GPUSORT_RADIX_WORKGROUPS", ok, |t, v| {
-        t.workgroups = v;
-        t.payload_workgroups = v;
-        t.unstable_workgroups = v;
-    });
-    apply(&mut t, "GPUSORT_RADIX_PAYLOAD_WORKGROUPS", ok, |t, v| {
-        t.payload_workgroups = v
-    });
-    apply(&mut t, "GPUSORT_RADIX_UNSTABLE_WORKGROUPS", ok, |t, v| {
-        t.unstable_workgroups = v
-    });
-    apply(&mut t, "GPUSORT_RADIX_HIST_CHUNKS", ok, |t, v| {
-        t.hist_chunks = v
-    });
-    apply(&mut t, "GPUSORT_RADIX_EARLY", ok, |t, v| {
-        t.early_counts = on(v)
-    });
-    apply(&mut t, "GPUSORT_RADIX_COUNT_FIRST", ok, |t, v| {
-        t.count_first = on(v)
-    });
-    apply(&mut t, "GPUSORT_RADIX_PACK", ok, |t, v| t.pack = Some(v));
-    apply(&mut t, "GPUSORT_RADIX_SPARE", ok, |t, v| {
-        t.spare_lanes = Some(on(v))
-    });
-    apply(&mut t, "GPUSORT_RADIX_UNSTABLE_FIRST", ok, |t, v| {
-        t.unstable_first = on(v)
-    });
-    apply(&mut t, "GPUSORT_RADIX_UNSTABLE_ITEMS", ok, |t, v| {
-        t.unstable_items = v
-    });
-    apply(&mut t, "GPUSORT_RADIX_MSD_FROM", ok, |t, v| t.msd_from = v);
-    apply(&mut t, "GPUSORT_RADIX_MSD_F32", ok, |t, v| {
-        t.msd_f32 = on(v)
-    });
-    apply(&mut t, "GPUSORT_RADIX_MSD_LOCAL_GROUPS", ok, |t, v| {
-        t.msd_local_groups = v
-    });
-    apply(&mut t, "GPUSORT_RADIX_MSD_PREFETCH", ok, |t, v| {
-        t.msd_prefetch = on(v)
-    });
-    if cfg!(feature = "measure") {
-        apply(&mut t, "GPUSORT_RADIX_PROBE", ok, |t, v| t.probe = v);
-    }
-    if cfg!(feature = "measure") {
-        apply(&mut t, "GPUSORT_RADIX_STOP", ok, |t, v| t.stop = v);
-    }
-    t
-}
-
-fn scan_from_env(mut t: scan::Tuning) -> scan::Tuning {
-    let ok = |t: scan::Tuning| t.checked().is_ok();
-    let on = |v: u32| v != 0;
-    apply(&mut t, "GPUSORT_SCAN_WG", ok, |t, v| t.scan_wg = v);
-    apply(&mut t, "GPUSORT_SCAN_ROUNDS", ok, |t, v| t.scan_rounds = v);
-    apply(&mut t, "GPUSORT_SCAN_WORKGROUPS", ok, |t, v| {
-        t.scan_workgroups = v
-    });
-    apply(&mut t, "GPUSORT_COMPACT_WG", ok, |t, v| t.compact_wg = v);
-    apply(&mut t, "GPUSORT_COMPACT_ROUNDS", ok, |t, v| {
-        t.compact_rounds = v
-    });
-    apply(&mut t, "GPUSORT_COMPACT_STAGE", ok, |t, v| {
-        t.compact_stage = v
-    });
-    apply(&mut t, "GPUSORT_COMPACT_WORKGROUPS", ok, |t, v| {
-        t.compact_workgroups = v
-    });
-    apply(&mut t, "GPUSORT_COMPACT_ONE_WORD", ok, |t, v| {
-        t.compact_one_word = on(v)
-    });
-    apply(&mut t, "GPUSORT_COMPACT_LATE_LOADS", ok, |t, v| {
-        t.compact_late_loads = on(v)
-    });
-    apply(&mut t, "GPUSORT_LOOKBACK_WINDOW", ok, |t, v| t.window = v);
-    apply(&mut t, "GPUSORT_SCAN_SPIN", ok, |t, v| t.spin_limit = v);
-    apply(&mut t, "GPUSORT_SCAN_WAIT_NEAREST", ok, |t, v| {
-        t.scan_wait_nearest = on(v)
-    });
-    apply(&mut t, "GPUSORT_COMPACT_WAIT_NEAREST", ok, |t, v| {
-        t.compact_wait_nearest = on(v)
-    });
-    apply(&mut t, "GPUSORT_COUNT_LADDER", ok, |t, v| {
-        t.count_ladder = on(v)
-    });
-    apply(&mut t, "GPUSORT_SCAN_COUNTERS", ok, |t, v| {
-        t.counters = on(v)
-    });
-    apply(&mut t, "GPUSORT_LOOKBACK_STRIDE", ok, |t, v| {
-        t.state_stride = v
-    });
-    apply(&mut t, "GPUSORT_COMPACT_STRIDE", ok, |t, v| {
-        t.compact_state_stride = v
-    });
-    if cfg!(feature = "measure") {
-        apply(&mut t, "GPUSORT_COMPACT_PROBE", ok, |t, v| {
-            t.compact_probe = v
-        });
-    }
-    if cfg!(feature = "measure") {
-        apply(&mut t, "GPUSORT_SCAN_NO_LOOKBACK", ok, |t, v| {
-            t.no_lookback = on(v)
-        });
-    }
-    t
+    *TUNINGS.get_or_init(|| stored(gpu).map_or_else(Default::default, |t| (t.sort, t.scan)))
 }

@@ -775,88 +775,78 @@ fn the_output_format_follows_its_name() {
     assert_eq!(read_npy::<u32>(&d.join("k.sorted.npy")).1, sorted(&keys));
 }
 
-/// Switches that exist only to time parts of a kernel are ignored by normal builds, and tuning
-/// values out of range are ignored with a warning: the results stay right.
+/// No environment variable sets a tuning (the old `GPUSORT_RADIX_*` switches change nothing), and
+/// `--tuning FILE` changes shapes only: a valid file gives the same results; an unknown field, a
+/// value the kernels cannot take, bad JSON or a measuring switch (results wrong on purpose: only
+/// `--features measure` builds take one) is one line, exit 2, nothing written.
 #[test]
-fn the_environment_cannot_change_a_result() {
+fn the_environment_and_tuning_files_cannot_change_a_result() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let keys = random_u32(70_000, 17);
     write_u32(&d.join("k.bin"), &keys);
-    for (var, value, args) in [
-        (
-            "GPUSORT_RADIX_STOP",
-            "1",
-            "sort k.bin --dtype u32 --algorithm radix -o o.bin",
-        ),
-        (
-            "GPUSORT_RADIX_PROBE",
-            "7",
-            "sort k.bin --dtype u32 --algorithm radix -o o.bin",
-        ),
-        (
-            "GPUSORT_RADIX_WORKGROUPS",
-            "4294967295",
-            "sort k.bin --dtype u32 --algorithm radix -o o.bin",
-        ),
+    let sort = "sort k.bin --dtype u32 --algorithm radix -o o.bin";
+    for (var, value) in [
+        ("GPUSORT_RADIX_STOP", "1"),
+        ("GPUSORT_RADIX_PROBE", "7"),
+        ("GPUSORT_RADIX_WORKGROUPS", "4294967295"),
+        ("GPUSORT_COMPACT_PROBE", "3"),
     ] {
         gpusort()
             .current_dir(d)
             .env(var, value)
             .arg("-q")
-            .args(args.split(' '))
+            .args(sort.split(' '))
             .assert()
             .success();
         assert_eq!(read_u32(&d.join("o.bin")), sorted(&keys), "{var}={value}");
     }
-    let want: Vec<u32> = keys.iter().copied().filter(|&k| k < 1 << 31).collect();
-    for (var, value) in [
-        ("GPUSORT_COMPACT_PROBE", "3"),
-        ("GPUSORT_SCAN_NO_LOOKBACK", "1"),
-    ] {
-        gpusort()
-            .current_dir(d)
-            .env(var, value)
-            .args([
-                "-q",
-                "compact",
-                "k.bin",
-                "--dtype",
-                "u32",
-                "--below",
-                "2147483648",
-                "-o",
-                "c.bin",
-            ])
-            .assert()
-            .success();
-        assert_eq!(read_u32(&d.join("c.bin")), want, "{var}={value}");
-    }
-    // tuning values the kernels cannot take: ignored with a warning, the scan still right
-    let want: Vec<u32> = keys
+    // shapes from a file: the same results
+    let sums: Vec<u32> = keys
         .iter()
         .scan(0u32, |acc, &k| {
             *acc = acc.wrapping_add(k);
             Some(*acc)
         })
         .collect();
-    for (var, value) in [
-        ("GPUSORT_SCAN_ROUNDS", "7"),
-        ("GPUSORT_LOOKBACK_STRIDE", "3"),
-        ("GPUSORT_SCAN_WORKGROUPS", "99999999"),
-    ] {
-        let out = gpusort()
+    std::fs::write(
+        d.join("shapes.json"),
+        r#"{"sort": {"items": 6, "workgroups": 64, "count_first": false},
+            "scan": {"scan_rounds": 4, "scan_workgroups": 64}}"#,
+    )
+    .unwrap();
+    for args in [sort, "scan k.bin --dtype u32 -o s.bin"] {
+        gpusort()
             .current_dir(d)
-            .env(var, value)
-            .args(["scan", "k.bin", "--dtype", "u32", "-o", "s.bin"])
+            .args(["-q", "--tuning", "shapes.json"])
+            .args(args.split(' '))
             .assert()
             .success();
+    }
+    assert_eq!(read_u32(&d.join("o.bin")), sorted(&keys));
+    assert_eq!(read_u32(&d.join("s.bin")), sums);
+    // refused before any work: one line, exit 2, nothing written
+    for (file, says) in [
+        (r#"{"sort": {"probe": 7}}"#, "measuring switch"),
+        (r#"{"scan": {"no_lookback": true}}"#, "measuring switch"),
+        (r#"{"sort": {"itemz": 6}}"#, "no field \"itemz\""),
+        (r#"{"sort": {"items": 99}}"#, "items is out of range"),
+        (r#"{"scan": {"scan_rounds": 7}}"#, "scan_rounds"),
+        (r#"{"sorts": {}}"#, "no tuning is called"),
+        (r#"{"sort": {"items": "six"}}"#, "invalid type"),
+        ("not json", "not JSON"),
+    ] {
+        std::fs::write(d.join("bad.json"), file).unwrap();
+        let out = gpusort()
+            .current_dir(d)
+            .args(["--tuning", "bad.json"])
+            .args("sort k.bin --dtype u32 -o fresh.bin".split(' '))
+            .assert()
+            .code(2);
         let stderr = String::from_utf8_lossy(&out.get_output().stderr).to_string();
-        assert!(
-            stderr.contains(var) && stderr.contains("ignored"),
-            "{var}: {stderr}"
-        );
-        assert_eq!(read_u32(&d.join("s.bin")), want, "{var}={value}");
+        assert_eq!(stderr.lines().count(), 1, "{file}: {stderr}");
+        assert!(stderr.contains(says), "{file}: {stderr}");
+        assert!(!d.join("fresh.bin").exists(), "{file}");
     }
 }
 

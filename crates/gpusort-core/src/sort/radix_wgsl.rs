@@ -22,7 +22,7 @@ pub struct RadixConfig {
     pub max_dim: u32,
     /// Predecessor tiles the look-back reads at once.
     pub window: u32,
-    /// Measuring only (`GPUSORT_RADIX_PROBE`): parts switched off, results wrong; 0 otherwise.
+    /// Measuring only (`Tuning::probe`): parts switched off, results wrong; 0 otherwise.
     pub probe: u32,
     /// Stable sweep workgroups launched, each looping over tiles; 0: one per tile.
     pub stable_sweep_groups: u32,
