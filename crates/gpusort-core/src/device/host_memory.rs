@@ -148,7 +148,7 @@ impl HostImport {
         // SAFETY: non-zero size
         let ptr = NonNull::new(unsafe { std::alloc::alloc(layout) })?;
         // advised before the first touch (the zeroing), which is when pages are chosen
-        crate::device::transfer::advise_huge_range(ptr.as_ptr(), size);
+        crate::device::pages::advise_huge_range(ptr.as_ptr(), size);
         // SAFETY: `size` bytes at `ptr` are this fresh allocation's
         unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, size) };
         let host = HostAlloc { ptr, layout };

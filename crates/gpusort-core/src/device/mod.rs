@@ -15,6 +15,7 @@
 )]
 pub(crate) mod host_memory;
 pub(crate) mod kernel;
+mod pages;
 mod pinned;
 mod pipeline_cache;
 pub mod transfer;

@@ -559,38 +559,14 @@ pub fn read_vec<T: bytemuck::Pod>(gpu: &Gpu, src: &wgpu::Buffer, len: usize) -> 
 /// rather than 262144 (the faults, not the copies, bounded downloads into new vectors).
 pub fn zeroed_vec<T: bytemuck::Zeroable + Clone>(len: usize) -> Vec<T> {
     let v: Vec<T> = bytemuck::zeroed_vec(len);
-    advise_huge_range(v.as_ptr().cast(), std::mem::size_of_val(v.as_slice()));
+    super::pages::advise_huge_range(v.as_ptr().cast(), std::mem::size_of_val(v.as_slice()));
     v
 }
 
 /// Ask the system to back the not yet touched pages of `bytes` (a fresh allocation, such as an
 /// Arrow buffer about to be filled) with huge pages, as [`zeroed_vec`] does; changes no contents.
 pub fn advise_huge_pages(bytes: &[u8]) {
-    advise_huge_range(bytes.as_ptr(), bytes.len());
-}
-
-/// Ask Linux to back `[ptr, ptr + len)` (inside one live allocation) with transparent huge pages
-/// where it is worth it (a few MiB and up); the advice changes no contents, and a refusal (THP
-/// off) changes nothing. Elsewhere it does nothing.
-#[cfg(not(target_os = "linux"))]
-pub(crate) fn advise_huge_range(_ptr: *const u8, _len: usize) {}
-
-/// Ask Linux to back `[ptr, ptr + len)` (inside one live allocation) with transparent huge pages
-/// where it is worth it (a few MiB and up); the advice changes no contents, and a refusal (THP
-/// off) changes nothing.
-#[cfg(target_os = "linux")]
-pub(crate) fn advise_huge_range(ptr: *const u8, len: usize) {
-    const HUGE: usize = 2 << 20;
-    if len < 4 * HUGE {
-        return;
-    }
-    let start = (ptr as usize).next_multiple_of(HUGE);
-    let end = (ptr as usize + len) / HUGE * HUGE;
-    if end > start {
-        // SAFETY: the range lies inside one live allocation this process owns; MADV_HUGEPAGE
-        // only changes how later faults are served, never the memory's contents or mapping
-        unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
-    }
+    super::pages::advise_huge_range(bytes.as_ptr(), bytes.len());
 }
 
 pub type MapResult = std::sync::mpsc::Receiver<std::result::Result<(), wgpu::BufferAsyncError>>;

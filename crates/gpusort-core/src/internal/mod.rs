@@ -313,7 +313,8 @@ mod tests {
                             split: (items == 9).then_some(4096),
                         });
                         let estimate =
-                            crate::sort::radix::scratch_words(items, min_subgroup, wg, 2) * 4
+                            crate::sort::radix_layout::scratch_words(items, min_subgroup, wg, 2)
+                                * 4
                                 + crate::sort::radix::other_workgroup_bytes(
                                     wg,
                                     min_subgroup.is_some(),

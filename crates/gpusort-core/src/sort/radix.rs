@@ -15,7 +15,10 @@ use crate::device::transfer;
 use crate::device::Gpu;
 use crate::error::{Error, Result};
 use crate::keys::KeyType;
-pub(crate) use crate::sort::radix_layout::{MSD_BIN_BITS, MSD_GROUP_MAX};
+use crate::sort::radix_layout::{
+    scratch_words, ARGS_SLOTS, CONTROL_WORDS, C_DENSE_COUNT, C_MSD_FLAG, MAX_PASSES, MSD_ARGS,
+    MSD_BIN_BITS, MSD_CONTROL_WORDS, MSD_STEPS, PLAN_WORDS, UNSTABLE_ARGS,
+};
 use crate::sort::radix_wgsl;
 use crate::sort::tuning::Tuning;
 
@@ -32,43 +35,6 @@ const WIDE_WG: u32 = 512;
 /// their tile fits, workgroups of 1024 invocations (`Tuning::wide_payload_wg`), which spread a
 /// tile's per-digit work (look-back, digit scans) over twice the keys (BENCHMARKS.md).
 const WIDE_PAYLOAD_WG: u32 = 1024;
-/// Dispatches of the MSD path (RadixKernels::record's steps; `Tuning::stop` 10 + k records
-/// the first k).
-pub(crate) const MSD_STEPS: usize = 7;
-/// Digit passes one sort can have (64-bit keys, 8 bits a pass).
-pub(crate) const MAX_PASSES: u32 = 8;
-/// Dispatch-size slots (x, y, z each): a sweep per pass, finish, then an unstable sweep per pass
-/// (passed to radix.wgsl as UNSTABLE_ARGS), then the MSD path's five (MSD_ARGS: the top digit's
-/// sweep, msd_count, msd_sweep or its fall back's count, msd_local, msd_dense).
-pub(crate) const UNSTABLE_ARGS: u64 = MAX_PASSES as u64 + 1;
-pub(crate) const MSD_ARGS: u64 = UNSTABLE_ARGS + MAX_PASSES as u64;
-const ARGS_SLOTS: u64 = MSD_ARGS + 5;
-/// Control and plan words: see the C_* and P_* constants of radix.wgsl. The LSD plan's, then the
-/// MSD path's (`MSD_WORDS`, passed to the shaders), whose tables of 65,536 words come last.
-const CONTROL_WORDS: u64 = 32 + (MAX_PASSES as u64) * 256;
-const C_MSD_FLAG: u32 = CONTROL_WORDS as u32;
-const C_JOINT: u32 = C_MSD_FLAG + 32;
-const MSD_CONTROL_WORDS: u64 = C_JOINT as u64 + 256 * 256;
-const P_TILES: u32 = CONTROL_WORDS as u32 + 16;
-const P_START16: u32 = (P_TILES + 257).next_multiple_of(32);
-const P_MSD_TILES: u32 = P_START16 + 256 * 256;
-const P_DENSE: u32 = P_MSD_TILES + 3 * 256 * 256;
-const PLAN_WORDS: u64 = P_DENSE as u64 + 2 * 256 * 256;
-const C_DENSE_COUNT: u32 = C_MSD_FLAG + 1;
-/// The MSD path's control and plan words and constants, as radix.wgsl and radix_msd.wgsl name them.
-pub(crate) const MSD_WORDS: [(&str, u32); 11] = [
-    ("C_MSD_FLAG", C_MSD_FLAG),
-    ("C_DENSE_COUNT", C_DENSE_COUNT),
-    ("C_TILE_COUNT", C_MSD_FLAG + 2),
-    ("C_JOINT", C_JOINT),
-    ("P_RECOUNT", CONTROL_WORDS as u32),
-    ("P_TILES", P_TILES),
-    ("P_START16", P_START16),
-    ("P_MSD_TILES", P_MSD_TILES),
-    ("P_DENSE", P_DENSE),
-    ("MSD_BIN_BITS", MSD_BIN_BITS),
-    ("MSD_GROUP_MAX", MSD_GROUP_MAX),
-];
 /// Keys one radix sort can hold: the look-back's status words keep counts in 30 bits.
 pub const RADIX_MAX_KEYS: u32 = (1 << 30) - 1;
 
@@ -1049,38 +1015,6 @@ pub(crate) fn counters_a_word(
     }
 }
 
-/// Workgroup words of the sweep's scratch: the sorted tile, the subgroup rank tables (`pack`
-/// counters a word, a row per subgroup) and count_digits' histograms share it.
-pub(crate) fn scratch_words(items: u32, min_subgroup: Option<u32>, wg: u32, pack: u32) -> u32 {
-    // with subgroups, the early digit counts follow the rank tables (radix.wgsl, EARLY_AT), then
-    // a spare word for each lane of the largest subgroup (radix_rank_subgroup.wgsl, SPARE_AT)
-    let tables = early_counts_at(min_subgroup, wg, pack)
-        + if min_subgroup.is_some() {
-            256 + MAX_LANES
-        } else {
-            0
-        };
-    (wg * items).max(tables).max(MAX_PASSES * 256)
-}
-
-/// The most lanes a subgroup has (a ballot is a vec4<u32>).
-const MAX_LANES: u32 = 128;
-
-/// Copies of count_digits' histograms (one for each digit pass of keys of `key_words` words) that
-/// fit a scratch of `scratch` words: the largest power of two up to 8. Invocations spread their
-/// adds over the copies so that lanes with the same digit do not queue on one word.
-pub(crate) fn histogram_copies(scratch: u32, key_words: u32) -> u32 {
-    let span = key_words * 4 * 256;
-    let fit = (scratch / span).clamp(1, 8);
-    1 << fit.ilog2()
-}
-
-/// Where the early digit counts start in the sweep's scratch: past the subgroup rank tables (a
-/// row of 256 / `pack` words per subgroup).
-pub(crate) fn early_counts_at(min_subgroup: Option<u32>, wg: u32, pack: u32) -> u32 {
-    wg / min_subgroup.unwrap_or(wg) * (256 / pack)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1261,25 +1195,5 @@ mod tests {
             wide_payload_shape(&asked(512), 256, Some(8), 1024, 32 << 10),
             None
         );
-    }
-
-    #[test]
-    fn histogram_copies_fit_the_scratch() {
-        // the H100's keys-only tile (4,608 words): four copies of 32-bit keys' four histograms,
-        // two of 64-bit keys' eight
-        assert_eq!(histogram_copies(4608, 1), 4);
-        assert_eq!(histogram_copies(4608, 2), 2);
-        // the least scratch there is (MAX_PASSES histograms) still holds one copy
-        assert_eq!(histogram_copies(MAX_PASSES * 256, 2), 1);
-        assert_eq!(histogram_copies(MAX_PASSES * 256, 1), 2);
-        // at most eight, and a power of two
-        assert_eq!(histogram_copies(1 << 20, 1), 8);
-        assert_eq!(histogram_copies(3 * 1024, 1), 2);
-        for words in (2048..20_000).step_by(97) {
-            for key_words in [1, 2] {
-                let c = histogram_copies(words, key_words);
-                assert!(c.is_power_of_two() && c * key_words * 1024 <= words);
-            }
-        }
     }
 }

@@ -70,16 +70,19 @@ pub fn radix(c: &RadixConfig) -> String {
         true => format!("{RADIX}\n{RADIX_MSD}"),
         false => RADIX.to_string(),
     };
-    let scratch = crate::sort::radix::scratch_words(items, c.min_subgroup, c.wg, c.pack);
+    let scratch = crate::sort::radix_layout::scratch_words(items, c.min_subgroup, c.wg, c.pack);
     let key_words = if c.kind >= 3 { 2 } else { 1 };
-    let early_at = crate::sort::radix::early_counts_at(c.min_subgroup, c.wg, c.pack);
+    let early_at = crate::sort::radix_layout::early_counts_at(c.min_subgroup, c.wg, c.pack);
     let mut consts = vec![
         ("WG", c.wg),
         ("ITEMS", items),
         ("UNSTABLE_TILE", c.wg * c.unstable_items),
         ("STABLE_TILE", c.wg * c.items),
-        ("UNSTABLE_ARGS", crate::sort::radix::UNSTABLE_ARGS as u32),
-        ("MSD_ARGS", crate::sort::radix::MSD_ARGS as u32),
+        (
+            "UNSTABLE_ARGS",
+            crate::sort::radix_layout::UNSTABLE_ARGS as u32,
+        ),
+        ("MSD_ARGS", crate::sort::radix_layout::MSD_ARGS as u32),
         ("MSD_LOCAL_GROUPS", c.msd_local_groups),
         ("KIND", c.kind),
         ("DESCENDING", c.descending as u32),
@@ -90,7 +93,7 @@ pub fn radix(c: &RadixConfig) -> String {
         ("SCRATCH", scratch),
         (
             "HIST_COPIES",
-            crate::sort::radix::histogram_copies(scratch, key_words),
+            crate::sort::radix_layout::histogram_copies(scratch, key_words),
         ),
         ("SPIN_LIMIT", c.spin_limit),
         ("MAX_DIM", c.max_dim),
@@ -115,7 +118,7 @@ pub fn radix(c: &RadixConfig) -> String {
         ),
         ("PACK", c.pack),
     ];
-    consts.extend(crate::sort::radix::MSD_WORDS);
+    consts.extend(crate::sort::radix_layout::MSD_WORDS);
     let family = format!(
         "{}\n{}\n{family}",
         key_word_type(key_words),

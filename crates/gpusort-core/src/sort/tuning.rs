@@ -180,8 +180,8 @@ impl Tuning {
             (
                 "stop",
                 self.stop <= 3
-                    || (10..=10 + crate::sort::radix::MSD_STEPS as u32).contains(&self.stop)
-                    || (21..=20 + crate::sort::radix::MAX_PASSES).contains(&self.stop),
+                    || (10..=10 + crate::sort::radix_layout::MSD_STEPS as u32).contains(&self.stop)
+                    || (21..=20 + crate::sort::radix_layout::MAX_PASSES).contains(&self.stop),
             ),
         ]
         .into_iter()
