@@ -412,12 +412,24 @@ def test_one_context_serves_many_calls(engine):
     assert gpusort.info() == first
 
 
-def test_ctrl_c_interrupts_a_long_call(engine):
-    """A long call (a stencil of many steps) is interrupted by SIGINT within a second, with
-    KeyboardInterrupt, instead of running to its end."""
+def _interrupted(code, after_s, timeout_s):
+    """Run `code` in a fresh interpreter, send it SIGINT `after_s` seconds after it prints
+    "ready", and return its exit code and the rest of its output."""
     import signal
     import subprocess
     import sys
+
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "ready"
+    time.sleep(after_s)
+    p.send_signal(signal.SIGINT)
+    out, _ = p.communicate(timeout=timeout_s)
+    return p.returncode, out
+
+
+def test_ctrl_c_interrupts_a_long_call(engine):
+    """A long call (a stencil of many steps) is interrupted by SIGINT within a second, with
+    KeyboardInterrupt, instead of running to its end."""
     import textwrap
 
     code = textwrap.dedent(
@@ -446,15 +458,11 @@ def test_ctrl_c_interrupts_a_long_call(engine):
             os._exit(3)
         """
     )
-    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-    assert p.stdout.readline().strip() == "ready"
     # the signal must find the long call running (it runs for minutes): sent at once, on a loaded
     # machine it could land before the call began, and an interpreter leaving with a traceback
     # then waits on the driver's threads
-    time.sleep(2.0)
-    p.send_signal(signal.SIGINT)
-    out, _ = p.communicate(timeout=30)
-    assert p.returncode == 3, out
+    returncode, out = _interrupted(code, after_s=2.0, timeout_s=30)
+    assert returncode == 3, out
     # (measured from just before the call: the 2 s before the signal, then at most 3 s)
     took = float(out.split()[2].rstrip(","))
     assert took < 5.0, out
@@ -470,9 +478,6 @@ def test_ctrl_c_stops_a_streamed_gpu_scan():
     call raises KeyboardInterrupt within a second or so, and the next call does not queue behind
     the rest of the abandoned one (on the GPU engine in either mode of the fixture: the CPU
     engine's cumsum is NumPy's own on few cores)."""
-    import signal
-    import subprocess
-    import sys
     import textwrap
 
     code = textwrap.dedent(
@@ -508,13 +513,9 @@ def test_ctrl_c_stops_a_streamed_gpu_scan():
             os._exit(3)
         """
     )
-    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-    assert p.stdout.readline().strip() == "ready"
-    time.sleep(1.0)
-    p.send_signal(signal.SIGINT)
-    out, _ = p.communicate(timeout=60)
+    returncode, out = _interrupted(code, after_s=1.0, timeout_s=60)
     # (the whole scan takes several seconds on lavapipe: 4 s for 2^27 elements on 2 cores)
-    assert p.returncode == 3, out
+    assert returncode == 3, out
     words = out.split()
     took, after, busy = float(words[2]), float(words[5]), float(words[8])
     assert took < 4.0, out
