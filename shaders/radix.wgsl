@@ -145,10 +145,8 @@ fn job_n() -> u32 {
 // canonical NaN too, so --algorithm never changes a result).
 fn load_key(e: u32, alt: bool) -> vec2<u32> {
     let k = key_of_word(key_word_at(e, alt)); // (hi, lo)
-    if (key_is_nan(KIND, k.x, k.y)) {
-        return select(vec2<u32>(0x7fc00000u, 0u), vec2<u32>(0x7ff80000u, 0u), kind_wide(KIND));
-    }
-    return k;
+    let nan = select(vec2<u32>(0x7fc00000u, 0u), vec2<u32>(0x7ff80000u, 0u), kind_wide(KIND));
+    return select(k, nan, key_is_nan(KIND, k.x, k.y));
 }
 
 // The sortable words of a key read through load_key: its NaNs are canonical, so an ascending

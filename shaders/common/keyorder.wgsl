@@ -15,44 +15,38 @@ fn kind_float(kind: u32) -> bool { return kind == KIND_F32 || kind == KIND_F64; 
 
 fn key_is_nan(kind: u32, hi: u32, lo: u32) -> bool {
     let mag = hi & 0x7fffffffu;
-    if (kind == KIND_F32) { return mag > 0x7f800000u; }
-    if (kind == KIND_F64) { return mag > 0x7ff00000u || (mag == 0x7ff00000u && lo != 0u); }
-    return false;
+    let nan32 = mag > 0x7f800000u;
+    let nan64 = mag > 0x7ff00000u || (mag == 0x7ff00000u && lo != 0u);
+    return (kind == KIND_F32 && nan32) || (kind == KIND_F64 && nan64);
 }
 
 fn key_encode(kind: u32, descending: bool, hi: u32, lo: u32) -> vec2<u32> {
-    if (key_is_nan(kind, hi, lo)) { return vec2<u32>(INF, select(0u, INF, kind_wide(kind))); }
-    return key_order(kind, descending, hi, lo);
+    let nan = vec2<u32>(INF, select(0u, INF, kind_wide(kind)));
+    return select(key_order(kind, descending, hi, lo), nan, key_is_nan(kind, hi, lo));
 }
 
 // key_encode of a key that is no NaN, or whose NaN is the canonical quiet one in an ascending
 // order (it then lands after every other key by itself: above +inf's encoding)
 fn key_order(kind: u32, descending: bool, hi: u32, lo: u32) -> vec2<u32> {
-    var h = hi;
-    var l = lo;
-    if (kind == KIND_I32 || kind == KIND_I64) {
-        h = h ^ 0x80000000u;
-    } else if (kind_float(kind)) {
-        if ((h & 0x80000000u) != 0u) { h = ~h; l = ~l; } else { h = h ^ 0x80000000u; }
-    }
-    if (descending) { h = ~h; l = ~l; }
-    if (!kind_wide(kind)) { l = 0u; }
-    return vec2<u32>(h, l);
+    // written without branches: a float's sign differs from lane to lane
+    let negative = u32(i32(hi) >> 31u); // all ones where the sign bit is set
+    var flip_hi = select(0u, 0x80000000u, kind == KIND_I32 || kind == KIND_I64);
+    var flip_lo = 0u;
+    if (kind_float(kind)) { flip_hi = negative | 0x80000000u; flip_lo = negative; }
+    if (descending) { flip_hi = ~flip_hi; flip_lo = ~flip_lo; }
+    return vec2<u32>(hi ^ flip_hi, select(0u, lo ^ flip_lo, kind_wide(kind)));
 }
 
 fn key_decode(kind: u32, descending: bool, hi: u32, lo: u32) -> vec2<u32> {
-    if (kind_float(kind) && hi == INF && (!kind_wide(kind) || lo == INF)) {
-        // the one encoding every NaN shares; it comes back as the canonical quiet NaN
-        return select(vec2<u32>(0x7fc00000u, 0u), vec2<u32>(0x7ff80000u, 0u), kind_wide(kind));
-    }
-    var h = hi;
-    var l = lo;
-    if (descending) { h = ~h; l = ~l; }
-    if (kind == KIND_I32 || kind == KIND_I64) {
-        h = h ^ 0x80000000u;
-    } else if (kind_float(kind)) {
-        if ((h & 0x80000000u) != 0u) { h = h ^ 0x80000000u; } else { h = ~h; l = ~l; }
-    }
-    if (!kind_wide(kind)) { l = 0u; }
-    return vec2<u32>(h, l);
+    let nan = select(vec2<u32>(0x7fc00000u, 0u), vec2<u32>(0x7ff80000u, 0u), kind_wide(kind));
+    let is_nan = kind_float(kind) && hi == INF && (!kind_wide(kind) || lo == INF);
+    let undo = select(0u, 0xffffffffu, descending);
+    let h = hi ^ undo;
+    // a sortable float's top bit is set where the key is positive: flip it alone, else every bit
+    let negative = ~u32(i32(h) >> 31u);
+    var flip_hi = select(0u, 0x80000000u, kind == KIND_I32 || kind == KIND_I64);
+    var flip_lo = 0u;
+    if (kind_float(kind)) { flip_hi = negative | 0x80000000u; flip_lo = negative; }
+    let key = vec2<u32>(h ^ flip_hi, select(0u, lo ^ undo ^ flip_lo, kind_wide(kind)));
+    return select(key, nan, is_nan);
 }
