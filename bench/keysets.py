@@ -1,7 +1,10 @@
 """The sort bench's key sets in NumPy: the same arrays `gpusort bench --keys` sorts (see
 cli/src/bench/keysets.rs), from the same counter-based generator, so that CuPy is timed on
-identical input. `generate(dtype, name, n, seed)` returns a NumPy array.
+identical input. `generate(dtype, name, n, seed)` returns a NumPy array; `xp=cupy` builds it on
+the GPU instead (the same bits, in a fraction of the time: the CuPy matrix fits one device call).
 """
+import contextlib
+
 import numpy as np
 
 KEY_SETS = ["uniform", "unit", "normal", "small", "pm20", "timestamps", "sorted", "reverse",
@@ -22,19 +25,20 @@ def applies(dtype, name):
     return name in KEY_SETS
 
 
-def words(seed, start, count):
+def words(seed, start, count, xp=np):
     """Words start..start+count of the stream `seed` (splitmix64 of seed + (i+1)*phi)."""
-    with np.errstate(over="ignore"):
-        z = U(seed) + (np.arange(start + 1, start + count + 1, dtype=U) * U(0x9E3779B97F4A7C15))
+    quiet = np.errstate(over="ignore") if xp is np else contextlib.nullcontext()
+    with quiet:
+        z = U(seed) + (xp.arange(start + 1, start + count + 1, dtype=U) * U(0x9E3779B97F4A7C15))
         z = (z ^ (z >> U(30))) * U(0xBF58476D1CE4E5B9)
         z = (z ^ (z >> U(27))) * U(0x94D049BB133111EB)
         return z ^ (z >> U(31))
 
 
-def _bits(dtype, name, seed, n):
+def _bits(dtype, name, seed, n, xp=np):
     """The keys as uint64 bit patterns (the low 32 bits for 32-bit types)."""
     wide = dtype[1:] == "64"
-    z = words(seed, 0, n)
+    z = words(seed, 0, n, xp)
 
     def floats(x):
         if dtype == "f32":
@@ -61,8 +65,8 @@ def _bits(dtype, name, seed, n):
             return floats(1.0 + (z >> U(40)).astype(np.float64) / float(1 << 24))
         return floats(1.0 + (z >> U(11)).astype(np.float64) / float(1 << 53))
     if name == "normal":
-        w = words(seed, 0, 12 * n).reshape(n, 12)
-        acc = np.zeros(n, dtype=np.float64)
+        w = words(seed, 0, 12 * n, xp).reshape(n, 12)
+        acc = xp.zeros(n, dtype=np.float64)
         for k in range(12):  # in order, as the Rust side adds them
             acc = acc + (w[:, k] >> U(11)).astype(np.float64) / float(1 << 53)
         return floats(acc - 6.0)
@@ -79,7 +83,7 @@ def _bits(dtype, name, seed, n):
             return U(1_700_000_000_000_000) + z % U(31_536_000_000_000)
         return U(1_700_000_000) + z % U(31_536_000)
     if name == "equal":
-        return np.full(n, _bits(dtype, "uniform", seed, 1)[0], dtype=U)
+        return xp.full(n, int(_bits(dtype, "uniform", seed, 1)[0]), dtype=U)
     if name == "zipf":
         if dtype[0] == "f":
             return floats(((z >> U(32)) >> (z & U(31))).astype(np.float64))
@@ -89,22 +93,31 @@ def _bits(dtype, name, seed, n):
     raise ValueError(name)
 
 
-def generate(dtype, name, n, seed):
+def generate(dtype, name, n, seed, xp=np):
+    """The key set as an array of `xp` (NumPy, or CuPy to build it on the GPU)."""
     if not applies(dtype, name):
         raise ValueError(f"{name} is not a key set of {dtype}")
-    b = _bits(dtype, name, seed, n)
+    b = _bits(dtype, name, seed, n, xp)
     t = NUMPY[dtype]
     a = b.view(t) if dtype[1:] == "64" else b.astype(np.uint32).view(t)
     if name in ("sorted", "reverse", "nearly"):
-        a = np.sort(a, kind="stable")
+        # no set holds both zeros, so any sort gives the stable sort's bits
+        a = np.sort(a, kind="stable") if xp is np else xp.sort(a)
         if name == "reverse":
             a = a[::-1].copy()
         if name == "nearly":
-            swaps = words(seed ^ 0x5EED, 0, 2 * (n // 100)) % U(n)
-            for j in range(n // 100):  # in order: a later swap may touch an earlier one's keys
-                i, k = int(swaps[2 * j]), int(swaps[2 * j + 1])
-                a[i], a[k] = a[k], a[i]
+            # the swaps in order, on the host: a later swap may touch an earlier one's keys
+            host = a if xp is np else xp.asnumpy(a)
+            swaps = (words(seed ^ 0x5EED, 0, 2 * (n // 100)) % U(n)).astype(np.int64)
+            _swap_in_order(host, swaps[0::2], swaps[1::2])
+            a = host if xp is np else xp.asarray(host)
     return a
+
+
+def _swap_in_order(a, first, second):
+    """a[i], a[k] = a[k], a[i] for each (i, k) in turn."""
+    for i, k in zip(first.tolist(), second.tolist()):
+        a[i], a[k] = a[k], a[i]
 
 
 def seed_of(log, dtype):
