@@ -59,18 +59,22 @@ fn check_sorts<T: SortKey>(specials: &[T]) {
                     let what = format!("{} n={n} {shape:?} {order:?}", T::TYPE);
                     // keys only
                     let mut k = keys.clone();
-                    assert!(engine::sort(&mut k, None, false, order, None).is_none());
+                    assert!(engine::sort(&mut k, None, false, order, None)
+                        .unwrap()
+                        .is_none());
                     assert!(same_bits(&k, &want), "keys only: {what}");
                     // the permutation alone, the keys left where they are
                     assert_eq!(
-                        engine::argsort(&keys, order, None),
+                        engine::argsort(&keys, order, None).unwrap(),
                         want_perm,
                         "argsort: {what}"
                     );
                     // with values and the permutation
                     let mut k = keys.clone();
                     let mut v: Vec<u32> = (0..n as u32).map(|i| i ^ 0xabcd).collect();
-                    let perm = engine::sort(&mut k, Some(&mut v), true, order, None).unwrap();
+                    let perm = engine::sort(&mut k, Some(&mut v), true, order, None)
+                        .unwrap()
+                        .unwrap();
                     assert!(same_bits(&k, &want), "keys with values: {what}");
                     assert_eq!(perm, want_perm, "permutation (stable): {what}");
                     assert!(
@@ -104,7 +108,9 @@ fn check_key_bits<T: SortKey>(ranges: &[std::ops::Range<u32>]) {
                     descending,
                     segment_size: None,
                 };
-                let perm = engine::sort(&mut k, None, true, order, Some(bits.clone())).unwrap();
+                let perm = engine::sort(&mut k, None, true, order, Some(bits.clone()))
+                    .unwrap()
+                    .unwrap();
                 assert_eq!(perm, want, "{} n={n} bits {bits:?}", T::TYPE);
             }
         }
@@ -127,20 +133,22 @@ fn clustered_keys_match_the_twin() {
                 .map(|&i| canonical(&keys[i as usize]))
                 .collect();
             let mut k = keys.clone();
-            engine::sort(&mut k, None, false, order, None);
+            engine::sort(&mut k, None, false, order, None).unwrap();
             assert!(
                 same_bits(&k, &want),
                 "{name} descending={descending}: keys only"
             );
             let mut k = keys.clone();
-            let perm = engine::sort(&mut k, None, true, order, None).unwrap();
+            let perm = engine::sort(&mut k, None, true, order, None)
+                .unwrap()
+                .unwrap();
             assert!(same_bits(&k, &want), "{name} descending={descending}: keys");
             assert_eq!(
                 perm, want_perm,
                 "{name} descending={descending}: permutation"
             );
             assert_eq!(
-                engine::argsort(&keys, order, None),
+                engine::argsort(&keys, order, None).unwrap(),
                 want_perm,
                 "{name}: argsort"
             );
@@ -198,7 +206,7 @@ fn check_scans<T: SortKey>(data_of: impl Fn(usize, u64) -> Vec<T>, ops: &[ScanOp
             for inclusive in [false, true] {
                 let want = scan_twin::scan(&data, op, inclusive);
                 let mut got = vec![data.first().copied().unwrap_or_else(T::zeroed); n];
-                engine::scan(&data, &mut got, op, inclusive);
+                engine::scan(&data, &mut got, op, inclusive).unwrap();
                 let what = format!("{} n={n} {op:?} inclusive={inclusive}", T::TYPE);
                 if exact {
                     assert!(same_bits(&got, &want), "{what}");
@@ -257,13 +265,13 @@ fn scans_match_the_twin_for_every_operator() {
         for op in all {
             for inclusive in [false, true] {
                 let mut got = vec![0u64; n];
-                engine::scan(&u, &mut got, op, inclusive);
+                engine::scan(&u, &mut got, op, inclusive).unwrap();
                 assert!(
                     got == scan_twin::scan64(&u, op, inclusive),
                     "u64 n={n} {op:?}"
                 );
                 let mut got = vec![0i64; n];
-                engine::scan(&i, &mut got, op, inclusive);
+                engine::scan(&i, &mut got, op, inclusive).unwrap();
                 assert!(
                     got == scan_twin::scan64(&i, op, inclusive),
                     "i64 n={n} {op:?}"
@@ -272,7 +280,7 @@ fn scans_match_the_twin_for_every_operator() {
         }
         let f: Vec<f64> = (0..n).map(|_| r.random_range(-1.0..1.0)).collect();
         let mut got = vec![0f64; n];
-        engine::scan(&f, &mut got, Add, true);
+        engine::scan(&f, &mut got, Add, true).unwrap();
         let want = scan_twin::scan64(&f, Add, true);
         assert!(
             got.iter().zip(&want).all(|(g, w)| (g - w).abs() <= 1e-9),
@@ -290,11 +298,11 @@ fn check_splits<T: SortKey + PartialEq>(keys: &[T], pivots: &[T]) {
     }
     for p in &preds {
         let (want, want_pl, want_split) = scan_twin::partition(keys, Some(&payload), p);
-        let (got, got_pl, split) = engine::split(keys, Some(&payload), p, true);
+        let (got, got_pl, split) = engine::split(keys, Some(&payload), p, true).unwrap();
         assert_eq!(split, want_split, "{} n={}", T::TYPE, keys.len());
         assert!(same_bits(&got, &want));
         assert_eq!(got_pl, want_pl);
-        let (got, got_pl, kept) = engine::split(keys, None, p, false);
+        let (got, got_pl, kept) = engine::split(keys, None, p, false).unwrap();
         assert_eq!(kept, want_split);
         assert!(same_bits(&got, &want[..want_split]));
         assert!(got_pl.is_none());
@@ -396,4 +404,47 @@ fn stencils_are_bit_identical_to_the_twin() {
         2,
     );
     assert!(same_bits(&out, &want));
+}
+
+/// A caller's stop (`cancel::watching`) ends every CPU-engine job with `Cancelled`: sorts with
+/// and without a permutation, argsorts, segmented ones, scans and splits; a clear flag changes
+/// nothing.
+#[test]
+fn a_stopped_caller_ends_cpu_engine_jobs() {
+    use gpusort_core::cancel::watching;
+    use gpusort_core::Error;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    let keys: Vec<f32> = keys_of(100_003, Shape::Random, 11, &[f32::NAN, -0.0]);
+    let order = SortOrder::default();
+    let segmented = SortOrder {
+        segment_size: Some(4096),
+        ..order
+    };
+    let set = Arc::new(AtomicBool::new(true));
+    let clear = Arc::new(AtomicBool::new(false));
+    let cancelled = |r: Result<(), Error>| matches!(r, Err(Error::Cancelled));
+    let jobs = |flag: &Arc<AtomicBool>| -> Vec<Result<(), Error>> {
+        watching(flag, || {
+            let mut k = keys.clone();
+            let mut v: Vec<u32> = (0..k.len() as u32).collect();
+            let mut out = vec![0.0f32; keys.len()];
+            let pivot = Predicate::Below(0.5f32);
+            vec![
+                engine::sort(&mut k.clone(), None, false, order, None).map(drop),
+                engine::sort(&mut k, Some(&mut v), true, order, None).map(drop),
+                engine::argsort(&keys, order, None).map(drop),
+                engine::argsort(&keys, segmented, None).map(drop),
+                engine::scan(&keys, &mut out, ScanOp::Add, true),
+                engine::split(&keys, None, &pivot, true).map(drop),
+            ]
+        })
+    };
+    let stopped = jobs(&set);
+    assert!(
+        stopped.into_iter().all(cancelled),
+        "every job ends Cancelled"
+    );
+    let done = jobs(&clear);
+    assert!(done.iter().all(|r| r.is_ok()), "{done:?}");
 }

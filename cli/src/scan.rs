@@ -617,7 +617,7 @@ fn scan_on_cpu<T: SortKey>(
     let mut map = out.map_array(p.format, T::TYPE, &[data.len()])?;
     if let Some(m) = map.as_mut() {
         let dst: &mut [T] = bytemuck::cast_slice_mut(&mut m[..]);
-        gpusort_core::cpu_engine::scan(&data, dst, op, inclusive);
+        gpusort_core::cpu_engine::scan(&data, dst, op, inclusive)?;
         if verify {
             ScanCheck::new::<T>(op, inclusive).check(&data, dst, 0)?;
         }
@@ -758,7 +758,8 @@ fn split_on_cpu<T: SortKey>(
 ) -> CliResult<(usize, usize)> {
     let data = p.input.elements::<T>();
     let values = p.values.as_ref().map(|v| v.elements::<u32>());
-    let (out, moved, kept) = gpusort_core::cpu_engine::split(&data, values.as_deref(), &pred, rest);
+    let (out, moved, kept) =
+        gpusort_core::cpu_engine::split(&data, values.as_deref(), &pred, rest)?;
     if verify {
         check::split(
             &data,

@@ -541,7 +541,7 @@ fn sort_on_cpu<T: SortKey>(
         args.argsort.is_some(),
         order,
         args.key_bits.clone(),
-    );
+    )?;
     let sort_s = t.elapsed().as_secs_f64();
     if let Some(original) = &original {
         bar.set_message("verifying");

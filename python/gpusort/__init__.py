@@ -10,8 +10,9 @@ Functions follow NumPy's semantics wherever NumPy has the function:
 One device context per process is made on first use and kept (``gpusort.use`` chooses another);
 the GIL is released while the work runs, and Ctrl-C interrupts a long call: KeyboardInterrupt is
 raised within 50 ms, and work that comes in parts stops within a fraction of a second (stencils
-between batches of steps or submissions, the GPU's scans between chunks), leaving the next call
-free; a GPU sort is one submission and ends on its own. Arrays of dtypes
+between batches of steps or submissions, the GPU's scans between chunks, the CPU engine's sorts
+and scans between the pieces its threads take), leaving the next call free; a GPU sort is one
+submission and ends on its own. Arrays of dtypes
 uint32, int32, float32, uint64, int64 and float64 are supported, in either byte order; bool,
 8- and 16-bit integers and float16 run as the 32-bit dtype that holds them exactly (scans: not
 float16 or bool), with results in their own dtype. Other dtypes raise TypeError, bad arguments

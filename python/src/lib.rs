@@ -404,7 +404,7 @@ fn sort_on<T: SortKey>(
     order: SortOrder,
 ) -> gpusort_core::Result<Option<Vec<u32>>> {
     Ok(match e {
-        Engine::Cpu => gpusort_core::cpu_engine::sort(keys, None, want_permutation, order, None),
+        Engine::Cpu => gpusort_core::cpu_engine::sort(keys, None, want_permutation, order, None)?,
         Engine::Gpu(g) => match &g.group {
             Some((group, sorters)) => {
                 use gpusort_core::multi::sort::{sort_host_spread, Spread};
@@ -439,7 +439,7 @@ fn argsort<'py>(
         let data = input(&arr);
         let perm = run(py, move |e| {
             let perm = match e {
-                Engine::Cpu => gpusort_core::cpu_engine::argsort(data.as_slice(), order, None),
+                Engine::Cpu => gpusort_core::cpu_engine::argsort(data.as_slice(), order, None)?,
                 Engine::Gpu(_) => {
                     let mut keys = result_of(data.as_slice(), |x| x);
                     sort_on(e, keys.as_mut_slice(), true, order)?
@@ -478,7 +478,7 @@ fn scan_keys<T: SortKey + numpy::Element>(
     let mut buf = ResultBuf::new(data.len());
     let out = buf.as_mut_slice();
     match e {
-        Engine::Cpu => gpusort_core::cpu_engine::scan(data, out, op, inclusive),
+        Engine::Cpu => gpusort_core::cpu_engine::scan(data, out, op, inclusive)?,
         Engine::Gpu(g) if T::TYPE.is_wide() => {
             g.scanner64.scan_into(&g.gpu, data, out, op, inclusive)?
         }
@@ -557,12 +557,7 @@ fn split_keys<T: SortKey>(
 ) -> gpusort_core::Result<(Vec<T>, Option<Vec<u32>>, usize)> {
     let index: Option<Vec<u32>> = want_index.then(|| (0..data.len() as u32).collect());
     match e {
-        Engine::Cpu => Ok(gpusort_core::cpu_engine::split(
-            &data,
-            index.as_deref(),
-            &pred,
-            keep_rest,
-        )),
+        Engine::Cpu => gpusort_core::cpu_engine::split(&data, index.as_deref(), &pred, keep_rest),
         Engine::Gpu(g) => {
             // each chunk's matching elements drained straight to their place at the front of
             // the result, the others to a second buffer that follows them at the end

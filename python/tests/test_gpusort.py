@@ -412,14 +412,14 @@ def test_one_context_serves_many_calls(engine):
     assert gpusort.info() == first
 
 
-def _interrupted(code, after_s, timeout_s):
-    """Run `code` in a fresh interpreter, send it SIGINT `after_s` seconds after it prints
-    "ready", and return its exit code and the rest of its output."""
+def _interrupted(code, after_s, timeout_s, env=None):
+    """Run `code` in a fresh interpreter (in `env`), send it SIGINT `after_s` seconds after it
+    prints "ready", and return its exit code and the rest of its output."""
     import signal
     import subprocess
     import sys
 
-    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env)
     assert p.stdout.readline().strip() == "ready"
     time.sleep(after_s)
     p.send_signal(signal.SIGINT)
@@ -523,6 +523,53 @@ def test_ctrl_c_stops_a_streamed_gpu_scan():
     assert after < 2.0, out
     assert busy < 0.3, out  # (two cores at work would be 2.0)
 
+
+def test_ctrl_c_stops_a_cpu_engine_sort():
+    """A long sort on the CPU engine stops its threads on SIGINT: KeyboardInterrupt within a
+    second or so, the cores idle after it, and the next call at once. (Eight engine threads, so
+    that the engine answers rather than NumPy: it does from 8 threads.)"""
+    import os
+    import textwrap
+
+    code = textwrap.dedent(
+        """
+        import os, signal, time, numpy as np, gpusort
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        gpusort.use(backend="cpu")
+        assert gpusort.info()["threads"] == 8
+        a = np.random.default_rng(1).random(1 << 27)
+        small = a[: 1 << 16]
+        gpusort.sort(small)
+        t = time.time()
+        try:
+            print("ready", flush=True)
+            gpusort.argsort(a)
+            print("finished after %.2f s" % (time.time() - t), flush=True)
+            os._exit(4)
+        except KeyboardInterrupt:
+            took = time.time() - t
+            t = time.time()
+            r = gpusort.sort(small)
+            after = time.time() - t
+            assert np.array_equal(r, np.sort(small))
+            time.sleep(0.5)
+            before = sum(os.times()[:2])
+            time.sleep(1.0)
+            busy = sum(os.times()[:2]) - before
+            print("interrupted after %.2f s next %.2f s busy %.2f s" % (took, after, busy),
+                  flush=True)
+            os._exit(3)
+        """
+    )
+    env = dict(os.environ, RAYON_NUM_THREADS="8")
+    returncode, out = _interrupted(code, after_s=1.0, timeout_s=120, env=env)
+    # (the whole argsort takes several times longer on 2 cores)
+    assert returncode == 3, out
+    words = out.split()
+    took, after, busy = float(words[2]), float(words[5]), float(words[8])
+    assert took < 4.0, out
+    assert after < 1.0, out
+    assert busy < 0.3, out  # (two cores at work would be 2.0)
 
 
 def test_a_stored_tuning_is_used(engine, tmp_path):

@@ -2,9 +2,10 @@
 //! between the parts it submits and ends with [`Error::Cancelled`](crate::Error::Cancelled)
 //! once it is set, leaving at most the parts already submitted to finish on the GPU: streamed
 //! scans, compactions and partitions (every 32- and 64-bit host-array job of `scan::streamed`
-//! and `Scanner64`) between chunks. A GPU sort or an in-core scan is one submission and runs to
-//! its end; stencils take their stop explicitly (`stencil::apply_into_until`). The flag is the
-//! calling thread's, set for the length of the call only: nothing else can stop a job.
+//! and `Scanner64`) between chunks, and the CPU engine's sorts, scans and splits between the
+//! parts its threads take. A GPU sort or an in-core scan is one submission and runs to its end;
+//! stencils take their stop explicitly (`stencil::apply_into_until`). The flag is the calling
+//! thread's, set for the length of the call only: nothing else can stop a job.
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -31,11 +32,33 @@ pub fn watching<R>(flag: &Arc<AtomicBool>, job: impl FnOnce() -> R) -> R {
 
 /// Whether the job this thread runs inside [`watching`] was given up by its caller.
 pub fn requested() -> bool {
-    FLAG.with(|f| {
-        f.borrow()
-            .as_ref()
-            .is_some_and(|flag| flag.load(Ordering::Relaxed))
-    })
+    Stop::current().requested()
+}
+
+/// The stop of the job this thread runs, as a handle its worker threads can check too (the
+/// flag itself is this thread's alone).
+#[derive(Clone, Debug, Default)]
+pub struct Stop(Option<Arc<AtomicBool>>);
+
+impl Stop {
+    /// This thread's job's stop (one that is never requested outside [`watching`]).
+    pub fn current() -> Stop {
+        Stop(FLAG.with(|f| f.borrow().clone()))
+    }
+
+    /// Whether the caller gave the job up.
+    pub fn requested(&self) -> bool {
+        self.0.as_ref().is_some_and(|f| f.load(Ordering::Relaxed))
+    }
+
+    /// `Err(Cancelled)` once the caller gave the job up: a job's result is checked with it
+    /// before it is returned (parts skipped after the request leave it incomplete).
+    pub fn check(&self) -> crate::Result<()> {
+        match self.requested() {
+            true => Err(crate::Error::Cancelled),
+            false => Ok(()),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -54,5 +77,19 @@ mod tests {
             assert!(requested());
         });
         assert!(!requested());
+    }
+
+    #[test]
+    fn a_stop_handle_reaches_other_threads() {
+        let flag = Arc::new(AtomicBool::new(false));
+        let stop = watching(&flag, Stop::current);
+        let seen = std::thread::spawn({
+            let stop = stop.clone();
+            move || stop.requested()
+        });
+        assert!(!seen.join().unwrap());
+        flag.store(true, Ordering::Relaxed);
+        assert!(std::thread::spawn(move || stop.requested()).join().unwrap());
+        assert!(Stop::current().check().is_ok());
     }
 }

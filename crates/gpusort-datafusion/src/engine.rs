@@ -154,7 +154,9 @@ impl SortEngine {
                     .map_err(external)?
                     .0
             }
-            Device::Cpu => cpu_engine::sort(&mut keys, None, true, order, None),
+            Device::Cpu => {
+                cpu_engine::sort(&mut keys, None, true, order, None).map_err(external)?
+            }
         }
         .ok_or_else(|| DataFusionError::Internal("the sort returned no permutation".into()))?;
         Ok(match perm {

@@ -5,15 +5,19 @@
 use rayon::prelude::*;
 
 use super::chunk_len;
+use crate::cancel::Stop;
 use crate::keys::SortKey;
 use crate::reference::scan::{combine64, combine_bits, holds, identity64};
 use crate::scan::{Predicate, ScanOp};
+use crate::Result;
 
 /// The scan of `data` into `out` (the same length), with the kernels' semantics: wrapping
 /// integer operators; float additions in the element type (in another order than a sequential
 /// sum, as on the GPU). The operator must suit the type ([`ScanOp::code`] for 32-bit types,
-/// [`crate::scan::scan64::supports`] for 64-bit ones).
-pub fn scan<T: SortKey>(data: &[T], out: &mut [T], op: ScanOp, inclusive: bool) {
+/// [`crate::scan::scan64::supports`] for 64-bit ones). Inside [`crate::cancel::watching`], a
+/// caller's stop ends it between chunks with `Error::Cancelled` (`out` then partly written).
+pub fn scan<T: SortKey>(data: &[T], out: &mut [T], op: ScanOp, inclusive: bool) -> Result<()> {
+    let stop = Stop::current();
     assert_eq!(data.len(), out.len(), "a scan writes one result an element");
     let t = T::TYPE;
     if t.is_wide() {
@@ -27,6 +31,7 @@ pub fn scan<T: SortKey>(data: &[T], out: &mut [T], op: ScanOp, inclusive: bool) 
             identity64(t, op),
             |a, b| combine64(t, op, a, b),
             inclusive,
+            &stop,
         );
     } else {
         let (code, identity) = op.code(t).expect("an operator the type supports");
@@ -36,8 +41,10 @@ pub fn scan<T: SortKey>(data: &[T], out: &mut [T], op: ScanOp, inclusive: bool) 
             identity,
             |a, b| combine_bits(code, a, b),
             inclusive,
+            &stop,
         );
     }
+    stop.check()
 }
 
 /// A chunked scan of words: chunk totals, their carries in order, then each chunk from its carry.
@@ -47,11 +54,15 @@ fn scan_words<W: bytemuck::Pod + Send + Sync>(
     identity: W,
     combine: impl Fn(W, W) -> W + Sync,
     inclusive: bool,
+    stop: &Stop,
 ) {
     let chunk = chunk_len(bits.len());
     let totals: Vec<W> = bits
         .par_chunks(chunk)
-        .map(|c| c.iter().fold(identity, |a, &x| combine(a, x)))
+        .map(|c| match stop.requested() {
+            true => identity,
+            false => c.iter().fold(identity, |a, &x| combine(a, x)),
+        })
         .collect();
     let mut carries = Vec::with_capacity(totals.len());
     let mut acc = identity;
@@ -63,6 +74,9 @@ fn scan_words<W: bytemuck::Pod + Send + Sync>(
         .zip(out.par_chunks_mut(chunk))
         .zip(carries)
         .for_each(|((src, dst), carry)| {
+            if stop.requested() {
+                return;
+            }
             let mut acc = carry;
             for (d, &x) in dst.iter_mut().zip(src) {
                 let before = acc;
@@ -73,14 +87,16 @@ fn scan_words<W: bytemuck::Pod + Send + Sync>(
 }
 
 /// Stable split of `data` (and its `payload`) by `p`: the elements that hold it first, then,
-/// with `keep_rest`, the others, both in input order. Returns (elements, payload, how many hold).
+/// with `keep_rest`, the others, both in input order. Returns (elements, payload, how many hold);
+/// a caller's stop ends it between chunks as it ends [`scan`].
 pub fn split<T: SortKey>(
     data: &[T],
     payload: Option<&[u32]>,
     p: &Predicate<T>,
     keep_rest: bool,
-) -> (Vec<T>, Option<Vec<u32>>, usize) {
+) -> Result<(Vec<T>, Option<Vec<u32>>, usize)> {
     type Part<T> = (Vec<T>, Vec<u32>, Vec<T>, Vec<u32>);
+    let stop = Stop::current();
     let chunk = chunk_len(data.len());
     let parts: Vec<Part<T>> = data
         .par_chunks(chunk)
@@ -88,6 +104,9 @@ pub fn split<T: SortKey>(
         .map(|(c, xs)| {
             let pl = payload.map(|pl| &pl[c * chunk..c * chunk + xs.len()]);
             let mut part: Part<T> = Default::default();
+            if stop.requested() {
+                return part;
+            }
             for (i, x) in xs.iter().enumerate() {
                 let (e, v) = if holds(x, p) {
                     (&mut part.0, &mut part.1)
@@ -104,6 +123,7 @@ pub fn split<T: SortKey>(
             part
         })
         .collect();
+    stop.check()?;
     let kept: usize = parts.iter().map(|p| p.0.len()).sum();
     let mut elements = Vec::with_capacity(if keep_rest { data.len() } else { kept });
     let mut moved = payload.map(|_| Vec::with_capacity(elements.capacity()));
@@ -119,5 +139,5 @@ pub fn split<T: SortKey>(
             m.extend_from_slice(&part.3);
         }
     }
-    (elements, moved, kept)
+    Ok((elements, moved, kept))
 }

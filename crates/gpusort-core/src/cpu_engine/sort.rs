@@ -9,8 +9,10 @@ use std::ops::Range;
 use rayon::prelude::*;
 
 use super::{chunk_len, SEQUENTIAL_BELOW};
+use crate::cancel::Stop;
 use crate::keys::order::{canonical, decode, encode_key, from_words, key_on_bits, sortable};
 use crate::keys::{KeyType, SortKey, SortOrder};
+use crate::Result;
 
 /// A sortable word: u32 for 32-bit keys and ranges of up to 32 bits, u64 otherwise.
 trait Word: Copy + Default + Ord + Send + Sync {
@@ -79,13 +81,24 @@ const COUNTING_BITS: u32 = 16;
 /// small integers) thus cost passes over their varying bits only, never the 8 passes of a
 /// 64-bit LSD sort over the whole array. Digits the same in every key of a bucket are skipped;
 /// keys-only sorts of at most [`COUNTING_BITS`] varying bits count values instead.
-fn radix_sort<W: Word>(keys: &mut [W], payload: Option<&mut [u32]>, bits: u32) {
-    msd_sort(keys, payload, bits, BUCKET_KEYS)
+/// Once `stop` is requested no further bucket is split or sorted (the caller drops the result).
+fn radix_sort<W: Word>(keys: &mut [W], payload: Option<&mut [u32]>, bits: u32, stop: &Stop) {
+    let walk = Walk {
+        fit: BUCKET_KEYS,
+        stop: stop.clone(),
+    };
+    msd_sort(keys, payload, bits, &walk)
 }
 
-/// [`radix_sort`] with buckets of up to `fit` keys sorted on their own (tests force deep
-/// recursion with a small one).
-fn msd_sort<W: Word>(keys: &mut [W], payload: Option<&mut [u32]>, bits: u32, fit: usize) {
+/// How the MSD sort walks its buckets: those of up to `fit` keys are sorted on their own (tests
+/// force deep recursion with a small one), and none is started once `stop` is requested.
+struct Walk {
+    fit: usize,
+    stop: Stop,
+}
+
+/// [`radix_sort`] with the walk given.
+fn msd_sort<W: Word>(keys: &mut [W], payload: Option<&mut [u32]>, bits: u32, walk: &Walk) {
     let n = keys.len();
     if n < SEQUENTIAL_BELOW {
         match payload {
@@ -113,6 +126,9 @@ fn msd_sort<W: Word>(keys: &mut [W], payload: Option<&mut [u32]>, bits: u32, fit
         }
         return;
     }
+    if walk.stop.requested() {
+        return;
+    }
     let varying = varying_bits(keys).min(bits);
     if payload.is_none() && varying <= COUNTING_BITS {
         counting_sort(keys, varying);
@@ -127,7 +143,7 @@ fn msd_sort<W: Word>(keys: &mut [W], payload: Option<&mut [u32]>, bits: u32, fit
         spare_payload.as_deref_mut(),
         varying,
         true,
-        fit,
+        walk,
     );
 }
 
@@ -199,10 +215,13 @@ fn msd<W: Word>(
     mut pb: Option<&mut [u32]>,
     mut bits: u32,
     into_a: bool,
-    fit: usize,
+    walk: &Walk,
 ) {
+    if walk.stop.requested() {
+        return;
+    }
     let n = a.len();
-    if n <= fit || bits <= 12 {
+    if n <= walk.fit || bits <= 12 {
         sort_bucket(a, b, pa, pb, bits, !into_a);
         return;
     }
@@ -221,13 +240,21 @@ fn msd<W: Word>(
         }
         let top = bits.saturating_sub(8);
         let counts = chunk_counts(a, top, 0xff, chunk);
-        if !total(&counts).contains(&n) {
+        if !total(&counts.counts).contains(&n) {
             break (top, counts);
         }
         bits = top;
     };
-    let buckets = total(&counts);
-    scatter(a, b, pa.as_deref(), pb.as_deref_mut(), top, counts, chunk);
+    let buckets = total(&counts.counts);
+    scatter(
+        a,
+        b,
+        pa.as_deref(),
+        pb.as_deref_mut(),
+        top,
+        counts,
+        &walk.stop,
+    );
     // each bucket sorted on its lower bits, from `b` now, landing where this call's result goes
     let mut jobs = Vec::with_capacity(256);
     {
@@ -245,7 +272,7 @@ fn msd<W: Word>(
         }
     }
     jobs.into_par_iter()
-        .for_each(|(w, t, p, q)| msd(w, t, p, q, top, !into_a, fit));
+        .for_each(|(w, t, p, q)| msd(w, t, p, q, top, !into_a, walk));
 }
 
 fn split_opt(s: Option<&mut [u32]>, at: usize) -> (Option<&mut [u32]>, Option<&mut [u32]>) {
@@ -258,9 +285,16 @@ fn split_opt(s: Option<&mut [u32]>, at: usize) -> (Option<&mut [u32]>, Option<&m
     }
 }
 
+/// The counts of a digit in each chunk of `chunk` keys.
+struct ChunkCounts {
+    chunk: usize,
+    counts: Vec<[usize; 256]>,
+}
+
 /// Per-chunk counts of the 8-bit digit at `shift`.
-fn chunk_counts<W: Word>(keys: &[W], shift: u32, mask: usize, chunk: usize) -> Vec<[usize; 256]> {
-    keys.par_chunks(chunk)
+fn chunk_counts<W: Word>(keys: &[W], shift: u32, mask: usize, chunk: usize) -> ChunkCounts {
+    let counts = keys
+        .par_chunks(chunk)
         .map(|c| {
             let mut h = [0usize; 256];
             for &w in c {
@@ -268,7 +302,8 @@ fn chunk_counts<W: Word>(keys: &[W], shift: u32, mask: usize, chunk: usize) -> V
             }
             h
         })
-        .collect()
+        .collect();
+    ChunkCounts { chunk, counts }
 }
 
 fn total(counts: &[[usize; 256]]) -> [usize; 256] {
@@ -282,16 +317,18 @@ fn total(counts: &[[usize; 256]]) -> [usize; 256] {
 }
 
 /// One stable counting pass on the 8-bit digit at `shift` from `src` to `dst`, in parallel
-/// chunks, with the chunks' `counts`.
+/// chunks, with the chunks' `counts`; it stops part way (`dst` then incomplete) once `stop` is
+/// requested.
 fn scatter<W: Word>(
     src: &[W],
     dst: &mut [W],
     psrc: Option<&[u32]>,
     pdst: Option<&mut [u32]>,
     shift: u32,
-    counts: Vec<[usize; 256]>,
-    chunk: usize,
+    counts: ChunkCounts,
+    stop: &Stop,
 ) {
+    let ChunkCounts { chunk, counts } = counts;
     // where each chunk's keys of each digit go: digits in order, chunks in order within a
     // digit (what keeps the pass stable)
     let mut starts = vec![[0usize; 256]; counts.len()];
@@ -310,6 +347,10 @@ fn scatter<W: Word>(
         .for_each(|(c, (ws, mut next))| {
             let ps = psrc.map(|p| &p[c * chunk..c * chunk + ws.len()]);
             for (i, &w) in ws.iter().enumerate() {
+                // the caller's stop, a few times a millisecond
+                if i % (1 << 16) == 0 && stop.requested() {
+                    return;
+                }
                 let d = w.digit(shift, 0xff);
                 // SAFETY: `next[d]` walks the range this chunk owns for digit d, which no other
                 // chunk writes; the ranges of all (chunk, digit) pairs tile 0..n, and `dst` and
@@ -416,13 +457,17 @@ fn sort_bucket<W: Word>(
 /// returns the permutation (input position of each output) when `want_permutation`. Segments
 /// of `order.segment_size` keys are sorted on their own; `bits` sorts on that range of the
 /// sortable key only (CUB's begin_bit/end_bit), keeping ties in input order.
+///
+/// Inside [`crate::cancel::watching`], a caller's stop ends it early with `Error::Cancelled`,
+/// `keys` and `values` then in no particular order.
 pub fn sort<T: SortKey>(
     keys: &mut [T],
     values: Option<&mut [u32]>,
     want_permutation: bool,
     order: SortOrder,
     bits: Option<Range<u32>>,
-) -> Option<Vec<u32>> {
+) -> Result<Option<Vec<u32>>> {
+    let stop = Stop::current();
     let desc = order.descending;
     let whole = order
         .segment_size
@@ -431,32 +476,41 @@ pub fn sort<T: SortKey>(
         // keys only, every bit: sort the words themselves and decode them back
         if T::TYPE == KeyType::U32 && !desc {
             // the sortable word is the key itself
-            radix_sort(bytemuck::cast_slice_mut::<T, u32>(keys), None, 32);
+            radix_sort(bytemuck::cast_slice_mut::<T, u32>(keys), None, 32, &stop);
         } else if T::TYPE.size() == 4 {
-            let mut w: Vec<u32> = keys.par_iter().map(|k| encode_key(k, desc).0).collect();
-            radix_sort(&mut w, None, 32);
+            let mut w = map_words(keys, &stop, |k| encode_key(k, desc).0);
+            radix_sort(&mut w, None, 32, &stop);
+            stop.check()?;
             keys.par_iter_mut().zip(w).for_each(|(k, w)| {
                 let (h, l) = decode(T::TYPE, desc, w, 0);
                 *k = from_words(h, l);
             });
         } else {
-            let mut w: Vec<u64> = keys.par_iter().map(|k| sortable(k, desc)).collect();
-            radix_sort(&mut w, None, 64);
+            let mut w = map_words(keys, &stop, |k| sortable(k, desc));
+            radix_sort(&mut w, None, 64, &stop);
+            stop.check()?;
             keys.par_iter_mut().zip(w).for_each(|(k, w)| {
                 let (h, l) = decode(T::TYPE, desc, (w >> 32) as u32, w as u32);
                 *k = from_words(h, l);
             });
         }
-        return None;
+        stop.check()?;
+        return Ok(None);
     }
-    let perm = argsort(keys, order, bits);
+    let perm = argsort(keys, order, bits)?;
     gather(keys, values, &perm);
-    want_permutation.then_some(perm)
+    Ok(want_permutation.then_some(perm))
 }
 
 /// The permutation that sorts `keys` in gpusort's order (the input position of each output,
-/// stable), as [`sort`] returns it, without moving the keys: NumPy's `argsort`.
-pub fn argsort<T: SortKey>(keys: &[T], order: SortOrder, bits: Option<Range<u32>>) -> Vec<u32> {
+/// stable), as [`sort`] returns it, without moving the keys: NumPy's `argsort`. A caller's stop
+/// ends it as it ends [`sort`].
+pub fn argsort<T: SortKey>(
+    keys: &[T],
+    order: SortOrder,
+    bits: Option<Range<u32>>,
+) -> Result<Vec<u32>> {
+    let stop = Stop::current();
     let n = keys.len();
     let desc = order.descending;
     if let Some(seg) = order
@@ -464,13 +518,17 @@ pub fn argsort<T: SortKey>(keys: &[T], order: SortOrder, bits: Option<Range<u32>
         .map(|s| s.max(1) as usize)
         .filter(|&s| s < n)
     {
-        return segment_permutation(keys, desc, seg, bits);
+        let perm = segment_permutation(keys, desc, seg, bits, &stop);
+        stop.check()?;
+        return Ok(perm);
     }
     let width = match &bits {
         Some(r) => r.end.saturating_sub(r.start),
         None => 8 * T::TYPE.size() as u32,
     };
-    permutation(keys, desc, bits.as_ref(), width)
+    let perm = permutation(keys, desc, bits.as_ref(), width, &stop);
+    stop.check()?;
+    Ok(perm)
 }
 
 /// The stable sorting permutation of `keys` by their sortable words (on `bits` if given, which
@@ -480,28 +538,45 @@ fn permutation<T: SortKey>(
     desc: bool,
     bits: Option<&Range<u32>>,
     width: u32,
+    stop: &Stop,
 ) -> Vec<u32> {
-    let mut perm: Vec<u32> = (0..keys.len() as u32).collect();
+    let mut perm: Vec<u32> = (0..keys.len() as u32).into_par_iter().collect();
     if width <= 32 {
-        let mut w: Vec<u32> = keys
-            .par_iter()
-            .map(|k| match bits {
-                Some(r) => key_on_bits(k, desc, r) as u32,
-                None => encode_key(k, desc).0,
-            })
-            .collect();
-        radix_sort(&mut w, Some(&mut perm), width);
+        let mut w = map_words(keys, stop, |k| match bits {
+            Some(r) => key_on_bits(k, desc, r) as u32,
+            None => encode_key(k, desc).0,
+        });
+        radix_sort(&mut w, Some(&mut perm), width, stop);
     } else {
-        let mut w: Vec<u64> = keys
-            .par_iter()
-            .map(|k| match bits {
-                Some(r) => key_on_bits(k, desc, r),
-                None => sortable(k, desc),
-            })
-            .collect();
-        radix_sort(&mut w, Some(&mut perm), width);
+        let mut w = map_words(keys, stop, |k| match bits {
+            Some(r) => key_on_bits(k, desc, r),
+            None => sortable(k, desc),
+        });
+        radix_sort(&mut w, Some(&mut perm), width, stop);
     }
     perm
+}
+
+/// `word(k)` of every key, in parallel pieces; pieces not yet begun when `stop` is requested
+/// are left at zero (the caller drops the result).
+fn map_words<T: SortKey, W: Copy + Default + Send + Sync>(
+    keys: &[T],
+    stop: &Stop,
+    word: impl Fn(&T) -> W + Sync,
+) -> Vec<W> {
+    const PIECE: usize = 1 << 16;
+    let mut words = vec![W::default(); keys.len()];
+    words
+        .par_chunks_mut(PIECE)
+        .zip(keys.par_chunks(PIECE))
+        .for_each(|(w, k)| {
+            if !stop.requested() {
+                for (w, k) in w.iter_mut().zip(k) {
+                    *w = word(k);
+                }
+            }
+        });
+    words
 }
 
 /// The permutation that sorts each segment of `seg` keys on its own: each by a stable
@@ -511,17 +586,18 @@ fn segment_permutation<T: SortKey>(
     desc: bool,
     seg: usize,
     bits: Option<Range<u32>>,
+    stop: &Stop,
 ) -> Vec<u32> {
-    let words: Vec<u64> = keys
-        .par_iter()
-        .map(|k| match &bits {
-            Some(r) => key_on_bits(k, desc, r),
-            None => sortable(k, desc),
-        })
-        .collect();
+    let words = map_words(keys, stop, |k| match &bits {
+        Some(r) => key_on_bits(k, desc, r),
+        None => sortable(k, desc),
+    });
     let mut perm: Vec<u32> = (0..keys.len() as u32).collect();
-    perm.par_chunks_mut(seg)
-        .for_each(|c| c.sort_by_key(|&i| words[i as usize]));
+    perm.par_chunks_mut(seg).for_each(|c| {
+        if !stop.requested() {
+            c.sort_by_key(|&i| words[i as usize])
+        }
+    });
     perm
 }
 
@@ -585,13 +661,17 @@ mod tests {
                 let mut want: Vec<(u64, u32)> = words.iter().copied().zip(0..).collect();
                 want.sort_by_key(|&(w, _)| w);
                 for fit in [64, 5000, BUCKET_KEYS] {
+                    let walk = Walk {
+                        fit,
+                        stop: Stop::default(),
+                    };
                     let mut keys = words.clone();
                     let mut perm: Vec<u32> = (0..n as u32).collect();
-                    msd_sort(&mut keys, Some(&mut perm), 64, fit);
+                    msd_sort(&mut keys, Some(&mut perm), 64, &walk);
                     let got: Vec<(u64, u32)> = keys.into_iter().zip(perm).collect();
                     assert!(got == want, "{name} n={n} fit={fit}: with payload");
                     let mut keys = words.clone();
-                    msd_sort(&mut keys, None, 64, fit);
+                    msd_sort(&mut keys, None, 64, &walk);
                     assert!(
                         keys.iter().eq(want.iter().map(|(w, _)| w)),
                         "{name} n={n} fit={fit}: keys only"
@@ -602,7 +682,7 @@ mod tests {
                     want32.sort_by_key(|&(w, _)| w);
                     let mut keys = low.clone();
                     let mut perm: Vec<u32> = (0..n as u32).collect();
-                    msd_sort(&mut keys, Some(&mut perm), 32, fit);
+                    msd_sort(&mut keys, Some(&mut perm), 32, &walk);
                     let got: Vec<(u32, u32)> = keys.into_iter().zip(perm).collect();
                     assert!(got == want32, "{name} n={n} fit={fit}: 32-bit words");
                 }

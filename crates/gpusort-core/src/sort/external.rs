@@ -168,7 +168,7 @@ impl RunSorter for CpuRuns {
         order: SortOrder,
     ) -> Result<(Option<Vec<u32>>, Option<SortStats>)> {
         let perm =
-            crate::cpu_engine::sort(keys, values, want_permutation, order, self.bits.clone());
+            crate::cpu_engine::sort(keys, values, want_permutation, order, self.bits.clone())?;
         Ok((perm, None))
     }
 }
