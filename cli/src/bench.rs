@@ -113,6 +113,9 @@ pub struct Case {
     /// Host-ordered dispatches, where the case has them.
     pub dispatches: Option<u64>,
     pub note: String,
+    /// Printed already, as it was measured ([`Ctx::show`]): not again with its suite's part.
+    #[serde(skip)]
+    pub(crate) shown: bool,
 }
 
 #[derive(Serialize)]
@@ -174,6 +177,7 @@ impl Case {
             stats,
             dispatches: None,
             note: String::new(),
+            shown: false,
         }
     }
 
@@ -202,6 +206,7 @@ fn skipped(suite: &str, n: u64, case: &str, why: String) -> Case {
         relative: 0.0,
         dispatches: None,
         note: format!("skipped: {why}"),
+        shown: false,
     }
 }
 
@@ -346,7 +351,7 @@ pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
         bar.suspend(|| print_header(suite));
         let mut cases: Vec<Case> = Vec::new();
         let mut emit = |part: Vec<Case>| -> CliResult {
-            bar.suspend(|| print_rows(&part));
+            bar.suspend(|| print_rows(part.iter().filter(|c| !c.shown)));
             report.cases.extend(part.iter().cloned());
             export(&report, args)?;
             cases.extend(part);
@@ -383,7 +388,7 @@ pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
             #[cfg(feature = "tables")]
             "datafusion" => datafusion::suite(
                 g.gpu()?,
-                &sizes_for(&[27]),
+                &sizes_for(&[24, 27]),
                 args.reps.unwrap_or(if quick { 2 } else { 3 }).max(1),
                 args.data_dir.as_deref(),
                 &bar,
@@ -473,6 +478,16 @@ struct Ctx<'a> {
     cpu: bool,
     /// Untimed repetitions of each GPU case before it is timed (--warmup).
     warm: std::time::Duration,
+}
+
+impl Ctx<'_> {
+    /// Print a finished case's row at once (a long suite talks while it works) and mark it
+    /// shown; its part's export still carries it.
+    fn show(&self, mut case: Case) -> Case {
+        self.bar.suspend(|| print_rows([&case]));
+        case.shown = true;
+        case
+    }
 }
 
 /// The vec4 copy kernel from `src` to `dst`: the bandwidth bound of a suite, in the same run.
@@ -663,6 +678,7 @@ fn sort_case(
         relative: 0.0,
         dispatches,
         note,
+        shown: false,
     }
 }
 
@@ -724,7 +740,7 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
     for &log in sizes {
         let n = 1usize << log;
         if let Some(why) = too_big(gpu, n as u64 * 4) {
-            cases.push(skipped("scan", n as u64, "u32 scans and compactions", why));
+            cases.push(ctx.show(skipped("scan", n as u64, "u32 scans and compactions", why)));
             bar.inc(4);
             continue;
         }
@@ -741,17 +757,18 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
             relative,
             dispatches: Some(1),
             note,
+            shown: false,
         };
         bar.set_message(format!("2^{log}: copy"));
         let copy_st = measure_copy(ctx, &src, &dst)?;
         let copy_gbs = 8.0 * n as f64 / copy_st.median_s / 1e9;
-        cases.push(case(
+        cases.push(ctx.show(case(
             "vec4 copy (bound)",
             copy_st.clone(),
             8.0 * n as f64,
             1.0,
             "read+write bytes".into(),
-        ));
+        )));
         bar.inc(1);
 
         bar.set_message(format!("2^{log}: exclusive sum scan"));
@@ -787,7 +804,7 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
             )));
         }
         let gbs = 8.0 * n as f64 / st.median_s / 1e9;
-        cases.push(case(
+        cases.push(ctx.show(case(
             "exclusive sum scan u32",
             st.clone(),
             8.0 * n as f64,
@@ -802,7 +819,7 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
                 },
                 look_back_counts(gpu, &scanner, 0)?
             ),
-        ));
+        )));
         bar.inc(1);
 
         bar.set_message(format!("2^{log}: compaction"));
@@ -862,7 +879,7 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
             }
             bytes = 4.0 * (n + kept) as f64;
             let gbs = bytes / st.median_s / 1e9;
-            cases.push(case(
+            cases.push(ctx.show(case(
                 &if pivot == 1 << 31 {
                     "compaction u32 (x < 2^31)".to_string()
                 } else {
@@ -876,7 +893,7 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
                     100.0 * gbs / copy_gbs,
                     look_back_counts(gpu, &scanner, 1)?
                 ),
-            ));
+            )));
             bar.inc(1);
         }
 
@@ -898,26 +915,26 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
                 std::hint::black_box(&out);
                 Ok(t.elapsed().as_secs_f64())
             })?;
-            cases.push(case(
+            cases.push(ctx.show(case(
                 "CPU exclusive sum scan (1 core)",
                 st.clone(),
                 8.0 * n as f64,
                 st.median_s / copy_st.median_s,
                 "wall clock".into(),
-            ));
+            )));
             let st = measure(cpu_reps, || {
                 let t = std::time::Instant::now();
                 let out: Vec<u32> = input.iter().copied().filter(|&x| x < pivot).collect();
                 std::hint::black_box(&out);
                 Ok(t.elapsed().as_secs_f64())
             })?;
-            cases.push(case(
+            cases.push(ctx.show(case(
                 "CPU compaction (1 core)",
                 st.clone(),
                 bytes,
                 st.median_s / copy_st.median_s,
                 "wall clock".into(),
-            ));
+            )));
             for c in cases.iter_mut().rev().take(2) {
                 c.dispatches = None; // the CPU cases
             }
@@ -951,7 +968,7 @@ fn transfer_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
                 gpu.adapter.name,
                 gpu.limits.max_buffer_size >> 20
             );
-            cases.push(skipped("transfer", n as u64, "transfers", why));
+            cases.push(ctx.show(skipped("transfer", n as u64, "transfers", why)));
             bar.inc((chunks.len() * paths.len()) as u64);
             continue;
         }
@@ -997,7 +1014,7 @@ fn transfer_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
                     ("upload (host -> GPU)", up),
                     ("download (GPU -> host)", down),
                 ] {
-                    cases.push(
+                    cases.push(ctx.show(
                         Case::measured(
                             "transfer",
                             format!("{name}, {path}, {} MiB chunks", chunk >> 20),
@@ -1012,7 +1029,7 @@ fn transfer_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
                             transfer::RING_SLOTS,
                             rayon::current_num_threads()
                         )),
-                    );
+                    ));
                 }
                 bar.inc(1);
             }
@@ -1054,13 +1071,13 @@ fn transfer_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
                 pick(|r| r.0),
             ),
         ] {
-            cases.push(
+            cases.push(ctx.show(
                 Case::measured("transfer", name.into(), bytes / 4, st, bytes as f64 / 1e9, "GB/s")
                     .with_note(format!(
                         "{} MiB in one copy by the copy engine (gpusort_core::PinnedBuffer), no CPU copy, wall clock around submit and wait; the bound the ring approaches",
                         bytes >> 20
                     )),
-            );
+            ));
         }
     }
     Ok(cases)
@@ -1198,7 +1215,7 @@ fn print_header(suite: &str) {
 }
 
 /// Cases as they are measured, a line each.
-fn print_rows(cases: &[Case]) {
+fn print_rows<'c>(cases: impl IntoIterator<Item = &'c Case>) {
     let mut out = std::io::stdout().lock();
     for c in cases {
         let measured = c.skipped.is_none();

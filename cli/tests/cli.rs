@@ -1263,6 +1263,9 @@ fn bench_quick_exports_every_case() {
     assert!(v["device"].as_str().is_some_and(|d| !d.is_empty()));
     assert!(table.contains("| n | case |") && table.contains("bitonic (vectorised)"));
     assert!(stdout.contains("relative time"), "{stdout}");
+    // each case printed once, as it was measured or with its part (never twice, none left out)
+    let rows = stdout.lines().filter(|l| l.starts_with("2^")).count();
+    assert_eq!(rows, cases.len(), "{stdout}");
     eprintln!("bench --quick took {took:?}");
 }
 

@@ -194,6 +194,17 @@ pub fn suite(
                 want = out;
                 Ok(s)
             })?;
+            let mrows = n as f64 / 1e6;
+            let base_s = cpu_stats.median_s;
+            // each case printed as soon as it is measured (a case takes seconds at 2^27 rows)
+            emit(vec![Case::measured(
+                "datafusion",
+                format!("{source}: DataFusion's sort, {parts} threads"),
+                n as u64,
+                cpu_stats,
+                mrows,
+                "MRows/s",
+            )])?;
             let mut checked = true;
             let gpu_stats = measure(reps, || {
                 let (s, out) = rt.block_on(run(&gpu))?;
@@ -205,30 +216,19 @@ pub fn suite(
                     "the GPU sort's rows differ from DataFusion's ({source}, 2^{log} rows)"
                 )));
             }
-            let mrows = n as f64 / 1e6;
-            let base_s = cpu_stats.median_s;
-            let mut cases = Vec::new();
-            cases.push(Case::measured(
+            emit(vec![Case::measured(
                 "datafusion",
-                format!("{source}: DataFusion's sort, {parts} threads"),
+                format!("{source}: GpuSortExec"),
                 n as u64,
-                cpu_stats,
+                gpu_stats,
                 mrows,
                 "MRows/s",
-            ));
-            cases.push(
-                Case::measured(
-                    "datafusion",
-                    format!("{source}: GpuSortExec"),
-                    n as u64,
-                    gpu_stats,
-                    mrows,
-                    "MRows/s",
-                )
-                .relative_to(base_s)
-                .with_note(format!("{}; same rows as DataFusion", engine.describe())),
-            );
-            emit(cases)?;
+            )
+            .relative_to(base_s)
+            .with_note(format!(
+                "{}; same rows as DataFusion",
+                engine.describe()
+            ))])?;
         }
     }
     Ok(())

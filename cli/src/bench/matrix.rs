@@ -143,7 +143,7 @@ fn one<T: SortKey>(ctx: &Ctx<'_>, set: &str, n: usize, seed: u64) -> Result<Vec<
             format!("{algorithm:?}").to_lowercase(),
         );
         c.relative = st.median_s / keys_only_s;
-        out.push(c);
+        out.push(ctx.show(c));
         ctx.bar.inc(1);
     }
     Ok(out)
@@ -253,7 +253,7 @@ fn after_larger(
                 ),
             );
             c.relative = base.map_or(0.0, |b| st.median_s / b);
-            out.push(c);
+            out.push(ctx.show(c));
         }
     }
     Ok(out)
@@ -367,7 +367,7 @@ fn segmented(ctx: &Ctx<'_>, n: usize) -> Result<Vec<Case>, CliError> {
                 "u32 uniform; relative: to the bitonic network".into(),
             );
             c.relative = st.median_s / bitonic_s;
-            out.push(c);
+            out.push(ctx.show(c));
             ctx.bar.inc(1);
         }
     }

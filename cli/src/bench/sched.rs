@@ -283,6 +283,7 @@ fn case(
         relative: 0.0,
         dispatches: Some(dispatches),
         note,
+        shown: false,
     }
 }
 

@@ -120,7 +120,7 @@ pub(super) fn suite(
                 std::hint::black_box(&out);
                 Ok(t.elapsed().as_secs_f64())
             })?;
-            cases.push(Case {
+            cases.push(ctx.show(Case {
                 skipped: None,
                 suite: "stencil".into(),
                 case: format!(
@@ -134,7 +134,8 @@ pub(super) fn suite(
                 relative: 0.0,
                 dispatches: None,
                 note: "wall clock, f32".into(),
-            });
+                shown: false,
+            }));
         }
     }
     Ok(cases)
@@ -153,7 +154,7 @@ fn per_type<T: StencilValue + Into<f64>>(
     let cell = std::mem::size_of::<T>();
     let n = host.len();
     if let Some(why) = too_big(gpu, std::mem::size_of_val(host) as u64) {
-        cases.push(skipped("stencil", n as u64, &format!("{ty} stencils"), why));
+        cases.push(ctx.show(skipped("stencil", n as u64, &format!("{ty} stencils"), why)));
         return Ok(());
     }
     bar.inc_length(1);
@@ -170,10 +171,11 @@ fn per_type<T: StencilValue + Into<f64>>(
         relative,
         dispatches: Some(1),
         note,
+        shown: false,
     };
     bar.set_message(format!("2^{log}: copy"));
     let copy_st = measure_copy(ctx, &a, &b)?;
-    cases.push(case(
+    cases.push(ctx.show(case(
         &match ty {
             gpusort_core::KeyType::F32 => "vec4 copy (bound)".to_string(),
             _ => format!("{ty} vec4 copy (bound)"),
@@ -181,7 +183,7 @@ fn per_type<T: StencilValue + Into<f64>>(
         &copy_st,
         1.0,
         format!("{} bytes per cell", 2 * cell),
-    ));
+    )));
     bar.inc(1);
     let side = 1usize << (log / 2);
     let cube = 1usize << (log / 3);
@@ -366,7 +368,7 @@ fn per_type<T: StencilValue + Into<f64>>(
                 job.stencil.taps().len(),
                 100.0 * copy_st.median_s / st.median_s,
             );
-            cases.push(case(name, &st, st.median_s / copy_st.median_s, note));
+            cases.push(ctx.show(case(name, &st, st.median_s / copy_st.median_s, note)));
             bar.inc(1);
         }
     }
