@@ -512,21 +512,19 @@ fn sort_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
     let mut radix_sorter =
         crate::tuning::sorter(gpu)?.with_algorithm(gpusort_core::Algorithm::Radix);
     // measuring knob: the radix sort on a key-bit range only, e.g. "24..32" for one pass
-    let radix_bits = std::env::var("GPUSORT_BENCH_RADIX_BITS")
-        .ok()
-        .and_then(|v| crate::sort::parse_key_bits(&v).ok());
+    let radix_bits =
+        crate::measure::bench_knob("RADIX_BITS").and_then(|v| crate::sort::parse_key_bits(&v).ok());
     if let Some(bits) = &radix_bits {
         radix_sorter = radix_sorter.with_key_bits(bits.clone());
     }
     // measuring knob: the random keys ANDed with a hex mask, e.g. "ff00ffff" (the second digit
     // the same in every key: the radix MSD path falls back to the LSD passes)
-    let key_mask = std::env::var("GPUSORT_BENCH_KEY_MASK")
-        .ok()
+    let key_mask = crate::measure::bench_knob("KEY_MASK")
         .and_then(|v| u32::from_str_radix(v.trim_start_matches("0x"), 16).ok())
         .unwrap_or(u32::MAX);
     // measuring knob: only the GPU sorts whose names contain this, e.g. "radix (8" (the copy
     // baseline always runs)
-    let only = std::env::var("GPUSORT_BENCH_SORTS").unwrap_or_default();
+    let only = crate::measure::bench_knob("SORTS").unwrap_or_default();
     let mut cases = Vec::new();
     for &log in sizes {
         let n = 1usize << log;
@@ -823,11 +821,11 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
         bar.inc(1);
 
         bar.set_message(format!("2^{log}: compaction"));
-        // GPUSORT_BENCH_COMPACT_PIVOT moves the pivot (0 keeps nothing, 4294967295 nearly all),
-        // to measure the compaction's reads apart from its writes; a comma-separated list
-        // measures each in turn on the same buffers (the CPU baseline uses the last)
-        let pivots: Vec<u32> = std::env::var("GPUSORT_BENCH_COMPACT_PIVOT")
-            .ok()
+        // GPUSORT_BENCH_COMPACT_PIVOT (measuring builds) moves the pivot (0 keeps nothing,
+        // 4294967295 nearly all), to measure the compaction's reads apart from its writes; a
+        // comma-separated list measures each in turn on the same buffers (the CPU baseline uses
+        // the last)
+        let pivots: Vec<u32> = crate::measure::bench_knob("COMPACT_PIVOT")
             .map(|v| v.split(',').filter_map(|p| p.trim().parse().ok()).collect())
             .filter(|p: &Vec<u32>| !p.is_empty())
             .unwrap_or(vec![1u32 << 31]);

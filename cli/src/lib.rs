@@ -9,6 +9,7 @@ pub mod files;
 pub mod fuzzing;
 pub mod info;
 pub mod many;
+mod measure;
 pub mod progress;
 pub mod scan;
 pub mod sort;

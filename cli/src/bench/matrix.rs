@@ -24,7 +24,7 @@ pub fn suite(
     let mut cases = Vec::new();
     // measuring knob (sort_suite's): only the suite's GPU sorts whose names contain it, none of
     // the matrix's
-    if std::env::var("GPUSORT_BENCH_SORTS").is_ok_and(|s| !s.is_empty()) {
+    if crate::measure::bench_knob("SORTS").is_some_and(|s| !s.is_empty()) {
         return Ok(cases);
     }
     // sizes beyond one binding run where one radix job holds them (two ranges a buffer)

@@ -23,10 +23,9 @@ const SCAN: Work = Work::Scan {
 };
 
 /// Tasks per chain in the chained case (each sorts its predecessor's result the other way):
-/// 10, or `GPUSORT_BENCH_CHAIN` (a measurement knob).
+/// 10, or `GPUSORT_BENCH_CHAIN` in a measuring build.
 fn chain_len() -> usize {
-    std::env::var("GPUSORT_BENCH_CHAIN")
-        .ok()
+    crate::measure::bench_knob("CHAIN")
         .and_then(|v| v.parse().ok())
         .filter(|&c| c >= 1)
         .unwrap_or(10)

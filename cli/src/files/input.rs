@@ -372,13 +372,7 @@ impl Input {
     }
 }
 
-/// Test hook (docs/RELIABILITY.md): pause after an input is opened so that a test can change
-/// the file under a running job. It changes no result.
+/// Test hook: a pause after an input is opened, where a test changes the file under a job.
 fn test_stall_after_open() {
-    if let Some(ms) = std::env::var("GPUSORT_TEST_STALL_AFTER_OPEN_MS")
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok())
-    {
-        std::thread::sleep(std::time::Duration::from_millis(ms.min(60_000)));
-    }
+    crate::measure::test_stall("GPUSORT_TEST_STALL_AFTER_OPEN_MS");
 }

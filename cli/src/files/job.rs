@@ -308,14 +308,9 @@ pub fn finish() -> Result<Finished, CliError> {
             "{path} changed while gpusort was reading it (another process wrote to it); no output was written"
         )));
     }
-    // Test hook (docs/RELIABILITY.md): hold the finished temporary files before the final step
-    // so a test can interrupt gpusort at its most delicate moment. It changes no result.
-    if let Some(ms) = std::env::var("GPUSORT_TEST_STALL_BEFORE_RENAME_MS")
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok())
-    {
-        std::thread::sleep(std::time::Duration::from_millis(ms.min(60_000)));
-    }
+    // test hook: the finished temporary files held before the final step, where a test
+    // interrupts gpusort at its most delicate moment
+    crate::measure::test_stall("GPUSORT_TEST_STALL_BEFORE_RENAME_MS");
     // Streams first: they cannot be undone, but nothing has been replaced yet if one fails.
     let streams: Vec<Staged> = {
         let mut s = state();
