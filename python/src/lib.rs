@@ -713,7 +713,7 @@ fn stencil_grid<T: gpusort_core::stencil::StencilValue + numpy::Element>(
             let mut in_out = true; // where the latest grid lies: `out` or `other`
             while done < job.steps {
                 if cancelled() {
-                    return Err(gpusort_core::Error::InvalidInput("interrupted".into()));
+                    return Err(gpusort_core::Error::Cancelled);
                 }
                 let steps = batch.min(job.steps - done);
                 match in_out {

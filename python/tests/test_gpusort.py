@@ -427,6 +427,15 @@ def _interrupted(code, after_s, timeout_s, env=None):
     return p.returncode, out
 
 
+def _interrupted_timings(code, timeout_s, env=None):
+    """`_interrupted` 1 s after "ready" for a `code` that exits 3 after printing "interrupted
+    after T s next N s busy B s ...": (T, N, B, its output)."""
+    returncode, out = _interrupted(code, after_s=1.0, timeout_s=timeout_s, env=env)
+    assert returncode == 3, out
+    words = out.split()
+    return float(words[2]), float(words[5]), float(words[8]), out
+
+
 def test_ctrl_c_interrupts_a_long_call(engine):
     """A long call (a stencil of many steps) is interrupted by SIGINT within a second, with
     KeyboardInterrupt, instead of running to its end."""
@@ -513,11 +522,8 @@ def test_ctrl_c_stops_a_streamed_gpu_scan():
             os._exit(3)
         """
     )
-    returncode, out = _interrupted(code, after_s=1.0, timeout_s=60)
     # (the whole scan takes several seconds on lavapipe: 4 s for 2^27 elements on 2 cores)
-    assert returncode == 3, out
-    words = out.split()
-    took, after, busy = float(words[2]), float(words[5]), float(words[8])
+    took, after, busy, out = _interrupted_timings(code, timeout_s=60)
     assert took < 4.0, out
     # at most the chunks already submitted finish before the next call's work
     assert after < 2.0, out
@@ -562,11 +568,8 @@ def test_ctrl_c_stops_a_cpu_engine_sort():
         """
     )
     env = dict(os.environ, RAYON_NUM_THREADS="8")
-    returncode, out = _interrupted(code, after_s=1.0, timeout_s=120, env=env)
     # (the whole argsort takes several times longer on 2 cores)
-    assert returncode == 3, out
-    words = out.split()
-    took, after, busy = float(words[2]), float(words[5]), float(words[8])
+    took, after, busy, out = _interrupted_timings(code, timeout_s=120, env=env)
     assert took < 4.0, out
     assert after < 1.0, out
     assert busy < 0.3, out  # (two cores at work would be 2.0)
