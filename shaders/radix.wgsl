@@ -313,8 +313,10 @@ fn plan_passes(msd: bool) {
         plan[P_FIRST + p] = select(0u, 1u, runs == 0u);
         let groups = select(stable_sweep_groups(tiles), 0u, skip[p]);
         let unstable_groups = select(unstable_sweep_groups(unstable_tiles), 0u, skip[p]);
-        // a pass the host recorded as the unstable sweep (radix.rs) gets its workgroups there
-        let unstable = ((rp.unstable_passes >> p) & 1u) == 1u;
+        // a pass the host recorded both ways (bit p: radix.rs) runs as the unstable sweep where
+        // no pass ran before it (a keys-only sort's first pass need keep no order), or always
+        // where every pass is measured so (PROBE 256)
+        let unstable = ((rp.unstable_passes >> p) & 1u) == 1u && (runs == 0u || (PROBE & 256u) != 0u);
         write_args(3u * p, select(groups, 0u, unstable));
         write_args(3u * (UNSTABLE_ARGS + p), select(0u, unstable_groups, unstable));
         if (!skip[p]) { runs += 1u; }

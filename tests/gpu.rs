@@ -858,8 +858,9 @@ mod radix_options {
 
     /// Keys-only sorts over every key bit run their lowest digit's pass as the unstable sweep
     /// (atomic slots, runs reserved by atomics): the same sorted bytes as the all-stable sweeps
-    /// and the reference, also where that pass is the only one, or skipped (a stable pass runs
-    /// first); payloads, argsorts and key-bit ranges keep the stable sweep.
+    /// and the reference, also where that pass is the only one, or skipped (the next runs as the
+    /// unstable sweep; past the two lowest, a stable pass runs first); payloads, argsorts and
+    /// key-bit ranges keep the stable sweep.
     #[test]
     fn unstable_first_pass_sorts_the_same() {
         fn both<T: SortKey + PartialEq>(
@@ -890,7 +891,7 @@ mod radix_options {
             let stable = radix(gpu).tuned(gpu, |t| t.unstable_first = false);
             let tile = fast.radix_tile(false) as usize;
             let mut r = rng(91);
-            // which sweep ran shows in the stats; either way one dispatch a pass
+            // which sweep ran shows in the stats: the two lowest passes are recorded both ways
             let keys: Vec<u32> = (0..3 * tile + 5).map(|_| r.random()).collect();
             let recorded = |s: &Sorter| {
                 let st = s
@@ -898,12 +899,12 @@ mod radix_options {
                     .unwrap();
                 (st.radix_unstable_first, st.network_dispatches)
             };
-            assert_eq!(recorded(&fast), (true, 3 + 4), "no_subgroups={no_sg}");
+            assert_eq!(recorded(&fast), (true, 3 + 4 + 2), "no_subgroups={no_sg}");
             assert_eq!(recorded(&stable), (false, 3 + 4), "no_subgroups={no_sg}");
             let ranged = radix(gpu).with_key_bits(0..32);
             assert_eq!(
                 recorded(&ranged),
-                (true, 3 + 4),
+                (true, 3 + 4 + 2),
                 "every bit named is every bit"
             );
             let ranged = radix(gpu).with_key_bits(0..24);
@@ -937,8 +938,12 @@ mod radix_options {
                     &low,
                     &format!("lowest digit u32 n={n}"),
                 );
-                // the low digits are constant: the lowest digit's pass is skipped, and the first
-                // that runs is a stable one
+                // the lowest digit the same in every key (floats of small integers): the second
+                // pass runs as the unstable sweep
+                let small: Vec<f32> = (0..n).map(|_| r.random_range(0..1000u32) as f32).collect();
+                both(gpu, &fast, &stable, &small, &format!("f32 small n={n}"));
+                // the two low digits are constant: their passes are skipped, and the first that
+                // runs is a stable one
                 let high: Vec<i32> = (0..n)
                     .map(|_| r.random_range(-3000..3000i32) << 16 | 0x77)
                     .collect();

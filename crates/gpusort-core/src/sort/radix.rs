@@ -679,13 +679,15 @@ impl RadixKernels {
             .lock()
             .unwrap_or_else(|p| p.into_inner()) = msd.is_some();
         enc.clear_buffer(&control, 0, Some(control_words * 4));
-        // passes recorded as the unstable sweep: the lowest digit's, which runs first whenever it
-        // runs (where that digit is the same in every key, a stable pass runs first); with probe
-        // 256 (measuring only, results wrong) every pass, to time what an MSD sort's passes cost
+        // passes recorded both as the unstable sweep and as the stable one (prepare sizes one of
+        // the two, the other empty): the two lowest digits', so that the first pass that runs is
+        // the unstable sweep also where the lowest digit is the same in every key (floats of
+        // small integers, aligned ids); with probe 256 (measuring only, results wrong) every
+        // pass runs unstable, to time what an MSD sort's passes cost
         let unstable_passes: u32 = match unstable {
             None => 0,
             Some(_) if self.tuning.probe & 256 != 0 => u32::MAX,
-            Some(_) => 1,
+            Some(_) => 0b11,
         };
         let base = RadixParams {
             capacity: job.capacity,
@@ -803,33 +805,31 @@ impl RadixKernels {
             }
             msd_dispatches = first;
         }
+        let mut both_ways = 0;
         for (p, &off) in offsets.iter().enumerate() {
             if stop > 20 && p as u32 >= stop - 20 {
                 break; // measuring only: the first stop - 20 passes
             }
             pass.set_bind_group(0, &run, &[off]);
             // prepare sizes an unstable pass's dispatch in its own args slot
-            match unstable.filter(|_| (unstable_passes >> p) & 1 == 1) {
-                Some(sweep) => {
-                    pass.set_pipeline(sweep);
-                    pass.dispatch_workgroups_indirect(&args, (UNSTABLE_ARGS + p as u64) * 12);
-                }
-                _ => {
-                    pass.set_pipeline(&pipes.sweep);
-                    pass.dispatch_workgroups_indirect(&args, p as u64 * 12);
-                }
+            if let Some(sweep) = unstable.filter(|_| (unstable_passes >> p) & 1 == 1) {
+                pass.set_pipeline(sweep);
+                pass.dispatch_workgroups_indirect(&args, (UNSTABLE_ARGS + p as u64) * 12);
+                both_ways += 1;
             }
+            pass.set_pipeline(&pipes.sweep);
+            pass.dispatch_workgroups_indirect(&args, p as u64 * 12);
         }
         // the last pass's output copied back where the passes ran an odd number of times (an
         // empty dispatch otherwise: prepare zeroes it for the MSD path, which sorts in place,
         // and its fall back's plan sizes it again)
         if stop == 2 || stop > 20 {
-            return Ok(recorded(2 + msd_dispatches + passes as usize));
+            return Ok(recorded(2 + msd_dispatches + passes as usize + both_ways));
         }
         pass.set_pipeline(&pipes.finish);
         pass.set_bind_group(0, &run, &[offsets[0]]);
         pass.dispatch_workgroups_indirect(&args, MAX_PASSES as u64 * 12);
-        Ok(recorded(3 + msd_dispatches + passes as usize))
+        Ok(recorded(3 + msd_dispatches + passes as usize + both_ways))
     }
 }
 
