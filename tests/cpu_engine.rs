@@ -406,6 +406,68 @@ fn stencils_are_bit_identical_to_the_twin() {
     assert!(same_bits(&out, &want));
 }
 
+/// NumPy's order, the one `engine::merge` keeps: numbers by value (-0.0 and +0.0 equal), NaNs
+/// last; a stable sort in it of `a` then `b` is what merging the two sorted runs gives.
+fn numpy_sorted<T: SortKey + PartialOrd>(a: &[T], b: &[T]) -> Vec<T> {
+    let nan = |k: &T| k.partial_cmp(k).is_none();
+    let mut all: Vec<T> = a.iter().chain(b).copied().collect();
+    all.sort_by(|x, y| match (nan(x), nan(y)) {
+        (false, false) => x.partial_cmp(y).unwrap(),
+        (xn, yn) => xn.cmp(&yn),
+    });
+    all
+}
+
+/// Two runs sorted in NumPy's order merge into the stable sort of both, bit for bit (NaN
+/// payloads kept, `a`'s equal keys and ±0 first): every key type, sizes around the engine's
+/// pieces (2^15), one or both runs empty, runs of one value, keys only in one of them.
+#[test]
+fn merges_match_a_stable_sort_of_both_runs() {
+    fn check<T: SortKey + PartialOrd>(specials: &[T]) {
+        let lens = [0usize, 1, 2, 1000, (1 << 15) - 1, (1 << 15) + 1, 70_001];
+        let pairs = lens.iter().zip(lens.iter().rev()).map(|(&a, &b)| (a, b));
+        // and runs of like lengths, whose pieces start inside both
+        let pairs = pairs.chain([(40_000, 50_001), (65_536, 65_536)]);
+        for (s, (na, nb)) in pairs.enumerate() {
+            for shape in [Shape::Random, Shape::FewDistinct, Shape::AllEqual] {
+                let run = |n: usize, seed: u64| {
+                    numpy_sorted(&keys_of::<T>(n, shape, seed, specials), &[])
+                };
+                let (a, b) = (run(na, 2 * s as u64), run(nb, 2 * s as u64 + 1));
+                let mut out = vec![<T as bytemuck::Zeroable>::zeroed(); na + nb];
+                engine::merge(&a, &b, &mut out).unwrap();
+                let what = format!("{} {na} + {nb} {shape:?}", T::TYPE);
+                assert!(same_bits(&out, &numpy_sorted(&a, &b)), "{what}");
+                // every key below every other: the runs one after the other, whichever is first
+                if na > 0 && nb > 0 {
+                    engine::merge(&b[..1], &a[..1], &mut out[..2]).unwrap();
+                    assert!(
+                        same_bits(&out[..2], &numpy_sorted(&b[..1], &a[..1])),
+                        "{what}"
+                    );
+                }
+            }
+        }
+        assert!(
+            engine::merge::<T>(&[], &[], &mut [<T as bytemuck::Zeroable>::zeroed()]).is_err(),
+            "a wrong length"
+        );
+    }
+    check::<u32>(&[0, u32::MAX]);
+    check::<i32>(&[i32::MIN, -1, 0, i32::MAX]);
+    check::<f32>(&f32_specials());
+    check::<u64>(&[0, u64::MAX]);
+    check::<i64>(&[i64::MIN, -1, 0, i64::MAX]);
+    check::<f64>(&f64_specials());
+    // signed zeros are equal: a's come first, whatever their sign
+    let (a, b) = (vec![0.0f32, 0.0], vec![-0.0f32, -0.0]);
+    let mut out = vec![1.0f32; 4];
+    engine::merge(&b, &a, &mut out).unwrap();
+    assert!(same_bits(&out, &[-0.0, -0.0, 0.0, 0.0]));
+    engine::merge(&a, &b, &mut out).unwrap();
+    assert!(same_bits(&out, &[0.0, 0.0, -0.0, -0.0]));
+}
+
 /// A caller's stop (`cancel::watching`) ends every CPU-engine job with `Cancelled`: sorts with
 /// and without a permutation, argsorts, segmented ones, scans and splits; a clear flag changes
 /// nothing.

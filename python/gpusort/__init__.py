@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
 
 import numpy as np
 
@@ -82,6 +83,9 @@ _WIDER = {
 # (docs/BENCHMARKS.md); the engine's per-thread speed puts the break-even at 3-6 threads.
 _ENGINE_THREADS_OVER_NUMPY = 8
 _numpy_answers = None  # for the context in use: made on first ask, forgotten by use()
+# NumPy's sort of a part on a thread of its own pays from parts of 2^18 elements (2 cores:
+# docs/BENCHMARKS.md)
+_PART_SORT_MIN = 1 << 18
 
 
 def _numpy_faster():
@@ -211,19 +215,54 @@ def _signed_zeros(arr):
 def _numpy_sort(x, axis):
     """np.sort of `x` with -0.0 and +0.0 in their input order, as NumPy's stable kind leaves
     them: its default kind is faster and gives the same values."""
-    if x.dtype.kind != "f":
-        return np.sort(x, axis=axis)
-    if x.ndim > 1 and axis is not None:
+    if x.ndim == 0 or (x.ndim > 1 and axis is not None):
+        if x.dtype.kind != "f":
+            return np.sort(x, axis=axis)
         signed = bool(np.any((x == 0) & np.signbit(x)))
         return np.sort(x, axis=axis, kind="stable" if signed else None)
-    res = np.sort(x, axis=axis)
     flat = x.reshape(-1)
+    res = _sorted_in_parts(flat)
+    if x.dtype.kind != "f":
+        return res
     # the zeros sit together in the result (found by bisection): in the input's order of signs
     zero = res.dtype.type(0)  # (of the array's dtype: a Python 0 would convert the array)
     lo, hi = np.searchsorted(res, zero, "left"), np.searchsorted(res, zero, "right")
     if hi > lo:
         res[lo:hi] = flat[flat == 0]
     return res
+
+
+def _sorted_in_parts(flat):
+    """np.sort of 1-D `flat` on every engine thread: NumPy's sort of a part a thread at once (it
+    releases the GIL), the parts then merged on all cores. Parts of fewer than
+    `_PART_SORT_MIN` elements are not worth a thread."""
+    parts = min(_native.info()["threads"], flat.size // _PART_SORT_MIN)
+    if parts < 2:
+        return np.sort(flat)
+    bounds = [flat.size * i // parts for i in range(parts + 1)]
+    done = [None] * parts
+
+    def part(i):
+        try:
+            done[i] = np.sort(flat[bounds[i] : bounds[i + 1]])
+        except BaseException as e:  # (MemoryError): raised again by the caller's thread
+            done[i] = e
+
+    others = [threading.Thread(target=part, args=(i,)) for i in range(1, parts)]
+    for t in others:
+        t.start()
+    part(0)
+    for t in others:
+        t.join()
+    for r in done:
+        if isinstance(r, BaseException):
+            raise r
+    while len(done) > 1:
+        done = [
+            _native.merge(done[i], done[i + 1]) if i + 1 < len(done) else done[i]
+            for i in range(0, len(done), 2)
+        ]
+    return done[0]
 
 
 def sort(a, axis=-1, kind=None, order=None, *, descending=False, values=None, out=None):
@@ -237,7 +276,8 @@ def sort(a, axis=-1, kind=None, order=None, *, descending=False, values=None, ou
     that order)``. ``kind`` is accepted as NumPy's and changes nothing (the sort is always
     stable); ``order`` (structured arrays) is refused. ``out``: an array of the result's shape
     to write it into (``sort(a, out=a)`` sorts in place); not with ``values``.
-    Without a GPU, on a CPU of few cores, NumPy's own sort answers (it is faster there).
+    Without a GPU, on a CPU of few cores, NumPy's own sort answers (it is faster there), on a
+    part of the array a thread at once, the parts then merged.
     """
     descending = _sort_options(kind, order, descending)
     if out is not None and values is not None:

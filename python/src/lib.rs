@@ -424,6 +424,29 @@ fn sort_on<T: SortKey>(
     })
 }
 
+/// `a` and `b` (1-D, one dtype, each sorted ascending in NumPy's order) merged into a new array
+/// on all cores, `a`'s keys first among equal ones: the last step of NumPy's sort run on each
+/// core's part of an array (gpusort/__init__.py).
+#[pyfunction]
+fn merge<'py>(
+    py: Python<'py>,
+    a: &Bound<'py, PyAny>,
+    b: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    with_keys!(a, |arr: T| {
+        let other = b
+            .extract::<PyReadonlyArray1<'_, T>>()
+            .map_err(|_| PyTypeError::new_err("merge takes two arrays of one dtype"))?;
+        let (x, y) = (input(&arr), input(&other));
+        let out = run(py, move |_| {
+            let mut out = ResultBuf::new(x.as_slice().len() + y.as_slice().len());
+            gpusort_core::cpu_engine::merge(x.as_slice(), y.as_slice(), out.as_mut_slice())?;
+            Ok(out)
+        })?;
+        Ok(out.into_pyarray(py)?.into_any())
+    })
+}
+
 /// The permutation that sorts `a` (segments of `segment` keys on their own), as int64: on the
 /// CPU engine without moving the keys themselves.
 #[pyfunction]
@@ -1005,6 +1028,7 @@ fn use_device(
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sort, m)?)?;
     m.add_function(wrap_pyfunction!(argsort, m)?)?;
+    m.add_function(wrap_pyfunction!(merge, m)?)?;
     m.add_function(wrap_pyfunction!(scan, m)?)?;
     m.add_function(wrap_pyfunction!(cumsum, m)?)?;
     m.add_function(wrap_pyfunction!(split, m)?)?;

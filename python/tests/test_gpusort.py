@@ -56,6 +56,40 @@ def test_sort_and_argsort_match_numpy(dtype, n, kind):
     same(gpusort.argsort(a), np.argsort(a, kind="stable"))
 
 
+def test_large_sorts_match_numpy_bit_for_bit(engine):
+    """Arrays a CPU engine of few threads sorts by NumPy's sort of a part a thread, the parts
+    then merged (gpusort._sorted_in_parts): NaN, ±0 (in input order), every dtype, two parts
+    here and three (a merge of a merge) on three threads, bit for bit as np.sort(kind="stable")."""
+    import subprocess
+    import sys
+
+    if engine != "cpu":
+        return  # (the GPU engine sorts an array whole: the tests above)
+    code = (
+        "import numpy as np, gpusort, sys\n"
+        "sys.path.insert(0, %r)\n"
+        "from test_gpusort import data, DTYPES\n"
+        "gpusort.use(backend='cpu')\n"
+        "for n in (2**19 + 3, 3 * 2**18 + 5):\n"
+        "    for dt in DTYPES:\n"
+        "        for kind in ('special', 'equal'):\n"
+        "            a = data(dt, n, n, kind)\n"
+        "            if kind == 'special' and np.dtype(dt).kind == 'f':\n"
+        "                a[n // 3 : n // 3 + 500] = 0.0\n"
+        "                a[n // 2 : n // 2 + 500] = -0.0\n"
+        "                a[::4099] = np.nan\n"
+        "            got, want = gpusort.sort(a), np.sort(a, kind='stable')\n"
+        "            assert got.tobytes() == want.tobytes(), (dt, n, kind)\n"
+        "print('parts', gpusort.info()['threads'])\n"
+    ) % str(__import__("pathlib").Path(__file__).parent)
+    for threads in ("2", "3"):
+        env = dict(__import__("os").environ, RAYON_NUM_THREADS=threads)
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                           timeout=600)
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert r.stdout.split() == ["parts", threads]
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_descending_keeps_nan_last(dtype):
     a = data(dtype, 5000, 1, "special")

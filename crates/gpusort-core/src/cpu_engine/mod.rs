@@ -9,10 +9,12 @@
 //! The CPU twins in [`crate::reference`] stay the simple references; tests compare this engine with
 //! them (`tests/cpu_engine.rs`).
 
+mod merge;
 mod scan;
 mod sort;
 mod stencil;
 
+pub use merge::merge;
 pub use scan::{scan, split};
 pub use sort::{argsort, sort};
 pub use stencil::run as stencil;
