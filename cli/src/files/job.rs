@@ -25,6 +25,18 @@ use tempfile::TempPath;
 use super::platform;
 use crate::error::CliError;
 
+/// Whether outputs are flushed to disk before they are renamed into place (`--no-sync` turns it
+/// off for the process: one choice per command line).
+static DURABLE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+pub fn set_durable(on: bool) {
+    DURABLE.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+pub fn durable() -> bool {
+    DURABLE.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Where an output goes in the end.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Target {
@@ -398,7 +410,7 @@ pub(crate) fn copy_to_stream(tmp: &Path, target: &Target) -> std::io::Result<()>
                 .truncate(true)
                 .open(path)?;
             std::io::copy(&mut from, &mut out)?;
-            if super::output::durable() {
+            if durable() {
                 out.sync_all()?;
             }
             Ok(())

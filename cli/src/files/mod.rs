@@ -20,15 +20,15 @@ pub use input::{is_std, set_stream_memory, Input};
 #[cfg(feature = "tables")]
 pub(crate) use job::watch_input;
 pub use job::{
-    abandon, check_distinct, create_out_dir, finish, interrupted, remove_pending_now, Finished,
-    Named, Target, Written,
+    abandon, check_distinct, create_out_dir, durable, finish, interrupted, remove_pending_now,
+    set_durable, Finished, Named, Target, Written,
 };
 pub use npy::{parse_npy, NpyLayout};
 pub use output::{
-    check_output_path, default_name, durable, finish_words, open_values, output_format,
-    output_target, resolve_output, set_durable, set_force, shown, write_words, Appender, Carver,
-    Landed, MappedAppender, MappedWriter, Output, PositionedWriter, Prefault, RunDir, Scratch,
-    Sink, StreamWriter, Writeback, PREFAULT_MAX,
+    check_output_path, default_name, finish_words, open_values, output_format, output_target,
+    resolve_output, set_force, shown, write_words, Appender, Carver, Landed, MappedAppender,
+    MappedWriter, Output, PositionedWriter, Prefault, RunDir, Scratch, Sink, StreamWriter,
+    Writeback, PREFAULT_MAX,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

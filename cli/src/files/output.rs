@@ -11,23 +11,11 @@ use gpusort_core::KeyType;
 use memmap2::MmapMut;
 
 use super::input::{is_std, Input};
-use super::job::{self, Target};
+use super::job::{self, durable, Target};
 use super::npy::npy_header;
 use super::platform::{pread_exact, pwrite_all, reserve, start_writeback};
 use super::Format;
 use crate::error::CliError;
-
-/// Whether outputs are flushed to disk before they are renamed into place (`--no-sync` turns it
-/// off for the process: one choice per command line).
-static DURABLE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
-
-pub fn set_durable(on: bool) {
-    DURABLE.store(on, std::sync::atomic::Ordering::Relaxed);
-}
-
-pub fn durable() -> bool {
-    DURABLE.load(std::sync::atomic::Ordering::Relaxed)
-}
 
 /// Whether outputs that are read-only or have other hard links may be replaced (`--force`):
 /// read-only ones are then replaced, hard-linked ones written through (every name sees the

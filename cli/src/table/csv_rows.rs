@@ -15,7 +15,7 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::prelude::{col, SessionContext};
 use memmap2::Mmap;
 
-use super::engine::{classify, TableTimes};
+use super::outcome::{classify, TableTimes};
 use super::ByKey;
 use crate::error::{CliError, CliResult};
 use crate::files::{shown, Output};

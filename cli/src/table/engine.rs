@@ -7,7 +7,6 @@ use std::time::Instant;
 
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::error::DataFusionError;
 use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
 use datafusion::execution::memory_pool::FairSpillPool;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
@@ -20,6 +19,7 @@ use datafusion::prelude::{
 use futures::StreamExt;
 use gpusort_datafusion::SortEngine;
 
+use super::outcome::{classify, TableTimes};
 use super::parquet::ParallelParquetWriter;
 use super::{csv_rows, table_format, ByKey, SqlArgs, TableFormat, TableSort};
 use crate::error::{CliError, CliResult};
@@ -65,41 +65,6 @@ fn tokio() -> CliResult<tokio::runtime::Runtime> {
         .enable_all()
         .build()
         .map_err(|e| CliError::runtime(format!("cannot start the query runtime: {e}")))
-}
-
-/// A DataFusion error as the CLI reports it: plans that cannot be made (a column that is not
-/// there, bad SQL, a file that is not what its name says) are the user's to fix, exit 2.
-pub(super) fn classify(e: DataFusionError) -> CliError {
-    let inner = e.find_root();
-    let line = inner.to_string().replace('\n', " ");
-    // a failure while working (a full disk under a spill, a read error) is not the user's to fix
-    let io = match inner {
-        DataFusionError::IoError(_)
-        | DataFusionError::ResourcesExhausted(_)
-        | DataFusionError::ObjectStore(_)
-        | DataFusionError::External(_) => true,
-        DataFusionError::ArrowError(a, _) => matches!(
-            **a,
-            datafusion::arrow::error::ArrowError::IoError(..)
-                | datafusion::arrow::error::ArrowError::ExternalError(_)
-        ),
-        DataFusionError::ParquetError(p) => {
-            matches!(**p, datafusion::parquet::errors::ParquetError::External(_))
-        }
-        _ => false,
-    };
-    if io {
-        return CliError::runtime(line);
-    }
-    match inner {
-        DataFusionError::Plan(_)
-        | DataFusionError::SQL(..)
-        | DataFusionError::SchemaError(..)
-        | DataFusionError::ParquetError(_)
-        | DataFusionError::ArrowError(..)
-        | DataFusionError::NotImplemented(_) => CliError::usage(line),
-        _ => CliError::runtime(line),
-    }
 }
 
 fn runtime(e: impl std::fmt::Display) -> CliError {
@@ -186,29 +151,6 @@ async fn register(ctx: &SessionContext, name: &str, path: &Path) -> CliResult {
         }
     };
     done.map_err(|e| CliError::usage(format!("{}: {}", path.display(), classify(e).message)))
-}
-
-/// Where a table job's time went (`--timings`).
-pub(super) struct TableTimes {
-    pub(super) rows: u64,
-    /// Until the first row arrived: reading, and for a sort the whole sort.
-    pub(super) first_row_s: f64,
-    /// From then until the file was written.
-    pub(super) write_s: f64,
-    /// Handing it to the final step (its flush started).
-    pub(super) commit_s: f64,
-}
-
-impl TableTimes {
-    fn split(&self) -> String {
-        format!(
-            "time: read and sort {:.3} s, write {:.3} s, {} {:.3} s",
-            self.first_row_s,
-            self.write_s,
-            crate::files::finish_words(),
-            self.commit_s
-        )
-    }
 }
 
 /// What an output keeps of its input when both are of one format: the input's own Arrow schema

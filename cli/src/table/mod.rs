@@ -13,6 +13,8 @@ mod csv_rows;
 #[cfg(feature = "tables")]
 mod engine;
 #[cfg(feature = "tables")]
+mod outcome;
+#[cfg(feature = "tables")]
 mod parquet;
 
 #[cfg(feature = "tables")]
