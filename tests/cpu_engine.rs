@@ -255,7 +255,7 @@ fn scans_match_the_twin_for_every_operator() {
             (0..n).map(|_| r.random_range(-1.0..1.0)).collect()
         },
         &[Add],
-        false,
+        true,
     );
     // 64-bit elements against their twin
     for n in sizes() {
@@ -282,10 +282,49 @@ fn scans_match_the_twin_for_every_operator() {
         let mut got = vec![0f64; n];
         engine::scan(&f, &mut got, Add, true).unwrap();
         let want = scan_twin::scan64(&f, Add, true);
-        assert!(
-            got.iter().zip(&want).all(|(g, w)| (g - w).abs() <= 1e-9),
-            "f64 n={n}"
-        );
+        assert!(same_bits(&got, &want), "f64 n={n}");
+    }
+}
+
+/// Float sums add in NumPy's `cumsum` order, bit for bit: the first result is the first
+/// element (-0.0 kept), then one element after another; exclusive ones from +0.0; the same bits
+/// on one thread and on three (no chunking that a thread count decides).
+#[test]
+fn float_sums_add_in_numpy_order_on_any_thread_count() {
+    fn check<F>(data: &[F], zero: F, add: impl Fn(F, F) -> F)
+    where
+        F: SortKey + std::fmt::Debug,
+    {
+        let mut want = Vec::with_capacity(data.len());
+        for (i, &x) in data.iter().enumerate() {
+            want.push(if i == 0 { x } else { add(want[i - 1], x) });
+        }
+        let mut shifted = vec![zero];
+        shifted.extend_from_slice(&want[..want.len().saturating_sub(1)]);
+        shifted.truncate(data.len());
+        for threads in [1, 3] {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            for (inclusive, want) in [(true, &want), (false, &shifted)] {
+                let mut got = vec![zero; data.len()];
+                pool.install(|| engine::scan(data, &mut got, ScanOp::Add, inclusive))
+                    .unwrap();
+                let what = format!("{} n={} threads={threads}", F::TYPE, data.len());
+                assert!(same_bits(&got, want), "inclusive={inclusive} {what}");
+            }
+        }
+    }
+    let mut r = rng(77);
+    for n in [0usize, 1, 2, (1 << 16) - 1, (1 << 16) + 1, 300_001] {
+        let mut f: Vec<f32> = (0..n).map(|_| r.random_range(-1.0..1.0) * 1e3).collect();
+        let mut d: Vec<f64> = (0..n).map(|_| r.random_range(-1.0..1.0) * 1e3).collect();
+        if n > 0 {
+            (f[0], d[0]) = (-0.0, -0.0);
+        }
+        check(&f, 0.0f32, |a, b| a + b);
+        check(&d, 0.0f64, |a, b| a + b);
     }
 }
 

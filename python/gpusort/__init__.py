@@ -361,8 +361,9 @@ def _scannable(a):
 
 def scan(a, op="add", *, exclusive=False, out=None):
     """The running `op` of the flattened `a` (inclusive unless ``exclusive``), in `a`'s dtype:
-    integers take add, max, min, and, or, xor (wrapping on overflow), floats add. Float sums are
-    added in another order than a sequential loop, so the last bits may differ. ``out``: an
+    integers take add, max, min, and, or, xor (wrapping on overflow), floats add. Float sums add
+    in NumPy's cumsum order without a GPU (its bits); on the GPU in another order (the last bits
+    may differ). ``out``: an
     array of the result's shape to write it into (NumPy's same_kind casting)."""
     if out is not None:
         return _into(scan(a, op, exclusive=exclusive), out)
@@ -392,9 +393,11 @@ def cumsum(a, axis=None, dtype=None, out=None, *, exclusive=False):
     """``np.cumsum(a, axis, dtype, out)``: along `axis` (None: the flattened array), in `dtype`
     (default: NumPy's rule, signed integers and bool widen to int64, unsigned ones to uint64),
     cast into `out` where given, as NumPy does.
-    ``exclusive=True`` starts from 0 and leaves out each element itself. Rows along an axis
-    shorter than 2^15 elements are NumPy's own cumsum (a call per row costs more there), and so
-    is every cumsum without a GPU on a CPU of few cores (NumPy's is faster there)."""
+    ``exclusive=True`` starts from 0 and leaves out each element itself. Without a GPU float sums
+    add in NumPy's order (its bits); on the GPU in another order (the last bits may differ).
+    Rows along an axis shorter than 2^15 elements are NumPy's own cumsum (a call per row costs
+    more there), and so is an integer cumsum without a GPU on a CPU of few cores (NumPy's is
+    faster there)."""
     arr = _plain(a)
     if out is not None and not isinstance(out, np.ndarray):
         raise TypeError(f"out must be a NumPy array, not {type(out).__name__}")
@@ -403,9 +406,13 @@ def cumsum(a, axis=None, dtype=None, out=None, *, exclusive=False):
     # the dtypes the engine's cumsum takes, whichever answers (an empty slice: no copy)
     probe = x.reshape(-1)[:0]
     _scannable(probe.astype(acc if acc is not None else np.int32 if probe.dtype.kind == "b" else probe.dtype))
-    if x.ndim <= 1 and not _numpy_faster():
+    # on a CPU of few cores NumPy's integer cumsum is the faster; float32/float64 sums run on the
+    # engine there too (in NumPy's order: the same bits, faster than NumPy's loop)
+    summed_in = acc if acc is not None else x.dtype
+    numpy_own = _numpy_faster() and summed_in not in (np.float32, np.float64)
+    if x.ndim <= 1 and not numpy_own:
         res = _cumsum_flat(x, acc, exclusive)
-    elif x.shape[-1] >= _ROW_SCAN_MIN and not _numpy_faster():
+    elif x.shape[-1] >= _ROW_SCAN_MIN and not numpy_own:
         rows = x.reshape(-1, x.shape[-1])
         res = np.stack([_cumsum_flat(r, acc, exclusive) for r in rows]).reshape(x.shape)
     else:

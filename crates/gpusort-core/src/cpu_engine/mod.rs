@@ -5,7 +5,9 @@
 //! directions and canonical, -0.0 before +0.0, stable), the same wrapping scans, the same
 //! stable splits, stencils bit-identical to their CPU twin — but is written for speed on a CPU
 //! (a parallel MSD-then-LSD radix sort over the bits that vary, a counting sort for keys of few
-//! distinct values, chunked scans and splits, row-vectorised stencils) with rayon.
+//! distinct values, chunked integer scans and splits, row-vectorised stencils) with rayon.
+//! Float sums are the one difference: added one element after another (NumPy's `cumsum`
+//! order, the same bits on any number of threads), where the GPU adds in tiles.
 //! The CPU twins in [`crate::reference`] stay the simple references; tests compare this engine with
 //! them (`tests/cpu_engine.rs`).
 
