@@ -1,7 +1,8 @@
 // LSD radix sort, one sweep per 8-bit digit (METHODS.md method 3: LSD radix sort as stable splits,
-// with whole digits ranked at once). Works on the user's keys in place: the order-preserving
-// transform (common/keyorder.wgsl) is applied when a digit is read, never stored, so there is no
-// encode or decode pass. Per sort:
+// with whole digits ranked at once). Works on the user's keys in place, with no encode or decode
+// pass: the order-preserving transform (common/keyorder.wgsl) is applied as digits are read, and
+// floats and 64-bit keys travel between passes encoded, by the first and last pass that run
+// (ENCODED, below). Per sort:
 //   count_digits  one read of the keys: the digit histograms of every pass at once
 //   prepare       one workgroup: digit starts per pass, which passes can be skipped (one digit
 //                 holds every key), ping-pong sides, indirect dispatch sizes
@@ -58,7 +59,8 @@ const C_HIST: u32 = 32u;     // [MAX_PASSES][RADIX]: digit counts
 // The plan prepare writes and later dispatches only read (plain words, so reads are plain loads).
 const P_N: u32 = 0u;
 const P_FLIP: u32 = 4u;      // [MAX_PASSES]: the pass reads the alternate buffers
-const P_FIRST: u32 = 12u;    // [MAX_PASSES]: the first pass that runs (makes the index payload)
+const P_FIRST: u32 = 12u;    // [MAX_PASSES]: 1 the first pass that runs (encodes the keys, makes
+                             // the index payload), | 2 the last (decodes them)
 const P_HALF: u32 = 20u;     // [MAX_PASSES]: the half of the look-back state a stable pass uses
 const P_STARTS: u32 = 32u;   // [MAX_PASSES][RADIX]: exclusive digit starts
 // The keys-only MSD path's words (radix_msd.wgsl) come from the host, which sizes ctl and plan
@@ -122,7 +124,7 @@ var<workgroup> scratch: array<atomic<u32>, SCRATCH>;
 var<workgroup> digit_total: array<u32, RADIX>; // keys of each digit in the tile (positions)
 var<workgroup> digit_start: array<u32, RADIX>; // where each digit's run starts in the tile
 var<workgroup> dst_base: array<u32, RADIX>;    // output index of a run's first key, less its start
-var<workgroup> job: vec4<u32>;                 // tile, n, flip, first
+var<workgroup> job: vec4<u32>;                 // tile, n, flip, first | last
 
 fn combine(a: u32, b: u32) -> u32 {
     return a + b;
@@ -160,7 +162,11 @@ fn sortable(k: vec2<u32>) -> vec2<u32> {
 // The digit of pass `p` of a native key: bits [shift, shift + 8) of the sortable value (the
 // high word above the low word for 64-bit keys; the one word for 32-bit keys), cut at end_bit.
 fn digit_of(k: vec2<u32>, p: u32) -> u32 {
-    let s = sortable(k);
+    return sortable_digit(sortable(k), p);
+}
+
+// The same digit of a key's sortable words.
+fn sortable_digit(s: vec2<u32>, p: u32) -> u32 {
     var lo = s.x;
     var hi = 0u;
     if (KEY_WORDS == 2u) { lo = s.y; hi = s.x; }
@@ -177,10 +183,34 @@ fn digit_of(k: vec2<u32>, p: u32) -> u32 {
     return v & ((1u << bits) - 1u);
 }
 
-// Store the key (hi, lo) at `out` (lo unused for 32-bit keys).
-fn store_key(out: u32, hi: u32, lo: u32, to_alt: bool) {
+// Where keys travel between the passes of one sort as their sortable words (ENCODED): the first
+// pass that runs encodes each key as it reads it (NaNs canonical first), the last one decodes it
+// as it stores it, and the passes between take digits with a shift and a mask. Floats and 64-bit
+// keys travel so (their encoding, paid at every digit, made f32 passes 1.3x u32's); 32-bit
+// integers stay as they are (u32 has nothing to encode, and i32 measured slower encoded:
+// docs/BENCHMARKS.md).
+const ENCODED: bool = KIND == KIND_F32 || KIND == KIND_F64 || KEY_WORDS == 2u;
+
+// A sweep's key at `e`: its sortable words where keys travel ENCODED, else the key itself.
+fn load_sweep_key(e: u32, alt: bool, first: bool) -> vec2<u32> {
+    if (ENCODED && !first) { return key_of_word(key_word_at(e, alt)); }
+    if (ENCODED) { return sortable(load_key(e, alt)); }
+    return load_key(e, alt);
+}
+
+// The digit of pass `p` of a key as load_sweep_key returned it.
+fn sweep_digit(k: vec2<u32>, p: u32) -> u32 {
+    if (ENCODED) { return sortable_digit(k, p); }
+    return digit_of(k, p);
+}
+
+// Store a key as load_sweep_key returned it (hi, lo; lo unused for 32-bit keys) at `out`: as the
+// user's key where this is the last pass that runs.
+fn store_sweep_key(out: u32, hi: u32, lo: u32, to_alt: bool, last: bool) {
     if ((PROBE & 4u) != 0u && hi != 0x12345678u) { return; }
-    set_key_word(out, to_alt, word_of_key(vec2<u32>(hi, lo)));
+    var k = vec2<u32>(hi, lo);
+    if (ENCODED && last) { k = key_decode(KIND, DESCENDING == 1u, hi, lo); }
+    set_key_word(out, to_alt, word_of_key(k));
 }
 
 // ---- count_digits: the histograms of every pass in one read -----------------------------------
@@ -307,10 +337,12 @@ fn plan_passes(msd: bool) {
     if (!any && n > 0u) { skip[0] = false; }
     var runs = 0u;
     var stable_runs = 0u;
+    var last_run = 0u;
     for (var p = 0u; p < rp.passes; p++) {
         plan[P_FLIP + p] = runs & 1u;
         plan[P_HALF + p] = stable_runs & 1u;
         plan[P_FIRST + p] = select(0u, 1u, runs == 0u);
+        if (!skip[p]) { last_run = p; }
         let groups = select(stable_sweep_groups(tiles), 0u, skip[p]);
         let unstable_groups = select(unstable_sweep_groups(unstable_tiles), 0u, skip[p]);
         // a pass the host recorded both ways (bit p: radix.rs) runs as the unstable sweep where
@@ -322,6 +354,7 @@ fn plan_passes(msd: bool) {
         if (!skip[p]) { runs += 1u; }
         if (!skip[p] && !unstable) { stable_runs += 1u; }
     }
+    if (runs > 0u) { plan[P_FIRST + last_run] |= 2u; } // its keys leave as the user's
     write_args(3u * MAX_PASSES, select(0u, (n + WG - 1u) / WG, (runs & 1u) == 1u));
     // The MSD path (keys-only, every bit, 32-bit keys: the host decides) has the top digit's
     // counts alone, so its LSD plan above is not used. The MSD path runs unless a top-digit
@@ -334,6 +367,7 @@ fn plan_passes(msd: bool) {
         plan[P_RECOUNT] = (n + HIST_CHUNKS * UNSTABLE_TILE - 1u) / (HIST_CHUNKS * UNSTABLE_TILE);
         if (n > 0u && msd_too_big == 0u) {
             plan[P_FLIP + rp.passes - 1u] = 0u;
+            plan[P_FIRST + rp.passes - 1u] = 3u; // the top digit's sweep hands on the user's keys
             write_args(3u * MSD_ARGS, unstable_sweep_groups(unstable_tiles));
             write_args(3u * (MSD_ARGS + 1u), (n + MSD_COUNT_TILES * UNSTABLE_TILE - 1u) / (MSD_COUNT_TILES * UNSTABLE_TILE));
         } else {
@@ -348,7 +382,8 @@ fn plan_passes(msd: bool) {
 fn count_in_tile(t: u32, d: u32, alt: bool) -> u32 {
     var c = 0u;
     for (var k = 0u; k < TILE; k++) {
-        if (digit_of(load_key(t * TILE + k, alt), rp.this_pass) == d) { c += 1u; }
+        let first = (plan[P_FIRST + rp.this_pass] & 1u) != 0u;
+        if (sweep_digit(load_sweep_key(t * TILE + k, alt, first), rp.this_pass) == d) { c += 1u; }
     }
     return c;
 }
@@ -427,20 +462,21 @@ fn sweep(i: Invocation) {
     var tile = jb.x;
     let n = jb.y;
     let from_alt = jb.z != 0u;
-    let first = jb.w != 0u;
+    let first = (jb.w & 1u) != 0u;
+    let last = (jb.w & 2u) != 0u;
     let tiles = (n + TILE - 1u) / TILE;
     if (tile >= tiles) { return; } // surplus workgroups of the grid
 
     // load; keys past the end get the last digit, so they rank after every real key
     var k@J = vec2<u32>(0u); //@ITEM
     let l@J = local_index(@Ju); //@ITEM
-    if (l@J < n - tile * TILE) { k@J = load_key(tile * TILE + l@J, from_alt); } //@ITEM
+    if (l@J < n - tile * TILE) { k@J = load_sweep_key(tile * TILE + l@J, from_alt, first); } //@ITEM
     var taken = 1u; // tiles this workgroup has taken: at most GROUP_TILES (scan::group_tiles)
     loop {
         let base = tile * TILE;
         let in_tile = min(TILE, n - base);
         var d@J = RADIX - 1u; //@ITEM
-        if (l@J < in_tile) { d@J = digit_of(k@J, p); } //@ITEM
+        if (l@J < in_tile) { d@J = sweep_digit(k@J, p); } //@ITEM
         // EARLY: the tile's digit counts first, published at once, so successors find them
         // while this tile is still ranking (CUB's onesweep does the same); the histogram sits
         // past the rank tables (EARLY_AT), cleared behind rank_begin's barrier
@@ -459,7 +495,7 @@ fn sweep(i: Invocation) {
             if (d < RADIX && (PROBE & 1u) == 0u) { publish_count(tile, d, digit_total[d] - select(0u, TILE - in_tile, d == RADIX - 1u)); } //@STABLE
             // one-word keys take their digit again rather than hold it through rank_offsets (held,
             // the keys-only sweep needed 81 registers on an H200 instead of 64)
-            p@J = rank_item(@Ju, select(d@J, select(RADIX - 1u, digit_of(k@J, p), l@J < in_tile), KEY_WORDS == 1u)); //@ITEM//@STABLE
+            p@J = rank_item(@Ju, select(d@J, select(RADIX - 1u, sweep_digit(k@J, p), l@J < in_tile), KEY_WORDS == 1u)); //@ITEM//@STABLE
         } else { //@STABLE
         if (EARLY == 1u) { //@STABLE
             if (l@J < in_tile) { atomicAdd(&scratch[EARLY_AT + d@J], 1u); } //@ITEM//@STABLE
@@ -503,7 +539,7 @@ fn sweep(i: Invocation) {
         var pv@J = 0u; //@ITEM
         if (PAYLOAD == 1u && l@J < in_tile) { pv@J = load_payload(base + l@J, from_alt, first); } //@ITEM
         var nk@J = vec2<u32>(0u); //@ITEM
-        if (l@J < n - min(next * TILE, n)) { nk@J = load_key(next * TILE + l@J, from_alt); } //@ITEM
+        if (l@J < n - min(next * TILE, n)) { nk@J = load_sweep_key(next * TILE + l@J, from_alt, first); } //@ITEM
 
         // publish, look back, and find where each digit's run goes: one invocation a digit (with
         // WG = 512 the second half waits)
@@ -526,11 +562,11 @@ fn sweep(i: Invocation) {
         let q@J = inv.li + @Ju * WG; //@ITEM
         var o@J = 0u; //@ITEM
         if ((PROBE & 16u) != 0u) {
-            if (l@J < in_tile) { store_key(base + l@J, k@J.x, k@J.y, !from_alt); } //@ITEM
+            if (l@J < in_tile) { store_sweep_key(base + l@J, k@J.x, k@J.y, !from_alt, last); } //@ITEM
         } else if (KEY_WORDS == 1u) {
             // the key word gives its digit back; the keys were stored before the look-back
             workgroupBarrier();
-            if (q@J < in_tile) { let v = atomicLoad(&scratch[q@J]); o@J = dst_base[digit_of(vec2<u32>(v, 0u), p)] + q@J; store_key(o@J, v, 0u, !from_alt); } //@ITEM
+            if (q@J < in_tile) { let v = atomicLoad(&scratch[q@J]); o@J = dst_base[sweep_digit(vec2<u32>(v, 0u), p)] + q@J; store_sweep_key(o@J, v, 0u, !from_alt, last); } //@ITEM
         } else {
             workgroupBarrier();
             if (l@J < in_tile) { atomicStore(&scratch[p@J], d@J); } //@ITEM
@@ -545,7 +581,7 @@ fn sweep(i: Invocation) {
             workgroupBarrier();
             if (l@J < in_tile) { atomicStore(&scratch[p@J], k@J.x); } //@ITEM
             workgroupBarrier();
-            if (q@J < in_tile) { store_key(o@J, atomicLoad(&scratch[q@J]), lo@J, !from_alt); } //@ITEM
+            if (q@J < in_tile) { store_sweep_key(o@J, atomicLoad(&scratch[q@J]), lo@J, !from_alt, last); } //@ITEM
         }
         if (PAYLOAD == 1u) {
             workgroupBarrier();

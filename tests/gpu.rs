@@ -530,6 +530,79 @@ mod radix {
         }
     }
 
+    /// Floats and 64-bit keys travel between the passes of a sort as their sortable words
+    /// (radix.wgsl, ENCODED): the first pass that runs encodes them, the last decodes them. Keys
+    /// whose only differing digit is a middle one (one pass runs, neither the lowest nor the
+    /// highest) or whose differing digits are the lowest and the highest (the passes between
+    /// skipped) come back bit for bit, with their argsort, both ways, NaNs and -0 among them.
+    #[test]
+    fn radix_keys_leave_as_they_came_whichever_passes_run() {
+        fn check<T: SortKey + PartialEq>(gpu: &Gpu, s: &Sorter, keys: &[T], what: &str) {
+            for descending in [false, true] {
+                let order = SortOrder {
+                    descending,
+                    segment_size: None,
+                };
+                check_sort(gpu, s, keys, order, what);
+                let perm = s.argsort(gpu, keys, order).unwrap();
+                assert_eq!(perm, reference::argsort(keys, order), "{what} argsort");
+            }
+        }
+        for no_sg in MODES {
+            let gpu = gpu(no_sg);
+            let s = radix(gpu);
+            let mut r = rng(41);
+            let mut byte = |shift: u32| (r.random_range(0..256u32) as u64) << shift;
+            let f32_middle: Vec<f32> = (0..5000)
+                .map(|_| f32::from_bits(0xc080_0001 | byte(8) as u32))
+                .collect();
+            let mut f32_ends: Vec<f32> = (0..5000)
+                .map(|i: u32| f32::from_bits(((i % 2) << 31) | 0x0012_3400 | byte(0) as u32))
+                .collect();
+            f32_ends[7] = -0.0;
+            f32_ends[8] = 0.0;
+            f32_ends[9] = f32::NAN;
+            f32_ends[10] = f32::from_bits(0xffff_ffff);
+            let f64_middle: Vec<f64> = (0..5000)
+                .map(|_| f64::from_bits(0x4000_0000_0000_0001 | byte(24)))
+                .collect();
+            let i64_ends: Vec<i64> = (0..5000)
+                .map(|_| (byte(56) | 0x0011_2233_4455_6600 | byte(0)) as i64)
+                .collect();
+            let u64_middle: Vec<u64> = (0..5000).map(|_| byte(32) | 7).collect();
+            check(
+                gpu,
+                &s,
+                &f32_middle,
+                &format!("f32 middle digit no_subgroups={no_sg}"),
+            );
+            check(
+                gpu,
+                &s,
+                &f32_ends,
+                &format!("f32 end digits no_subgroups={no_sg}"),
+            );
+            check(
+                gpu,
+                &s,
+                &f64_middle,
+                &format!("f64 middle digit no_subgroups={no_sg}"),
+            );
+            check(
+                gpu,
+                &s,
+                &i64_ends,
+                &format!("i64 end digits no_subgroups={no_sg}"),
+            );
+            check(
+                gpu,
+                &s,
+                &u64_middle,
+                &format!("u64 middle digit no_subgroups={no_sg}"),
+            );
+        }
+    }
+
     #[test]
     fn radix_is_stable_and_agrees_with_bitonic() {
         for no_sg in MODES {
