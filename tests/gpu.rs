@@ -1878,9 +1878,11 @@ fn transfers_round_trip_through_the_staging_ring() {
             .scan_streamed(
                 gpu,
                 &data,
-                gpusort_core::scan::ScanOp::Add,
-                true,
-                9_999,
+                &gpusort_core::scan::streamed::ScanStream::new(
+                    gpusort_core::scan::ScanOp::Add,
+                    true,
+                    9_999,
+                ),
                 |at, piece| {
                     out[at..at + piece.len()].copy_from_slice(piece);
                     Ok(())

@@ -10,6 +10,7 @@ use std::sync::Mutex;
 use gpusort_core::multi::sort::Spread;
 use gpusort_core::multi::{self, DeviceGroup, DeviceSpec};
 use gpusort_core::reference;
+use gpusort_core::scan::streamed::{ScanStream, SplitStream};
 use gpusort_core::scan::{Predicate, ScanOp};
 use gpusort_core::stencil::{self, Boundary, GridShape, Stencil, StencilJob, StencilKernel};
 use gpusort_core::{GpuOptions, KeyType, Scanner, SortKey, SortOrder, Sorter};
@@ -205,7 +206,8 @@ fn group_scan<T: SortKey>(
 ) -> Vec<T> {
     let out = Mutex::new(vec![T::zeroed(); data.len()]);
     let seen = Mutex::new(0usize);
-    multi::scan::scan_streamed(g, scanners, data, op, inclusive, chunk, &|at, piece| {
+    let job = ScanStream::new(op, inclusive, chunk);
+    multi::scan::scan_streamed(g, scanners, data, &job, &|at, piece| {
         out.lock().unwrap()[at..at + piece.len()].copy_from_slice(piece);
         *seen.lock().unwrap() += piece.len();
         Ok(())
@@ -284,29 +286,25 @@ fn splits_of<T: SortKey>(g: &DeviceGroup, scanners: &[Scanner], pivot: T) {
                 let total = plan.total();
                 let out = Mutex::new(vec![T::zeroed(); n]);
                 let pay = Mutex::new(vec![0u32; n]);
-                let kept = multi::scan::split_streamed(
-                    g,
-                    scanners,
-                    &data,
-                    Some(&payload),
+                let job = SplitStream {
+                    payload: Some(&payload),
                     predicate,
-                    1024,
+                    chunk: 1024,
                     rest,
-                    &plan,
-                    &|c| {
-                        let (mut o, mut p) = (out.lock().unwrap(), pay.lock().unwrap());
-                        let pl = c.payload.unwrap();
-                        o[c.kept_at..c.kept_at + c.kept].copy_from_slice(&c.elements[..c.kept]);
-                        p[c.kept_at..c.kept_at + c.kept].copy_from_slice(&pl[..c.kept]);
-                        if rest {
-                            let others = c.range.len() - c.kept;
-                            let at = total + c.rest_at;
-                            o[at..at + others].copy_from_slice(&c.elements[c.kept..]);
-                            p[at..at + others].copy_from_slice(&pl[c.kept..]);
-                        }
-                        Ok(())
-                    },
-                )
+                };
+                let kept = multi::scan::split_streamed(g, scanners, &data, &job, &plan, &|c| {
+                    let (mut o, mut p) = (out.lock().unwrap(), pay.lock().unwrap());
+                    let pl = c.payload.unwrap();
+                    o[c.kept_at..c.kept_at + c.kept].copy_from_slice(&c.elements[..c.kept]);
+                    p[c.kept_at..c.kept_at + c.kept].copy_from_slice(&pl[..c.kept]);
+                    if rest {
+                        let others = c.range.len() - c.kept;
+                        let at = total + c.rest_at;
+                        o[at..at + others].copy_from_slice(&c.elements[c.kept..]);
+                        p[at..at + others].copy_from_slice(&pl[c.kept..]);
+                    }
+                    Ok(())
+                })
                 .unwrap();
                 let (want, wpay, split) =
                     reference::scan::partition(&data, Some(&payload), &predicate);

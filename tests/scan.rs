@@ -3,6 +3,7 @@
 
 use gpusort_core::device::transfer;
 use gpusort_core::reference::scan as reference;
+use gpusort_core::scan::streamed::{ScanStream, SplitStream};
 use gpusort_core::scan::{Predicate, ScanOp, Scanner, Tuning};
 use gpusort_core::{Gpu, SortKey};
 use gpusort_tests::*;
@@ -387,7 +388,8 @@ fn scan_streamed<T: SortKey>(
     chunk: usize,
 ) -> Vec<T> {
     let mut out = Vec::new();
-    s.scan_streamed(gpu, data, op, inclusive, chunk, |at, piece| {
+    let job = ScanStream::new(op, inclusive, chunk);
+    s.scan_streamed(gpu, data, &job, |at, piece| {
         assert_eq!(at, out.len(), "chunks arrive in order");
         out.extend_from_slice(piece);
         Ok(())
@@ -464,7 +466,11 @@ fn scan_after<T: SortKey + Default>(
     chunk: usize,
 ) -> Vec<T> {
     let mut out = vec![T::default(); data.len()];
-    s.scan_streamed_after(gpu, data, before, op, inclusive, chunk, |at, piece| {
+    let job = ScanStream {
+        before,
+        ..ScanStream::new(op, inclusive, chunk)
+    };
+    s.scan_streamed(gpu, data, &job, |at, piece| {
         out[at..at + piece.len()].copy_from_slice(piece);
         Ok(())
     })
@@ -529,11 +535,18 @@ fn streamed_scans_and_compactions_match_whole_ones() {
                     (Predicate::NonZero, "nonzero"),
                 ] {
                     let (mut got, mut gp) = (Vec::new(), Vec::new());
+                    let job = SplitStream {
+                        payload: Some(&payload),
+                        predicate: p,
+                        chunk,
+                        rest: false,
+                    };
                     let kept = s
-                        .compact_streamed(gpu, &u, Some(&payload), p, chunk, |range, k, v| {
-                            assert_eq!(range.start % chunk, 0);
-                            got.extend_from_slice(k);
-                            gp.extend_from_slice(v.unwrap());
+                        .split_streamed(gpu, &u, &job, |c| {
+                            assert_eq!(c.range.start % chunk, 0);
+                            assert_eq!(c.elements.len(), c.kept);
+                            got.extend_from_slice(c.elements);
+                            gp.extend_from_slice(c.payload.unwrap());
                             Ok(())
                         })
                         .unwrap();
@@ -546,8 +559,14 @@ fn streamed_scans_and_compactions_match_whole_ones() {
                 // a streamed partition: every chunk's matching part, then every chunk's rest
                 let (mut front, mut back, mut fp, mut bp) = (vec![], vec![], vec![], vec![]);
                 let pred = Predicate::Below(1u32 << 31);
+                let job = SplitStream {
+                    payload: Some(&payload),
+                    predicate: pred,
+                    chunk,
+                    rest: true,
+                };
                 let split = s
-                    .split_streamed(gpu, &u, Some(&payload), pred, chunk, true, |c| {
+                    .split_streamed(gpu, &u, &job, |c| {
                         assert_eq!(c.elements.len(), c.range.len());
                         front.extend_from_slice(&c.elements[..c.kept]);
                         back.extend_from_slice(&c.elements[c.kept..]);
@@ -573,10 +592,7 @@ fn streamed_scans_and_compactions_match_whole_ones() {
                     .split_streamed_with(
                         gpu,
                         &u,
-                        Some(&payload),
-                        pred,
-                        chunk,
-                        true,
+                        &job,
                         |c| {
                             let (k, rest) = (c.kept, c.len() - c.kept);
                             assert_eq!(c.len(), c.range.len());
@@ -609,9 +625,15 @@ fn streamed_scans_and_compactions_match_whole_ones() {
                 );
                 let mut got = Vec::new();
                 let p = Predicate::AtLeast(0.0f64);
-                s.compact_streamed(gpu, &w, None, p, chunk, |_, k, v| {
-                    assert!(v.is_none());
-                    got.extend_from_slice(k);
+                let job = SplitStream {
+                    payload: None,
+                    predicate: p,
+                    chunk,
+                    rest: false,
+                };
+                s.split_streamed(gpu, &w, &job, |c| {
+                    assert!(c.payload.is_none());
+                    got.extend_from_slice(c.elements);
                     Ok(())
                 })
                 .unwrap();
@@ -633,7 +655,8 @@ fn a_failing_sink_stops_a_streamed_job() {
     let s = Scanner::new(gpu).unwrap();
     let data: Vec<u32> = (0..100_000).collect();
     let mut calls = 0;
-    let r = s.scan_streamed(gpu, &data, ScanOp::Add, true, 1000, |_, _| {
+    let job = ScanStream::new(ScanOp::Add, true, 1000);
+    let r = s.scan_streamed(gpu, &data, &job, |_, _| {
         calls += 1;
         if calls == 3 {
             return Err(gpusort_core::Error::Io("disk full".into()));
@@ -757,8 +780,14 @@ fn host_array_scans_through_kept_staging_on_both_paths() {
             for n in [7003usize, 5, 0, 1, 1000, 1001, 20_011] {
                 let u: Vec<u32> = (0..n).map(|_| r.random()).collect();
                 let mut got = vec![0u32; n];
-                s.scan_into(gpu, &u, &mut got, ScanOp::Add, false, 1000)
-                    .unwrap();
+                s.scan_into(
+                    gpu,
+                    &u,
+                    &mut got,
+                    &ScanStream::new(ScanOp::Add, false, 1000),
+                    |_, _| Ok(()),
+                )
+                .unwrap();
                 assert!(
                     got == reference::scan(&u, ScanOp::Add, false),
                     "u32 n={n} import={import}"
@@ -767,11 +796,17 @@ fn host_array_scans_through_kept_staging_on_both_paths() {
                 let mut got = vec![0u32; n];
                 let mut seen = Vec::new();
                 let want = reference::scan(&u, ScanOp::Xor, true);
-                s.scan_into_each(gpu, &u, &mut got, ScanOp::Xor, true, 1000, |at, piece| {
-                    assert!(piece == &want[at..at + piece.len()], "piece at {at}");
-                    seen.push((at, piece.len()));
-                    Ok(())
-                })
+                s.scan_into(
+                    gpu,
+                    &u,
+                    &mut got,
+                    &ScanStream::new(ScanOp::Xor, true, 1000),
+                    |at, piece| {
+                        assert!(piece == &want[at..at + piece.len()], "piece at {at}");
+                        seen.push((at, piece.len()));
+                        Ok(())
+                    },
+                )
                 .unwrap();
                 let pieces: Vec<(usize, usize)> = (0..n.div_ceil(1000))
                     .map(|k| (k * 1000, (n - k * 1000).min(1000)))
@@ -782,8 +817,14 @@ fn host_array_scans_through_kept_staging_on_both_paths() {
                 );
                 let i: Vec<i32> = (0..n).map(|_| r.random()).collect();
                 let mut got = vec![0i32; n];
-                s.scan_into(gpu, &i, &mut got, ScanOp::Max, true, 1000)
-                    .unwrap();
+                s.scan_into(
+                    gpu,
+                    &i,
+                    &mut got,
+                    &ScanStream::new(ScanOp::Max, true, 1000),
+                    |_, _| Ok(()),
+                )
+                .unwrap();
                 assert!(got == reference::scan(&i, ScanOp::Max, true), "i32 n={n}");
                 // widened while staged: sums past 32 bits, negative ones sign-extended
                 let wide_u: Vec<u64> = u.iter().map(|&x| x as u64).collect();
@@ -817,7 +858,13 @@ fn host_array_scans_through_kept_staging_on_both_paths() {
                 .is_err());
             let mut short = vec![0u32; 3];
             assert!(s
-                .scan_into(gpu, &[1u32, 2, 3, 4], &mut short, ScanOp::Add, true, 1000)
+                .scan_into(
+                    gpu,
+                    &[1u32, 2, 3, 4],
+                    &mut short,
+                    &ScanStream::new(ScanOp::Add, true, 1000),
+                    |_, _| Ok(()),
+                )
                 .is_err());
         }
     }
@@ -838,8 +885,14 @@ fn streamed_scans_stop_when_their_caller_gives_up() {
     let (mut got, mut got64) = (vec![0u32; data.len()], vec![0u64; data.len()]);
     let clear = Arc::new(AtomicBool::new(false));
     gpusort_core::cancel::watching(&clear, || {
-        s.scan_into(gpu, &data, &mut got, ScanOp::Add, true, 1000)
-            .unwrap();
+        s.scan_into(
+            gpu,
+            &data,
+            &mut got,
+            &ScanStream::new(ScanOp::Add, true, 1000),
+            |_, _| Ok(()),
+        )
+        .unwrap();
         wide.scan_into(gpu, &data64, &mut got64, ScanOp::Add, true)
             .unwrap();
     });
@@ -854,7 +907,13 @@ fn streamed_scans_stop_when_their_caller_gives_up() {
     assert_eq!(got64, sums);
     let set = Arc::new(AtomicBool::new(true));
     gpusort_core::cancel::watching(&set, || {
-        let r = s.scan_into(gpu, &data, &mut got, ScanOp::Add, true, 1000);
+        let r = s.scan_into(
+            gpu,
+            &data,
+            &mut got,
+            &ScanStream::new(ScanOp::Add, true, 1000),
+            |_, _| Ok(()),
+        );
         assert!(matches!(r, Err(gpusort_core::Error::Cancelled)), "{r:?}");
         let r = wide.scan_into(gpu, &data64, &mut got64, ScanOp::Add, true);
         assert!(matches!(r, Err(gpusort_core::Error::Cancelled)), "{r:?}");

@@ -8,7 +8,7 @@ use std::time::Instant;
 use clap::ValueEnum;
 use gpusort_core::reference::check::{self, ScanCheck};
 use gpusort_core::scan::scan64::Scanner64;
-use gpusort_core::scan::streamed::SplitDrain;
+use gpusort_core::scan::streamed::{ScanStream, SplitDrain, SplitStream};
 use gpusort_core::scan::{Predicate, ScanOp, Scanner};
 use gpusort_core::schedule::Test;
 use gpusort_core::{Error as CoreError, Gpu, KeyType, SortKey};
@@ -481,7 +481,13 @@ fn scan_file<T: SortKey>(
                     Ok(())
                 };
                 let chunk = chunk_elements(gpu, T::TYPE, data.len());
-                scanner.scan_into_each(gpu, &data, out, op, inclusive, chunk, landed)?;
+                scanner.scan_into(
+                    gpu,
+                    &data,
+                    out,
+                    &ScanStream::new(op, inclusive, chunk),
+                    landed,
+                )?;
                 return Ok(());
             }
         }
@@ -504,7 +510,7 @@ fn scan_file<T: SortKey>(
             scanner64.scan_each(gpu, &data, op, inclusive, sink)?;
         } else {
             let chunk = chunk_elements(gpu, T::TYPE, data.len());
-            scanner.scan_streamed(gpu, &data, op, inclusive, chunk, sink)?;
+            scanner.scan_streamed(gpu, &data, &ScanStream::new(op, inclusive, chunk), sink)?;
         }
         Ok(())
     })?;
@@ -550,9 +556,8 @@ fn scan_file_group<T: SortKey>(
             Ok(())
         };
         let chunk = chunk_elements(group.first(), T::TYPE, data.len());
-        gpusort_core::multi::scan::scan_streamed(
-            group, scanners, &data, op, inclusive, chunk, &sink,
-        )?;
+        let job = ScanStream::new(op, inclusive, chunk);
+        gpusort_core::multi::scan::scan_streamed(group, scanners, &data, &job, &sink)?;
         if verify {
             let got = copy.into_inner().unwrap_or_else(|e| e.into_inner());
             ScanCheck::new::<T>(op, inclusive).check(&data, &got, 0)?;
@@ -953,16 +958,13 @@ fn split_file<T: SortKey>(
                 bar.inc(d.range.len() as u64);
                 Ok(())
             };
-            Ok(scanner.split_streamed_with(
-                gpu,
-                &data,
-                values.as_deref(),
-                pred,
+            let job = SplitStream {
+                payload: values.as_deref(),
+                predicate: pred,
                 chunk,
                 rest,
-                drain,
-                landed,
-            )?)
+            };
+            Ok(scanner.split_streamed_with(gpu, &data, &job, drain, landed)?)
         })?
     };
     if let Some(r) = &r {
@@ -1072,17 +1074,13 @@ fn split_file_group<T: SortKey>(
             bar.inc(c.range.len() as u64);
             Ok(())
         };
-        split_streamed(
-            group,
-            scanners,
-            &data,
-            values.as_deref(),
-            pred,
+        let job = SplitStream {
+            payload: values.as_deref(),
+            predicate: pred,
             chunk,
             rest,
-            &plan,
-            &sink,
-        )?;
+        };
+        split_streamed(group, scanners, &data, &job, &plan, &sink)?;
     }
     out.commit()?;
     if let Some((o, _)) = vals_out {

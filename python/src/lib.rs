@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use gpusort_core::scan::scan64::Scanner64;
+use gpusort_core::scan::streamed::{ScanStream, SplitStream};
 use gpusort_core::scan::{Predicate, ScanOp, Scanner};
 use gpusort_core::stencil::{Boundary, GridShape, Stencil, StencilJob, StencilKernel};
 use gpusort_core::{Gpu, GpuOptions, SortKey, SortOrder, Sorter};
@@ -513,8 +514,9 @@ fn scan_keys<T: SortKey + numpy::Element>(
                 T::TYPE.size(),
                 data.len(),
             );
+            let job = ScanStream::new(op, inclusive, chunk);
             g.scanner
-                .scan_into(&g.gpu, data, out, op, inclusive, chunk)?;
+                .scan_into(&g.gpu, data, out, &job, |_, _| Ok(()))?;
         }
     }
     Ok(buf)
@@ -597,13 +599,16 @@ fn split_keys<T: SortKey>(
                 T::TYPE.size(),
                 data.len(),
             );
+            let job = SplitStream {
+                payload: index.as_deref(),
+                predicate: pred,
+                chunk,
+                rest: keep_rest,
+            };
             let count = g.scanner.split_streamed_with(
                 &g.gpu,
                 &data,
-                index.as_deref(),
-                pred,
-                chunk,
-                keep_rest,
+                &job,
                 |c| {
                     let (k, r) = (c.kept, c.len() - c.kept);
                     c.elements_into(0, &mut kept[kept_end..kept_end + k]);

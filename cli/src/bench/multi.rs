@@ -160,9 +160,7 @@ fn scan_cases(
                 &sub,
                 &scanners[..k],
                 &data,
-                ScanOp::Add,
-                false,
-                chunk,
+                &gpusort_core::scan::streamed::ScanStream::new(ScanOp::Add, false, chunk),
                 &|at, piece| {
                     // SAFETY: chunks are disjoint ranges of `out`, which outlives the call and is
                     // not otherwise touched while it runs

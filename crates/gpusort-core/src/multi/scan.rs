@@ -2,7 +2,7 @@
 //!
 //! Before the devices start, the host's cores reduce every part but the last (a scan's carries)
 //! or count each part's matches (a split's output offsets) — one read of the input at memory
-//! speed. Then each device streams its part as one device would ([`Scanner::scan_streamed_after`]
+//! speed. Then each device streams its part as one device would ([`Scanner::scan_streamed`]
 //! with its part's carry as the running value it starts from, [`Scanner::split_streamed`]) and
 //! its results are handed on with their final positions. Integer scans and every split give one
 //! device's bytes; f32/f64 additions are associated differently (the parts before are summed on
@@ -17,6 +17,7 @@ use crate::keys::{KeyType, SortKey};
 use crate::multi::{on_each, split_even, DeviceGroup};
 use crate::reference::scan::{combine64, combine_bits, holds, identity64};
 use crate::scan::scan64::Scanner64;
+use crate::scan::streamed::{ScanStream, SplitStream};
 use crate::scan::{Predicate, ScanOp, Scanner};
 
 /// The operator on element bits (32-bit elements in the low word).
@@ -96,16 +97,19 @@ fn parts(group: &DeviceGroup, n: usize, chunk: usize) -> Vec<Range<usize>> {
 /// [`Scanner::scan_streamed`] (or, for 64-bit elements, the 64-bit scan) over every device of
 /// `group` (`scanners[d]` built on device d): `sink(first element, results)` gets every chunk
 /// once, from the devices' threads, in no particular order across devices.
-#[allow(clippy::too_many_arguments)]
 pub fn scan_streamed<T: SortKey>(
     group: &DeviceGroup,
     scanners: &[Scanner],
     input: &[T],
-    op: ScanOp,
-    inclusive: bool,
-    chunk: usize,
+    job: &ScanStream<T>,
     sink: &(dyn Fn(usize, &[T]) -> Result<()> + Sync),
 ) -> Result<()> {
+    let ScanStream {
+        op,
+        inclusive,
+        chunk,
+        before,
+    } = *job;
     let combine = Combine::new(T::TYPE, op)?;
     let parts = parts(group, input.len(), chunk);
     // what everything before each part combines to
@@ -113,7 +117,7 @@ pub fn scan_streamed<T: SortKey>(
         .iter()
         .map(|r| combine.reduce(&input[r.clone()]))
         .collect();
-    let mut carries = vec![combine.identity];
+    let mut carries = vec![before.map_or(combine.identity, |b| Combine::bits(&b))];
     for t in totals {
         let last = *carries.last().expect("one carry at least");
         carries.push(combine.apply(last, t));
@@ -122,12 +126,13 @@ pub fn scan_streamed<T: SortKey>(
     on_each(group, items, |d, gpu, (range, carry)| {
         let first = range.start;
         let data = &input[range];
-        let before = (d > 0).then(|| Combine::value::<T>(carry));
+        let before = (d > 0 || before.is_some()).then(|| Combine::value::<T>(carry));
         let at = |k: usize, piece: &[T]| sink(first + k, piece);
         if T::TYPE.is_wide() {
             Scanner64::new(gpu).scan_each_after(gpu, data, before, op, inclusive, at)
         } else {
-            scanners[d].scan_streamed_after(gpu, data, before, op, inclusive, chunk, at)
+            let part = ScanStream { before, ..*job };
+            scanners[d].scan_streamed(gpu, data, &part, at)
         }
     })?;
     Ok(())
@@ -182,18 +187,15 @@ impl SplitPlan {
 /// [`Scanner::split_streamed`] over every device of `group`, by `plan` (made for this input,
 /// predicate, group and chunk): `sink` gets every chunk once with its final place, from the
 /// devices' threads. Returns how many matched.
-#[allow(clippy::too_many_arguments)]
 pub fn split_streamed<T: SortKey>(
     group: &DeviceGroup,
     scanners: &[Scanner],
     input: &[T],
-    payload: Option<&[u32]>,
-    predicate: Predicate<T>,
-    chunk: usize,
-    rest: bool,
+    job: &SplitStream<'_, T>,
     plan: &SplitPlan,
     sink: &(dyn Fn(PlacedSplit<'_, T>) -> Result<()> + Sync),
 ) -> Result<usize> {
+    let payload = job.payload;
     crate::scan::check_payload(input.len(), payload)?;
     if plan.parts.len() != group.len() || plan.parts.last().map(|r| r.end) != Some(input.len()) {
         return Err(Error::InvalidInput(
@@ -211,27 +213,23 @@ pub fn split_streamed<T: SortKey>(
     let kept = on_each(group, items, |d, gpu, (range, (kbase, obase))| {
         let first = range.start;
         let (mut k, mut o) = (kbase, obase);
-        scanners[d].split_streamed(
-            gpu,
-            &input[range.clone()],
-            payload.map(|p| &p[range.clone()]),
-            predicate,
-            chunk,
-            rest,
-            |c| {
-                let placed = PlacedSplit {
-                    range: first + c.range.start..first + c.range.end,
-                    elements: c.elements,
-                    payload: c.payload,
-                    kept: c.kept,
-                    kept_at: k,
-                    rest_at: o,
-                };
-                k += c.kept;
-                o += c.range.len() - c.kept;
-                sink(placed)
-            },
-        )
+        let part = SplitStream {
+            payload: payload.map(|p| &p[range.clone()]),
+            ..*job
+        };
+        scanners[d].split_streamed(gpu, &input[range.clone()], &part, |c| {
+            let placed = PlacedSplit {
+                range: first + c.range.start..first + c.range.end,
+                elements: c.elements,
+                payload: c.payload,
+                kept: c.kept,
+                kept_at: k,
+                rest_at: o,
+            };
+            k += c.kept;
+            o += c.range.len() - c.kept;
+            sink(placed)
+        })
     })?;
     let kept: usize = kept.into_iter().sum();
     if kept != plan.total() {

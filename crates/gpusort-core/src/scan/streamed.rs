@@ -226,47 +226,68 @@ pub struct ChunkSplit<'a, T> {
     pub kept: usize,
 }
 
+/// A streamed scan: the operation, inclusive or exclusive, the elements staged at a time (see
+/// [`chunk_elements`]) and what everything before the input combines to (`before`: a part of a
+/// longer array, whose results are then the longer array's for this part; None: nothing comes
+/// before).
+#[derive(Clone, Copy, Debug)]
+pub struct ScanStream<T> {
+    pub op: ScanOp,
+    pub inclusive: bool,
+    pub chunk: usize,
+    pub before: Option<T>,
+}
+
+impl<T> ScanStream<T> {
+    /// A scan of a whole array: nothing before it.
+    pub fn new(op: ScanOp, inclusive: bool, chunk: usize) -> ScanStream<T> {
+        ScanStream {
+            op,
+            inclusive,
+            chunk,
+            before: None,
+        }
+    }
+
+    /// The same scan of a part of a longer array whose elements before it combine to `before`
+    /// (a device group's part: multi::scan).
+    pub fn after(self, before: T) -> ScanStream<T> {
+        ScanStream {
+            before: Some(before),
+            ..self
+        }
+    }
+}
+
+/// A streamed split (compaction, partition): the elements matching `predicate` first, then,
+/// with `rest`, the others, both in order, each chunk on its own, with their `payload`; `chunk`
+/// elements are staged at a time (see [`chunk_elements`]).
+#[derive(Clone, Copy, Debug)]
+pub struct SplitStream<'a, T> {
+    pub payload: Option<&'a [u32]>,
+    pub predicate: Predicate<T>,
+    pub chunk: usize,
+    pub rest: bool,
+}
+
 impl Scanner {
-    /// Scan `input` of any length in chunks of `chunk` elements (see [`chunk_elements`]),
-    /// handing each chunk's results to `sink(first element, results)` in order, on another
-    /// thread, while later chunks are still on the GPU. Same results as [`Scanner::scan`].
+    /// Scan `input` of any length in chunks, handing each chunk's results to `sink(first
+    /// element, results)` in order, on another thread, while later chunks are still on the GPU.
+    /// Same results as [`Scanner::scan`] (with `before`, the longer array's for this part, with
+    /// no pass of the host over them).
     pub fn scan_streamed<T: SortKey>(
         &self,
         gpu: &Gpu,
         input: &[T],
-        op: ScanOp,
-        inclusive: bool,
-        chunk: usize,
-        sink: impl FnMut(usize, &[T]) -> Result<()> + Send,
-    ) -> Result<()> {
-        self.scan_streamed_after(gpu, input, None, op, inclusive, chunk, sink)
-    }
-
-    /// [`Scanner::scan_streamed`] of a part of a longer array: `before` is what everything
-    /// before `input` combines to, and enters the first chunk as the running value that chunks
-    /// carry to each other (None: nothing comes before). The results are the longer array's for
-    /// this part, with no pass of the host over them (a device group's scan: multi::scan).
-    #[allow(clippy::too_many_arguments)]
-    pub fn scan_streamed_after<T: SortKey>(
-        &self,
-        gpu: &Gpu,
-        input: &[T],
-        before: Option<T>,
-        op: ScanOp,
-        inclusive: bool,
-        chunk: usize,
+        job: &ScanStream<T>,
         mut sink: impl FnMut(usize, &[T]) -> Result<()> + Send,
     ) -> Result<()> {
-        let (step, _) = chunking(input.len(), chunk);
+        let (step, _) = chunking(input.len(), job.chunk);
         let len = |k: usize| (input.len() - k * step).min(step);
-        let before = before.map(|b| bytemuck::cast_slice::<T, u32>(std::slice::from_ref(&b))[0]);
         self.scan_chunks(
             gpu,
             input,
-            before,
-            op,
-            inclusive,
-            chunk,
+            job,
             |k, slot| {
                 let mut out = vec![T::zeroed(); len(k)];
                 slot.drain(0, bytemuck::cast_slice_mut(&mut out));
@@ -276,46 +297,26 @@ impl Scanner {
         )
     }
 
-    /// Scan `input` into `out` (the same length) in chunks of `chunk` elements, each chunk's
-    /// results copied from the staging slot straight into its place in `out` on all cores:
-    /// host arrays in and out with no intermediate copy (the Python package's scans). Same
-    /// results as [`Scanner::scan`].
+    /// Scan `input` into `out` (the same length) in chunks, each chunk's results copied from the
+    /// staging slot straight into its place in `out` on all cores (host arrays in and out with
+    /// no intermediate copy: the Python package's scans), then handed to `landed(first element,
+    /// results)` in order on another thread while later chunks are on the GPU (a file's scan
+    /// checks them and starts their writeback there). Same results as [`Scanner::scan`].
     pub fn scan_into<T: SortKey>(
         &self,
         gpu: &Gpu,
         input: &[T],
         out: &mut [T],
-        op: ScanOp,
-        inclusive: bool,
-        chunk: usize,
-    ) -> Result<()> {
-        self.scan_into_each(gpu, input, out, op, inclusive, chunk, |_, _| Ok(()))
-    }
-
-    /// [`Scanner::scan_into`], handing each chunk's results, once they are in their place in
-    /// `out`, to `landed(first element, results)` in order on another thread while later chunks
-    /// are on the GPU (a file's scan checks them and starts their writeback there).
-    #[allow(clippy::too_many_arguments)]
-    pub fn scan_into_each<T: SortKey>(
-        &self,
-        gpu: &Gpu,
-        input: &[T],
-        out: &mut [T],
-        op: ScanOp,
-        inclusive: bool,
-        chunk: usize,
+        job: &ScanStream<T>,
         mut landed: impl FnMut(usize, &[T]) -> Result<()> + Send,
     ) -> Result<()> {
         crate::scan::check_lengths(input.len(), out.len())?;
-        let (step, _) = chunking(input.len(), chunk);
+        let (step, _) = chunking(input.len(), job.chunk);
         let mut pieces = out.chunks_mut(step);
         self.scan_chunks(
             gpu,
             input,
-            None,
-            op,
-            inclusive,
-            chunk,
+            job,
             |_, slot| {
                 // chunks drain in order, one each: the next piece of `out` is this chunk's
                 let piece = pieces.next()?;
@@ -330,20 +331,26 @@ impl Scanner {
     }
 
     /// The chunk loop of both scans: `drain(k, slot)` takes chunk k's results out of its slot,
-    /// `sink(k, what drain made)` gets them on the writer thread; `before` (element bits) is
-    /// the running value the first chunk starts from.
-    #[allow(clippy::too_many_arguments)]
+    /// `sink(k, what drain made)` gets them on the writer thread; the job's `before` is the
+    /// running value the first chunk starts from.
     fn scan_chunks<T: SortKey, P: Send>(
         &self,
         gpu: &Gpu,
         input: &[T],
-        before: Option<u32>,
-        op: ScanOp,
-        inclusive: bool,
-        chunk: usize,
+        job: &ScanStream<T>,
         drain: impl FnMut(usize, &Drainer<'_>) -> P + Send,
         sink: impl FnMut(usize, P) -> Result<()> + Send,
     ) -> Result<()> {
+        let ScanStream {
+            op,
+            inclusive,
+            chunk,
+            ..
+        } = *job;
+        // (element bits)
+        let before = job
+            .before
+            .map(|b| bytemuck::cast_slice::<T, u32>(std::slice::from_ref(&b))[0]);
         if T::TYPE.is_wide() {
             return Err(Error::InvalidInput(format!(
                 "scans of {} are not supported (u32, i32, f32)",
@@ -396,50 +403,25 @@ impl Scanner {
         )
     }
 
-    /// Keep the elements of `input` (any length) matching `predicate`, in order, with their
-    /// payload, in chunks of `chunk` elements: `sink(the chunk's input range, kept, kept
-    /// payload)` gets each chunk's survivors in order, on another thread, while later chunks are
-    /// still on the GPU. Returns how many were kept. Same results as [`Scanner::compact`].
-    /// Each chunk's whole output area is copied back (the kept count is only known on the GPU
-    /// then): downloads move up to the input's size, whatever is kept.
-    pub fn compact_streamed<T: SortKey>(
-        &self,
-        gpu: &Gpu,
-        input: &[T],
-        payload: Option<&[u32]>,
-        predicate: Predicate<T>,
-        chunk: usize,
-        mut sink: impl FnMut(std::ops::Range<usize>, &[T], Option<&[u32]>) -> Result<()> + Send,
-    ) -> Result<usize> {
-        self.split_streamed(gpu, input, payload, predicate, chunk, false, |s| {
-            sink(s.range, s.elements, s.payload)
-        })
-    }
-
-    /// Split each chunk of `input` stably: the elements matching `predicate` first, then (with
-    /// `rest`) the others, both in order, with their payload; `sink` gets each chunk's
-    /// [`ChunkSplit`] in order, on another thread, while later chunks are on the GPU. Returns
-    /// how many matched in all. A partition of the whole input is every chunk's matching part,
-    /// then every chunk's rest (what `gpusort partition` writes).
-    #[allow(clippy::too_many_arguments)]
+    /// Split `input` (any length) chunk by chunk as `job` says (a compaction keeps the matching
+    /// elements alone: `rest` false); `sink` gets each chunk's [`ChunkSplit`] in order, on another
+    /// thread, while later chunks are on the GPU. Returns how many matched in all. A partition of
+    /// the whole input is every chunk's matching part, then every chunk's rest (what `gpusort
+    /// partition` writes). Each chunk's whole output area is copied back (the kept count is only
+    /// known on the GPU then): downloads move up to the input's size, whatever is kept. Same
+    /// results as [`Scanner::compact`] and [`Scanner::partition`] per chunk.
     pub fn split_streamed<T: SortKey>(
         &self,
         gpu: &Gpu,
         input: &[T],
-        payload: Option<&[u32]>,
-        predicate: Predicate<T>,
-        chunk: usize,
-        rest: bool,
+        job: &SplitStream<'_, T>,
         mut sink: impl FnMut(ChunkSplit<'_, T>) -> Result<()> + Send,
     ) -> Result<usize> {
-        let has_payload = payload.is_some();
+        let has_payload = job.payload.is_some();
         self.split_streamed_with(
             gpu,
             input,
-            payload,
-            predicate,
-            chunk,
-            rest,
+            job,
             |c| {
                 let mut elements = vec![T::zeroed(); c.len()];
                 c.elements_into(0, &mut elements);
@@ -465,18 +447,20 @@ impl Scanner {
     /// staging memory itself: `drain` gets a [`SplitDrain`] in chunk order (while the GPU runs
     /// later chunks) and copies its elements straight to where they belong (a file's map, say);
     /// what it returns goes to `sink`, in order, on another thread. Returns how many matched.
-    #[allow(clippy::too_many_arguments)]
     pub fn split_streamed_with<T: SortKey, P: Send>(
         &self,
         gpu: &Gpu,
         input: &[T],
-        payload: Option<&[u32]>,
-        predicate: Predicate<T>,
-        chunk: usize,
-        rest: bool,
+        job: &SplitStream<'_, T>,
         mut drain: impl FnMut(SplitDrain<'_, T>) -> P + Send,
         mut sink: impl FnMut(P) -> Result<()> + Send,
     ) -> Result<usize> {
+        let SplitStream {
+            payload,
+            predicate,
+            chunk,
+            rest,
+        } = *job;
         crate::scan::check_payload(input.len(), payload)?;
         let size = T::TYPE.size() as u64;
         let (chunk, chunks) = chunking(input.len(), chunk);
