@@ -328,6 +328,73 @@ fn float_sums_add_in_numpy_order_on_any_thread_count() {
     }
 }
 
+/// Sums of 32-bit integers widened to 64 bits (NumPy's cumsum dtype rule) equal an in-order
+/// loop in 64 bits, wrapping past the type's end, inclusive and exclusive, on one thread and on
+/// three, at chunk edges; integer sums of every width equal the twin's.
+#[test]
+fn integer_sums_widen_and_wrap_on_any_thread_count() {
+    fn check<S: SortKey, T: SortKey + PartialEq + std::fmt::Debug>(
+        data: &[S],
+        widen: fn(S) -> T,
+        add: fn(T, T) -> T,
+    ) {
+        let mut want = Vec::with_capacity(data.len());
+        let mut acc = T::zeroed();
+        for &x in data {
+            acc = add(acc, widen(x));
+            want.push(acc);
+        }
+        let mut shifted = vec![T::zeroed()];
+        shifted.extend_from_slice(&want[..want.len().saturating_sub(1)]);
+        shifted.truncate(data.len());
+        for threads in [1, 3] {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            for (inclusive, want) in [(true, &want), (false, &shifted)] {
+                let mut got = vec![T::zeroed(); data.len()];
+                pool.install(|| engine::sum_widened(data, &mut got, inclusive, widen, add))
+                    .unwrap();
+                let what = format!("{} n={} threads={threads}", S::TYPE, data.len());
+                assert!(got == *want, "inclusive={inclusive} {what}");
+            }
+        }
+    }
+    let mut r = rng(78);
+    for n in [0usize, 1, 2, (1 << 16) - 1, (1 << 16) + 1, 300_001] {
+        let i: Vec<i32> = (0..n)
+            .map(|_| r.random_range(i32::MIN..=i32::MAX))
+            .collect();
+        let u: Vec<u32> = (0..n)
+            .map(|_| r.random_range(u32::MAX - 9..=u32::MAX))
+            .collect();
+        check(&i, i64::from, i64::wrapping_add);
+        check(&u, u64::from, u64::wrapping_add);
+        // 64-bit sums that wrap, through the engine's scan against the twin
+        let w: Vec<u64> = (0..n)
+            .map(|_| r.random_range(u64::MAX / 2..=u64::MAX))
+            .collect();
+        let v: Vec<i32> = i.clone();
+        for inclusive in [true, false] {
+            let mut got = vec![0u64; n];
+            engine::scan(&w, &mut got, ScanOp::Add, inclusive).unwrap();
+            assert_eq!(
+                got,
+                scan_twin::scan64(&w, ScanOp::Add, inclusive),
+                "u64 n={n}"
+            );
+            let mut got = vec![0i32; n];
+            engine::scan(&v, &mut got, ScanOp::Add, inclusive).unwrap();
+            assert_eq!(
+                got,
+                scan_twin::scan(&v, ScanOp::Add, inclusive),
+                "i32 n={n}"
+            );
+        }
+    }
+}
+
 fn check_splits<T: SortKey + PartialEq>(keys: &[T], pivots: &[T]) {
     let payload: Vec<u32> = (0..keys.len() as u32).collect();
     let mut preds = vec![Predicate::NonZero];

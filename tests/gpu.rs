@@ -2,7 +2,7 @@
 //! with subgroups and with them forced off.
 
 use gpusort_core::reference::keys as reference;
-use gpusort_core::{Gpu, GpuOptions, SortKey, SortOrder, Sorter};
+use gpusort_core::{Gpu, GpuOptions, HostSort, SortKey, SortOrder, Sorter};
 use gpusort_tests::*;
 use rand::Rng;
 
@@ -157,8 +157,16 @@ fn argsort_and_values_are_stable() {
                 let mut vals: Vec<u32> =
                     (0..n as u32).map(|i| i.wrapping_mul(2654435761)).collect();
                 let orig = vals.clone();
-                s.sort_host(gpu, &mut k2, Some(&mut vals), false, order)
-                    .unwrap();
+                s.sort_host(
+                    gpu,
+                    &mut k2,
+                    HostSort {
+                        values: Some(&mut vals),
+                        order,
+                        ..HostSort::default()
+                    },
+                )
+                .unwrap();
                 let want: Vec<u32> = perm.iter().map(|&i| orig[i as usize]).collect();
                 assert_eq!(vals, want, "values n={n}");
                 assert_eq!(k2, reference::sorted(&keys, order));
@@ -631,8 +639,16 @@ mod radix {
                     let mut k2 = keys.clone();
                     let mut vals: Vec<u32> = (0..n as u32).map(|i| i ^ 0xdead).collect();
                     let orig = vals.clone();
-                    s.sort_host(gpu, &mut k2, Some(&mut vals), false, order)
-                        .unwrap();
+                    s.sort_host(
+                        gpu,
+                        &mut k2,
+                        HostSort {
+                            values: Some(&mut vals),
+                            order,
+                            ..HostSort::default()
+                        },
+                    )
+                    .unwrap();
                     assert_eq!(
                         vals,
                         perm.iter().map(|&i| orig[i as usize]).collect::<Vec<_>>()
@@ -672,7 +688,15 @@ mod radix_segments {
                 let mut got = keys.clone();
                 let mut vals: Vec<u32> = (0..n as u32).map(|i| i ^ 0x5a5a).collect();
                 let (perm, _) = s
-                    .sort_host(gpu, &mut got, Some(&mut vals), true, order)
+                    .sort_host(
+                        gpu,
+                        &mut got,
+                        HostSort {
+                            values: Some(&mut vals),
+                            permutation: true,
+                            order,
+                        },
+                    )
                     .unwrap();
                 let want_perm = reference::argsort(&keys, order);
                 assert_eq!(perm.unwrap(), want_perm, "permutation, {what}");
@@ -987,7 +1011,14 @@ mod radix_options {
                 "a key-bit range stays stable"
             );
             let (_, st) = fast
-                .sort_host(gpu, &mut keys.clone(), None, true, SortOrder::default())
+                .sort_host(
+                    gpu,
+                    &mut keys.clone(),
+                    HostSort {
+                        permutation: true,
+                        ..HostSort::default()
+                    },
+                )
                 .unwrap();
             assert!(!st.radix_unstable_first, "an argsort stays stable");
             let perm = fast.argsort(gpu, &keys, SortOrder::default()).unwrap();
@@ -1087,7 +1118,14 @@ mod radix_options {
                 }
                 // argsorts keep theirs
                 let (_, st) = s
-                    .sort_host(gpu, &mut [3u64, 1, 2], None, true, SortOrder::default())
+                    .sort_host(
+                        gpu,
+                        &mut [3u64, 1, 2],
+                        HostSort {
+                            permutation: true,
+                            ..HostSort::default()
+                        },
+                    )
                     .unwrap();
                 assert_eq!(st.tile, s.radix_tile(true), "argsort tile");
                 for n in [tile - 1, tile + 1, 7 * tile + 3] {
@@ -1125,7 +1163,14 @@ mod radix_options {
             let base = radix(gpu);
             let s = radix(gpu).tuned(gpu, |t| t.wide_payload_wg = Some(512));
             let (_, st) = s
-                .sort_host(gpu, &mut [3u64, 1, 2], None, true, SortOrder::default())
+                .sort_host(
+                    gpu,
+                    &mut [3u64, 1, 2],
+                    HostSort {
+                        permutation: true,
+                        ..HostSort::default()
+                    },
+                )
                 .unwrap();
             let tile = st.tile as usize;
             if no_sg {
@@ -1135,7 +1180,14 @@ mod radix_options {
             }
             // everything else keeps the shared shape
             let (_, narrow) = s
-                .sort_host(gpu, &mut [3u32, 1, 2], None, true, SortOrder::default())
+                .sort_host(
+                    gpu,
+                    &mut [3u32, 1, 2],
+                    HostSort {
+                        permutation: true,
+                        ..HostSort::default()
+                    },
+                )
                 .unwrap();
             assert_eq!(narrow.tile, base.radix_tile(true), "32-bit argsorts");
             let keys_only = s.sort(gpu, &mut [2u64, 1], SortOrder::default()).unwrap();
@@ -1171,9 +1223,10 @@ mod radix_options {
                 s.sort_host(
                     gpu,
                     &mut keys,
-                    Some(&mut values),
-                    false,
-                    SortOrder::default(),
+                    HostSort {
+                        values: Some(&mut values),
+                        ..HostSort::default()
+                    },
                 )
                 .unwrap();
                 let perm = reference::argsort(&u, SortOrder::default());
@@ -1324,7 +1377,14 @@ mod radix_options {
             let st = s.sort(gpu, &mut wide, SortOrder::default()).unwrap();
             assert!(!st.radix_msd, "64-bit keys");
             let (_, st) = s
-                .sort_host(gpu, &mut [3u32, 1, 2], None, true, SortOrder::default())
+                .sort_host(
+                    gpu,
+                    &mut [3u32, 1, 2],
+                    HostSort {
+                        permutation: true,
+                        ..HostSort::default()
+                    },
+                )
                 .unwrap();
             assert!(!st.radix_msd, "an argsort");
             for n in [

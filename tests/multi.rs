@@ -13,7 +13,7 @@ use gpusort_core::reference;
 use gpusort_core::scan::streamed::{ScanStream, SplitStream};
 use gpusort_core::scan::{Predicate, ScanOp};
 use gpusort_core::stencil::{self, Boundary, GridShape, Stencil, StencilJob, StencilKernel};
-use gpusort_core::{GpuOptions, KeyType, Scanner, SortKey, SortOrder, Sorter};
+use gpusort_core::{GpuOptions, HostSort, KeyType, Scanner, SortKey, SortOrder, Sorter};
 use gpusort_tests::{bits, gpu, Shape};
 
 /// `devices` devices on the tests' adapter.
@@ -59,15 +59,25 @@ fn sort_case<T: SortKey>(
     let (mut a, mut b) = (keys.to_vec(), keys.to_vec());
     let (mut va, mut vb) = (vals.clone(), vals.clone());
     let (pa, _) = sorters[0]
-        .sort_host(one, &mut a, carried.then_some(&mut va[..]), carried, order)
+        .sort_host(
+            one,
+            &mut a,
+            HostSort {
+                values: carried.then_some(&mut va[..]),
+                permutation: carried,
+                order,
+            },
+        )
         .unwrap();
     let (pb, stats) = multi::sort::sort_host_spread(
         g,
         sorters,
         &mut b,
-        carried.then_some(&mut vb[..]),
-        carried,
-        order,
+        HostSort {
+            values: carried.then_some(&mut vb[..]),
+            permutation: carried,
+            order,
+        },
         Spread::Always,
     )
     .unwrap();
@@ -184,15 +194,7 @@ fn a_group_of_one_is_that_device() {
         true,
         "one device",
     );
-    assert!(multi::sort::sort_host(
-        &g,
-        &[],
-        &mut keys.clone(),
-        None,
-        false,
-        SortOrder::default()
-    )
-    .is_err());
+    assert!(multi::sort::sort_host(&g, &[], &mut keys.clone(), HostSort::default()).is_err());
 }
 
 /// The group's scan assembled from its sink.
@@ -487,12 +489,26 @@ fn shares_larger_than_one_gpu_sort_go_in_several_buckets_a_device() {
         let keys: Vec<f32> = keys_of(&bits(20011, shape, 61 + s as u64));
         let mut want = keys.clone();
         let (pw, _) = plain[0]
-            .sort_host(g.first(), &mut want, None, true, SortOrder::default())
+            .sort_host(
+                g.first(),
+                &mut want,
+                HostSort {
+                    permutation: true,
+                    ..HostSort::default()
+                },
+            )
             .unwrap();
         let mut got = keys.clone();
-        let (pg, stats) =
-            multi::sort::sort_host(&g, &sorters, &mut got, None, true, SortOrder::default())
-                .unwrap();
+        let (pg, stats) = multi::sort::sort_host(
+            &g,
+            &sorters,
+            &mut got,
+            HostSort {
+                permutation: true,
+                ..HostSort::default()
+            },
+        )
+        .unwrap();
         assert_eq!(as_bytes(&got), as_bytes(&want), "{shape:?}");
         assert_eq!(pg, pw, "{shape:?}");
         assert_eq!(stats.parts.len(), 2);
@@ -505,23 +521,15 @@ fn inputs_one_device_sorts_whole_stay_on_it_unless_asked() {
     let sorters: Vec<Sorter> = g.gpus().iter().map(|x| Sorter::new(x).unwrap()).collect();
     let keys: Vec<u32> = keys_of(&bits(50_000, Shape::Random, 8));
     let (mut a, mut b) = (keys.clone(), keys.clone());
-    let (_, auto) =
-        multi::sort::sort_host(&g, &sorters, &mut a, None, false, SortOrder::default()).unwrap();
+    let (_, auto) = multi::sort::sort_host(&g, &sorters, &mut a, HostSort::default()).unwrap();
     assert_eq!(
         auto.parts,
         vec![keys.len()],
         "one GPU sort: the first device alone"
     );
-    let (_, spread) = multi::sort::sort_host_spread(
-        &g,
-        &sorters,
-        &mut b,
-        None,
-        false,
-        SortOrder::default(),
-        Spread::Always,
-    )
-    .unwrap();
+    let (_, spread) =
+        multi::sort::sort_host_spread(&g, &sorters, &mut b, HostSort::default(), Spread::Always)
+            .unwrap();
     assert_eq!(spread.parts.len(), 2);
     assert!(
         spread.parts.iter().all(|&p| p > 20_000),
@@ -536,8 +544,7 @@ fn inputs_one_device_sorts_whole_stay_on_it_unless_asked() {
         .map(|x| Sorter::new(x).unwrap().with_piece_limit(10_000))
         .collect();
     let mut c = keys.clone();
-    let (_, st) =
-        multi::sort::sort_host(&g, &limited, &mut c, None, false, SortOrder::default()).unwrap();
+    let (_, st) = multi::sort::sort_host(&g, &limited, &mut c, HostSort::default()).unwrap();
     assert_eq!(st.parts.len(), 2);
     assert_eq!(a, c);
 }

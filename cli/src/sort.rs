@@ -8,7 +8,7 @@ use gpusort_core::device::transfer;
 use gpusort_core::reference::check;
 use gpusort_core::sort::external;
 use gpusort_core::sort::plan::{self, Route};
-use gpusort_core::{KeyType, SortJob, SortKey, SortOrder, Sorter};
+use gpusort_core::{HostSort, KeyType, SortJob, SortKey, SortOrder, Sorter};
 
 use crate::error::{CliError, CliResult};
 use crate::files::{
@@ -412,9 +412,11 @@ fn sort_in_memory<T: SortKey>(
         &group,
         &sorters,
         &mut keys,
-        vals.as_deref_mut(),
-        args.argsort.is_some(),
-        order,
+        HostSort {
+            values: vals.as_deref_mut(),
+            permutation: args.argsort.is_some(),
+            order,
+        },
         spread,
     )?;
     if let Some(original) = &original {
@@ -1098,7 +1100,14 @@ fn sort_file_on<T: SortKey>(
 ) -> CliResult {
     let mut keys: Vec<T> = input.to_vec();
     let original: Option<Vec<T>> = args.verify.then(|| keys.clone());
-    sorter.sort_host(gpu, &mut keys, None, false, order)?;
+    sorter.sort_host(
+        gpu,
+        &mut keys,
+        HostSort {
+            order,
+            ..HostSort::default()
+        },
+    )?;
     if let Some(original) = &original {
         check(args, original, &keys, order)?;
     }

@@ -78,8 +78,8 @@ _WIDER = {
 
 
 # Where the CPU engine has fewer threads than this, NumPy's own sort and cumsum answer instead:
-# NumPy sorts on one core with AVX-512 and its sorts and cumsums beat the engine on 2 threads
-# (1.1-2.1x and up to 4x), while on 16 threads the engine sorts 3.7-4.2x faster than np.sort
+# NumPy sorts on one core with AVX-512 and its sorts beat the engine's on 2 threads (1.1-2.1x),
+# while on 16 threads the engine sorts 3.7-4.2x faster than np.sort
 # (docs/BENCHMARKS.md); the engine's per-thread speed puts the break-even at 3-6 threads.
 _ENGINE_THREADS_OVER_NUMPY = 8
 _numpy_answers = None  # for the context in use: made on first ask, forgotten by use()
@@ -213,17 +213,22 @@ def _signed_zeros(arr):
 
 
 def _numpy_sort(x, axis):
-    """np.sort of `x` with -0.0 and +0.0 in their input order, as NumPy's stable kind leaves
-    them: its default kind is faster and gives the same values."""
+    """np.sort of `x` with -0.0 and +0.0, and NaNs, in their input order and bits, as NumPy's
+    stable kind leaves them: its default kind is faster and gives the same values."""
     if x.ndim == 0 or (x.ndim > 1 and axis is not None):
         if x.dtype.kind != "f":
             return np.sort(x, axis=axis)
-        signed = bool(np.any((x == 0) & np.signbit(x)))
+        signed = bool(np.any((x == 0) & np.signbit(x))) or bool(np.isnan(x).any())
         return np.sort(x, axis=axis, kind="stable" if signed else None)
     flat = x.reshape(-1)
     res = _sorted_in_parts(flat)
     if x.dtype.kind != "f":
         return res
+    # NaNs last with their input bits in their input order, as the stable kind leaves them (the
+    # default kind may write a NaN of its own: float16 on AVX-512 CPUs, NumPy 2.4)
+    if res.size and np.isnan(res[-1]):
+        nans = np.isnan(flat)
+        res[res.size - int(np.count_nonzero(nans)) :] = flat[nans]
     # the zeros sit together in the result (found by bisection): in the input's order of signs
     zero = res.dtype.type(0)  # (of the array's dtype: a Python 0 would convert the array)
     lo, hi = np.searchsorted(res, zero, "left"), np.searchsorted(res, zero, "right")
@@ -237,7 +242,9 @@ def _sorted_in_parts(flat):
     releases the GIL), the parts then merged on all cores. Parts of fewer than
     `_PART_SORT_MIN` elements are not worth a thread."""
     parts = min(_native.info()["threads"], flat.size // _PART_SORT_MIN)
-    if parts < 2:
+    if parts < 2 or flat.dtype == np.float32:
+        # (float32 keys merge at 0.6x the speed of integer ones: on 2 cores NumPy's AVX-512 sort
+        # of the whole array was the faster, docs/BENCHMARKS.md)
         return np.sort(flat)
     bounds = [flat.size * i // parts for i in range(parts + 1)]
     done = [None] * parts
@@ -387,6 +394,9 @@ def scan(a, op="add", *, exclusive=False, out=None):
 # rows at least this long are scanned one by one on the engine; shorter rows along an axis take
 # NumPy's own cumsum, where a call per row would cost more than the sums
 _ROW_SCAN_MIN = 1 << 15
+# on a CPU of few cores NumPy's own cumsum of 64-bit integers keeps up with the engine's below
+# this many elements (2 cores, 2^20: 1.01-1.06 of its time; 2^22: 0.45; docs/BENCHMARKS.md)
+_WIDE_INT_SCAN_MIN = 1 << 21
 
 
 def cumsum(a, axis=None, dtype=None, out=None, *, exclusive=False):
@@ -396,8 +406,8 @@ def cumsum(a, axis=None, dtype=None, out=None, *, exclusive=False):
     ``exclusive=True`` starts from 0 and leaves out each element itself. Without a GPU float sums
     add in NumPy's order (its bits); on the GPU in another order (the last bits may differ).
     Rows along an axis shorter than 2^15 elements are NumPy's own cumsum (a call per row costs
-    more there), and so is an integer cumsum without a GPU on a CPU of few cores (NumPy's is
-    faster there)."""
+    more there), and so is a cumsum of fewer than 2^21 64-bit integers without a GPU on a CPU of
+    few cores (NumPy's is as fast there)."""
     arr = _plain(a)
     if out is not None and not isinstance(out, np.ndarray):
         raise TypeError(f"out must be a NumPy array, not {type(out).__name__}")
@@ -406,10 +416,11 @@ def cumsum(a, axis=None, dtype=None, out=None, *, exclusive=False):
     # the dtypes the engine's cumsum takes, whichever answers (an empty slice: no copy)
     probe = x.reshape(-1)[:0]
     _scannable(probe.astype(acc if acc is not None else np.int32 if probe.dtype.kind == "b" else probe.dtype))
-    # on a CPU of few cores NumPy's integer cumsum is the faster; float32/float64 sums run on the
-    # engine there too (in NumPy's order: the same bits, faster than NumPy's loop)
-    summed_in = acc if acc is not None else x.dtype
-    numpy_own = _numpy_faster() and summed_in not in (np.float32, np.float64)
+    # on a CPU of few cores the engine is the faster too (32-bit integers widened as it reads them,
+    # float sums in NumPy's order: the same bits), but for short 64-bit integer sums
+    length = x.shape[-1] if x.ndim else 1
+    wide_int = x.dtype.kind in "iu" and x.dtype.itemsize == 8 and acc in (None, x.dtype)
+    numpy_own = _numpy_faster() and wide_int and length < _WIDE_INT_SCAN_MIN
     if x.ndim <= 1 and not numpy_own:
         res = _cumsum_flat(x, acc, exclusive)
     elif x.shape[-1] >= _ROW_SCAN_MIN and not numpy_own:

@@ -15,7 +15,7 @@ use gpusort_core::scan::scan64::Scanner64;
 use gpusort_core::scan::streamed::{ScanStream, SplitStream};
 use gpusort_core::scan::{Predicate, ScanOp, Scanner};
 use gpusort_core::stencil::{Boundary, GridShape, Stencil, StencilJob, StencilKernel};
-use gpusort_core::{Gpu, GpuOptions, SortKey, SortOrder, Sorter};
+use gpusort_core::{Gpu, GpuOptions, HostSort, SortKey, SortOrder, Sorter};
 use numpy::{
     IntoPyArray, PyArrayMethods, PyReadonlyArray1, PyReadonlyArrayDyn, PyUntypedArrayMethods,
 };
@@ -414,11 +414,30 @@ fn sort_on<T: SortKey>(
                 } else {
                     Spread::WhenItPays
                 };
-                sort_host_spread(group, sorters, keys, None, want_permutation, order, spread)?.0
+                sort_host_spread(
+                    group,
+                    sorters,
+                    keys,
+                    HostSort {
+                        permutation: want_permutation,
+                        order,
+                        ..HostSort::default()
+                    },
+                    spread,
+                )?
+                .0
             }
             None => {
                 g.sorter
-                    .sort_host(&g.gpu, keys, None, want_permutation, order)?
+                    .sort_host(
+                        &g.gpu,
+                        keys,
+                        HostSort {
+                            permutation: want_permutation,
+                            order,
+                            ..HostSort::default()
+                        },
+                    )?
                     .0
             }
         },
@@ -523,28 +542,29 @@ fn scan_keys<T: SortKey + numpy::Element>(
 }
 
 /// The sum scan of 32-bit integers `data` in 64 bits (NumPy's cumsum widens them): the GPU
-/// widens them as it reads them; on the CPU a widened copy is scanned.
+/// widens them as it reads them, and so does the CPU engine.
 fn cumsum_widened<S: SortKey, T: SortKey + numpy::Element>(
     e: &Engine,
     data: &[S],
     inclusive: bool,
-    widen: fn(S) -> T,
+    widen: impl Fn(S) -> T + Sync,
+    add: impl Fn(T, T) -> T + Sync,
 ) -> gpusort_core::Result<ResultBuf<T>> {
+    // every element written by the scan
+    let mut buf = ResultBuf::new(data.len());
     match e {
-        Engine::Gpu(g) => {
-            // every element written by the scan
-            let mut buf = ResultBuf::new(data.len());
-            g.scanner64.scan_widened_into(
-                &g.gpu,
-                data,
-                buf.as_mut_slice(),
-                ScanOp::Add,
-                inclusive,
-            )?;
-            Ok(buf)
+        Engine::Gpu(g) => g.scanner64.scan_widened_into(
+            &g.gpu,
+            data,
+            buf.as_mut_slice(),
+            ScanOp::Add,
+            inclusive,
+        )?,
+        Engine::Cpu => {
+            gpusort_core::cpu_engine::sum_widened(data, buf.as_mut_slice(), inclusive, widen, add)?
         }
-        Engine::Cpu => scan_keys(e, &par_copy(data, widen), ScanOp::Add, inclusive),
     }
+    Ok(buf)
 }
 
 /// The scan of `a` with `op` (its dtype kept; integers wrap).
@@ -648,14 +668,14 @@ fn cumsum<'py>(
     if let Ok(arr) = a.extract::<PyReadonlyArray1<'_, i32>>() {
         let data = input(&arr);
         let out = run(py, move |e| {
-            cumsum_widened::<i32, i64>(e, data.as_slice(), inclusive, i64::from)
+            cumsum_widened(e, data.as_slice(), inclusive, i64::from, i64::wrapping_add)
         })?;
         return Ok(out.into_pyarray(py)?.into_any());
     }
     if let Ok(arr) = a.extract::<PyReadonlyArray1<'_, u32>>() {
         let data = input(&arr);
         let out = run(py, move |e| {
-            cumsum_widened::<u32, u64>(e, data.as_slice(), inclusive, u64::from)
+            cumsum_widened(e, data.as_slice(), inclusive, u64::from, u64::wrapping_add)
         })?;
         return Ok(out.into_pyarray(py)?.into_any());
     }

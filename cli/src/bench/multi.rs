@@ -15,7 +15,7 @@ use std::time::Instant;
 use gpusort_core::multi::{self, DeviceGroup};
 use gpusort_core::scan::ScanOp;
 use gpusort_core::stencil::{Boundary, GridShape, Stencil, StencilJob, StencilKernel};
-use gpusort_core::{KeyType, Scanner, SortKey, SortOrder, Sorter};
+use gpusort_core::{HostSort, KeyType, Scanner, SortKey, Sorter};
 use rayon::prelude::*;
 
 use super::{measure, Case, Ctx};
@@ -82,14 +82,7 @@ fn sort_cases<T: SortKey>(
         let st = measure(ctx.reps, || {
             work.copy_from_slice(&keys);
             let t = Instant::now();
-            multi::sort::sort_host(
-                &sub,
-                &sorters[..k],
-                &mut work,
-                None,
-                false,
-                SortOrder::default(),
-            )?;
+            multi::sort::sort_host(&sub, &sorters[..k], &mut work, HostSort::default())?;
             Ok(t.elapsed().as_secs_f64())
         })?;
         let got = bytemuck::cast_slice::<T, u8>(&work);

@@ -70,6 +70,6 @@ pub use device::{Gpu, GpuOptions, PinnedBuffer};
 pub use error::{Error, Result};
 pub use keys::{KeyType, SortKey, SortOrder};
 pub use scan::Scanner;
-pub use sort::{Algorithm, KeyWord, SortJob, SortStats, Sorter};
+pub use sort::{Algorithm, HostSort, KeyWord, SortJob, SortStats, Sorter};
 /// The wgpu this crate is built against, so that callers' buffers and devices match its version.
 pub use wgpu;

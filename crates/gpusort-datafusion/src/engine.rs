@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use datafusion::common::{DataFusionError, Result};
-use gpusort_core::{cpu_engine, Gpu, GpuOptions, KeyWord, SortKey, SortOrder, Sorter};
+use gpusort_core::{cpu_engine, Gpu, GpuOptions, HostSort, KeyWord, SortKey, SortOrder, Sorter};
 
 use rayon::prelude::*;
 
@@ -150,7 +150,15 @@ impl SortEngine {
                     .map_err(|_| DataFusionError::Internal("GPU lock poisoned".into()))?;
                 let (gpu, sorter) = &*g;
                 sorter
-                    .sort_host(gpu, &mut keys, None, true, order)
+                    .sort_host(
+                        gpu,
+                        &mut keys,
+                        HostSort {
+                            permutation: true,
+                            order,
+                            ..HostSort::default()
+                        },
+                    )
                     .map_err(external)?
                     .0
             }

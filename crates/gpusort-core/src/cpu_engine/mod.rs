@@ -17,7 +17,7 @@ mod sort;
 mod stencil;
 
 pub use merge::merge;
-pub use scan::{scan, split};
+pub use scan::{scan, split, sum_widened};
 pub use sort::{argsort, sort};
 pub use stencil::run as stencil;
 

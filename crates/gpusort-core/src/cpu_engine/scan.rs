@@ -29,6 +29,17 @@ pub fn scan<T: SortKey>(data: &[T], out: &mut [T], op: ScanOp, inclusive: bool) 
         }
         return stop.check();
     }
+    if op == ScanOp::Add {
+        // integer sums (wrapping) without the operator chosen per element
+        use bytemuck::{cast_slice as c, cast_slice_mut as m};
+        match t {
+            KeyType::U64 | KeyType::I64 => {
+                sum_words::<u64, u64>(c(data), m(out), inclusive, |x| x, u64::wrapping_add)
+            }
+            _ => sum_words::<u32, u32>(c(data), m(out), inclusive, |x| x, u32::wrapping_add),
+        }
+        return stop.check();
+    }
     if t.is_wide() {
         assert!(
             crate::scan::scan64::supports(t, op),
@@ -87,6 +98,69 @@ fn add_in_order<F: Copy + std::ops::Add<Output = F> + From<i8> + std::ops::Neg<O
     if let (false, Some(first)) = (inclusive, out.first_mut()) {
         *first = F::from(0);
     }
+}
+
+/// The sum scan of 32-bit integers into 64 bits (NumPy's `cumsum` widens them): `widen` each
+/// element as it is read, adding with wrap-around, on all cores, straight into `out` (the same
+/// length). A caller's stop ends it between chunks as it ends [`scan`].
+pub fn sum_widened<S: SortKey, T: SortKey>(
+    data: &[S],
+    out: &mut [T],
+    inclusive: bool,
+    widen: impl Fn(S) -> T + Sync,
+    add: impl Fn(T, T) -> T + Sync,
+) -> Result<()> {
+    assert_eq!(data.len(), out.len(), "a scan writes one result an element");
+    sum_words(data, out, inclusive, widen, add);
+    Stop::current().check()
+}
+
+/// A chunked sum of `data` into `out`: each chunk's total (widened), the sums before each chunk
+/// in order, then each chunk from its sum; the operator fixed at compile time (the general
+/// [`scan_words`] picks it per element).
+fn sum_words<S: Copy + Sync, T: Copy + Send + Sync + bytemuck::Zeroable>(
+    data: &[S],
+    out: &mut [T],
+    inclusive: bool,
+    widen: impl Fn(S) -> T + Sync,
+    add: impl Fn(T, T) -> T + Sync,
+) {
+    let stop = Stop::current();
+    let zero = T::zeroed();
+    let chunk = chunk_len(data.len());
+    let totals: Vec<T> = data
+        .par_chunks(chunk)
+        .map(|c| match stop.requested() {
+            true => zero,
+            false => c.iter().fold(zero, |a, &x| add(a, widen(x))),
+        })
+        .collect();
+    let mut carries = Vec::with_capacity(totals.len());
+    let mut acc = zero;
+    for t in totals {
+        carries.push(acc);
+        acc = add(acc, t);
+    }
+    data.par_chunks(chunk)
+        .zip(out.par_chunks_mut(chunk))
+        .zip(carries)
+        .for_each(|((src, dst), carry)| {
+            if stop.requested() {
+                return;
+            }
+            let mut acc = carry;
+            if inclusive {
+                for (d, &x) in dst.iter_mut().zip(src) {
+                    acc = add(acc, widen(x));
+                    *d = acc;
+                }
+            } else {
+                for (d, &x) in dst.iter_mut().zip(src) {
+                    *d = acc;
+                    acc = add(acc, widen(x));
+                }
+            }
+        });
 }
 
 /// A chunked scan of words: chunk totals, their carries in order, then each chunk from its carry.

@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::keys::order::{key_on_bits, sortable};
 use crate::keys::{SortKey, SortOrder};
 use crate::multi::{on_each, split_even, DeviceGroup};
-use crate::sort::{SortStats, Sorter};
+use crate::sort::{HostSort, SortStats, Sorter};
 
 /// Sample positions per bucket: splitters within about 1/√(this) of an even split.
 const SAMPLE_PER_DEVICE: usize = 4096;
@@ -71,32 +71,24 @@ pub fn sort_host<T: SortKey>(
     group: &DeviceGroup,
     sorters: &[Sorter],
     keys: &mut [T],
-    values: Option<&mut [u32]>,
-    want_permutation: bool,
-    order: SortOrder,
+    job: HostSort<'_>,
 ) -> Result<(Option<Vec<u32>>, GroupSortStats)> {
-    sort_host_spread(
-        group,
-        sorters,
-        keys,
-        values,
-        want_permutation,
-        order,
-        Spread::WhenItPays,
-    )
+    sort_host_spread(group, sorters, keys, job, Spread::WhenItPays)
 }
 
 /// [`sort_host`] with a choice of when to spread.
-#[allow(clippy::too_many_arguments)]
 pub fn sort_host_spread<T: SortKey>(
     group: &DeviceGroup,
     sorters: &[Sorter],
     keys: &mut [T],
-    values: Option<&mut [u32]>,
-    want_permutation: bool,
-    order: SortOrder,
+    job: HostSort<'_>,
     spread: Spread,
 ) -> Result<(Option<Vec<u32>>, GroupSortStats)> {
+    let HostSort {
+        values,
+        permutation: want_permutation,
+        order,
+    } = job;
     if sorters.len() != group.len() {
         return Err(Error::InvalidInput(format!(
             "{} sorters for {} devices",
@@ -128,8 +120,15 @@ pub fn sort_host_spread<T: SortKey>(
         Spread::WhenItPays => n > one_sort(group.first(), &sorters[0]),
     };
     if group.len() == 1 || n < 2 || !pays {
-        let (perm, stats) =
-            sorters[0].sort_host(group.first(), keys, values, want_permutation, order)?;
+        let (perm, stats) = sorters[0].sort_host(
+            group.first(),
+            keys,
+            HostSort {
+                values,
+                permutation: want_permutation,
+                order,
+            },
+        )?;
         return Ok((
             perm,
             GroupSortStats {
@@ -202,7 +201,17 @@ pub fn sort_host_spread<T: SortKey>(
     let devices = on_each(group, mine, |d, gpu, buckets| {
         let mut total: Option<SortStats> = None;
         for (part, idx) in buckets {
-            let st = sorters[d].sort_host(gpu, part, idx, false, order)?.1;
+            let st = sorters[d]
+                .sort_host(
+                    gpu,
+                    part,
+                    HostSort {
+                        values: idx,
+                        order,
+                        ..HostSort::default()
+                    },
+                )?
+                .1;
             total = Some(match total {
                 None => st,
                 Some(t) => SortStats {
@@ -392,7 +401,15 @@ fn by_segments<T: SortKey>(
         rk = b;
     }
     let results = on_each(group, items, |d, gpu, (part, vals, first)| {
-        let (perm, stats) = sorters[d].sort_host(gpu, part, vals, want_permutation, order)?;
+        let (perm, stats) = sorters[d].sort_host(
+            gpu,
+            part,
+            HostSort {
+                values: vals,
+                permutation: want_permutation,
+                order,
+            },
+        )?;
         Ok((
             perm.map(|p| p.iter().map(|&i| i + first as u32).collect::<Vec<_>>()),
             stats,
@@ -450,9 +467,11 @@ impl crate::sort::external::RunSorter for GroupRuns<'_> {
             self.group,
             self.sorters,
             keys,
-            values,
-            want_permutation,
-            order,
+            HostSort {
+                values,
+                permutation: want_permutation,
+                order,
+            },
         )?;
         Ok((perm, Some(st.combined())))
     }

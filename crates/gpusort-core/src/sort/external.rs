@@ -29,7 +29,7 @@ use crate::device::Gpu;
 use crate::error::{Error, Result};
 use crate::keys::order::{fingerprint, key_on_bits, sortable, Fingerprint};
 use crate::keys::{SortKey, SortOrder};
-use crate::sort::{SortStats, Sorter};
+use crate::sort::{HostSort, SortStats, Sorter};
 
 /// The smallest memory budget an external sort accepts.
 pub const MIN_MEMORY_BUDGET: u64 = 64 << 10;
@@ -141,9 +141,15 @@ impl RunSorter for GpuRuns<'_> {
         want_permutation: bool,
         order: SortOrder,
     ) -> Result<(Option<Vec<u32>>, Option<SortStats>)> {
-        let (perm, st) = self
-            .sorter
-            .sort_host(self.gpu, keys, values, want_permutation, order)?;
+        let (perm, st) = self.sorter.sort_host(
+            self.gpu,
+            keys,
+            HostSort {
+                values,
+                permutation: want_permutation,
+                order,
+            },
+        )?;
         Ok((perm, Some(st)))
     }
 }

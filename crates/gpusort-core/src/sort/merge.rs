@@ -7,7 +7,7 @@
 use crate::device::Gpu;
 use crate::error::{Error, Result};
 use crate::keys::{SortKey, SortOrder};
-use crate::sort::{SortStats, Sorter};
+use crate::sort::{HostSort, SortStats, Sorter};
 
 pub(crate) fn sort_in_pieces<T: SortKey>(
     sorter: &Sorter,
@@ -38,7 +38,15 @@ pub(crate) fn sort_in_pieces<T: SortKey>(
     let mut perm: Vec<u32> = Vec::with_capacity(if want_index { keys.len() } else { 0 });
     let mut stats = None;
     for (i, chunk) in keys.chunks_mut(piece).enumerate() {
-        let (p, s) = sorter.sort_host(gpu, chunk, None, want_index, order)?;
+        let (p, s) = sorter.sort_host(
+            gpu,
+            chunk,
+            HostSort {
+                permutation: want_index,
+                order,
+                ..HostSort::default()
+            },
+        )?;
         let offset = (i * piece) as u32;
         perm.extend(p.unwrap_or_default().into_iter().map(|x| x + offset));
         stats.get_or_insert(s);

@@ -141,6 +141,17 @@ pub struct SortJob<'a> {
     pub permutation: Option<&'a wgpu::Buffer>,
 }
 
+/// A sort of host keys ([`Sorter::sort_host`], `multi::sort::sort_host`): what it does besides
+/// sorting the keys in place. The default: keys only, ascending.
+#[derive(Debug, Default)]
+pub struct HostSort<'a> {
+    /// A u32 payload as long as the keys, reordered with them (stable).
+    pub values: Option<&'a mut [u32]>,
+    /// Return the stable sorting permutation: `perm[i]` is the input position of output `i`.
+    pub permutation: bool,
+    pub order: SortOrder,
+}
+
 /// One key word of a lexicographic argsort ([`Sorter::argsort_words`]): unsigned, so that the
 /// words' order is the rows' order (packing signs, floats and directions is the caller's).
 #[derive(Clone, Copy, Debug)]
@@ -989,16 +1000,20 @@ impl Sorter {
         Ok(())
     }
 
-    /// Sort host keys (and optionally a u32 payload) on the GPU; returns the permutation when
-    /// `want_permutation`. Inputs larger than one binding are sorted in pieces and merged.
+    /// Sort host keys in place on the GPU as `job` says (with a u32 payload; returning the
+    /// permutation when it asks for it). Inputs larger than one binding are sorted in pieces and
+    /// merged.
     pub fn sort_host<T: SortKey>(
         &self,
         gpu: &Gpu,
         keys: &mut [T],
-        values: Option<&mut [u32]>,
-        want_permutation: bool,
-        order: SortOrder,
+        job: HostSort<'_>,
     ) -> Result<(Option<Vec<u32>>, SortStats)> {
+        let HostSort {
+            values,
+            permutation: want_permutation,
+            order,
+        } = job;
         if let Some(v) = values.as_deref() {
             if v.len() != keys.len() {
                 return Err(Error::InvalidInput(format!(
@@ -1185,14 +1200,31 @@ impl Sorter {
         keys: &mut [T],
         order: SortOrder,
     ) -> Result<SortStats> {
-        Ok(self.sort_host(gpu, keys, None, false, order)?.1)
+        Ok(self
+            .sort_host(
+                gpu,
+                keys,
+                HostSort {
+                    order,
+                    ..HostSort::default()
+                },
+            )?
+            .1)
     }
 
     /// Convenience: the stable sorting permutation of `keys` (keys untouched).
     pub fn argsort<T: SortKey>(&self, gpu: &Gpu, keys: &[T], order: SortOrder) -> Result<Vec<u32>> {
         let mut copy = keys.to_vec();
         Ok(self
-            .sort_host(gpu, &mut copy, None, true, order)?
+            .sort_host(
+                gpu,
+                &mut copy,
+                HostSort {
+                    permutation: true,
+                    order,
+                    ..HostSort::default()
+                },
+            )?
             .0
             .unwrap_or_default())
     }
