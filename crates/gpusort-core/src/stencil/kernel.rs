@@ -3,9 +3,9 @@
 use std::time::Instant;
 
 use super::choice::*;
-use super::codegen::*;
 use super::job::*;
 use super::params::*;
+use super::wgsl::*;
 use crate::device::kernel::{self, Layout, ParamBlocks, Slot};
 use crate::device::transfer;
 use crate::device::Gpu;
@@ -199,7 +199,7 @@ impl StencilKernel {
         };
         // uniform arrays have a 16-byte stride: four f32 or two f64 weights per element; where
         // the boundary value is not finite, one more element starts with it
-        // (codegen::weight_elements)
+        // (wgsl::weight_elements)
         let per16 = 16 / job.cell_bytes() as usize;
         let padded = job.stencil.taps.len().div_ceil(per16).max(1) * per16;
         let with_cval = !job.cval.is_finite();

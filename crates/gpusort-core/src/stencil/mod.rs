@@ -6,7 +6,7 @@
 //!   (scipy.ndimage's `constant`, `nearest`, `reflect`, `mirror` and `wrap`) and the steps.
 //! - `choice.rs` — [`KernelChoice`]: how the steps run (one step a pass, one or four cells an
 //!   invocation, or several steps a pass on chip: [`Blocking`]), per job and device.
-//! - `codegen.rs` — the WGSL: the shader families (`shaders/stencil*.wgsl`) with the job's
+//! - `wgsl.rs` — the WGSL: the shader families (`shaders/stencil*.wgsl`) with the job's
 //!   constants and its taps unrolled.
 //! - `kernel.rs` — [`StencilKernel`]: the compiled kernels of a job and the passes they record
 //!   over a resident region; [`choose_kernel`] measures the candidates.
@@ -52,15 +52,15 @@
 // Dependencies run down this list: a job, the uniform block, how a job's steps run, their WGSL,
 // the compiled kernels, the streamer.
 mod choice;
-mod codegen;
 mod job;
 mod kernel;
 mod params;
 mod stream;
+mod wgsl;
 
 pub use choice::{four_cells, Blocking, KernelChoice, Tuning, MAX_LANE_STEPS, MAX_PLANE_STEPS};
-pub use codegen::source;
 pub use job::{map_axis, Boundary, GridShape, Stencil, StencilJob, StencilValue, Tap, MAX_RADIUS};
 pub use kernel::{choose_kernel, worth_measuring, StencilKernel};
 pub(crate) use stream::wrapped_runs;
 pub use stream::{apply, apply_into, apply_into_until, measure_speeds, run, StencilStats};
+pub use wgsl::source;
