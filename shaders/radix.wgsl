@@ -381,8 +381,8 @@ fn plan_passes(msd: bool) {
 // Tile `t`'s keys with digit `d`, counted directly: what a silent predecessor would publish.
 fn count_in_tile(t: u32, d: u32, alt: bool) -> u32 {
     var c = 0u;
+    let first = (plan[P_FIRST + rp.this_pass] & 1u) != 0u;
     for (var k = 0u; k < TILE; k++) {
-        let first = (plan[P_FIRST + rp.this_pass] & 1u) != 0u;
         if (sweep_digit(load_sweep_key(t * TILE + k, alt, first), rp.this_pass) == d) { c += 1u; }
     }
     return c;

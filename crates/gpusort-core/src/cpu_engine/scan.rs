@@ -33,10 +33,24 @@ pub fn scan<T: SortKey>(data: &[T], out: &mut [T], op: ScanOp, inclusive: bool) 
         // integer sums (wrapping) without the operator chosen per element
         use bytemuck::{cast_slice as c, cast_slice_mut as m};
         match t {
-            KeyType::U64 | KeyType::I64 => {
-                sum_words::<u64, u64>(c(data), m(out), inclusive, |x| x, u64::wrapping_add)
-            }
-            _ => sum_words::<u32, u32>(c(data), m(out), inclusive, |x| x, u32::wrapping_add),
+            KeyType::U64 | KeyType::I64 => scan_words::<u64, u64>(
+                c(data),
+                m(out),
+                0,
+                |x| x,
+                u64::wrapping_add,
+                inclusive,
+                &stop,
+            ),
+            _ => scan_words::<u32, u32>(
+                c(data),
+                m(out),
+                0,
+                |x| x,
+                u32::wrapping_add,
+                inclusive,
+                &stop,
+            ),
         }
         return stop.check();
     }
@@ -45,20 +59,22 @@ pub fn scan<T: SortKey>(data: &[T], out: &mut [T], op: ScanOp, inclusive: bool) 
             crate::scan::scan64::supports(t, op),
             "an operator the type supports"
         );
-        scan_words::<u64>(
+        scan_words::<u64, u64>(
             bytemuck::cast_slice(data),
             bytemuck::cast_slice_mut(out),
             identity64(t, op),
+            |x| x,
             |a, b| combine64(t, op, a, b),
             inclusive,
             &stop,
         );
     } else {
         let (code, identity) = op.code(t).expect("an operator the type supports");
-        scan_words::<u32>(
+        scan_words::<u32, u32>(
             bytemuck::cast_slice(data),
             bytemuck::cast_slice_mut(out),
             identity,
+            |x| x,
             |a, b| combine_bits(code, a, b),
             inclusive,
             &stop,
@@ -111,35 +127,37 @@ pub fn sum_widened<S: SortKey, T: SortKey>(
     add: impl Fn(T, T) -> T + Sync,
 ) -> Result<()> {
     assert_eq!(data.len(), out.len(), "a scan writes one result an element");
-    sum_words(data, out, inclusive, widen, add);
-    Stop::current().check()
+    let stop = Stop::current();
+    scan_words(data, out, T::zeroed(), widen, add, inclusive, &stop);
+    stop.check()
 }
 
-/// A chunked sum of `data` into `out`: each chunk's total (widened), the sums before each chunk
-/// in order, then each chunk from its sum; the operator fixed at compile time (the general
-/// [`scan_words`] picks it per element).
-fn sum_words<S: Copy + Sync, T: Copy + Send + Sync + bytemuck::Zeroable>(
+/// A chunked scan of `data` into `out`: each chunk's total (elements `widen`ed as they are read),
+/// the carries before each chunk in order, then each chunk from its carry. Callers pass the
+/// operator as a function of its own (a sum's `wrapping_add`), so the loops know it at compile
+/// time.
+fn scan_words<S: Copy + Sync, T: Copy + Send + Sync>(
     data: &[S],
     out: &mut [T],
-    inclusive: bool,
+    identity: T,
     widen: impl Fn(S) -> T + Sync,
-    add: impl Fn(T, T) -> T + Sync,
+    combine: impl Fn(T, T) -> T + Sync,
+    inclusive: bool,
+    stop: &Stop,
 ) {
-    let stop = Stop::current();
-    let zero = T::zeroed();
     let chunk = chunk_len(data.len());
     let totals: Vec<T> = data
         .par_chunks(chunk)
         .map(|c| match stop.requested() {
-            true => zero,
-            false => c.iter().fold(zero, |a, &x| add(a, widen(x))),
+            true => identity,
+            false => c.iter().fold(identity, |a, &x| combine(a, widen(x))),
         })
         .collect();
     let mut carries = Vec::with_capacity(totals.len());
-    let mut acc = zero;
+    let mut acc = identity;
     for t in totals {
         carries.push(acc);
-        acc = add(acc, t);
+        acc = combine(acc, t);
     }
     data.par_chunks(chunk)
         .zip(out.par_chunks_mut(chunk))
@@ -151,53 +169,14 @@ fn sum_words<S: Copy + Sync, T: Copy + Send + Sync + bytemuck::Zeroable>(
             let mut acc = carry;
             if inclusive {
                 for (d, &x) in dst.iter_mut().zip(src) {
-                    acc = add(acc, widen(x));
+                    acc = combine(acc, widen(x));
                     *d = acc;
                 }
             } else {
                 for (d, &x) in dst.iter_mut().zip(src) {
                     *d = acc;
-                    acc = add(acc, widen(x));
+                    acc = combine(acc, widen(x));
                 }
-            }
-        });
-}
-
-/// A chunked scan of words: chunk totals, their carries in order, then each chunk from its carry.
-fn scan_words<W: bytemuck::Pod + Send + Sync>(
-    bits: &[W],
-    out: &mut [W],
-    identity: W,
-    combine: impl Fn(W, W) -> W + Sync,
-    inclusive: bool,
-    stop: &Stop,
-) {
-    let chunk = chunk_len(bits.len());
-    let totals: Vec<W> = bits
-        .par_chunks(chunk)
-        .map(|c| match stop.requested() {
-            true => identity,
-            false => c.iter().fold(identity, |a, &x| combine(a, x)),
-        })
-        .collect();
-    let mut carries = Vec::with_capacity(totals.len());
-    let mut acc = identity;
-    for t in totals {
-        carries.push(acc);
-        acc = combine(acc, t);
-    }
-    bits.par_chunks(chunk)
-        .zip(out.par_chunks_mut(chunk))
-        .zip(carries)
-        .for_each(|((src, dst), carry)| {
-            if stop.requested() {
-                return;
-            }
-            let mut acc = carry;
-            for (d, &x) in dst.iter_mut().zip(src) {
-                let before = acc;
-                acc = combine(acc, x);
-                *d = if inclusive { acc } else { before };
             }
         });
 }

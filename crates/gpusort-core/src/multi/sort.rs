@@ -459,20 +459,9 @@ impl crate::sort::external::RunSorter for GroupRuns<'_> {
     fn sort_run<K: SortKey>(
         &self,
         keys: &mut [K],
-        values: Option<&mut [u32]>,
-        want_permutation: bool,
-        order: SortOrder,
+        job: HostSort<'_>,
     ) -> Result<(Option<Vec<u32>>, Option<SortStats>)> {
-        let (perm, st) = sort_host(
-            self.group,
-            self.sorters,
-            keys,
-            HostSort {
-                values,
-                permutation: want_permutation,
-                order,
-            },
-        )?;
+        let (perm, st) = sort_host(self.group, self.sorters, keys, job)?;
         Ok((perm, Some(st.combined())))
     }
 }

@@ -111,13 +111,11 @@ pub trait RunSorter {
     fn max_run(&self, key: crate::KeyType, carried: bool, order: SortOrder) -> u64;
     /// The key-bit range the runs are sorted on, if not every bit.
     fn key_bits(&self) -> Option<std::ops::Range<u32>>;
-    /// Sort one run in place, carrying `values`; the permutation when asked.
+    /// Sort one run in place as `job` says (its values carried; the permutation when asked).
     fn sort_run<T: SortKey>(
         &self,
         keys: &mut [T],
-        values: Option<&mut [u32]>,
-        want_permutation: bool,
-        order: SortOrder,
+        job: HostSort<'_>,
     ) -> Result<(Option<Vec<u32>>, Option<SortStats>)>;
 }
 
@@ -137,19 +135,9 @@ impl RunSorter for GpuRuns<'_> {
     fn sort_run<T: SortKey>(
         &self,
         keys: &mut [T],
-        values: Option<&mut [u32]>,
-        want_permutation: bool,
-        order: SortOrder,
+        job: HostSort<'_>,
     ) -> Result<(Option<Vec<u32>>, Option<SortStats>)> {
-        let (perm, st) = self.sorter.sort_host(
-            self.gpu,
-            keys,
-            HostSort {
-                values,
-                permutation: want_permutation,
-                order,
-            },
-        )?;
+        let (perm, st) = self.sorter.sort_host(self.gpu, keys, job)?;
         Ok((perm, Some(st)))
     }
 }
@@ -169,12 +157,14 @@ impl RunSorter for CpuRuns {
     fn sort_run<T: SortKey>(
         &self,
         keys: &mut [T],
-        values: Option<&mut [u32]>,
-        want_permutation: bool,
-        order: SortOrder,
+        job: HostSort<'_>,
     ) -> Result<(Option<Vec<u32>>, Option<SortStats>)> {
-        let perm =
-            crate::cpu_engine::sort(keys, values, want_permutation, order, self.bits.clone())?;
+        let HostSort {
+            values,
+            permutation,
+            order,
+        } = job;
+        let perm = crate::cpu_engine::sort(keys, values, permutation, order, self.bits.clone())?;
         Ok((perm, None))
     }
 }
@@ -249,7 +239,12 @@ pub fn sort_external<T: SortKey>(
         if job.verify {
             input_print = input_print.combine(fingerprint(&k));
         }
-        let (perm, st) = runs_by.sort_run(&mut k, v.as_deref_mut(), want_index, job.order)?;
+        let run = HostSort {
+            values: v.as_deref_mut(),
+            permutation: want_index,
+            order: job.order,
+        };
+        let (perm, st) = runs_by.sort_run(&mut k, run)?;
         if let Some(st) = st {
             stats.sort.get_or_insert(st);
         }
