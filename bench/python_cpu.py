@@ -6,7 +6,7 @@ time ratios gpusort / NumPy, lower is better, for sort, argsort and cumsum.
 
 NumPy's counterparts: np.sort (its default kind: every kind gives the same values),
 np.argsort(kind="stable") (gpusort's argsort is stable) and np.cumsum. Uniform random arrays;
-best of 5, the two calls taken in turn, after a warm-up call of each. Results are checked against NumPy's.
+best of 9, the two calls taken in turn, after a warm-up call of each. Results are checked against NumPy's.
 """
 import argparse
 import time
@@ -16,7 +16,7 @@ import numpy as np
 import gpusort
 
 
-def best_pair(f, g, reps=5):
+def best_pair(f, g, reps=9):
     """The best of `reps` timings of `f` and of `g`, taken in turn (f, g, f, g, ...) after a
     warm-up call of each, so that both meet the machine in the same state."""
     f()

@@ -512,50 +512,67 @@ fn stencils_are_bit_identical_to_the_twin() {
     assert!(same_bits(&out, &want));
 }
 
-/// NumPy's order, the one `engine::merge` keeps: numbers by value (-0.0 and +0.0 equal), NaNs
-/// last; a stable sort in it of `a` then `b` is what merging the two sorted runs gives.
-fn numpy_sorted<T: SortKey + PartialOrd>(a: &[T], b: &[T]) -> Vec<T> {
-    let nan = |k: &T| k.partial_cmp(k).is_none();
-    let mut all: Vec<T> = a.iter().chain(b).copied().collect();
-    all.sort_by(|x, y| match (nan(x), nan(y)) {
-        (false, false) => x.partial_cmp(y).unwrap(),
-        (xn, yn) => xn.cmp(&yn),
-    });
-    all
-}
-
-/// Two runs sorted in NumPy's order merge into the stable sort of both, bit for bit (NaN
-/// payloads kept, `a`'s equal keys and ±0 first): every key type, sizes around the engine's
-/// pieces (2^15), one or both runs empty, runs of one value, keys only in one of them.
+/// An array split around its sample's median holds the same keys (bit for bit, but for the
+/// sign of zeros equal to the pivot), every key of the low run below the equal run's keys and
+/// every key of the high run above them or NaN; where it declines (a half over three quarters,
+/// no number) the output is untouched. Every key type, sizes around the pieces, few distinct
+/// keys, all equal, all NaN, a wrong length.
 #[test]
-fn merges_match_a_stable_sort_of_both_runs() {
+fn split_halves_keeps_every_key_on_its_side() {
     fn check<T: SortKey + PartialOrd>(specials: &[T]) {
-        let lens = [0usize, 1, 2, 1000, (1 << 15) - 1, (1 << 15) + 1, 70_001];
-        let pairs = lens.iter().zip(lens.iter().rev()).map(|(&a, &b)| (a, b));
-        // and runs of like lengths, whose pieces start inside both
-        let pairs = pairs.chain([(40_000, 50_001), (65_536, 65_536)]);
-        for (s, (na, nb)) in pairs.enumerate() {
+        let nan = |k: &T| k.partial_cmp(k).is_none();
+        let fill = <T as bytemuck::Zeroable>::zeroed();
+        for (s, n) in [0usize, 1, 2, 1000, (1 << 15) - 1, (1 << 15) + 1, 70_001]
+            .into_iter()
+            .enumerate()
+        {
             for shape in [Shape::Random, Shape::FewDistinct, Shape::AllEqual] {
-                let run = |n: usize, seed: u64| {
-                    numpy_sorted(&keys_of::<T>(n, shape, seed, specials), &[])
-                };
-                let (a, b) = (run(na, 2 * s as u64), run(nb, 2 * s as u64 + 1));
-                let mut out = vec![<T as bytemuck::Zeroable>::zeroed(); na + nb];
-                engine::merge(&a, &b, &mut out).unwrap();
-                let what = format!("{} {na} + {nb} {shape:?}", T::TYPE);
-                assert!(same_bits(&out, &numpy_sorted(&a, &b)), "{what}");
-                // every key below every other: the runs one after the other, whichever is first
-                if na > 0 && nb > 0 {
-                    engine::merge(&b[..1], &a[..1], &mut out[..2]).unwrap();
+                let keys = keys_of::<T>(n, shape, s as u64, specials);
+                let mut out = vec![fill; n];
+                let what = format!("{} {n} {shape:?}", T::TYPE);
+                let Some((lo, hi)) = engine::split_halves(&keys, &mut out).unwrap() else {
                     assert!(
-                        same_bits(&out[..2], &numpy_sorted(&b[..1], &a[..1])),
-                        "{what}"
+                        same_bits(&out, &vec![fill; n]),
+                        "{what}: declined but written"
                     );
+                    continue;
+                };
+                assert!(lo <= hi && hi <= n, "{what}");
+                assert!(4 * lo.max(n - hi) <= 3 * n, "{what}: unbalanced halves");
+                let (low, rest) = out.split_at(lo);
+                let (equal, high) = rest.split_at(hi - lo);
+                if let Some(p) = equal.first() {
+                    assert!(equal.iter().all(|k| k == p), "{what}");
+                    assert!(low.iter().all(|k| k < p), "{what}");
+                    assert!(high.iter().all(|k| nan(k) || k > p), "{what}");
+                } else {
+                    let top = low.iter().copied().reduce(|a, b| if b > a { b } else { a });
+                    let bottom = high.iter().copied().filter(|k| !nan(k));
+                    let bottom = bottom.reduce(|a, b| if b < a { b } else { a });
+                    if let (Some(t), Some(b)) = (top, bottom) {
+                        assert!(t < b, "{what}");
+                    }
+                }
+                // the same keys: sorted in NumPy's order (equal keys, NaNs among them, by their
+                // bits), equal everywhere, bit for bit but for zeros' signs
+                let by_bits = |v: &[T]| {
+                    let mut v = v.to_vec();
+                    let bits = |k: &T| bytemuck::bytes_of(k).to_vec();
+                    v.sort_by(|x, y| match (nan(x), nan(y)) {
+                        (false, false) => x.partial_cmp(y).unwrap().then(bits(x).cmp(&bits(y))),
+                        (xn, yn) => xn.cmp(&yn).then(bits(x).cmp(&bits(y))),
+                    });
+                    v
+                };
+                let (got, want) = (by_bits(&out), by_bits(&keys));
+                for (g, w) in got.iter().zip(&want) {
+                    let zeros = g == w && *g == fill;
+                    assert!(zeros || same_bits(&[*g], &[*w]), "{what}");
                 }
             }
         }
         assert!(
-            engine::merge::<T>(&[], &[], &mut [<T as bytemuck::Zeroable>::zeroed()]).is_err(),
+            engine::split_halves::<T>(&[], &mut [fill]).is_err(),
             "a wrong length"
         );
     }
@@ -565,13 +582,21 @@ fn merges_match_a_stable_sort_of_both_runs() {
     check::<u64>(&[0, u64::MAX]);
     check::<i64>(&[i64::MIN, -1, 0, i64::MAX]);
     check::<f64>(&f64_specials());
-    // signed zeros are equal: a's come first, whatever their sign
-    let (a, b) = (vec![0.0f32, 0.0], vec![-0.0f32, -0.0]);
-    let mut out = vec![1.0f32; 4];
-    engine::merge(&b, &a, &mut out).unwrap();
-    assert!(same_bits(&out, &[-0.0, -0.0, 0.0, 0.0]));
-    engine::merge(&a, &b, &mut out).unwrap();
-    assert!(same_bits(&out, &[0.0, 0.0, -0.0, -0.0]));
+    // nothing but NaNs: no pivot, nothing written
+    let mut out = vec![1.0f32; 5];
+    assert_eq!(
+        engine::split_halves(&[f32::NAN; 5], &mut out).unwrap(),
+        None
+    );
+    assert!(same_bits(&out, &[1.0f32; 5]));
+    // zeros of both signs equal to a zero pivot: all in the equal run
+    let keys: Vec<f32> = (0..4000).map(|i| [-0.0, 0.0, -1.0, 1.0][i % 4]).collect();
+    let mut out = vec![7.0f32; 4000];
+    assert_eq!(
+        engine::split_halves(&keys, &mut out).unwrap(),
+        Some((1000, 3000))
+    );
+    assert!(out[1000..3000].iter().all(|&k| k == 0.0));
 }
 
 /// A caller's stop (`cancel::watching`) ends every CPU-engine job with `Cancelled`: sorts with

@@ -434,24 +434,22 @@ fn a_streamed_scan_after_a_prefix_continues_it() {
                     .last()
                     .copied();
                 let mut got = vec![0u64; wide.len() - cut];
-                s64.scan_each_after(
-                    gpu,
-                    &wide[cut..],
+                let job = ScanStream {
                     before,
-                    ScanOp::Add,
-                    inclusive,
-                    |at, p| {
-                        got[at..at + p.len()].copy_from_slice(p);
-                        Ok(())
-                    },
-                )
+                    ..ScanStream::new(ScanOp::Add, inclusive, 1 << 20)
+                };
+                s64.scan_streamed(gpu, &wide[cut..], &job, |at, p| {
+                    got[at..at + p.len()].copy_from_slice(p);
+                    Ok(())
+                })
                 .unwrap();
                 assert!(got == whole[cut..], "u64 add cut={cut}");
             }
         }
         // a 32-bit running value is refused by the 64-bit scanner, not cast
         let s64 = gpusort_core::scan::scan64::Scanner64::new(gpu);
-        let r = s64.scan_each_after(gpu, &u, Some(1u32), ScanOp::Add, true, |_, _| Ok(()));
+        let job = ScanStream::new(ScanOp::Add, true, 1 << 20).after(1u32);
+        let r = s64.scan_streamed(gpu, &u, &job, |_, _| Ok(()));
         assert!(r.is_err());
     }
 }

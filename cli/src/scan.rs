@@ -506,11 +506,11 @@ fn scan_file<T: SortKey>(
             bar.inc(piece.len() as u64);
             Ok(())
         };
+        let job = ScanStream::new(op, inclusive, chunk_elements(gpu, T::TYPE, data.len()));
         if T::TYPE.is_wide() {
-            scanner64.scan_each(gpu, &data, op, inclusive, sink)?;
+            scanner64.scan_streamed(gpu, &data, &job, sink)?;
         } else {
-            let chunk = chunk_elements(gpu, T::TYPE, data.len());
-            scanner.scan_streamed(gpu, &data, &ScanStream::new(op, inclusive, chunk), sink)?;
+            scanner.scan_streamed(gpu, &data, &job, sink)?;
         }
         Ok(())
     })?;

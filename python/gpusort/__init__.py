@@ -238,38 +238,34 @@ def _numpy_sort(x, axis):
 
 
 def _sorted_in_parts(flat):
-    """np.sort of 1-D `flat` on every engine thread: NumPy's sort of a part a thread at once (it
-    releases the GIL), the parts then merged on all cores. Parts of fewer than
-    `_PART_SORT_MIN` elements are not worth a thread."""
-    parts = min(_native.info()["threads"], flat.size // _PART_SORT_MIN)
-    if parts < 2 or flat.dtype == np.float32:
-        # (float32 keys merge at 0.6x the speed of integer ones: on 2 cores NumPy's AVX-512 sort
-        # of the whole array was the faster, docs/BENCHMARKS.md)
+    """np.sort of 1-D `flat` on two threads: the engine splits it around the median of a sample
+    (keys below, equal, above), then NumPy sorts the low side here and the high side on a
+    thread of its own (its sort releases the GIL); nothing is left to merge. Arrays of fewer
+    than 2 * `_PART_SORT_MIN` elements, and arrays whose sample's median leaves one side with
+    over three quarters of the keys, are NumPy's sort whole."""
+    split = None
+    if _native.info()["threads"] >= 2 and flat.size >= 2 * _PART_SORT_MIN and flat.dtype in _KEY_DTYPES:
+        split = _native.split_halves(flat)
+    if split is None:
         return np.sort(flat)
-    bounds = [flat.size * i // parts for i in range(parts + 1)]
-    done = [None] * parts
+    res, lo, hi = split
+    failed = []
 
-    def part(i):
+    def high():
         try:
-            done[i] = np.sort(flat[bounds[i] : bounds[i + 1]])
+            res[hi:].sort()
         except BaseException as e:  # (MemoryError): raised again by the caller's thread
-            done[i] = e
+            failed.append(e)
 
-    others = [threading.Thread(target=part, args=(i,)) for i in range(1, parts)]
-    for t in others:
-        t.start()
-    part(0)
-    for t in others:
-        t.join()
-    for r in done:
-        if isinstance(r, BaseException):
-            raise r
-    while len(done) > 1:
-        done = [
-            _native.merge(done[i], done[i + 1]) if i + 1 < len(done) else done[i]
-            for i in range(0, len(done), 2)
-        ]
-    return done[0]
+    other = threading.Thread(target=high)
+    other.start()
+    try:
+        res[:lo].sort()
+    finally:
+        other.join()
+    if failed:
+        raise failed[0]
+    return res
 
 
 def sort(a, axis=-1, kind=None, order=None, *, descending=False, values=None, out=None):
@@ -283,8 +279,8 @@ def sort(a, axis=-1, kind=None, order=None, *, descending=False, values=None, ou
     that order)``. ``kind`` is accepted as NumPy's and changes nothing (the sort is always
     stable); ``order`` (structured arrays) is refused. ``out``: an array of the result's shape
     to write it into (``sort(a, out=a)`` sorts in place); not with ``values``.
-    Without a GPU, on a CPU of few cores, NumPy's own sort answers (it is faster there), on a
-    part of the array a thread at once, the parts then merged.
+    Without a GPU, on a CPU of few cores, NumPy's own sort answers (it is faster there), on the
+    two sides of a split around a sampled median, a thread each.
     """
     descending = _sort_options(kind, order, descending)
     if out is not None and values is not None:
@@ -395,7 +391,9 @@ def scan(a, op="add", *, exclusive=False, out=None):
 # NumPy's own cumsum, where a call per row would cost more than the sums
 _ROW_SCAN_MIN = 1 << 15
 # on a CPU of few cores NumPy's own cumsum of 64-bit integers keeps up with the engine's below
-# this many elements (2 cores, 2^20: 1.01-1.06 of its time; 2^22: 0.45; docs/BENCHMARKS.md)
+# this many elements (2 cores: at 2^19 the engine took 1.4-2.2x NumPy's time; at 2^20 0.74-1.5x
+# from one run to the next on one machine, 1.01-1.06 on another, where NumPy's own gives 1.00-1.07
+# every time; docs/BENCHMARKS.md)
 _WIDE_INT_SCAN_MIN = 1 << 21
 
 

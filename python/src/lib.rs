@@ -190,9 +190,24 @@ fn run<R: Send + 'static>(
     let (tx, rx) = std::sync::mpsc::channel();
     let cancel = Arc::new(AtomicBool::new(false));
     let flag = cancel.clone();
-    std::thread::spawn(move || {
-        let _ = tx.send(gpusort_core::cancel::watching(&flag, || job(&engine)));
-    });
+    // CPU-engine jobs start on the engine's own threads (a thread made per call cost ~20 µs, a
+    // tenth of a 2^20-element cumsum); GPU jobs, which wait on the device, on a thread of their
+    // own. A panic drops the sender (the error below) instead of ending the process, as a
+    // panic on the pool's threads would.
+    let on_pool = matches!(*engine, Engine::Cpu);
+    let work = move || {
+        let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            gpusort_core::cancel::watching(&flag, || job(&engine))
+        }));
+        if let Ok(result) = done {
+            let _ = tx.send(result);
+        }
+    };
+    if on_pool {
+        rayon::spawn(work);
+    } else {
+        std::thread::spawn(work);
+    }
     // a Mutex makes the receiver shareable with the detached closure; only this thread uses it
     let rx = Mutex::new(rx);
     loop {
@@ -444,26 +459,26 @@ fn sort_on<T: SortKey>(
     })
 }
 
-/// `a` and `b` (1-D, one dtype, each sorted ascending in NumPy's order) merged into a new array
-/// on all cores, `a`'s keys first among equal ones: the last step of NumPy's sort run on each
-/// core's part of an array (gpusort/__init__.py).
+/// `a` (1-D) split around the median of a sample of its keys into a new array: the keys below
+/// it, those equal to it, those above it (NaNs among them), with where the equal ones start and
+/// end; or None where one side would hold over three quarters of the keys. NumPy's sort of each
+/// side on a thread of its own then sorts the whole (gpusort/__init__.py).
 #[pyfunction]
-fn merge<'py>(
+fn split_halves<'py>(
     py: Python<'py>,
     a: &Bound<'py, PyAny>,
-    b: &Bound<'py, PyAny>,
-) -> PyResult<Bound<'py, PyAny>> {
+) -> PyResult<Option<(Bound<'py, PyAny>, usize, usize)>> {
     with_keys!(a, |arr: T| {
-        let other = b
-            .extract::<PyReadonlyArray1<'_, T>>()
-            .map_err(|_| PyTypeError::new_err("merge takes two arrays of one dtype"))?;
-        let (x, y) = (input(&arr), input(&other));
-        let out = run(py, move |_| {
-            let mut out = ResultBuf::new(x.as_slice().len() + y.as_slice().len());
-            gpusort_core::cpu_engine::merge(x.as_slice(), y.as_slice(), out.as_mut_slice())?;
-            Ok(out)
+        let x = input(&arr);
+        let split = run(py, move |_| {
+            let mut out = ResultBuf::<T>::new(x.as_slice().len());
+            let bounds = gpusort_core::cpu_engine::split_halves(x.as_slice(), out.as_mut_slice())?;
+            Ok(bounds.map(|b| (out, b)))
         })?;
-        Ok(out.into_pyarray(py)?.into_any())
+        match split {
+            Some((out, (lo, hi))) => Ok(Some((out.into_pyarray(py)?.into_any(), lo, hi))),
+            None => Ok(None),
+        }
     })
 }
 
@@ -1053,7 +1068,7 @@ fn use_device(
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sort, m)?)?;
     m.add_function(wrap_pyfunction!(argsort, m)?)?;
-    m.add_function(wrap_pyfunction!(merge, m)?)?;
+    m.add_function(wrap_pyfunction!(split_halves, m)?)?;
     m.add_function(wrap_pyfunction!(scan, m)?)?;
     m.add_function(wrap_pyfunction!(cumsum, m)?)?;
     m.add_function(wrap_pyfunction!(split, m)?)?;

@@ -11,12 +11,12 @@
 //! The CPU twins in [`crate::reference`] stay the simple references; tests compare this engine with
 //! them (`tests/cpu_engine.rs`).
 
-mod merge;
+mod halves;
 mod scan;
 mod sort;
 mod stencil;
 
-pub use merge::merge;
+pub use halves::split_halves;
 pub use scan::{scan, split, sum_widened};
 pub use sort::{argsort, sort};
 pub use stencil::run as stencil;

@@ -105,10 +105,7 @@ pub fn scan_streamed<T: SortKey>(
     sink: &(dyn Fn(usize, &[T]) -> Result<()> + Sync),
 ) -> Result<()> {
     let ScanStream {
-        op,
-        inclusive,
-        chunk,
-        before,
+        op, chunk, before, ..
     } = *job;
     let combine = Combine::new(T::TYPE, op)?;
     let parts = parts(group, input.len(), chunk);
@@ -128,10 +125,10 @@ pub fn scan_streamed<T: SortKey>(
         let data = &input[range];
         let before = (d > 0 || before.is_some()).then(|| Combine::value::<T>(carry));
         let at = |k: usize, piece: &[T]| sink(first + k, piece);
+        let part = ScanStream { before, ..*job };
         if T::TYPE.is_wide() {
-            Scanner64::new(gpu).scan_each_after(gpu, data, before, op, inclusive, at)
+            Scanner64::new(gpu).scan_streamed(gpu, data, &part, at)
         } else {
-            let part = ScanStream { before, ..*job };
             scanners[d].scan_streamed(gpu, data, &part, at)
         }
     })?;

@@ -12,7 +12,8 @@ use crate::device::transfer::{self, Drainer, Filler};
 use crate::device::Gpu;
 use crate::error::{Error, Result};
 use crate::keys::{KeyType, SortKey};
-use crate::scan::{check_lengths, streamed, ScanOp};
+use crate::scan::streamed::{self, ScanStream};
+use crate::scan::{check_lengths, ScanOp};
 
 /// Elements a workgroup scans (shaders/scan64.wgsl's TILE).
 const TILE: u64 = 1024;
@@ -121,6 +122,34 @@ struct Kernels {
 /// (element type, operator, inclusive, the 32-bit type widened on reading if any).
 type KernelKey = (KeyType, ScanOp, bool, Option<KeyType>);
 
+/// One streamed 64-bit scan: elements of `t` (read from 32-bit integers of `widen`'s type
+/// where given), `before` the running value the first chunk starts from (None: the
+/// operator's identity), chunks of at most `chunk` elements (None: the streamed jobs' size).
+struct Pass {
+    t: KeyType,
+    widen: Option<KeyType>,
+    before: Option<[u8; 8]>,
+    n: usize,
+    op: ScanOp,
+    inclusive: bool,
+    chunk: Option<usize>,
+}
+
+impl Pass {
+    /// A scan of a whole array in the streamed jobs' chunks.
+    fn whole(t: KeyType, widen: Option<KeyType>, n: usize, op: ScanOp, inclusive: bool) -> Pass {
+        Pass {
+            t,
+            widen,
+            before: None,
+            n,
+            op,
+            inclusive,
+            chunk: None,
+        }
+    }
+}
+
 pub struct Scanner64 {
     layout: Layout,
     /// Elements a chunk holds at most (None: as many as one binding takes).
@@ -183,45 +212,37 @@ impl Scanner64 {
         Ok(k)
     }
 
-    /// Scan `data` (u64, i64 or f64) with `op`, handing each finished chunk of results to
-    /// `sink(first_index, results)` in order. Integer operators wrap; f64 additions happen in
-    /// a tree order, so the last bits may differ from a sequential sum.
-    pub fn scan_each<T: SortKey>(
+    /// Scan `data` (u64, i64 or f64) as `job` says (its operator, inclusive or not, chunks of at
+    /// most `job.chunk` elements, and `job.before`: what everything before `data` combines to,
+    /// for a part of a longer array such as a device group's), handing each finished chunk of
+    /// results to `sink(first_index, results)` in order: [`crate::scan::Scanner::scan_streamed`]
+    /// for 64-bit elements. Integer operators wrap; f64 additions happen in a tree order, so the
+    /// last bits may differ from a sequential sum.
+    pub fn scan_streamed<T: SortKey>(
         &self,
         gpu: &Gpu,
         data: &[T],
-        op: ScanOp,
-        inclusive: bool,
-        sink: impl FnMut(usize, &[T]) -> Result<()> + Send,
-    ) -> Result<()> {
-        self.scan_each_after(gpu, data, None, op, inclusive, sink)
-    }
-
-    /// [`Scanner64::scan_each`] of a part of a longer array: `before` is what everything before
-    /// `data` combines to, the running value the first chunk starts from (None: nothing comes
-    /// before), so the results are the longer array's for this part (a device group's scan).
-    pub fn scan_each_after<T: SortKey>(
-        &self,
-        gpu: &Gpu,
-        data: &[T],
-        before: Option<T>,
-        op: ScanOp,
-        inclusive: bool,
+        job: &ScanStream<T>,
         mut sink: impl FnMut(usize, &[T]) -> Result<()> + Send,
     ) -> Result<()> {
-        let before = match before {
+        let before = match job.before {
             None => None,
             Some(b) => Some(<[u8; 8]>::try_from(bytemuck::bytes_of(&b)).map_err(|_| {
                 Error::InvalidInput(format!("{} is not a 64-bit element type", T::TYPE))
             })?),
         };
+        let pass = Pass {
+            t: T::TYPE,
+            widen: None,
+            before,
+            n: data.len(),
+            op: job.op,
+            inclusive: job.inclusive,
+            chunk: Some(job.chunk),
+        };
         self.run(
             gpu,
-            (T::TYPE, None),
-            before,
-            data.len(),
-            op,
-            inclusive,
+            pass,
             |r, slot| slot.fill(0, bytemuck::cast_slice(&data[r])),
             |r, slot| {
                 let mut piece = transfer::zeroed_vec::<T>(r.len());
@@ -242,13 +263,10 @@ impl Scanner64 {
         inclusive: bool,
     ) -> Result<()> {
         check_lengths(data.len(), out.len())?;
+        let pass = Pass::whole(T::TYPE, None, data.len(), op, inclusive);
         self.run(
             gpu,
-            (T::TYPE, None),
-            None,
-            data.len(),
-            op,
-            inclusive,
+            pass,
             |r, slot| slot.fill(0, bytemuck::cast_slice(&data[r])),
             |r, slot| slot.drain(0, bytemuck::cast_slice_mut(&mut out[r])),
             |_, ()| Ok(()),
@@ -275,13 +293,10 @@ impl Scanner64 {
                 )))
             }
         }
+        let pass = Pass::whole(T::TYPE, Some(S::TYPE), data.len(), op, inclusive);
         self.run(
             gpu,
-            (T::TYPE, Some(S::TYPE)),
-            None,
-            data.len(),
-            op,
-            inclusive,
+            pass,
             |r, slot| slot.fill(0, bytemuck::cast_slice(&data[r])),
             |r, slot| slot.drain(0, bytemuck::cast_slice_mut(&mut out[r])),
             |_, ()| Ok(()),
@@ -289,23 +304,26 @@ impl Scanner64 {
     }
 
     /// The chunk loop (`streamed::run_chunks`: chunk k + 1 copied in while chunk k is scanned)
-    /// for elements of `t` (read from 32-bit integers of `widen`'s type where given):
-    /// `fill(range, slot)` puts a chunk's input into the slot's upload side,
+    /// of `pass`: `fill(range, slot)` puts a chunk's input into the slot's upload side,
     /// `drain(range, slot)` takes its results out of the download side, and `sink(k, what drain
     /// made)` gets that on the writer thread.
-    #[allow(clippy::too_many_arguments)]
     fn run<P: Send>(
         &self,
         gpu: &Gpu,
-        (t, widen): (KeyType, Option<KeyType>),
-        before: Option<[u8; 8]>,
-        n: usize,
-        op: ScanOp,
-        inclusive: bool,
+        pass: Pass,
         mut fill: impl FnMut(std::ops::Range<usize>, &mut Filler<'_>) + Send,
         mut drain: impl FnMut(std::ops::Range<usize>, &Drainer<'_>) -> P + Send,
         sink: impl FnMut(usize, P) -> Result<()> + Send,
     ) -> Result<()> {
+        let Pass {
+            t,
+            widen,
+            before,
+            n,
+            op,
+            inclusive,
+            chunk,
+        } = pass;
         if !supports(t, op) {
             return Err(Error::InvalidInput(format!(
                 "a {op:?} scan of {t} is not supported (u64/i64: every operator; f64: add)"
@@ -320,12 +338,14 @@ impl Scanner64 {
         let k = self.kernels(gpu, t, op, inclusive, widen)?;
         // bytes an input element takes on its way in
         let size_in = if widen.is_some() { 4 } else { 8 };
-        // a chunk fills at most one binding and the streamed jobs' chunk size
+        // a chunk fills at most one binding, the job's chunk (the streamed jobs' size where it
+        // names none) and the scanner's own limit (tests)
         let binding = ((gpu.max_binding() / 8) / TILE * TILE).clamp(TILE, 1 << 28) as usize;
-        let chunk = self
-            .chunk
+        let chunk = chunk
             .unwrap_or_else(|| streamed::chunk_elements_for(gpu, 8, n))
-            .min(binding);
+            .min(self.chunk.unwrap_or(usize::MAX))
+            .min(binding)
+            .max(1);
         let first = chunk.min(n).max(1) as u64;
         let tiles_max = first.div_ceil(TILE);
         let src = transfer::storage_buffer(gpu, "scan64 src", first * size_in)?;
