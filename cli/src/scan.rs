@@ -400,8 +400,13 @@ fn scan_many(g: &Global, a: &ScanArgs) -> CliResult {
             let (gpu, (scanner, scanner64)): (&Gpu, _) = (&group.gpus()[d], &scanners[d]);
             let (input, dest) = (&files.inputs[f], &files.dests[f]);
             let hidden = indicatif::ProgressBar::hidden();
-            let (op, inclusive, verify) = (a.op.into(), !a.exclusive, a.io.verify);
-            for_dtype!(input.dtype, scan_file(gpu, scanner, scanner64, input, dest, input.format, op, inclusive, verify, &hidden); u32, i32, f32, u64, i64, f64)?;
+            let how = FileScan {
+                op: a.op.into(),
+                inclusive: !a.exclusive,
+                verify: a.io.verify,
+                bar: &hidden,
+            };
+            for_dtype!(input.dtype, scan_file(gpu, (scanner, scanner64), input, dest, input.format, &how); u32, i32, f32, u64, i64, f64)?;
             bar.inc(1);
             Ok(())
         })?;
@@ -435,22 +440,32 @@ fn chunk_elements(gpu: &Gpu, dtype: KeyType, len: usize) -> usize {
     }
 }
 
-/// Scan one file in chunks (gpusort_core::scan::streamed): each chunk's results are checked
-/// (--verify) and written while later chunks are on the GPU, so files of any size scan in
-/// bounded GPU memory. Returns the number of elements.
-#[allow(clippy::too_many_arguments)]
-fn scan_file<T: SortKey>(
-    gpu: &Gpu,
-    scanner: &Scanner,
-    scanner64: &Scanner64,
-    input: &Input,
-    dest: &Path,
-    format: Format,
+/// What a scan of a file asks, whichever devices run it: the operator, inclusive or not,
+/// whether `--verify` checks the results, and the bar that counts the elements written.
+struct FileScan<'a> {
     op: ScanOp,
     inclusive: bool,
     verify: bool,
-    bar: &indicatif::ProgressBar,
+    bar: &'a indicatif::ProgressBar,
+}
+
+/// Scan one file in chunks (gpusort_core::scan::streamed): each chunk's results are checked
+/// (--verify) and written while later chunks are on the GPU, so files of any size scan in
+/// bounded GPU memory. Returns the number of elements.
+fn scan_file<T: SortKey>(
+    gpu: &Gpu,
+    (scanner, scanner64): (&Scanner, &Scanner64),
+    input: &Input,
+    dest: &Path,
+    format: Format,
+    how: &FileScan<'_>,
 ) -> CliResult<usize> {
+    let FileScan {
+        op,
+        inclusive,
+        verify,
+        bar,
+    } = *how;
     let data = input.elements::<T>();
     let mut out = Output::create(dest)?;
     // through a map of the output whose pages come in while the first chunks are on the GPU
@@ -525,16 +540,18 @@ fn scan_file<T: SortKey>(
 /// A scan of one file over several devices (gpusort_core::multi::scan): one part a device,
 /// each chunk written at its place as it lands. `--verify` keeps a copy of the results and
 /// checks them in order at the end.
-#[allow(clippy::too_many_arguments)]
 fn scan_file_group<T: SortKey>(
     group: &gpusort_core::multi::DeviceGroup,
     scanners: &[Scanner],
     p: &Prepared,
-    op: ScanOp,
-    inclusive: bool,
-    verify: bool,
-    bar: &indicatif::ProgressBar,
+    how: &FileScan<'_>,
 ) -> CliResult<usize> {
+    let FileScan {
+        op,
+        inclusive,
+        verify,
+        bar,
+    } = *how;
     let data = p.input.elements::<T>();
     let mut out = Output::create(&p.dest)?;
     {
@@ -576,22 +593,22 @@ fn scan_typed<T: SortKey>(
 ) -> CliResult {
     let bar = job_bar(g, "scanning", p, dev);
     let t = Instant::now();
+    let how = FileScan {
+        op,
+        inclusive: !a.exclusive,
+        verify: a.io.verify,
+        bar: &bar,
+    };
     let n = match dev {
         Device::Gpu { gpu, scanner } => scan_file::<T>(
             gpu,
-            scanner,
-            &Scanner64::new(gpu),
+            (scanner, &Scanner64::new(gpu)),
             &p.input,
             &p.dest,
             p.format,
-            op,
-            !a.exclusive,
-            a.io.verify,
-            &bar,
+            &how,
         )?,
-        Device::Group { group, scanners } => {
-            scan_file_group::<T>(group, scanners, p, op, !a.exclusive, a.io.verify, &bar)?
-        }
+        Device::Group { group, scanners } => scan_file_group::<T>(group, scanners, p, &how)?,
         Device::Cpu { .. } => scan_on_cpu::<T>(p, op, !a.exclusive, a.io.verify)?,
     };
     bar.finish_and_clear();
