@@ -866,7 +866,7 @@ fn split_file<T: SortKey>(
     let (gpu, scanner) = match dev {
         Device::Gpu { gpu, scanner } => (gpu, scanner),
         Device::Group { group, scanners } => {
-            return split_file_group(p, group, scanners, pred, rest, values_out, verify, bar)
+            return split_file_group(p, (group, scanners), pred, rest, values_out, verify, bar)
         }
         Device::Cpu { .. } => return split_on_cpu(p, pred, rest, values_out, verify),
     };
@@ -1025,11 +1025,9 @@ struct SplitLanded<'s, T> {
 /// A partition or compaction of one file over several devices (gpusort_core::multi::scan): the
 /// matches counted first, so every chunk's elements are written straight to their places (the
 /// matching ones from the start, the others, with `rest`, after all the matching ones).
-#[allow(clippy::too_many_arguments)]
 fn split_file_group<T: SortKey>(
     p: &Prepared,
-    group: &gpusort_core::multi::DeviceGroup,
-    scanners: &[Scanner],
+    (group, scanners): (&gpusort_core::multi::DeviceGroup, &[Scanner]),
     pred: Predicate<T>,
     rest: bool,
     values_out: Option<&Path>,

@@ -306,7 +306,7 @@ fn sort_typed<T: SortKey>(
             }
         };
         if external {
-            return sort_external::<T>(g, args, input, values, dest, order, budget, engine);
+            return sort_external::<T>(g, args, (input, values), dest, order, budget, engine);
         }
     }
     if let Engine::Cpu { why } = engine {
@@ -785,12 +785,10 @@ fn memory_budget(args: &SortArgs) -> Result<Option<u64>, CliError> {
 /// A sort larger than the memory budget: runs sorted on the GPU into files in a private
 /// directory, then a streaming merge into the outputs; every output is a temporary file until
 /// all of them are written (gpusort_core::sort::external has the method).
-#[allow(clippy::too_many_arguments)]
 fn sort_external<T: SortKey>(
     g: &Global,
     args: &SortArgs,
-    input: &Input,
-    values: Option<&Input>,
+    (input, values): (&Input, Option<&Input>),
     dest: &Path,
     order: SortOrder,
     budget: u64,

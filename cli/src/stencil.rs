@@ -281,8 +281,8 @@ pub fn run(g: &Global, args: &StencilArgs) -> CliResult {
             return Ok(());
         }
         return match job.dtype {
-            KeyType::F64 => run_on_cpu::<f64>(g, args, &job, &input, &dest, format, why),
-            _ => run_on_cpu::<f32>(g, args, &job, &input, &dest, format, why),
+            KeyType::F64 => run_on_cpu::<f64>(g, args, &job, &input, (&dest, format), why),
+            _ => run_on_cpu::<f32>(g, args, &job, &input, (&dest, format), why),
         };
     }
     if !args.plan && g.several_devices()? {
@@ -339,8 +339,8 @@ pub fn run(g: &Global, args: &StencilArgs) -> CliResult {
         eprintln!("plan: {}", summary_line(&job, &chosen));
     }
     match job.dtype {
-        KeyType::F64 => run_typed::<f64>(g, args, &gpu, &kernel, &chosen, &input, &dest, format),
-        _ => run_typed::<f32>(g, args, &gpu, &kernel, &chosen, &input, &dest, format),
+        KeyType::F64 => run_typed::<f64>(g, args, &gpu, &kernel, &chosen, &input, (&dest, format)),
+        _ => run_typed::<f32>(g, args, &gpu, &kernel, &chosen, &input, (&dest, format)),
     }
 }
 
@@ -444,7 +444,6 @@ fn run_group<T: StencilValue + Into<f64>>(
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
 fn run_typed<T: StencilValue + Into<f64>>(
     g: &Global,
     args: &StencilArgs,
@@ -452,8 +451,7 @@ fn run_typed<T: StencilValue + Into<f64>>(
     kernel: &StencilKernel,
     chosen: &StencilPlan,
     input: &Input,
-    dest: &std::path::Path,
-    format: Format,
+    (dest, format): (&std::path::Path, Format),
 ) -> CliResult {
     let job = kernel.job();
     let bar = progress::bar(
@@ -515,14 +513,12 @@ fn run_typed<T: StencilValue + Into<f64>>(
 
 /// A stencil on the CPU engine: bit-identical to the CPU twin (so --verify compares exactly),
 /// into the output's memory map, with a scratch grid of the same size.
-#[allow(clippy::too_many_arguments)]
 fn run_on_cpu<T: StencilValue + Into<f64>>(
     g: &Global,
     args: &StencilArgs,
     job: &StencilJob,
     input: &Input,
-    dest: &std::path::Path,
-    format: Format,
+    (dest, format): (&std::path::Path, Format),
     why: &str,
 ) -> CliResult {
     let start = std::time::Instant::now();
