@@ -83,8 +83,8 @@ _WIDER = {
 # (docs/BENCHMARKS.md); the engine's per-thread speed puts the break-even at 3-6 threads.
 _ENGINE_THREADS_OVER_NUMPY = 8
 _numpy_answers = None  # for the context in use: made on first ask, forgotten by use()
-# NumPy's sort of a part on a thread of its own pays from parts of 2^18 elements (2 cores:
-# docs/BENCHMARKS.md)
+# NumPy's sort of a side on a thread of its own pays from sides of 2^18 elements (2 cores,
+# measured for the parts-then-merge this split replaced: docs/BENCHMARKS.md)
 _PART_SORT_MIN = 1 << 18
 
 

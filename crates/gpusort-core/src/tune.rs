@@ -3,8 +3,8 @@
 //! far, and every candidate's result is checked, so a tuning can be slower but never wrong. The
 //! thresholds (where `Auto` takes the radix sort, the MSD path, the segmented radix path) are
 //! the sizes from which the faster choice stays faster. `gpusort tune` and `gpusort.tune()` run
-//! it and store the result ([`crate::tuning`]); later runs on the same adapter, driver and
-//! version start from it.
+//! it and store the result (the `tuning` module, with the `serde` feature); later runs on the
+//! same adapter, driver and version start from it.
 
 use crate::device::transfer;
 use crate::error::{Error, Result};

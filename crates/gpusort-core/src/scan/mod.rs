@@ -25,6 +25,10 @@ pub mod scan64;
 pub mod streamed;
 pub(crate) mod wgsl;
 
+// the jobs of both scanners' streamed entries, where their users look first
+pub use scan64::Scanner64;
+pub use streamed::{ScanStream, SplitStream};
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
