@@ -286,6 +286,34 @@ fn scans_match_the_twin_for_every_operator() {
     }
 }
 
+/// `run(inclusive, out)` on one thread and on three: inclusive results `same` as `want`,
+/// exclusive ones as `want` shifted one place on from `zero`.
+fn scans_both_ways_on_any_thread_count<T: Copy + Send + Sync>(
+    want: &[T],
+    zero: T,
+    what: &str,
+    same: impl Fn(&[T], &[T]) -> bool,
+    run: impl Fn(bool, &mut [T]) -> gpusort_core::Result<()> + Sync,
+) {
+    let mut shifted = vec![zero];
+    shifted.extend_from_slice(&want[..want.len().saturating_sub(1)]);
+    shifted.truncate(want.len());
+    for threads in [1, 3] {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        for (inclusive, want) in [(true, want), (false, &shifted[..])] {
+            let mut got = vec![zero; want.len()];
+            pool.install(|| run(inclusive, &mut got)).unwrap();
+            assert!(
+                same(&got, want),
+                "inclusive={inclusive} {what} threads={threads}"
+            );
+        }
+    }
+}
+
 /// Float sums add in NumPy's `cumsum` order, bit for bit: the first result is the first
 /// element (-0.0 kept), then one element after another; exclusive ones from +0.0; the same bits
 /// on one thread and on three (no chunking that a thread count decides).
@@ -299,22 +327,10 @@ fn float_sums_add_in_numpy_order_on_any_thread_count() {
         for (i, &x) in data.iter().enumerate() {
             want.push(if i == 0 { x } else { add(want[i - 1], x) });
         }
-        let mut shifted = vec![zero];
-        shifted.extend_from_slice(&want[..want.len().saturating_sub(1)]);
-        shifted.truncate(data.len());
-        for threads in [1, 3] {
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .build()
-                .unwrap();
-            for (inclusive, want) in [(true, &want), (false, &shifted)] {
-                let mut got = vec![zero; data.len()];
-                pool.install(|| engine::scan(data, &mut got, ScanOp::Add, inclusive))
-                    .unwrap();
-                let what = format!("{} n={} threads={threads}", F::TYPE, data.len());
-                assert!(same_bits(&got, want), "inclusive={inclusive} {what}");
-            }
-        }
+        let what = format!("{} n={}", F::TYPE, data.len());
+        scans_both_ways_on_any_thread_count(&want, zero, &what, same_bits, |inclusive, got| {
+            engine::scan(data, got, ScanOp::Add, inclusive)
+        });
     }
     let mut r = rng(77);
     for n in [0usize, 1, 2, (1 << 16) - 1, (1 << 16) + 1, 300_001] {
@@ -344,22 +360,11 @@ fn integer_sums_widen_and_wrap_on_any_thread_count() {
             acc = add(acc, widen(x));
             want.push(acc);
         }
-        let mut shifted = vec![T::zeroed()];
-        shifted.extend_from_slice(&want[..want.len().saturating_sub(1)]);
-        shifted.truncate(data.len());
-        for threads in [1, 3] {
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .build()
-                .unwrap();
-            for (inclusive, want) in [(true, &want), (false, &shifted)] {
-                let mut got = vec![T::zeroed(); data.len()];
-                pool.install(|| engine::sum_widened(data, &mut got, inclusive, widen, add))
-                    .unwrap();
-                let what = format!("{} n={} threads={threads}", S::TYPE, data.len());
-                assert!(got == *want, "inclusive={inclusive} {what}");
-            }
-        }
+        let what = format!("{} n={}", S::TYPE, data.len());
+        let equal = |a: &[T], b: &[T]| a == b;
+        scans_both_ways_on_any_thread_count(&want, T::zeroed(), &what, equal, |inclusive, got| {
+            engine::sum_widened(data, got, inclusive, widen, add)
+        });
     }
     let mut r = rng(78);
     for n in [0usize, 1, 2, (1 << 16) - 1, (1 << 16) + 1, 300_001] {

@@ -221,7 +221,7 @@ def _numpy_sort(x, axis):
         signed = bool(np.any((x == 0) & np.signbit(x))) or bool(np.isnan(x).any())
         return np.sort(x, axis=axis, kind="stable" if signed else None)
     flat = x.reshape(-1)
-    res = _sorted_in_parts(flat)
+    res = _sorted_by_halves(flat)
     if x.dtype.kind != "f":
         return res
     # NaNs last with their input bits in their input order, as the stable kind leaves them (the
@@ -237,7 +237,7 @@ def _numpy_sort(x, axis):
     return res
 
 
-def _sorted_in_parts(flat):
+def _sorted_by_halves(flat):
     """np.sort of 1-D `flat` on two threads: the engine splits it around the median of a sample
     (keys below, equal, above), then NumPy sorts the low side here and the high side on a
     thread of its own (its sort releases the GIL); nothing is left to merge. Arrays of fewer

@@ -58,7 +58,7 @@ def test_sort_and_argsort_match_numpy(dtype, n, kind):
 
 def test_large_sorts_match_numpy_bit_for_bit(engine):
     """Arrays a CPU engine of few threads sorts by NumPy's sort of each side of a split around a
-    sampled median (gpusort._sorted_in_parts): NaN, ±0 (in input order), all-equal arrays
+    sampled median (gpusort._sorted_by_halves): NaN, ±0 (in input order), all-equal arrays
     (every key equal to the pivot), every dtype, on two and three engine threads, bit for bit as
     np.sort(kind="stable"); the split itself at a zero pivot: tests/cpu_engine.rs."""
     import subprocess
