@@ -50,7 +50,8 @@ pub struct BenchArgs {
     )]
     pub suite: Vec<String>,
     /// Sizes as powers of two, e.g. 16,20,24 (default per suite, e.g. sort 16..26 step 2; quick
-    /// and on a software adapter: 12,14,16). Sizes the device cannot hold show as skipped rows.
+    /// and on a software adapter: 12,14,16, the sched suite 12). Sizes the device cannot hold
+    /// show as skipped rows.
     #[arg(long, value_delimiter = ',')]
     pub sizes: Vec<u32>,
     /// Timed repetitions per case (after one warm-up).
@@ -405,7 +406,7 @@ pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
                 let sizes = if !args.sizes.is_empty() {
                     args.sizes.clone()
                 } else if quick {
-                    vec![12, 14]
+                    vec![12]
                 } else {
                     vec![12, 16]
                 };

@@ -96,12 +96,12 @@ pub(super) fn suite(
     for &log in sizes {
         let n = 1usize << log;
         let host = gpusort_core::internal::bench::random_unit_f32(n, log as u64 + 300);
-        per_type(ctx, log, &host, &list, &mut cases)?;
+        per_type(ctx, log, &host, &list, quick, &mut cases)?;
         // f64 at its own bound (16 bytes a cell): the narrowest stencils only
         let narrow = chosen(stencils(true));
         if ctx.gpu.features.contains(wgpu::Features::SHADER_F64) && !narrow.is_empty() {
             let wide: Vec<f64> = host.iter().map(|&v| f64::from(v)).collect();
-            per_type(ctx, log, &wide, &narrow, &mut cases)?;
+            per_type(ctx, log, &wide, &narrow, quick, &mut cases)?;
         }
         if ctx.cpu {
             let bar = ctx.bar;
@@ -141,12 +141,14 @@ pub(super) fn suite(
     Ok(cases)
 }
 
-/// Every stencil of `list` on grids of `host`'s cells and type, each variant against the copy.
+/// Every stencil of `list` on grids of `host`'s cells and type, each variant against the copy
+/// (`quick`: one of each kind of variant, so that a software adapter compiles few kernels).
 fn per_type<T: StencilValue + Into<f64>>(
     ctx: &Ctx<'_>,
     log: u32,
     host: &[T],
     list: &[(usize, Stencil, String)],
+    quick: bool,
     cases: &mut Vec<Case>,
 ) -> Result<(), CliError> {
     let (gpu, timer, bar, reps) = (ctx.gpu, ctx.timer, ctx.bar, ctx.reps);
@@ -227,7 +229,8 @@ fn per_type<T: StencilValue + Into<f64>>(
         let four = StencilKernel::with_choice(gpu, &job, one_row)?;
         if four.four_cells() {
             variants.push((format!("{sname}, 4 cells/invocation"), four));
-            for rows in [2, 4, 8] {
+            let rows_tried: &[u32] = if quick { &[4] } else { &[2, 4, 8] };
+            for &rows in rows_tried {
                 let choice = KernelChoice {
                     rows,
                     plane_rows: 1,
@@ -240,7 +243,12 @@ fn per_type<T: StencilValue + Into<f64>>(
             }
             // 3-D: a workgroup over a patch of the plane's rows instead of along x (2 x 8: the
             // default)
-            for (rows, plane_rows) in [(2, 4), (2, 8), (2, 16), (4, 8)] {
+            let patches: &[(u32, u32)] = if quick {
+                &[(2, 8)]
+            } else {
+                &[(2, 4), (2, 8), (2, 16), (4, 8)]
+            };
+            for &(rows, plane_rows) in patches {
                 if *dims != 3 {
                     break;
                 }
@@ -263,6 +271,16 @@ fn per_type<T: StencilValue + Into<f64>>(
                 .into_iter()
                 .filter(|b| b.steps >= 2),
         );
+        if quick {
+            // one of each: a streamed step, two streamed, two in registers (the first shape)
+            let mut seen = Vec::new();
+            blockings.retain(|b| {
+                let kind = (b.steps, b.lanes);
+                let keep = b.steps <= 2 && !seen.contains(&kind);
+                seen.push(kind);
+                keep
+            });
+        }
         for blocking in blockings {
             variants.push((
                 match (blocking.steps, blocking.lanes) {
