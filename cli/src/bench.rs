@@ -18,10 +18,10 @@ mod stencil;
 use std::io::Write;
 use std::path::PathBuf;
 
-use gpusort_core::device::transfer;
-use gpusort_core::internal::bench::{
+use gpusort_core::bench::{
     masked_u32_buffers, random_u32_buffers, CopyKernel, GpuTimer, PlainBitonic, Stats,
 };
+use gpusort_core::device::transfer;
 use gpusort_core::sort::method_host_syncs;
 use gpusort_core::{KeyType, SortJob, SortOrder, Sorter};
 use indicatif::ProgressBar;
@@ -130,7 +130,7 @@ struct Report {
     device: String,
     backend: String,
     driver: String,
-    time_source: gpusort_core::internal::bench::TimeSource,
+    time_source: gpusort_core::bench::TimeSource,
     /// How long each GPU case repeated untimed before it was timed (--warmup).
     warmup_ms: u128,
     cases: Vec<Case>,

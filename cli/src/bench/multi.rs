@@ -24,7 +24,7 @@ use crate::error::CliError;
 fn case(
     name: String,
     n: u64,
-    stats: gpusort_core::internal::bench::Stats,
+    stats: gpusort_core::bench::Stats,
     unit_per_s: f64,
     unit: &str,
     base: f64,
@@ -248,7 +248,7 @@ fn stencil_cases(
             }
             _ => {}
         }
-        let res = gpusort_core::internal::bench::Stats::of(resident);
+        let res = gpusort_core::bench::Stats::of(resident);
         if k == 1 {
             base = st.median_s;
             base_resident = res.median_s;

@@ -3,8 +3,8 @@
 //! the same single submit (the honest baseline: what a caller without the scheduler records),
 //! safe mode, and, for equal sizes, the segmented sort. GPU-resident, GPU timestamps.
 
+use gpusort_core::bench::random_u32;
 use gpusort_core::device::transfer;
-use gpusort_core::internal::bench::random_u32;
 use gpusort_core::scan::{ScanJob, ScanOp};
 use gpusort_core::schedule::{Batch, Mode, Scheduler, Work};
 use gpusort_core::{KeyType, SortJob, SortOrder};
@@ -266,7 +266,7 @@ fn case(
     what: &str,
     n: usize,
     name: &str,
-    stats: gpusort_core::internal::bench::Stats,
+    stats: gpusort_core::bench::Stats,
     tasks: usize,
     dispatches: u64,
     note: String,

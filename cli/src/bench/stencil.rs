@@ -95,7 +95,7 @@ pub(super) fn suite(
     let mut cases = Vec::new();
     for &log in sizes {
         let n = 1usize << log;
-        let host = gpusort_core::internal::bench::random_unit_f32(n, log as u64 + 300);
+        let host = gpusort_core::bench::random_unit_f32(n, log as u64 + 300);
         per_type(ctx, log, &host, &list, quick, &mut cases)?;
         // f64 at its own bound (16 bytes a cell): the narrowest stencils only
         let narrow = chosen(stencils(true));

@@ -47,18 +47,19 @@
 //! The library reads no environment variable: devices come from [`GpuOptions`] or the caller,
 //! tunings from [`sort::Tuning`] and [`scan::Tuning`] values.
 
+pub mod bench;
 pub mod cancel;
 pub mod cpu_engine;
 pub mod device;
 pub mod engine;
 pub mod error;
-#[doc(hidden)]
-pub mod internal;
 pub mod keys;
 pub mod multi;
 pub mod reference;
 pub mod scan;
 pub mod schedule;
+#[cfg(test)]
+mod shader_checks;
 pub mod sort;
 pub mod stencil;
 pub mod tune;

@@ -6,9 +6,9 @@
 //! it and store the result (the `tuning` module, with the `serde` feature); later runs on the
 //! same adapter, driver and version start from it.
 
+use crate::bench::{random_u32, GpuTimer, Stats};
 use crate::device::transfer;
 use crate::error::{Error, Result};
-use crate::internal::bench::{random_u32, GpuTimer, Stats};
 use crate::keys::order::{fingerprint, Fingerprint};
 use crate::scan::{CompactJob, Predicate, ScanJob, ScanOp, Scanner};
 use crate::{scan, sort, stencil, Algorithm, Gpu, KeyType, SortJob, SortOrder, Sorter};
@@ -191,7 +191,7 @@ impl<'a> Tuner<'a> {
                 continue; // nothing in registers here (no subgroups): the defaults
             }
             let cells = job.shape.cells();
-            let host: Vec<f32> = crate::internal::bench::random_unit_f32(cells, 77);
+            let host: Vec<f32> = crate::bench::random_unit_f32(cells, 77);
             let bytes = cells as u64 * 4;
             let pristine = transfer::buffer_from(gpu, "tune grid", &host)?;
             let a = transfer::storage_buffer(gpu, "tune grid a", bytes)?;

@@ -116,7 +116,7 @@ pub(super) fn split_words<T: crate::SortKey>(
 /// before its producer finished would change the result.
 pub(super) fn self_test_batch() -> (Batch, Vec<u32>) {
     let n = 3 * MAX_CAP + 123;
-    let data = crate::internal::bench::random_u32(2 * n as usize, 7);
+    let data = crate::bench::random_u32(2 * n as usize, 7);
     let mut b = Batch::default();
     let sort = Work::Sort {
         key_type: KeyType::U32,

@@ -5,7 +5,7 @@
 //! vectorised sort 1.4x *slower* than the plain per-step sort (24 ms vs 17 ms at 2^24 u32): the
 //! arrays were dynamically indexed and lived in local memory. Straight-line code over named
 //! variables keeps every key in registers on every driver. The generated text is plain WGSL and is
-//! validated by naga like every other shader (`internal::all_configurations`).
+//! validated by naga like every other shader (`shader_checks`).
 
 use std::fmt::Write;
 

@@ -1,7 +1,6 @@
-//! Building blocks of gpusort's own front ends, benchmarks and tests. Not part of the library's
-//! API: no stability promise, and nothing here is needed to sort, scan or run a stencil.
-
-pub mod bench;
+//! Every kernel configuration the library composes, run through naga's validator without a GPU,
+//! and the workgroup-memory rules of the radix sweeps and the compaction checked against the
+//! kernels as composed (unit tests only).
 
 use crate::scan::wgsl::{compact, scan};
 use crate::scan::Tuning;
@@ -12,7 +11,7 @@ use crate::wgsl::{compose, compose_with, BITONIC_PLAIN, COPY, KEYS, KEY_ORDER};
 
 /// Every (family name, composed source) configuration the library can build, so a test can run
 /// each through naga's validator without a GPU.
-pub fn all_configurations() -> Vec<(String, String)> {
+fn all_configurations() -> Vec<(String, String)> {
     let mut out = Vec::new();
     let tuning = Tuning::default();
     for nw in 1..=4 {

@@ -1,8 +1,13 @@
-//! Benchmark building blocks: GPU timing and the baseline kernels results are compared with.
+//! Measuring GPU work, as `gpusort bench` and `gpusort tune` do: [`GpuTimer`] times what a closure
+//! records (GPU timestamps written around it where the device has
+//! TIMESTAMP_QUERY_INSIDE_ENCODERS, else the wall clock around submit and wait, and
+//! [`TimeSource`] says which), [`Stats`] summarises the samples, and the baselines a result is
+//! read against: [`CopyKernel`] (the device's achievable bandwidth, measured in the same run) and
+//! [`PlainBitonic`] (METHODS.md method 2). Renderer authors can time their own passes the same way.
+//! Reproducible keys: [`random_u32`], [`random_unit_f32`].
 //!
-//! Times come from GPU timestamps written around the recorded work when the device has
-//! TIMESTAMP_QUERY_INSIDE_ENCODERS; otherwise from the wall clock around submit and wait, and the
-//! result says which.
+//! A public module rather than one behind a cargo feature: the library's own tuner (`tune`) times
+//! with it, so it is always built.
 
 use std::time::Instant;
 
