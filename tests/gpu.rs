@@ -455,7 +455,7 @@ mod radix {
         }
     }
 
-    /// Histogram workgroups of one tile and of many (`Tuning::hist_chunks`; the default is 4), at
+    /// Histogram workgroups of one tile and of many (`SortTuning::hist_chunks`; the default is 4), at
     /// key counts around a histogram workgroup's share and on keys whose digits run long. The
     /// histogram uses no subgroup operation, so one mode covers it.
     #[test]
@@ -1095,7 +1095,7 @@ mod radix_options {
     }
 
     /// Keys-only sorts of 64-bit keys hold their own count of keys an invocation
-    /// (`Tuning::wide_items`, cut to `items`; their unstable first pass no more): their tile,
+    /// (`SortTuning::wide_items`, cut to `items`; their unstable first pass no more): their tile,
     /// look-back rows and histogram dispatch follow it, around its tile edges and both ways, with
     /// and without subgroups.
     #[test]
@@ -1152,7 +1152,7 @@ mod radix_options {
     }
 
     /// Sorts of 64-bit keys with a payload (argsorts, key-value) may run in workgroups of their
-    /// own size (`Tuning::wide_payload_wg`): on lavapipe 512 invocations fit without subgroups
+    /// own size (`SortTuning::wide_payload_wg`): on lavapipe 512 invocations fit without subgroups
     /// only, so there the argsort's tile is 512 x 8 while keys-only and 32-bit sorts keep the
     /// shared shape; with subgroups the asked-for size does not fit and the shared shape runs.
     /// Either way the permutation and the pairs are the reference's, around the tile's edges.

@@ -4,7 +4,7 @@
 use gpusort_core::device::transfer;
 use gpusort_core::reference::scan as reference;
 use gpusort_core::scan::streamed::{ScanStream, SplitStream};
-use gpusort_core::scan::{Predicate, ScanOp, Scanner, Tuning};
+use gpusort_core::scan::{Predicate, ScanOp, ScanTuning, Scanner};
 use gpusort_core::{Gpu, SortKey};
 use gpusort_tests::*;
 use rand::Rng;
@@ -128,12 +128,12 @@ fn look_back_fallback_gives_the_same_results() {
                 .unwrap()
                 .with_tuning(
                     gpu,
-                    Tuning {
+                    ScanTuning {
                         scan_workgroups: workgroups,
                         compact_workgroups: workgroups,
                         compact_one_word: one_word,
                         compact_late_loads: late,
-                        ..Tuning::default()
+                        ..ScanTuning::default()
                     },
                 )
                 .unwrap()
@@ -155,15 +155,15 @@ fn look_back_fallback_gives_the_same_results() {
 
 #[test]
 fn look_back_counters_count_the_walk() {
-    // Tuning::counters (measuring): with every wait given up at once, tile t reduces its
+    // ScanTuning::counters (measuring): with every wait given up at once, tile t reduces its
     // t predecessors itself and walks no round; otherwise every tile after the first walks
     for no_sg in MODES {
         let gpu = gpu(no_sg);
-        let tuning = Tuning {
+        let tuning = ScanTuning {
             counters: true,
             scan_workgroups: 0,
             compact_workgroups: 0,
-            ..Tuning::default()
+            ..ScanTuning::default()
         };
         let mut r = rng(17);
         let s = Scanner::new(gpu)
@@ -226,7 +226,7 @@ fn look_back_and_tile_shapes_give_the_same_results() {
                 .unwrap()
                 .with_tuning(
                     gpu,
-                    Tuning {
+                    ScanTuning {
                         window,
                         scan_wait_nearest: wait,
                         compact_wait_nearest: wait,
@@ -241,7 +241,7 @@ fn look_back_and_tile_shapes_give_the_same_results() {
                         compact_rounds: compact.1,
                         compact_stage: stage,
                         compact_one_word: one_word,
-                        ..Tuning::default()
+                        ..ScanTuning::default()
                     },
                 )
                 .unwrap();
@@ -480,7 +480,7 @@ fn scan_after<T: SortKey + Default>(
 fn streamed_scans_and_compactions_match_whole_ones() {
     // chunks of 4 (the least), 1000 and one compaction tile's elements: sizes around chunk
     // boundaries, carries through many chunks, and both staging slots reused many times
-    let tile = Tuning::default().compact_tile(false, 1) as usize;
+    let tile = ScanTuning::default().compact_tile(false, 1) as usize;
     for no_sg in MODES {
         let gpu = gpu(no_sg);
         let s = Scanner::new(gpu).unwrap();
@@ -680,9 +680,9 @@ fn compaction_refuses_counts_its_statuses_cannot_hold() {
         .unwrap()
         .with_tuning(
             gpu,
-            Tuning {
+            ScanTuning {
                 compact_one_word: true,
-                ..Tuning::default()
+                ..ScanTuning::default()
             },
         )
         .unwrap();

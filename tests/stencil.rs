@@ -881,14 +881,14 @@ fn a_tuning_replaces_the_default_steps_a_pass() {
         10,
         KeyType::F32,
     );
-    let steps = |j: &StencilJob, t: &stencil::Tuning| {
+    let steps = |j: &StencilJob, t: &stencil::StencilTuning| {
         let c = stencil::KernelChoice::for_device_tuned(gpu, j, t);
         c.blocking.map(|b| (b.steps, b.workgroup, b.is_planes(j)))
     };
-    let none = stencil::Tuning::default();
+    let none = stencil::StencilTuning::default();
     assert_eq!(steps(&two_d, &none).map(|s| s.0), Some(4));
     assert_eq!(steps(&cube, &none).map(|s| (s.0, s.2)), Some((3, true)));
-    let tuned = stencil::Tuning {
+    let tuned = stencil::StencilTuning {
         lanes_3_rows: Some(2),
         lanes_5_rows: None,
         planes_r1: Some([2, 256, 1]),
@@ -896,7 +896,7 @@ fn a_tuning_replaces_the_default_steps_a_pass() {
     assert!(tuned.checked().is_ok());
     assert_eq!(steps(&two_d, &tuned).map(|s| s.0), Some(2));
     assert_eq!(steps(&cube, &tuned), Some((2, 256, true)));
-    let single = stencil::Tuning {
+    let single = stencil::StencilTuning {
         lanes_3_rows: Some(1),
         lanes_5_rows: None,
         planes_r1: Some([1, 0, 0]),
@@ -914,15 +914,15 @@ fn a_tuning_replaces_the_default_steps_a_pass() {
     );
     assert_eq!(steps(&r2, &tuned).map(|s| s.0), Some(3));
     for bad in [
-        stencil::Tuning {
+        stencil::StencilTuning {
             lanes_3_rows: Some(9),
             ..Default::default()
         },
-        stencil::Tuning {
+        stencil::StencilTuning {
             planes_r1: Some([5, 512, 1]),
             ..Default::default()
         },
-        stencil::Tuning {
+        stencil::StencilTuning {
             planes_r1: Some([2, 300, 1]),
             ..Default::default()
         },

@@ -114,7 +114,7 @@ pub trait Tuned {
 }
 
 impl Tuned for gpusort_core::Sorter {
-    type Tuning = gpusort_core::sort::Tuning;
+    type Tuning = gpusort_core::sort::SortTuning;
     fn tuned(self, gpu: &Gpu, change: impl FnOnce(&mut Self::Tuning)) -> Self {
         let mut t = self.tuning();
         change(&mut t);
@@ -123,7 +123,7 @@ impl Tuned for gpusort_core::Sorter {
 }
 
 impl Tuned for gpusort_core::Scanner {
-    type Tuning = gpusort_core::scan::Tuning;
+    type Tuning = gpusort_core::scan::ScanTuning;
     fn tuned(self, gpu: &Gpu, change: impl FnOnce(&mut Self::Tuning)) -> Self {
         let mut t = *self.tuning();
         change(&mut t);

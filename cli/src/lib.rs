@@ -117,7 +117,7 @@ pub struct Global {
     pub spread_always: bool,
     /// Kernel shapes from a JSON file instead of the stored tuning, for experiments: the
     /// defaults with the fields it names, e.g. {"sort": {"items": 10}} (`gpusort tune` stores
-    /// measured ones; the fields are gpusort-core's sort, scan and stencil `Tuning`s).
+    /// measured ones; the fields are gpusort-core's `SortTuning`, `ScanTuning` and `StencilTuning`).
     #[arg(long, global = true, value_name = "FILE")]
     pub tuning: Option<std::path::PathBuf>,
     /// Force every kernel onto its non-subgroup path.

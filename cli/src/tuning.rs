@@ -1,7 +1,7 @@
 //! Where the CLI's tunings come from: the tuning `gpusort tune` stored for this device (in the
 //! user's cache directory; `GPUSORT_CACHE_DIR` moves it), else the measured defaults — or, for
 //! experiments, `--tuning FILE`: the defaults with the fields that file names (JSON, the
-//! `Tuning` values' own field names: `{"sort": {"items": 10}, "scan": {"scan_rounds": 4}}`).
+//! `SortTuning`, `ScanTuning` and `StencilTuning` values' own field names: `{"sort": {"items": 10}, "scan": {"scan_rounds": 4}}`).
 //! No environment variable sets a tuning. A file that names an unknown field or a value the
 //! kernels cannot take is refused before any work; the measuring switches (fields whose doc
 //! says "results wrong": `sort.probe`, `sort.stop`, `scan.compact_probe`, `scan.no_lookback`)
@@ -22,9 +22,9 @@ static FROM_FILE: OnceLock<Option<Tunings>> = OnceLock::new();
 /// The three tunings a job may use.
 #[derive(Clone, Copy, Debug)]
 struct Tunings {
-    sort: sort::Tuning,
-    scan: scan::Tuning,
-    stencil: gpusort_core::stencil::Tuning,
+    sort: sort::SortTuning,
+    scan: scan::ScanTuning,
+    stencil: gpusort_core::stencil::StencilTuning,
 }
 
 /// Read `--tuning FILE` (None: none given) before any job, checking every field it names.
@@ -48,9 +48,9 @@ fn read_file(path: &Path) -> Result<Tunings, CliError> {
         ));
     };
     let mut t = Tunings {
-        sort: sort::Tuning::default(),
-        scan: scan::Tuning::default(),
-        stencil: gpusort_core::stencil::Tuning::default(),
+        sort: sort::SortTuning::default(),
+        scan: scan::ScanTuning::default(),
+        stencil: gpusort_core::stencil::StencilTuning::default(),
     };
     for (family, fields) in families {
         match family.as_str() {
@@ -139,7 +139,7 @@ pub fn stored(gpu: &Gpu) -> Option<StoredTuning> {
 
 /// The steps a pass of stencils on `gpu`: `--tuning`'s, else stored by `gpusort tune`, else the
 /// defaults.
-pub fn stencil(gpu: &Gpu) -> gpusort_core::stencil::Tuning {
+pub fn stencil(gpu: &Gpu) -> gpusort_core::stencil::StencilTuning {
     if let Some(Some(t)) = FROM_FILE.get() {
         return t.stencil;
     }
@@ -147,11 +147,11 @@ pub fn stencil(gpu: &Gpu) -> gpusort_core::stencil::Tuning {
 }
 
 /// The sort and scan tunings a job on `gpu` uses: `--tuning`'s, else stored, else the defaults.
-pub fn tunings(gpu: &Gpu) -> (sort::Tuning, scan::Tuning) {
+pub fn tunings(gpu: &Gpu) -> (sort::SortTuning, scan::ScanTuning) {
     if let Some(Some(t)) = FROM_FILE.get() {
         return (t.sort, t.scan);
     }
     // one device per process
-    static TUNINGS: OnceLock<(sort::Tuning, scan::Tuning)> = OnceLock::new();
+    static TUNINGS: OnceLock<(sort::SortTuning, scan::ScanTuning)> = OnceLock::new();
     *TUNINGS.get_or_init(|| stored(gpu).map_or_else(Default::default, |t| (t.sort, t.scan)))
 }

@@ -47,7 +47,7 @@ struct GpuContext {
     /// When `gpusort tune` measured the tuning in use, if it did.
     tuned: Option<String>,
     /// The stencils' steps a pass from that tuning (the defaults without one).
-    stencil_tuning: gpusort_core::stencil::Tuning,
+    stencil_tuning: gpusort_core::stencil::StencilTuning,
     /// `use(devices=...)` naming several: the group (this device first) and a sorter each.
     group: Option<(gpusort_core::multi::DeviceGroup, Vec<Sorter>)>,
     /// Spread every sort over the group (tests): the results are the same.
@@ -844,7 +844,7 @@ fn stencil_grid<T: gpusort_core::stencil::StencilValue + numpy::Element>(
 fn planned_stencil(
     gpu: &gpusort_core::Gpu,
     job: &StencilJob,
-    tuning: &gpusort_core::stencil::Tuning,
+    tuning: &gpusort_core::stencil::StencilTuning,
 ) -> gpusort_core::Result<StencilKernel> {
     use gpusort_core::stencil::{self, KernelChoice};
     use std::collections::HashMap;

@@ -3,7 +3,7 @@
 //! (`Algorithm::Auto`), each result checked once. Named "sort f32 normal", "argsort f32 normal",
 //! "key-value f32 normal", so that `bench/cupy_reference.py` times CuPy on the same arrays.
 //! Segmented sorts (u32, segments of 2^8..2^20 keys) on both paths measure where `Auto`
-//! should switch (`sort::Tuning::segmented_radix_from`).
+//! should switch (`sort::SortTuning::segmented_radix_from`).
 
 use gpusort_core::device::transfer;
 use gpusort_core::reference::keys::{fingerprint, sortable, Fingerprint};

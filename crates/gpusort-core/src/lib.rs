@@ -45,7 +45,7 @@
 //! - `serde`: `Serialize` for reports and stats, `Serialize + Deserialize` for the tunings.
 //!
 //! The library reads no environment variable: devices come from [`GpuOptions`] or the caller,
-//! tunings from [`sort::Tuning`] and [`scan::Tuning`] values.
+//! tunings from [`sort::SortTuning`] and [`scan::ScanTuning`] values.
 
 pub mod bench;
 pub mod cancel;

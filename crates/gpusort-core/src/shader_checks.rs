@@ -3,7 +3,7 @@
 //! kernels as composed (unit tests only).
 
 use crate::scan::wgsl::{compact, scan};
-use crate::scan::Tuning;
+use crate::scan::ScanTuning;
 use crate::schedule::merged;
 use crate::sort::bitonic_wgsl::bitonic;
 use crate::sort::radix_wgsl::{radix, RadixConfig};
@@ -13,7 +13,7 @@ use crate::wgsl::{compose, compose_with, BITONIC_PLAIN, COPY, KEYS, KEY_ORDER};
 /// each through naga's validator without a GPU.
 fn all_configurations() -> Vec<(String, String)> {
     let mut out = Vec::new();
-    let tuning = Tuning::default();
+    let tuning = ScanTuning::default();
     for nw in 1..=4 {
         for wg in [64, 128, 256] {
             out.push((format!("bitonic NW={nw} WG={wg}"), bitonic(nw, wg)));
@@ -345,7 +345,7 @@ mod tests {
     /// workgroups can share an SM.
     #[test]
     fn compaction_stage_fits_in_half_the_workgroup_storage() {
-        let t = crate::scan::Tuning::default();
+        let t = crate::scan::ScanTuning::default();
         for storage in [32768, 49152, 65536] {
             for subgroups in [true, false] {
                 for (words, payload) in [(1, false), (1, true), (2, false), (2, true)] {

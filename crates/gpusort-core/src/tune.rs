@@ -17,9 +17,9 @@ use crate::{scan, sort, stencil, Algorithm, Gpu, KeyType, SortJob, SortOrder, So
 /// defaults it ran the cases timed (1.0 where the defaults were kept).
 #[derive(Clone, Debug)]
 pub struct Tuned {
-    pub sort: sort::Tuning,
-    pub scan: scan::Tuning,
-    pub stencil: stencil::Tuning,
+    pub sort: sort::SortTuning,
+    pub scan: scan::ScanTuning,
+    pub stencil: stencil::StencilTuning,
     pub sort_gain: f64,
     pub scan_gain: f64,
     pub stencil_gain: f64,
@@ -143,14 +143,14 @@ impl<'a> Tuner<'a> {
     /// radius 1 and 2, the 3-D radius-1 star): one step a pass and every pass in registers this
     /// device runs, each checked against one step a pass bit for bit; the fastest is kept. The
     /// gain: the defaults' time over the tuned ones', summed over the three stencils.
-    fn stencil(&self) -> Result<(stencil::Tuning, f64)> {
+    fn stencil(&self) -> Result<(stencil::StencilTuning, f64)> {
         use crate::stencil::{
             Blocking, Boundary, GridShape, KernelChoice, Stencil, StencilJob, StencilKernel,
         };
         let gpu = self.gpu;
         // a multiple of every K measured, so that each runs whole passes only
         const STEPS: u32 = 24;
-        let mut tuning = stencil::Tuning::default();
+        let mut tuning = stencil::StencilTuning::default();
         let (mut default_total, mut tuned_total) = (0.0, 0.0);
         let (side, cube) = if self.quick { (64, 16) } else { (4096, 256) };
         for (dims, radius) in [(2, 1), (2, 2), (3, 1)] {
@@ -269,16 +269,16 @@ impl<'a> Tuner<'a> {
         Ok((tuning, default_total / tuned_total.max(f64::MIN_POSITIVE)))
     }
 
-    fn sort(&self) -> Result<(sort::Tuning, f64)> {
+    fn sort(&self) -> Result<(sort::SortTuning, f64)> {
         let gpu = self.gpu;
         let n = if self.quick { 1 << 14 } else { 1 << 24 };
         let keys = Uploaded::new(gpu, random_u32(n, 1))?;
-        let radix = |t: sort::Tuning| -> Result<Sorter> {
+        let radix = |t: sort::SortTuning| -> Result<Sorter> {
             Sorter::new(gpu)?
                 .with_algorithm(Algorithm::Radix)
                 .with_tuning(gpu, t)
         };
-        let mut best = sort::Tuning::default();
+        let mut best = sort::SortTuning::default();
         let default_time = self.sort_time(&radix(best)?, &keys, false, None)?
             + self.sort_time(&radix(best)?, &keys, true, None)?;
         // (what, argsort, values, quick values, how to set it)
@@ -287,7 +287,7 @@ impl<'a> Tuner<'a> {
             bool,
             &'c [u32],
             &'c [u32],
-            fn(&mut sort::Tuning, u32),
+            fn(&mut sort::SortTuning, u32),
         );
         let candidates: [Candidate; 4] = [
             (
@@ -340,7 +340,7 @@ impl<'a> Tuner<'a> {
         // within noise of the defaults (or behind them): keep the defaults' shapes
         let gain = default_time / tuned_time;
         if gain <= 1.0 {
-            let d = sort::Tuning::default();
+            let d = sort::SortTuning::default();
             (
                 best.items,
                 best.payload_items,
@@ -358,13 +358,13 @@ impl<'a> Tuner<'a> {
         };
         let mut timed = Vec::new();
         for &v in counts {
-            let t = sort::Tuning {
+            let t = sort::SortTuning {
                 wide_items: v,
                 ..best
             };
             timed.push((self.sort_time(&radix(t)?, &wide, false, None)?, v));
         }
-        let default_items = sort::Tuning::default().wide_items;
+        let default_items = sort::SortTuning::default().wide_items;
         let (secs, v) = timed
             .iter()
             .copied()
@@ -384,7 +384,7 @@ impl<'a> Tuner<'a> {
         // largest the device allows) stays unless another is more than 2% faster
         let mut timed = Vec::new();
         for v in [None, Some(512), Some(256)] {
-            let t = sort::Tuning {
+            let t = sort::SortTuning {
                 wide_payload_wg: v,
                 ..best
             };
@@ -425,11 +425,11 @@ impl<'a> Tuner<'a> {
         };
         best.radix_from = from(&sizes, &bitonic, &radix(best)?)?.map_or(u32::MAX, |l| 1 << l);
         self.say(format!("sort, radix from: {}", keys_from(best.radix_from)));
-        let lsd = radix(sort::Tuning {
+        let lsd = radix(sort::SortTuning {
             msd_from: u32::MAX,
             ..best
         })?;
-        let msd = radix(sort::Tuning {
+        let msd = radix(sort::SortTuning {
             msd_from: 0,
             ..best
         })?;
@@ -500,14 +500,15 @@ impl<'a> Tuner<'a> {
         Ok(t_scan + t_compact)
     }
 
-    fn scan(&self) -> Result<(scan::Tuning, f64)> {
+    fn scan(&self) -> Result<(scan::ScanTuning, f64)> {
         let gpu = self.gpu;
         let n = if self.quick { 1 << 16 } else { 1 << 26 };
         let data = ScanInput::new(gpu, &random_u32(n, 2))?;
-        let with = |t: scan::Tuning| -> Result<Scanner> { Scanner::new(gpu)?.with_tuning(gpu, t) };
-        let mut best = scan::Tuning::default().fitted(gpu);
+        let with =
+            |t: scan::ScanTuning| -> Result<Scanner> { Scanner::new(gpu)?.with_tuning(gpu, t) };
+        let mut best = scan::ScanTuning::default().fitted(gpu);
         let default_time = self.scan_time(&with(best)?, &data)?;
-        type Set = fn(&mut scan::Tuning, u32);
+        type Set = fn(&mut scan::ScanTuning, u32);
         let shapes: &[u32] = if self.quick {
             &[0, 1]
         } else {
@@ -561,7 +562,7 @@ impl<'a> Tuner<'a> {
         let tuned_time = self.scan_time(&with(best)?, &data)?;
         let gain = default_time / tuned_time;
         if gain <= 1.0 {
-            return Ok((scan::Tuning::default().fitted(gpu), 1.0));
+            return Ok((scan::ScanTuning::default().fitted(gpu), 1.0));
         }
         Ok((best, gain))
     }

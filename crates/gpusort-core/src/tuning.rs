@@ -19,11 +19,11 @@ pub struct StoredTuning {
     pub gpusort_version: String,
     /// When it was measured (RFC 3339, UTC).
     pub date: String,
-    pub sort: sort::Tuning,
-    pub scan: scan::Tuning,
+    pub sort: sort::SortTuning,
+    pub scan: scan::ScanTuning,
     /// Steps a pass of stencils (absent in files of older versions: the defaults).
     #[serde(default)]
-    pub stencil: stencil::Tuning,
+    pub stencil: stencil::StencilTuning,
 }
 
 impl StoredTuning {

@@ -44,7 +44,7 @@ use crate::scan::wgsl as scan_wgsl;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(default))]
-pub struct Tuning {
+pub struct ScanTuning {
     /// Invocations per scan workgroup (128, 256, 512 or 1024).
     pub scan_wg: u32,
     /// Vec4s each scan invocation holds (4, 8, 12 or 16; straight-line code).
@@ -59,7 +59,7 @@ pub struct Tuning {
     /// elements still fit the stage in one phase.
     pub compact_rounds: u32,
     /// Elements a compaction tile's workgroup-memory stage holds (0: the rule of
-    /// [`Tuning::compact_stage_size`]); smaller values test tiles written out in several phases.
+    /// [`ScanTuning::compact_stage_size`]); smaller values test tiles written out in several phases.
     pub compact_stage: u32,
     /// Measuring only, results wrong when non-zero: bit 0 skips the packing, bit 1 the write-out.
     pub compact_probe: u32,
@@ -96,9 +96,9 @@ pub struct Tuning {
     pub counters: bool,
 }
 
-impl Default for Tuning {
-    fn default() -> Tuning {
-        Tuning {
+impl Default for ScanTuning {
+    fn default() -> ScanTuning {
+        ScanTuning {
             scan_wg: 512,
             scan_rounds: 8,
             scan_workgroups: 1024,
@@ -122,9 +122,9 @@ impl Default for Tuning {
     }
 }
 
-impl Tuning {
+impl ScanTuning {
     /// This tuning, or an error naming the first field out of the range the kernels take.
-    pub fn checked(self) -> Result<Tuning> {
+    pub fn checked(self) -> Result<ScanTuning> {
         let workgroups = |v: u32| v <= 65_535;
         let bad = [
             ("scan_wg", [128, 256, 512, 1024].contains(&self.scan_wg)),
@@ -152,7 +152,7 @@ impl Tuning {
 
     /// These settings with workgroups no larger than `gpu` allows (a device made with wgpu's
     /// default limits takes 256 invocations): the same results from smaller tiles.
-    pub fn fitted(mut self, gpu: &Gpu) -> Tuning {
+    pub fn fitted(mut self, gpu: &Gpu) -> ScanTuning {
         let max = gpu
             .limits
             .max_compute_invocations_per_workgroup
@@ -167,7 +167,7 @@ impl Tuning {
     }
 
     /// These settings with the look-back's wait at most `spin_cap` rounds ([`spin_cap`]).
-    pub fn capped(mut self, spin_cap: u32) -> Tuning {
+    pub fn capped(mut self, spin_cap: u32) -> ScanTuning {
         self.spin_limit = self.spin_limit.min(spin_cap);
         self
     }
@@ -345,7 +345,7 @@ type PipelineKey = (u8, u32, u32, u32);
 /// Builds scan and compaction pipelines on first use and records them.
 pub struct Scanner {
     subgroups: bool,
-    tuning: Tuning,
+    tuning: ScanTuning,
     /// Tiles a looping workgroup takes at most on this device ([`group_tiles`]).
     group_tiles: u32,
     scan_layout: Layout,
@@ -430,7 +430,7 @@ impl Scanner {
         );
         Ok(Scanner {
             subgroups: gpu.subgroups().is_some(),
-            tuning: Tuning::default().fitted(gpu),
+            tuning: ScanTuning::default().fitted(gpu),
             group_tiles: group_tiles(gpu),
             scan_layout,
             compact_layout,
@@ -445,14 +445,14 @@ impl Scanner {
 
     /// This scanner with `tuning` (checked: a field out of range is an error). Every tuning
     /// gives the same results; kernels wait at most the device's [`spin_cap`].
-    pub fn with_tuning(mut self, gpu: &Gpu, tuning: Tuning) -> Result<Self> {
+    pub fn with_tuning(mut self, gpu: &Gpu, tuning: ScanTuning) -> Result<Self> {
         self.tuning = tuning.checked()?.fitted(gpu);
         self.pipelines = Mutex::new(HashMap::new());
         Ok(self)
     }
 
     /// How this scanner's kernels are built.
-    pub fn tuning(&self) -> &Tuning {
+    pub fn tuning(&self) -> &ScanTuning {
         &self.tuning
     }
 
@@ -511,7 +511,7 @@ impl Scanner {
         Ok(b)
     }
 
-    /// With `Tuning::counters`, the last scan's (`family` 0) or compaction's (1) look-back
+    /// With `ScanTuning::counters`, the last scan's (`family` 0) or compaction's (1) look-back
     /// counts once its work is done: (walk rounds, silent reads, fallbacks, summed over tiles;
     /// the most tiles in progress at once; the number in progress as each tile started, summed).
     pub fn look_back_counters(&self, gpu: &Gpu, family: usize) -> Result<Option<[u32; 5]>> {

@@ -1,12 +1,12 @@
 //! WGSL generation for the scan and compaction kernels (shaders/scan.wgsl, shaders/compact.wgsl).
 
-use crate::scan::Tuning;
+use crate::scan::ScanTuning;
 use crate::wgsl::{compose_with, expand_lines, single_pass, COMPACT, KEY_ORDER, SCAN, SCAN_OP};
 
 /// The constants common/lookback.wgsl and its walks need, for a family whose workgroups loop
 /// over tiles or not (`persist`) and wait on the nearest silent tile or not.
 fn look_back_constants(
-    t: &Tuning,
+    t: &ScanTuning,
     persist: bool,
     wait_nearest: bool,
     group_tiles: u32,
@@ -33,7 +33,7 @@ pub fn scan(
     identity: u32,
     inclusive: bool,
     subgroups: bool,
-    t: &Tuning,
+    t: &ScanTuning,
     group_tiles: u32,
 ) -> String {
     let [wgscan, lookback, walk] = single_pass(subgroups);
@@ -92,7 +92,7 @@ pub fn compact(
     payload: bool,
     variant: u32,
     subgroups: bool,
-    t: &Tuning,
+    t: &ScanTuning,
     group_tiles: u32,
     storage: u32,
 ) -> String {

@@ -45,7 +45,7 @@ pub(crate) mod radix_layout;
 pub(crate) mod radix_wgsl;
 mod tuning;
 
-pub use tuning::Tuning;
+pub use tuning::SortTuning;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -64,7 +64,7 @@ use bitonic::{BitonicParams, NetworkKernels};
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
 pub enum Algorithm {
-    /// The faster one for the input and device, as measured ([`Tuning::radix_from`]).
+    /// The faster one for the input and device, as measured ([`SortTuning::radix_from`]).
     #[default]
     Auto,
     Bitonic,
@@ -238,7 +238,7 @@ impl Sorter {
             keys,
             piece_limit: None,
             algorithm: Algorithm::Auto,
-            radix: crate::sort::radix::RadixKernels::new(gpu, Tuning::default()),
+            radix: crate::sort::radix::RadixKernels::new(gpu, SortTuning::default()),
             key_bits: None,
         })
     }
@@ -265,13 +265,13 @@ impl Sorter {
 
     /// This sorter with `tuning` (checked: a field out of range is an error). Pipelines are
     /// built again on first use.
-    pub fn with_tuning(mut self, gpu: &Gpu, tuning: Tuning) -> Result<Self> {
+    pub fn with_tuning(mut self, gpu: &Gpu, tuning: SortTuning) -> Result<Self> {
         self.radix = crate::sort::radix::RadixKernels::new(gpu, tuning.checked()?);
         Ok(self)
     }
 
     /// The tuning this sorter's kernels are built with.
-    pub fn tuning(&self) -> Tuning {
+    pub fn tuning(&self) -> SortTuning {
         self.radix.tuning()
     }
 

@@ -2,7 +2,7 @@
 //! ranks a whole tile by digit at once and finds its output places by a decoupled look-back. The
 //! sorter (`Sorter` with `Algorithm::Radix`) records it; the order, stability and NaN rules
 //! are the bitonic sort's. Keys-only sorts of 32-bit keys over every bit, from
-//! `sort::Tuning::msd_from` keys, take an MSD path instead (shaders/radix_msd.wgsl: every pass
+//! `sort::SortTuning::msd_from` keys, take an MSD path instead (shaders/radix_msd.wgsl: every pass
 //! unstable, a local sort of tiles of 16-bit buckets, a fall back to the LSD passes decided on the
 //! GPU). CPU twins: `reference::radix`.
 
@@ -20,7 +20,7 @@ use crate::sort::radix_layout::{
     MSD_BIN_BITS, MSD_CONTROL_WORDS, MSD_STEPS, PLAN_WORDS, UNSTABLE_ARGS,
 };
 use crate::sort::radix_wgsl;
-use crate::sort::tuning::Tuning;
+use crate::sort::tuning::SortTuning;
 
 /// Invocations per radix workgroup: one per digit value, or twice that (`WIDE_WG`).
 const RADIX_WG: u32 = 256;
@@ -32,7 +32,7 @@ pub(crate) const RADIX: u32 = 256;
 /// counters would need 32 KiB.
 const WIDE_WG: u32 = 512;
 /// Sorts of 64-bit keys with a payload move three words a key: where the device allows and
-/// their tile fits, workgroups of 1024 invocations (`Tuning::wide_payload_wg`), which spread a
+/// their tile fits, workgroups of 1024 invocations (`SortTuning::wide_payload_wg`), which spread a
 /// tile's per-digit work (look-back, digit scans) over twice the keys (BENCHMARKS.md).
 const WIDE_PAYLOAD_WG: u32 = 1024;
 /// Keys one radix sort can hold: the look-back's status words keep counts in 30 bits.
@@ -139,20 +139,20 @@ pub(crate) struct RadixKernels {
     items: [u32; 4],
     /// Invocations per workgroup.
     wg: u32,
-    /// Digits a word of the subgroup rank tables (Tuning::pack resolved for this device).
+    /// Digits a word of the subgroup rank tables (SortTuning::pack resolved for this device).
     pack: u32,
     /// Sorts of 64-bit keys with a payload where their own workgroup size fits
-    /// (`Tuning::wide_payload_wg`): invocations, keys an invocation and rank-table packing.
+    /// (`SortTuning::wide_payload_wg`): invocations, keys an invocation and rank-table packing.
     wide_payload: Option<SweepShape>,
     /// What the device lacks for any radix sweep (storage buffers, or workgroup memory: 16 KiB
     /// without subgroups, say); None where the chosen shape fits.
     short_of: Option<String>,
     /// Whether msd_local's bins and tile fit the device's workgroup memory (the MSD path's
-    /// condition besides Tuning::msd_from).
+    /// condition besides SortTuning::msd_from).
     msd_fits: bool,
     /// Whether the last sort recorded recorded the MSD path (RadixKernels::last_msd_outcome).
     last_recorded_msd: Mutex<bool>,
-    tuning: Tuning,
+    tuning: SortTuning,
     layout: Layout,
     /// The layout of jobs beyond one binding: bindings 10..=13 hold the keys, the alternate
     /// keys, the payload and its alternate from element `Shape::split` on. None where the device
@@ -238,11 +238,11 @@ pub fn key_bits_error(key_type: KeyType, bits: &Range<u32>) -> Option<String> {
 
 impl RadixKernels {
     /// How these kernels are built (builders start from it, so their settings combine).
-    pub(crate) fn tuning(&self) -> Tuning {
+    pub(crate) fn tuning(&self) -> SortTuning {
         self.tuning
     }
 
-    pub(crate) fn new(gpu: &Gpu, tuning: Tuning) -> RadixKernels {
+    pub(crate) fn new(gpu: &Gpu, tuning: SortTuning) -> RadixKernels {
         let slots = [
             (0, Slot::params::<RadixParams>()),
             (1, Slot::ReadWrite),
@@ -387,8 +387,8 @@ impl RadixKernels {
     }
 
     /// The stable sweep's shape for keys of this type, without or with a payload: keys-only sorts
-    /// of 64-bit keys hold their own count of keys (`Tuning::wide_items`), sorts of 64-bit keys
-    /// with a payload may have workgroups of their own size (`Tuning::wide_payload_wg`).
+    /// of 64-bit keys hold their own count of keys (`SortTuning::wide_items`), sorts of 64-bit keys
+    /// with a payload may have workgroups of their own size (`SortTuning::wide_payload_wg`).
     fn sweep_of(&self, key_type: KeyType, payload: bool) -> SweepShape {
         let shared = |items| SweepShape {
             wg: self.wg,
@@ -403,7 +403,7 @@ impl RadixKernels {
     }
 
     /// Keys an invocation of the unstable sweep holds for keys of this type: 64-bit keys hold
-    /// no more than in their stable sweeps (`Tuning::wide_items`): twice the words at the
+    /// no more than in their stable sweeps (`SortTuning::wide_items`): twice the words at the
     /// 32-bit count took the sweep to 114 registers on an H200, one workgroup an SM.
     fn unstable_items_for(&self, key_type: KeyType) -> u32 {
         match key_type.is_wide() {
@@ -775,7 +775,7 @@ impl RadixKernels {
                 pass.set_bind_group(0, &run, &[top]);
                 pass.dispatch_workgroups_indirect(&args, (MSD_ARGS + slot) * 12);
             };
-            // the path's dispatches in order (`Tuning::stop` 10 + k, measuring only, records
+            // the path's dispatches in order (`SortTuning::stop` 10 + k, measuring only, records
             // the first k and nothing after them; 3 the first four, up to msd_sweep)
             // Where the path falls back, msd_sweep's dispatch counts every digit again and
             // msd_plan_rest's plans the LSD passes (the dispatches exclude each other, so each
@@ -921,7 +921,7 @@ fn sweep_bytes(items: u32, min_subgroup: Option<u32>, wg: u32, pack: u32) -> u32
 /// its workgroup memory holds some tile, else 256. Then each count of keys is cut until its tile
 /// fits the workgroup memory.
 pub(crate) fn sweep_shape(
-    t: &Tuning,
+    t: &SortTuning,
     min_subgroup: Option<u32>,
     max_invocations: u32,
     storage: u32,
@@ -963,7 +963,7 @@ pub(crate) struct SweepShape {
 /// invocations and a tile of `payload_items` keys each (cut while it does not fit) holds at
 /// least as many keys as the shared shape's. None: the shared shape (`common_wg`) runs them.
 pub(crate) fn wide_payload_shape(
-    t: &Tuning,
+    t: &SortTuning,
     common_wg: u32,
     min_subgroup: Option<u32>,
     max_invocations: u32,
@@ -996,7 +996,7 @@ pub(crate) fn wide_payload_shape(
     Some(SweepShape { wg, items, pack })
 }
 
-/// Digits a word of the subgroup rank tables (Tuning::pack) for sweeps of `wg` invocations
+/// Digits a word of the subgroup rank tables (SortTuning::pack) for sweeps of `wg` invocations
 /// holding `items` keys each (keys-only) on a device with `storage` bytes of workgroup memory:
 /// one where it is asked for and fits, or where it costs no workgroup memory (the tables of
 /// one-word counters fit in the words the tile needs anyway); else two.
@@ -1068,13 +1068,13 @@ mod tests {
         assert!(!top_digit_too_full(&wide, KeyType::U64, 0));
     }
 
-    fn tuning(wg: Option<u32>) -> Tuning {
-        Tuning {
+    fn tuning(wg: Option<u32>) -> SortTuning {
+        SortTuning {
             wg,
             items: 9,
             payload_items: 8,
             unstable_items: 9,
-            ..Tuning::default()
+            ..SortTuning::default()
         }
     }
 
@@ -1163,7 +1163,7 @@ mod tests {
 
     #[test]
     fn wide_argsorts_take_the_largest_workgroups_that_fit() {
-        let t = Tuning::default();
+        let t = SortTuning::default();
         // 1024 invocations, 48 KiB, 32-lane subgroups: 1024 x 8, one counter a word
         let big = wide_payload_shape(&t, 512, Some(32), 1024, 48 << 10);
         assert_eq!(
@@ -1181,7 +1181,7 @@ mod tests {
         assert_eq!(wide_payload_shape(&t, 512, Some(32), 1024, 24 << 10), None);
         // an asked-for size is taken where it fits, and is no shape of its own where it is the
         // shared one
-        let asked = |wg| Tuning {
+        let asked = |wg| SortTuning {
             wide_payload_wg: Some(wg),
             ..t
         };

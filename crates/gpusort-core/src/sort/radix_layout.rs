@@ -12,7 +12,7 @@ pub const MSD_BIN_BITS: u32 = 12;
 /// msd_dense.
 pub const MSD_GROUP_MAX: u32 = 64;
 
-/// Dispatches of the MSD path (RadixKernels::record's steps; `Tuning::stop` 10 + k records
+/// Dispatches of the MSD path (RadixKernels::record's steps; `SortTuning::stop` 10 + k records
 /// the first k).
 pub(crate) const MSD_STEPS: usize = 7;
 /// Digit passes one sort can have (64-bit keys, 8 bits a pass).

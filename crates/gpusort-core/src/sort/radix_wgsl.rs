@@ -22,7 +22,7 @@ pub struct RadixConfig {
     pub max_dim: u32,
     /// Predecessor tiles the look-back reads at once.
     pub window: u32,
-    /// Measuring only (`Tuning::probe`): parts switched off, results wrong; 0 otherwise.
+    /// Measuring only (`SortTuning::probe`): parts switched off, results wrong; 0 otherwise.
     pub probe: u32,
     /// Stable sweep workgroups launched, each looping over tiles; 0: one per tile.
     pub stable_sweep_groups: u32,
@@ -34,9 +34,9 @@ pub struct RadixConfig {
     pub narrow_ballot: bool,
     /// Digit counts published before the ranking (subgroup ranking only).
     pub early_counts: bool,
-    /// Tuning::count_first (subgroup ranking only; counts then published before the ballots).
+    /// SortTuning::count_first (subgroup ranking only; counts then published before the ballots).
     pub count_first: bool,
-    /// Tuning::spare_lanes (None: the default rule below).
+    /// SortTuning::spare_lanes (None: the default rule below).
     pub spare_lanes: Option<bool>,
     /// Tiles of keys a count_digits workgroup reads.
     pub hist_chunks: u32,

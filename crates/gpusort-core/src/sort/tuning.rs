@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(default))]
-pub struct Tuning {
+pub struct SortTuning {
     /// `Auto` takes the radix sort from this many 32-bit keys on a hardware GPU (below, the
     /// bitonic network is faster).
     pub radix_from: u32,
@@ -88,9 +88,9 @@ pub struct Tuning {
     pub stop: u32,
 }
 
-impl Default for Tuning {
-    fn default() -> Tuning {
-        Tuning {
+impl Default for SortTuning {
+    fn default() -> SortTuning {
+        SortTuning {
             // where the radix sort overtakes the bitonic network on hardware GPUs (`gpusort tune`
             // measured 2^17 for 32-bit keys on an H100 and an H200; with a payload it wins from
             // 2^16-2^17, keys-only f32 from 2^19, 64-bit keys from 2^18-2^19: BENCHMARKS.md)
@@ -144,7 +144,7 @@ pub(crate) fn workgroups_ok(v: u32) -> bool {
     v <= 65_535
 }
 
-impl Tuning {
+impl SortTuning {
     /// Whether measuring switches (`probe`, `stop`) take parts of the radix sort out, so that
     /// its results are wrong on purpose: such sorts are timed, never checked.
     pub fn measuring(&self) -> bool {
@@ -152,7 +152,7 @@ impl Tuning {
     }
 
     /// This tuning, or an error naming the first field out of the range the kernels take.
-    pub fn checked(self) -> Result<Tuning> {
+    pub fn checked(self) -> Result<SortTuning> {
         let keys = |v: u32| (1..=64).contains(&v);
         let bad = [
             ("items", keys(self.items)),

@@ -546,7 +546,7 @@ impl KernelChoice {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(default))]
-pub struct Tuning {
+pub struct StencilTuning {
     /// K for 2-D stencils of at most 9 taps reaching one row each way (3-row windows; 1: one
     /// step a pass), 1..=[`MAX_LANE_STEPS`].
     pub lanes_3_rows: Option<u32>,
@@ -557,7 +557,7 @@ pub struct Tuning {
     pub planes_r1: Option<[u32; 3]>,
 }
 
-impl Tuning {
+impl StencilTuning {
     /// Whether every value lies in the range the kernels take.
     pub fn checked(&self) -> Result<()> {
         let lanes = |k: Option<u32>| k.is_none_or(|k| (1..=MAX_LANE_STEPS).contains(&k));
@@ -586,12 +586,12 @@ impl KernelChoice {
     /// cell each way (the radius-1 star: 1.5x the single step); wider 3-D stencils lost.
     /// [`choose_kernel`](super::choose_kernel) measures every K for jobs large enough to pay for it.
     pub fn for_device(gpu: &Gpu, job: &StencilJob) -> KernelChoice {
-        KernelChoice::for_device_tuned(gpu, job, &Tuning::default())
+        KernelChoice::for_device_tuned(gpu, job, &StencilTuning::default())
     }
 
     /// [`KernelChoice::for_device`] with the steps a pass `tuning` measured on this device in
     /// place of the defaults, where it has them.
-    pub fn for_device_tuned(gpu: &Gpu, job: &StencilJob, tuning: &Tuning) -> KernelChoice {
+    pub fn for_device_tuned(gpu: &Gpu, job: &StencilJob, tuning: &StencilTuning) -> KernelChoice {
         let base = KernelChoice::for_job(job);
         if job.shape.dims() == 3 {
             // 3-D stencils within one cell each way of at most 7 taps (the radius-1 star): three

@@ -493,12 +493,16 @@ impl StencilKernel {
     /// of the grid), for jobs where [`worth_measuring`] says so;
     /// [`KernelChoice::for_device`] otherwise. Every choice gives the same result bit for bit.
     pub fn planned(gpu: &Gpu, job: &StencilJob) -> Result<StencilKernel> {
-        StencilKernel::planned_tuned(gpu, job, &Tuning::default())
+        StencilKernel::planned_tuned(gpu, job, &StencilTuning::default())
     }
 
     /// [`StencilKernel::planned`], taking the steps a pass `tuning` measured on this device
     /// (`gpusort tune`) where the job is not measured itself.
-    pub fn planned_tuned(gpu: &Gpu, job: &StencilJob, tuning: &Tuning) -> Result<StencilKernel> {
+    pub fn planned_tuned(
+        gpu: &Gpu,
+        job: &StencilJob,
+        tuning: &StencilTuning,
+    ) -> Result<StencilKernel> {
         let choice = if worth_measuring(job) {
             choose_kernel(gpu, job, 64 << 20)?
         } else {

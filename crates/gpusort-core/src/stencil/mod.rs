@@ -58,7 +58,9 @@ mod params;
 mod stream;
 mod wgsl;
 
-pub use choice::{four_cells, Blocking, KernelChoice, Tuning, MAX_LANE_STEPS, MAX_PLANE_STEPS};
+pub use choice::{
+    four_cells, Blocking, KernelChoice, StencilTuning, MAX_LANE_STEPS, MAX_PLANE_STEPS,
+};
 pub use job::{map_axis, Boundary, GridShape, Stencil, StencilJob, StencilValue, Tap, MAX_RADIUS};
 pub use kernel::{choose_kernel, worth_measuring, StencilKernel};
 pub(crate) use stream::wrapped_runs;
