@@ -391,7 +391,7 @@ fn group_stencils_are_bit_identical_to_one_device() {
                 exchanges += stats.rounds - 1;
                 // one device holding the grid in slabs (wrap: a single slab is its own halo)
                 for per_device in [1, 2] {
-                    let lay = multi::stencil::Layout::with_slabs(&job, 1, per_device);
+                    let lay = multi::stencil::SlabLayout::with_slabs(&job, 1, per_device);
                     let mut alone = vec![0f32; input.len()];
                     multi::stencil::run_laid_out(
                         &g.prefix(1),
@@ -412,16 +412,16 @@ fn group_stencils_are_bit_identical_to_one_device() {
                 for (what, lay) in [
                     (
                         "in slabs",
-                        multi::stencil::Layout::with_slabs(&job, devices, 3),
+                        multi::stencil::SlabLayout::with_slabs(&job, devices, 3),
                     ),
                     (
                         "exchanging every step",
-                        multi::stencil::Layout::with_rounds(&job, devices, 1, 1, 1),
+                        multi::stencil::SlabLayout::with_rounds(&job, devices, 1, 1, 1),
                     ),
                     // slabs of one device exchange every step, devices every three
                     (
                         "exchanging locally more often",
-                        multi::stencil::Layout::with_rounds(&job, devices, 2, 3, 1),
+                        multi::stencil::SlabLayout::with_rounds(&job, devices, 2, 3, 1),
                     ),
                 ] {
                     let mut laid = vec![0f32; input.len()];

@@ -11,7 +11,7 @@
 
 use std::time::Instant;
 
-use crate::device::kernel::{self, Layout, ParamBlocks, Slot};
+use crate::device::kernel::{self, BindLayout, ParamBlocks, Slot};
 use crate::device::transfer;
 use crate::device::Gpu;
 use crate::error::Result;
@@ -155,7 +155,7 @@ impl Stats {
 
 /// A vec4 copy kernel: the device's achievable bandwidth in the same run.
 pub struct CopyKernel {
-    layout: Layout,
+    layout: BindLayout,
     pipeline: wgpu::ComputePipeline,
 }
 
@@ -164,7 +164,7 @@ impl CopyKernel {
 
     pub fn new(gpu: &Gpu) -> Result<CopyKernel> {
         let module = kernel::module(gpu, "copy", &wgsl::compose(wgsl::COPY, &[("WG", Self::WG)]))?;
-        let layout = Layout::new(gpu, "copy", &[(0, Slot::Read), (1, Slot::ReadWrite)]);
+        let layout = BindLayout::new(gpu, "copy", &[(0, Slot::Read), (1, Slot::ReadWrite)]);
         let pipeline = kernel::pipeline(gpu, &module, "copy_vec4", &layout)?;
         Ok(CopyKernel { layout, pipeline })
     }
@@ -201,7 +201,7 @@ struct PlainParams {
 
 /// METHODS.md method 2: one dispatch per (k, j) step, scalar comparators, power-of-two input.
 pub struct PlainBitonic {
-    layout: Layout,
+    layout: BindLayout,
     pipeline: wgpu::ComputePipeline,
 }
 
@@ -214,7 +214,7 @@ impl PlainBitonic {
             "plain bitonic",
             &wgsl::compose(wgsl::BITONIC_PLAIN, &[("WG", Self::WG)]),
         )?;
-        let layout = Layout::new(
+        let layout = BindLayout::new(
             gpu,
             "plain bitonic",
             &[(0, Slot::params::<PlainParams>()), (1, Slot::ReadWrite)],

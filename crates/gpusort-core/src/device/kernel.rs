@@ -27,15 +27,15 @@ impl Slot {
 
 /// A bind-group layout made from a declared binding list (binding number, kind), shared by the
 /// kernels of one family so one bind group serves all of them.
-pub struct Layout {
+pub struct BindLayout {
     label: String,
     pub layout: wgpu::BindGroupLayout,
     pipeline_layout: wgpu::PipelineLayout,
     slots: Vec<(u32, Slot)>,
 }
 
-impl Layout {
-    pub fn new(gpu: &Gpu, label: &str, slots: &[(u32, Slot)]) -> Layout {
+impl BindLayout {
+    pub fn new(gpu: &Gpu, label: &str, slots: &[(u32, Slot)]) -> BindLayout {
         let entries: Vec<wgpu::BindGroupLayoutEntry> = slots
             .iter()
             .map(|&(binding, slot)| wgpu::BindGroupLayoutEntry {
@@ -76,7 +76,7 @@ impl Layout {
                 bind_group_layouts: &[Some(&layout)],
                 immediate_size: 0,
             });
-        Layout {
+        BindLayout {
             label: label.to_string(),
             layout,
             pipeline_layout,
@@ -188,7 +188,7 @@ pub fn pipeline(
     gpu: &Gpu,
     module: &wgpu::ShaderModule,
     entry: &str,
-    layout: &Layout,
+    layout: &BindLayout,
 ) -> Result<wgpu::ComputePipeline> {
     gpu.checked(|| {
         gpu.device

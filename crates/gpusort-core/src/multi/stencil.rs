@@ -66,7 +66,7 @@ pub struct GroupStencilStats {
 /// host every T = `round_steps` steps), of R·`local_steps` rows where it is on the same device
 /// (exchanged by GPU copies every `local_steps` steps).
 #[derive(Clone, Debug)]
-pub struct Layout {
+pub struct SlabLayout {
     pub slabs: Vec<Range<usize>>,
     pub per_device: usize,
     pub round_steps: u64,
@@ -76,8 +76,8 @@ pub struct Layout {
 }
 
 /// Steps between halo exchanges where a layout is given by its slabs alone
-/// ([`Layout::with_slabs`]): halos of at most 1/16 of the smallest slab, at least one step, at
-/// most the job's steps. [`layout`] chooses by [`Layout::cost`] instead.
+/// ([`SlabLayout::with_slabs`]): halos of at most 1/16 of the smallest slab, at least one step, at
+/// most the job's steps. [`layout`] chooses by [`SlabLayout::cost`] instead.
 pub fn round_steps(job: &StencilJob, slabs: &[Range<usize>]) -> u64 {
     let smallest = slabs.iter().map(Range::len).min().unwrap_or(1) as u64;
     let radius = (job.stencil.radius() as u64).max(1);
@@ -119,10 +119,10 @@ fn side_rows(
     cones + exchanges * (ahead + LINK_ROW_STEPS * (band + halo) as f64)
 }
 
-impl Layout {
+impl SlabLayout {
     /// `per_device` slabs on each of `devices` devices (at most one slab a row), exchanging
     /// every [`round_steps`] steps.
-    pub fn with_slabs(job: &StencilJob, devices: usize, per_device: usize) -> Layout {
+    pub fn with_slabs(job: &StencilJob, devices: usize, per_device: usize) -> SlabLayout {
         let t = round_steps(job, &Self::slabs(job, devices, per_device).0);
         Self::with_rounds(job, devices, per_device, t, t)
     }
@@ -137,7 +137,7 @@ impl Layout {
         per_device: usize,
         round_steps: u64,
         local_steps: u64,
-    ) -> Layout {
+    ) -> SlabLayout {
         let radius = job.stencil.radius() as i64;
         let (even, per_device) = Self::slabs(job, devices, per_device);
         let round_steps = round_steps.clamp(1, (job.steps as u64).max(1));
@@ -149,7 +149,7 @@ impl Layout {
         } else {
             round_steps
         };
-        Layout {
+        SlabLayout {
             halo,
             slabs,
             per_device,
@@ -171,7 +171,7 @@ impl Layout {
     /// Parts of equal work for `even`'s devices: a device with other devices on both sides steps
     /// the cones of two halos (and exchanges two of them), one at a grid edge (without wrap)
     /// only one, so the inner devices get fewer rows by what one side costs in rows over the
-    /// job's steps (the terms of [`Layout::cost`]); each part then split evenly into its
+    /// job's steps (the terms of [`SlabLayout::cost`]); each part then split evenly into its
     /// `per_device` slabs. None (keep `even`) for one device, `wrap` (every device has two
     /// sides), or where a slab would end up shorter than a halo.
     fn balanced(
@@ -315,18 +315,18 @@ fn split_steps(steps: u64, each: u64) -> Vec<u64> {
 /// The layout of `job` on `devices` devices whose bindings hold `limit` bytes: the fewest slabs
 /// a device (one, two, four …) that fit with halos bounded by [`round_steps`], exchanging
 /// between slabs of one device at that many steps, and of host rounds of that many steps, twice,
-/// four times … as many, up to all of them, the one of least [`Layout::cost`] that still fits
+/// four times … as many, up to all of them, the one of least [`SlabLayout::cost`] that still fits
 /// (fewer rounds on a tie); None where even slabs of one row do not fit. Halos stay within the
 /// neighbouring slab.
-pub fn plan_layout(job: &StencilJob, devices: usize, limit: u64) -> Option<Layout> {
+pub fn plan_layout(job: &StencilJob, devices: usize, limit: u64) -> Option<SlabLayout> {
     let rows = job.shape.rows();
     let devices = devices.min(rows).max(1);
     let steps = (job.steps as u64).max(1);
     let radius = (job.stencil.radius() as u64).max(1);
-    let mut best: Option<(f64, Layout)> = None;
+    let mut best: Option<(f64, SlabLayout)> = None;
     let mut per_device = 1;
     while devices * per_device <= rows {
-        let (slabs, _) = Layout::slabs(job, devices, per_device);
+        let (slabs, _) = SlabLayout::slabs(job, devices, per_device);
         let smallest = slabs.iter().map(Range::len).min().unwrap_or(0) as u64;
         // from the rounds of bounded halos up: longer rounds where they save exchanges, never
         // shorter ones (each round has its own submissions and waits, which the cost leaves out)
@@ -337,7 +337,7 @@ pub fn plan_layout(job: &StencilJob, devices: usize, limit: u64) -> Option<Layou
             if t > 1 && radius * t > smallest {
                 break; // halos past the neighbouring slab
             }
-            let lay = Layout::with_rounds(job, devices, per_device, t, shortest);
+            let lay = SlabLayout::with_rounds(job, devices, per_device, t, shortest);
             if !lay.fits(job, limit) {
                 break;
             }
@@ -355,7 +355,7 @@ pub fn plan_layout(job: &StencilJob, devices: usize, limit: u64) -> Option<Layou
 }
 
 /// The layout of `job` on `group` ([`plan_layout`] with the group's smallest binding).
-pub fn layout(group: &DeviceGroup, job: &StencilJob) -> Option<Layout> {
+pub fn layout(group: &DeviceGroup, job: &StencilJob) -> Option<SlabLayout> {
     let limit = group
         .gpus()
         .iter()
@@ -500,7 +500,7 @@ pub fn run(
     })?;
     // longer rounds hold deeper halos; where the devices' memory cannot, the rounds of bounded
     // halos (the layout checks bindings: wgpu does not report device memory)
-    let bounded = Layout::with_slabs(job, lay.slabs.len() / lay.per_device, lay.per_device);
+    let bounded = SlabLayout::with_slabs(job, lay.slabs.len() / lay.per_device, lay.per_device);
     match run_laid_out(group, kernels, &lay, src, dst) {
         Err(Error::OutOfMemory(_)) if bounded.round_steps < lay.round_steps => {
             run_laid_out(group, kernels, &bounded, src, dst)
@@ -513,7 +513,7 @@ pub fn run(
 pub fn run_laid_out(
     group: &DeviceGroup,
     kernels: &[StencilKernel],
-    lay: &Layout,
+    lay: &SlabLayout,
     src: &[u8],
     dst: &mut [u8],
 ) -> Result<GroupStencilStats> {
@@ -1038,15 +1038,15 @@ mod tests {
         assert_eq!((two.local_steps, two.local_halo), (16, 16));
         assert_eq!(two.held(&cube, 0), (0, 256 + 16));
         assert_eq!(two.held(&cube, 1), (256 - 16, 512 + 64));
-        assert!(two.cost(&cube) < Layout::with_rounds(&cube, 2, 2, 64, 64).cost(&cube));
+        assert!(two.cost(&cube) < SlabLayout::with_rounds(&cube, 2, 2, 64, 64).cost(&cube));
         let four = plan_layout(&cube, 4, gib2).unwrap();
         assert_eq!((four.per_device, four.round_steps), (1, 64));
-        assert!(four.cost(&cube) < Layout::with_slabs(&cube, 4, 1).cost(&cube));
+        assert!(four.cost(&cube) < SlabLayout::with_slabs(&cube, 4, 1).cost(&cube));
         // four devices: the inner two own fewer planes, by one cone of 64 steps (2016 planes
         // stepped, 31.5 over 64 steps), so that every device steps as many planes
         let parts: Vec<usize> = four.slabs.iter().map(Range::len).collect();
         assert_eq!(parts, [272, 240, 240, 272]);
-        let even = Layout {
+        let even = SlabLayout {
             slabs: crate::multi::split_even(1024, 4, 1),
             ..four.clone()
         };
@@ -1068,7 +1068,7 @@ mod tests {
         let parts: Vec<usize> = two.slabs.iter().map(Range::len).collect();
         assert_eq!(parts, [256; 4]);
         // slabs shorter than two host halos exchange locally once a round
-        let short = Layout::with_rounds(&cube, 2, 8, 64, 16);
+        let short = SlabLayout::with_rounds(&cube, 2, 8, 64, 16);
         assert_eq!(short.local_steps, 64);
         // many steps: exchanges pay against halos of thousands of rows, computed twice
         let long = job(
@@ -1079,7 +1079,7 @@ mod tests {
         );
         let lay = plan_layout(&long, 2, gib2).unwrap();
         assert!(lay.round_steps < 4096, "{lay:?}");
-        assert!(lay.cost(&long) <= Layout::with_rounds(&long, 2, 4, 4096, 4096).cost(&long));
+        assert!(lay.cost(&long) <= SlabLayout::with_rounds(&long, 2, 4, 4096, 4096).cost(&long));
         // every chosen layout fits the binding
         for l in [&one, &two, &four] {
             assert!(l.fits(&cube, gib2));

@@ -32,7 +32,7 @@ pub use streamed::{ScanStream, SplitStream};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use crate::device::kernel::{self, Layout, ParamBlocks, Slot};
+use crate::device::kernel::{self, BindLayout, ParamBlocks, Slot};
 use crate::device::transfer;
 use crate::device::Gpu;
 use crate::error::{Error, Result};
@@ -348,8 +348,8 @@ pub struct Scanner {
     tuning: ScanTuning,
     /// Tiles a looping workgroup takes at most on this device ([`group_tiles`]).
     group_tiles: u32,
-    scan_layout: Layout,
-    compact_layout: Layout,
+    scan_layout: BindLayout,
+    compact_layout: BindLayout,
     pipelines: Mutex<HashMap<PipelineKey, Arc<wgpu::ComputePipeline>>>,
     /// With `tuning.counters`: the state buffer of the last scan and compaction recorded.
     last_state: Mutex<[Option<wgpu::Buffer>; 2]>,
@@ -404,7 +404,7 @@ fn launched(tiles: u32, cap: u32, group_tiles: u32) -> u32 {
 
 impl Scanner {
     pub fn new(gpu: &Gpu) -> Result<Scanner> {
-        let scan_layout = Layout::new(
+        let scan_layout = BindLayout::new(
             gpu,
             "scan",
             &[
@@ -415,7 +415,7 @@ impl Scanner {
                 (4, Slot::ReadWrite),
             ],
         );
-        let compact_layout = Layout::new(
+        let compact_layout = BindLayout::new(
             gpu,
             "compact",
             &[

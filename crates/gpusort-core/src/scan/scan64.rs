@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use crate::device::kernel::{self, Layout, Slot};
+use crate::device::kernel::{self, BindLayout, Slot};
 use crate::device::transfer::{self, Drainer, Filler};
 use crate::device::Gpu;
 use crate::error::{Error, Result};
@@ -151,7 +151,7 @@ impl Pass {
 }
 
 pub struct Scanner64 {
-    layout: Layout,
+    layout: BindLayout,
     /// Elements a chunk holds at most (None: as many as one binding takes).
     chunk: Option<usize>,
     kernels: Mutex<HashMap<KernelKey, std::sync::Arc<Kernels>>>,
@@ -159,7 +159,7 @@ pub struct Scanner64 {
 
 impl Scanner64 {
     pub fn new(gpu: &Gpu) -> Scanner64 {
-        let layout = Layout::new(
+        let layout = BindLayout::new(
             gpu,
             "scan64",
             &[

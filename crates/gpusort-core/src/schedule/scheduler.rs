@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use crate::device::kernel::{self, Layout, ParamBlocks, Slot};
+use crate::device::kernel::{self, BindLayout, ParamBlocks, Slot};
 use crate::device::transfer;
 use crate::device::Gpu;
 use crate::error::{Error, Result};
@@ -17,7 +17,7 @@ use super::wgsl::merged;
 
 /// Builds the merged kernel once per block capacity; records and runs batches.
 pub struct Scheduler {
-    layout: Layout,
+    layout: BindLayout,
     pipelines: Mutex<HashMap<u32, Arc<wgpu::ComputePipeline>>>,
     mode: Mode,
     spin_limit: u32,
@@ -31,7 +31,7 @@ pub const DEFAULT_SPIN_LIMIT: u32 = 1 << 14;
 
 impl Scheduler {
     pub fn new(gpu: &Gpu) -> Result<Scheduler> {
-        let layout = Layout::new(
+        let layout = BindLayout::new(
             gpu,
             "merged launch",
             &[

@@ -2,7 +2,7 @@
 //! count can be checked against the method's formula and the CPU twin (`reference::bitonic`) can run it
 //! without a GPU, and the pipelines of one record width.
 
-use crate::device::kernel::Layout;
+use crate::device::kernel::BindLayout;
 
 /// Global steps fused into one dispatch (each invocation holds 2^3 vec4s in registers).
 pub const MAX_FUSED_GLOBAL_STEPS: u32 = 3;
@@ -112,7 +112,7 @@ pub(crate) struct BitonicParams {
 /// The pipelines of the network for one record width.
 pub(crate) struct NetworkKernels {
     pub(crate) wg: u32,
-    pub(crate) layout: Layout,
+    pub(crate) layout: BindLayout,
     pub(crate) local_sort: wgpu::ComputePipeline,
     pub(crate) local_merge: wgpu::ComputePipeline,
     pub(crate) global: [wgpu::ComputePipeline; MAX_FUSED_GLOBAL_STEPS as usize],

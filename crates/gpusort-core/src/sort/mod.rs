@@ -50,7 +50,7 @@ pub use tuning::SortTuning;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use crate::device::kernel::{self, Layout, ParamBlocks, Slot};
+use crate::device::kernel::{self, BindLayout, ParamBlocks, Slot};
 use crate::device::transfer;
 use crate::device::Gpu;
 use crate::error::{Error, Result};
@@ -86,10 +86,10 @@ struct KeyParams {
 const ELEMENTWISE_WG: u32 = 256;
 
 struct KeyKernels {
-    codec_layout: Layout,
+    codec_layout: BindLayout,
     encode: wgpu::ComputePipeline,
     decode: wgpu::ComputePipeline,
-    gather_layout: Layout,
+    gather_layout: BindLayout,
     gather: wgpu::ComputePipeline,
     segment_of: wgpu::ComputePipeline,
 }
@@ -205,7 +205,7 @@ impl Sorter {
             "keys",
             &wgsl::compose_with(wgsl::KEYS, &[("WG", ELEMENTWISE_WG)], &[wgsl::KEY_ORDER]),
         )?;
-        let codec_layout = Layout::new(
+        let codec_layout = BindLayout::new(
             gpu,
             "key codec",
             &[
@@ -215,7 +215,7 @@ impl Sorter {
                 (3, Slot::ReadWrite),
             ],
         );
-        let gather_layout = Layout::new(
+        let gather_layout = BindLayout::new(
             gpu,
             "gather values",
             &[
@@ -379,7 +379,7 @@ impl Sorter {
         let wg = Self::workgroup_size(gpu, planes);
         let source = bitonic_wgsl::bitonic(planes, wg);
         let module = kernel::module(gpu, "bitonic", &source)?;
-        let layout = Layout::new(
+        let layout = BindLayout::new(
             gpu,
             "bitonic",
             &[(0, Slot::params::<BitonicParams>()), (1, Slot::ReadWrite)],

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
-use crate::device::kernel::{self, Layout, ParamBlocks, Slot};
+use crate::device::kernel::{self, BindLayout, ParamBlocks, Slot};
 use crate::device::transfer;
 use crate::device::Gpu;
 use crate::error::{Error, Result};
@@ -153,11 +153,11 @@ pub(crate) struct RadixKernels {
     /// Whether the last sort recorded recorded the MSD path (RadixKernels::last_msd_outcome).
     last_recorded_msd: Mutex<bool>,
     tuning: SortTuning,
-    layout: Layout,
+    layout: BindLayout,
     /// The layout of jobs beyond one binding: bindings 10..=13 hold the keys, the alternate
     /// keys, the payload and its alternate from element `Shape::split` on. None where the device
     /// grants too few storage buffers for it (such jobs are then refused: sorted in pieces).
-    split_layout: Option<Layout>,
+    split_layout: Option<BindLayout>,
     /// Compiled per shape: the key order is a shader constant.
     by_shape: Mutex<HashMap<Shape, Arc<Pipelines>>>,
     /// The sorts' alternate buffers and look-back state, kept between sorts.
@@ -260,7 +260,7 @@ impl RadixKernels {
         let buffers = slots.len() as u32 - 1;
         let granted = gpu.limits.max_storage_buffers_per_shader_stage;
         let buffers_short = granted < buffers;
-        let layout = Layout::new(
+        let layout = BindLayout::new(
             gpu,
             "radix",
             if buffers_short { &slots[..1] } else { &slots },
@@ -268,7 +268,7 @@ impl RadixKernels {
         let rest = [10, 11, 12, 13].map(|b| (b, Slot::ReadWrite));
         let split_slots: Vec<_> = slots.iter().chain(&rest).copied().collect();
         let split_layout = (granted >= buffers + rest.len() as u32)
-            .then(|| Layout::new(gpu, "radix beyond one binding", &split_slots));
+            .then(|| BindLayout::new(gpu, "radix beyond one binding", &split_slots));
         let min_subgroup = gpu.subgroups().map(|s| s.min_size.clamp(4, RADIX_WG));
         let (wg, items) = sweep_shape(
             &tuning,

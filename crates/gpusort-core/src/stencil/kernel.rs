@@ -6,7 +6,7 @@ use super::choice::*;
 use super::job::*;
 use super::params::*;
 use super::wgsl::*;
-use crate::device::kernel::{self, Layout, ParamBlocks, Slot};
+use crate::device::kernel::{self, BindLayout, ParamBlocks, Slot};
 use crate::device::transfer;
 use crate::device::Gpu;
 use crate::error::{Error, Result};
@@ -15,7 +15,7 @@ use crate::keys::KeyType;
 /// The compiled step kernel of one job.
 pub struct StencilKernel {
     pub(super) job: StencilJob,
-    layout: Layout,
+    layout: BindLayout,
     pipeline: wgpu::ComputePipeline,
     /// The tap weights, read from memory rather than written into the code as constants: with
     /// constants, compilers may factor equal weights out of the sum (w·a + w·b → w·(a + b)),
@@ -145,7 +145,7 @@ impl StencilKernel {
                 gpu.adapter.name
             )));
         }
-        let layout = Layout::new(
+        let layout = BindLayout::new(
             gpu,
             "stencil",
             &[
