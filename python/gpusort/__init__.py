@@ -83,6 +83,7 @@ _WIDER = {
 # (docs/BENCHMARKS.md); the engine's per-thread speed puts the break-even at 3-6 threads.
 _ENGINE_THREADS_OVER_NUMPY = 8
 _numpy_answers = None  # for the context in use: made on first ask, forgotten by use()
+_threads = None  # the engine's threads, the same way
 # NumPy's sort of a side on a thread of its own pays from sides of 2^18 elements (2 cores,
 # measured for the parts-then-merge this split replaced: docs/BENCHMARKS.md)
 _PART_SORT_MIN = 1 << 18
@@ -96,6 +97,14 @@ def _numpy_faster():
         i = _native.info()
         _numpy_answers = i["engine"] == "cpu" and i["threads"] < _ENGINE_THREADS_OVER_NUMPY
     return _numpy_answers
+
+
+def _engine_threads():
+    """The threads of the engine in use (asked once a context)."""
+    global _threads
+    if _threads is None:
+        _threads = _native.info()["threads"]
+    return _threads
 
 
 def _into(res, out):
@@ -237,34 +246,81 @@ def _numpy_sort(x, axis):
     return res
 
 
+class _Helper:
+    """One thread kept for the second half of a split sort (starting a thread a call cost a
+    noticeable share of a 2^20-key sort on two cores). One caller at a time uses it; a caller
+    that finds it busy sorts both halves itself."""
+
+    def __init__(self):
+        self._lock = threading.Lock()  # one caller's job at a time; others sort on their own
+        self._job = None
+        self._ready = threading.Semaphore(0)
+        self._done = threading.Semaphore(0)
+        self._thread = None
+
+    def _loop(self):
+        while True:
+            self._ready.acquire()
+            job, self._job = self._job, None
+            try:
+                job[1] = None
+                job[0]()
+            except BaseException as e:  # (MemoryError): raised again by the caller's thread
+                job[1] = e
+            self._done.release()
+
+    def run_beside(self, there, here):
+        """`there()` on the helper thread while `here()` runs on the caller's (both here, one
+        after the other, while another caller's job holds the helper); the first exception of
+        either is raised once both are done."""
+        if not self._lock.acquire(blocking=False):
+            here()
+            there()
+            return
+        try:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="gpusort-sort-half",
+                                                daemon=True)
+                self._thread.start()
+            job = [there, None]
+            self._job = job
+            self._ready.release()
+            try:
+                here()
+            finally:
+                self._done.acquire()
+        finally:
+            self._lock.release()
+        if job[1] is not None:
+            raise job[1]
+
+
+_helper = _Helper()
+
+
+def _helper_after_fork():
+    """A forked child has no helper thread: it starts its own when it needs one."""
+    global _helper
+    _helper = _Helper()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_helper_after_fork)
+
+
 def _sorted_by_halves(flat):
     """np.sort of 1-D `flat` on two threads: the engine splits it around the median of a sample
     (keys below, equal, above), then NumPy sorts the low side here and the high side on a
-    thread of its own (its sort releases the GIL); nothing is left to merge. Arrays of fewer
-    than 2 * `_PART_SORT_MIN` elements, and arrays whose sample's median leaves one side with
-    over three quarters of the keys, are NumPy's sort whole."""
+    helper thread (its sort releases the GIL); nothing is left to merge. Arrays of fewer than
+    2 * `_PART_SORT_MIN` elements, and arrays whose sample's median leaves one side with over
+    three quarters of the keys, are NumPy's sort whole."""
     split = None
-    if _native.info()["threads"] >= 2 and flat.size >= 2 * _PART_SORT_MIN and flat.dtype in _KEY_DTYPES:
+    if _engine_threads() >= 2 and flat.size >= 2 * _PART_SORT_MIN and flat.dtype in _KEY_DTYPES:
         split = _native.split_halves(flat)
     if split is None:
         return np.sort(flat)
     res, lo, hi = split
-    failed = []
-
-    def high():
-        try:
-            res[hi:].sort()
-        except BaseException as e:  # (MemoryError): raised again by the caller's thread
-            failed.append(e)
-
-    other = threading.Thread(target=high)
-    other.start()
-    try:
-        res[:lo].sort()
-    finally:
-        other.join()
-    if failed:
-        raise failed[0]
+    _helper.run_beside(res[hi:].sort, res[:lo].sort)
     return res
 
 
@@ -406,6 +462,10 @@ def cumsum(a, axis=None, dtype=None, out=None, *, exclusive=False):
     Rows along an axis shorter than 2^15 elements are NumPy's own cumsum (a call per row costs
     more there), and so is a cumsum of fewer than 2^21 64-bit integers without a GPU on a CPU of
     few cores (NumPy's is as fast there)."""
+    if (type(a) is np.ndarray and axis is None and dtype is None and out is None
+            and not exclusive and a.dtype.kind in "iu" and a.dtype.itemsize == 8
+            and a.dtype.isnative and a.size < _WIDE_INT_SCAN_MIN and _numpy_faster()):
+        return np.cumsum(a)  # NumPy's own answers (below), without the checks' cost
     arr = _plain(a)
     if out is not None and not isinstance(out, np.ndarray):
         raise TypeError(f"out must be a NumPy array, not {type(out).__name__}")
@@ -713,8 +773,8 @@ def use(backend=None, adapter=None, devices=None, _spread_always=False):
     over them and stencils held in slabs across them, with the results one device gives; other
     calls run on the first. Replaces the context in use; where it fails, the context in use
     stays."""
-    global _numpy_answers
-    _numpy_answers = None
+    global _numpy_answers, _threads
+    _numpy_answers = _threads = None
     given = {"adapter": adapter, "devices": devices}
     try:
         _native.use_device(

@@ -179,6 +179,34 @@ fn cancelled() -> bool {
     gpusort_core::cancel::requested()
 }
 
+/// The CPU engine's threads for this process. rayon's global pool cannot be made again, and a
+/// child made by `os.fork()` (multiprocessing's default start on Linux) inherits the pool but
+/// none of its threads: work sent there would wait forever. So the engine runs on a pool of our
+/// own, made again in a process whose id differs from the one that made it; the parent's pool is
+/// left alone there (its threads do not exist to be told to stop).
+fn pool() -> Arc<rayon::ThreadPool> {
+    static POOL: Mutex<Option<(u32, Arc<rayon::ThreadPool>)>> = Mutex::new(None);
+    let mut slot = POOL.lock().unwrap_or_else(|p| p.into_inner());
+    let pid = std::process::id();
+    match slot.as_ref() {
+        Some((made_in, p)) if *made_in == pid => p.clone(),
+        _ => {
+            if let Some(inherited) = slot.take() {
+                std::mem::forget(inherited);
+            }
+            // (RAYON_NUM_THREADS sets the count, as for rayon's global pool)
+            let p = Arc::new(
+                rayon::ThreadPoolBuilder::new()
+                    .thread_name(|i| format!("gpusort-engine-{i}"))
+                    .build()
+                    .expect("a thread pool for the CPU engine"),
+            );
+            *slot = Some((pid, p.clone()));
+            p
+        }
+    }
+}
+
 /// Run `job` on a worker thread with the GIL released; Ctrl-C (a pending signal) returns
 /// KeyboardInterrupt at once and cancels the job: it stops at its next check (`cancelled`), or
 /// its result is dropped when it finishes.
@@ -204,7 +232,7 @@ fn run<R: Send + 'static>(
         }
     };
     if on_pool {
-        rayon::spawn(work);
+        pool().spawn(work);
     } else {
         std::thread::spawn(work);
     }
@@ -356,13 +384,15 @@ fn par_map_into<A: Copy + Send + Sync, B: Copy + Send + Sync>(
     f: impl Fn(A) -> B + Sync,
 ) {
     use rayon::prelude::*;
-    out.par_chunks_mut(1 << 20)
-        .zip(s.par_chunks(1 << 20))
-        .for_each(|(d, src)| {
-            for (d, &x) in d.iter_mut().zip(src) {
-                *d = f(x);
-            }
-        });
+    pool().install(|| {
+        out.par_chunks_mut(1 << 20)
+            .zip(s.par_chunks(1 << 20))
+            .for_each(|(d, src)| {
+                for (d, &x) in d.iter_mut().zip(src) {
+                    *d = f(x);
+                }
+            })
+    });
 }
 
 /// The order of a sort of `len` keys, refused past the u32 positions a permutation holds.
@@ -931,7 +961,7 @@ fn stencil<'py>(
 fn info(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let e = engine()?;
     let d = PyDict::new(py);
-    d.set_item("threads", gpusort_core::cpu_engine::threads())?;
+    d.set_item("threads", pool().current_num_threads())?;
     // large results' recycled memory (pool.rs): bytes idle now, and the most it keeps
     d.set_item("result_pool_bytes", pool::held())?;
     d.set_item("result_pool_limit", pool::limit())?;

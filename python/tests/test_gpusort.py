@@ -91,6 +91,52 @@ def test_large_sorts_match_numpy_bit_for_bit(engine):
         assert r.stdout.split() == ["parts", threads]
 
 
+def test_split_sorts_from_many_threads_and_after_fork(engine):
+    """The split sort's helper thread (gpusort._sorted_by_halves) serves one caller at a time:
+    callers on several threads at once still get np.sort's answer (those finding it busy sort
+    both halves themselves), and a child made by os.fork() after the parent used the engine
+    (multiprocessing's default start on Linux), which inherits neither the helper's nor the
+    engine's threads, starts its own rather than waiting on its parent's forever."""
+    import os
+    import subprocess
+    import sys
+
+    if engine != "cpu":
+        return  # (the GPU engine sorts an array whole)
+    code = (
+        "import numpy as np, gpusort, os, threading\n"
+        "gpusort.use(backend='cpu')\n"
+        "r = np.random.default_rng(5)\n"
+        "arrays = [r.integers(0, 2**32, 2**19 + 17 * i, dtype=np.uint32) for i in range(6)]\n"
+        "wrong = []\n"
+        "def work(a):\n"
+        "    for _ in range(3):\n"
+        "        if gpusort.sort(a).tobytes() != np.sort(a).tobytes():\n"
+        "            wrong.append(a.size)\n"
+        "ts = [threading.Thread(target=work, args=(a,)) for a in arrays]\n"
+        "[t.start() for t in ts]\n"
+        "[t.join() for t in ts]\n"
+        "assert not wrong, wrong\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    a = arrays[1]\n"
+        "    ok = gpusort.sort(a).tobytes() == np.sort(a).tobytes()\n"
+        "    ok &= (gpusort.argsort(a) == np.argsort(a, kind='stable')).all()\n"
+        "    ok &= (gpusort.cumsum(a) == np.cumsum(a)).all()\n"
+        "    g = r.random((300, 400))\n"
+        "    ok &= gpusort.stencil(g, radius=1, steps=2).shape == g.shape\n"
+        "    os._exit(0 if ok else 3)\n"
+        "_, status = os.waitpid(pid, 0)\n"
+        "assert os.waitstatus_to_exitcode(status) == 0, status\n"
+        "print('ok')\n"
+    )
+    env = dict(os.environ, RAYON_NUM_THREADS="2")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.split() == ["ok"]
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_descending_keeps_nan_last(dtype):
     a = data(dtype, 5000, 1, "special")
