@@ -288,11 +288,24 @@ class _Helper:
             try:
                 here()
             finally:
-                self._done.acquire()
+                self._wait_done()
         finally:
             self._lock.release()
         if job[1] is not None:
             raise job[1]
+
+    def _wait_done(self):
+        """Until the helper's job is done, through Ctrl-C too (raised once it is done): the next
+        caller must not take this job's end for its own."""
+        pending = None
+        while True:
+            try:
+                self._done.acquire()
+                break
+            except BaseException as e:  # (KeyboardInterrupt)
+                pending = pending or e
+        if pending is not None:
+            raise pending
 
 
 _helper = _Helper()
