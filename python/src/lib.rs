@@ -79,7 +79,8 @@ struct Settings {
 }
 
 static SETTINGS: Mutex<Option<Settings>> = Mutex::new(None);
-static ENGINE: Mutex<Option<Arc<Engine>>> = Mutex::new(None);
+/// The engine in use and the id of the process that made it (a forked child inherits both).
+static ENGINE: Mutex<Option<(u32, Arc<Engine>)>> = Mutex::new(None);
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -92,11 +93,27 @@ fn to_py(e: gpusort_core::Error) -> PyErr {
     }
 }
 
-/// The process's engine: made on first use from the settings, then kept.
+/// The process's engine: made on first use from the settings, then kept. A child made by
+/// `os.fork()` inherits its parent's: the CPU engine's is replaced by its own (its threads are
+/// the pool's, made again: `pool`), but a GPU context is the parent's device, which a forked
+/// child cannot use (drivers keep threads and handles that fork does not copy; a call there
+/// waited forever): an error that says what to do instead, the context never touched.
 fn engine() -> PyResult<Arc<Engine>> {
     let mut slot = lock(&ENGINE);
-    if let Some(e) = slot.as_ref() {
-        return Ok(e.clone());
+    let pid = std::process::id();
+    match slot.as_ref() {
+        Some((made_in, e)) if *made_in == pid => return Ok(e.clone()),
+        Some((made_in, e)) if matches!(**e, Engine::Gpu(_)) => {
+            return Err(GpuError::new_err(format!(
+                "the GPU context was made in process {made_in}, which forked this one: a forked \
+                 child cannot use it. Start workers with multiprocessing's \"spawn\" or \
+                 \"forkserver\" method (or use gpusort in the workers only), or call \
+                 gpusort.use() here for a context of this process's own (the CPU engine always \
+                 works; a GPU opened again after fork, where the driver allows it)"
+            )));
+        }
+        Some(_) => forget_inherited(&mut slot),
+        None => {}
     }
     let settings = lock(&SETTINGS).clone().unwrap_or_default();
     let backend = settings.backend.as_deref().unwrap_or("auto");
@@ -168,8 +185,16 @@ fn engine() -> PyResult<Arc<Engine>> {
             spread_always: settings.spread_always,
         }))
     });
-    *slot = Some(e.clone());
+    *slot = Some((pid, e.clone()));
     Ok(e)
+}
+
+/// Leave an engine a parent process made where it lies: never dropped here, since dropping a GPU
+/// context would call into a device this process cannot use.
+fn forget_inherited(slot: &mut Option<(u32, Arc<Engine>)>) {
+    if let Some(inherited) = slot.take() {
+        std::mem::forget(inherited);
+    }
 }
 
 /// Whether the call this worker thread runs was given up by its caller (Ctrl-C): long loops
@@ -1083,7 +1108,16 @@ fn use_device(
         devices,
         spread_always,
     });
-    let in_use = lock(&ENGINE).take();
+    let in_use = {
+        let mut slot = lock(&ENGINE);
+        if slot
+            .as_ref()
+            .is_some_and(|(made_in, _)| *made_in != std::process::id())
+        {
+            forget_inherited(&mut slot);
+        }
+        slot.take()
+    };
     match engine() {
         Ok(_) => Ok(()),
         Err(e) => {

@@ -137,6 +137,40 @@ def test_split_sorts_from_many_threads_and_after_fork(engine):
     assert r.stdout.split() == ["ok"]
 
 
+def test_a_forked_child_of_a_gpu_parent_is_told_what_to_do():
+    """A child made by os.fork() after the parent opened a GPU cannot use the parent's device
+    (it waited forever before): its first call raises GpuError saying so and what to do instead,
+    gpusort.use() gives it a context of its own, and the parent goes on unharmed."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import numpy as np, gpusort, os\n"
+        "gpusort.use(backend='gpu')\n"
+        "a = np.arange(5000, dtype=np.uint32)[::-1].copy()\n"
+        "assert (gpusort.sort(a) == np.sort(a)).all()\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    try:\n"
+        "        gpusort.sort(a)\n"
+        "        os._exit(3)\n"
+        "    except gpusort.GpuError as e:\n"
+        "        if 'forked' not in str(e) or 'spawn' not in str(e):\n"
+        "            os._exit(4)\n"
+        "    gpusort.use(backend='cpu')\n"
+        "    os._exit(0 if (gpusort.sort(a) == np.sort(a)).all() else 5)\n"
+        "_, status = os.waitpid(pid, 0)\n"
+        "assert os.waitstatus_to_exitcode(status) == 0, status\n"
+        "assert (gpusort.sort(a) == np.sort(a)).all()\n"
+        "print('ok')\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.split() == ["ok"]
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_descending_keeps_nan_last(dtype):
     a = data(dtype, 5000, 1, "special")
