@@ -934,6 +934,7 @@ fn planned_stencil(
 /// weights, if given, are a flat (2R+1)^d float64 array.
 #[pyfunction]
 #[pyo3(signature = (grid, radius, kind, weights, boundary, cval, steps))]
+// (the Python call's own keyword arguments, one parameter each)
 #[allow(clippy::too_many_arguments)]
 fn stencil<'py>(
     py: Python<'py>,

@@ -11,6 +11,8 @@ use crate::stencil::{Boundary, GridShape, Stencil, StencilValue};
 
 /// `steps` Jacobi steps of `stencil` over `grid` (C order, `shape`), into `out`; `scratch`, of
 /// the same length, holds the grid between steps (it may be empty for one step).
+// (the reference twin's arguments and three slices: a `StencilJob` would add a dtype that `T`
+// already says, and callers step in batches of their own counts)
 #[allow(clippy::too_many_arguments)]
 pub fn run<T: StencilValue>(
     grid: &[T],

@@ -141,16 +141,12 @@ pub fn sort_host_spread<T: SortKey>(
     }
     if let Some(seg) = order.segment_size.map(|s| s.max(1) as usize) {
         if seg < n {
-            return by_segments(
-                group,
-                sorters,
-                keys,
+            let job = HostSort {
                 values,
-                want_permutation,
+                permutation: want_permutation,
                 order,
-                seg,
-                start,
-            );
+            };
+            return by_segments(group, sorters, keys, job, seg, start);
         }
     }
     let order = SortOrder {
@@ -372,18 +368,20 @@ fn carve<'a, T>(out: &'a mut [T], lens: &[Vec<usize>]) -> Vec<Vec<Option<&'a mut
     pieces
 }
 
-/// Segmented sorts: whole segments to each device, in order.
-#[allow(clippy::too_many_arguments)]
+/// Segmented sorts (segments of `seg` keys): whole segments to each device, in order.
 fn by_segments<T: SortKey>(
     group: &DeviceGroup,
     sorters: &[Sorter],
     keys: &mut [T],
-    mut values: Option<&mut [u32]>,
-    want_permutation: bool,
-    order: SortOrder,
+    job: HostSort<'_>,
     seg: usize,
     start: Instant,
 ) -> Result<(Option<Vec<u32>>, GroupSortStats)> {
+    let HostSort {
+        mut values,
+        permutation: want_permutation,
+        order,
+    } = job;
     let ranges = split_even(keys.len(), group.len(), seg);
     let mut items = Vec::new();
     let mut rk: &mut [T] = keys;

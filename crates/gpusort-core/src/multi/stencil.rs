@@ -761,8 +761,7 @@ pub fn run_laid_out(
                                 let result = kernel.record_region_steps(
                                     gpu,
                                     &mut enc,
-                                    &e.a,
-                                    &e.b,
+                                    (&e.a, &e.b),
                                     e.region,
                                     (e.band.start, e.band.end),
                                     ts,
@@ -796,8 +795,7 @@ pub fn run_laid_out(
                                     let result = kernel.record_region_steps(
                                         gpu,
                                         &mut enc,
-                                        &slab.cur,
-                                        &slab.other,
+                                        (&slab.cur, &slab.other),
                                         slab.held,
                                         target,
                                         part,

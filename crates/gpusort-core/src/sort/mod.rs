@@ -863,12 +863,8 @@ impl Sorter {
             gpu,
             encoder,
             &self.keys.segment_of,
-            n,
-            0,
-            size,
-            &by_key,
-            &by_key,
-            &segments,
+            (n, 0, size),
+            [&by_key, &by_key, &segments],
         )?;
         let last_segment = (n - 1) / size;
         let segment_bits = 32 - last_segment.leading_zeros();
@@ -892,12 +888,8 @@ impl Sorter {
             gpu,
             encoder,
             &self.keys.gather,
-            n,
-            wide,
-            1,
-            &by_segment,
-            job.keys,
-            &keys_out,
+            (n, wide, 1),
+            [&by_segment, job.keys, &keys_out],
         )?;
         encoder.copy_buffer_to_buffer(
             &keys_out,
@@ -910,12 +902,8 @@ impl Sorter {
             gpu,
             encoder,
             &self.keys.gather,
-            n,
-            0,
-            1,
-            &by_segment,
-            &by_key,
-            perm,
+            (n, 0, 1),
+            [&by_segment, &by_key, perm],
         )?;
         if let Some(values) = job.values {
             self.gather(gpu, encoder, n, perm, values)?;
@@ -928,21 +916,17 @@ impl Sorter {
         })
     }
 
-    /// One dispatch of an elementwise entry of keys.wgsl over `n` elements: `out[i]` from `src`
-    /// through `perm` (gather_values, `flags` 4 for two-word elements) or from `perm` alone
-    /// (segment_of, segments of `seg_size`).
-    #[allow(clippy::too_many_arguments)]
+    /// One dispatch of an elementwise entry of keys.wgsl over `n` elements (`(n, flags,
+    /// seg_size)`): `out[i]` from `src` through `perm` (gather_values, `flags` 4 for two-word
+    /// elements) or from `perm` alone (segment_of, segments of `seg_size`); buffers `[perm, src,
+    /// out]`.
     fn elementwise(
         &self,
         gpu: &Gpu,
         encoder: &mut wgpu::CommandEncoder,
         pipeline: &wgpu::ComputePipeline,
-        n: u32,
-        flags: u32,
-        seg_size: u32,
-        perm: &wgpu::Buffer,
-        src: &wgpu::Buffer,
-        out: &wgpu::Buffer,
+        (n, flags, seg_size): (u32, u32, u32),
+        [perm, src, out]: [&wgpu::Buffer; 3],
     ) -> Result<()> {
         let mut params = ParamBlocks::new(gpu);
         let off = params.push(&KeyParams {
@@ -989,12 +973,8 @@ impl Sorter {
             gpu,
             encoder,
             &self.keys.gather,
-            n,
-            0,
-            1,
-            perm,
-            values,
-            &sorted,
+            (n, 0, 1),
+            [perm, values, &sorted],
         )?;
         encoder.copy_buffer_to_buffer(&sorted, 0, values, 0, n as u64 * 4);
         Ok(())
@@ -1170,12 +1150,8 @@ impl Sorter {
                     gpu,
                     &mut encoder,
                     &self.keys.gather,
-                    n32,
-                    two_words,
-                    1,
-                    &perm,
-                    &raw,
-                    &gathered,
+                    (n32, two_words, 1),
+                    [&perm, &raw, &gathered],
                 )?;
                 SortJob {
                     key_type,

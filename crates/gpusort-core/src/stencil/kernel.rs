@@ -440,13 +440,11 @@ impl StencilKernel {
     /// `[lo, hi)` (unwrapped: row r is grid row r mod rows), `b` is a second buffer of that size;
     /// after the steps rows `[z0, z1)` are exact (each pass computes only the rows still needed,
     /// as the streamer's sub-blocks do). Returns which buffer holds the result.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn record_region_steps<'a>(
         &self,
         gpu: &Gpu,
         enc: &mut wgpu::CommandEncoder,
-        a: &'a wgpu::Buffer,
-        b: &'a wgpu::Buffer,
+        (a, b): (&'a wgpu::Buffer, &'a wgpu::Buffer),
         (lo, hi): (i64, i64),
         (z0, z1): (i64, i64),
         steps: u64,
