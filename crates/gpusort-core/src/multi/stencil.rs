@@ -408,6 +408,67 @@ fn upload_rows(
     Ok(())
 }
 
+/// Each slab's halo rows as runs of consecutive rows of one owning slab.
+fn halo_runs(lay: &SlabLayout, job: &StencilJob) -> Vec<Vec<HaloRun>> {
+    let slabs = &lay.slabs;
+    let rows = job.shape.rows() as i64;
+    let owner = |g: i64| slabs.partition_point(|p| p.end as i64 <= g);
+    slabs
+        .iter()
+        .enumerate()
+        .map(|(s, z)| {
+            let (lo, hi) = lay.held(job, s);
+            let mut out: Vec<HaloRun> = Vec::new();
+            for (a, b) in [(lo, z.start as i64), (z.end as i64, hi)] {
+                for r in a..b {
+                    let g = r.rem_euclid(rows);
+                    let o = owner(g);
+                    match out.last_mut() {
+                        Some(run)
+                            if run.owner == o
+                                && run.row + run.len == r
+                                && run.from + run.len == g =>
+                        {
+                            run.len += 1
+                        }
+                        _ => out.push(HaloRun {
+                            owner: o,
+                            row: r,
+                            from: g,
+                            len: 1,
+                        }),
+                    }
+                }
+            }
+            out
+        })
+        .collect()
+}
+
+/// Exactly the rows of each slab that slabs on other devices need, as merged ranges: a slab
+/// publishes its edges to the host only for those; slabs of one device exchange on the GPU.
+fn published_rows(lay: &SlabLayout, runs: &[Vec<HaloRun>]) -> Vec<Vec<Range<i64>>> {
+    let device_of = |slab: usize| lay.device_of(slab);
+    let mut publishes: Vec<Vec<Range<i64>>> = vec![Vec::new(); lay.slabs.len()];
+    for (s, rs) in runs.iter().enumerate() {
+        for run in rs.iter().filter(|r| device_of(r.owner) != device_of(s)) {
+            publishes[run.owner].push(run.from..run.from + run.len);
+        }
+    }
+    for ranges in publishes.iter_mut() {
+        ranges.sort_by_key(|r| r.start);
+        let mut merged: Vec<Range<i64>> = Vec::new();
+        for r in ranges.drain(..) {
+            match merged.last_mut() {
+                Some(m) if r.start <= m.end => m.end = m.end.max(r.end),
+                _ => merged.push(r),
+            }
+        }
+        *ranges = merged;
+    }
+    publishes
+}
+
 /// Halo rows `[row, row + len)` of a slab (unwrapped) are rows `[from, from + len)` of slab
 /// `owner`.
 struct HaloRun {
@@ -561,59 +622,9 @@ pub fn run_laid_out(
         outs[i / lay.per_device].push((i, a));
         rest = b;
     }
-    let owner = |g: i64| slabs.partition_point(|p| p.end as i64 <= g);
     let device_of = |slab: usize| lay.device_of(slab);
-    // each slab's halo rows as runs of consecutive rows of one owning slab
-    let runs: Vec<Vec<HaloRun>> = slabs
-        .iter()
-        .enumerate()
-        .map(|(s, z)| {
-            let (lo, hi) = lay.held(&job, s);
-            let mut out: Vec<HaloRun> = Vec::new();
-            for (a, b) in [(lo, z.start as i64), (z.end as i64, hi)] {
-                for r in a..b {
-                    let g = r.rem_euclid(rows);
-                    let o = owner(g);
-                    match out.last_mut() {
-                        Some(run)
-                            if run.owner == o
-                                && run.row + run.len == r
-                                && run.from + run.len == g =>
-                        {
-                            run.len += 1
-                        }
-                        _ => out.push(HaloRun {
-                            owner: o,
-                            row: r,
-                            from: g,
-                            len: 1,
-                        }),
-                    }
-                }
-            }
-            out
-        })
-        .collect();
-    // a slab publishes its edges to the host only where another device's slab needs them;
-    // slabs of one device exchange on the GPU
-    // exactly the rows other devices need of each slab, as merged ranges
-    let mut publishes: Vec<Vec<Range<i64>>> = vec![Vec::new(); slabs.len()];
-    for (s, rs) in runs.iter().enumerate() {
-        for run in rs.iter().filter(|r| device_of(r.owner) != device_of(s)) {
-            publishes[run.owner].push(run.from..run.from + run.len);
-        }
-    }
-    for ranges in publishes.iter_mut() {
-        ranges.sort_by_key(|r| r.start);
-        let mut merged: Vec<Range<i64>> = Vec::new();
-        for r in ranges.drain(..) {
-            match merged.last_mut() {
-                Some(m) if r.start <= m.end => m.end = m.end.max(r.end),
-                _ => merged.push(r),
-            }
-        }
-        *ranges = merged;
-    }
+    let runs = halo_runs(lay, &job);
+    let publishes = published_rows(lay, &runs);
     let (runs, publishes) = (&runs, &publishes);
     let results: Vec<Result<[f64; 5]>> = std::thread::scope(|s| {
         let handles: Vec<_> = outs
