@@ -22,13 +22,7 @@ const SPEEDS: Speeds = Speeds {
     cells_per_s: 1e9,
 };
 
-const BOUNDARIES: [Boundary; 5] = [
-    Boundary::Constant,
-    Boundary::Nearest,
-    Boundary::Reflect,
-    Boundary::Mirror,
-    Boundary::Wrap,
-];
+const BOUNDARIES: [Boundary; 5] = Boundary::ALL;
 
 fn job(
     shape: &[usize],
@@ -534,6 +528,10 @@ fn bad_jobs_are_refused() {
     assert!(Stencil::from_weights(2, 1, &[1.0; 8]).is_err());
     assert!(Stencil::from_weights(2, 1, &[f64::NAN; 9]).is_err());
     assert!("sideways".parse::<Boundary>().is_err());
+    // every boundary's name reads back as that boundary
+    for b in Boundary::ALL {
+        assert_eq!(b.to_string().parse::<Boundary>().unwrap(), b);
+    }
     assert!(GridShape::new(&[4]).is_err() && GridShape::new(&[4, 0]).is_err());
 }
 

@@ -82,29 +82,25 @@ _WIDER = {
 # while on 16 threads the engine sorts 3.7-4.2x faster than np.sort
 # (docs/BENCHMARKS.md); the engine's per-thread speed puts the break-even at 3-6 threads.
 _ENGINE_THREADS_OVER_NUMPY = 8
-_numpy_answers = None  # for the context in use: made on first ask, forgotten by use()
-_threads = None  # the engine's threads, the same way
+_context = None  # _native.info() of the context in use: asked once, forgotten by use()
 # NumPy's sort of a side on a thread of its own pays from sides of 2^18 elements (2 cores,
 # measured for the parts-then-merge this split replaced: docs/BENCHMARKS.md)
 _PART_SORT_MIN = 1 << 18
 
 
+def _context_info():
+    """What the context in use is (engine, threads), asked of the native side once."""
+    global _context
+    if _context is None:
+        _context = _native.info()
+    return _context
+
+
 def _numpy_faster():
     """Whether NumPy's own sort and cumsum are the faster way for this context (a CPU engine
     with few threads). Either way the answer is NumPy's."""
-    global _numpy_answers
-    if _numpy_answers is None:
-        i = _native.info()
-        _numpy_answers = i["engine"] == "cpu" and i["threads"] < _ENGINE_THREADS_OVER_NUMPY
-    return _numpy_answers
-
-
-def _engine_threads():
-    """The threads of the engine in use (asked once a context)."""
-    global _threads
-    if _threads is None:
-        _threads = _native.info()["threads"]
-    return _threads
+    i = _context_info()
+    return i["engine"] == "cpu" and i["threads"] < _ENGINE_THREADS_OVER_NUMPY
 
 
 def _into(res, out):
@@ -328,7 +324,7 @@ def _sorted_by_halves(flat):
     2 * `_PART_SORT_MIN` elements, and arrays whose sample's median leaves one side with over
     three quarters of the keys, are NumPy's sort whole."""
     split = None
-    if _engine_threads() >= 2 and flat.size >= 2 * _PART_SORT_MIN and flat.dtype in _KEY_DTYPES:
+    if _context_info()["threads"] >= 2 and flat.size >= 2 * _PART_SORT_MIN and flat.dtype in _KEY_DTYPES:
         split = _native.split_halves(flat)
     if split is None:
         return np.sort(flat)
@@ -786,8 +782,8 @@ def use(backend=None, adapter=None, devices=None, _spread_always=False):
     over them and stencils held in slabs across them, with the results one device gives; other
     calls run on the first. Replaces the context in use; where it fails, the context in use
     stays."""
-    global _numpy_answers, _threads
-    _numpy_answers = _threads = None
+    global _context
+    _context = None
     given = {"adapter": adapter, "devices": devices}
     try:
         _native.use_device(

@@ -109,13 +109,7 @@ fn all_configurations() -> Vec<(String, String)> {
 fn stencil_configurations() -> Vec<(String, String)> {
     use crate::stencil::{self, Blocking, Boundary, GridShape, KernelChoice, Stencil, StencilJob};
     let mut out = Vec::new();
-    let boundaries = [
-        Boundary::Constant,
-        Boundary::Nearest,
-        Boundary::Reflect,
-        Boundary::Mirror,
-        Boundary::Wrap,
-    ];
+    let boundaries = Boundary::ALL;
     for boundary in boundaries {
         for (shape, st) in [
             (vec![64, 48], Stencil::star(2, 2)),

@@ -26,6 +26,14 @@ pub enum Boundary {
 }
 
 impl Boundary {
+    /// Every boundary, in the order of [`Boundary::NAMES`].
+    pub const ALL: [Boundary; 5] = [
+        Boundary::Constant,
+        Boundary::Nearest,
+        Boundary::Reflect,
+        Boundary::Mirror,
+        Boundary::Wrap,
+    ];
     pub const NAMES: [&'static str; 5] = ["constant", "nearest", "reflect", "mirror", "wrap"];
 
     pub(super) fn code(self) -> u32 {
@@ -42,19 +50,13 @@ impl std::fmt::Display for Boundary {
 impl FromStr for Boundary {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
-        Ok(match s {
-            "constant" => Boundary::Constant,
-            "nearest" => Boundary::Nearest,
-            "reflect" => Boundary::Reflect,
-            "mirror" => Boundary::Mirror,
-            "wrap" => Boundary::Wrap,
-            _ => {
-                return Err(Error::InvalidInput(format!(
-                    "unknown boundary '{s}' (expected {})",
-                    Boundary::NAMES.join(", ")
-                )))
-            }
-        })
+        match Boundary::NAMES.iter().position(|n| *n == s) {
+            Some(i) => Ok(Boundary::ALL[i]),
+            None => Err(Error::InvalidInput(format!(
+                "unknown boundary '{s}' (expected {})",
+                Boundary::NAMES.join(", ")
+            ))),
+        }
     }
 }
 
