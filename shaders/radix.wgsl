@@ -233,24 +233,27 @@ fn count_digits(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
 const HIST_SPAN: u32 = KEY_WORDS * 4u * RADIX;
 const_assert SCRATCH >= HIST_COPIES * HIST_SPAN;
 fn count_keys(group: u32, groups: u32, li: u32, every_digit: bool) {
+    if ((PROBE & 16384u) != 0u) { return; }
     for (var b = li; b < HIST_COPIES * HIST_SPAN; b += WG) { atomicStore(&scratch[b], 0u); }
     workgroupBarrier();
     let n = job_n();
-    if (every_digit) {
+    if (every_digit && (PROBE & 32768u) == 0u) {
         let words = (n + STABLE_TILE - 1u) / STABLE_TILE * RADIX;
         for (var w = group * WG + li; w < words; w += groups * WG) { atomicStore(&status[w], 0u); }
     }
     let first_pass = select(rp.passes - 1u, 0u, every_digit);
     let copy = (li % HIST_COPIES) * HIST_SPAN;
+    var probe_sum = 0u; // measuring only (PROBE 4096: digits summed instead of counted)
     for (var c = 0u; c < HIST_CHUNKS; c++) {
         // every load of a chunk issued before any is used (written out per item, see sweep)
         let e@J = ((group * HIST_CHUNKS + c) * ITEMS + @Ju) * WG + li; //@ITEM
         var k@J = vec2<u32>(0u); //@ITEM
-        if (e@J < n) { k@J = load_key(e@J, false); } //@ITEM
+        if ((PROBE & 8192u) != 0u) { k@J = vec2<u32>(e@J * 2654435761u, e@J); } else if (e@J < n) { k@J = load_key(e@J, false); } //@ITEM
         for (var p = first_pass; p < rp.passes; p++) {
-            if (e@J < n) { atomicAdd(&scratch[copy + p * RADIX + digit_of(k@J, p)], 1u); } //@ITEM
+            if ((PROBE & 4096u) != 0u) { probe_sum += digit_of(k@J, p); } else if (e@J < n) { atomicAdd(&scratch[copy + p * RADIX + digit_of(k@J, p)], 1u); } //@ITEM
         }
     }
+    if ((PROBE & 4096u) != 0u && probe_sum == 0x12345678u) { atomicAdd(&scratch[0], 1u); }
     workgroupBarrier();
     for (var b = li; b < rp.passes * RADIX; b += WG) {
         var c = 0u;
