@@ -1,5 +1,5 @@
 """The sort bench's key sets in NumPy: the same arrays `gpusort bench --keys` sorts (see
-cli/src/bench/keysets.rs), from the same counter-based generator, so that CuPy is timed on
+crates/gpusort-bench/src/keysets.rs), from the same counter-based generator, so that CuPy is timed on
 identical input. `generate(dtype, name, n, seed)` returns a NumPy array; `xp=cupy` builds it on
 the GPU instead (the same bits, in a fraction of the time: the CuPy matrix fits one device call).
 """

@@ -45,4 +45,13 @@ impl From<CoreError> for CliError {
     }
 }
 
+impl From<gpusort_files::Error> for CliError {
+    fn from(e: gpusort_files::Error) -> Self {
+        CliError {
+            message: e.message,
+            code: e.code,
+        }
+    }
+}
+
 pub type CliResult<T = ()> = Result<T, CliError>;

@@ -3,9 +3,9 @@
 
 use clap::Parser;
 
-use crate::files::parse_npy;
 use crate::parse_bytes;
 use crate::stencil::parse_shape;
+use gpusort_files::parse_npy;
 
 /// The .npy parser on arbitrary bytes, with each dtype expectation.
 pub fn npy_header(data: &[u8]) {

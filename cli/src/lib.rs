@@ -4,8 +4,6 @@
 
 pub mod bench;
 pub mod error;
-pub mod exit;
-pub mod files;
 pub mod fuzzing;
 pub mod info;
 pub mod many;
@@ -434,8 +432,8 @@ pub fn init_logging(g: &Global) {
 /// together, or, when the command failed, none is (files/job.rs).
 pub fn run(cli: &Cli) -> Result<(), CliError> {
     tuning::use_file(cli.global.tuning.as_deref())?;
-    files::set_durable(!cli.global.no_sync);
-    files::set_force(cli.global.force);
+    gpusort_files::set_durable(!cli.global.no_sync);
+    gpusort_files::set_force(cli.global.force);
     // a bad --devices is a usage error even where the job would run on the CPU engine
     if let Some(spec) = &cli.global.devices {
         gpusort_core::multi::DeviceSpec::parse(spec).map_err(as_flag)?;
@@ -464,7 +462,7 @@ pub fn run(cli: &Cli) -> Result<(), CliError> {
     };
     match result {
         Ok(()) => {
-            let done = files::finish().inspect_err(|_| {
+            let done = gpusort_files::finish().inspect_err(|_| {
                 OUTCOME.lock().unwrap_or_else(|p| p.into_inner()).clear();
             })?;
             for line in std::mem::take(&mut *OUTCOME.lock().unwrap_or_else(|p| p.into_inner())) {
@@ -476,7 +474,7 @@ pub fn run(cli: &Cli) -> Result<(), CliError> {
             Ok(())
         }
         Err(mut e) => {
-            files::abandon();
+            gpusort_files::abandon();
             if e.code == 1 && !e.message.contains("written") {
                 e.message.push_str("; no output was written");
             }

@@ -69,7 +69,7 @@ fn main() -> ExitCode {
     // Ctrl-C / SIGTERM: remove temporary outputs and say what, if anything, had been written
     // (the final step holds the same lock while it renames, so the answer is exact).
     let _ = ctrlc::set_handler(|| {
-        let message = gpusort::files::interrupted();
+        let message = gpusort_files::interrupted();
         eprintln!("gpusort: {message}");
         // _exit, not exit: running atexit handlers (the GPU driver's teardown) while the main
         // thread still uses the device can crash; the temporary files are already gone.
@@ -84,10 +84,10 @@ fn main() -> ExitCode {
     // Every output is in place when run returns: end without tearing down what the command
     // kept (gpusort::exit).
     match gpusort::run(&cli) {
-        Ok(()) => gpusort::exit::now(0),
+        Ok(()) => gpusort_files::exit::now(0),
         Err(e) => {
             eprintln!("gpusort: {}", e.message);
-            gpusort::exit::now(e.code as u8)
+            gpusort_files::exit::now(e.code as u8)
         }
     }
 }
@@ -107,7 +107,7 @@ extern "C" fn on_sigbus(_: libc::c_int) {
             unsafe { libc::pause() };
         }
     }
-    gpusort::files::remove_pending_now();
+    gpusort_files::remove_pending_now();
     let line: &[u8] = b"gpusort: a file under a memory map could not be read or written (did another process truncate an input, or is the disk full?); no output was written\n";
     // SAFETY: write and _exit are async-signal-safe.
     unsafe {

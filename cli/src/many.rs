@@ -15,7 +15,7 @@ use gpusort_core::schedule::{Batch, RunStats, Scheduler, Work};
 use gpusort_core::{Gpu, KeyType};
 
 use crate::error::{CliError, CliResult};
-use crate::files::{check_distinct, check_output_path, is_std, Input, Named, Written};
+use gpusort_files::{check_distinct, check_output_path, is_std, Input, Named, Written};
 
 /// The inputs of a job and where each result goes.
 pub struct Files {
@@ -82,7 +82,7 @@ pub fn open_all(
         });
     }
     if let Some(d) = dir {
-        crate::files::create_out_dir(d)?;
+        gpusort_files::create_out_dir(d)?;
     }
     let mut dests = Vec::with_capacity(paths.len());
     for p in paths {

@@ -11,15 +11,3 @@ pub(crate) fn bench_knob(name: &str) -> Option<String> {
         None
     }
 }
-
-/// Test hooks (docs/RELIABILITY.md): in a debug build, the build the tests run, the variable
-/// `var` holds gpusort that many milliseconds (at most a minute) at a delicate moment, so that a
-/// test can interrupt it or change a file under it. Release builds have no hooks.
-pub(crate) fn test_stall(var: &str) {
-    #[cfg(debug_assertions)]
-    if let Some(ms) = std::env::var(var).ok().and_then(|v| v.parse::<u64>().ok()) {
-        std::thread::sleep(std::time::Duration::from_millis(ms.min(60_000)));
-    }
-    #[cfg(not(debug_assertions))]
-    let _ = var;
-}

@@ -14,12 +14,12 @@ use gpusort_core::schedule::Test;
 use gpusort_core::{Error as CoreError, Gpu, KeyType, SortKey};
 
 use crate::error::{CliError, CliResult};
-use crate::files::{
+use crate::sort::Dtype;
+use crate::{for_dtype, many, progress, Engine, Global};
+use gpusort_files::{
     check_distinct, check_output_path, is_std, open_values, output_format, resolve_output, shown,
     Carver, Format, Input, Landed, Named, Output, Prefault, Sink, Written,
 };
-use crate::sort::Dtype;
-use crate::{for_dtype, many, progress, Engine, Global};
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
 pub enum Op {
@@ -212,7 +212,7 @@ impl Device {
         })
     }
 
-    /// Keep it (and the job's input) until the process ends (crate::exit), pipeline caches
+    /// Keep it (and the job's input) until the process ends (gpusort_files::exit), pipeline caches
     /// saved.
     fn keep(self, job: Prepared) {
         match &self {
@@ -222,7 +222,7 @@ impl Device {
             }
             Device::Cpu { .. } => {}
         }
-        crate::exit::keep((self, job));
+        gpusort_files::exit::keep((self, job));
     }
 
     /// A one-file job: the device started, `run` on it, the time split, then the device and the
@@ -261,7 +261,7 @@ impl Device {
         };
         crate::outcome!(
             "time: {start}{job}, {moved}{} {job_s:.3} s",
-            crate::files::write_words()
+            gpusort_files::write_words()
         );
     }
 
@@ -529,9 +529,9 @@ fn scan_file<T: SortKey>(
         }
         Ok(())
     })?;
-    // unmapped by the process's end (crate::exit): its pages are already the file's
+    // unmapped by the process's end (gpusort_files::exit): its pages are already the file's
     if let Some(m) = mapped {
-        crate::exit::keep(m.into_map());
+        gpusort_files::exit::keep(m.into_map());
     }
     out.commit()?;
     Ok(data.len())
@@ -924,9 +924,9 @@ fn split_file<T: SortKey>(
             for p in pages {
                 s.spawn(move || p.run());
             }
-            let io = |e: CliError| CoreError::Io(e.message);
+            let io = |e: gpusort_files::Error| CoreError::Io(e.message);
             let chunk = chunk_elements(gpu, T::TYPE, data.len());
-            let drain = |c: SplitDrain<'_, T>| -> CliResult<SplitLanded<'_, T>> {
+            let drain = |c: SplitDrain<'_, T>| -> gpusort_files::Result<SplitLanded<'_, T>> {
                 let (k, others) = (c.kept, c.len() - c.kept);
                 Ok(SplitLanded {
                     range: c.range.clone(),
@@ -946,7 +946,7 @@ fn split_file<T: SortKey>(
                         .transpose()?,
                 })
             };
-            let landed = |d: CliResult<SplitLanded<'_, T>>| -> Result<(), CoreError> {
+            let landed = |d: gpusort_files::Result<SplitLanded<'_, T>>| -> Result<(), CoreError> {
                 let d = d.map_err(io)?;
                 if verify {
                     check::split(
@@ -996,8 +996,8 @@ fn split_file<T: SortKey>(
     }
     drop((r, vr));
     drop((aside, vals_aside));
-    // unmapped by the process's end (crate::exit): their pages are already the files'
-    crate::exit::keep(maps);
+    // unmapped by the process's end (gpusort_files::exit): their pages are already the files'
+    gpusort_files::exit::keep(maps);
     out.commit()?;
     if let Some((o, _)) = vals_out {
         o.commit()?;
@@ -1053,7 +1053,7 @@ fn split_file_group<T: SortKey>(
             None => None,
         };
         let size = T::TYPE.size();
-        let io = |e: CliError| CoreError::Io(e.message);
+        let io = |e: gpusort_files::Error| CoreError::Io(e.message);
         let sink = |c: PlacedSplit<'_, T>| -> Result<(), CoreError> {
             if verify {
                 check::split(

@@ -11,11 +11,11 @@ use gpusort_core::sort::plan::{self, Route};
 use gpusort_core::{HostSort, KeyType, SortJob, SortKey, SortOrder, Sorter};
 
 use crate::error::{CliError, CliResult};
-use crate::files::{
+use crate::{for_dtype, many, progress, Engine, Global};
+use gpusort_files::{
     check_distinct, check_output_path, open_values, output_format, resolve_output, shown, Format,
     Input, Named, Output, RunDir, Written,
 };
-use crate::{for_dtype, many, progress, Engine, Global};
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
 pub enum Dtype {
@@ -203,7 +203,7 @@ pub fn run(g: &Global, args: &SortArgs) -> CliResult {
     // a bad size is a usage error before any work; it also bounds what a streamed input holds
     // in memory
     if let Some(b) = memory_budget(args)? {
-        crate::files::set_stream_memory(b);
+        gpusort_files::set_stream_memory(b);
     }
     if many::is_many(&args.inputs, args.out_dir.as_deref()) {
         return sort_many(g, args);
@@ -220,8 +220,8 @@ pub fn run(g: &Global, args: &SortArgs) -> CliResult {
     }
     let dest = resolve_output(&input, args.output.as_deref(), args.in_place, "sorted")?;
     if input.streamed
-        && args.values.as_deref().is_some_and(crate::files::is_std)
-        && crate::files::is_std(&input.path)
+        && args.values.as_deref().is_some_and(gpusort_files::is_std)
+        && gpusort_files::is_std(&input.path)
     {
         return Err(CliError::usage(
             "the keys and --values both read standard input; give a file for one of them",
@@ -264,8 +264,8 @@ pub fn run(g: &Global, args: &SortArgs) -> CliResult {
     }
     check_distinct(&inputs, &outputs)?;
     for_dtype!(input.dtype, sort_typed(g, args, &input, values.as_ref(), &dest); u32, i32, f32, u64, i64, f64)?;
-    // unmapped by the process's end (crate::exit)
-    crate::exit::keep((input, values));
+    // unmapped by the process's end (gpusort_files::exit)
+    gpusort_files::exit::keep((input, values));
     Ok(())
 }
 
@@ -462,7 +462,7 @@ fn sort_in_memory<T: SortKey>(
             up,
             gpu,
             down,
-            crate::files::write_words(),
+            gpusort_files::write_words(),
             split.write,
             stats.parts
         );
@@ -568,7 +568,7 @@ fn sort_on_cpu<T: SortKey>(
     if g.show_timings() {
         crate::outcome!(
             "time: read {read_s:.3} s, sort {sort_s:.3} s, {} {write_s:.3} s",
-            crate::files::write_words()
+            gpusort_files::write_words()
         );
     }
     Ok(())
@@ -655,14 +655,14 @@ fn sort_direct<T: SortKey>(
                 },
             );
             if let Some(e) = failed {
-                return Err(e);
+                return Err(e.into());
             }
             landed?;
         }
     }
-    // unmapped by the process's end (crate::exit): its pages are already the file's
+    // unmapped by the process's end (gpusort_files::exit): its pages are already the file's
     if let Some(m) = mapped {
-        crate::exit::keep(m.into_map());
+        gpusort_files::exit::keep(m.into_map());
     }
     stats.download_s = t.elapsed().as_secs_f64();
     let t = Instant::now();
@@ -676,11 +676,11 @@ fn sort_direct<T: SortKey>(
         written_in_download: true,
     };
     report::<T>(g, args, input.len, &stats, start, dest, split);
-    // released by the process's end, not one by one (crate::exit)
+    // released by the process's end, not one by one (gpusort_files::exit)
     if let SortedKeys::Gpu(keys) = sorted.keys {
-        crate::exit::keep(keys);
+        gpusort_files::exit::keep(keys);
     }
-    crate::exit::keep_gpu(gpu);
+    gpusort_files::exit::keep_gpu(gpu);
     Ok(())
 }
 
@@ -760,7 +760,7 @@ fn sort_on_gpu<T: SortKey>(
     gpu.wait()?;
     stats.upload_s = upload_s;
     stats.gpu_s = t.elapsed().as_secs_f64();
-    crate::exit::keep(sorter);
+    gpusort_files::exit::keep(sorter);
     Ok(Sorted {
         keys: SortedKeys::Gpu(keys),
         stats,
@@ -883,7 +883,7 @@ fn sort_external<T: SortKey>(
                 &mut progress,
             )?,
             None => external::sort_external::<T>(
-                &external::CpuRuns {
+                &gpusort_core::cpu_engine::CpuRuns {
                     bits: args.key_bits.clone(),
                 },
                 keys,
@@ -1038,9 +1038,9 @@ fn report<T: SortKey>(
             },
             stats.download_s,
             if split.written_in_download {
-                crate::files::finish_words()
+                gpusort_files::finish_words()
             } else {
-                crate::files::write_words()
+                gpusort_files::write_words()
             },
             split.write
         );

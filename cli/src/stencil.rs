@@ -12,11 +12,11 @@ use gpusort_core::KeyType;
 use gpusort_sched::stencil::{plan, Budget, Speeds, StencilPlan, Streaming};
 
 use crate::error::{CliError, CliResult};
-use crate::files::{
+use crate::{progress, Engine, Global};
+use gpusort_files::{
     check_distinct, output_format, resolve_output, shown, Format, Input, Named, Output, Scratch,
     Written,
 };
-use crate::{progress, Engine, Global};
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
 pub enum Kind {
@@ -437,7 +437,7 @@ fn run_group<T: StencilValue + Into<f64>>(
             stats.exchange_s,
             stats.wait_s,
             stats.download_s,
-            crate::files::write_words(),
+            gpusort_files::write_words(),
             write_s,
         );
     }

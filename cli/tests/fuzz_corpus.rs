@@ -4,8 +4,8 @@
 
 use std::path::PathBuf;
 
-use gpusort::files::parse_npy;
 use gpusort_core::KeyType;
+use gpusort_files::parse_npy;
 use proptest::prelude::*;
 
 fn corpus(target: &str) -> Vec<(String, Vec<u8>)> {

@@ -1,6 +1,6 @@
 """The bench's key sets in NumPy (bench/keysets.py, for CuPy's side of the comparison) are the
 very arrays `gpusort bench --keys` sorts: both match the digests pinned in
-bench/keysets_golden.json (the Rust side checks them in cli/src/bench/keysets.rs)."""
+bench/keysets_golden.json (the Rust side checks them in crates/gpusort-bench/src/keysets.rs)."""
 import json
 import pathlib
 import sys

@@ -18,8 +18,8 @@ use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
 use gpusort_datafusion::SortEngine;
 use rayon::prelude::*;
 
-use super::{measure, Case};
-use crate::error::CliError;
+use gpusort_bench::{measure, Case};
+use gpusort_files::Error as CliError;
 
 const QUERY: &str = "SELECT * FROM t ORDER BY k, x";
 

@@ -18,7 +18,7 @@ use memmap2::Mmap;
 use super::outcome::{classify, TableTimes};
 use super::ByKey;
 use crate::error::{CliError, CliResult};
-use crate::files::{shown, Output};
+use gpusort_files::{shown, Output};
 
 /// A CSV file's bytes split into its header and its records (each with the line end that
 /// follows it, blank lines after it included).
@@ -178,7 +178,7 @@ fn map_file(path: &Path) -> CliResult<Option<Mmap>> {
     let file = std::fs::File::open(path)
         .map_err(|e| CliError::usage(format!("cannot read {}: {e}", path.display())))?;
     if let Ok(meta) = file.metadata() {
-        crate::files::watch_input(path, &meta);
+        gpusort_files::watch_input(path, &meta);
         if meta.len() == 0 {
             return Ok(None);
         }

@@ -23,8 +23,8 @@ use super::outcome::{classify, TableTimes};
 use super::parquet::ParallelParquetWriter;
 use super::{csv_rows, table_format, ByKey, SqlArgs, TableFormat, TableSort};
 use crate::error::{CliError, CliResult};
-use crate::files::{check_distinct, check_output_path, shown, Named, Output, Written};
 use crate::{Engine, Global};
+use gpusort_files::{check_distinct, check_output_path, shown, Named, Output, Written};
 
 /// A DataFusion session with the GPU sort on this command's device, `budget` bytes of memory
 /// (spilling to `tmp_dir` beyond it) where given.
@@ -96,7 +96,7 @@ async fn register(ctx: &SessionContext, name: &str, path: &Path) -> CliResult {
         }
     }
     if meta.is_file() {
-        crate::files::watch_input(path, &meta);
+        gpusort_files::watch_input(path, &meta);
     } else if !meta.is_dir() {
         return Err(CliError::usage(format!(
             "{} is not a regular file (tables are read by position: copy a stream to a file first)",
@@ -384,7 +384,7 @@ pub fn sort(g: &Global, job: &TableSort) -> CliResult {
     let dest = match (job.output, job.in_place) {
         (_, true) => job.input.to_path_buf(),
         (Some(o), false) => o.to_path_buf(),
-        (None, false) => crate::files::default_name(job.input, "sorted"),
+        (None, false) => gpusort_files::default_name(job.input, "sorted"),
     };
     check_output_path(&dest)?;
     let out_format = if dest == Path::new("-") || job.in_place {

@@ -206,7 +206,7 @@ mod tests {
         assert_eq!(TableFormat::of(Path::new("a.csv")), Some(TableFormat::Csv));
         assert_eq!(TableFormat::of(Path::new("a.bin")), None);
         assert_eq!(
-            crate::files::default_name(Path::new("d/x.parquet"), "sorted"),
+            gpusort_files::default_name(Path::new("d/x.parquet"), "sorted"),
             Path::new("d/x.sorted.parquet")
         );
     }

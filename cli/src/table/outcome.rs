@@ -57,7 +57,7 @@ impl TableTimes {
             "time: read and sort {:.3} s, write {:.3} s, {} {:.3} s",
             self.first_row_s,
             self.write_s,
-            crate::files::finish_words(),
+            gpusort_files::finish_words(),
             self.commit_s
         )
     }

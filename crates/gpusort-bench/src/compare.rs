@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use super::Case;
-use crate::error::CliError;
+use gpusort_files::Error as CliError;
 
 /// The saved run: (suite, case, n) -> (median, min, max) seconds, and where it ran.
 pub struct Baseline {

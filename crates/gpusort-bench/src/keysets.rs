@@ -181,7 +181,10 @@ mod tests {
 
     #[test]
     fn key_sets_match_their_pinned_digests() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../bench/keysets_golden.json");
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../bench/keysets_golden.json"
+        );
         let text = std::fs::read_to_string(path).expect("bench/keysets_golden.json");
         let golden: serde_json::Value = serde_json::from_str(&text).unwrap();
         let got: serde_json::Map<String, serde_json::Value> = digests()

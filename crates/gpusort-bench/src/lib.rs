@@ -1,4 +1,6 @@
-//! `gpusort bench`: where gpusort stands on this machine, with baselines from the same run.
+//! `gpusort bench` as a library: where gpusort stands on this machine, with baselines from the
+//! same run. The CLI turns its flags into [`Options`] and calls [`run`]; each suite's rows are
+//! printed and exported (JSON, Markdown, SVG) as they are measured.
 //!
 //! Sort suite, per size: a vec4 copy of the keys (the bandwidth bound), the vectorised bitonic
 //! sort, the plain one-dispatch-per-step bitonic sort (METHODS.md method 2), and the CPU
@@ -6,9 +8,7 @@
 //! timed with GPU timestamps where the device has them. Every GPU result is checked once.
 
 mod compare;
-#[cfg(feature = "tables")]
-mod datafusion;
-pub(crate) mod keysets;
+pub mod keysets;
 mod matrix;
 mod multi;
 mod plot;
@@ -28,74 +28,71 @@ use indicatif::ProgressBar;
 use rayon::slice::ParallelSliceMut;
 use serde::Serialize;
 
-use crate::error::{CliError, CliResult};
-use crate::Global;
+use gpusort_files::{Error as CliError, Result as CliResult};
 
 /// `--warmup`'s default on a hardware GPU: after a second of CPU work a GPU's clock can fall to a
 /// fifth of its peak, and a kernel timed then looks 2-4x slower (BENCHMARKS.md).
 const DEFAULT_WARMUP_MS: u64 = 500;
 
-#[derive(clap::Args, Debug)]
-pub struct BenchArgs {
-    /// Small sizes and few repetitions (under a minute on a software adapter).
-    #[arg(long)]
+/// One bench run: what it measures and where it reports (`gpusort bench`'s flags; their help
+/// text says what each does).
+pub struct Options {
+    /// Small sizes and few repetitions; a software adapter runs it unless `sizes` are given.
     pub quick: bool,
-    /// Suites to run: sort, scan, transfer, stencil, sched; and, not in the default set, multi
-    /// (each job on 1..N devices of --devices) and datafusion (ORDER BY in DataFusion, its own
-    /// sort against GpuSortExec).
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "sort,scan,transfer,stencil,sched"
-    )]
-    pub suite: Vec<String>,
-    /// Sizes as powers of two, e.g. 16,20,24 (default per suite, e.g. sort 16..26 step 2; quick
-    /// and on a software adapter: 12,14,16, the sched suite 12). Sizes the device cannot hold
-    /// show as skipped rows.
-    #[arg(long, value_delimiter = ',')]
+    /// sort, scan, transfer, stencil, sched, multi, datafusion.
+    pub suites: Vec<String>,
+    /// Sizes as powers of two (empty: each suite's default).
     pub sizes: Vec<u32>,
-    /// Timed repetitions per case (after one warm-up).
-    #[arg(long)]
     pub reps: Option<usize>,
-    /// Tasks per case of the sched suite (default 1000; quick: 100).
-    #[arg(long)]
+    /// Tasks per case of the sched suite.
     pub tasks: Option<usize>,
-    /// Skip the CPU baselines of the sort and scan suites.
-    #[arg(long)]
+    /// Skip the CPU baselines.
     pub gpu_only: bool,
-    /// Milliseconds each GPU case repeats untimed before it is timed (default 500 on a hardware
-    /// GPU, 0 on a software adapter): an idle GPU lowers its clocks, and cases timed right after
-    /// CPU work (checks, baselines) would otherwise run at a fraction of them.
-    #[arg(long, value_name = "MS")]
+    /// Milliseconds each GPU case repeats untimed before it is timed.
     pub warmup: Option<u64>,
-    /// Write the results as JSON: version, commit, device, driver, date and every sample.
-    #[arg(long)]
-    pub json: Option<PathBuf>,
-    /// The key types the sort suite's matrix measures (u32, i32, f32, u64, i64, f64).
-    #[arg(long, value_delimiter = ',', default_value = "u32,i32,f32,u64,i64,f64")]
+    /// Key types (u32, i32, f32, u64, i64, f64) and key sets (`keysets`, or "all") of the sort
+    /// matrix; stencils by name, or "all".
     pub dtypes: Vec<String>,
-    /// The key sets it measures them on, by name, or `all` (`gpusort bench --keys help` lists
-    /// them).
-    #[arg(long, value_delimiter = ',', default_value = "uniform")]
     pub keys: Vec<String>,
-    /// The stencils the stencil suite measures, by name (2d-star-r1 .. 2d-star-r4, 2d-box-r1 ..
-    /// 2d-box-r4, 3d-star-r1 .. 3d-star-r4, 3d-box-r1, 3d-box-r2), or `all`.
-    #[arg(long, value_delimiter = ',', default_value = "all")]
     pub stencils: Vec<String>,
-    /// Print each case's change against a run saved with --json (same device or not: it says).
-    #[arg(long, value_name = "OLD.json")]
-    pub compare: Option<PathBuf>,
-    /// Write the results as a Markdown table.
-    #[arg(long)]
+    /// Exports, rewritten as each part of a suite is measured, and a saved run to compare with.
+    pub json: Option<PathBuf>,
     pub markdown: Option<PathBuf>,
-    /// Draw throughput against size, one line per case, as an SVG file.
-    #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
-    /// Where the datafusion suite writes its Parquet datasets (kept; default: a temporary
-    /// folder, removed).
-    #[arg(long, value_name = "DIR")]
-    pub data_dir: Option<PathBuf>,
+    pub compare: Option<PathBuf>,
+    /// The tunings the sorts and scans run with (the front end's tuning file, or defaults).
+    pub sort_tuning: gpusort_core::sort::SortTuning,
+    pub scan_tuning: gpusort_core::scan::ScanTuning,
+    /// Measuring knobs (a `--features measure` CLI reads them; none change a result).
+    pub knobs: Knobs,
+    /// Who is measuring: the version and commit the report names.
+    pub version: &'static str,
+    pub commit: &'static str,
+    /// Progress of the cases (hidden where the front end shows none).
+    pub bar: ProgressBar,
+    /// Say nothing but the results.
+    pub quiet: bool,
 }
+
+/// What a measuring run narrows a case to; never a result.
+#[derive(Clone, Debug, Default)]
+pub struct Knobs {
+    /// The radix sort on a key-bit range only, e.g. 24..32 for one pass.
+    pub radix_bits: Option<std::ops::Range<u32>>,
+    /// The random keys ANDed with a hex mask, e.g. "ff00ffff".
+    pub key_mask: Option<String>,
+    /// Only the GPU sorts whose names contain this.
+    pub sorts: Option<String>,
+    /// The compaction's pivots, comma-separated.
+    pub compact_pivot: Option<String>,
+    /// The sched suite's chain length.
+    pub chain: Option<String>,
+}
+
+/// Runs the datafusion suite (sizes, repetitions, the bar, and where each part goes): the table
+/// engine lives with the front end that has it.
+pub type TableSuite<'a> = dyn FnMut(&[u32], usize, &ProgressBar, &mut dyn FnMut(Vec<Case>) -> CliResult) -> CliResult
+    + 'a;
 
 #[derive(Serialize, Debug, Clone)]
 pub struct Case {
@@ -136,7 +133,7 @@ struct Report {
     cases: Vec<Case>,
 }
 
-fn measure(reps: usize, f: impl FnMut() -> Result<f64, CliError>) -> Result<Stats, CliError> {
+pub fn measure(reps: usize, f: impl FnMut() -> Result<f64, CliError>) -> Result<Stats, CliError> {
     measure_warm(reps, std::time::Duration::ZERO, f)
 }
 
@@ -159,7 +156,7 @@ pub(crate) fn measure_warm(
 impl Case {
     /// A measured row: throughput `units / median` in `unit`, relative time 1 and no note until
     /// [`Case::relative_to`] and [`Case::with_note`] set them.
-    pub(crate) fn measured(
+    pub fn measured(
         suite: &str,
         case: String,
         n: u64,
@@ -183,12 +180,12 @@ impl Case {
     }
 
     /// Relative time against a baseline median of `base_s` seconds.
-    pub(crate) fn relative_to(mut self, base_s: f64) -> Case {
+    pub fn relative_to(mut self, base_s: f64) -> Case {
         self.relative = self.stats.median_s / base_s;
         self
     }
 
-    pub(crate) fn with_note(mut self, note: String) -> Case {
+    pub fn with_note(mut self, note: String) -> Case {
         self.note = note;
         self
     }
@@ -223,7 +220,15 @@ fn too_big(gpu: &gpusort_core::Gpu, bytes: u64) -> Option<String> {
     })
 }
 
-pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
+/// Measure `opts.suites` on `gpu` (the multi suite on `group()`'s devices, the datafusion suite
+/// through `tables`), printing each part as it is measured.
+pub fn run(
+    gpu: &gpusort_core::Gpu,
+    group: &dyn Fn() -> CliResult<gpusort_core::multi::DeviceGroup>,
+    tables: &mut TableSuite<'_>,
+    opts: &Options,
+) -> CliResult {
+    let args = opts;
     const SUITES: [&str; 7] = [
         "sort",
         "scan",
@@ -233,7 +238,7 @@ pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
         "multi",
         "datafusion",
     ];
-    for s in &args.suite {
+    for s in &args.suites {
         if !SUITES.contains(&s.as_str()) {
             return Err(CliError::usage(format!(
                 "unknown suite '{s}' (available: {})",
@@ -248,14 +253,14 @@ pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
     }
     // the exports follow the output rules, checked before anything is measured: each a file of
     // its own that can be written, none the --compare baseline
-    let exports: Vec<crate::files::Written> = [
+    let exports: Vec<gpusort_files::Written> = [
         ("--json", &args.json),
         ("--markdown", &args.markdown),
         ("--plot", &args.plot),
     ]
     .into_iter()
     .filter_map(|(flag, p)| {
-        p.as_deref().map(|path| crate::files::Written {
+        p.as_deref().map(|path| gpusort_files::Written {
             flag,
             path,
             replaces: None,
@@ -263,18 +268,18 @@ pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
     })
     .collect();
     for w in &exports {
-        crate::files::check_output_path(w.path)?;
+        gpusort_files::check_output_path(w.path)?;
     }
-    let baseline_input: Vec<crate::files::Named> = args
+    let baseline_input: Vec<gpusort_files::Named> = args
         .compare
         .as_deref()
-        .map(|path| crate::files::Named {
+        .map(|path| gpusort_files::Named {
             flag: "--compare",
             path,
         })
         .into_iter()
         .collect();
-    crate::files::check_distinct(&baseline_input, &exports)?;
+    gpusort_files::check_distinct(&baseline_input, &exports)?;
     let dtypes = args
         .dtypes
         .iter()
@@ -289,10 +294,9 @@ pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
         Some(p) => Some(compare::Baseline::load(p)?),
         None => None,
     };
-    let gpu = g.gpu()?;
     // a software adapter runs the quick set unless sizes are given: the full one takes hours
     let quick = args.quick || (gpu.is_software() && args.sizes.is_empty());
-    if quick && !args.quick && !g.quiet {
+    if quick && !args.quick && !args.quiet {
         eprintln!(
             "gpusort: {} is a software adapter: running the quick set (--sizes chooses others)",
             gpu.adapter.name
@@ -308,15 +312,18 @@ pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
         }
     };
     let reps = args.reps.unwrap_or(if quick { 3 } else { 10 }).max(1);
-    let timer = GpuTimer::new(&gpu);
-    let copy = CopyKernel::new(&gpu)?;
-    let bar = crate::progress::bar(g.progress, g.quiet, 0, "cases");
+    let timer = GpuTimer::new(gpu);
+    let copy = CopyKernel::new(gpu)?;
+    let bar = &args.bar;
     let ctx = Ctx {
-        gpu: &gpu,
+        gpu,
         timer: &timer,
         copy: &copy,
-        bar: &bar,
+        bar,
         reps,
+        sort_tuning: args.sort_tuning,
+        scan_tuning: args.scan_tuning,
+        knobs: &args.knobs,
         cpu: !args.gpu_only,
         warm: std::time::Duration::from_millis(args.warmup.unwrap_or(if gpu.is_software() {
             0
@@ -326,8 +333,8 @@ pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
     };
     let mut report = Report {
         schema: 1,
-        gpusort_version: env!("CARGO_PKG_VERSION"),
-        commit: env!("GPUSORT_COMMIT"),
+        gpusort_version: args.version,
+        commit: args.commit,
         date: gpusort_core::tuning::utc_now(),
         device: gpu.adapter.name.clone(),
         backend: gpu.adapter.backend.clone(),
@@ -348,7 +355,10 @@ pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
     );
     // Each part of a suite (a size, or one datafusion source) is printed and exported as soon as
     // it is measured: the first line comes within seconds, and a run cut short keeps its parts.
-    for suite in SUITES.iter().filter(|s| args.suite.iter().any(|a| a == *s)) {
+    for suite in SUITES
+        .iter()
+        .filter(|s| args.suites.iter().any(|a| a == *s))
+    {
         bar.suspend(|| print_header(suite));
         let mut cases: Vec<Case> = Vec::new();
         let mut emit = |part: Vec<Case>| -> CliResult {
@@ -381,26 +391,17 @@ pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
                 }
             }
             "multi" => {
-                let group = g.group()?;
+                let group = group()?;
                 for &log in &sizes_for(&[28, 31]) {
                     emit(multi::suite(&ctx, &group, &[log], quick)?)?;
                 }
             }
-            #[cfg(feature = "tables")]
-            "datafusion" => datafusion::suite(
-                g.gpu()?,
+            "datafusion" => tables(
                 &sizes_for(&[24, 27]),
                 args.reps.unwrap_or(if quick { 2 } else { 3 }).max(1),
-                args.data_dir.as_deref(),
-                &bar,
+                bar,
                 &mut emit,
             )?,
-            #[cfg(not(feature = "tables"))]
-            "datafusion" => {
-                return Err(CliError::usage(
-                    "the datafusion suite needs table support: this gpusort was built without the `tables` feature",
-                ))
-            }
             _ => {
                 let tasks = args.tasks.unwrap_or(if quick { 100 } else { 1000 }).max(1);
                 let sizes = if !args.sizes.is_empty() {
@@ -428,13 +429,13 @@ pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
 
 /// Write the JSON and Markdown exports of what was measured so far, in place at once (each
 /// file atomically; a bench's exports are reports, not one job's outputs).
-fn export(report: &Report, args: &BenchArgs) -> CliResult {
+fn export(report: &Report, args: &Options) -> CliResult {
     if let Some(p) = &args.json {
         let text = serde_json::to_string_pretty(report).expect("serialisable");
-        crate::files::Output::write_bytes_now(p, text.as_bytes())?;
+        gpusort_files::Output::write_bytes_now(p, text.as_bytes())?;
     }
     if let Some(p) = &args.markdown {
-        crate::files::Output::write_bytes_now(p, markdown(report).as_bytes())?;
+        gpusort_files::Output::write_bytes_now(p, markdown(report).as_bytes())?;
     }
     if let Some(p) = &args.plot {
         let title = format!(
@@ -471,6 +472,9 @@ fn radix_path(st: &gpusort_core::SortStats) -> Option<&'static str> {
 /// What every suite measures with.
 struct Ctx<'a> {
     gpu: &'a gpusort_core::Gpu,
+    sort_tuning: gpusort_core::sort::SortTuning,
+    scan_tuning: gpusort_core::scan::ScanTuning,
+    knobs: &'a Knobs,
     timer: &'a GpuTimer,
     copy: &'a CopyKernel,
     bar: &'a ProgressBar,
@@ -482,6 +486,16 @@ struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
+    /// A sorter with the run's tuning.
+    fn sorter(&self) -> Result<Sorter, CliError> {
+        Ok(Sorter::new(self.gpu)?.with_tuning(self.gpu, self.sort_tuning)?)
+    }
+
+    /// A scanner with the run's tuning.
+    fn scanner(&self) -> Result<gpusort_core::Scanner, CliError> {
+        Ok(gpusort_core::Scanner::new(self.gpu)?.with_tuning(self.gpu, self.scan_tuning)?)
+    }
+
     /// Print a finished case's row at once (a long suite talks while it works) and mark it
     /// shown; its part's export still carries it.
     fn show(&self, mut case: Case) -> Case {
@@ -509,23 +523,26 @@ fn sort_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
     let (gpu, timer, bar, reps) = (ctx.gpu, ctx.timer, ctx.bar, ctx.reps);
     bar.inc_length((sizes.len() * 8) as u64);
     let plain = PlainBitonic::new(gpu)?;
-    let sorter = crate::tuning::sorter(gpu)?.with_algorithm(gpusort_core::Algorithm::Bitonic);
-    let mut radix_sorter =
-        crate::tuning::sorter(gpu)?.with_algorithm(gpusort_core::Algorithm::Radix);
+    let sorter = ctx
+        .sorter()?
+        .with_algorithm(gpusort_core::Algorithm::Bitonic);
+    let mut radix_sorter = ctx.sorter()?.with_algorithm(gpusort_core::Algorithm::Radix);
     // measuring knob: the radix sort on a key-bit range only, e.g. "24..32" for one pass
-    let radix_bits =
-        crate::measure::bench_knob("RADIX_BITS").and_then(|v| crate::sort::parse_key_bits(&v).ok());
+    let radix_bits = ctx.knobs.radix_bits.clone();
     if let Some(bits) = &radix_bits {
         radix_sorter = radix_sorter.with_key_bits(bits.clone());
     }
     // measuring knob: the random keys ANDed with a hex mask, e.g. "ff00ffff" (the second digit
     // the same in every key: the radix MSD path falls back to the LSD passes)
-    let key_mask = crate::measure::bench_knob("KEY_MASK")
+    let key_mask = ctx
+        .knobs
+        .key_mask
+        .clone()
         .and_then(|v| u32::from_str_radix(v.trim_start_matches("0x"), 16).ok())
         .unwrap_or(u32::MAX);
     // measuring knob: only the GPU sorts whose names contain this, e.g. "radix (8" (the copy
     // baseline always runs)
-    let only = crate::measure::bench_knob("SORTS").unwrap_or_default();
+    let only = ctx.knobs.sorts.clone().unwrap_or_default();
     let mut cases = Vec::new();
     for &log in sizes {
         let n = 1usize << log;
@@ -728,7 +745,7 @@ fn cpu_sorts(
 fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
     use gpusort_core::scan::{CompactJob, Predicate, ScanJob, ScanOp};
     let (gpu, timer, bar, reps) = (ctx.gpu, ctx.timer, ctx.bar, ctx.reps);
-    let scanner = crate::tuning::scanner(gpu)?;
+    let scanner = ctx.scanner()?;
     let paths = if scanner.uses_subgroups() {
         "subgroup kernels"
     } else {
@@ -826,7 +843,10 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
         // 4294967295 nearly all), to measure the compaction's reads apart from its writes; a
         // comma-separated list measures each in turn on the same buffers (the CPU baseline uses
         // the last)
-        let pivots: Vec<u32> = crate::measure::bench_knob("COMPACT_PIVOT")
+        let pivots: Vec<u32> = ctx
+            .knobs
+            .compact_pivot
+            .clone()
             .map(|v| v.split(',').filter_map(|p| p.trim().parse().ok()).collect())
             .filter(|p: &Vec<u32>| !p.is_empty())
             .unwrap_or(vec![1u32 << 31]);
@@ -1274,7 +1294,7 @@ fn markdown(r: &Report) -> String {
 
 /// `--keys`: names from `keysets::KEY_SETS`, or `all`; `help` lists them (a usage error, so
 /// nothing runs).
-fn key_sets(asked: &[String]) -> Result<Vec<String>, CliError> {
+pub fn key_sets(asked: &[String]) -> Result<Vec<String>, CliError> {
     let names: Vec<&str> = keysets::KEY_SETS.iter().map(|(n, _)| *n).collect();
     if asked.iter().any(|a| a == "all") {
         return Ok(names.iter().map(|n| n.to_string()).collect());

@@ -12,7 +12,7 @@ use rayon::prelude::*;
 
 use super::keysets::{applies, generate};
 use super::{measure_warm, skipped, sort_case, too_big, Case, Ctx};
-use crate::error::CliError;
+use gpusort_files::Error as CliError;
 
 /// Cases of one size: every (type, set) pair that applies.
 pub fn suite(
@@ -24,11 +24,11 @@ pub fn suite(
     let mut cases = Vec::new();
     // measuring knob (sort_suite's): only the suite's GPU sorts whose names contain it, none of
     // the matrix's
-    if crate::measure::bench_knob("SORTS").is_some_and(|s| !s.is_empty()) {
+    if ctx.knobs.sorts.clone().is_some_and(|s| !s.is_empty()) {
         return Ok(cases);
     }
     // sizes beyond one binding run where one radix job holds them (two ranges a buffer)
-    let sorter = crate::tuning::sorter(ctx.gpu)?;
+    let sorter = ctx.sorter()?;
     for &log in sizes {
         for &t in dtypes {
             for set in sets.iter().filter(|s| applies(t, s)) {
@@ -79,7 +79,7 @@ fn one<T: SortKey>(ctx: &Ctx<'_>, set: &str, n: usize, seed: u64) -> Result<Vec<
     let work = transfer::storage_buffer(gpu, "bench sorted keys", bytes)?;
     let perm = transfer::storage_buffer(gpu, "bench permutation", n as u64 * 4)?;
     let values = transfer::storage_buffer(gpu, "bench values", n as u64 * 4)?;
-    let sorter = crate::tuning::sorter(gpu)?;
+    let sorter = ctx.sorter()?;
     let restore = |enc: &mut gpusort_core::wgpu::CommandEncoder| {
         enc.copy_buffer_to_buffer(&pristine, 0, &work, 0, bytes);
     };
@@ -188,7 +188,7 @@ fn after_larger(
         } else {
             KeyType::U32
         };
-        let sorter = crate::tuning::sorter(gpu)?;
+        let sorter = ctx.sorter()?;
         let mut enc = gpu.device.create_command_encoder(&Default::default());
         sorter.record(
             gpu,
@@ -327,7 +327,7 @@ fn segmented(ctx: &Ctx<'_>, n: usize) -> Result<Vec<Case>, CliError> {
             ctx.bar.inc_length(1);
             let name = format!("segments of 2^{seg_log}, {algorithm:?}").to_lowercase();
             ctx.bar.set_message(format!("2^{}: {name}", n.ilog2()));
-            let sorter = crate::tuning::sorter(gpu)?.with_algorithm(algorithm);
+            let sorter = ctx.sorter()?.with_algorithm(algorithm);
             let order = SortOrder {
                 descending: false,
                 segment_size: Some(1 << seg_log),

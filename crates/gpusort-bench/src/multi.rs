@@ -19,7 +19,7 @@ use gpusort_core::{HostSort, KeyType, Scanner, SortKey, Sorter};
 use rayon::prelude::*;
 
 use super::{measure, Case, Ctx};
-use crate::error::CliError;
+use gpusort_files::Error as CliError;
 
 fn case(
     name: String,

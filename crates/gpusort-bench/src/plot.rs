@@ -7,7 +7,7 @@ use std::path::Path;
 use plotters::prelude::*;
 
 use super::Case;
-use crate::error::{CliError, CliResult};
+use gpusort_files::{Error as CliError, Result as CliResult};
 
 pub fn write(path: &Path, title: &str, cases: &[Case]) -> CliResult {
     // (suite, unit) -> case name -> [(log2 n, throughput)], in the order measured
@@ -75,6 +75,6 @@ pub fn write(path: &Path, title: &str, cases: &[Case]) -> CliResult {
         Ok(())
     };
     draw(&mut svg).map_err(|e| CliError::runtime(format!("--plot: {e}")))?;
-    crate::files::Output::write_bytes_now(path, svg.as_bytes())?;
+    gpusort_files::Output::write_bytes_now(path, svg.as_bytes())?;
     Ok(())
 }

@@ -10,7 +10,7 @@ use gpusort_core::schedule::{Batch, Mode, Scheduler, Work};
 use gpusort_core::{KeyType, SortJob, SortOrder};
 
 use super::{measure, Case, Ctx};
-use crate::error::{CliError, CliResult};
+use gpusort_files::{Error as CliError, Result as CliResult};
 
 const SORT: Work = Work::Sort {
     key_type: KeyType::U32,
@@ -23,9 +23,11 @@ const SCAN: Work = Work::Scan {
 };
 
 /// Tasks per chain in the chained case (each sorts its predecessor's result the other way):
-/// 10, or `GPUSORT_BENCH_CHAIN` in a measuring build.
-fn chain_len() -> usize {
-    crate::measure::bench_knob("CHAIN")
+/// 10, or the `chain` knob.
+fn chain_len(knobs: &super::Knobs) -> usize {
+    knobs
+        .chain
+        .as_deref()
         .and_then(|v| v.parse().ok())
         .filter(|&c| c >= 1)
         .unwrap_or(10)
@@ -43,8 +45,10 @@ pub(super) fn suite(ctx: &Ctx<'_>, tasks: usize, sizes: &[u32]) -> Result<Vec<Ca
     let (gpu, timer, bar, reps) = (ctx.gpu, ctx.timer, ctx.bar, ctx.reps);
     let merged = Scheduler::new(gpu)?.with_mode(Mode::Merged);
     let safe = Scheduler::new(gpu)?.with_mode(Mode::Safe);
-    let sorter = crate::tuning::sorter(gpu)?.with_algorithm(gpusort_core::Algorithm::Bitonic);
-    let scanner = crate::tuning::scanner(gpu)?;
+    let sorter = ctx
+        .sorter()?
+        .with_algorithm(gpusort_core::Algorithm::Bitonic);
+    let scanner = ctx.scanner()?;
     let mut cases = Vec::new();
     let mut cases_to_run: Vec<(u32, Shape)> =
         sizes.iter().map(|&s| (s, Shape::Independent)).collect();
@@ -52,7 +56,7 @@ pub(super) fn suite(ctx: &Ctx<'_>, tasks: usize, sizes: &[u32]) -> Result<Vec<Ca
     cases_to_run.push((sizes[0], Shape::Pairs));
     cases_to_run.push((sizes[0], Shape::Chains));
     bar.inc_length(cases_to_run.len() as u64 * 4);
-    let chain = chain_len();
+    let chain = chain_len(ctx.knobs);
     for (log, shape) in cases_to_run {
         let dependent = shape == Shape::Pairs;
         let n = 1usize << log;

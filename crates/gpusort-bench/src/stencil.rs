@@ -19,7 +19,7 @@ use gpusort_core::stencil::{
 };
 
 use super::{measure, measure_copy, measure_warm, skipped, too_big, Case, Ctx};
-use crate::error::CliError;
+use gpusort_files::Error as CliError;
 
 const STEPS: u32 = 12;
 
@@ -162,7 +162,7 @@ fn per_type<T: StencilValue + Into<f64>>(
     bar.inc_length(1);
     let a = transfer::buffer_from(gpu, "bench grid", host)?;
     let b = transfer::storage_buffer(gpu, "bench grid out", std::mem::size_of_val(host) as u64)?;
-    let case = |name: &str, stats: &crate::bench::Stats, relative: f64, note: String| Case {
+    let case = |name: &str, stats: &gpusort_core::bench::Stats, relative: f64, note: String| Case {
         skipped: None,
         suite: "stencil".into(),
         case: name.into(),

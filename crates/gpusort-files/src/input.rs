@@ -17,7 +17,7 @@ use memmap2::Mmap;
 
 use super::npy::{npy_file_len, npy_header_end, parse_npy, MAX_NPY_HEADER, NPY_MAGIC};
 use super::{job, Format};
-use crate::error::CliError;
+use crate::error::Error as CliError;
 
 /// One input array: its bytes plus where its elements start.
 pub struct Input {
@@ -374,5 +374,5 @@ impl Input {
 
 /// Test hook: a pause after an input is opened, where a test changes the file under a job.
 fn test_stall_after_open() {
-    crate::measure::test_stall("GPUSORT_TEST_STALL_AFTER_OPEN_MS");
+    crate::test_stall("GPUSORT_TEST_STALL_AFTER_OPEN_MS");
 }

@@ -23,7 +23,7 @@ use std::time::{Instant, SystemTime};
 use tempfile::TempPath;
 
 use super::platform;
-use crate::error::CliError;
+use crate::error::Error as CliError;
 
 /// Whether outputs are flushed to disk before they are renamed into place (`--no-sync` turns it
 /// off for the process: one choice per command line).
@@ -279,7 +279,7 @@ pub struct Finished {
 
 /// Watch an input that is a regular file: [`finish`] refuses to write anything if its size or
 /// modification time changed meanwhile.
-pub(crate) fn watch_input(path: &Path, meta: &std::fs::Metadata) {
+pub fn watch_input(path: &Path, meta: &std::fs::Metadata) {
     state().inputs.push(Watched {
         path: path.to_path_buf(),
         len: meta.len(),
@@ -322,7 +322,7 @@ pub fn finish() -> Result<Finished, CliError> {
     }
     // test hook: the finished temporary files held before the final step, where a test
     // interrupts gpusort at its most delicate moment
-    crate::measure::test_stall("GPUSORT_TEST_STALL_BEFORE_RENAME_MS");
+    crate::test_stall("GPUSORT_TEST_STALL_BEFORE_RENAME_MS");
     // Streams first: they cannot be undone, but nothing has been replaced yet if one fails.
     let streams: Vec<Staged> = {
         let mut s = state();

@@ -15,7 +15,7 @@ use super::job::{self, durable, Target};
 use super::npy::npy_header;
 use super::platform::{pread_exact, pwrite_all, reserve, start_writeback};
 use super::Format;
-use crate::error::CliError;
+use crate::error::Error as CliError;
 
 /// Whether outputs that are read-only or have other hard links may be replaced (`--force`):
 /// read-only ones are then replaced, hard-linked ones written through (every name sees the
@@ -1203,7 +1203,7 @@ impl Write for StreamWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::files::parse_npy;
+    use crate::parse_npy;
 
     /// Large outputs are written by positioned writes on all cores: every byte lands in place,
     /// after a header, and the file ends where the data ends.
@@ -1216,7 +1216,7 @@ mod tests {
             .collect();
         Output::write_all(&dest, Format::Npy, KeyType::U32, &data).unwrap();
         assert!(!dest.exists(), "staged until the job's final step");
-        crate::files::finish().unwrap();
+        crate::finish().unwrap();
         let back = std::fs::read(&dest).unwrap();
         let npy = parse_npy(&back, Some(KeyType::U32)).unwrap();
         assert_eq!(npy.len, data.len() / 4);
@@ -1285,7 +1285,7 @@ mod tests {
             out.commit().unwrap();
             files.push((format, dest));
         }
-        crate::files::finish().unwrap();
+        crate::finish().unwrap();
         let mut want = Vec::new();
         for (c, kept) in [1000, WRITE_PIECE / 4 + 1, 0].into_iter().enumerate() {
             want.extend(words(c as u32, kept));

@@ -12,11 +12,13 @@
 //! them (`tests/cpu_engine.rs`).
 
 mod halves;
+mod runs;
 mod scan;
 mod sort;
 mod stencil;
 
 pub use halves::split_halves;
+pub use runs::CpuRuns;
 pub use scan::{scan, split, sum_widened};
 pub use sort::{argsort, sort};
 pub use stencil::run as stencil;

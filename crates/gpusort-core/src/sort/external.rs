@@ -104,7 +104,7 @@ impl Record {
 }
 
 /// What sorts the runs of an external sort: the GPU ([`GpuRuns`]) or the CPU engine
-/// ([`CpuRuns`]).
+/// ([`crate::cpu_engine::CpuRuns`], which lives with the engine: the sort family does not use it).
 pub trait RunSorter {
     /// The most keys one run may hold (one GPU sort; pieces merged in memory would hold far
     /// more than the run itself).
@@ -139,33 +139,6 @@ impl RunSorter for GpuRuns<'_> {
     ) -> Result<(Option<Vec<u32>>, Option<SortStats>)> {
         let (perm, st) = self.sorter.sort_host(self.gpu, keys, job)?;
         Ok((perm, Some(st)))
-    }
-}
-
-/// Runs sorted by the CPU engine, on the key-bit range `bits` if given.
-pub struct CpuRuns {
-    pub bits: Option<std::ops::Range<u32>>,
-}
-
-impl RunSorter for CpuRuns {
-    fn max_run(&self, _key: crate::KeyType, _carried: bool, _order: SortOrder) -> u64 {
-        u32::MAX as u64 // permutations are u32 positions
-    }
-    fn key_bits(&self) -> Option<std::ops::Range<u32>> {
-        self.bits.clone()
-    }
-    fn sort_run<T: SortKey>(
-        &self,
-        keys: &mut [T],
-        job: HostSort<'_>,
-    ) -> Result<(Option<Vec<u32>>, Option<SortStats>)> {
-        let HostSort {
-            values,
-            permutation,
-            order,
-        } = job;
-        let perm = crate::cpu_engine::sort(keys, values, permutation, order, self.bits.clone())?;
-        Ok((perm, None))
     }
 }
 
