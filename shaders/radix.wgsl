@@ -28,7 +28,10 @@
 // result, 4 the global writes, 8 the ranking itself, 16 the trip through workgroup memory, 32
 // seven of the ranking's eight ballots, 64 its scan over the subgroups' rows, 128 its scan over
 // the digits; in the MSD path's msd_local 512 skips the comparisons, 1024 the places and
-// comparisons, 2048 the bins' scan; results then wrong), WG (256: one digit per invocation; or 512 with subgroups, the
+// comparisons, 2048 the bins' scan; in count_keys 4096 sums the digits instead of counting
+// them, 8192 makes the keys up instead of loading them, 16384 returns at once, 32768 leaves the
+// look-back state alone, 65536 skips the histograms' zeroing and flush; results then wrong),
+// WG (256: one digit per invocation; or 512 with subgroups, the
 // second half idle where the work is per digit), ITEMS, KIND and DESCENDING (the key order,
 // keyorder.wgsl: constants, so each key's transform folds to its few instructions), KEY_WORDS
 // (1|2), HIST_CHUNKS (count_digits reads HIST_CHUNKS * TILE keys a workgroup), PAYLOAD (0|1),
@@ -234,7 +237,8 @@ const HIST_SPAN: u32 = KEY_WORDS * 4u * RADIX;
 const_assert SCRATCH >= HIST_COPIES * HIST_SPAN;
 fn count_keys(group: u32, groups: u32, li: u32, every_digit: bool) {
     if ((PROBE & 16384u) != 0u) { return; }
-    for (var b = li; b < HIST_COPIES * HIST_SPAN; b += WG) { atomicStore(&scratch[b], 0u); }
+    let upkeep = (PROBE & 65536u) == 0u;
+    for (var b = li; upkeep && b < HIST_COPIES * HIST_SPAN; b += WG) { atomicStore(&scratch[b], 0u); }
     workgroupBarrier();
     let n = job_n();
     if (every_digit && (PROBE & 32768u) == 0u) {
@@ -255,7 +259,7 @@ fn count_keys(group: u32, groups: u32, li: u32, every_digit: bool) {
     }
     if ((PROBE & 4096u) != 0u && probe_sum == 0x12345678u) { atomicAdd(&scratch[0], 1u); }
     workgroupBarrier();
-    for (var b = li; b < rp.passes * RADIX; b += WG) {
+    for (var b = li; upkeep && b < rp.passes * RADIX; b += WG) {
         var c = 0u;
         for (var h = 0u; h < HIST_COPIES; h++) { c += atomicLoad(&scratch[h * HIST_SPAN + b]); }
         if (c != 0u) { atomicAdd(&ctl[C_HIST + b], c); }

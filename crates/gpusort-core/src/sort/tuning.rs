@@ -176,7 +176,7 @@ impl SortTuning {
             ("hist_chunks", keys(self.hist_chunks)),
             ("pack", self.pack.is_none_or(|p| (1..=2).contains(&p))),
             ("msd_local_groups", workgroups_ok(self.msd_local_groups)),
-            ("probe", self.probe < 65536),
+            ("probe", self.probe < 131072),
             (
                 "stop",
                 self.stop <= 3
