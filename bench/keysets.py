@@ -8,7 +8,7 @@ import contextlib
 import numpy as np
 
 KEY_SETS = ["uniform", "unit", "normal", "small", "pm20", "timestamps", "sorted", "reverse",
-            "nearly", "equal", "zipf", "clustered"]
+            "nearly", "equal", "zipf", "clustered", "prices", "sizes", "prefix", "few"]
 DTYPES = ["u32", "i32", "f32", "u64", "i64", "f64"]
 NUMPY = {"u32": np.uint32, "i32": np.int32, "f32": np.float32,
          "u64": np.uint64, "i64": np.int64, "f64": np.float64}
@@ -18,9 +18,9 @@ U = np.uint64
 
 
 def applies(dtype, name):
-    if name in ("unit", "normal", "clustered"):
+    if name in ("unit", "normal", "clustered", "prices"):
         return dtype[0] == "f"
-    if name in ("pm20", "timestamps"):
+    if name in ("pm20", "timestamps", "prefix"):
         return dtype[0] != "f"
     return name in KEY_SETS
 
@@ -90,6 +90,18 @@ def _bits(dtype, name, seed, n, xp=np):
         if wide:
             return z >> (z & U(63))
         return (z >> U(32)) >> (z & U(31))
+    if name == "prices":
+        return floats((z % U(100_000)).astype(np.float64) / 100.0)
+    if name == "sizes":
+        e = (z >> U(58)) % (U(63) if wide else U(31))
+        v = (U(1) << e) | (z & ((U(1) << e) - U(1)))
+        return floats(v.astype(np.float64)) if dtype[0] == "f" else v
+    if name == "prefix":
+        if wide:
+            return U(0x5EED5EED00000000) | (z >> U(32))
+        return U(0x5EED0000) | (z >> U(48))
+    if name == "few":
+        return _bits(dtype, "uniform", seed, 8, xp)[(z % U(8)).astype(np.int64)]
     raise ValueError(name)
 
 

@@ -538,6 +538,59 @@ mod radix {
         }
     }
 
+    /// Every key set the bench measures (`gpusort bench --keys all`: floats' few exponents, ids
+    /// with a common prefix, skew, a handful of distinct values, ...) of every key type, sorted by
+    /// the radix sort at sizes around a tile and over several tiles, keys only (both directions)
+    /// and argsort, with and without subgroups, against the CPU twin.
+    #[test]
+    fn radix_every_bench_key_set_at_tile_edges() {
+        use gpusort_bench::keysets::{applies, generate, KEY_SETS};
+        use gpusort_core::KeyType;
+        fn case<T: SortKey + PartialEq>(gpu: &Gpu, s: &Sorter, set: &str, sizes: &[usize]) {
+            for (k, &n) in sizes.iter().enumerate() {
+                let keys: Vec<T> = generate(set, n, 1000 + k as u64);
+                let what = format!("{:?} {set} n={n}", T::TYPE);
+                for descending in [false, true] {
+                    let order = SortOrder {
+                        descending,
+                        segment_size: None,
+                    };
+                    check_sort(gpu, s, &keys, order, &what);
+                }
+                let perm = s.argsort(gpu, &keys, SortOrder::default()).unwrap();
+                assert_eq!(
+                    perm,
+                    reference::argsort(&keys, SortOrder::default()),
+                    "{what} argsort"
+                );
+            }
+        }
+        let mut cases = 0;
+        for no_sg in MODES {
+            let gpu = gpu(no_sg);
+            let s = radix(gpu);
+            let tile = s.radix_tile(false) as usize;
+            let sizes = [tile - 1, tile + 1, 3 * tile + 17];
+            for t in KeyType::ALL {
+                for (set, _) in KEY_SETS {
+                    if !applies(t, set) {
+                        continue;
+                    }
+                    match t {
+                        KeyType::U32 => case::<u32>(gpu, &s, set, &sizes),
+                        KeyType::I32 => case::<i32>(gpu, &s, set, &sizes),
+                        KeyType::F32 => case::<f32>(gpu, &s, set, &sizes),
+                        KeyType::U64 => case::<u64>(gpu, &s, set, &sizes),
+                        KeyType::I64 => case::<i64>(gpu, &s, set, &sizes),
+                        KeyType::F64 => case::<f64>(gpu, &s, set, &sizes),
+                    }
+                    cases += 1;
+                }
+            }
+        }
+        assert_eq!(cases, 2 * 74, "every (type, key set) pair, in both modes");
+    }
+
     /// Floats and 64-bit keys travel between the passes of a sort as their sortable words
     /// (radix.wgsl, ENCODED): the first pass that runs encodes them, the last decodes them. Keys
     /// whose only differing digit is a middle one (one pass runs, neither the lowest nor the

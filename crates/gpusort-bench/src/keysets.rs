@@ -6,7 +6,7 @@ use gpusort_core::KeyType;
 use rayon::prelude::*;
 
 /// Every key set by name, and what it is.
-pub const KEY_SETS: [(&str, &str); 12] = [
+pub const KEY_SETS: [(&str, &str); 16] = [
     (
         "uniform",
         "uniform over the whole type (floats: in [-1, 1))",
@@ -31,13 +31,23 @@ pub const KEY_SETS: [(&str, &str); 12] = [
         "clustered",
         "floats: uniform in [1, 2) (one exponent: the top bits shared)",
     ),
+    ("prices", "floats: whole cents from 0.00 to 999.99"),
+    (
+        "sizes",
+        "log-uniform magnitudes, as file sizes: 2^e plus e random bits, e below 31 (64-bit: 63)",
+    ),
+    (
+        "prefix",
+        "integers: ids with a common top half and a random bottom half",
+    ),
+    ("few", "eight distinct uniform keys, repeated"),
 ];
 
 /// Whether a key set is defined for a key type.
 pub fn applies(t: KeyType, set: &str) -> bool {
     match set {
-        "unit" | "normal" | "clustered" => t.is_float(),
-        "pm20" | "timestamps" => !t.is_float(),
+        "unit" | "normal" | "clustered" | "prices" => t.is_float(),
+        "pm20" | "timestamps" | "prefix" => !t.is_float(),
         _ => KEY_SETS.iter().any(|(s, _)| *s == set),
     }
 }
@@ -106,6 +116,20 @@ fn key(t: KeyType, set: &str, seed: u64, i: u64) -> u64 {
             (false, false) => (z >> 32) >> (z & 31),
             (_, true) => f64_bits(((z >> 32) >> (z & 31)) as f64),
         },
+        "prices" => f64_bits((z % 100_000) as f64 / 100.0),
+        "sizes" => {
+            let e = (z >> 58) % if wide { 63 } else { 31 };
+            let v = (1u64 << e) | (z & ((1u64 << e) - 1));
+            match t.is_float() {
+                true => f64_bits(v as f64),
+                false => v,
+            }
+        }
+        "prefix" => match wide {
+            true => 0x5eed_5eed_0000_0000 | (z >> 32),
+            false => 0x5eed_0000 | (z >> 48),
+        },
+        "few" => key(t, "uniform", seed, z % 8),
         _ => unreachable!("checked by applies()"),
     }
 }
