@@ -35,6 +35,17 @@ run cupy-small python3 bench/cupy_reference.py "$out/matrix-small.json" --matrix
 run matrix-26 "$bin" bench --suite sort --sizes 26 --keys all --gpu-only --warmup 100 --reps 10 \
   --progress never --json "$out/matrix-26.json"
 run cupy-26 python3 bench/cupy_reference.py "$out/matrix-26.json" --matrix --warm-ms 100
+# issue 66: CUB's sm90 sweep shape, 384 invocations (allowed since 2026-11-30, not yet measured),
+# against the default 512 x 9, every sort on the LSD passes, A B C A B C
+shapes=("" ', "wg": 384, "items": 12' ', "wg": 384, "items": 16')
+files=()
+for i in 0 1 2; do
+  files+=("$out/wg384-$i.json")
+  [ -n "${DRY:-}" ] || echo "{\"sort\": {\"msd_from\": 4294967295${shapes[$i]}}}" >"$out/wg384-$i.json"
+done
+run wg384 bash -c 'b=$0; for f in "$@"; do echo "== $f"; "$b" --tuning "$f" bench --suite sort \
+  --sizes 20,24,26 --dtypes u32,f32,u64 --keys uniform,zipf --gpu-only --warmup 100 --reps 7 \
+  --progress never; done' "$bin" "${files[@]}" "${files[@]}"
 # issue 68: scans, compaction and partition against the copy bound; every stencil, f32 and f64
 run scan "$bin" bench --suite scan --sizes 24,26,28 --progress never
 run stencil "$bin" bench --suite stencil --sizes 24,26 --stencils all --progress never

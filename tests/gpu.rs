@@ -430,6 +430,54 @@ mod radix {
         }
     }
 
+    /// Workgroups whose size is not a power of two (384, CUB's sweep on sm90, and 768: every
+    /// subgroup whole, more invocations than digits) sort like the others, on the LSD passes (keys
+    /// only and with a payload) and, with 384, on the MSD path.
+    #[test]
+    fn radix_workgroups_of_384_and_768() {
+        for no_sg in MODES {
+            let gpu = gpu(no_sg);
+            for wg in [384, 768] {
+                let s = radix(gpu).tuned(gpu, |t| t.wg = Some(wg));
+                let what = format!("radix wg {wg} no_subgroups={no_sg}");
+                let tile = s.radix_tile(false);
+                assert_eq!(tile % wg, 0, "{what}: the size asked for is kept");
+                if wg == 384 {
+                    every_type(gpu, &s);
+                }
+                let mut r = rng(wg as u64);
+                for n in [tile as usize - 1, 3 * tile as usize + 5] {
+                    let keys: Vec<u32> = (0..n).map(|_| r.random()).collect();
+                    check_sort(gpu, &s, &keys, SortOrder::default(), &what);
+                    assert_eq!(
+                        s.argsort(gpu, &keys, SortOrder::default()).unwrap(),
+                        reference::argsort(&keys, SortOrder::default()),
+                        "{what} argsort n={n}"
+                    );
+                }
+                // the MSD path's kernels run in the same workgroups (where its bins and tile fit
+                // lavapipe's 32 KiB of workgroup memory: 384 invocations of 4 keys)
+                if wg != 384 {
+                    continue;
+                }
+                let msd = radix(gpu).tuned(gpu, |t| {
+                    t.wg = Some(wg);
+                    t.msd_from = 0;
+                    t.unstable_items = 4;
+                });
+                let keys: Vec<u32> = (0..40_000).map(|_| r.random()).collect();
+                let mut got = keys.clone();
+                let st = msd.sort(gpu, &mut got, SortOrder::default()).unwrap();
+                assert!(st.radix_msd, "{what}: the MSD path ran");
+                assert_eq!(
+                    got,
+                    reference::sorted(&keys, SortOrder::default()),
+                    "{what} MSD"
+                );
+            }
+        }
+    }
+
     /// The ranking's older order (each subgroup ranks its keys, then the offsets are added:
     /// `count_first` off), with digit counts published before the ranking from a histogram of
     /// their own and after it, and look-backs that wait and that take the fallback at once.

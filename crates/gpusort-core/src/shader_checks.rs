@@ -268,7 +268,7 @@ mod tests {
     #[test]
     fn radix_workgroup_estimate_covers_the_kernels() {
         for min_subgroup in [None, Some(4), Some(8), Some(32), Some(64)] {
-            for wg in [256, 512, 1024] {
+            for wg in [256, 384, 512, 768, 1024] {
                 for items in [1, 9, 16] {
                     // kind 3 (u64) for the sweeps; kind 0 (u32) adds the MSD path's kernels
                     for (payload, unstable, kind) in [

@@ -31,11 +31,12 @@ pub struct SortTuning {
     pub spin_limit: u32,
     /// Whole vec4 ballots even where subgroups have at most 32 lanes (tests of the wide path).
     pub wide_ballot: bool,
-    /// Invocations per radix workgroup (256, 512 or 1024); None: 512 with subgroups where the
-    /// tile fits the device's workgroup memory, else 256.
+    /// Invocations per radix workgroup (256, 384, 512, 768 or 1024: multiples of every subgroup
+    /// size from 4 to 128, at least one a digit; CUB's sm90 sweep has 384); None: 512 with
+    /// subgroups where the tile fits the device's workgroup memory, else 256.
     pub wg: Option<u32>,
     /// Invocations per radix workgroup of sorts of 64-bit keys with a payload (argsorts,
-    /// key-value; 256, 512 or 1024), holding `payload_items` keys each, cut to the workgroup
+    /// key-value; one of the sizes `wg` takes), holding `payload_items` keys each, cut to the workgroup
     /// memory; None: 1024 with subgroups where the device allows it and the tile is no smaller
     /// than the shared shape's, else the shared shape (`wg`).
     pub wide_payload_wg: Option<u32>,
@@ -87,6 +88,10 @@ pub struct SortTuning {
     /// 20 + k after the first k LSD passes).
     pub stop: u32,
 }
+
+/// The radix workgroup sizes a tuning may ask for: multiples of every subgroup size (4..128), so
+/// no subgroup is partial, and of at least one invocation a digit (256).
+const WORKGROUP_SIZES: [u32; 5] = [256, 384, 512, 768, 1024];
 
 impl Default for SortTuning {
     fn default() -> SortTuning {
@@ -161,11 +166,11 @@ impl SortTuning {
             ("unstable_items", keys(self.unstable_items)),
             ("window", keys(self.window)),
             ("spin_limit", self.spin_limit <= 1 << 24),
-            ("wg", self.wg.is_none_or(|w| [256, 512, 1024].contains(&w))),
+            ("wg", self.wg.is_none_or(|w| WORKGROUP_SIZES.contains(&w))),
             (
                 "wide_payload_wg",
                 self.wide_payload_wg
-                    .is_none_or(|w| [256, 512, 1024].contains(&w)),
+                    .is_none_or(|w| WORKGROUP_SIZES.contains(&w)),
             ),
             ("workgroups", workgroups_ok(self.workgroups)),
             ("payload_workgroups", workgroups_ok(self.payload_workgroups)),
