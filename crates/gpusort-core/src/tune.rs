@@ -289,7 +289,12 @@ impl<'a> Tuner<'a> {
             &'c [u32],
             fn(&mut sort::SortTuning, u32),
         );
-        let candidates: [Candidate; 4] = [
+        let candidates: [Candidate; 5] = [
+            // 0: the default (512 with subgroups where the tile fits, else 256); 384 is CUB's
+            // sm90 sweep (first, since the keys an invocation are counted for it)
+            ("invocations a workgroup", false, &[0, 384], &[0], |t, v| {
+                t.wg = (v != 0).then_some(v)
+            }),
             (
                 "keys an invocation",
                 false,
@@ -329,8 +334,12 @@ impl<'a> Tuner<'a> {
                 .min_by(|a, b| a.0.total_cmp(&b.0))
                 .expect("candidates");
             set(&mut best, v);
+            let shown = match v {
+                0 => "the default".to_string(),
+                v => v.to_string(),
+            };
             self.say(format!(
-                "sort, {what}: {v} ({:.3} ms at 2^{})",
+                "sort, {what}: {shown} ({:.3} ms at 2^{})",
                 secs * 1e3,
                 n.ilog2()
             ));
@@ -342,11 +351,12 @@ impl<'a> Tuner<'a> {
         if gain <= 1.0 {
             let d = sort::SortTuning::default();
             (
+                best.wg,
                 best.items,
                 best.payload_items,
                 best.unstable_items,
                 best.window,
-            ) = (d.items, d.payload_items, d.unstable_items, d.window);
+            ) = (d.wg, d.items, d.payload_items, d.unstable_items, d.window);
         }
         // keys-only sorts of 64-bit keys hold their own count of keys an invocation; the
         // default stays unless another count is more than 2% faster (noise)
