@@ -18,18 +18,17 @@ use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
 use gpusort_datafusion::SortEngine;
 use rayon::prelude::*;
 
-use gpusort_bench::{measure, Case};
-use gpusort_files::Error as CliError;
+use gpusort_bench::{measure, Case, Error};
 
 const QUERY: &str = "SELECT * FROM t ORDER BY k, x";
 
-fn err(e: impl std::fmt::Display) -> CliError {
-    CliError::runtime(e.to_string())
+fn err(e: impl std::fmt::Display) -> Error {
+    Error::runtime(e.to_string())
 }
 
 /// `n` rows in `parts` partitions: k uniform over ±2^40, x the sum of four uniforms (normal-like,
 /// the usual shape of measured floats), payloads of four types.
-fn table(n: usize, parts: usize) -> Result<(Arc<Schema>, Vec<Vec<RecordBatch>>), CliError> {
+fn table(n: usize, parts: usize) -> Result<(Arc<Schema>, Vec<Vec<RecordBatch>>), Error> {
     let schema = Arc::new(Schema::new(vec![
         Field::new("k", DataType::Int64, false),
         Field::new("x", DataType::Float64, false),
@@ -99,7 +98,7 @@ fn context(engine: Option<Arc<SortEngine>>, parts: usize) -> SessionContext {
     }
 }
 
-async fn run(ctx: &SessionContext) -> Result<(f64, Vec<RecordBatch>), CliError> {
+async fn run(ctx: &SessionContext) -> Result<(f64, Vec<RecordBatch>), Error> {
     let t = Instant::now();
     let out = ctx
         .sql(QUERY)
@@ -112,7 +111,7 @@ async fn run(ctx: &SessionContext) -> Result<(f64, Vec<RecordBatch>), CliError> 
 }
 
 /// The same rows in the same order (batch boundaries aside).
-fn same(a: &[RecordBatch], b: &[RecordBatch]) -> Result<bool, CliError> {
+fn same(a: &[RecordBatch], b: &[RecordBatch]) -> Result<bool, Error> {
     let (Some(first), Some(_)) = (a.first(), b.first()) else {
         return Ok(a.iter().all(|x| x.num_rows() == 0) && b.iter().all(|x| x.num_rows() == 0));
     };
@@ -128,8 +127,8 @@ pub fn suite(
     reps: usize,
     data_dir: Option<&Path>,
     bar: &indicatif::ProgressBar,
-    emit: &mut dyn FnMut(Vec<Case>) -> Result<(), CliError>,
-) -> Result<(), CliError> {
+    emit: &mut dyn FnMut(Vec<Case>) -> Result<(), Error>,
+) -> Result<(), Error> {
     let engine = Arc::new(SortEngine::from_gpu(gpu).map_err(err)?);
     let parts = rayon::current_num_threads();
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -162,10 +161,10 @@ pub fn suite(
                 )
                 .await
                 .map_err(err)?;
-            Ok::<_, CliError>(())
+            Ok::<_, Error>(())
         })?;
         for source in ["memory", "parquet"] {
-            let register = |ctx: &SessionContext| -> Result<(), CliError> {
+            let register = |ctx: &SessionContext| -> Result<(), Error> {
                 rt.block_on(async {
                     match source {
                         "memory" => ctx.register_table("t", mem.clone()).map(drop),
@@ -212,7 +211,7 @@ pub fn suite(
                 Ok(s)
             })?;
             if !checked {
-                return Err(CliError::runtime(format!(
+                return Err(Error::runtime(format!(
                     "the GPU sort's rows differ from DataFusion's ({source}, 2^{log} rows)"
                 )));
             }

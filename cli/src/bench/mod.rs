@@ -97,15 +97,15 @@ pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
         bar: crate::progress::bar(g.progress, g.quiet, 0, "cases"),
         quiet: g.quiet,
     };
-    let group = || g.group().map_err(files_error);
+    let group = || g.group().map_err(bench_error);
     #[cfg(feature = "tables")]
     let mut tables =
         |sizes: &[u32],
          reps: usize,
          bar: &indicatif::ProgressBar,
-         emit: &mut dyn FnMut(Vec<gpusort_bench::Case>) -> gpusort_files::Result| {
+         emit: &mut dyn FnMut(Vec<gpusort_bench::Case>) -> gpusort_bench::Result| {
             // a device of its own: DataFusion's engine keeps it for its operators
-            let gpu = g.gpu().map_err(files_error)?;
+            let gpu = g.gpu().map_err(bench_error)?;
             datafusion::suite(gpu, sizes, reps, args.data_dir.as_deref(), bar, emit)
         };
     #[cfg(not(feature = "tables"))]
@@ -113,8 +113,8 @@ pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
         |_: &[u32],
          _: usize,
          _: &indicatif::ProgressBar,
-         _: &mut dyn FnMut(Vec<gpusort_bench::Case>) -> gpusort_files::Result| {
-            Err(gpusort_files::Error::usage(
+         _: &mut dyn FnMut(Vec<gpusort_bench::Case>) -> gpusort_bench::Result| {
+            Err(gpusort_bench::Error::usage(
             "the datafusion suite needs table support: this gpusort was built without the `tables` feature",
         ))
         };
@@ -135,8 +135,8 @@ fn knobs() -> gpusort_bench::Knobs {
 }
 
 /// A CLI error where the bench library's callbacks return theirs.
-fn files_error(e: CliError) -> gpusort_files::Error {
-    gpusort_files::Error {
+fn bench_error(e: CliError) -> gpusort_bench::Error {
+    gpusort_bench::Error {
         message: e.message,
         code: e.code,
     }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use super::Case;
-use gpusort_files::Error as CliError;
+use crate::{Error, Result};
 
 /// The saved run: (suite, case, n) -> (median, min, max) seconds, and where it ran.
 pub struct Baseline {
@@ -15,8 +15,8 @@ pub struct Baseline {
 }
 
 impl Baseline {
-    pub fn load(path: &Path) -> Result<Baseline, CliError> {
-        let bad = |why: String| CliError::usage(format!("--compare {}: {why}", path.display()));
+    pub fn load(path: &Path) -> Result<Baseline, Error> {
+        let bad = |why: String| Error::usage(format!("--compare {}: {why}", path.display()));
         let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
         let v: serde_json::Value =
             serde_json::from_str(&text).map_err(|e| bad(format!("not a bench export ({e})")))?;

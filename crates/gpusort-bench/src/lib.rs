@@ -28,7 +28,10 @@ use indicatif::ProgressBar;
 use rayon::slice::ParallelSliceMut;
 use serde::Serialize;
 
-use gpusort_files::{Error as CliError, Result as CliResult};
+pub use gpusort_files::Error;
+
+/// A bench step's outcome: its value, or one line for the user (`Error`).
+pub type Result<T = (), E = Error> = std::result::Result<T, E>;
 
 /// `--warmup`'s default on a hardware GPU: after a second of CPU work a GPU's clock can fall to a
 /// fifth of its peak, and a kernel timed then looks 2-4x slower (BENCHMARKS.md).
@@ -91,8 +94,8 @@ pub struct Knobs {
 
 /// Runs the datafusion suite (sizes, repetitions, the bar, and where each part goes): the table
 /// engine lives with the front end that has it.
-pub type TableSuite<'a> = dyn FnMut(&[u32], usize, &ProgressBar, &mut dyn FnMut(Vec<Case>) -> CliResult) -> CliResult
-    + 'a;
+pub type TableSuite<'a> =
+    dyn FnMut(&[u32], usize, &ProgressBar, &mut dyn FnMut(Vec<Case>) -> Result) -> Result + 'a;
 
 #[derive(Serialize, Debug, Clone)]
 pub struct Case {
@@ -133,7 +136,7 @@ struct Report {
     cases: Vec<Case>,
 }
 
-pub fn measure(reps: usize, f: impl FnMut() -> Result<f64, CliError>) -> Result<Stats, CliError> {
+pub fn measure(reps: usize, f: impl FnMut() -> Result<f64, Error>) -> Result<Stats, Error> {
     measure_warm(reps, std::time::Duration::ZERO, f)
 }
 
@@ -142,8 +145,8 @@ pub fn measure(reps: usize, f: impl FnMut() -> Result<f64, CliError>) -> Result<
 pub(crate) fn measure_warm(
     reps: usize,
     warm: std::time::Duration,
-    mut f: impl FnMut() -> Result<f64, CliError>,
-) -> Result<Stats, CliError> {
+    mut f: impl FnMut() -> Result<f64, Error>,
+) -> Result<Stats, Error> {
     f()?; // warm-up: pipelines, caches, allocations
     let start = std::time::Instant::now();
     while start.elapsed() < warm {
@@ -224,10 +227,10 @@ fn too_big(gpu: &gpusort_core::Gpu, bytes: u64) -> Option<String> {
 /// through `tables`), printing each part as it is measured.
 pub fn run(
     gpu: &gpusort_core::Gpu,
-    group: &dyn Fn() -> CliResult<gpusort_core::multi::DeviceGroup>,
+    group: &dyn Fn() -> Result<gpusort_core::multi::DeviceGroup>,
     tables: &mut TableSuite<'_>,
     opts: &Options,
-) -> CliResult {
+) -> Result {
     let args = opts;
     const SUITES: [&str; 7] = [
         "sort",
@@ -240,14 +243,14 @@ pub fn run(
     ];
     for s in &args.suites {
         if !SUITES.contains(&s.as_str()) {
-            return Err(CliError::usage(format!(
+            return Err(Error::usage(format!(
                 "unknown suite '{s}' (available: {})",
                 SUITES.join(", ")
             )));
         }
     }
     if let Some(&bad) = args.sizes.iter().find(|&&s| !(1..=31).contains(&s)) {
-        return Err(CliError::usage(format!(
+        return Err(Error::usage(format!(
             "size 2^{bad} is out of range (1..=31)"
         )));
     }
@@ -284,7 +287,7 @@ pub fn run(
         .dtypes
         .iter()
         .map(|d| {
-            gpusort_core::KeyType::parse(d).map_err(|e| CliError::usage(format!("--dtypes: {e}")))
+            gpusort_core::KeyType::parse(d).map_err(|e| Error::usage(format!("--dtypes: {e}")))
         })
         .collect::<Result<Vec<_>, _>>()?;
     let key_sets = key_sets(&args.keys)?;
@@ -361,7 +364,7 @@ pub fn run(
     {
         bar.suspend(|| print_header(suite));
         let mut cases: Vec<Case> = Vec::new();
-        let mut emit = |part: Vec<Case>| -> CliResult {
+        let mut emit = |part: Vec<Case>| -> Result {
             bar.suspend(|| print_rows(part.iter().filter(|c| !c.shown)));
             report.cases.extend(part.iter().cloned());
             export(&report, args)?;
@@ -429,7 +432,7 @@ pub fn run(
 
 /// Write the JSON and Markdown exports of what was measured so far, in place at once (each
 /// file atomically; a bench's exports are reports, not one job's outputs).
-fn export(report: &Report, args: &Options) -> CliResult {
+fn export(report: &Report, args: &Options) -> Result {
     if let Some(p) = &args.json {
         let text = serde_json::to_string_pretty(report).expect("serialisable");
         gpusort_files::Output::write_bytes_now(p, text.as_bytes())?;
@@ -487,12 +490,12 @@ struct Ctx<'a> {
 
 impl Ctx<'_> {
     /// A sorter with the run's tuning.
-    fn sorter(&self) -> Result<Sorter, CliError> {
+    fn sorter(&self) -> Result<Sorter, Error> {
         Ok(Sorter::new(self.gpu)?.with_tuning(self.gpu, self.sort_tuning)?)
     }
 
     /// A scanner with the run's tuning.
-    fn scanner(&self) -> Result<gpusort_core::Scanner, CliError> {
+    fn scanner(&self) -> Result<gpusort_core::Scanner, Error> {
         Ok(gpusort_core::Scanner::new(self.gpu)?.with_tuning(self.gpu, self.scan_tuning)?)
     }
 
@@ -506,7 +509,7 @@ impl Ctx<'_> {
 }
 
 /// The vec4 copy kernel from `src` to `dst`: the bandwidth bound of a suite, in the same run.
-fn measure_copy(ctx: &Ctx<'_>, src: &wgpu::Buffer, dst: &wgpu::Buffer) -> Result<Stats, CliError> {
+fn measure_copy(ctx: &Ctx<'_>, src: &wgpu::Buffer, dst: &wgpu::Buffer) -> Result<Stats, Error> {
     measure_warm(ctx.reps, ctx.warm, || {
         Ok(ctx.timer.time(
             ctx.gpu,
@@ -519,7 +522,7 @@ fn measure_copy(ctx: &Ctx<'_>, src: &wgpu::Buffer, dst: &wgpu::Buffer) -> Result
     })
 }
 
-fn sort_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
+fn sort_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, Error> {
     let (gpu, timer, bar, reps) = (ctx.gpu, ctx.timer, ctx.bar, ctx.reps);
     bar.inc_length((sizes.len() * 8) as u64);
     let plain = PlainBitonic::new(gpu)?;
@@ -704,7 +707,7 @@ fn cpu_sorts(
     pristine: &wgpu::Buffer,
     log: u32,
     these: &mut Vec<Case>,
-) -> Result<(), CliError> {
+) -> Result<(), Error> {
     let (gpu, bar, reps) = (ctx.gpu, ctx.bar, ctx.reps);
     let n = 1usize << log;
     let keys: Vec<u32> = transfer::read_vec(gpu, pristine, n)?;
@@ -742,7 +745,7 @@ fn cpu_sorts(
 }
 
 /// Scan suite: exclusive u32 sum scan and compaction against a vec4 copy of the same data.
-fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
+fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, Error> {
     use gpusort_core::scan::{CompactJob, Predicate, ScanJob, ScanOp};
     let (gpu, timer, bar, reps) = (ctx.gpu, ctx.timer, ctx.bar, ctx.reps);
     let scanner = ctx.scanner()?;
@@ -814,7 +817,7 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
         // scan.no_lookback (--tuning, measuring builds) measures the scan without its look-back: wrong by design
         let unchecked = scanner.tuning().no_lookback;
         if !unchecked && got != gpusort_core::reference::scan::scan(&input, ScanOp::Add, false) {
-            return Err(CliError::runtime(format!(
+            return Err(Error::runtime(format!(
                 "bench: the scan of 2^{log} differs from the CPU's on {}",
                 gpu.adapter.name
             )));
@@ -891,7 +894,7 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
                 transfer::read_vec::<u32>(gpu, &counts, 1)?[0] as usize
             };
             if !compact_unchecked && transfer::read_vec::<u32>(gpu, &dst, kept)? != want {
-                return Err(CliError::runtime(format!(
+                return Err(Error::runtime(format!(
                     "bench: the compaction of 2^{log} differs from the CPU's on {}",
                     gpu.adapter.name
                 )));
@@ -966,7 +969,7 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
 /// Transfer suite: host -> GPU and GPU -> host bandwidth of the transfer layer by staging chunk
 /// size, through imported host memory (where the device can) and through wgpu's mapped buffers,
 /// wall clock (transfers are CPU work too), round trip checked.
-fn transfer_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
+fn transfer_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, Error> {
     let (gpu, bar, reps) = (ctx.gpu, ctx.bar, ctx.reps.min(5));
     let chunks: [u64; 4] = [4 << 20, 16 << 20, 64 << 20, 256 << 20];
     let paths: Vec<bool> = if gpu.can_import_host_memory() {
@@ -1025,7 +1028,7 @@ fn transfer_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
                     Ok(t.elapsed().as_secs_f64())
                 })?;
                 if back != host {
-                    return Err(CliError::runtime(format!(
+                    return Err(Error::runtime(format!(
                         "bench: a transfer round trip of 2^{log} u32 ({path}) came back different"
                     )));
                 }
@@ -1107,7 +1110,7 @@ fn look_back_counts(
     gpu: &gpusort_core::Gpu,
     scanner: &gpusort_core::scan::Scanner,
     family: usize,
-) -> Result<String, CliError> {
+) -> Result<String, Error> {
     Ok(match scanner.look_back_counters(gpu, family)? {
         Some([rounds, silent, fallbacks, most, started]) => format!(
             "; look-back of the last run: {rounds} walk rounds, {silent} silent reads, {fallbacks} fallbacks; tiles in progress: at most {most}, summed at each start {started}"
@@ -1123,12 +1126,12 @@ fn check_sorted(
     n: usize,
     what: &str,
     bits: Option<std::ops::Range<u32>>,
-) -> CliResult {
+) -> Result {
     let v: Vec<u32> = transfer::read_vec(gpu, buf, n)?;
     let bits = bits.unwrap_or(0..32);
     let key = |x: &u32| gpusort_core::reference::radix::key_on_bits(x, false, &bits);
     if v.windows(2).any(|w| key(&w[0]) > key(&w[1])) {
-        return Err(CliError::runtime(format!(
+        return Err(Error::runtime(format!(
             "bench: {what} produced an unsorted result on {}",
             gpu.adapter.name
         )));
@@ -1294,7 +1297,7 @@ fn markdown(r: &Report) -> String {
 
 /// `--keys`: names from `keysets::KEY_SETS`, or `all`; `help` lists them (a usage error, so
 /// nothing runs).
-pub fn key_sets(asked: &[String]) -> Result<Vec<String>, CliError> {
+pub fn key_sets(asked: &[String]) -> Result<Vec<String>, Error> {
     let names: Vec<&str> = keysets::KEY_SETS.iter().map(|(n, _)| *n).collect();
     if asked.iter().any(|a| a == "all") {
         return Ok(names.iter().map(|n| n.to_string()).collect());
@@ -1305,7 +1308,7 @@ pub fn key_sets(asked: &[String]) -> Result<Vec<String>, CliError> {
                 .iter()
                 .map(|(n, what)| format!("{n} ({what})"))
                 .collect();
-            return Err(CliError::usage(format!(
+            return Err(Error::usage(format!(
                 "--keys {a}: the key sets are {}, or all",
                 list.join(", ")
             )));

@@ -12,7 +12,7 @@ use rayon::prelude::*;
 
 use super::keysets::{applies, generate};
 use super::{measure_warm, skipped, sort_case, too_big, Case, Ctx};
-use gpusort_files::Error as CliError;
+use crate::{Error, Result};
 
 /// Cases of one size: every (type, set) pair that applies.
 pub fn suite(
@@ -20,7 +20,7 @@ pub fn suite(
     sizes: &[u32],
     dtypes: &[KeyType],
     sets: &[String],
-) -> Result<Vec<Case>, CliError> {
+) -> Result<Vec<Case>, Error> {
     let mut cases = Vec::new();
     // measuring knob (sort_suite's): only the suite's GPU sorts whose names contain it, none of
     // the matrix's
@@ -67,7 +67,7 @@ pub fn suite(
     Ok(cases)
 }
 
-fn one<T: SortKey>(ctx: &Ctx<'_>, set: &str, n: usize, seed: u64) -> Result<Vec<Case>, CliError> {
+fn one<T: SortKey>(ctx: &Ctx<'_>, set: &str, n: usize, seed: u64) -> Result<Vec<Case>, Error> {
     let gpu = ctx.gpu;
     let t = T::TYPE;
     ctx.bar
@@ -158,7 +158,7 @@ fn after_larger(
     log: u32,
     dtypes: &[KeyType],
     fresh: &[Case],
-) -> Result<Vec<Case>, CliError> {
+) -> Result<Vec<Case>, Error> {
     let gpu = ctx.gpu;
     let n = 1usize << log;
     let mut big_log = (log + 4).min(28);
@@ -277,7 +277,7 @@ fn check<T: SortKey>(
     perm: Option<&gpusort_core::wgpu::Buffer>,
     what: &str,
     set: &str,
-) -> Result<(), CliError> {
+) -> Result<(), Error> {
     let gpu = ctx.gpu;
     let n = keys.len();
     let got: Vec<T> = transfer::read_vec(gpu, work, n)?;
@@ -299,7 +299,7 @@ fn check<T: SortKey>(
         ok = stable && q.par_iter().enumerate().all(|(i, &v)| v as usize == i);
     }
     if !ok {
-        return Err(CliError::runtime(format!(
+        return Err(Error::runtime(format!(
             "bench: {what} of {n} {} {set} keys is wrong on {}",
             T::TYPE,
             gpu.adapter.name
@@ -309,7 +309,7 @@ fn check<T: SortKey>(
 }
 
 /// Segmented u32 sorts on the bitonic network and on the radix path, segments of 2^8..2^20.
-fn segmented(ctx: &Ctx<'_>, n: usize) -> Result<Vec<Case>, CliError> {
+fn segmented(ctx: &Ctx<'_>, n: usize) -> Result<Vec<Case>, Error> {
     let gpu = ctx.gpu;
     let keys: Vec<u32> = generate("uniform", n, 77);
     let pristine = transfer::buffer_from(gpu, "bench keys", &keys)?;
@@ -349,7 +349,7 @@ fn segmented(ctx: &Ctx<'_>, n: usize) -> Result<Vec<Case>, CliError> {
             let got: Vec<u32> = transfer::read_vec(gpu, &work, n)?;
             let measuring = algorithm == Algorithm::Radix && sorter.tuning().measuring();
             if !measuring && got != gpusort_core::reference::keys::sorted(&keys, order) {
-                return Err(CliError::runtime(format!(
+                return Err(Error::runtime(format!(
                     "bench: {name} of {n} keys is wrong on {}",
                     gpu.adapter.name
                 )));

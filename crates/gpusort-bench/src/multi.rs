@@ -19,7 +19,7 @@ use gpusort_core::{HostSort, KeyType, Scanner, SortKey, Sorter};
 use rayon::prelude::*;
 
 use super::{measure, Case, Ctx};
-use gpusort_files::Error as CliError;
+use crate::{Error, Result};
 
 fn case(
     name: String,
@@ -45,7 +45,7 @@ fn sort_cases<T: SortKey>(
     sorters: &[Sorter],
     n: usize,
     cases: &mut Vec<Case>,
-) -> Result<(), CliError> {
+) -> Result<(), Error> {
     let bytes = n * T::TYPE.size();
     let mut state = 0x9e37_79b9_7f4a_7c15u64;
     let words: Vec<u64> = (0..bytes.div_ceil(8))
@@ -89,7 +89,7 @@ fn sort_cases<T: SortKey>(
         match &want {
             None => want = Some(got.to_vec()),
             Some(w) if w.as_slice() != got => {
-                return Err(CliError::runtime(format!(
+                return Err(Error::runtime(format!(
                     "bench: the sort on {} differs from one device's",
                     devices_words(k)
                 )))
@@ -127,7 +127,7 @@ fn scan_cases(
     scanners: &[Scanner],
     n: usize,
     cases: &mut Vec<Case>,
-) -> Result<(), CliError> {
+) -> Result<(), Error> {
     let data: Vec<u32> = (0..n as u32)
         .map(|i| i.wrapping_mul(2654435761) >> 8)
         .collect();
@@ -147,7 +147,7 @@ fn scan_cases(
             // each chunk lands in its place: the copy a caller's sink would do
             let ptr = out
                 .lock()
-                .map_err(|_| CliError::runtime("bench: a poisoned lock"))?
+                .map_err(|_| Error::runtime("bench: a poisoned lock"))?
                 .as_mut_ptr() as usize;
             multi::scan::scan_streamed(
                 &sub,
@@ -168,12 +168,12 @@ fn scan_cases(
         })?;
         let got = out
             .lock()
-            .map_err(|_| CliError::runtime("bench: a poisoned lock"))?
+            .map_err(|_| Error::runtime("bench: a poisoned lock"))?
             .clone();
         match &want {
             None => want = Some(got),
             Some(w) if *w != got => {
-                return Err(CliError::runtime(format!(
+                return Err(Error::runtime(format!(
                     "bench: the scan on {} differs from one device's",
                     devices_words(k)
                 )))
@@ -203,7 +203,7 @@ fn stencil_cases(
     name: &str,
     job: StencilJob,
     cases: &mut Vec<Case>,
-) -> Result<(), CliError> {
+) -> Result<(), Error> {
     let cells = job.shape.cells();
     let grid: Vec<f32> = (0..cells)
         .map(|i| ((i * 7919) % 1013) as f32 / 1013.0)
@@ -241,7 +241,7 @@ fn stencil_cases(
             Some(w)
                 if bytemuck::cast_slice::<f32, u8>(w) != bytemuck::cast_slice::<f32, u8>(&out) =>
             {
-                return Err(CliError::runtime(format!(
+                return Err(Error::runtime(format!(
                     "bench: the stencil on {} differs from one device's",
                     devices_words(k)
                 )))
@@ -299,7 +299,7 @@ pub fn suite(
     group: &DeviceGroup,
     sizes: &[u32],
     quick: bool,
-) -> Result<Vec<Case>, CliError> {
+) -> Result<Vec<Case>, Error> {
     let mut cases = Vec::new();
     let sorters = group
         .gpus()
@@ -319,7 +319,7 @@ pub fn suite(
         scan_cases(ctx, group, &scanners, 1 << log.min(30), &mut cases)?;
     }
     let (side2, side3) = if quick { (512, 64) } else { (32768, 1024) };
-    let job = |shape: &[usize], stencil: Stencil| -> Result<StencilJob, CliError> {
+    let job = |shape: &[usize], stencil: Stencil| -> Result<StencilJob, Error> {
         Ok(StencilJob {
             shape: GridShape::new(shape)?,
             stencil,

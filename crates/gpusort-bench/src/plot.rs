@@ -7,9 +7,9 @@ use std::path::Path;
 use plotters::prelude::*;
 
 use super::Case;
-use gpusort_files::{Error as CliError, Result as CliResult};
+use crate::{Error, Result};
 
-pub fn write(path: &Path, title: &str, cases: &[Case]) -> CliResult {
+pub fn write(path: &Path, title: &str, cases: &[Case]) -> Result {
     // (suite, unit) -> case name -> [(log2 n, throughput)], in the order measured
     type Lines = Vec<(String, Vec<(f64, f64)>)>;
     let mut panels: BTreeMap<(String, String), Lines> = BTreeMap::new();
@@ -74,7 +74,7 @@ pub fn write(path: &Path, title: &str, cases: &[Case]) -> CliResult {
         root.present()?;
         Ok(())
     };
-    draw(&mut svg).map_err(|e| CliError::runtime(format!("--plot: {e}")))?;
+    draw(&mut svg).map_err(|e| Error::runtime(format!("--plot: {e}")))?;
     gpusort_files::Output::write_bytes_now(path, svg.as_bytes())?;
     Ok(())
 }

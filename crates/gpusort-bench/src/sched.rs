@@ -10,7 +10,7 @@ use gpusort_core::schedule::{Batch, Mode, Scheduler, Work};
 use gpusort_core::{KeyType, SortJob, SortOrder};
 
 use super::{measure, Case, Ctx};
-use gpusort_files::{Error as CliError, Result as CliResult};
+use crate::{Error, Result};
 
 const SORT: Work = Work::Sort {
     key_type: KeyType::U32,
@@ -41,7 +41,7 @@ enum Shape {
 }
 
 /// `tasks` tasks per case; `sizes` keys per task (as powers of two).
-pub(super) fn suite(ctx: &Ctx<'_>, tasks: usize, sizes: &[u32]) -> Result<Vec<Case>, CliError> {
+pub(super) fn suite(ctx: &Ctx<'_>, tasks: usize, sizes: &[u32]) -> Result<Vec<Case>, Error> {
     let (gpu, timer, bar, reps) = (ctx.gpu, ctx.timer, ctx.bar, ctx.reps);
     let merged = Scheduler::new(gpu)?.with_mode(Mode::Merged);
     let safe = Scheduler::new(gpu)?.with_mode(Mode::Safe);
@@ -299,7 +299,7 @@ fn check_segments(
     tasks: usize,
     scanned: bool,
     what: &str,
-) -> CliResult {
+) -> Result {
     let v: Vec<u32> = transfer::read_vec(gpu, buf, n * tasks)?;
     let bad = v.chunks(n).position(|seg| {
         if scanned {
@@ -309,7 +309,7 @@ fn check_segments(
         }
     });
     match bad {
-        Some(s) => Err(CliError::runtime(format!(
+        Some(s) => Err(Error::runtime(format!(
             "bench: {what} gave a wrong segment {s} on {}",
             gpu.adapter.name
         ))),

@@ -19,7 +19,7 @@ use gpusort_core::stencil::{
 };
 
 use super::{measure, measure_copy, measure_warm, skipped, too_big, Case, Ctx};
-use gpusort_files::Error as CliError;
+use crate::{Error, Result};
 
 const STEPS: u32 = 12;
 
@@ -65,13 +65,13 @@ fn slug(name: &str) -> String {
 
 /// The stencils `--stencils` names (None: all of them), checked against the full set before
 /// anything is measured.
-pub(super) fn names(asked: &[String]) -> Result<Option<Vec<String>>, CliError> {
+pub(super) fn names(asked: &[String]) -> Result<Option<Vec<String>>, Error> {
     if asked.iter().any(|a| a == "all") {
         return Ok(None);
     }
     let known: Vec<String> = stencils(false).iter().map(|(_, _, n)| slug(n)).collect();
     match asked.iter().find(|a| !known.contains(a)) {
-        Some(bad) => Err(CliError::usage(format!(
+        Some(bad) => Err(Error::usage(format!(
             "--stencils: no stencil {bad}; the stencils are {} (or all)",
             known.join(", ")
         ))),
@@ -84,7 +84,7 @@ pub(super) fn suite(
     sizes: &[u32],
     quick: bool,
     only: &Option<Vec<String>>,
-) -> Result<Vec<Case>, CliError> {
+) -> Result<Vec<Case>, Error> {
     // the stencils named (from the full set, --quick or not), else the set --quick says
     let chosen = |set: Vec<(usize, Stencil, String)>| -> Vec<(usize, Stencil, String)> {
         set.into_iter()
@@ -150,7 +150,7 @@ fn per_type<T: StencilValue + Into<f64>>(
     list: &[(usize, Stencil, String)],
     quick: bool,
     cases: &mut Vec<Case>,
-) -> Result<(), CliError> {
+) -> Result<(), Error> {
     let (gpu, timer, bar, reps) = (ctx.gpu, ctx.timer, ctx.bar, ctx.reps);
     let ty = T::TYPE;
     let cell = std::mem::size_of::<T>();
@@ -329,7 +329,7 @@ fn per_type<T: StencilValue + Into<f64>>(
                             .zip(&want)
                             .any(|(&g, &w)| (g.into() - w.into()).abs() > 1e-5)
                         {
-                            return Err(CliError::runtime(format!(
+                            return Err(Error::runtime(format!(
                                 "bench: {name} of 2^{log} differs from the CPU's on {}",
                                 gpu.adapter.name
                             )));
@@ -347,7 +347,7 @@ fn per_type<T: StencilValue + Into<f64>>(
                         .zip(&got)
                         .any(|(&x, &y)| (x.into() - y.into()).abs() > 1e-5)
                     {
-                        return Err(CliError::runtime(format!(
+                        return Err(Error::runtime(format!(
                             "bench: {name} of 2^{log} differs from one cell per invocation on {}",
                             gpu.adapter.name
                         )));
@@ -357,7 +357,7 @@ fn per_type<T: StencilValue + Into<f64>>(
                 }
                 (Some(_), Some(f)) => {
                     if bytemuck::cast_slice::<T, u8>(f) != bytemuck::cast_slice::<T, u8>(&got) {
-                        return Err(CliError::runtime(format!(
+                        return Err(Error::runtime(format!(
                             "bench: {name} of 2^{log} differs from single steps on {}",
                             gpu.adapter.name
                         )));

@@ -17,7 +17,7 @@ use memmap2::Mmap;
 
 use super::npy::{npy_file_len, npy_header_end, parse_npy, MAX_NPY_HEADER, NPY_MAGIC};
 use super::{job, Format};
-use crate::error::Error as CliError;
+use crate::error::Error;
 
 /// One input array: its bytes plus where its elements start.
 pub struct Input {
@@ -79,21 +79,18 @@ enum Source {
     Stream(Box<dyn Read>, bool),
 }
 
-fn open_source(path: &Path) -> Result<Source, CliError> {
+fn open_source(path: &Path) -> Result<Source, Error> {
     let shown = path.display();
     if is_std(path) {
         return Ok(Source::Stream(Box::new(std::io::stdin()), true));
     }
-    let meta = std::fs::metadata(path)
-        .map_err(|e| CliError::usage(format!("cannot read {shown}: {e}")))?;
+    let meta =
+        std::fs::metadata(path).map_err(|e| Error::usage(format!("cannot read {shown}: {e}")))?;
     let kind = meta.file_type();
     if kind.is_dir() {
-        return Err(CliError::usage(format!(
-            "{shown} is a directory, not a file"
-        )));
+        return Err(Error::usage(format!("{shown} is a directory, not a file")));
     }
-    let open =
-        || File::open(path).map_err(|e| CliError::usage(format!("cannot read {shown}: {e}")));
+    let open = || File::open(path).map_err(|e| Error::usage(format!("cannot read {shown}: {e}")));
     if kind.is_file() {
         if meta.len() == 0 {
             // /proc and /sys report 0 for files that do hold bytes; reading an empty file costs
@@ -117,7 +114,7 @@ fn open_source(path: &Path) -> Result<Source, CliError> {
         } else {
             "not a regular file"
         };
-        Err(CliError::usage(format!(
+        Err(Error::usage(format!(
             "{shown} is {what}; gpusort reads files, pipes and standard input (-)"
         )))
     }
@@ -129,8 +126,8 @@ fn open_source(path: &Path) -> Result<Source, CliError> {
 /// temporary file (gone when closed, even after `kill -9`), which is then mapped.
 /// A .npy stream is read no further than its header says, plus one byte: a stream longer than
 /// that (an endless one too) is refused as soon as it overruns, before it fills memory or disk.
-fn read_stream(mut r: impl Read, shown: &str) -> Result<Bytes, CliError> {
-    let err = |e: std::io::Error| CliError::runtime(format!("cannot read {shown}: {e}"));
+fn read_stream(mut r: impl Read, shown: &str) -> Result<Bytes, Error> {
+    let err = |e: std::io::Error| Error::runtime(format!("cannot read {shown}: {e}"));
     let limit = stream_memory();
     let mut buf = Vec::new();
     // the .npy header, where the stream starts with one
@@ -145,8 +142,8 @@ fn read_stream(mut r: impl Read, shown: &str) -> Result<Bytes, CliError> {
     }
     // at most one byte past the end a .npy header gives
     let mut r = (&mut r).take(whole.map_or(u64::MAX, |w| w + 1 - buf.len() as u64));
-    let overrun = |got: u64| -> CliError {
-        CliError::usage(format!(
+    let overrun = |got: u64| -> Error {
+        Error::usage(format!(
             "{shown} holds more bytes than its .npy header says ({} in all); stopped reading at byte {got}",
             whole.unwrap_or(0)
         ))
@@ -166,7 +163,7 @@ fn read_stream(mut r: impl Read, shown: &str) -> Result<Bytes, CliError> {
         });
     }
     let spill_err = |e: std::io::Error| {
-        CliError::runtime(format!(
+        Error::runtime(format!(
             "cannot keep {shown} in a temporary file in {} (set TMPDIR to a larger disk): {e}",
             std::env::temp_dir().display()
         ))
@@ -190,7 +187,7 @@ fn read_stream(mut r: impl Read, shown: &str) -> Result<Bytes, CliError> {
 impl Input {
     /// Open a 1-D array; `dtype` is required for raw files and, for .npy files, must match the
     /// header.
-    pub fn open(path: &Path, dtype: Option<KeyType>) -> Result<Input, CliError> {
+    pub fn open(path: &Path, dtype: Option<KeyType>) -> Result<Input, Error> {
         Input::open_1d(path, dtype, None)
     }
 
@@ -199,18 +196,18 @@ impl Input {
         path: &Path,
         dtype: Option<KeyType>,
         raw_default: KeyType,
-    ) -> Result<Input, CliError> {
+    ) -> Result<Input, Error> {
         Input::open_1d(path, dtype, Some(raw_default))
     }
 
     /// Open an array to sort along its last axis, as `np.sort` does: 1-D, or N-D in C order
     /// (each row on its own, [`Input::rows`]); a column (n, 1) or a row (1, n) is 1-D, as to
     /// every command.
-    pub fn open_rows(path: &Path, dtype: Option<KeyType>) -> Result<Input, CliError> {
+    pub fn open_rows(path: &Path, dtype: Option<KeyType>) -> Result<Input, Error> {
         let mut input = Input::open_any(path, dtype, None)?;
         input.squeeze();
         if input.shape.is_empty() {
-            return Err(CliError::usage(format!(
+            return Err(Error::usage(format!(
                 "{} is 0-D (a single value); there is no axis to sort along",
                 input.shown()
             )));
@@ -235,11 +232,11 @@ impl Input {
         path: &Path,
         dtype: Option<KeyType>,
         raw_default: Option<KeyType>,
-    ) -> Result<Input, CliError> {
+    ) -> Result<Input, Error> {
         let mut input = Input::open_any(path, dtype, raw_default)?;
         input.squeeze();
         if input.shape.len() != 1 {
-            return Err(CliError::usage(format!(
+            return Err(Error::usage(format!(
                 "{} is {}-D (shape {:?}); this command takes 1-D arrays",
                 input.shown(),
                 input.shape.len(),
@@ -255,13 +252,13 @@ impl Input {
         path: &Path,
         dtype: Option<KeyType>,
         raw_default: KeyType,
-    ) -> Result<Input, CliError> {
+    ) -> Result<Input, Error> {
         Input::open_any(path, dtype, Some(raw_default))
     }
 
     /// Open an array of any number of dimensions (C order); raw files are 1-D until a caller
     /// gives them a shape.
-    pub fn open_array(path: &Path, dtype: Option<KeyType>) -> Result<Input, CliError> {
+    pub fn open_array(path: &Path, dtype: Option<KeyType>) -> Result<Input, Error> {
         Input::open_any(path, dtype, None)
     }
 
@@ -270,7 +267,7 @@ impl Input {
         path: &Path,
         dtype: Option<KeyType>,
         raw_default: Option<KeyType>,
-    ) -> Result<Input, CliError> {
+    ) -> Result<Input, Error> {
         let shown = if is_std(path) {
             "standard input".to_string()
         } else {
@@ -284,7 +281,7 @@ impl Input {
                 // and a file that shrinks under the map raises SIGBUS, which main.rs turns into
                 // one line and exit 1 after removing the temporary files.
                 let map = unsafe { Mmap::map(&file) }
-                    .map_err(|e| CliError::usage(format!("cannot map {shown}: {e}")))?;
+                    .map_err(|e| Error::usage(format!("cannot map {shown}: {e}")))?;
                 (Bytes::Map(map), false)
             }
             Source::Stream(r, stream) => (read_stream(r, &shown)?, stream),
@@ -294,17 +291,17 @@ impl Input {
         let is_npy = data.starts_with(NPY_MAGIC) || Format::for_output(path) == Format::Npy;
         if !is_npy {
             if data.starts_with(b"PK\x03\x04") {
-                return Err(CliError::usage(format!(
+                return Err(Error::usage(format!(
                     "{shown} is a zip archive (.npz?); save one array with numpy.save and pass that .npy file"
                 )));
             }
             let dtype = dtype.or(raw_default).ok_or_else(|| {
-                CliError::usage(format!(
+                Error::usage(format!(
                     "{shown} is a raw file: say what it holds with --dtype"
                 ))
             })?;
             if !data.len().is_multiple_of(dtype.size()) {
-                return Err(CliError::usage(format!(
+                return Err(Error::usage(format!(
                     "{shown} has {} bytes, not a multiple of the {}-byte size of {dtype}",
                     data.len(),
                     dtype.size()
@@ -322,7 +319,7 @@ impl Input {
                 offset: 0,
             });
         }
-        let npy = parse_npy(data, dtype).map_err(|e| CliError::usage(format!("{shown} {e}")))?;
+        let npy = parse_npy(data, dtype).map_err(|e| Error::usage(format!("{shown} {e}")))?;
         Ok(Input {
             path: path.into(),
             format: Format::Npy,

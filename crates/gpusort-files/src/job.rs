@@ -23,7 +23,7 @@ use std::time::{Instant, SystemTime};
 use tempfile::TempPath;
 
 use super::platform;
-use crate::error::Error as CliError;
+use crate::error::Error;
 
 /// Whether outputs are flushed to disk before they are renamed into place (`--no-sync` turns it
 /// off for the process: one choice per command line).
@@ -122,14 +122,14 @@ fn lock_path(real: &Path) -> PathBuf {
 
 /// Take the lock on output `real` (`dest` as the user named it, for the message), unless this
 /// job holds it already. Another job holding it is a failure (exit 1) before anything is written.
-pub(crate) fn lock_output(real: &Path, dest: &Path) -> Result<(), CliError> {
+pub(crate) fn lock_output(real: &Path, dest: &Path) -> Result<(), Error> {
     let mut s = state();
     if s.locks.iter().any(|l| l.dest == real) {
         return Ok(());
     }
     let path = lock_path(real);
     let fail = |why: String| {
-        CliError::runtime(format!(
+        Error::runtime(format!(
             "cannot write {}: {why}; nothing was written",
             dest.display()
         ))
@@ -236,7 +236,7 @@ impl Flusher {
 
 /// Flush `file` (the temporary file of the output shown as `shown`) to disk before the final
 /// step: on the flusher's thread, or here where no thread can be started.
-pub(crate) fn flush_behind(file: std::fs::File, shown: String) -> Result<(), CliError> {
+pub(crate) fn flush_behind(file: std::fs::File, shown: String) -> Result<(), Error> {
     let mut f = FLUSHER.lock().unwrap_or_else(|p| p.into_inner());
     if f.is_none() {
         *f = Flusher::start();
@@ -250,9 +250,9 @@ pub(crate) fn flush_behind(file: std::fs::File, shown: String) -> Result<(), Cli
     }
 }
 
-fn flush_now(file: &std::fs::File, shown: &str) -> Result<(), CliError> {
+fn flush_now(file: &std::fs::File, shown: &str) -> Result<(), Error> {
     file.sync_all()
-        .map_err(|e| CliError::runtime(format!("cannot flush {shown}: {e}")))
+        .map_err(|e| Error::runtime(format!("cannot flush {shown}: {e}")))
 }
 
 /// Wait for every flush started by [`flush_behind`]: the first failure's message, if any, and
@@ -293,16 +293,14 @@ fn list(names: &[String]) -> String {
 
 /// The final step of a job that succeeded: wait for the flushes, check the inputs, then put
 /// every staged output in place.
-pub fn finish() -> Result<Finished, CliError> {
+pub fn finish() -> Result<Finished, Error> {
     // the command is done with everything it kept: the driver and the kernel release it while
     // the disk flushes and while a rename frees the output it replaces
     crate::exit::release_behind();
     let (failed, flush_wait_s) = wait_flushed();
     if let Some(message) = failed {
         abandon();
-        return Err(CliError::runtime(format!(
-            "{message}; no output was written"
-        )));
+        return Err(Error::runtime(format!("{message}; no output was written")));
     }
     let changed = {
         let s = state();
@@ -316,7 +314,7 @@ pub fn finish() -> Result<Finished, CliError> {
     };
     if let Some(path) = changed {
         abandon();
-        return Err(CliError::runtime(format!(
+        return Err(Error::runtime(format!(
             "{path} changed while gpusort was reading it (another process wrote to it); no output was written"
         )));
     }
@@ -341,7 +339,7 @@ pub fn finish() -> Result<Finished, CliError> {
         if let Err(e) = copied {
             drop(s);
             abandon();
-            return Err(CliError::runtime(format!(
+            return Err(Error::runtime(format!(
                 "cannot write {}: {e}; no file was changed",
                 o.shown
             )));
@@ -374,7 +372,7 @@ pub fn finish() -> Result<Finished, CliError> {
                     format!("written: {}", list(&s.written))
                 };
                 release_locks(&mut s);
-                return Err(CliError::runtime(format!(
+                return Err(Error::runtime(format!(
                     "cannot rename into {}: {}; {written}; left as they were: {}",
                     o.shown,
                     e.error,
@@ -442,7 +440,7 @@ pub fn abandon() {
 }
 
 /// Create the output folder `dir` (with its parents) where it does not exist yet.
-pub fn create_out_dir(dir: &Path) -> Result<(), CliError> {
+pub fn create_out_dir(dir: &Path) -> Result<(), Error> {
     let mut missing = Vec::new();
     let mut d = Some(dir);
     while let Some(p) = d.filter(|p| !p.as_os_str().is_empty() && !p.exists()) {
@@ -450,7 +448,7 @@ pub fn create_out_dir(dir: &Path) -> Result<(), CliError> {
         d = p.parent();
     }
     std::fs::create_dir_all(dir)
-        .map_err(|e| CliError::usage(format!("cannot create --out-dir {}: {e}", dir.display())))?;
+        .map_err(|e| Error::usage(format!("cannot create --out-dir {}: {e}", dir.display())))?;
     state().created.extend(missing.into_iter().rev());
     Ok(())
 }
@@ -648,7 +646,7 @@ pub struct Written<'a> {
 /// Before any work: every output is a file of its own, no input (keys, values, weights) unless
 /// it is the one it replaces in place, and no other output; standard output is used once and is
 /// not an input either. Compared by file identity, so links and other spellings count.
-pub fn check_distinct(inputs: &[Named], outputs: &[Written]) -> Result<(), CliError> {
+pub fn check_distinct(inputs: &[Named], outputs: &[Written]) -> Result<(), Error> {
     let shown = |flag: &str, p: &Path| {
         if flag.is_empty() {
             p.display().to_string()
@@ -663,7 +661,7 @@ pub fn check_distinct(inputs: &[Named], outputs: &[Written]) -> Result<(), CliEr
     for o in outputs {
         if o.path == Path::new("-") {
             if let Some(first) = to_stdout {
-                return Err(CliError::usage(format!(
+                return Err(Error::usage(format!(
                     "{} and {} both write to standard output; name a file for one of them",
                     first.flag, o.flag
                 )));
@@ -673,7 +671,7 @@ pub fn check_distinct(inputs: &[Named], outputs: &[Written]) -> Result<(), CliEr
                 .iter()
                 .position(|k| k.is_some() && k.as_ref() == stdout.as_ref())
             {
-                return Err(CliError::usage(format!(
+                return Err(Error::usage(format!(
                     "standard output is redirected to {}, an input; write to another file",
                     shown(inputs[i].flag, inputs[i].path)
                 )));
@@ -688,7 +686,7 @@ pub fn check_distinct(inputs: &[Named], outputs: &[Written]) -> Result<(), CliEr
                 } else {
                     ""
                 };
-                return Err(CliError::usage(format!(
+                return Err(Error::usage(format!(
                     "{} is the same file as the input {}{hint}; nothing was written",
                     shown(o.flag, o.path),
                     shown(input.flag, input.path)
@@ -696,7 +694,7 @@ pub fn check_distinct(inputs: &[Named], outputs: &[Written]) -> Result<(), CliEr
             }
         }
         if let Some((_, other)) = out_keys.iter().find(|(k, _)| k.is_some() && *k == key) {
-            return Err(CliError::usage(format!(
+            return Err(Error::usage(format!(
                 "{} and {} name the same file; nothing was written",
                 shown(other.flag, other.path),
                 shown(o.flag, o.path)

@@ -15,7 +15,7 @@ use super::job::{self, durable, Target};
 use super::npy::npy_header;
 use super::platform::{pread_exact, pwrite_all, reserve, start_writeback};
 use super::Format;
-use crate::error::Error as CliError;
+use crate::error::Error;
 
 /// Whether outputs that are read-only or have other hard links may be replaced (`--force`):
 /// read-only ones are then replaced, hard-linked ones written through (every name sees the
@@ -53,24 +53,24 @@ pub fn write_words() -> &'static str {
 /// Where `path` would be written, checked before any work: a regular file (new or replaced)
 /// whose folder exists, standard output (`-`), or an existing pipe or character device.
 /// Directories, block devices and sockets are refused.
-pub fn output_target(path: &Path) -> Result<Target, CliError> {
+pub fn output_target(path: &Path) -> Result<Target, Error> {
     if is_std(path) {
         return Ok(Target::Stdout);
     }
     let shown = path.display();
     if path.as_os_str().to_string_lossy().ends_with('/') || path.file_name().is_none() {
-        return Err(CliError::usage(format!(
+        return Err(Error::usage(format!(
             "cannot write {shown}: it names a folder; give a file name"
         )));
     }
     let real = job::resolve_links(path);
     if std::fs::symlink_metadata(&real).is_ok_and(|m| m.file_type().is_symlink()) {
-        return Err(CliError::usage(format!(
+        return Err(Error::usage(format!(
             "cannot write {shown}: its symbolic links form a loop (or a chain over 40 long)"
         )));
     }
     match std::fs::metadata(&real) {
-        Ok(meta) if meta.is_dir() => Err(CliError::usage(format!(
+        Ok(meta) if meta.is_dir() => Err(Error::usage(format!(
             "cannot write {shown}: it is a directory"
         ))),
         Ok(meta) if meta.is_file() => existing_file(path, real, &meta),
@@ -84,14 +84,14 @@ pub fn output_target(path: &Path) -> Result<Target, CliError> {
                 }
             }
             let _ = meta;
-            Err(CliError::usage(format!(
+            Err(Error::usage(format!(
                 "cannot write {shown}: it is neither a file, a pipe nor a character device"
             )))
         }
         Err(_) => {
             let dir = parent(&real);
             if !dir.is_dir() {
-                return Err(CliError::usage(format!(
+                return Err(Error::usage(format!(
                     "cannot write {shown}: folder {} does not exist",
                     dir.display()
                 )));
@@ -104,7 +104,7 @@ pub fn output_target(path: &Path) -> Result<Target, CliError> {
 /// An existing regular file as an output: replaced by a rename, unless it is read-only (refused
 /// without `--force`) or has other hard links (refused without `--force`, which writes the result
 /// through them, as GNU `sort -o` does, rather than splitting the names as a rename would).
-fn existing_file(path: &Path, real: PathBuf, meta: &std::fs::Metadata) -> Result<Target, CliError> {
+fn existing_file(path: &Path, real: PathBuf, meta: &std::fs::Metadata) -> Result<Target, Error> {
     let shown = path.display();
     #[cfg(unix)]
     {
@@ -117,14 +117,14 @@ fn existing_file(path: &Path, real: PathBuf, meta: &std::fs::Metadata) -> Result
             })
             .unwrap_or(true);
         if (!writable || meta.permissions().readonly()) && !force() {
-            return Err(CliError::usage(format!(
+            return Err(Error::usage(format!(
                 "{shown} is read-only (mode {:o}); pass --force to replace it",
                 meta.mode() & 0o7777
             )));
         }
         if meta.nlink() > 1 {
             if !force() {
-                return Err(CliError::usage(format!(
+                return Err(Error::usage(format!(
                     "{shown} has {} hard links, which replacing it would split; pass --force to write the result through every name",
                     meta.nlink()
                 )));
@@ -134,7 +134,7 @@ fn existing_file(path: &Path, real: PathBuf, meta: &std::fs::Metadata) -> Result
     }
     #[cfg(not(unix))]
     if meta.permissions().readonly() && !force() {
-        return Err(CliError::usage(format!(
+        return Err(Error::usage(format!(
             "{shown} is read-only; pass --force to replace it"
         )));
     }
@@ -144,7 +144,7 @@ fn existing_file(path: &Path, real: PathBuf, meta: &std::fs::Metadata) -> Result
 /// Check, before any work, that `path` can be written (see [`output_target`]): for a file, that
 /// a temporary file can be created beside it (a read-only folder is refused up front, not after
 /// the work).
-pub fn check_output_path(path: &Path) -> Result<(), CliError> {
+pub fn check_output_path(path: &Path) -> Result<(), Error> {
     if let Target::File(real) | Target::Through(real) = output_target(path)? {
         let dir = parent(&real);
         tempfile::Builder::new()
@@ -152,7 +152,7 @@ pub fn check_output_path(path: &Path) -> Result<(), CliError> {
             .suffix(".tmp")
             .tempfile_in(&dir)
             .map_err(|e| {
-                CliError::usage(format!(
+                Error::usage(format!(
                     "cannot write {}: cannot create a file in {} ({})",
                     path.display(),
                     dir.display(),
@@ -188,12 +188,12 @@ pub fn resolve_output(
     output: Option<&Path>,
     in_place: bool,
     suffix: &str,
-) -> Result<PathBuf, CliError> {
+) -> Result<PathBuf, Error> {
     let path = &input.path;
     let dest = match (output, in_place) {
         (_, true) => {
             if input.streamed {
-                return Err(CliError::usage(format!(
+                return Err(Error::usage(format!(
                     "--in-place needs a regular file, and {} is a stream; use -o",
                     input.shown()
                 )));
@@ -233,11 +233,11 @@ pub fn output_format(input: &Input, explicit: Option<&Path>) -> Format {
 
 /// A 4-byte payload file matching `len` elements of `input` (raw files are read as u32): 1-D, or
 /// an array of the input's own N-D shape.
-pub fn open_values(path: &Path, input: &Input) -> Result<Input, CliError> {
+pub fn open_values(path: &Path, input: &Input) -> Result<Input, Error> {
     let mut v = Input::open_array_or(path, None, KeyType::U32)?;
     v.squeeze();
     if v.shape.len() > 1 && v.shape != input.shape {
-        return Err(CliError::usage(format!(
+        return Err(Error::usage(format!(
             "{} has shape {:?} but {} has shape {:?}; values are 1-D or of the keys' shape",
             v.shown(),
             v.shape,
@@ -246,14 +246,14 @@ pub fn open_values(path: &Path, input: &Input) -> Result<Input, CliError> {
         )));
     }
     if v.dtype.size() != 4 {
-        return Err(CliError::usage(format!(
+        return Err(Error::usage(format!(
             "{} holds {}; values must be 4-byte elements",
             v.shown(),
             v.dtype
         )));
     }
     if v.len != input.len {
-        return Err(CliError::usage(format!(
+        return Err(Error::usage(format!(
             "{} has {} values but {} has {} keys",
             v.shown(),
             v.len,
@@ -273,7 +273,7 @@ pub struct RunDir {
 }
 
 impl RunDir {
-    pub fn new(dir: Option<&Path>, dest: &Path) -> Result<RunDir, CliError> {
+    pub fn new(dir: Option<&Path>, dest: &Path) -> Result<RunDir, Error> {
         let base = match (dir, output_target(dest)) {
             (Some(d), _) => d.to_path_buf(),
             (None, Ok(Target::File(real) | Target::Through(real))) => parent(&real),
@@ -284,7 +284,7 @@ impl RunDir {
             .prefix(&job::temp_prefix("runs-"))
             .tempdir_in(&base)
             .map_err(|e| {
-                CliError::usage(format!(
+                Error::usage(format!(
                     "cannot create a run directory in {} (--tmp-dir): {e}",
                     base.display()
                 ))
@@ -316,7 +316,7 @@ pub struct Output {
 }
 
 impl Output {
-    pub fn create(dest: &Path) -> Result<Output, CliError> {
+    pub fn create(dest: &Path) -> Result<Output, Error> {
         let target = output_target(dest)?;
         let folder = match &target {
             Target::File(real) | Target::Through(real) => parent(real),
@@ -338,7 +338,7 @@ impl Output {
             builder.permissions(std::fs::Permissions::from_mode(0o666));
         }
         let tmp = builder.tempfile_in(&folder).map_err(|e| {
-            CliError::runtime(format!(
+            Error::runtime(format!(
                 "cannot create a temporary file in {} for {}: {e}",
                 folder.display(),
                 shown(dest)
@@ -391,7 +391,7 @@ impl Output {
     /// A temporary file beside `dest` for a part of its result kept aside until its place is
     /// known (a partition's other elements): removed when dropped, and its writes start no
     /// writeback, as nothing will ever flush it.
-    pub fn aside(dest: &Path) -> Result<Output, CliError> {
+    pub fn aside(dest: &Path) -> Result<Output, Error> {
         let mut out = Output::create(dest)?;
         out.aside = true;
         Ok(out)
@@ -408,7 +408,7 @@ impl Output {
         format: Format,
         dtype: KeyType,
         data: &[u8],
-    ) -> Result<(), CliError> {
+    ) -> Result<(), Error> {
         Output::write_array(dest, format, dtype, &[], data)
     }
 
@@ -419,7 +419,7 @@ impl Output {
         dtype: KeyType,
         shape: &[usize],
         data: &[u8],
-    ) -> Result<(), CliError> {
+    ) -> Result<(), Error> {
         let mut out = Output::create(dest)?.shaped(shape);
         out.write(format, dtype, data)?;
         out.commit()
@@ -428,11 +428,10 @@ impl Output {
     /// Write plain bytes (reports such as bench exports) and put them in place at once, each
     /// file atomically on its own: a report written part by part keeps what it has if a later
     /// part fails.
-    pub fn write_bytes_now(dest: &Path, data: &[u8]) -> Result<(), CliError> {
+    pub fn write_bytes_now(dest: &Path, data: &[u8]) -> Result<(), Error> {
         let mut out = Output::create(dest)?;
         let tmp = out.tmp.take().expect("just created");
-        let err =
-            |e: std::io::Error| CliError::runtime(format!("cannot write {}: {e}", shown(dest)));
+        let err = |e: std::io::Error| Error::runtime(format!("cannot write {}: {e}", shown(dest)));
         let path = tmp.path().to_path_buf();
         let landed = (|| {
             tmp.as_file().write_all(data)?;
@@ -452,16 +451,16 @@ impl Output {
 
     /// A handle on the temporary file, for writers that produce their own format (Parquet, Arrow
     /// IPC, CSV); [`Output::commit`] after they are done.
-    pub fn file(&self) -> Result<File, CliError> {
+    pub fn file(&self) -> Result<File, Error> {
         let tmp = self.tmp.as_ref().expect("not yet committed");
         tmp.as_file()
             .try_clone()
-            .map_err(|e| CliError::runtime(format!("cannot write {}: {e}", shown(&self.dest))))
+            .map_err(|e| Error::runtime(format!("cannot write {}: {e}", shown(&self.dest))))
     }
 
     /// [`Output::file`] as a buffered stream that starts each 64 MiB's writeback as soon as it is
     /// written (unless `--no-sync`), so the flush at [`Output::commit`] waits for the tail only.
-    pub fn sequential(&self) -> Result<StreamWriter, CliError> {
+    pub fn sequential(&self) -> Result<StreamWriter, Error> {
         Ok(StreamWriter {
             file: BufWriter::with_capacity(8 << 20, self.file()?),
             written: 0,
@@ -469,7 +468,7 @@ impl Output {
         })
     }
 
-    pub fn write(&mut self, format: Format, dtype: KeyType, data: &[u8]) -> Result<(), CliError> {
+    pub fn write(&mut self, format: Format, dtype: KeyType, data: &[u8]) -> Result<(), Error> {
         let len = (data.len() / dtype.size()) as u64;
         self.positioned(format, dtype, len)?.write_at(0, data)
     }
@@ -482,7 +481,7 @@ impl Output {
         format: Format,
         dtype: KeyType,
         len: u64,
-    ) -> Result<PositionedWriter<'_>, CliError> {
+    ) -> Result<PositionedWriter<'_>, Error> {
         self.positioned_array(format, dtype, &self.shape_of(len))
     }
 
@@ -492,11 +491,10 @@ impl Output {
         format: Format,
         dtype: KeyType,
         shape: &[usize],
-    ) -> Result<PositionedWriter<'_>, CliError> {
+    ) -> Result<PositionedWriter<'_>, Error> {
         use std::io::Seek;
         let dest = self.dest.clone();
-        let err =
-            |e: std::io::Error| CliError::runtime(format!("cannot write {}: {e}", shown(&dest)));
+        let err = |e: std::io::Error| Error::runtime(format!("cannot write {}: {e}", shown(&dest)));
         let mut header = self.stream_array(format, dtype, shape)?;
         header.flush().map_err(err)?;
         drop(header);
@@ -518,7 +516,7 @@ impl Output {
         format: Format,
         dtype: KeyType,
         len: u64,
-    ) -> Result<BufWriter<&mut File>, CliError> {
+    ) -> Result<BufWriter<&mut File>, Error> {
         self.stream_array(format, dtype, &self.shape_of(len))
     }
 
@@ -527,10 +525,9 @@ impl Output {
         format: Format,
         dtype: KeyType,
         shape: &[usize],
-    ) -> Result<BufWriter<&mut File>, CliError> {
+    ) -> Result<BufWriter<&mut File>, Error> {
         let dest = self.dest.clone();
-        let err =
-            |e: std::io::Error| CliError::runtime(format!("cannot write {}: {e}", shown(&dest)));
+        let err = |e: std::io::Error| Error::runtime(format!("cannot write {}: {e}", shown(&dest)));
         let file = self.tmp.as_mut().expect("not yet committed").as_file_mut();
         let mut w = BufWriter::with_capacity(8 << 20, file);
         if format == Format::Npy {
@@ -548,10 +545,9 @@ impl Output {
         format: Format,
         dtype: KeyType,
         shape: &[usize],
-    ) -> Result<Option<MmapMut>, CliError> {
+    ) -> Result<Option<MmapMut>, Error> {
         let dest = self.dest.clone();
-        let err =
-            |e: std::io::Error| CliError::runtime(format!("cannot write {}: {e}", shown(&dest)));
+        let err = |e: std::io::Error| Error::runtime(format!("cannot write {}: {e}", shown(&dest)));
         let file = self.tmp.as_mut().expect("not yet committed").as_file_mut();
         let mut header = Vec::new();
         if format == Format::Npy {
@@ -585,7 +581,7 @@ impl Output {
         format: Format,
         dtype: KeyType,
         len: u64,
-    ) -> Result<Option<MappedWriter>, CliError> {
+    ) -> Result<Option<MappedWriter>, Error> {
         if len == 0 {
             return Ok(None);
         }
@@ -600,19 +596,17 @@ impl Output {
             // unmappable (a filesystem without shared maps, say): the positioned writer writes
             // the file again from its start
             let file = self.tmp.as_mut().expect("not yet committed").as_file_mut();
-            file.set_len(0).map_err(|e| {
-                CliError::runtime(format!("cannot write {}: {e}", shown(&self.dest)))
-            })?;
-            std::io::Seek::rewind(file).map_err(|e| {
-                CliError::runtime(format!("cannot write {}: {e}", shown(&self.dest)))
-            })?;
+            file.set_len(0)
+                .map_err(|e| Error::runtime(format!("cannot write {}: {e}", shown(&self.dest))))?;
+            std::io::Seek::rewind(file)
+                .map_err(|e| Error::runtime(format!("cannot write {}: {e}", shown(&self.dest))))?;
             return Ok(None);
         };
         // (where the elements start: the header's length, which Sink::finish writes over)
         let start = file
             .metadata()
             .map(|m| m.len() - map.len() as u64)
-            .map_err(|e| CliError::runtime(format!("cannot write {}: {e}", shown(&self.dest))))?;
+            .map_err(|e| Error::runtime(format!("cannot write {}: {e}", shown(&self.dest))))?;
         let writeback = self.writeback();
         Ok(Some(MappedWriter {
             map,
@@ -630,7 +624,7 @@ impl Output {
         format: Format,
         dtype: KeyType,
         max_len: u64,
-    ) -> Result<Appender<'_>, CliError> {
+    ) -> Result<Appender<'_>, Error> {
         let room = match format {
             Format::Npy => npy_header(dtype, &[max_len], 0).len() as u64,
             Format::Raw => 0,
@@ -658,7 +652,7 @@ impl Output {
         dtype: KeyType,
         max_len: u64,
         exact: bool,
-    ) -> Result<Sink<'_>, CliError> {
+    ) -> Result<Sink<'_>, Error> {
         if self.writeback() && !exact {
             return Ok(Sink::Appended(self.appender(format, dtype, max_len)?));
         }
@@ -678,12 +672,13 @@ impl Output {
     /// Hand the finished file to the job's final step, which puts every output of the job in
     /// place together once the command has succeeded; its flush to disk (unless `--no-sync`)
     /// starts now on a thread of its own and is waited for in that step, before any rename.
-    pub fn commit(mut self) -> Result<(), CliError> {
+    pub fn commit(mut self) -> Result<(), Error> {
         let tmp = self.tmp.take().expect("commit once");
         if matches!(self.target, Target::File(_)) && durable() {
-            let file = tmp.as_file().try_clone().map_err(|e| {
-                CliError::runtime(format!("cannot flush {}: {e}", shown(&self.dest)))
-            })?;
+            let file = tmp
+                .as_file()
+                .try_clone()
+                .map_err(|e| Error::runtime(format!("cannot flush {}: {e}", shown(&self.dest))))?;
             job::flush_behind(file, shown(&self.dest))?;
         }
         job::stage(tmp.into_temp_path(), self.target.clone(), shown(&self.dest));
@@ -880,12 +875,12 @@ pub struct Appender<'a> {
 }
 
 impl Appender<'_> {
-    fn err(&self, e: std::io::Error) -> CliError {
-        CliError::runtime(format!("cannot write {}: {e}", shown(self.dest)))
+    fn err(&self, e: std::io::Error) -> Error {
+        Error::runtime(format!("cannot write {}: {e}", shown(self.dest)))
     }
 
     /// Add `data` (whole elements) after what was appended before.
-    pub fn append(&mut self, data: &[u8]) -> Result<(), CliError> {
+    pub fn append(&mut self, data: &[u8]) -> Result<(), Error> {
         // (write_at starts each piece's writeback where the output will be flushed)
         write_at(self.file, self.room + self.end, data, self.writeback).map_err(|e| self.err(e))?;
         self.end += data.len() as u64;
@@ -893,7 +888,7 @@ impl Appender<'_> {
     }
 
     /// Write the header for the elements appended (.npy; padded to the room left for it).
-    pub fn finish(self) -> Result<(), CliError> {
+    pub fn finish(self) -> Result<(), Error> {
         if self.format == Format::Npy {
             let len = self.end / self.dtype.size() as u64;
             let header = npy_header(self.dtype, &[len], self.room as usize);
@@ -929,11 +924,11 @@ impl<'a> Sink<'a> {
     }
 
     /// Add `data` (whole elements) after what was appended before.
-    pub fn append(&mut self, data: &[u8]) -> Result<(), CliError> {
+    pub fn append(&mut self, data: &[u8]) -> Result<(), Error> {
         match self {
             Sink::Mapped(m) => {
                 if m.end + data.len() as u64 > m.w.map.len() as u64 {
-                    return Err(CliError::runtime(format!(
+                    return Err(Error::runtime(format!(
                         "more elements than the input holds for {} (an internal error)",
                         shown(&m.dest)
                     )));
@@ -986,7 +981,7 @@ impl<'a> Sink<'a> {
     }
 
     /// Append everything appended to `other` (a part kept aside until its place was known).
-    pub fn append_sink(&mut self, other: &Sink) -> Result<(), CliError> {
+    pub fn append_sink(&mut self, other: &Sink) -> Result<(), Error> {
         match other {
             Sink::Mapped(o) => self.append(&o.w.map[..o.end as usize]),
             Sink::Appended(o) => {
@@ -996,10 +991,7 @@ impl<'a> Sink<'a> {
                 while at < len {
                     let piece = &mut buf[..(len - at).min(WRITE_PIECE as u64) as usize];
                     pread_exact(o.file, piece, o.room + at).map_err(|e| {
-                        CliError::runtime(format!(
-                            "cannot read back a part of {}: {e}",
-                            shown(o.dest)
-                        ))
+                        Error::runtime(format!("cannot read back a part of {}: {e}", shown(o.dest)))
                     })?;
                     self.append(piece)?;
                     at += piece.len() as u64;
@@ -1011,11 +1003,11 @@ impl<'a> Sink<'a> {
 
     /// Write the .npy header for the elements appended and end the file after them. A mapped
     /// sink hands back its map (to be unmapped at the process's end: crate::exit).
-    pub fn finish(self) -> Result<Option<MmapMut>, CliError> {
+    pub fn finish(self) -> Result<Option<MmapMut>, Error> {
         match self {
             Sink::Mapped(m) => {
                 let err = |e: std::io::Error| {
-                    CliError::runtime(format!("cannot write {}: {e}", shown(&m.dest)))
+                    Error::runtime(format!("cannot write {}: {e}", shown(&m.dest)))
                 };
                 if m.format == Format::Npy {
                     let len = m.end / m.dtype.size() as u64;
@@ -1047,10 +1039,10 @@ impl<'s> Carver<'s> {
         &mut self,
         n: usize,
         fill: impl FnOnce(&mut [E]),
-    ) -> Result<&'s [E], CliError> {
+    ) -> Result<&'s [E], Error> {
         let bytes = n * std::mem::size_of::<E>();
         if bytes > self.free.len() {
-            return Err(CliError::runtime(format!(
+            return Err(Error::runtime(format!(
                 "more elements than the input holds for {} (an internal error)",
                 shown(self.dest)
             )));
@@ -1081,7 +1073,7 @@ impl<'s, E: bytemuck::Pod> Landed<'s, E> {
         carver: Option<&mut Carver<'s>>,
         n: usize,
         fill: impl FnOnce(&mut [E]),
-    ) -> Result<Landed<'s, E>, CliError> {
+    ) -> Result<Landed<'s, E>, Error> {
         Ok(match carver {
             Some(c) => Landed::InPlace(c.fill(n, fill)?),
             None => {
@@ -1100,7 +1092,7 @@ impl<'s, E: bytemuck::Pod> Landed<'s, E> {
     }
 
     /// On the writer thread: append what was held to the sink it was drained for.
-    pub fn append_to(&self, sink: Option<&mut Sink<'_>>) -> Result<(), CliError> {
+    pub fn append_to(&self, sink: Option<&mut Sink<'_>>) -> Result<(), Error> {
         match (self, sink) {
             (Landed::Held(v), Some(sink)) => sink.append(bytemuck::cast_slice(v)),
             _ => Ok(()),
@@ -1110,9 +1102,9 @@ impl<'s, E: bytemuck::Pod> Landed<'s, E> {
 
 impl PositionedWriter<'_> {
     /// Write `data` at byte `at` of the elements.
-    pub fn write_at(&self, at: u64, data: &[u8]) -> Result<(), CliError> {
+    pub fn write_at(&self, at: u64, data: &[u8]) -> Result<(), Error> {
         write_at(self.file, self.start + at, data, self.writeback)
-            .map_err(|e| CliError::runtime(format!("cannot write {}: {e}", shown(self.dest))))
+            .map_err(|e| Error::runtime(format!("cannot write {}: {e}", shown(self.dest))))
     }
 }
 
@@ -1127,9 +1119,9 @@ pub struct Scratch {
 const SCRATCH_IN_MEMORY: u64 = 4 << 30;
 
 impl Scratch {
-    pub fn new(bytes: u64, beside: &Path) -> Result<Scratch, CliError> {
+    pub fn new(bytes: u64, beside: &Path) -> Result<Scratch, Error> {
         let err = |e: std::io::Error| {
-            CliError::runtime(format!(
+            Error::runtime(format!(
                 "cannot create a scratch grid of {bytes} bytes: {e}"
             ))
         };
