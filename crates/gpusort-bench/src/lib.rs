@@ -223,25 +223,29 @@ fn too_big(gpu: &gpusort_core::Gpu, bytes: u64) -> Option<String> {
     })
 }
 
-/// Measure `opts.suites` on `gpu` (the multi suite on `group()`'s devices, the datafusion suite
-/// through `tables`), printing each part as it is measured.
-pub fn run(
-    gpu: &gpusort_core::Gpu,
-    group: &dyn Fn() -> Result<gpusort_core::multi::DeviceGroup>,
-    tables: &mut TableSuite<'_>,
-    opts: &Options,
-) -> Result {
-    let args = opts;
-    const SUITES: [&str; 7] = [
-        "sort",
-        "scan",
-        "transfer",
-        "stencil",
-        "sched",
-        "multi",
-        "datafusion",
-    ];
-    for s in &args.suites {
+/// The suites, in the order a run measures them.
+const SUITES: [&str; 7] = [
+    "sort",
+    "scan",
+    "transfer",
+    "stencil",
+    "sched",
+    "multi",
+    "datafusion",
+];
+
+/// What a run's options name, checked before anything is measured.
+struct Checked {
+    dtypes: Vec<KeyType>,
+    key_sets: Vec<String>,
+    /// None: every stencil
+    stencil_names: Option<Vec<String>>,
+    baseline: Option<compare::Baseline>,
+}
+
+/// Every name and path of `opts` checked: one clear error before any measuring.
+fn checked(opts: &Options) -> Result<Checked> {
+    for s in &opts.suites {
         if !SUITES.contains(&s.as_str()) {
             return Err(Error::usage(format!(
                 "unknown suite '{s}' (available: {})",
@@ -249,7 +253,7 @@ pub fn run(
             )));
         }
     }
-    if let Some(&bad) = args.sizes.iter().find(|&&s| !(1..=31).contains(&s)) {
+    if let Some(&bad) = opts.sizes.iter().find(|&&s| !(1..=31).contains(&s)) {
         return Err(Error::usage(format!(
             "size 2^{bad} is out of range (1..=31)"
         )));
@@ -257,9 +261,9 @@ pub fn run(
     // the exports follow the output rules, checked before anything is measured: each a file of
     // its own that can be written, none the --compare baseline
     let exports: Vec<gpusort_files::Written> = [
-        ("--json", &args.json),
-        ("--markdown", &args.markdown),
-        ("--plot", &args.plot),
+        ("--json", &opts.json),
+        ("--markdown", &opts.markdown),
+        ("--plot", &opts.plot),
     ]
     .into_iter()
     .filter_map(|(flag, p)| {
@@ -273,7 +277,7 @@ pub fn run(
     for w in &exports {
         gpusort_files::check_output_path(w.path)?;
     }
-    let baseline_input: Vec<gpusort_files::Named> = args
+    let baseline_input: Vec<gpusort_files::Named> = opts
         .compare
         .as_deref()
         .map(|path| gpusort_files::Named {
@@ -283,52 +287,74 @@ pub fn run(
         .into_iter()
         .collect();
     gpusort_files::check_distinct(&baseline_input, &exports)?;
-    let dtypes = args
+    let dtypes = opts
         .dtypes
         .iter()
         .map(|d| {
             gpusort_core::KeyType::parse(d).map_err(|e| Error::usage(format!("--dtypes: {e}")))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let key_sets = key_sets(&args.keys)?;
-    let stencil_names = stencil::names(&args.stencils)?;
+    let key_sets = key_sets(&opts.keys)?;
+    let stencil_names = stencil::names(&opts.stencils)?;
     // a saved run to compare with: read before anything is measured, so a bad file fails fast
-    let baseline = match &args.compare {
+    let baseline = match &opts.compare {
         Some(p) => Some(compare::Baseline::load(p)?),
         None => None,
     };
+    Ok(Checked {
+        dtypes,
+        key_sets,
+        stencil_names,
+        baseline,
+    })
+}
+
+/// Measure `opts.suites` on `gpu` (the multi suite on `group()`'s devices, the datafusion suite
+/// through `tables`), printing each part as it is measured.
+pub fn run(
+    gpu: &gpusort_core::Gpu,
+    group: &dyn Fn() -> Result<gpusort_core::multi::DeviceGroup>,
+    tables: &mut TableSuite<'_>,
+    opts: &Options,
+) -> Result {
+    let Checked {
+        dtypes,
+        key_sets,
+        stencil_names,
+        baseline,
+    } = checked(opts)?;
     // a software adapter runs the quick set unless sizes are given: the full one takes hours
-    let quick = args.quick || (gpu.is_software() && args.sizes.is_empty());
-    if quick && !args.quick && !args.quiet {
+    let quick = opts.quick || (gpu.is_software() && opts.sizes.is_empty());
+    if quick && !opts.quick && !opts.quiet {
         eprintln!(
             "gpusort: {} is a software adapter: running the quick set (--sizes chooses others)",
             gpu.adapter.name
         );
     }
     let sizes_for = |default: &[u32]| -> Vec<u32> {
-        if !args.sizes.is_empty() {
-            args.sizes.clone()
+        if !opts.sizes.is_empty() {
+            opts.sizes.clone()
         } else if quick {
             vec![12, 14, 16]
         } else {
             default.to_vec()
         }
     };
-    let reps = args.reps.unwrap_or(if quick { 3 } else { 10 }).max(1);
+    let reps = opts.reps.unwrap_or(if quick { 3 } else { 10 }).max(1);
     let timer = GpuTimer::new(gpu);
     let copy = CopyKernel::new(gpu)?;
-    let bar = &args.bar;
+    let bar = &opts.bar;
     let ctx = Ctx {
         gpu,
         timer: &timer,
         copy: &copy,
         bar,
         reps,
-        sort_tuning: args.sort_tuning,
-        scan_tuning: args.scan_tuning,
-        knobs: &args.knobs,
-        cpu: !args.gpu_only,
-        warm: std::time::Duration::from_millis(args.warmup.unwrap_or(if gpu.is_software() {
+        sort_tuning: opts.sort_tuning,
+        scan_tuning: opts.scan_tuning,
+        knobs: &opts.knobs,
+        cpu: !opts.gpu_only,
+        warm: std::time::Duration::from_millis(opts.warmup.unwrap_or(if gpu.is_software() {
             0
         } else {
             DEFAULT_WARMUP_MS
@@ -336,8 +362,8 @@ pub fn run(
     };
     let mut report = Report {
         schema: 1,
-        gpusort_version: args.version,
-        commit: args.commit,
+        gpusort_version: opts.version,
+        commit: opts.commit,
         date: gpusort_core::tuning::utc_now(),
         device: gpu.adapter.name.clone(),
         backend: gpu.adapter.backend.clone(),
@@ -360,14 +386,14 @@ pub fn run(
     // it is measured: the first line comes within seconds, and a run cut short keeps its parts.
     for suite in SUITES
         .iter()
-        .filter(|s| args.suites.iter().any(|a| a == *s))
+        .filter(|s| opts.suites.iter().any(|a| a == *s))
     {
         bar.suspend(|| print_header(suite));
         let mut cases: Vec<Case> = Vec::new();
         let mut emit = |part: Vec<Case>| -> Result {
             bar.suspend(|| print_rows(part.iter().filter(|c| !c.shown)));
             report.cases.extend(part.iter().cloned());
-            export(&report, args)?;
+            export(&report, opts)?;
             cases.extend(part);
             Ok(())
         };
@@ -401,14 +427,14 @@ pub fn run(
             }
             "datafusion" => tables(
                 &sizes_for(&[24, 27]),
-                args.reps.unwrap_or(if quick { 2 } else { 3 }).max(1),
+                opts.reps.unwrap_or(if quick { 2 } else { 3 }).max(1),
                 bar,
                 &mut emit,
             )?,
             _ => {
-                let tasks = args.tasks.unwrap_or(if quick { 100 } else { 1000 }).max(1);
-                let sizes = if !args.sizes.is_empty() {
-                    args.sizes.clone()
+                let tasks = opts.tasks.unwrap_or(if quick { 100 } else { 1000 }).max(1);
+                let sizes = if !opts.sizes.is_empty() {
+                    opts.sizes.clone()
                 } else if quick {
                     vec![12]
                 } else {
@@ -432,15 +458,15 @@ pub fn run(
 
 /// Write the JSON and Markdown exports of what was measured so far, in place at once (each
 /// file atomically; a bench's exports are reports, not one job's outputs).
-fn export(report: &Report, args: &Options) -> Result {
-    if let Some(p) = &args.json {
+fn export(report: &Report, opts: &Options) -> Result {
+    if let Some(p) = &opts.json {
         let text = serde_json::to_string_pretty(report).expect("serialisable");
         gpusort_files::Output::write_bytes_now(p, text.as_bytes())?;
     }
-    if let Some(p) = &args.markdown {
+    if let Some(p) = &opts.markdown {
         gpusort_files::Output::write_bytes_now(p, markdown(report).as_bytes())?;
     }
-    if let Some(p) = &args.plot {
+    if let Some(p) = &opts.plot {
         let title = format!(
             "gpusort {} ({}) on {}, {}",
             report.gpusort_version, report.commit, report.device, report.date
