@@ -203,6 +203,7 @@ fn compact(i: Invocation) {
     // for and writes out this one, so its loads stay in flight meanwhile.
     var taken = 1u; // tiles this workgroup has taken (next_tile)
     loop {
+        let asked = ask_next_tile(taken); // read after this tile's local work
         count_tile_start();
         let m@R = kept_mask(v + @Ru * g, a@R); //@ROUND
         let m@R = 0u; //@PAD
@@ -220,7 +221,7 @@ fn compact(i: Invocation) {
         // across), so the two tiles' vec4s are never live at once (Tuning::compact_late_loads);
         // without it, before the packing.
         if (LATE_LOADS == 1u) { pack_kept(v + @Ru * g, a@R, m@R, gt.x + at@R, 0u); } //@ROUND
-        let next = next_tile(tiles, &taken);
+        let next = next_tile(asked, tiles, &taken);
         let nv = first_vec(next); // past the end when done: loads nothing
         let b@R = load(nv + @Ru * g); //@ROUND
         if (LATE_LOADS == 0u) { pack_kept(v + @Ru * g, a@R, m@R, gt.x + at@R, 0u); } //@ROUND

@@ -92,9 +92,12 @@ fn scan(i: Invocation) {
     var v = first_vec(tile);
     var x@R = load(v + @Ru * g); //@ROUND
     // With PERSIST, a workgroup takes its next tile and starts loading it before it looks back
-    // for this one, so its loads stay in flight while it waits on its predecessors.
+    // for this one, so its loads stay in flight while it waits on its predecessors. Lines
+    // ending in //@PERSIST exist only then: without, no registers hold a next tile (more
+    // workgroups share an SM).
     var taken = 1u; // tiles this workgroup has taken (next_tile)
     loop {
+        let asked = ask_next_tile(taken); // read after this tile's local work
         count_tile_start();
         x@R = vec_inclusive(x@R); //@ROUND
         // s@Q: the group scan of the four rounds' totals (exclusive, total)
@@ -104,9 +107,9 @@ fn scan(i: Invocation) {
         let before@R = combine(run, s@Q[0][@C]); run = combine(run, s@Q[1][@C]); //@ROUND
         let gt = groups_exclusive(run); // (groups before, tile total)
         publish_aggregate(tile, gt.y);
-        let next = next_tile(tiles, &taken);
+        let next = next_tile(asked, tiles, &taken);
         let nv = first_vec(next); // past the end when done: loads nothing
-        let y@R = load(nv + @Ru * g); //@ROUND
+        let y@R = load(nv + @Ru * g); //@ROUND//@PERSIST
         var p = IDENTITY;
         if (NO_LOOKBACK == 0u) { p = look_back(tile, gt.y); }
         var through = combine(p, gt.y); // everything up to this tile's end
@@ -126,6 +129,6 @@ fn scan(i: Invocation) {
         }
         tile = next;
         v = nv;
-        x@R = y@R; //@ROUND
+        x@R = y@R; //@ROUND//@PERSIST
     }
 }

@@ -367,7 +367,19 @@ fn integer_sums_widen_and_wrap_on_any_thread_count() {
         });
     }
     let mut r = rng(78);
-    for n in [0usize, 1, 2, (1 << 16) - 1, (1 << 16) + 1, 300_001] {
+    // 15-17 and 33 about the AVX-512 sums' sixteen elements a round (cpu_engine/simd.rs)
+    for n in [
+        0usize,
+        1,
+        2,
+        15,
+        16,
+        17,
+        33,
+        (1 << 16) - 1,
+        (1 << 16) + 1,
+        300_001,
+    ] {
         let i: Vec<i32> = (0..n)
             .map(|_| r.random_range(i32::MIN..=i32::MAX))
             .collect();
@@ -376,10 +388,20 @@ fn integer_sums_widen_and_wrap_on_any_thread_count() {
             .collect();
         check(&i, i64::from, i64::wrapping_add);
         check(&u, u64::from, u64::wrapping_add);
-        // 64-bit sums that wrap, through the engine's scan against the twin
+        // 64-bit sums that wrap, through the engine's scan against the twin: in one pass (one
+        // thread) and in chunks (three)
         let w: Vec<u64> = (0..n)
             .map(|_| r.random_range(u64::MAX / 2..=u64::MAX))
             .collect();
+        let want = scan_twin::scan64(&w, ScanOp::Add, true);
+        let what = format!("u64 sums n={n}");
+        scans_both_ways_on_any_thread_count(
+            &want,
+            0u64,
+            &what,
+            |a, b| a == b,
+            |inclusive, got| engine::scan(&w, got, ScanOp::Add, inclusive),
+        );
         let v: Vec<i32> = i.clone();
         for inclusive in [true, false] {
             let mut got = vec![0u64; n];

@@ -455,11 +455,6 @@ def scan(a, op="add", *, exclusive=False, out=None):
 # rows at least this long are scanned one by one on the engine; shorter rows along an axis take
 # NumPy's own cumsum, where a call per row would cost more than the sums
 _ROW_SCAN_MIN = 1 << 15
-# on a CPU of few cores NumPy's own cumsum of 64-bit integers keeps up with the engine's below
-# this many elements (2 cores: at 2^19 the engine took 1.4-2.2x NumPy's time; at 2^20 0.74-1.5x
-# from one run to the next on one machine, 1.01-1.06 on another, where NumPy's own gives 1.00-1.07
-# every time; docs/BENCHMARKS.md)
-_WIDE_INT_SCAN_MIN = 1 << 21
 
 
 def cumsum(a, axis=None, dtype=None, out=None, *, exclusive=False):
@@ -469,12 +464,7 @@ def cumsum(a, axis=None, dtype=None, out=None, *, exclusive=False):
     ``exclusive=True`` starts from 0 and leaves out each element itself. Without a GPU float sums
     add in NumPy's order (its bits); on the GPU in another order (the last bits may differ).
     Rows along an axis shorter than 2^15 elements are NumPy's own cumsum (a call per row costs
-    more there), and so is a cumsum of fewer than 2^21 64-bit integers without a GPU on a CPU of
-    few cores (NumPy's is as fast there)."""
-    if (type(a) is np.ndarray and axis is None and dtype is None and out is None
-            and not exclusive and a.dtype.kind in "iu" and a.dtype.itemsize == 8
-            and a.dtype.isnative and a.size < _WIDE_INT_SCAN_MIN and _numpy_faster()):
-        return np.cumsum(a)  # NumPy's own answers (below), without the checks' cost
+    more there)."""
     arr = _plain(a)
     if out is not None and not isinstance(out, np.ndarray):
         raise TypeError(f"out must be a NumPy array, not {type(out).__name__}")
@@ -483,14 +473,11 @@ def cumsum(a, axis=None, dtype=None, out=None, *, exclusive=False):
     # the dtypes the engine's cumsum takes, whichever answers (an empty slice: no copy)
     probe = x.reshape(-1)[:0]
     _scannable(probe.astype(acc if acc is not None else np.int32 if probe.dtype.kind == "b" else probe.dtype))
-    # on a CPU of few cores the engine is the faster too (32-bit integers widened as it reads them,
-    # float sums in NumPy's order: the same bits), but for short 64-bit integer sums
-    length = x.shape[-1] if x.ndim else 1
-    wide_int = x.dtype.kind in "iu" and x.dtype.itemsize == 8 and acc in (None, x.dtype)
-    numpy_own = _numpy_faster() and wide_int and length < _WIDE_INT_SCAN_MIN
-    if x.ndim <= 1 and not numpy_own:
+    # on a CPU of few cores the engine is the faster too (integer sums in one pass, 32-bit ones
+    # widened as it reads them; float sums in NumPy's order: the same bits)
+    if x.ndim <= 1:
         res = _cumsum_flat(x, acc, exclusive)
-    elif x.shape[-1] >= _ROW_SCAN_MIN and not numpy_own:
+    elif x.shape[-1] >= _ROW_SCAN_MIN:
         rows = x.reshape(-1, x.shape[-1])
         res = np.stack([_cumsum_flat(r, acc, exclusive) for r in rows]).reshape(x.shape)
     else:

@@ -14,8 +14,8 @@
 // The walk itself (look_back_walk) is in common/lookback_subgroup.wgsl (one subgroup reads
 // WINDOW predecessors per round, no workgroup barriers) or common/lookback_shared.wgsl (one
 // invocation, tile by tile).
-// Needs from the family: combine, IDENTITY, tile_reduce(t) (cooperative), WINDOW, ONE_WORD, PERSIST,
-// GROUP_TILES, COUNTERS, STATE_STRIDE (words from one tile's status to the next: 2, or more to
+// Needs from the family: combine (and WALK_OP, its scanop.wgsl code), IDENTITY, tile_reduce(t)
+// (cooperative), WINDOW, ONE_WORD, PERSIST, GROUP_TILES, COUNTERS, STATE_STRIDE (words from one tile's status to the next: 2, or more to
 // spread the polled words over cache lines), STATE_HEADER (words before tile 0's status: at
 // least 8, and a stride's room, scan::state_header), and `state` at binding 1 (cleared to zero
 // before the dispatch).
@@ -55,13 +55,24 @@ fn take_ticket() -> u32 {
     return workgroupUniformLoad(&wg_tile);
 }
 
-// The next tile of a workgroup that loops over tiles (PERSIST), having taken `taken` so far:
-// `tiles` when it is done (no looping, GROUP_TILES taken, or the tickets are past the last
-// tile). Call from uniform control flow.
-fn next_tile(tiles: u32, taken: ptr<function, u32>) -> u32 {
+// A workgroup that loops over tiles (PERSIST), having taken `taken` so far, asks for its next
+// tile at the start of the current one (invocation 0; anything else gets no ticket): the
+// atomic's round trip then runs beside the tile's own work instead of between its look-back and
+// the next tile's loads. Whoever holds a ticket is running, so waiting on it stays safe.
+fn ask_next_tile(taken: u32) -> u32 {
+    var ticket = 0u;
+    if (PERSIST == 1u && taken < GROUP_TILES && inv.li == 0u) { ticket = atomicAdd(&state[0], 1u); }
+    return ticket;
+}
+
+// The next tile, from ask_next_tile's `asked` of this tile: `tiles` when the workgroup is done
+// (no looping, GROUP_TILES taken, or the tickets are past the last tile). Call from uniform
+// control flow.
+fn next_tile(asked: u32, tiles: u32, taken: ptr<function, u32>) -> u32 {
     if (PERSIST == 0u || *taken >= GROUP_TILES) { return tiles; }
     *taken += 1u;
-    return min(take_ticket(), tiles);
+    if (inv.li == 0u) { wg_tile = asked; }
+    return min(workgroupUniformLoad(&wg_tile), tiles);
 }
 
 // With ONE_WORD (a host constant, for families whose inclusive values stay below 2^31:

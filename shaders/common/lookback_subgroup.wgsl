@@ -7,20 +7,34 @@
 // again: the scan at 2^28 on the H100 went from 59% to 67% of a copy with it, while compaction
 // measured slower, so each family sets its own.
 
+// The walk is on the critical path of every tile (its successors wait on its inclusive value),
+// so a round is kept short: the first set lane without branches, and the subgroup's own
+// reduction where the operator has one (WALK_OP: scanop.wgsl's code of `combine`; 1, the float
+// sum, keeps the butterfly's order of additions).
 fn first_lane(b: vec4<u32>) -> u32 {
-    for (var w = 0u; w < 4u; w++) {
-        if (b[w] != 0u) { return w * 32u + firstTrailingBit(b[w]); }
-    }
-    return 128u;
+    let tz = countTrailingZeros(b); // 32 for an empty word: 128 when no lane is set
+    return select(select(select(96u + tz.w, 64u + tz.z, b.z != 0u), 32u + tz.y, b.y != 0u), tz.x, b.x != 0u);
 }
 
-// `combine` over the whole subgroup (butterfly; lane 0's result is the one used).
+// `combine` over the whole subgroup (lane 0's result is the one used).
 fn sg_reduce(v: u32) -> u32 {
-    var x = v;
-    for (var d = 1u; d < inv.sg_size; d = d << 1u) {
-        x = combine(x, subgroupShuffleXor(x, d));
+    switch WALK_OP {
+        case 0u: { return subgroupAdd(v); }
+        case 2u: { return subgroupMax(v); }
+        case 3u: { return subgroupMin(v); }
+        case 4u: { return bitcast<u32>(subgroupMax(bitcast<i32>(v))); }
+        case 5u: { return bitcast<u32>(subgroupMin(bitcast<i32>(v))); }
+        case 6u: { return subgroupAnd(v); }
+        case 7u: { return subgroupOr(v); }
+        case 8u: { return subgroupXor(v); }
+        default: {
+            var x = v;
+            for (var d = 1u; d < inv.sg_size; d = d << 1u) {
+                x = combine(x, subgroupShuffleXor(x, d));
+            }
+            return x;
+        }
     }
-    return x;
 }
 
 // Walks back from tile `start` (exclusive): (the tiles walked, combined; where the walk stopped;

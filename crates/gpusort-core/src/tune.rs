@@ -537,7 +537,7 @@ impl<'a> Tuner<'a> {
                     t.compact_workgroups = v;
                 },
             ),
-            ("status stride", &[2, 8, 32], &[8], |t, v| {
+            ("status stride", &[2, 8, 32], &[32], |t, v| {
                 t.state_stride = v
             }),
             ("compaction rounds", &[8, 10, 12], &[10], |t, v| {
@@ -579,7 +579,7 @@ impl<'a> Tuner<'a> {
 }
 
 /// The scan shapes tried: (invocations, vec4 rounds) per workgroup.
-const SCAN_SHAPES: [(u32, u32); 5] = [(512, 8), (256, 8), (512, 4), (256, 16), (1024, 4)];
+const SCAN_SHAPES: [(u32, u32); 5] = [(256, 8), (512, 8), (512, 4), (256, 16), (1024, 4)];
 
 fn keys_from(v: u32) -> String {
     match v {

@@ -14,6 +14,7 @@
 mod halves;
 mod runs;
 mod scan;
+mod simd;
 mod sort;
 mod stencil;
 
@@ -30,7 +31,7 @@ pub fn threads() -> usize {
 
 /// Elements below which a job runs on one thread: splitting smaller work costs more than it
 /// saves.
-const SEQUENTIAL_BELOW: usize = 1 << 15;
+pub(crate) const SEQUENTIAL_BELOW: usize = 1 << 15;
 
 /// Pieces for `n` elements: a few per thread, none below [`SEQUENTIAL_BELOW`].
 fn chunk_len(n: usize) -> usize {

@@ -4,7 +4,7 @@
 
 use rayon::prelude::*;
 
-use super::chunk_len;
+use super::{chunk_len, SEQUENTIAL_BELOW};
 use crate::cancel::Stop;
 use crate::keys::{KeyType, SortKey};
 use crate::reference::scan::{combine64, combine_bits, holds, identity64};
@@ -33,13 +33,13 @@ pub fn scan<T: SortKey>(data: &[T], out: &mut [T], op: ScanOp, inclusive: bool) 
         // integer sums (wrapping) without the operator chosen per element
         use bytemuck::{cast_slice as c, cast_slice_mut as m};
         match t {
-            KeyType::U64 | KeyType::I64 => scan_words::<u64, u64>(
+            KeyType::U64 | KeyType::I64 => scan_chunks(
                 c(data),
                 m(out),
                 0,
-                |x| x,
+                |x: u64| x,
                 u64::wrapping_add,
-                inclusive,
+                |src, dst, carry| super::simd::sum_u64(src, dst, carry, inclusive),
                 &stop,
             ),
             _ => scan_words::<u32, u32>(
@@ -145,6 +145,32 @@ fn scan_words<S: Copy + Sync, T: Copy + Send + Sync>(
     inclusive: bool,
     stop: &Stop,
 ) {
+    let scan =
+        |src: &[S], dst: &mut [T], carry| scan_chunk(src, dst, carry, &widen, &combine, inclusive);
+    scan_chunks(data, out, identity, &widen, &combine, scan, stop)
+}
+
+/// [`scan_words`] with each chunk scanned by `scan(src, dst, carry)`, which returns the carry
+/// after the chunk.
+fn scan_chunks<S: Copy + Sync, T: Copy + Send + Sync>(
+    data: &[S],
+    out: &mut [T],
+    identity: T,
+    widen: impl Fn(S) -> T + Sync,
+    combine: impl Fn(T, T) -> T + Sync,
+    scan: impl Fn(&[S], &mut [T], T) -> T + Sync,
+    stop: &Stop,
+) {
+    if one_pass(data.len()) {
+        let mut acc = identity;
+        for (src, dst) in data.chunks(1 << 16).zip(out.chunks_mut(1 << 16)) {
+            if stop.requested() {
+                return;
+            }
+            acc = scan(src, dst, acc);
+        }
+        return;
+    }
     let chunk = chunk_len(data.len());
     let totals: Vec<T> = data
         .par_chunks(chunk)
@@ -166,19 +192,39 @@ fn scan_words<S: Copy + Sync, T: Copy + Send + Sync>(
             if stop.requested() {
                 return;
             }
-            let mut acc = carry;
-            if inclusive {
-                for (d, &x) in dst.iter_mut().zip(src) {
-                    acc = combine(acc, widen(x));
-                    *d = acc;
-                }
-            } else {
-                for (d, &x) in dst.iter_mut().zip(src) {
-                    *d = acc;
-                    acc = combine(acc, widen(x));
-                }
-            }
+            scan(src, dst, carry);
         });
+}
+
+/// Whether a scan of `n` elements runs as one pass on the calling thread: the parallel scan
+/// reads its input twice (the chunks' totals, then the scan), so it needs more than two threads
+/// to win (docs/BENCHMARKS.md, "The Python package without a GPU").
+fn one_pass(n: usize) -> bool {
+    n < SEQUENTIAL_BELOW || rayon::current_num_threads() <= 2
+}
+
+/// `src` scanned into `dst` from `carry`; returns the carry after it.
+fn scan_chunk<S: Copy, T: Copy>(
+    src: &[S],
+    dst: &mut [T],
+    carry: T,
+    widen: &impl Fn(S) -> T,
+    combine: &impl Fn(T, T) -> T,
+    inclusive: bool,
+) -> T {
+    let mut acc = carry;
+    if inclusive {
+        for (d, &x) in dst.iter_mut().zip(src) {
+            acc = combine(acc, widen(x));
+            *d = acc;
+        }
+    } else {
+        for (d, &x) in dst.iter_mut().zip(src) {
+            *d = acc;
+            acc = combine(acc, widen(x));
+        }
+    }
+    acc
 }
 
 /// Stable split of `data` (and its `payload`) by `p`: the elements that hold it first, then,

@@ -86,8 +86,8 @@ pub struct ScanTuning {
     pub count_ladder: bool,
     /// Measuring only, results wrong: tiles ignore their predecessors (what the look-back costs).
     pub no_lookback: bool,
-    /// Words from one scan tile's look-back status to the next (a power of two, 2..=128): 8
-    /// spreads the polled words over more 32-byte sectors.
+    /// Words from one scan tile's look-back status to the next (a power of two, 2..=128): 32,
+    /// one 128-byte line each, so tiles polled at once do not share a line.
     pub state_stride: u32,
     /// The same for compaction's one-word statuses: 32, a 128-byte line each.
     pub compact_state_stride: u32,
@@ -99,7 +99,9 @@ pub struct ScanTuning {
 impl Default for ScanTuning {
     fn default() -> ScanTuning {
         ScanTuning {
-            scan_wg: 512,
+            // 256 invocations: two workgroups of this register-heavy kernel (two tiles in
+            // registers) share an SM, so one loads while the other looks back
+            scan_wg: 256,
             scan_rounds: 8,
             scan_workgroups: 1024,
             compact_workgroups: 1024,
@@ -116,7 +118,7 @@ impl Default for ScanTuning {
             count_ladder: true,
             no_lookback: false,
             counters: false,
-            state_stride: 8,
+            state_stride: 32,
             compact_state_stride: 32,
         }
     }

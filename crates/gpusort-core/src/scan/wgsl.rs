@@ -12,8 +12,10 @@ fn look_back_constants(
     group_tiles: u32,
     one_word: bool,
     stride: u32,
-) -> [(&'static str, u32); 10] {
+    walk_op: u32,
+) -> [(&'static str, u32); 11] {
     [
+        ("WALK_OP", walk_op),
         ("SPIN_LIMIT", t.spin_limit),
         ("ONE_WORD", one_word as u32),
         ("WINDOW", t.window),
@@ -54,10 +56,13 @@ pub fn scan(
             group_tiles,
             false,
             t.look_back_stride(false),
+            op,
         ))
         .collect::<Vec<_>>(),
         &[SCAN_OP, wgscan, lookback, walk],
     );
+    let persist = t.scan_workgroups != 0;
+    let source = expand_lines(&source, "//@PERSIST", persist as u32, |_, l| l.to_string());
     per_round_lines(&source, t.scan_rounds)
 }
 
@@ -124,6 +129,7 @@ pub fn compact(
             group_tiles,
             t.compact_one_word,
             t.look_back_stride(true),
+            0, // counts: a wrapping add
         ))
         .collect::<Vec<_>>(),
         &[KEY_ORDER, wgscan, lookback, walk],
