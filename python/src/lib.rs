@@ -232,6 +232,35 @@ fn pool() -> Arc<rayon::ThreadPool> {
     }
 }
 
+/// Elements up to which a CPU-engine scan that runs in one pass runs on the calling thread (with
+/// the GIL released): about a millisecond, short enough that Ctrl-C waits for it, where the hop
+/// to the pool and back cost a tenth of a 2^20-element cumsum on two cores.
+const SCAN_HERE_UP_TO: usize = 1 << 21;
+
+/// [`run`], but a CPU-engine scan of `n` elements that runs in one pass of at most
+/// [`SCAN_HERE_UP_TO`] runs right here.
+fn run_scan<R: Send + 'static>(
+    py: Python<'_>,
+    n: usize,
+    job: impl FnOnce(&Engine) -> gpusort_core::Result<R> + Send + 'static,
+) -> PyResult<R> {
+    let engine = engine()?;
+    if !(matches!(*engine, Engine::Cpu)
+        && n <= SCAN_HERE_UP_TO
+        && gpusort_core::cpu_engine::scan_in_one_pass(n))
+    {
+        return run(py, job);
+    }
+    let done =
+        py.detach(|| std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(&engine))));
+    match done {
+        Ok(result) => result.map_err(to_py),
+        Err(_) => Err(GpuError::new_err(
+            "the scan stopped without a result (a gpusort bug)",
+        )),
+    }
+}
+
 /// Run `job` on a worker thread with the GIL released; Ctrl-C (a pending signal) returns
 /// KeyboardInterrupt at once and cancels the job: it stops at its next check (`cancelled`), or
 /// its result is dropped when it finishes.
@@ -658,7 +687,8 @@ fn scan<'py>(
             )));
         }
         let data = input(&arr);
-        let out = run(py, move |e| scan_keys(e, data.as_slice(), op, inclusive))?;
+        let n = data.as_slice().len();
+        let out = run_scan(py, n, move |e| scan_keys(e, data.as_slice(), op, inclusive))?;
         Ok(out.into_pyarray(py)?.into_any())
     })
 }
@@ -737,14 +767,14 @@ fn cumsum<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     if let Ok(arr) = a.extract::<PyReadonlyArray1<'_, i32>>() {
         let data = input(&arr);
-        let out = run(py, move |e| {
+        let out = run_scan(py, data.as_slice().len(), move |e| {
             cumsum_widened(e, data.as_slice(), inclusive, i64::from, i64::wrapping_add)
         })?;
         return Ok(out.into_pyarray(py)?.into_any());
     }
     if let Ok(arr) = a.extract::<PyReadonlyArray1<'_, u32>>() {
         let data = input(&arr);
-        let out = run(py, move |e| {
+        let out = run_scan(py, data.as_slice().len(), move |e| {
             cumsum_widened(e, data.as_slice(), inclusive, u64::from, u64::wrapping_add)
         })?;
         return Ok(out.into_pyarray(py)?.into_any());

@@ -289,7 +289,7 @@ def test_scans_read_views_in_place_and_leave_them_alone(dtype):
 
 
 def test_large_results_recycle_freed_memory_and_show_only_new_values(engine):
-    # a result of 8 MiB and more returns its memory to gpusort when NumPy frees it, and the next
+    # a result of 1 MiB and more returns its memory to gpusort when NumPy frees it, and the next
     # result of about that size reuses it: the values are always the new call's
     pooled = lambda: gpusort.info()["result_pool_bytes"]
     gpusort.release_memory()

@@ -7,6 +7,7 @@ use std::cmp::Ordering;
 
 use rayon::prelude::*;
 
+use super::simd::{self, Order, Word};
 use crate::cancel::Stop;
 use crate::error::{Error, Result};
 use crate::keys::{KeyType, SortKey};
@@ -32,21 +33,24 @@ pub fn split_halves<T: SortKey>(keys: &[T], out: &mut [T]) -> Result<Option<(usi
     }
     use bytemuck::{cast_slice as c, cast_slice_mut as m};
     match T::TYPE {
-        KeyType::U32 => halves_as::<u32>(c(keys), m(out)),
-        KeyType::I32 => halves_as::<i32>(c(keys), m(out)),
-        KeyType::F32 => halves_as::<f32>(c(keys), m(out)),
-        KeyType::U64 => halves_as::<u64>(c(keys), m(out)),
-        KeyType::I64 => halves_as::<i64>(c(keys), m(out)),
-        KeyType::F64 => halves_as::<f64>(c(keys), m(out)),
+        KeyType::U32 => halves_as::<u32, u32>(c(keys), m(out), Order::Unsigned),
+        KeyType::I32 => halves_as::<i32, u32>(c(keys), m(out), Order::Signed),
+        KeyType::F32 => halves_as::<f32, u32>(c(keys), m(out), Order::Float),
+        KeyType::U64 => halves_as::<u64, u64>(c(keys), m(out), Order::Unsigned),
+        KeyType::I64 => halves_as::<i64, u64>(c(keys), m(out), Order::Signed),
+        KeyType::F64 => halves_as::<f64, u64>(c(keys), m(out), Order::Float),
     }
 }
 
 /// [`split_halves`] on the keys' own type, whose `<` holds -0.0 and +0.0 equal and puts a NaN
-/// neither below nor equal to any pivot (so above it).
-fn halves_as<K: Copy + PartialOrd + Send + Sync>(
+/// neither below nor equal to any pivot (so above it); the same order on their bits `W` in
+/// AVX-512 registers where the CPU has them (cpu_engine/simd.rs).
+fn halves_as<K: bytemuck::Pod + PartialOrd + Send + Sync, W: Word + bytemuck::Pod + Send + Sync>(
     keys: &[K],
     out: &mut [K],
+    order: Order,
 ) -> Result<Option<(usize, usize)>> {
+    use bytemuck::{cast, cast_slice as c, cast_slice_mut as m};
     let stop = Stop::current();
     let Some(pivot) = median_of_sample(keys) else {
         return Ok(None);
@@ -57,6 +61,9 @@ fn halves_as<K: Copy + PartialOrd + Send + Sync>(
         .par_chunks(piece)
         .map(|part| {
             stop.check()?;
+            if let Some(counts) = simd::count_around::<W>(c(part), cast(pivot), order) {
+                return Ok(counts);
+            }
             let (mut below, mut at_most) = (0usize, 0usize);
             for &x in part {
                 below += (x < pivot) as usize;
@@ -89,7 +96,9 @@ fn halves_as<K: Copy + PartialOrd + Send + Sync>(
         .zip(runs)
         .try_for_each(|(part, (l, h))| -> Result<()> {
             stop.check()?;
-            split_piece(part, pivot, l, h);
+            if !simd::split_around::<W>(c(part), cast(pivot), order, m(l), m(h)) {
+                split_piece(part, pivot, l, h);
+            }
             Ok(())
         })?;
     Ok(Some((below, keys.len() - above)))

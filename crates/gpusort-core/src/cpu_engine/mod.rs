@@ -20,7 +20,7 @@ mod stencil;
 
 pub use halves::split_halves;
 pub use runs::CpuRuns;
-pub use scan::{scan, split, sum_widened};
+pub use scan::{scan, scan_in_one_pass, split, sum_widened};
 pub use sort::{argsort, sort};
 pub use stencil::run as stencil;
 

@@ -196,6 +196,12 @@ fn scan_chunks<S: Copy + Sync, T: Copy + Send + Sync>(
         });
 }
 
+/// Whether a scan of `n` elements runs as one pass on the calling thread, no other thread taking
+/// part (a front end may then run it where it is instead of handing it to a pool).
+pub fn scan_in_one_pass(n: usize) -> bool {
+    one_pass(n)
+}
+
 /// Whether a scan of `n` elements runs as one pass on the calling thread: the parallel scan
 /// reads its input twice (the chunks' totals, then the scan), so it needs more than two threads
 /// to win (docs/BENCHMARKS.md, "The Python package without a GPU").
