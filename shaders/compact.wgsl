@@ -216,10 +216,10 @@ fn compact(i: Invocation) {
         // keep this tile's packing behind the last tile's write-out of the stage
         let gt = groups_exclusive(run);
         publish_aggregate(tile, gt.y);
-        // With LATE_LOADS the next tile's ticket is taken, and its loads issued, once this tile
-        // is packed (behind the ticket's barrier, which the compiler does not move loads
-        // across), so the two tiles' vec4s are never live at once (Tuning::compact_late_loads);
-        // without it, before the packing.
+        // With LATE_LOADS the next tile's ticket (asked for as this tile started) is read, and
+        // its loads issued, once this tile is packed (behind the ticket's barrier, which the
+        // compiler does not move loads across), so the two tiles' vec4s are never live at once
+        // (Tuning::compact_late_loads); without it, before the packing.
         if (LATE_LOADS == 1u) { pack_kept(v + @Ru * g, a@R, m@R, gt.x + at@R, 0u); } //@ROUND
         let next = next_tile(asked, tiles, &taken);
         let nv = first_vec(next); // past the end when done: loads nothing
