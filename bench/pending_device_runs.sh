@@ -35,8 +35,9 @@ run cupy-small python3 bench/cupy_reference.py "$out/matrix-small.json" --matrix
 run matrix-26 "$bin" bench --suite sort --sizes 26 --keys all --gpu-only --warmup 100 --reps 10 \
   --progress never --json "$out/matrix-26.json"
 run cupy-26 python3 bench/cupy_reference.py "$out/matrix-26.json" --matrix --warm-ms 100
-# issue 66: CUB's sm90 sweep shape, 384 invocations (allowed since 2026-11-30, not yet measured),
-# against the default 512 x 9, every sort on the LSD passes, A B C A B C
+# issue 66: CUB's sm90 sweep shape, 384 invocations, against the default 512 x 9, every sort on
+# the LSD passes, A B C A B C (measured 2026-11-30: slower, bench/results/h200-radix-wg384-*.md;
+# one round takes ~190 s)
 shapes=("" ', "wg": 384, "items": 12' ', "wg": 384, "items": 16')
 files=()
 for i in 0 1 2; do

@@ -91,9 +91,29 @@ pub(super) trait Word: Copy {
     fn below_above(self, pivot: Self, order: Order) -> (bool, bool);
 }
 
+#[cfg(target_arch = "x86_64")]
+use std::arch::x86_64::{__m512i, __mmask16, __mmask8};
+
 macro_rules! word {
-    ($w:ty, $i:ty, $f:ty, $lanes:expr, $mask:ty, $set1:ident, $load:ident, $compress:ident,
-     $store:ident, $ltu:ident, $gtu:ident, $lti:ident, $gti:ident, $cast:ident, $cmpf:ident) => {
+    ($w:ty, $i:ty, $f:ty, $lanes:expr, $mask:ty, $masks:ident, $set1:ident, $load:ident,
+     $compress:ident, $store:ident, $ltu:ident, $gtu:ident, $lti:ident, $gti:ident, $cast:ident,
+     $cmpf:ident) => {
+        /// The lanes of `v` below `p` and above it, in `order`.
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx512f")]
+        #[inline]
+        fn $masks(v: __m512i, p: __m512i, order: Order) -> ($mask, $mask) {
+            use std::arch::x86_64::*;
+            match order {
+                Order::Unsigned => ($ltu(v, p), $gtu(v, p)),
+                Order::Signed => ($lti(v, p), $gti(v, p)),
+                Order::Float => {
+                    let (vf, pf) = ($cast(v), $cast(p));
+                    ($cmpf::<_CMP_LT_OQ>(vf, pf), !$cmpf::<_CMP_LE_OQ>(vf, pf))
+                }
+            }
+        }
+
         impl Word for $w {
             #[cfg(target_arch = "x86_64")]
             #[target_feature(enable = "avx512f")]
@@ -105,14 +125,7 @@ macro_rules! word {
                 for k in 0..vectors {
                     // SAFETY: (k + 1) * lanes <= keys.len()
                     let v = unsafe { $load(keys.as_ptr().add(k * $lanes).cast()) };
-                    let (lt, gt) = match order {
-                        Order::Unsigned => ($ltu(v, p), $gtu(v, p)),
-                        Order::Signed => ($lti(v, p), $gti(v, p)),
-                        Order::Float => {
-                            let (vf, pf) = ($cast(v), $cast(p));
-                            ($cmpf::<_CMP_LT_OQ>(vf, pf), !$cmpf::<_CMP_LE_OQ>(vf, pf))
-                        }
-                    };
+                    let (lt, gt) = $masks(v, p, order);
                     below += lt.count_ones() as usize;
                     above += gt.count_ones() as usize;
                 }
@@ -140,14 +153,7 @@ macro_rules! word {
                 for k in 0..vectors {
                     // SAFETY: (k + 1) * lanes <= keys.len()
                     let v = unsafe { $load(keys.as_ptr().add(k * $lanes).cast()) };
-                    let (lt, gt) = match order {
-                        Order::Unsigned => ($ltu(v, p), $gtu(v, p)),
-                        Order::Signed => ($lti(v, p), $gti(v, p)),
-                        Order::Float => {
-                            let (vf, pf) = ($cast(v), $cast(p));
-                            ($cmpf::<_CMP_LT_OQ>(vf, pf), !$cmpf::<_CMP_LE_OQ>(vf, pf))
-                        }
-                    };
+                    let (lt, gt) = $masks(v, p, order);
                     let (nl, nh) = (lt.count_ones() as usize, gt.count_ones() as usize);
                     // the packed keys' first nl (nh) lanes: stores of those lanes alone
                     assert!(
@@ -197,6 +203,7 @@ word!(
     f32,
     16,
     __mmask16,
+    masks_u32,
     _mm512_set1_epi32,
     _mm512_loadu_si512,
     _mm512_maskz_compress_epi32,
@@ -214,6 +221,7 @@ word!(
     f64,
     8,
     __mmask8,
+    masks_u64,
     _mm512_set1_epi64,
     _mm512_loadu_si512,
     _mm512_maskz_compress_epi64,
