@@ -734,3 +734,124 @@ fn random_csv_sorts_match_datafusions_order_and_keep_the_text() {
         assert_eq!(got_ids, want, "round {round}: by {by:?}");
     }
 }
+
+/// A folder of CSV files (in subfolders, with hidden and bookkeeping files beside them) sorted
+/// under a memory budget small enough that every file is a run of its own: more runs than one
+/// merge takes, merged in two levels. The order is the in-memory sort's (ties in input order:
+/// the files in path order), for a numeric and a text key, on both backends; the spill folder
+/// is left empty.
+#[test]
+fn a_folder_beyond_the_memory_budget_sorts_in_spilled_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let data = rows(70 * 600);
+    let parts = d.join("parts");
+    for f in 0..70usize {
+        let sub = parts.join(if f < 35 { "a" } else { "b" });
+        std::fs::create_dir_all(&sub).unwrap();
+        let mut s = String::from("id,k,x,name\n");
+        for i in f * 600..(f + 1) * 600 {
+            let k = data.k[i].map(|v| v.to_string()).unwrap_or_default();
+            s.push_str(&format!("{i},{k},{:?},n{}\n", data.x[i], i % 7));
+        }
+        std::fs::write(sub.join(format!("{f:02}.csv")), s).unwrap();
+    }
+    std::fs::write(parts.join("_SUCCESS"), "").unwrap();
+    std::fs::write(parts.join(".hidden.csv"), "id,k,x,name\n999999,1,1.0,x\n").unwrap();
+    let spill = d.join("spill");
+    std::fs::create_dir(&spill).unwrap();
+    let by_name: Vec<u64> = {
+        let mut ids: Vec<u64> = (0..data.k.len() as u64).collect();
+        ids.sort_by_key(|&i| (i % 7, i));
+        ids
+    };
+    for backend in ["gpu", "cpu"] {
+        for (keys, want) in [
+            (vec!["k:desc", "x"], expected_k_desc_x(&data)),
+            (vec!["name"], by_name.clone()),
+        ] {
+            let out = d.join(format!("{backend}-{}.parquet", keys.len()));
+            let mut cmd = gpusort();
+            cmd.args(["-q", "--backend", backend, "sort"]).arg(&parts);
+            for k in &keys {
+                cmd.args(["--by", k]);
+            }
+            cmd.args(["--memory-budget", "64K", "--tmp-dir"])
+                .arg(&spill)
+                .arg("-o")
+                .arg(&out)
+                .assert()
+                .success();
+            assert_eq!(ids_of(&out, d), want, "{backend} by {keys:?}");
+            assert!(listing(&spill).is_empty(), "spilled runs are removed");
+        }
+    }
+}
+
+/// A folder of Parquet files written over time: a column only some files have reads as nulls in
+/// the others; two files that give one column different types are refused with one line.
+#[test]
+fn a_folder_of_parquet_files_with_different_columns_is_one_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let data = rows(100);
+    let csv = d.join("t.csv");
+    write_csv(&csv, &data);
+    let ds = d.join("ds");
+    std::fs::create_dir(&ds).unwrap();
+    let sql = |query: &str, out: &Path| {
+        gpusort()
+            .args(["-q", "sql", query])
+            .arg("--table")
+            .arg(format!("t={}", csv.display()))
+            .arg("-o")
+            .arg(out)
+            .assert()
+            .success();
+    };
+    sql("SELECT id, k FROM t WHERE id < 50", &ds.join("p1.parquet"));
+    sql(
+        "SELECT id, name AS extra, k FROM t WHERE id >= 50",
+        &ds.join("p2.parquet"),
+    );
+    let out = d.join("out.csv");
+    gpusort()
+        .args(["-q", "sort"])
+        .arg(&ds)
+        .args(["--by", "id:desc", "-o"])
+        .arg(&out)
+        .assert()
+        .success();
+    let text = std::fs::read_to_string(&out).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("id,k,extra"));
+    let rows: Vec<&str> = lines.collect();
+    assert_eq!(rows.len(), 100);
+    assert!(rows[0].starts_with("99,") && rows[0].ends_with(&format!(",n{}", 99 % 7)));
+    assert!(
+        rows[99].starts_with("0,") && rows[99].ends_with(','),
+        "{}",
+        rows[99]
+    );
+    // id as text in a third file: refused, nothing written
+    sql(
+        "SELECT CAST(id AS VARCHAR) AS id, k FROM t",
+        &ds.join("p3.parquet"),
+    );
+    let bad = d.join("bad.csv");
+    let o = gpusort()
+        .args(["sort"])
+        .arg(&ds)
+        .args(["--by", "k", "-o"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("column \"id\"") && err.contains("p3.parquet"),
+        "{err}"
+    );
+    assert!(!bad.exists());
+}

@@ -1,7 +1,7 @@
 //! `gpusort bench`: its flags, turned into the bench library's options (crates/gpusort-bench), and
-//! the datafusion suite, which needs the CLI's table engine.
+//! the datafusion suite (the `sql` feature: DataFusion).
 
-#[cfg(feature = "tables")]
+#[cfg(feature = "sql")]
 mod datafusion;
 
 use std::path::PathBuf;
@@ -98,7 +98,7 @@ pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
         quiet: g.quiet,
     };
     let group = || g.group().map_err(bench_error);
-    #[cfg(feature = "tables")]
+    #[cfg(feature = "sql")]
     let mut tables =
         |sizes: &[u32],
          reps: usize,
@@ -108,14 +108,14 @@ pub fn run(g: &Global, args: &BenchArgs) -> CliResult {
             let gpu = g.gpu().map_err(bench_error)?;
             datafusion::suite(gpu, sizes, reps, args.data_dir.as_deref(), bar, emit)
         };
-    #[cfg(not(feature = "tables"))]
+    #[cfg(not(feature = "sql"))]
     let mut tables =
         |_: &[u32],
          _: usize,
          _: &indicatif::ProgressBar,
          _: &mut dyn FnMut(Vec<gpusort_bench::Case>) -> gpusort_bench::Result| {
             Err(gpusort_bench::Error::usage(
-            "the datafusion suite needs table support: this gpusort was built without the `tables` feature",
+            "the datafusion suite needs DataFusion: this gpusort was built without the `sql` feature (--features sql)",
         ))
         };
     gpusort_bench::run(&gpu, &group, &mut tables, &opts)?;

@@ -1,7 +1,6 @@
 //! CSV to CSV: a sort reorders the file's records and changes nothing else. The key columns are
-//! typed as DataFusion types a CSV column (arrow-csv's inference, here over every record) and
-//! sorted by the session's engine with each record's position as the last key (a stable sort);
-//! then the header and every record are written back as the very bytes they were (quoting,
+//! typed as a CSV column is typed for any other output (arrow-csv's inference over every record)
+//! and sorted stably by gpusort-arrow (ties keep their input order); then the header and every record are written back as the very bytes they were (quoting,
 //! leading zeros, number spellings, line ends), in the new order. A file without records keeps
 //! its header. A folder of CSV files is one table: the same header in each, written once.
 
@@ -9,13 +8,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use datafusion::arrow::array::{Array, ArrayRef, RecordBatch, StringBuilder, UInt64Array};
-use datafusion::arrow::compute::{cast, concat};
-use datafusion::arrow::datatypes::{DataType, Field, Schema};
-use datafusion::prelude::{col, SessionContext};
+use arrow::array::{Array, ArrayRef, StringBuilder};
+use arrow::compute::{cast, concat, SortOptions};
+use arrow::datatypes::DataType;
+use gpusort_arrow::{KeyColumn, SortEngine};
 use memmap2::Mmap;
 
-use super::outcome::{classify, TableTimes};
+use super::outcome::TableTimes;
+use super::sort::arrow_side;
 use super::ByKey;
 use crate::error::{CliError, CliResult};
 use gpusort_files::{shown, Output};
@@ -31,7 +31,7 @@ struct Records {
     names: Vec<String>,
     /// The line end the file uses ("\r\n" or "\n"), for a last record that has none.
     line_end: &'static [u8],
-    /// The cells of each column named in `keys`, as text (empty cells are nulls, as DataFusion
+    /// The cells of each column named in `keys`, as text (empty cells are nulls, as arrow-csv
     /// reads them).
     keys: Vec<ArrayRef>,
 }
@@ -128,9 +128,10 @@ fn split(path: &Path, bytes: &[u8], keys: &[&str]) -> CliResult<Records> {
     })
 }
 
-/// The column types DataFusion would give the file's columns (arrow-csv's inference).
+/// The types of the file's columns (arrow-csv's inference over every record, as read.rs types
+/// them for other outputs).
 fn column_types(path: &Path, bytes: &[u8]) -> CliResult<Vec<DataType>> {
-    let (schema, _) = datafusion::arrow::csv::reader::Format::default()
+    let (schema, _) = arrow::csv::reader::Format::default()
         .with_header(true)
         .infer_schema(bytes, None)
         .map_err(|e| CliError::usage(format!("{}: {e}", path.display())))?;
@@ -139,27 +140,6 @@ fn column_types(path: &Path, bytes: &[u8]) -> CliResult<Vec<DataType>> {
         .iter()
         .map(|f| f.data_type().clone())
         .collect())
-}
-
-/// The CSV files of the folder `dir` as one table, in name order (hidden files left out), or None
-/// where the folder holds other folders (partitions: DataFusion's listing reads those).
-pub(super) fn folder_files(dir: &Path) -> Option<Vec<PathBuf>> {
-    let mut files = Vec::new();
-    for e in std::fs::read_dir(dir).ok()? {
-        let p = e.ok()?.path();
-        if p.is_dir() {
-            return None;
-        }
-        let hidden = p
-            .file_name()
-            .and_then(|n| n.to_str())
-            .is_none_or(|n| n.starts_with('.'));
-        if !hidden && super::TableFormat::of(&p) == Some(super::TableFormat::Csv) {
-            files.push(p);
-        }
-    }
-    files.sort();
-    Some(files)
 }
 
 /// One input file, mapped, and its records.
@@ -191,8 +171,8 @@ fn map_file(path: &Path) -> CliResult<Option<Mmap>> {
 }
 
 /// A key column's type over several files: theirs where they agree, Float64 for integers and
-/// floats, else text (the types DataFusion's inference merges to).
-fn merged(types: &[DataType]) -> DataType {
+/// floats, else text (as DataFusion's inference merges them).
+pub(super) fn merged(types: &[DataType]) -> DataType {
     match types {
         [] => DataType::Utf8,
         [first, rest @ ..] if rest.iter().all(|t| t == first) => first.clone(),
@@ -209,8 +189,8 @@ fn merged(types: &[DataType]) -> DataType {
 /// Sort the CSV files `inputs` (one file, or a folder's files as one table: the same header in
 /// each) by `by` (directions as resolved by the caller: `(ascending, nulls_first)` per key) into
 /// `dest`, record text unchanged; the first file's header leads.
-pub(super) async fn sort(
-    ctx: &SessionContext,
+pub(super) fn sort(
+    engine: &SortEngine,
     inputs: &[PathBuf],
     by: &[(ByKey, bool, bool)],
     dest: &Path,
@@ -254,14 +234,8 @@ pub(super) async fn sort(
         rows += f.records.starts.len() - 1;
     }
     first_row.push(rows);
-    // the key columns, typed, and each record's position (the last key: ties keep their order)
-    let row_name = (0..)
-        .map(|i| format!("__gpusort_row{i}"))
-        .find(|n| !head.records.names.contains(n))
-        .expect("a free name");
-    let mut fields = Vec::new();
-    let mut columns: Vec<ArrayRef> = Vec::new();
-    let mut order = Vec::new();
+    // the key columns, typed; a stable sort keeps ties in input order
+    let mut columns = Vec::new();
     for (i, (key, ascending, nulls_first)) in by.iter().enumerate() {
         let c = head
             .records
@@ -277,26 +251,19 @@ pub(super) async fn sort(
             DataType::Utf8 => text,
             t => cast(&text, &t).unwrap_or(text),
         };
-        let name = format!("k{i}");
-        fields.push(Field::new(&name, typed.data_type().clone(), true));
-        columns.push(typed);
-        order.push(col(&name).sort(*ascending, *nulls_first));
+        columns.push(KeyColumn {
+            values: typed,
+            options: SortOptions {
+                descending: !ascending,
+                nulls_first: *nulls_first,
+            },
+        });
     }
-    fields.push(Field::new(&row_name, DataType::UInt64, false));
-    columns.push(Arc::new(UInt64Array::from_iter_values(0..rows as u64)));
-    order.push(col(&row_name).sort(true, false));
-    let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
-        .map_err(|e| CliError::runtime(e.to_string()))?;
-    let sorted = ctx
-        .read_batch(batch)
-        .map_err(classify)?
-        .sort(order)
-        .map_err(classify)?
-        .select(vec![col(&row_name)])
-        .map_err(classify)?
-        .collect()
-        .await
-        .map_err(classify)?;
+    let order = match rows {
+        0 => Vec::new(),
+        _ => gpusort_arrow::permutation(engine, &columns, rows).map_err(arrow_side)?,
+    };
+    drop(columns);
     let first_row_s = start.elapsed().as_secs_f64();
 
     let out = Output::create(dest)?;
@@ -308,22 +275,15 @@ pub(super) async fn sort(
     if rows > 0 && !header.ends_with(b"\n") {
         w.write_all(head.records.line_end).map_err(err)?;
     }
-    for b in &sorted {
-        let positions = b
-            .column(0)
-            .as_any()
-            .downcast_ref::<UInt64Array>()
-            .expect("the position column");
-        for &r in positions.values() {
-            let r = r as usize;
-            let f = first_row.partition_point(|&s| s <= r) - 1;
-            let (file, k) = (&files[f], r - first_row[f]);
-            let (from, to) = (file.records.starts[k], file.records.starts[k + 1]);
-            let text = &file.bytes()[from..to];
-            w.write_all(text).map_err(err)?;
-            if !text.ends_with(b"\n") {
-                w.write_all(head.records.line_end).map_err(err)?;
-            }
+    for &r in &order {
+        let r = r as usize;
+        let f = first_row.partition_point(|&s| s <= r) - 1;
+        let (file, k) = (&files[f], r - first_row[f]);
+        let (from, to) = (file.records.starts[k], file.records.starts[k + 1]);
+        let text = &file.bytes()[from..to];
+        w.write_all(text).map_err(err)?;
+        if !text.ends_with(b"\n") {
+            w.write_all(head.records.line_end).map_err(err)?;
         }
     }
     w.flush().map_err(err)?;
@@ -353,7 +313,7 @@ mod tests {
         assert_eq!(r.line_end, b"\r\n");
         let zip = r.keys[0]
             .as_any()
-            .downcast_ref::<datafusion::arrow::array::StringArray>();
+            .downcast_ref::<arrow::array::StringArray>();
         assert_eq!(zip.unwrap().value(0), "00123");
         assert!(split(Path::new("t.csv"), text, &["nope"]).is_err());
         let header_only = split(Path::new("h.csv"), b"a,b", &["a"]).unwrap();

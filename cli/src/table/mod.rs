@@ -1,24 +1,38 @@
-//! Tables: `gpusort sort data.parquet --by col[:desc] -o out.parquet` and `gpusort sql`, through
-//! DataFusion with the GPU sort operator (gpusort-datafusion). Parquet, Arrow IPC and CSV (with a
-//! header) in and out; every column carried, the schema kept; outputs land as every other
-//! command's do (a flushed temporary file, put in place when the job has succeeded).
+//! Tables: `gpusort sort data.parquet --by col[:desc] -o out.parquet` and `gpusort sql`.
+//! Parquet, Arrow IPC and CSV (with a header) in and out; every column carried, the schema and
+//! metadata kept; outputs land as every other command's do (a flushed temporary file, put in
+//! place when the job has succeeded).
 //!
-//! The engine (engine.rs, DataFusion) is the cargo feature `tables`, on by default; a build
-//! without it knows the table formats and flags, and refuses a table job with one line.
+//! - The table sort (cargo feature `tables`, on by default): read.rs reads a file or a folder
+//!   with the arrow and parquet crates, sort.rs sorts through gpusort-arrow (in memory, or in
+//!   spilled runs and a merge under `--memory-budget`), write.rs writes; csv_rows.rs reorders a
+//!   CSV file's records without retyping them.
+//! - `gpusort sql` (cargo feature `sql`, off by default: DataFusion is most of a build's time
+//!   and size): sql.rs, DataFusion with the GPU sort operator (gpusort-datafusion).
+//!
+//! A build without a feature knows its formats and flags, and refuses its jobs with one line.
 
 use std::path::{Path, PathBuf};
 
 #[cfg(feature = "tables")]
 mod csv_rows;
 #[cfg(feature = "tables")]
-mod engine;
-#[cfg(feature = "tables")]
 mod outcome;
 #[cfg(feature = "tables")]
 mod parquet;
+#[cfg(feature = "tables")]
+mod read;
+#[cfg(feature = "tables")]
+mod sort;
+#[cfg(feature = "sql")]
+mod sql;
+#[cfg(feature = "tables")]
+mod write;
 
 #[cfg(feature = "tables")]
-pub use engine::{sort, sql};
+pub use sort::sort;
+#[cfg(feature = "sql")]
+pub use sql::sql;
 
 /// The table formats, known by file extension.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -147,25 +161,22 @@ fn parse_table(s: &str) -> Result<(String, PathBuf), String> {
     Ok((name.to_string(), PathBuf::from(path)))
 }
 
-/// Without the `tables` feature: every table job is refused (exit 2), naming the build to use.
-#[cfg(not(feature = "tables"))]
-fn without_tables() -> crate::error::CliError {
-    crate::error::CliError::usage(
-        "this gpusort was built without table support (Parquet, Arrow, CSV, `gpusort sql`): \
-         build it with the default features (cargo install gpusort)",
-    )
-}
-
-/// `gpusort sort TABLE --by …` in a build without tables.
+/// `gpusort sort TABLE --by …` in a build without tables: refused (exit 2), naming the build.
 #[cfg(not(feature = "tables"))]
 pub fn sort(_: &crate::Global, _: &TableSort) -> crate::error::CliResult {
-    Err(without_tables())
+    Err(crate::error::CliError::usage(
+        "this gpusort was built without table support (Parquet, Arrow, CSV): \
+         build it with the default features (cargo install gpusort)",
+    ))
 }
 
-/// `gpusort sql …` in a build without tables.
-#[cfg(not(feature = "tables"))]
+/// `gpusort sql …` in a build without DataFusion: refused (exit 2), naming the build.
+#[cfg(not(feature = "sql"))]
 pub fn sql(_: &crate::Global, _: &SqlArgs) -> crate::error::CliResult {
-    Err(without_tables())
+    Err(crate::error::CliError::usage(
+        "this gpusort was built without `gpusort sql` (DataFusion, a build of half an hour): \
+         build it with `--features sql` (cargo install gpusort --features sql)",
+    ))
 }
 
 #[cfg(test)]

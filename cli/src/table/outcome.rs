@@ -1,12 +1,15 @@
-//! What a table job reports, for both ways it runs (DataFusion's plans in engine.rs, the CSV
-//! row sort in csv_rows.rs): where its time went, and its errors as the CLI's.
+//! What a table job reports: where its time went, and (`gpusort sql`) DataFusion's errors as the
+//! CLI's.
 
+#[cfg(feature = "sql")]
 use datafusion::error::DataFusionError;
 
+#[cfg(feature = "sql")]
 use crate::error::CliError;
 
 /// A DataFusion error as the CLI reports it: plans that cannot be made (a column that is not
 /// there, bad SQL, a file that is not what its name says) are the user's to fix, exit 2.
+#[cfg(feature = "sql")]
 pub(super) fn classify(e: DataFusionError) -> CliError {
     let inner = e.find_root();
     let line = inner.to_string().replace('\n', " ");

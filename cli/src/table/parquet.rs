@@ -8,15 +8,15 @@ use std::io::Write;
 use std::mem::take;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{new_empty_array, RecordBatch};
-use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::parquet::arrow::arrow_writer::{
+use arrow::array::{new_empty_array, RecordBatch};
+use arrow::datatypes::SchemaRef;
+use parquet::arrow::arrow_writer::{
     compute_leaves, ArrowColumnChunk, ArrowColumnWriter, ArrowRowGroupWriterFactory,
 };
-use datafusion::parquet::arrow::ArrowWriter;
-use datafusion::parquet::errors::{ParquetError, Result};
-use datafusion::parquet::file::properties::{WriterProperties, DEFAULT_MAX_ROW_GROUP_ROW_COUNT};
-use datafusion::parquet::file::writer::SerializedFileWriter;
+use parquet::arrow::ArrowWriter;
+use parquet::errors::{ParquetError, Result};
+use parquet::file::properties::{WriterProperties, DEFAULT_MAX_ROW_GROUP_ROW_COUNT};
+use parquet::file::writer::SerializedFileWriter;
 use rayon::prelude::*;
 
 pub struct ParallelParquetWriter<W: Write + Send + 'static> {
@@ -220,9 +220,9 @@ fn append_rounds<W: Write + Send>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use datafusion::arrow::array::{ArrayRef, Float64Array, Int32Array, StringArray};
-    use datafusion::arrow::datatypes::{DataType, Field, Schema};
-    use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    use arrow::array::{ArrayRef, Float64Array, Int32Array, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
     fn batch(schema: &SchemaRef, from: i32, n: i32) -> RecordBatch {
         let ints: ArrayRef = Arc::new(Int32Array::from_iter(
@@ -280,7 +280,7 @@ mod tests {
             let rows = r.build().unwrap().map(|b| b.unwrap()).collect::<Vec<_>>();
             (
                 groups,
-                datafusion::arrow::compute::concat_batches(&schema, &rows).unwrap(),
+                arrow::compute::concat_batches(&schema, &rows).unwrap(),
             )
         };
         let (our_groups, our_rows) = read(ours);
@@ -290,7 +290,7 @@ mod tests {
         assert_eq!(our_rows, their_rows);
         assert_eq!(
             our_rows,
-            datafusion::arrow::compute::concat_batches(&schema, &batches).unwrap()
+            arrow::compute::concat_batches(&schema, &batches).unwrap()
         );
     }
 

@@ -3,10 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{make_array, Array, ArrayData, ArrayRef, RecordBatch, UInt32Array};
-use datafusion::arrow::buffer::MutableBuffer;
-use datafusion::arrow::compute::{concat, concat_batches, take_record_batch};
-use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::array::RecordBatch;
 use datafusion::common::runtime::SpawnedTask;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::utils::memory::get_record_batch_memory_size;
@@ -30,8 +27,9 @@ use datafusion::physical_plan::{
 use futures::{StreamExt, TryStreamExt};
 use rayon::prelude::*;
 
-use crate::engine::SortEngine;
-use crate::keys::{self, KeyColumn};
+use gpusort_arrow::batches::{chunks, concat_parallel, gather};
+use gpusort_arrow::keys::{self, KeyColumn};
+use gpusort_arrow::SortEngine;
 
 /// A sort whose keys are packed and argsorted by gpusort (on the GPU, or its CPU engine where
 /// the process has no GPU), the rows then gathered with Arrow's `take`. It has the plan
@@ -313,7 +311,7 @@ impl Job {
             return Ok(Sorted::Batches(Vec::new()));
         };
         let started = std::time::Instant::now();
-        let batch = concat_parallel(&first.schema(), &batches)?;
+        let batch = concat_parallel(&first.schema(), &batches).map_err(df_error)?;
         drop(batches);
         let concat_s = started.elapsed().as_secs_f64();
         let rows = batch.num_rows();
@@ -332,11 +330,11 @@ impl Job {
             })
             .collect::<Result<Vec<_>>>()?;
         let t = std::time::Instant::now();
-        let words = keys::pack(&columns, rows)?;
+        let words = keys::pack(&columns, rows).map_err(df_error)?;
         drop(columns);
         let pack_s = t.elapsed().as_secs_f64();
         let t = std::time::Instant::now();
-        let mut perm = self.engine.argsort(words)?;
+        let mut perm = self.engine.argsort(words).map_err(df_error)?;
         let sort_s = t.elapsed().as_secs_f64();
         self.gpu_rows.add(rows);
         if let Some(k) = fetch {
@@ -360,7 +358,7 @@ impl Job {
             for block in perm.chunks(size * per_block) {
                 let out: Vec<RecordBatch> = block
                     .par_chunks(size)
-                    .map(|idx| gather(&batch, idx))
+                    .map(|idx| gather(&batch, idx).map_err(df_error))
                     .collect::<Result<_>>()?;
                 for b in out {
                     if tx.blocking_send(Ok(b)).is_err() {
@@ -393,74 +391,25 @@ impl Sorted {
             Sorted::Batches(b) => Ok(b),
             Sorted::Gather { batch, perm } => perm
                 .par_chunks(size.max(1))
-                .map(|idx| gather(&batch, idx))
+                .map(|idx| gather(&batch, idx).map_err(df_error))
                 .collect(),
         }
     }
 }
 
-/// The batches as one, each column concatenated on its own thread (and fixed-width columns
-/// without nulls copied batch by batch on all cores).
-fn concat_parallel(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<RecordBatch> {
-    if batches.len() == 1 {
-        return Ok(batches[0].clone());
+/// gpusort-arrow's errors as DataFusion's: what the operator cannot sort is `NotImplemented`,
+/// a run too large `ResourcesExhausted`.
+fn df_error(e: gpusort_arrow::Error) -> DataFusionError {
+    match e {
+        gpusort_arrow::Error::Arrow(e) => DataFusionError::ArrowError(Box::new(e), None),
+        gpusort_arrow::Error::Unsupported(t) => {
+            DataFusionError::NotImplemented(format!("GPU sort of {t} keys"))
+        }
+        e @ gpusort_arrow::Error::TooManyRows(_) => {
+            DataFusionError::ResourcesExhausted(e.to_string())
+        }
+        e => DataFusionError::External(Box::new(e)),
     }
-    let columns = (0..schema.fields().len())
-        .into_par_iter()
-        .map(|c| {
-            let parts: Vec<&dyn Array> = batches.iter().map(|b| b.column(c).as_ref()).collect();
-            concat_column(&parts)
-        })
-        .collect::<Result<Vec<_>>>()?;
-    if columns.is_empty() {
-        return Ok(concat_batches(schema, batches)?);
-    }
-    Ok(RecordBatch::try_new(schema.clone(), columns)?)
-}
-
-/// Arrow's `concat`, but a fixed-width column without nulls is copied part by part in parallel
-/// into one buffer (`concat` copies on one thread: a column of 2^27 rows took most of a second).
-fn concat_column(parts: &[&dyn Array]) -> Result<ArrayRef> {
-    let data_type = parts[0].data_type();
-    let width = match data_type.primitive_width() {
-        Some(w) if parts.iter().all(|p| p.null_count() == 0) => w,
-        _ => return Ok(concat(parts)?),
-    };
-    let datas: Vec<ArrayData> = parts.iter().map(|p| p.to_data()).collect();
-    let rows: usize = datas.iter().map(|d| d.len()).sum();
-    let mut out = MutableBuffer::from_len_zeroed(rows * width);
-    // fresh zero pages: first touched by the copies below, 2 MiB at a time rather than 4 KiB
-    gpusort_core::device::transfer::advise_huge_pages(out.as_slice());
-    let mut pieces: Vec<(&mut [u8], &ArrayData)> = Vec::with_capacity(datas.len());
-    let mut rest = out.as_slice_mut();
-    for d in &datas {
-        let (piece, tail) = std::mem::take(&mut rest).split_at_mut(d.len() * width);
-        pieces.push((piece, d));
-        rest = tail;
-    }
-    pieces.into_par_iter().for_each(|(piece, d)| {
-        let from = d.offset() * width;
-        piece.copy_from_slice(&d.buffers()[0].as_slice()[from..from + piece.len()]);
-    });
-    let data = ArrayData::builder(data_type.clone())
-        .len(rows)
-        .add_buffer(out.into())
-        .build()?;
-    Ok(make_array(data))
-}
-
-/// The rows `idx` of `batch`, in that order.
-fn gather(batch: &RecordBatch, idx: &[u32]) -> Result<RecordBatch> {
-    Ok(take_record_batch(batch, &UInt32Array::from(idx.to_vec()))?)
-}
-
-/// `batch` cut into batches of at most `size` rows (zero-copy slices).
-fn chunks(batch: &RecordBatch, size: usize) -> Vec<RecordBatch> {
-    let size = size.max(1);
-    (0..batch.num_rows())
-        .step_by(size)
-        .map(|at| batch.slice(at, size.min(batch.num_rows() - at)))
-        .collect()
 }
 
 fn spill(manager: &SpillManager, run: &[RecordBatch]) -> Result<Option<SortedSpillFile>> {

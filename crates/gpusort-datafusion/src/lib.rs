@@ -1,7 +1,7 @@
 //! gpusort-datafusion: `ORDER BY` on the GPU for Apache DataFusion, and through it Ballista.
 //!
 //! - [`GpuSortExec`]: a sort operator that packs the sort keys of each row into one or a few
-//!   unsigned words ([`keys`]), argsorts them with gpusort, and gathers every column with
+//!   unsigned words ([`keys`], from gpusort-arrow), argsorts them with gpusort, and gathers every column with
 //!   Arrow's `take`; inputs larger than the memory pool spill as sorted runs through
 //!   DataFusion's own spill and merge machinery.
 //! - [`GpuSortRule`]: a physical optimizer rule putting it in for `SortExec` wherever every key
@@ -28,10 +28,10 @@
 
 #[cfg(feature = "codec")]
 pub mod codec;
-pub mod engine;
 pub mod exec;
-pub mod keys;
 pub mod rule;
+
+pub use gpusort_arrow::{engine, keys};
 
 use std::sync::Arc;
 
@@ -42,8 +42,8 @@ use datafusion::prelude::SessionConfig;
 
 #[cfg(feature = "codec")]
 pub use codec::GpuSortCodec;
-pub use engine::SortEngine;
 pub use exec::GpuSortExec;
+pub use gpusort_arrow::SortEngine;
 pub use rule::GpuSortRule;
 
 extensions_options! {

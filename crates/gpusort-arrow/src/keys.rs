@@ -1,4 +1,5 @@
-//! Sort keys of Arrow columns packed into unsigned words whose plain order is DataFusion's.
+//! Sort keys of Arrow columns packed into unsigned words whose plain order is Arrow's (and
+//! DataFusion's) order of the rows.
 //!
 //! Each key column becomes an order-preserving code of its width (signed: sign bit flipped;
 //! floats: IEEE 754 totalOrder, as Arrow's sort kernels order them: -NaN < -inf < … < -0 < +0 <
@@ -8,11 +9,12 @@
 //! sorted as u32. Several words are sorted from the last to the first with a stable sort, so the
 //! rows end in lexicographic order of all keys, ties in input order.
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray};
-use datafusion::arrow::compute::SortOptions;
-use datafusion::arrow::datatypes::*;
-use datafusion::common::{DataFusionError, Result};
+use arrow::array::{Array, ArrayRef, AsArray};
+use arrow::compute::SortOptions;
+use arrow::datatypes::*;
 use rayon::prelude::*;
+
+use crate::error::{Error, Result};
 
 /// The key types the GPU sort takes: every fixed-width primitive up to 64 bits.
 pub fn supported(data_type: &DataType) -> bool {
@@ -33,6 +35,7 @@ fn value_bits(data_type: &DataType) -> Option<u32> {
 }
 
 /// One key column as the sort sees it.
+#[derive(Clone, Debug)]
 pub struct KeyColumn {
     pub values: ArrayRef,
     pub options: SortOptions,
@@ -81,14 +84,13 @@ pub fn pack(columns: &[KeyColumn], rows: usize) -> Result<Vec<Word>> {
     let mut used = 64u32;
     for (column, key) in columns.iter().enumerate() {
         if key.values.len() != rows {
-            return Err(DataFusionError::Internal(format!(
+            return Err(Error::Invalid(format!(
                 "sort key {column} has {} rows, expected {rows}",
                 key.values.len()
             )));
         }
-        let value = value_bits(key.values.data_type()).ok_or_else(|| {
-            DataFusionError::NotImplemented(format!("GPU sort of {} keys", key.values.data_type()))
-        })?;
+        let value = value_bits(key.values.data_type())
+            .ok_or_else(|| Error::Unsupported(key.values.data_type().clone()))?;
         let mut parts = vec![(Part::Value, value)];
         if key.values.null_count() > 0 {
             parts.insert(0, (Part::NullFlag, 1));
@@ -192,16 +194,14 @@ fn or_codes(key: &KeyColumn, field: &Field, word: &mut [u64]) -> Result<()> {
             let as_i64 = reinterpret(a, Int64)?;
             prim::<Int64Type>(&as_i64, key.options, field, value_bits, word, i64_code)
         }
-        other => Err(DataFusionError::NotImplemented(format!(
-            "GPU sort of {other} keys"
-        ))),
+        other => Err(Error::Unsupported(other.clone())),
     }
 }
 
 /// The same buffers read as a plain integer type of the same width.
 fn reinterpret(a: &ArrayRef, as_type: DataType) -> Result<ArrayRef> {
     let data = a.to_data().into_builder().data_type(as_type).build()?;
-    Ok(datafusion::arrow::array::make_array(data))
+    Ok(arrow::array::make_array(data))
 }
 
 fn i32_code(v: i32) -> u64 {
@@ -259,7 +259,7 @@ fn fill(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use datafusion::arrow::array::{Float64Array, Int32Array, UInt8Array};
+    use arrow::array::{Float64Array, Int32Array, UInt8Array};
     use std::sync::Arc;
 
     fn unpack64(w: &Word) -> Vec<u64> {

@@ -3,14 +3,14 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use datafusion::common::{DataFusionError, Result};
 use gpusort_core::{cpu_engine, Gpu, GpuOptions, HostSort, KeyWord, SortKey, SortOrder, Sorter};
 
 use rayon::prelude::*;
 
+use crate::error::{Error, Result};
 use crate::keys::Word;
 
-/// The device a [`crate::GpuSortExec`] sorts on. One is shared by every operator of a process
+/// The device packed keys are sorted on. One is shared by every sort of a process
 /// ([`SortEngine::shared`]); tests and programs with their own device build their own.
 pub struct SortEngine {
     device: Device,
@@ -54,12 +54,12 @@ impl SortEngine {
 
     /// An engine on the device these options pick (software adapters included).
     pub fn gpu(options: &GpuOptions) -> Result<SortEngine> {
-        Self::from_gpu(Gpu::new(options).map_err(external)?)
+        Self::from_gpu(Gpu::new(options)?)
     }
 
     /// An engine on a device the caller made.
     pub fn from_gpu(gpu: Gpu) -> Result<SortEngine> {
-        let sorter = Sorter::new(&gpu).map_err(external)?;
+        let sorter = Sorter::new(&gpu)?;
         Ok(SortEngine {
             device: Device::Gpu(Box::new(Mutex::new((gpu, sorter)))),
             sorted_rows: AtomicU64::new(0),
@@ -93,12 +93,10 @@ impl SortEngine {
     /// The stable permutation that orders the rows by the words, most significant first.
     pub fn argsort(&self, words: Vec<Word>) -> Result<Vec<u32>> {
         let Some(rows) = words.last().map(Word::len) else {
-            return Err(DataFusionError::Internal("no sort keys".into()));
+            return Err(Error::Invalid("no sort keys".into()));
         };
         if rows > u32::MAX as usize {
-            return Err(DataFusionError::ResourcesExhausted(format!(
-                "{rows} rows in one sorted run (the GPU sort indexes rows with u32)"
-            )));
+            return Err(Error::TooManyRows(rows));
         }
         if let Device::Gpu(g) = &self.device {
             // one GPU job where the words fit it: each word up once, the permutation back once
@@ -111,9 +109,9 @@ impl SortEngine {
                 .collect();
             let g = g
                 .lock()
-                .map_err(|_| DataFusionError::Internal("GPU lock poisoned".into()))?;
+                .map_err(|_| Error::Invalid("GPU lock poisoned".into()))?;
             let (gpu, sorter) = &*g;
-            if let Some(perm) = sorter.argsort_words(gpu, &refs).map_err(external)? {
+            if let Some(perm) = sorter.argsort_words(gpu, &refs)? {
                 self.sorted_rows.fetch_add(rows as u64, Ordering::Relaxed);
                 return Ok(perm);
             }
@@ -147,7 +145,7 @@ impl SortEngine {
             Device::Gpu(g) => {
                 let g = g
                     .lock()
-                    .map_err(|_| DataFusionError::Internal("GPU lock poisoned".into()))?;
+                    .map_err(|_| Error::Invalid("GPU lock poisoned".into()))?;
                 let (gpu, sorter) = &*g;
                 sorter
                     .sort_host(
@@ -158,22 +156,15 @@ impl SortEngine {
                             order,
                             ..HostSort::default()
                         },
-                    )
-                    .map_err(external)?
+                    )?
                     .0
             }
-            Device::Cpu => {
-                cpu_engine::sort(&mut keys, None, true, order, None).map_err(external)?
-            }
+            Device::Cpu => cpu_engine::sort(&mut keys, None, true, order, None)?,
         }
-        .ok_or_else(|| DataFusionError::Internal("the sort returned no permutation".into()))?;
+        .ok_or_else(|| Error::Invalid("the sort returned no permutation".into()))?;
         Ok(match perm {
             None => by_word,
             Some(p) => by_word.par_iter().map(|&j| p[j as usize]).collect(),
         })
     }
-}
-
-fn external(e: gpusort_core::Error) -> DataFusionError {
-    DataFusionError::External(Box::new(e))
 }

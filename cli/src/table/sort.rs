@@ -1,0 +1,352 @@
+//! `gpusort sort TABLE --by …`: the table read with arrow and parquet, its key columns sorted by
+//! gpusort-arrow (packed words on the GPU, or the CPU engine; Arrow's row format for text keys),
+//! every column gathered in that order and written.
+//!
+//! Under `--memory-budget` the sort is external: the rows are cut into runs of at most half the
+//! budget (a run and its sorted copy are held at once), each sorted and spilled to an Arrow IPC
+//! file in `--tmp-dir`, and the runs merged (at most [`FAN_IN`] at a time) into the output. Runs
+//! are cut in input order and sorted stably, and the merge gives ties to the earlier run: rows
+//! with equal keys keep their input order, as in the in-memory sort.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow::array::RecordBatch;
+use arrow::compute::SortOptions;
+use arrow::datatypes::SchemaRef;
+use gpusort_arrow::batches::{concat_parallel, gather, gather_all};
+use gpusort_arrow::{KeyColumn, Merge, Run, SortEngine};
+
+use super::outcome::TableTimes;
+use super::read::{Source, BATCH_ROWS};
+use super::write::Sink;
+use super::{csv_rows, table_format, ByKey, TableFormat, TableSort};
+use crate::error::{CliError, CliResult};
+use crate::{Engine, Global};
+use gpusort_files::{check_distinct, check_output_path, shown, Named, Written};
+
+/// Runs merged at once (each holds one open file and one batch in the merge).
+const FAN_IN: usize = 64;
+
+/// The most rows one sorted run holds: the permutation indexes rows with u32.
+const MAX_RUN_ROWS: usize = u32::MAX as usize - BATCH_ROWS;
+
+/// The engine the command's device flags pick.
+pub(super) fn sort_engine(g: &Global) -> CliResult<SortEngine> {
+    Ok(match g.engine()? {
+        Engine::Cpu { .. } => SortEngine::cpu(),
+        Engine::Gpu => SortEngine::from_gpu(g.gpu()?).map_err(arrow_side)?,
+    })
+}
+
+/// gpusort-arrow's failures: while working (exit 1).
+pub(super) fn arrow_side(e: gpusort_arrow::Error) -> CliError {
+    CliError::runtime(e.to_string().replace('\n', " "))
+}
+
+/// A failure while a table sort worked (exit 1: a full disk under its spill, a read error) as one
+/// line naming the input, where spills went, and that nothing was written; the user's mistakes
+/// (exit 2) already name what to fix.
+fn failed_while_working(e: CliError, job: &TableSort) -> CliError {
+    if e.code != 1 {
+        return e;
+    }
+    let spill = match (job.tmp_dir, job.memory_budget) {
+        (Some(dir), _) => format!(" (spilling to {})", dir.display()),
+        (None, Some(_)) => format!(" (spilling to {})", std::env::temp_dir().display()),
+        (None, None) => String::new(),
+    };
+    let said = e.message.contains("was written");
+    CliError::runtime(format!(
+        "sorting {}{spill} failed: {}{}",
+        job.input.display(),
+        e.message,
+        if said { "" } else { "; nothing was written" }
+    ))
+}
+
+/// `gpusort sort TABLE --by …`.
+pub fn sort(g: &Global, job: &TableSort) -> CliResult {
+    if job.by.is_empty() {
+        return Err(CliError::usage(format!(
+            "{} is a table: name the sort keys with --by COLUMN[:desc] (one or more)",
+            job.input.display()
+        )));
+    }
+    if job.in_place && job.input.is_dir() {
+        return Err(CliError::usage(format!(
+            "{} is a folder of files: write the sorted table with -o FILE",
+            job.input.display()
+        )));
+    }
+    let dest = match (job.output, job.in_place) {
+        (_, true) => job.input.to_path_buf(),
+        (Some(o), false) => o.to_path_buf(),
+        (None, false) => gpusort_files::default_name(job.input, "sorted"),
+    };
+    check_output_path(&dest)?;
+    let out_format = if dest == Path::new("-") || job.in_place {
+        table_format(job.input)
+    } else {
+        TableFormat::of(&dest)
+    }
+    .ok_or_else(|| {
+        CliError::usage(format!(
+            "{}: a table output must end in .parquet, .arrow, .feather, .ipc or .csv",
+            dest.display()
+        ))
+    })?;
+    check_distinct(
+        &[Named {
+            flag: "",
+            path: job.input,
+        }],
+        &[Written {
+            flag: "-o",
+            path: &dest,
+            replaces: job.in_place.then_some(0),
+        }],
+    )?;
+    let start = Instant::now();
+    // (key, ascending, nulls first) of each --by key
+    let keys: Vec<(ByKey, bool, bool)> = job
+        .by
+        .iter()
+        .map(|k| {
+            let asc = !k.descending.unwrap_or(job.descending);
+            (k.clone(), asc, k.nulls_first.unwrap_or(!asc))
+        })
+        .collect();
+    let written = (|| {
+        // CSV to CSV keeps every record's text: the records are reordered, not read and written
+        if out_format == TableFormat::Csv && table_format(job.input) == Some(TableFormat::Csv) {
+            let files = match job.input.is_dir() {
+                true => super::read::folder_files(job.input, TableFormat::Csv),
+                false => vec![job.input.to_path_buf()],
+            };
+            let engine = sort_engine(g)?;
+            return csv_rows::sort(&engine, &files, &keys, &dest);
+        }
+        let source = Source::open(job.input)?;
+        let engine = sort_engine(g)?;
+        sort_table(&engine, &source, &keys, &dest, out_format, job)
+    })()
+    .map_err(|e| failed_while_working(e, job))?;
+    if !g.quiet {
+        crate::outcome!(
+            "sorted {} rows of {} by {} in {:.2} s -> {}",
+            written.rows,
+            job.input.display(),
+            job.by
+                .iter()
+                .map(|k| k.column.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            start.elapsed().as_secs_f64(),
+            shown(&dest)
+        );
+    }
+    if g.show_timings() {
+        crate::outcome!("{}", written.split());
+    }
+    Ok(())
+}
+
+fn sort_table(
+    engine: &SortEngine,
+    source: &Source,
+    keys: &[(ByKey, bool, bool)],
+    dest: &Path,
+    format: TableFormat,
+    job: &TableSort,
+) -> CliResult<TableTimes> {
+    let started = Instant::now();
+    let schema = source.schema.clone();
+    let key_columns: Vec<(usize, SortOptions)> = keys
+        .iter()
+        .map(|(k, asc, nulls_first)| {
+            let c = schema.index_of(&k.column).map_err(|_| {
+                CliError::usage(format!(
+                    "{} has no column {:?} (columns: {})",
+                    source.path.display(),
+                    k.column,
+                    schema
+                        .fields()
+                        .iter()
+                        .map(|f| f.name().as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            })?;
+            Ok((
+                c,
+                SortOptions {
+                    descending: !asc,
+                    nulls_first: *nulls_first,
+                },
+            ))
+        })
+        .collect::<CliResult<_>>()?;
+    let budget = job.memory_budget.map(|b| b as usize);
+    let spill_dir = job
+        .tmp_dir
+        .map(Path::to_path_buf)
+        .unwrap_or_else(std::env::temp_dir);
+    // pieces read ahead on all cores, one at a time under a budget
+    let ahead = match budget {
+        Some(_) => 1,
+        None => rayon::current_num_threads(),
+    };
+    let mut spilled: Vec<Spilled> = Vec::new();
+    let mut held: Vec<RecordBatch> = Vec::new();
+    let (mut held_bytes, mut held_rows) = (0usize, 0usize);
+    for batch in source.batches(ahead)? {
+        let batch = batch?;
+        held_bytes += batch.get_array_memory_size();
+        held_rows += batch.num_rows();
+        held.push(batch);
+        if budget.is_some_and(|b| held_bytes >= b / 2) || held_rows >= MAX_RUN_ROWS {
+            let run = SortedRun::new(engine, &schema, std::mem::take(&mut held), &key_columns)?;
+            spilled.push(Spilled::write(&spill_dir, &schema, run.batches())?);
+            (held_bytes, held_rows) = (0, 0);
+        }
+    }
+    let last = SortedRun::new(engine, &schema, held, &key_columns)?;
+    let mut sink = Sink::create(
+        dest,
+        schema.clone(),
+        format,
+        match format {
+            TableFormat::Parquet => source.key_values.clone(),
+            _ => Vec::new(),
+        },
+        started,
+    )?;
+    if spilled.is_empty() {
+        // gathered on all cores a block at a time, each block written before the next
+        let block = BATCH_ROWS * 8 * rayon::current_num_threads();
+        for part in last.perm.chunks(block) {
+            for b in gather_all(&last.batch, part, BATCH_ROWS * 8).map_err(arrow_side)? {
+                sink.write(&b)?;
+            }
+        }
+        return sink.commit();
+    }
+    // the earliest runs merged first, so the runs stay in input order
+    while spilled.len() + 1 > FAN_IN {
+        let group: Vec<Spilled> = spilled.drain(..FAN_IN).collect();
+        let readers = group.iter().map(Spilled::read).collect::<CliResult<_>>()?;
+        let merged =
+            Merge::new(schema.clone(), &key_columns, readers, BATCH_ROWS).map_err(arrow_side)?;
+        spilled.insert(0, Spilled::write(&spill_dir, &schema, merged)?);
+    }
+    let mut readers: Vec<Run> = spilled
+        .iter()
+        .map(Spilled::read)
+        .collect::<CliResult<_>>()?;
+    readers.push(Box::new(last.batches()));
+    for b in Merge::new(schema.clone(), &key_columns, readers, BATCH_ROWS).map_err(arrow_side)? {
+        sink.write(&b.map_err(arrow_side)?)?;
+    }
+    sink.commit()
+}
+
+/// A run's rows as one batch and the order that sorts them.
+struct SortedRun {
+    batch: RecordBatch,
+    perm: Arc<Vec<u32>>,
+}
+
+impl SortedRun {
+    fn new(
+        engine: &SortEngine,
+        schema: &SchemaRef,
+        held: Vec<RecordBatch>,
+        keys: &[(usize, SortOptions)],
+    ) -> CliResult<SortedRun> {
+        let batch = match held.is_empty() {
+            true => RecordBatch::new_empty(schema.clone()),
+            false => concat_parallel(schema, &held).map_err(arrow_side)?,
+        };
+        drop(held);
+        let rows = batch.num_rows();
+        let perm = match rows {
+            0 => Vec::new(),
+            _ => {
+                let columns: Vec<KeyColumn> = keys
+                    .iter()
+                    .map(|&(c, options)| KeyColumn {
+                        values: batch.column(c).clone(),
+                        options,
+                    })
+                    .collect();
+                gpusort_arrow::permutation(engine, &columns, rows).map_err(arrow_side)?
+            }
+        };
+        Ok(SortedRun {
+            batch,
+            perm: Arc::new(perm),
+        })
+    }
+
+    /// The run's rows in order, gathered a batch at a time as they are asked for.
+    fn batches(&self) -> impl Iterator<Item = gpusort_arrow::Result<RecordBatch>> + Send + 'static {
+        let (batch, perm) = (self.batch.clone(), self.perm.clone());
+        (0..perm.len())
+            .step_by(BATCH_ROWS)
+            .map(move |at| gather(&batch, &perm[at..(at + BATCH_ROWS).min(perm.len())]))
+    }
+}
+
+/// A sorted run on disk: an Arrow IPC file, removed when dropped.
+struct Spilled {
+    file: tempfile::NamedTempFile,
+}
+
+impl Spilled {
+    fn write(
+        dir: &Path,
+        schema: &SchemaRef,
+        batches: impl Iterator<Item = gpusort_arrow::Result<RecordBatch>>,
+    ) -> CliResult<Spilled> {
+        let failed = |e: &dyn std::fmt::Display| {
+            CliError::runtime(format!(
+                "cannot spill a sorted run to {}: {e}",
+                dir.display()
+            ))
+        };
+        let file = tempfile::Builder::new()
+            .prefix(".gpusort-run-")
+            .suffix(".arrow")
+            .tempfile_in(dir)
+            .map_err(|e| failed(&e))?;
+        let w = std::io::BufWriter::with_capacity(
+            4 << 20,
+            file.as_file().try_clone().map_err(|e| failed(&e))?,
+        );
+        let mut writer =
+            arrow::ipc::writer::FileWriter::try_new(w, schema).map_err(|e| failed(&e))?;
+        for b in batches {
+            writer
+                .write(&b.map_err(arrow_side)?)
+                .map_err(|e| failed(&e))?;
+        }
+        writer.finish().map_err(|e| failed(&e))?;
+        let mut w = writer.into_inner().map_err(|e| failed(&e))?;
+        std::io::Write::flush(&mut w).map_err(|e| failed(&e))?;
+        Ok(Spilled { file })
+    }
+
+    fn read(&self) -> CliResult<Run> {
+        let failed = |e: &dyn std::fmt::Display| {
+            CliError::runtime(format!("cannot read a spilled run back: {e}"))
+        };
+        let f = self.file.reopen().map_err(|e| failed(&e))?;
+        let reader = arrow::ipc::reader::FileReader::try_new(std::io::BufReader::new(f), None)
+            .map_err(|e| failed(&e))?;
+        Ok(Box::new(
+            reader.map(|b| b.map_err(gpusort_arrow::Error::from)),
+        ))
+    }
+}
