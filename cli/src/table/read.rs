@@ -32,6 +32,8 @@ pub(super) struct Source {
     pub(super) schema: SchemaRef,
     /// A Parquet input's key-value metadata (its first file's), the Arrow schema's copy left out.
     pub(super) key_values: Vec<KeyValue>,
+    /// The largest piece read at once, in bytes (a row group's uncompressed size, or a file's).
+    pub(super) largest_piece: u64,
 }
 
 /// One piece read on its own: a Parquet file's row group, or a whole Arrow or CSV file.
@@ -73,8 +75,12 @@ impl Source {
         let mut schemas = Vec::with_capacity(files.len());
         let mut key_values = Vec::new();
         let mut csv_types: Vec<Vec<DataType>> = Vec::new();
+        let mut largest_piece = 0u64;
         for (i, f) in files.iter().enumerate() {
             let file = open_file(f)?;
+            if format != TableFormat::Parquet {
+                largest_piece = largest_piece.max(file.metadata().map(|m| m.len()).unwrap_or(0));
+            }
             let bad = |what: &str, e: &dyn std::fmt::Display| {
                 CliError::usage(format!("{}: not {what} gpusort can read: {e}", f.display()))
             };
@@ -95,6 +101,12 @@ impl Source {
                             })
                             .unwrap_or_default();
                     }
+                    largest_piece = b
+                        .metadata()
+                        .row_groups()
+                        .iter()
+                        .map(|g| g.total_byte_size().max(0) as u64)
+                        .fold(largest_piece, u64::max);
                     schemas.push(b.schema().clone());
                 }
                 TableFormat::Arrow => {
@@ -157,6 +169,7 @@ impl Source {
             schemas,
             schema,
             key_values,
+            largest_piece,
         })
     }
 
@@ -201,7 +214,8 @@ impl Source {
         let err = |e: &dyn std::fmt::Display| read_failed(path, e);
         let batches: Vec<RecordBatch> = match self.format {
             TableFormat::Parquet => {
-                let b = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| err(&e))?;
+                let b = ParquetRecordBatchReaderBuilder::try_new(mapped(path, &file)?)
+                    .map_err(|e| err(&e))?;
                 let reader = b
                     .with_row_groups(p.row_group.into_iter().collect())
                     .with_batch_size(BATCH_ROWS)
@@ -226,6 +240,16 @@ impl Source {
             .map(|b| conform(b, &self.schema))
             .collect()
     }
+}
+
+/// A Parquet file's bytes, mapped: the reader takes its pages as slices of the map instead of a
+/// seek, a read and a fresh buffer for each.
+fn mapped(path: &Path, file: &File) -> CliResult<bytes::Bytes> {
+    // SAFETY: a read-only map of a regular file; a change to it during the job is caught by the
+    // input watch (files::watch_input), which then refuses to put any output in place.
+    let map = unsafe { memmap2::Mmap::map(file) }
+        .map_err(|e| CliError::runtime(format!("cannot read {}: {e}", path.display())))?;
+    Ok(bytes::Bytes::from_owner(map))
 }
 
 fn open_file(path: &Path) -> CliResult<File> {

@@ -193,25 +193,36 @@ fn sort_table(
         .tmp_dir
         .map(Path::to_path_buf)
         .unwrap_or_else(std::env::temp_dir);
-    // pieces read ahead on all cores, one at a time under a budget
+    // pieces (row groups, files) read on all cores at once, as many as a quarter of the budget
+    // holds (the default budget is three quarters of the available memory)
+    let threads = rayon::current_num_threads();
     let ahead = match budget {
-        Some(_) => 1,
-        None => rayon::current_num_threads(),
+        Some(b) => (b as u64 / 4 / source.largest_piece.max(1)).clamp(1, threads as u64) as usize,
+        None => threads,
     };
     let mut spilled: Vec<Spilled> = Vec::new();
     let mut held: Vec<RecordBatch> = Vec::new();
     let (mut held_bytes, mut held_rows) = (0usize, 0usize);
+    let mut read_s = 0.0;
+    let mut t = Instant::now();
     for batch in source.batches(ahead)? {
         let batch = batch?;
         held_bytes += batch.get_array_memory_size();
         held_rows += batch.num_rows();
         held.push(batch);
+        read_s += t.elapsed().as_secs_f64();
+        t = Instant::now();
         if budget.is_some_and(|b| held_bytes >= b / 2) || held_rows >= MAX_RUN_ROWS {
             let run = SortedRun::new(engine, &schema, std::mem::take(&mut held), &key_columns)?;
             spilled.push(Spilled::write(&spill_dir, &schema, run.batches())?);
             (held_bytes, held_rows) = (0, 0);
+            t = Instant::now();
         }
     }
+    tracing::debug!(
+        "table sort: read {read_s:.3} s, {} runs spilled",
+        spilled.len()
+    );
     let last = SortedRun::new(engine, &schema, held, &key_columns)?;
     let mut sink = Sink::create(
         dest,
@@ -224,13 +235,21 @@ fn sort_table(
         started,
     )?;
     if spilled.is_empty() {
-        // gathered on all cores a block at a time, each block written before the next
-        let block = BATCH_ROWS * 8 * rayon::current_num_threads();
+        // gathered on all cores a block at a time (batches of BATCH_ROWS, four a thread), each
+        // block handed to the writer before the next
+        let block = BATCH_ROWS * 4 * threads;
+        let (mut gather_s, mut write_s) = (0.0, 0.0);
         for part in last.perm.chunks(block) {
-            for b in gather_all(&last.batch, part, BATCH_ROWS * 8).map_err(arrow_side)? {
+            let t = Instant::now();
+            let gathered = gather_all(&last.batch, part, BATCH_ROWS).map_err(arrow_side)?;
+            gather_s += t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            for b in gathered {
                 sink.write(&b)?;
             }
+            write_s += t.elapsed().as_secs_f64();
         }
+        tracing::debug!("table sort: gather {gather_s:.3} s, write {write_s:.3} s");
         return sink.commit();
     }
     // the earliest runs merged first, so the runs stay in input order
@@ -265,11 +284,14 @@ impl SortedRun {
         held: Vec<RecordBatch>,
         keys: &[(usize, SortOptions)],
     ) -> CliResult<SortedRun> {
+        let t = Instant::now();
         let batch = match held.is_empty() {
             true => RecordBatch::new_empty(schema.clone()),
             false => concat_parallel(schema, &held).map_err(arrow_side)?,
         };
         drop(held);
+        let concat_s = t.elapsed().as_secs_f64();
+        let t = Instant::now();
         let rows = batch.num_rows();
         let perm = match rows {
             0 => Vec::new(),
@@ -284,6 +306,10 @@ impl SortedRun {
                 gpusort_arrow::permutation(engine, &columns, rows).map_err(arrow_side)?
             }
         };
+        tracing::debug!(
+            "table sort: a run of {rows} rows: concat {concat_s:.3} s, keys sorted {:.3} s",
+            t.elapsed().as_secs_f64()
+        );
         Ok(SortedRun {
             batch,
             perm: Arc::new(perm),
