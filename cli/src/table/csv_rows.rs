@@ -14,8 +14,8 @@ use arrow::datatypes::DataType;
 use gpusort_arrow::{KeyColumn, SortEngine};
 use memmap2::Mmap;
 
-use super::outcome::TableTimes;
-use super::sort::arrow_side;
+use super::outcome::{arrow_side, TableTimes};
+use super::read::merged;
 use super::ByKey;
 use crate::error::{CliError, CliResult};
 use gpusort_files::{shown, Output};
@@ -168,22 +168,6 @@ fn map_file(path: &Path) -> CliResult<Option<Mmap>> {
     unsafe { Mmap::map(&file) }
         .map(Some)
         .map_err(|e| CliError::runtime(format!("cannot read {}: {e}", path.display())))
-}
-
-/// A key column's type over several files: theirs where they agree, Float64 for integers and
-/// floats, else text (as DataFusion's inference merges them).
-pub(super) fn merged(types: &[DataType]) -> DataType {
-    match types {
-        [] => DataType::Utf8,
-        [first, rest @ ..] if rest.iter().all(|t| t == first) => first.clone(),
-        _ if types
-            .iter()
-            .all(|t| matches!(t, DataType::Int64 | DataType::Float64)) =>
-        {
-            DataType::Float64
-        }
-        _ => DataType::Utf8,
-    }
 }
 
 /// Sort the CSV files `inputs` (one file, or a folder's files as one table: the same header in

@@ -4,8 +4,12 @@
 #[cfg(feature = "sql")]
 use datafusion::error::DataFusionError;
 
-#[cfg(feature = "sql")]
 use crate::error::CliError;
+
+/// gpusort-arrow's failures: while working (exit 1).
+pub(super) fn arrow_side(e: gpusort_arrow::Error) -> CliError {
+    CliError::runtime(e.to_string().replace('\n', " "))
+}
 
 /// A DataFusion error as the CLI reports it: plans that cannot be made (a column that is not
 /// there, bad SQL, a file that is not what its name says) are the user's to fix, exit 2.

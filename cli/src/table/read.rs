@@ -4,7 +4,7 @@
 //! A folder's files may differ as datasets written over time do: the table has every column any
 //! file has (in first-seen order), a column a file lacks reads as nulls there; two files that give
 //! one column different types are refused. CSV columns are typed by arrow-csv's inference over
-//! every record (not a sample), merged over a folder's files as `csv_rows::merged` says.
+//! every record (not a sample), merged over a folder's files as [`merged`] says.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -16,7 +16,7 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::file::metadata::KeyValue;
 use rayon::prelude::*;
 
-use super::{csv_rows, TableFormat};
+use super::TableFormat;
 use crate::error::{CliError, CliResult};
 
 /// Rows a batch read holds (DataFusion's and arrow's default).
@@ -155,7 +155,7 @@ impl Source {
                 .enumerate()
                 .map(|(c, name)| {
                     let types: Vec<DataType> = csv_types.iter().map(|t| t[c].clone()).collect();
-                    Field::new(name.as_str(), csv_rows::merged(&types), true)
+                    Field::new(name.as_str(), merged(&types), true)
                 })
                 .collect();
             let schema = Arc::new(Schema::new(fields));
@@ -272,7 +272,7 @@ fn read_failed(path: &Path, e: &dyn std::fmt::Display) -> CliError {
 }
 
 /// Arrow IPC files open with "ARROW1"; Feather v1 (pre-2017 feather) with "FEA1".
-fn check_arrow_magic(path: &Path) -> CliResult {
+pub(super) fn check_arrow_magic(path: &Path) -> CliResult {
     let mut magic = [0u8; 6];
     let read = File::open(path)
         .and_then(|mut f| std::io::Read::read(&mut f, &mut magic))
@@ -314,6 +314,22 @@ pub(super) fn folder_files(dir: &Path, format: TableFormat) -> Vec<PathBuf> {
     }
     files.sort();
     files
+}
+
+/// A key column's type over several files: theirs where they agree, Float64 for integers and
+/// floats, else text (as DataFusion's inference merges them).
+pub(super) fn merged(types: &[DataType]) -> DataType {
+    match types {
+        [] => DataType::Utf8,
+        [first, rest @ ..] if rest.iter().all(|t| t == first) => first.clone(),
+        _ if types
+            .iter()
+            .all(|t| matches!(t, DataType::Int64 | DataType::Float64)) =>
+        {
+            DataType::Float64
+        }
+        _ => DataType::Utf8,
+    }
 }
 
 /// The table's schema over its files: every column of any file, in first-seen order (nullable

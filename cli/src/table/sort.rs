@@ -18,7 +18,7 @@ use arrow::datatypes::SchemaRef;
 use gpusort_arrow::batches::{concat_parallel, gather, gather_all};
 use gpusort_arrow::{KeyColumn, Merge, Run, SortEngine};
 
-use super::outcome::TableTimes;
+use super::outcome::{arrow_side, TableTimes};
 use super::read::{Source, BATCH_ROWS};
 use super::write::Sink;
 use super::{csv_rows, table_format, ByKey, TableFormat, TableSort};
@@ -38,11 +38,6 @@ pub(super) fn sort_engine(g: &Global) -> CliResult<SortEngine> {
         Engine::Cpu { .. } => SortEngine::cpu(),
         Engine::Gpu => SortEngine::from_gpu(g.gpu()?).map_err(arrow_side)?,
     })
-}
-
-/// gpusort-arrow's failures: while working (exit 1).
-pub(super) fn arrow_side(e: gpusort_arrow::Error) -> CliError {
-    CliError::runtime(e.to_string().replace('\n', " "))
 }
 
 /// A failure while a table sort worked (exit 1: a full disk under its spill, a read error) as one

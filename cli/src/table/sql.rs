@@ -79,18 +79,7 @@ async fn register(ctx: &SessionContext, name: &str, path: &Path) -> CliResult {
         ))
     })?;
     if meta.is_file() && format == TableFormat::Arrow {
-        // Arrow IPC files open with "ARROW1"; Feather v1 (pre-2017 feather) with "FEA1"
-        let mut magic = [0u8; 6];
-        let read = std::fs::File::open(path)
-            .and_then(|mut f| std::io::Read::read(&mut f, &mut magic))
-            .unwrap_or(0);
-        if read < 6 || &magic != b"ARROW1" {
-            let what = match &magic[..4] == b"FEA1" {
-                true => "a Feather v1 file, which gpusort does not read (write it again with pyarrow.feather.write_feather(table, path), version 2)",
-                false => "not an Arrow IPC file",
-            };
-            return Err(CliError::usage(format!("{} is {what}", path.display())));
-        }
+        super::read::check_arrow_magic(path)?;
     }
     if meta.is_file() {
         gpusort_files::watch_input(path, &meta);

@@ -413,14 +413,15 @@ impl<'a> Tuner<'a> {
             secs * 1e3,
             n.ilog2()
         ));
-        // where the faster choice stays faster, from the smallest size up
-        let from = |sizes: &[u32], a: &Sorter, b: &Sorter| -> Result<Option<u32>> {
+        // where the faster choice stays faster, from the smallest size up (argsorts with
+        // `payload`)
+        let from = |sizes: &[u32], a: &Sorter, b: &Sorter, payload: bool| -> Result<Option<u32>> {
             let mut faster = Vec::new();
             for &log in sizes {
                 let generated = random_u32(1 << log, log as u64);
                 let k = Uploaded::new(gpu, generated)?;
                 let b_wins =
-                    self.sort_time(b, &k, false, None)? < self.sort_time(a, &k, false, None)?;
+                    self.sort_time(b, &k, payload, None)? < self.sort_time(a, &k, payload, None)?;
                 faster.push((log, b_wins));
             }
             Ok(stays_faster_from(faster))
@@ -433,8 +434,20 @@ impl<'a> Tuner<'a> {
         } else {
             (17..=23).collect()
         };
-        best.radix_from = from(&sizes, &bitonic, &radix(best)?)?.map_or(u32::MAX, |l| 1 << l);
+        best.radix_from =
+            from(&sizes, &bitonic, &radix(best)?, false)?.map_or(u32::MAX, |l| 1 << l);
         self.say(format!("sort, radix from: {}", keys_from(best.radix_from)));
+        let payload_sizes: Vec<u32> = if self.quick {
+            vec![10, 12]
+        } else {
+            (13..=20).collect()
+        };
+        best.payload_radix_from =
+            from(&payload_sizes, &bitonic, &radix(best)?, true)?.map_or(u32::MAX, |l| 1 << l);
+        self.say(format!(
+            "sort, radix from, argsorts: {}",
+            keys_from(best.payload_radix_from)
+        ));
         let lsd = radix(sort::SortTuning {
             msd_from: u32::MAX,
             ..best
@@ -448,7 +461,7 @@ impl<'a> Tuner<'a> {
         } else {
             (21..=26).collect()
         };
-        best.msd_from = from(&sizes, &lsd, &msd)?.map_or(u32::MAX, |l| 1 << l);
+        best.msd_from = from(&sizes, &lsd, &msd, false)?.map_or(u32::MAX, |l| 1 << l);
         self.say(format!("sort, MSD path from: {}", keys_from(best.msd_from)));
         // segmented sorts of n keys: from which segment size the radix path is faster
         let bitonic = Sorter::new(gpu)?

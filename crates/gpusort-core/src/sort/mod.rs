@@ -320,23 +320,25 @@ impl Sorter {
         self
     }
 
-    /// The algorithm a sort of `n` keys of `key_type` in `order` runs with on `gpu`.
+    /// The algorithm a sort of `n` keys of `key_type` in `order` runs with on `gpu`; `payload`:
+    /// the sort carries values or a permutation.
     pub fn algorithm_for(
         &self,
         gpu: &Gpu,
         n: u32,
         key_type: KeyType,
         order: SortOrder,
+        payload: bool,
     ) -> Algorithm {
         match self.algorithm {
             Algorithm::Auto if self.key_bits.is_some() => Algorithm::Radix,
             Algorithm::Auto => {
                 let software = gpu.is_software();
                 let tuning = self.radix.tuning();
-                let from = if key_type.is_wide() {
-                    tuning.radix_from_wide
-                } else {
-                    tuning.radix_from
+                let from = match (key_type.is_wide(), payload) {
+                    (true, _) => tuning.radix_from_wide,
+                    (false, true) => tuning.payload_radix_from,
+                    (false, false) => tuning.radix_from,
                 };
                 // segmented sorts take the radix path (two radix sorts) from large segments;
                 // a device whose workgroup memory holds no radix sweep sorts bitonic
@@ -426,7 +428,7 @@ impl Sorter {
         values: bool,
         permutation: bool,
     ) -> Result<()> {
-        let algorithm = self.algorithm_for(gpu, n, key_type, order);
+        let algorithm = self.algorithm_for(gpu, n, key_type, order, values || permutation);
         if algorithm == Algorithm::Radix {
             // a segmented sort: an argsort by key, then one by segment (u32, ascending)
             let segmented = order.segment_size.is_some_and(|s| s < n);
@@ -497,7 +499,8 @@ impl Sorter {
         msd_ok: bool,
     ) -> Result<SortStats> {
         let n = job.n;
-        let algorithm = self.algorithm_for(gpu, n, job.key_type, job.order);
+        let payload = job.values.is_some() || job.permutation.is_some();
+        let algorithm = self.algorithm_for(gpu, n, job.key_type, job.order, payload);
         if job.order.segment_size == Some(0) {
             return Err(Error::InvalidInput(
                 "segment size must be at least 1".into(),
@@ -1084,7 +1087,8 @@ impl Sorter {
         // is one GPU sort up to what it holds: two ranges of one buffer each for the keys and
         // the permutation (segmented sorts, whose other buffers are bound whole, one binding)
         let n32 = n.min(u32::MAX as usize) as u32;
-        if n > max && self.algorithm_for(gpu, n32, key_type, order) == Algorithm::Radix {
+        if n > max && self.algorithm_for(gpu, n32, key_type, order, with_index) == Algorithm::Radix
+        {
             let segmented = order.segment_size.is_some_and(|s| (s as usize) < n);
             let radix = match segmented {
                 true => crate::sort::radix::RadixKernels::one_binding_keys(gpu, key_type),

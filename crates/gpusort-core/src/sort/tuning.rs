@@ -12,7 +12,10 @@ pub struct SortTuning {
     /// `Auto` takes the radix sort from this many 32-bit keys on a hardware GPU (below, the
     /// bitonic network is faster).
     pub radix_from: u32,
-    /// The same for 64-bit keys (twice the digit passes).
+    /// The same for sorts of 32-bit keys with a payload (argsorts, key-value): the bitonic
+    /// network moves the payload at each of its steps, the radix sort at each of its passes.
+    pub payload_radix_from: u32,
+    /// The same for 64-bit keys (twice the digit passes), with or without a payload.
     pub radix_from_wide: u32,
     /// Segmented sorts take the radix path (a sort by key, then a sort by segment) from
     /// segments of this many keys; smaller segments sort in the bitonic network.
@@ -97,9 +100,14 @@ impl Default for SortTuning {
     fn default() -> SortTuning {
         SortTuning {
             // where the radix sort overtakes the bitonic network on hardware GPUs (`gpusort tune`
-            // measured 2^17 for 32-bit keys on an H100 and an H200; with a payload it wins from
-            // 2^16-2^17, keys-only f32 from 2^19, 64-bit keys from 2^18-2^19: BENCHMARKS.md)
-            radix_from: 1 << 18,
+            // measured 2^17 for 32-bit keys on an H100 and an H200; keys-only sorts at 2^17 took
+            // 0.61-1.01 of the network's time on uniform, few, small and equal u32 and f32 keys,
+            // uniform and few ones 1.04-1.18 at 2^16; 64-bit keys from 2^18-2^19: BENCHMARKS.md)
+            radix_from: 1 << 17,
+            // argsorts and key-value sorts of 32-bit keys on the radix sort took 0.62-0.87 of the
+            // bitonic network's time at 2^16-2^17 on uniform keys, 0.40-0.80 on small and equal
+            // ones (H200, 2026-12-01: BENCHMARKS.md); `gpusort tune` measures it
+            payload_radix_from: 1 << 16,
             radix_from_wide: 1 << 19,
             // the bitonic network won at every segment size on an H100 (2^8..2^20 of 2^24 keys):
             // the radix path is there when asked for, or when `gpusort tune` finds it faster
