@@ -786,6 +786,26 @@ fn a_folder_beyond_the_memory_budget_sorts_in_spilled_runs() {
             assert!(listing(&spill).is_empty(), "spilled runs are removed");
         }
     }
+    // without --tmp-dir the runs go beside the output, and leave nothing there either
+    let outs = d.join("outs");
+    std::fs::create_dir(&outs).unwrap();
+    gpusort()
+        .args(["-q", "sort"])
+        .arg(&parts)
+        .args([
+            "--by",
+            "k:desc",
+            "--by",
+            "x",
+            "--memory-budget",
+            "64K",
+            "-o",
+        ])
+        .arg(outs.join("t.parquet"))
+        .assert()
+        .success();
+    assert_eq!(listing(&outs), vec![outs.join("t.parquet")]);
+    assert_eq!(ids_of(&outs.join("t.parquet"), d), expected_k_desc_x(&data));
 }
 
 /// A folder of Parquet files written over time: a column only some files have reads as nulls in

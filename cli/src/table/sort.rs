@@ -4,7 +4,7 @@
 //!
 //! Under `--memory-budget` the sort is external: the rows are cut into runs of at most half the
 //! budget (a run and its sorted copy are held at once), each sorted and spilled to an Arrow IPC
-//! file in `--tmp-dir`, and the runs merged (at most [`FAN_IN`] at a time) into the output. Runs
+//! file in a run folder (in `--tmp-dir`, else beside the output), and the runs merged (at most [`FAN_IN`] at a time) into the output. Runs
 //! are cut in input order and sorted stably, and the merge gives ties to the earlier run: rows
 //! with equal keys keep their input order, as in the in-memory sort.
 
@@ -24,7 +24,7 @@ use super::write::Sink;
 use super::{csv_rows, table_format, ByKey, TableFormat, TableSort};
 use crate::error::{CliError, CliResult};
 use crate::{Engine, Global};
-use gpusort_files::{check_distinct, check_output_path, shown, Named, Written};
+use gpusort_files::{check_distinct, check_output_path, shown, Named, RunDir, Written};
 
 /// Runs merged at once (each holds one open file and one batch in the merge).
 const FAN_IN: usize = 64;
@@ -47,10 +47,9 @@ fn failed_while_working(e: CliError, job: &TableSort) -> CliError {
     if e.code != 1 {
         return e;
     }
-    let spill = match (job.tmp_dir, job.memory_budget) {
-        (Some(dir), _) => format!(" (spilling to {})", dir.display()),
-        (None, Some(_)) => format!(" (spilling to {})", std::env::temp_dir().display()),
-        (None, None) => String::new(),
+    let spill = match job.tmp_dir {
+        Some(dir) => format!(" (spilling to {})", dir.display()),
+        None => String::new(),
     };
     let said = e.message.contains("was written");
     CliError::runtime(format!(
@@ -184,10 +183,6 @@ fn sort_table(
         })
         .collect::<CliResult<_>>()?;
     let budget = job.memory_budget.map(|b| b as usize);
-    let spill_dir = job
-        .tmp_dir
-        .map(Path::to_path_buf)
-        .unwrap_or_else(std::env::temp_dir);
     // pieces (row groups, files) read on all cores at once, as many as a quarter of the budget
     // holds (the default budget is three quarters of the available memory)
     let threads = rayon::current_num_threads();
@@ -195,6 +190,9 @@ fn sort_table(
         Some(b) => (b as u64 / 4 / source.largest_piece.max(1)).clamp(1, threads as u64) as usize,
         None => threads,
     };
+    // the spilled runs' folder, made at the first spill: in --tmp-dir, else beside the output
+    // (removed on drop and on interrupt, as an array sort's runs are)
+    let mut run_dir: Option<RunDir> = None;
     let mut spilled: Vec<Spilled> = Vec::new();
     let mut held: Vec<RecordBatch> = Vec::new();
     let (mut held_bytes, mut held_rows) = (0usize, 0usize);
@@ -209,7 +207,11 @@ fn sort_table(
         t = Instant::now();
         if budget.is_some_and(|b| held_bytes >= b / 2) || held_rows >= MAX_RUN_ROWS {
             let run = SortedRun::new(engine, &schema, std::mem::take(&mut held), &key_columns)?;
-            spilled.push(Spilled::write(&spill_dir, &schema, run.batches())?);
+            if run_dir.is_none() {
+                run_dir = Some(RunDir::new(job.tmp_dir, dest)?);
+            }
+            let dir = run_dir.as_ref().expect("made above").path();
+            spilled.push(Spilled::write(dir, &schema, run.batches())?);
             (held_bytes, held_rows) = (0, 0);
             t = Instant::now();
         }
@@ -248,12 +250,13 @@ fn sort_table(
         return sink.commit();
     }
     // the earliest runs merged first, so the runs stay in input order
+    let spill_dir = run_dir.as_ref().expect("runs were spilled").path();
     while spilled.len() + 1 > FAN_IN {
         let group: Vec<Spilled> = spilled.drain(..FAN_IN).collect();
         let readers = group.iter().map(Spilled::read).collect::<CliResult<_>>()?;
         let merged =
             Merge::new(schema.clone(), &key_columns, readers, BATCH_ROWS).map_err(arrow_side)?;
-        spilled.insert(0, Spilled::write(&spill_dir, &schema, merged)?);
+        spilled.insert(0, Spilled::write(spill_dir, &schema, merged)?);
     }
     let mut readers: Vec<Run> = spilled
         .iter()
