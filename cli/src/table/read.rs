@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use arrow::array::{new_null_array, ArrayRef, RecordBatch};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ParquetRecordBatchReaderBuilder};
 use parquet::file::metadata::KeyValue;
 use rayon::prelude::*;
 
@@ -29,6 +29,8 @@ pub(super) struct Source {
     files: Vec<PathBuf>,
     /// Each file's schema (a CSV file's as the table types it).
     schemas: Vec<SchemaRef>,
+    /// Parquet: each file mapped, and its footer read once (every row group's reader shares it).
+    parquet: Vec<(bytes::Bytes, ArrowReaderMetadata)>,
     pub(super) schema: SchemaRef,
     /// A Parquet input's key-value metadata (its first file's), the Arrow schema's copy left out.
     pub(super) key_values: Vec<KeyValue>,
@@ -76,6 +78,7 @@ impl Source {
         let mut key_values = Vec::new();
         let mut csv_types: Vec<Vec<DataType>> = Vec::new();
         let mut largest_piece = 0u64;
+        let mut parquet = Vec::new();
         for (i, f) in files.iter().enumerate() {
             let file = open_file(f)?;
             if format != TableFormat::Parquet {
@@ -86,7 +89,8 @@ impl Source {
             };
             match format {
                 TableFormat::Parquet => {
-                    let b = ParquetRecordBatchReaderBuilder::try_new(file)
+                    let bytes = mapped(f, &file)?;
+                    let b = ArrowReaderMetadata::load(&bytes, Default::default())
                         .map_err(|e| bad("a Parquet file", &e))?;
                     if i == 0 {
                         key_values = b
@@ -108,6 +112,7 @@ impl Source {
                         .map(|g| g.total_byte_size().max(0) as u64)
                         .fold(largest_piece, u64::max);
                     schemas.push(b.schema().clone());
+                    parquet.push((bytes, b));
                 }
                 TableFormat::Arrow => {
                     check_arrow_magic(f)?;
@@ -167,6 +172,7 @@ impl Source {
             format,
             files,
             schemas,
+            parquet,
             schema,
             key_values,
             largest_piece,
@@ -179,23 +185,22 @@ impl Source {
         &self,
         ahead: usize,
     ) -> CliResult<impl Iterator<Item = CliResult<RecordBatch>> + '_> {
-        let mut pieces = Vec::new();
-        for (i, f) in self.files.iter().enumerate() {
-            match self.format {
-                TableFormat::Parquet => {
-                    let b = ParquetRecordBatchReaderBuilder::try_new(open_file(f)?)
-                        .map_err(|e| read_failed(f, &e))?;
-                    pieces.extend((0..b.metadata().num_row_groups()).map(|g| Piece {
+        let pieces: Vec<Piece> = match self.format {
+            TableFormat::Parquet => (self.parquet.iter().enumerate())
+                .flat_map(|(i, (_, m))| {
+                    (0..m.metadata().num_row_groups()).map(move |g| Piece {
                         file: i,
                         row_group: Some(g),
-                    }));
-                }
-                _ => pieces.push(Piece {
+                    })
+                })
+                .collect(),
+            _ => (0..self.files.len())
+                .map(|i| Piece {
                     file: i,
                     row_group: None,
-                }),
-            }
-        }
+                })
+                .collect(),
+        };
         let ahead = ahead.max(1);
         let windows: Vec<Vec<Piece>> = pieces.chunks(ahead).map(|w| w.to_vec()).collect();
         Ok(windows.into_iter().flat_map(move |window| {
@@ -210,27 +215,28 @@ impl Source {
 
     fn read_piece(&self, p: Piece) -> CliResult<Vec<RecordBatch>> {
         let path = &self.files[p.file];
-        let file = open_file(path)?;
         let err = |e: &dyn std::fmt::Display| read_failed(path, e);
         let batches: Vec<RecordBatch> = match self.format {
             TableFormat::Parquet => {
-                let b = ParquetRecordBatchReaderBuilder::try_new(mapped(path, &file)?)
-                    .map_err(|e| err(&e))?;
-                let reader = b
-                    .with_row_groups(p.row_group.into_iter().collect())
-                    .with_batch_size(BATCH_ROWS)
-                    .build()
-                    .map_err(|e| err(&e))?;
+                let (bytes, metadata) = &self.parquet[p.file];
+                let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(
+                    bytes.clone(),
+                    metadata.clone(),
+                )
+                .with_row_groups(p.row_group.into_iter().collect())
+                .with_batch_size(BATCH_ROWS)
+                .build()
+                .map_err(|e| err(&e))?;
                 reader.collect::<Result<_, _>>().map_err(|e| err(&e))?
             }
-            TableFormat::Arrow => arrow::ipc::reader::FileReader::try_new(file, None)
+            TableFormat::Arrow => arrow::ipc::reader::FileReader::try_new(open_file(path)?, None)
                 .map_err(|e| err(&e))?
                 .collect::<Result<_, _>>()
                 .map_err(|e| err(&e))?,
             TableFormat::Csv => arrow::csv::ReaderBuilder::new(self.schemas[p.file].clone())
                 .with_header(true)
                 .with_batch_size(BATCH_ROWS)
-                .build(std::io::BufReader::new(file))
+                .build(std::io::BufReader::new(open_file(path)?))
                 .map_err(|e| err(&e))?
                 .collect::<Result<_, _>>()
                 .map_err(|e| err(&e))?,

@@ -2,9 +2,10 @@
 //! gpusort-arrow (packed words on the GPU, or the CPU engine; Arrow's row format for text keys),
 //! every column gathered in that order and written.
 //!
-//! Under `--memory-budget` the sort is external: the rows are cut into runs of at most half the
-//! budget (a run and its sorted copy are held at once), each sorted and spilled to an Arrow IPC
-//! file in a run folder (in `--tmp-dir`, else beside the output), and the runs merged (at most [`FAN_IN`] at a time) into the output. Runs
+//! Under `--memory-budget` the sort is external (gpusort-arrow's `plan` says how): the rows are
+//! cut into runs of at most half the budget (a run and its sorted copy are held at once), each
+//! sorted and spilled to an Arrow IPC file in a run folder (in `--tmp-dir`, else beside the
+//! output), and the runs merged, 64 at most at a time, into the output. Runs
 //! are cut in input order and sorted stably, and the merge gives ties to the earlier run: rows
 //! with equal keys keep their input order, as in the in-memory sort.
 
@@ -16,7 +17,7 @@ use arrow::array::RecordBatch;
 use arrow::compute::SortOptions;
 use arrow::datatypes::SchemaRef;
 use gpusort_arrow::batches::{concat_parallel, gather, gather_all};
-use gpusort_arrow::{KeyColumn, Merge, Run, SortEngine};
+use gpusort_arrow::{plan, KeyColumn, Merge, Run, SortEngine};
 
 use super::outcome::{arrow_side, TableTimes};
 use super::read::{Source, BATCH_ROWS};
@@ -25,12 +26,6 @@ use super::{csv_rows, table_format, ByKey, TableFormat, TableSort};
 use crate::error::{CliError, CliResult};
 use crate::{Engine, Global};
 use gpusort_files::{check_distinct, check_output_path, shown, Named, RunDir, Written};
-
-/// Runs merged at once (each holds one open file and one batch in the merge).
-const FAN_IN: usize = 64;
-
-/// The most rows one sorted run holds: the permutation indexes rows with u32.
-const MAX_RUN_ROWS: usize = u32::MAX as usize - BATCH_ROWS;
 
 /// The engine the command's device flags pick.
 pub(super) fn sort_engine(g: &Global) -> CliResult<SortEngine> {
@@ -182,14 +177,8 @@ fn sort_table(
             ))
         })
         .collect::<CliResult<_>>()?;
-    let budget = job.memory_budget.map(|b| b as usize);
-    // pieces (row groups, files) read on all cores at once, as many as a quarter of the budget
-    // holds (the default budget is three quarters of the available memory)
     let threads = rayon::current_num_threads();
-    let ahead = match budget {
-        Some(b) => (b as u64 / 4 / source.largest_piece.max(1)).clamp(1, threads as u64) as usize,
-        None => threads,
-    };
+    let ahead = plan::read_ahead(job.memory_budget, source.largest_piece, threads);
     // the spilled runs' folder, made at the first spill: in --tmp-dir, else beside the output
     // (removed on drop and on interrupt, as an array sort's runs are)
     let mut run_dir: Option<RunDir> = None;
@@ -205,7 +194,7 @@ fn sort_table(
         held.push(batch);
         read_s += t.elapsed().as_secs_f64();
         t = Instant::now();
-        if budget.is_some_and(|b| held_bytes >= b / 2) || held_rows >= MAX_RUN_ROWS {
+        if plan::run_is_full(held_bytes, held_rows, job.memory_budget) {
             let run = SortedRun::new(engine, &schema, std::mem::take(&mut held), &key_columns)?;
             if run_dir.is_none() {
                 run_dir = Some(RunDir::new(job.tmp_dir, dest)?);
@@ -251,11 +240,10 @@ fn sort_table(
     }
     // the earliest runs merged first, so the runs stay in input order
     let spill_dir = run_dir.as_ref().expect("runs were spilled").path();
-    while spilled.len() + 1 > FAN_IN {
-        let group: Vec<Spilled> = spilled.drain(..FAN_IN).collect();
+    while spilled.len() + 1 > plan::MERGE_FAN_IN {
+        let group: Vec<Spilled> = spilled.drain(..plan::MERGE_FAN_IN).collect();
         let readers = group.iter().map(Spilled::read).collect::<CliResult<_>>()?;
-        let merged =
-            Merge::new(schema.clone(), &key_columns, readers, BATCH_ROWS).map_err(arrow_side)?;
+        let merged = Merge::new(&schema, &key_columns, readers, BATCH_ROWS).map_err(arrow_side)?;
         spilled.insert(0, Spilled::write(spill_dir, &schema, merged)?);
     }
     let mut readers: Vec<Run> = spilled
@@ -263,7 +251,7 @@ fn sort_table(
         .map(Spilled::read)
         .collect::<CliResult<_>>()?;
     readers.push(Box::new(last.batches()));
-    for b in Merge::new(schema.clone(), &key_columns, readers, BATCH_ROWS).map_err(arrow_side)? {
+    for b in Merge::new(&schema, &key_columns, readers, BATCH_ROWS).map_err(arrow_side)? {
         sink.write(&b.map_err(arrow_side)?)?;
     }
     sink.commit()

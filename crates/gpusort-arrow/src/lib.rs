@@ -9,6 +9,7 @@
 //!   cores otherwise (text, binary, decimals).
 //! - [`Merge`]: sorted runs merged into one sorted stream of batches (ties to the earlier run).
 //! - [`batches`]: concatenation and gathers on all cores.
+//! - [`plan`]: how an external sort spends its memory budget (reads at once, run size, fan-in).
 //!
 //! gpusort's CLI sorts tables with this crate; gpusort-datafusion's `GpuSortExec` packs and
 //! sorts its keys with it.
@@ -18,6 +19,7 @@ pub mod engine;
 mod error;
 pub mod keys;
 mod merge;
+pub mod plan;
 
 use arrow::row::{RowConverter, SortField};
 use rayon::prelude::*;

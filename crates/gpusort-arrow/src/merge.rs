@@ -2,7 +2,7 @@
 
 use arrow::array::RecordBatch;
 use arrow::compute::{interleave_record_batch, SortOptions};
-use arrow::datatypes::SchemaRef;
+use arrow::datatypes::Schema;
 use arrow::row::{RowConverter, Rows, SortField};
 use std::cmp::Ordering;
 
@@ -15,7 +15,6 @@ pub type Run = Box<dyn Iterator<Item = Result<RecordBatch>> + Send>;
 /// `batch_size` rows. Rows with equal keys come from the earlier run first, and within a run in
 /// its order: runs cut from a table in input order and sorted stably merge into a stable sort.
 pub struct Merge {
-    schema: SchemaRef,
     keys: Vec<usize>,
     converter: RowConverter,
     runs: Vec<Cursor>,
@@ -38,8 +37,9 @@ struct Cursor {
 }
 
 impl Merge {
+    /// `schema`: the runs' (where the key columns' types come from).
     pub fn new(
-        schema: SchemaRef,
+        schema: &Schema,
         keys: &[(usize, SortOptions)],
         runs: Vec<Run>,
         batch_size: usize,
@@ -51,7 +51,6 @@ impl Merge {
         )?;
         Ok(Merge {
             keys: keys.iter().map(|&(c, _)| c).collect(),
-            schema,
             converter,
             runs: runs
                 .into_iter()
@@ -184,11 +183,6 @@ impl Merge {
             false => self.emit().map(Some),
         }
     }
-
-    /// The schema of the merged batches.
-    pub fn schema(&self) -> SchemaRef {
-        self.schema.clone()
-    }
 }
 
 impl Iterator for Merge {
@@ -203,7 +197,7 @@ impl Iterator for Merge {
 mod tests {
     use super::*;
     use arrow::array::{Array, AsArray, Int64Array, UInt32Array};
-    use arrow::datatypes::{DataType, Field, Int64Type, Schema, UInt32Type};
+    use arrow::datatypes::{DataType, Field, Int64Type, UInt32Type};
     use std::sync::Arc;
 
     /// Runs of (key, position) merged: keys in order, equal keys by position (runs cut from one
@@ -259,7 +253,7 @@ mod tests {
                 descending: true,
                 nulls_first: true,
             };
-            let merged: Vec<RecordBatch> = Merge::new(schema.clone(), &[(0, options)], runs, out)
+            let merged: Vec<RecordBatch> = Merge::new(&schema, &[(0, options)], runs, out)
                 .unwrap()
                 .collect::<Result<_>>()
                 .unwrap();

@@ -434,20 +434,24 @@ impl<'a> Tuner<'a> {
         } else {
             (17..=23).collect()
         };
-        best.radix_from =
-            from(&sizes, &bitonic, &radix(best)?, false)?.map_or(u32::MAX, |l| 1 << l);
-        self.say(format!("sort, radix from: {}", keys_from(best.radix_from)));
         let payload_sizes: Vec<u32> = if self.quick {
             vec![10, 12]
         } else {
             (13..=20).collect()
         };
-        best.payload_radix_from =
-            from(&payload_sizes, &bitonic, &radix(best)?, true)?.map_or(u32::MAX, |l| 1 << l);
-        self.say(format!(
-            "sort, radix from, argsorts: {}",
-            keys_from(best.payload_radix_from)
-        ));
+        // keys only, and with a payload (argsorts): one switch point each
+        let with_radix = radix(best)?;
+        for (payload, sizes, what) in [
+            (false, &sizes, "sort, radix from"),
+            (true, &payload_sizes, "sort, radix from, argsorts"),
+        ] {
+            let at = from(sizes, &bitonic, &with_radix, payload)?.map_or(u32::MAX, |l| 1 << l);
+            match payload {
+                false => best.radix_from = at,
+                true => best.payload_radix_from = at,
+            }
+            self.say(format!("{what}: {}", keys_from(at)));
+        }
         let lsd = radix(sort::SortTuning {
             msd_from: u32::MAX,
             ..best
