@@ -85,9 +85,12 @@ const INCLUSIVE: u32 = 0x80000000u;
 const VALUE: u32 = 0x3fffffffu;
 // Dispatch sizes (args): a pass's sweep at 3 * pass, finish at 3 * MAX_PASSES, a pass's unstable
 // sweep at 3 * (UNSTABLE_ARGS + pass) (UNSTABLE_ARGS from the host: radix.rs); the MSD path's
-// top-digit sweep, msd_count, msd_sweep (or the fall back's count), msd_local and msd_dense at
-// 3 * (MSD_ARGS + 0..MSD_SLOTS).
-const MSD_SLOTS: u32 = 5u;
+// top-digit sweep, msd_count, msd_sweep (or the fall back's count), msd_local, msd_dense and the
+// top digit's count relative to the keys' range at 3 * (MSD_ARGS + 0..MSD_SLOTS).
+const MSD_SLOTS: u32 = 6u;
+// The MSD path's count of the top digit again, relative to the keys' range (prepare sizes it: see
+// choose_msd_range), in count_digits' second dispatch.
+const MSD_RECOUNT: u32 = 5u;
 // Tiles of the MSD path's keys an msd_count workgroup reads (prepare sizes its dispatch): four
 // leave 819 workgroups at 2^24 keys, more than an H100 holds at once.
 const MSD_COUNT_TILES: u32 = 4u;
@@ -201,10 +204,39 @@ fn load_sweep_key(e: u32, alt: bool, first: bool) -> vec2<u32> {
     return load_key(e, alt);
 }
 
-// The digit of pass `p` of a key as load_sweep_key returned it.
+// The digit of pass `p` of a key as load_sweep_key returned it. In the MSD path's module its top
+// digit's sweep takes the top digit of the key's MSD value (msd_value_of).
 fn sweep_digit(k: vec2<u32>, p: u32) -> u32 {
+    if (MSD_MODULE == 1u && rp.msd == 1u && p + 1u == rp.passes) {
+        if (ENCODED) { return msd_value_of(k.x) >> 24u; }
+        return msd_value_of(sortable(k).x) >> 24u;
+    }
     if (ENCODED) { return sortable_digit(k, p); }
     return digit_of(k, p);
+}
+
+// The MSD path's value of a 32-bit key's sortable word `s`: `s` itself, or, where prepare chose to
+// sort relative to the keys' range (choose_msd_range), (s - lowest) << the range's free leading
+// bits: the same order on 32 bits, the keys spread over every top digit and 16-bit bucket. The
+// plan words are 0 otherwise, and after a fall back to the LSD passes (msd_decide).
+// The range's words are read from the plan once a workgroup (load_msd_range), not a key at a time.
+fn msd_value_of(s: u32) -> u32 {
+    return (s - msd_lo) << msd_shift;
+}
+
+// The sortable word of MSD value `v` (its low shifted-out bits are zero).
+fn msd_sortable_of(v: u32) -> u32 {
+    return (v >> msd_shift) + msd_lo;
+}
+
+var<private> msd_lo: u32;
+var<private> msd_shift: u32;
+
+// The MSD values' range words, for msd_value_of in this invocation (P_MSD_LO and P_MSD_SHIFT are
+// set by prepare before any reader runs).
+fn load_msd_range() {
+    msd_lo = plan[P_MSD_LO];
+    msd_shift = plan[P_MSD_SHIFT];
 }
 
 // Store a key as load_sweep_key returned it (hi, lo; lo unused for 32-bit keys) at `out`: as the
@@ -235,30 +267,60 @@ fn count_digits(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
 // word, and real keys (floats' exponents, small ranges, sorted runs) share their top digits.
 const HIST_SPAN: u32 = KEY_WORDS * 4u * RADIX;
 const_assert SCRATCH >= HIST_COPIES * HIST_SPAN;
+// The MSD path's first count (every_digit false) also finds the keys' lowest and highest sortable
+// words (C_MSD_NLO, C_MSD_HI), from which prepare may choose to sort relative to their range; then
+// this count runs again (C_MSD_RANGE 1) on the top digit of the keys' MSD values.
+var<workgroup> key_range: array<atomic<u32>, 2>;
+var<workgroup> count_state: u32;
 fn count_keys(group: u32, groups: u32, li: u32, every_digit: bool) {
     if ((PROBE & 16384u) != 0u) { return; }
     let upkeep = (PROBE & 65536u) == 0u;
     for (var b = li; upkeep && b < HIST_COPIES * HIST_SPAN; b += WG) { atomicStore(&scratch[b], 0u); }
-    workgroupBarrier();
+    if (li == 0u) {
+        atomicStore(&key_range[0], 0xffffffffu);
+        atomicStore(&key_range[1], 0u);
+        count_state = select(0u, atomicLoad(&ctl[C_MSD_RANGE]), !every_digit);
+    }
+    let state = workgroupUniformLoad(&count_state); // its barrier: the copies are zero
+    if (state == 1u) { load_msd_range(); }
     let n = job_n();
     if (every_digit && (PROBE & 32768u) == 0u) {
         let words = (n + STABLE_TILE - 1u) / STABLE_TILE * RADIX;
         for (var w = group * WG + li; w < words; w += groups * WG) { atomicStore(&status[w], 0u); }
     }
-    let first_pass = select(rp.passes - 1u, 0u, every_digit);
     let copy = (li % HIST_COPIES) * HIST_SPAN;
     var probe_sum = 0u; // measuring only (PROBE 4096: digits summed instead of counted)
+    let top = rp.passes - 1u;
+    var lowest = 0xffffffffu;
+    var highest = 0u;
     for (var c = 0u; c < HIST_CHUNKS; c++) {
         // every load of a chunk issued before any is used (written out per item, see sweep)
         let e@J = ((group * HIST_CHUNKS + c) * ITEMS + @Ju) * WG + li; //@ITEM
         var k@J = vec2<u32>(0u); //@ITEM
         if ((PROBE & 8192u) != 0u) { k@J = vec2<u32>(e@J * 2654435761u, e@J); } else if (e@J < n) { k@J = load_key(e@J, false); } //@ITEM
-        for (var p = first_pass; p < rp.passes; p++) {
-            if ((PROBE & 4096u) != 0u) { probe_sum += digit_of(k@J, p); } else if (e@J < n) { atomicAdd(&scratch[copy + p * RADIX + digit_of(k@J, p)], 1u); } //@ITEM
+        if (every_digit) {
+            for (var p = 0u; p < rp.passes; p++) {
+                if ((PROBE & 4096u) != 0u) { probe_sum += digit_of(k@J, p); } else if (e@J < n) { atomicAdd(&scratch[copy + p * RADIX + digit_of(k@J, p)], 1u); } //@ITEM
+            }
+        } else {
+            // the MSD path (32-bit keys over every bit): the top digit alone
+            if (e@J < n) { let s = sortable(k@J).x; lowest = min(lowest, s); highest = max(highest, s); atomicAdd(&scratch[copy + top * RADIX + (msd_value_of(s) >> 24u)], 1u); } //@ITEM
         }
     }
     if ((PROBE & 4096u) != 0u && probe_sum == 0x12345678u) { atomicAdd(&scratch[0], 1u); }
+    if (!every_digit && state == 0u) {
+        atomicMin(&key_range[0], lowest);
+        atomicMax(&key_range[1], highest);
+    }
     workgroupBarrier();
+    if (li == 0u && !every_digit && state == 0u) {
+        let lo = atomicLoad(&key_range[0]);
+        let hi = atomicLoad(&key_range[1]);
+        if (lo <= hi) { // (a workgroup past the keys saw none)
+            atomicMax(&ctl[C_MSD_NLO], ~lo);
+            atomicMax(&ctl[C_MSD_HI], hi);
+        }
+    }
     for (var b = li; upkeep && b < rp.passes * RADIX; b += WG) {
         var c = 0u;
         for (var h = 0u; h < HIST_COPIES; h++) { c += atomicLoad(&scratch[h * HIST_SPAN + b]); }
@@ -297,10 +359,47 @@ fn write_args(at: u32, groups: u32) {
     args[at + 2u] = 1u;
 }
 
+var<workgroup> range_choice: u32;
+
 @compute @workgroup_size(WG)
 fn prepare(i: Invocation) {
     set_invocation(i);
+    if (rp.msd == 1u) {
+        if (inv.li == 0u) { range_choice = choose_msd_range(); }
+        if (workgroupUniformLoad(&range_choice) == 1u) {
+            // relative to the keys' range: the top digit is counted again (count_digits' second
+            // dispatch) and msd_range_plan plans the path from those counts; nothing else runs
+            // before it
+            if (inv.li < RADIX) { atomicStore(&ctl[C_HIST + (rp.passes - 1u) * RADIX + inv.li], 0u); }
+            if (inv.li == 0u) {
+                for (var w = 0u; w < 3u * (MSD_ARGS + MSD_SLOTS); w++) { args[w] = 0u; }
+                write_args(3u * (MSD_ARGS + MSD_RECOUNT), (job_n() + HIST_CHUNKS * TILE - 1u) / (HIST_CHUNKS * TILE));
+            }
+            return;
+        }
+    }
     plan_passes(rp.msd == 1u);
+}
+
+// prepare's invocation 0 on the MSD path: whether it sorts the keys' MSD values relative to their
+// range (1; msd_value_of, P_MSD_LO and P_MSD_SHIFT set, C_MSD_RANGE 1) or as they are (0): the rule
+// of sort::radix_layout::msd_range_shift (relative where the range leaves leading bits free and
+// the keys would crowd the absolute 16-bit buckets: timestamps, ids from a sequence, small signed
+// ranges).
+fn choose_msd_range() -> u32 {
+    plan[P_MSD_LO] = 0u;
+    plan[P_MSD_SHIFT] = 0u;
+    let n = job_n();
+    let lo = ~atomicLoad(&ctl[C_MSD_NLO]);
+    let hi = atomicLoad(&ctl[C_MSD_HI]);
+    if (n == 0u || hi <= lo) { return 0u; } // no keys, or all equal
+    let shift = min(countLeadingZeros(hi - lo), 24u);
+    let buckets = (hi >> 16u) - (lo >> 16u) + 1u;
+    if (shift == 0u || (lo >> 24u) == (hi >> 24u) || n <= buckets * (UNSTABLE_TILE / 2u) || n / 8u > hi - lo) { return 0u; }
+    plan[P_MSD_LO] = lo;
+    plan[P_MSD_SHIFT] = shift;
+    atomicStore(&ctl[C_MSD_RANGE], 1u);
+    return 1u;
 }
 
 // prepare's work, a workgroup's: from the digit counts, the plan of the LSD passes (or, `msd`,
@@ -466,6 +565,7 @@ fn sweep(i: Invocation) {
                         plan[P_FIRST + p]);
     }
     let jb = workgroupUniformLoad(&job);
+    if (MSD_MODULE == 1u && rp.msd == 1u && p + 1u == rp.passes) { load_msd_range(); }
     var tile = jb.x;
     let n = jb.y;
     let from_alt = jb.z != 0u;

@@ -28,6 +28,10 @@
 //                     instead (one dispatch for either)
 //   msd_dense         a workgroup a listed 16-bit bucket: a counting sort on the low 16 bits in
 //                     workgroup memory, whatever the duplicates
+// Where the keys' range leaves leading bits free and the keys would crowd the absolute 16-bit
+// buckets (prepare's choose_msd_range), every digit above is of the key's MSD value (radix.wgsl's
+// msd_value_of: relative to the lowest key, shifted up), the top digit counted again first (a
+// second count_digits dispatch, then msd_range_plan); keys are written back as they are.
 // CPU twin: reference::radix::msd_sort. Host-prepended: MSD_BIN_BITS (msd_local's and msd_dense's bins
 // are 1 << MSD_BIN_BITS) and MSD_GROUP_MAX (radix.rs).
 
@@ -65,6 +69,12 @@ fn top_pass() -> u32 {
     return rp.passes - 1u;
 }
 
+// A (canonical) key's MSD value (radix.wgsl's msd_value_of): the MSD path's digits are its top
+// 8 and 16 bits, msd_local and msd_dense sort on its low 16.
+fn msd_of(k: vec2<u32>) -> u32 {
+    return msd_value_of(sortable(k).x);
+}
+
 // Where top-digit bucket `b` starts, and its keys.
 fn bucket_of_top(b: u32) -> vec2<u32> {
     let start = plan[P_STARTS + top_pass() * RADIX + b];
@@ -94,6 +104,7 @@ fn find_msd_tile(w: u32) {
 @compute @workgroup_size(WG)
 fn msd_count(i: Invocation) {
     set_invocation(i);
+    load_msd_range();
     // MSD_COUNT_TILES tiles' worth of keys_alt a workgroup, as count_digits reads: the keys are in
     // top-digit order, so a run of them spans few top digits. Two histograms of the next digit,
     // the run's first top digit's and the one after, take nearly every key; a key past those
@@ -105,12 +116,12 @@ fn msd_count(i: Invocation) {
     let first = linear_workgroup(inv.wid, inv.nwg) * (MSD_COUNT_TILES * TILE);
     if (first >= n) { return; } // surplus workgroups of a 2-D grid
     let top = top_pass();
-    let t0 = digit_of(load_key(first, true), top);
+    let t0 = msd_of(load_key(first, true)) >> 24u;
     for (var c = 0u; c < MSD_COUNT_TILES; c++) {
         let e@J = first + (c * ITEMS + @Ju) * WG + inv.li; //@ITEM
         var k@J = vec2<u32>(0u); //@ITEM
         if (e@J < n) { k@J = load_key(e@J, true); } //@ITEM
-        if (e@J < n) { let t = digit_of(k@J, top) - t0; let x = digit_of(k@J, top - 1u); if (t < 2u) { atomicAdd(&scratch[t * RADIX + x], 1u); } else { atomicAdd(&ctl[C_JOINT + (t0 + t) * RADIX + x], 1u); } } //@ITEM
+        if (e@J < n) { let v = msd_of(k@J); let t = (v >> 24u) - t0; let x = (v >> 16u) & 0xffu; if (t < 2u) { atomicAdd(&scratch[t * RADIX + x], 1u); } else { atomicAdd(&ctl[C_JOINT + (t0 + t) * RADIX + x], 1u); } } //@ITEM
     }
     workgroupBarrier();
     for (var c = inv.li; c < 2u * RADIX; c += WG) {
@@ -202,9 +213,12 @@ fn msd_decide(tiles: u32) {
     if (flag != 0u) {
         // the fall back: msd_sweep's dispatch counts every digit from zero again (no tiles
         // listed tells it) and msd_plan_rest's plans the LSD passes afresh; they sort the input,
-        // still untouched in keys. msd_local's and msd_dense's dispatches stay empty.
+        // still untouched in keys, on its own digits (MSD values as the keys are). msd_local's
+        // and msd_dense's dispatches stay empty.
         for (var w = inv.li; w < C_HIST + MAX_PASSES * RADIX; w += WG) { atomicStore(&ctl[w], 0u); }
         if (inv.li == 0u) {
+            plan[P_MSD_LO] = 0u;
+            plan[P_MSD_SHIFT] = 0u;
             plan[P_TILES + RADIX] = 0u;
             write_args(3u * (MSD_ARGS + 2u), plan[P_RECOUNT]);
         }
@@ -212,6 +226,20 @@ fn msd_decide(tiles: u32) {
         write_args(3u * (MSD_ARGS + 2u), plan[P_TILES + RADIX]);
         write_args(3u * (MSD_ARGS + 3u), looping_groups(tiles & TILES_LISTED));
     }
+}
+
+// msd_range_plan: C_MSD_RANGE, read once for the workgroup
+var<workgroup> range_chosen: u32;
+
+// After the top digit's count relative to the keys' range (prepare chose it: choose_msd_range),
+// the MSD path's plan from those counts, as prepare plans it from the keys' own; otherwise
+// nothing (prepare planned).
+@compute @workgroup_size(WG)
+fn msd_range_plan(i: Invocation) {
+    set_invocation(i);
+    if (inv.li == 0u) { range_chosen = atomicLoad(&ctl[C_MSD_RANGE]); }
+    if (workgroupUniformLoad(&range_chosen) != 1u) { return; }
+    plan_passes(true);
 }
 
 // msd_plan_rest: C_MSD_FLAG, read once for the workgroup
@@ -234,6 +262,7 @@ fn msd_plan_rest(i: Invocation) {
 @compute @workgroup_size(WG)
 fn msd_sweep(i: Invocation) {
     set_invocation(i);
+    load_msd_range();
     let d = inv.li;
     if (d < RADIX) { atomicStore(&scratch[d], 0u); }
     let w = linear_workgroup(inv.wid, inv.nwg);
@@ -253,7 +282,7 @@ fn msd_sweep(i: Invocation) {
     var k@J = vec2<u32>(0u); //@ITEM
     if (l@J < in_tile) { k@J = load_key(base + l@J, true); } //@ITEM
     var d@J = 0u; //@ITEM
-    if (l@J < in_tile) { d@J = digit_of(k@J, p); } //@ITEM
+    if (l@J < in_tile) { d@J = (msd_of(k@J) >> 16u) & 0xffu; } //@ITEM
     // as the unstable sweep: the histogram's atomic gives each key its slot among its digit's
     var p@J = 0u; //@ITEM
     if (l@J < in_tile) { p@J = atomicAdd(&scratch[d@J], 1u); } //@ITEM
@@ -273,12 +302,12 @@ fn msd_sweep(i: Invocation) {
     workgroupBarrier();
     // out in runs, in tile order
     let q@J = inv.li + @Ju * WG; //@ITEM
-    if (q@J < in_tile) { let v = atomicLoad(&scratch[q@J]); set_key_word(dst_base[digit_of(vec2<u32>(v, 0u), p)] + q@J, false, v); } //@ITEM
+    if (q@J < in_tile) { let v = atomicLoad(&scratch[q@J]); set_key_word(dst_base[(msd_of(vec2<u32>(v, 0u)) >> 16u) & 0xffu] + q@J, false, v); } //@ITEM
 }
 
-// The low 16 bits of a (canonical) key's sortable value: all that differs within a 16-bit bucket.
+// The low 16 bits of a (canonical) key's MSD value: all that differs within a 16-bit bucket.
 fn low16(k: u32) -> u32 {
-    return sortable(vec2<u32>(k, 0u)).x & 0xffffu;
+    return msd_of(vec2<u32>(k, 0u)) & 0xffffu;
 }
 
 // Where bin `c` lives in msd_local's words: runs of 8 bins rotated by (c >> 5) & 7, so that the
@@ -349,11 +378,11 @@ fn msd_tile_job(w: u32) -> vec3<u32> {
     return vec3<u32>(plan[at], plan[at + 1u], plan[at + 2u]);
 }
 
-// Key `k`'s sortable value in a tile that starts at 16-bit bucket `first16`: its bucket's place in
-// the tile (below MSD_SPAN) above its low 16 sortable bits. msd_local keeps these in workgroup
-// memory and decodes them on the way out.
+// Key `k`'s MSD value in a tile that starts at 16-bit bucket `first16`: its bucket's place in the
+// tile (below MSD_SPAN) above its low 16 bits. msd_local keeps these in workgroup memory and
+// decodes them on the way out.
 fn tile_value(k: u32, first16: u32) -> u32 {
-    let e = sortable(vec2<u32>(k, 0u)).x;
+    let e = msd_of(vec2<u32>(k, 0u));
     return (((e >> 16u) - first16) << 16u) | (e & 0xffffu);
 }
 
@@ -378,7 +407,7 @@ fn msd_place(l: u32, s: u32, first16: u32, shift: u32) {
         }
     }
     let e = (((v >> 16u) + first16) << 16u) | (v & 0xffffu);
-    set_key_word(at, false, key_decode(KIND, DESCENDING == 1u, e, 0u).x);
+    set_key_word(at, false, key_decode(KIND, DESCENDING == 1u, msd_sortable_of(e), 0u).x);
 }
 
 // Listed tiles (msd_scan: runs of consecutive 16-bit buckets, at most TILE keys and MSD_SPAN
@@ -399,6 +428,7 @@ fn msd_place(l: u32, s: u32, first16: u32, shift: u32) {
 @compute @workgroup_size(WG)
 fn msd_local(i: Invocation) {
     set_invocation(i);
+    load_msd_range();
     if (inv.li == 0u) {
         msd_job.x = atomicLoad(&ctl[C_TILE_COUNT]) & TILES_LISTED;
         msd_big_bin = 0u;
@@ -499,6 +529,7 @@ fn msd_dense_job(w: u32) -> vec2<u32> {
 @compute @workgroup_size(WG)
 fn msd_dense(i: Invocation) {
     set_invocation(i);
+    load_msd_range();
     if (inv.li == 0u) { msd_job.x = atomicLoad(&ctl[C_DENSE_COUNT]); }
     for (var b = inv.li; b < MSD_BINS; b += WG) { atomicStore(&msd_words[b], 0u); }
     let rounds = looping_rounds(workgroupUniformLoad(&msd_job).x);

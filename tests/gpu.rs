@@ -1368,18 +1368,37 @@ mod radix_options {
 
     /// Host keys are sampled before the sort is recorded (`Sorter::record_sampled`, which
     /// `sort` and `sort_host` use): where one top-digit bucket holds far more keys than the MSD
-    /// path takes, the LSD passes run at once, with the same result; keys recorded without a
-    /// sample take the MSD path and fall back on the GPU. Host bytes of another length are
-    /// refused.
+    /// path takes, and the keys' range would not be sorted relative to, the LSD passes run at
+    /// once, with the same result; keys recorded without a sample take the MSD path and fall
+    /// back on the GPU. Keys of a range the path sorts relative to keep it. Host bytes of
+    /// another length are refused.
     #[test]
     fn a_sample_of_host_keys_can_rule_out_the_msd_path() {
-        use gpusort_core::sort::radix::MsdOutcome::LsdAtOnce;
+        use gpusort_core::sort::radix::MsdOutcome::{LsdAtOnce, Ran};
         let gpu = gpu(false);
         let s = radix(gpu).tuned(gpu, |t| t.msd_from = 0);
         // past four times RADIX tiles in one top-digit bucket (the sample's margin)
         let n = 4 * 256 * s.radix_msd_tile() as usize + 1;
         let mut r = rng(43);
-        let keys: Vec<u32> = (0..n).map(|_| r.random_range(0..1 << 21)).collect();
+        // 21 bits across a top digit: relative to their range, spread over every 16-bit bucket
+        let ranged: Vec<u32> = (0..n)
+            .map(|_| 0x00ff_0000 + r.random_range(0..1 << 21))
+            .collect();
+        let mut want = ranged.clone();
+        want.sort_unstable();
+        let mut host = ranged.clone();
+        let st = s.sort(gpu, &mut host, SortOrder::default()).unwrap();
+        assert!(st.radix_msd, "a range the MSD path sorts relative to");
+        assert_eq!(
+            s.radix_msd_outcome(gpu).unwrap(),
+            Some(Ran {
+                dense_buckets: 0,
+                ranged: true
+            })
+        );
+        assert_eq!(host, want);
+        // one 16-bit bucket: the sample rules the path out
+        let keys: Vec<u32> = (0..n).map(|_| r.random_range(0..1 << 16)).collect();
         let mut want = keys.clone();
         want.sort_unstable();
         let mut host = keys.clone();
@@ -1435,8 +1454,15 @@ mod radix_options {
                 let twin =
                     gpusort_core::reference::radix::msd_sort(&values, s.radix_msd_tile() as usize);
                 match (outcome, twin) {
-                    (Ran { dense_buckets }, Some(t)) => {
+                    (
+                        Ran {
+                            dense_buckets,
+                            ranged,
+                        },
+                        Some(t),
+                    ) => {
                         assert_eq!(dense_buckets, t.dense_buckets, "{what} desc={descending}");
+                        assert_eq!(ranged, t.ranged, "{what} desc={descending}");
                         took.push(if dense_buckets == 0 { Local } else { Dense });
                     }
                     (FellBack | LsdAtOnce, None) => took.push(Lsd(outcome)),
@@ -1551,6 +1577,24 @@ mod radix_options {
             // msd_sweep
             let random: Vec<u32> = (0..1 << 18).map(|_| r.random()).collect();
             assert_eq!(run(gpu, &s, &random, "u32 n=2^18"), Local);
+            // relative to the keys' range (radix_layout::msd_range_shift; `run` checks the twin
+            // made the same choice): keys over two absolute 16-bit buckets (and two top digits),
+            // more than half a tile each, which would make the path fall back as they are
+            let n = 3 * tile + 7;
+            let stamps: Vec<u32> = (0..n)
+                .map(|_| 0x65ff_f000 + r.random_range(0..0x2000))
+                .collect();
+            assert_eq!(run(gpu, &s, &stamps, "ranged timestamps"), Local);
+            let signed: Vec<i32> = (0..n).map(|_| r.random_range(-4096..4096)).collect();
+            assert_eq!(run(gpu, &s, &signed, "ranged i32 about zero"), Local);
+            // relative to the range, yet one value fills its bucket past a tile: a fall back
+            let crowded: Vec<u32> = (0..n)
+                .map(|i| match i < 2 * tile {
+                    true => 0x12ff_0000,
+                    false => 0x12ff_0000 + r.random_range(0..0x2_0000),
+                })
+                .collect();
+            assert_eq!(run(gpu, &s, &crowded, "ranged, crowded"), Lsd(FellBack));
             // a job beyond one binding (here 4,096 keys a binding) takes the MSD path too, its
             // keys reached through two bindings
             let split = radix(gpu).tuned(gpu, |t| {
@@ -1644,7 +1688,16 @@ mod radix_options {
                 let ran = s.radix_msd_outcome(gpu).unwrap();
                 match used {
                     0 => assert_eq!(ran, Some(LsdAtOnce), "count {count}"),
-                    _ => assert_eq!(ran, Some(Ran { dense_buckets: 0 }), "count {count}"),
+                    _ => assert!(
+                        matches!(
+                            ran,
+                            Some(Ran {
+                                dense_buckets: 0,
+                                ..
+                            })
+                        ),
+                        "count {count}: {ran:?}"
+                    ),
                 }
             }
             // a top-digit bucket of more than 256 tiles: the LSD passes at once

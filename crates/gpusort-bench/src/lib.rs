@@ -663,9 +663,19 @@ fn sort_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, Error> {
                 _ => {
                     use gpusort_core::sort::radix::MsdOutcome;
                     let how = match outcome {
-                        None | Some(MsdOutcome::Ran { dense_buckets: 0 }) => String::new(),
-                        Some(MsdOutcome::Ran { dense_buckets }) => {
-                            format!(" [{dense_buckets} buckets by msd_dense]")
+                        None => String::new(),
+                        Some(MsdOutcome::Ran {
+                            dense_buckets,
+                            ranged,
+                        }) => {
+                            let mut how = String::new();
+                            if ranged {
+                                how += " [relative to the keys' range]";
+                            }
+                            if dense_buckets > 0 {
+                                how += &format!(" [{dense_buckets} buckets by msd_dense]");
+                            }
+                            how
                         }
                         Some(MsdOutcome::FellBack) => " [fell back to the LSD passes]".into(),
                         Some(MsdOutcome::LsdAtOnce) => " [LSD passes at once]".into(),

@@ -67,11 +67,13 @@ pub fn argsort<T: SortKey>(
     (perm, ran)
 }
 
-/// What [`msd_sort`] made: the sorted values, and how many 16-bit buckets took msd_dense.
+/// What [`msd_sort`] made: the sorted values, how many 16-bit buckets took msd_dense, and whether
+/// it sorted relative to the values' range.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MsdSorted {
     pub values: Vec<u32>,
     pub dense_buckets: u32,
+    pub ranged: bool,
 }
 
 /// CPU twin of the radix sort's keys-only MSD path (radix_msd.wgsl) on sortable 32-bit values:
@@ -79,8 +81,29 @@ pub struct MsdSorted {
 /// by the top 16 bits), then msd_scan's tiles of consecutive 16-bit buckets, each sorted as
 /// msd_local does (bins, then comparisons inside each bin) or, where a bin holds more than
 /// `MSD_GROUP_MAX` keys that are not all equal, bucket by bucket as msd_dense does. None where a 16-bit bucket holds
-/// more than `tile` keys: the GPU falls back to the LSD passes there.
+/// more than `tile` keys: the GPU falls back to the LSD passes there. Where prepare would sort
+/// relative to the values' range (`radix_layout::msd_range_shift`), all of it runs on the MSD
+/// values `(v - lowest) << shift`, which go back to the values at the end.
 pub fn msd_sort(values: &[u32], tile: usize) -> Option<MsdSorted> {
+    use crate::sort::radix_layout::msd_range_shift;
+    let lo = values.iter().copied().min().unwrap_or(0);
+    let hi = values.iter().copied().max().unwrap_or(0);
+    match msd_range_shift(lo, hi, values.len() as u64, tile as u32) {
+        None => msd_sort_values(values, tile),
+        Some(shift) => {
+            let msd: Vec<u32> = values.iter().map(|&v| (v - lo) << shift).collect();
+            let mut sorted = msd_sort_values(&msd, tile)?;
+            for v in &mut sorted.values {
+                *v = (*v >> shift) + lo;
+            }
+            sorted.ranged = true;
+            Some(sorted)
+        }
+    }
+}
+
+/// [`msd_sort`] on the values as they are.
+fn msd_sort_values(values: &[u32], tile: usize) -> Option<MsdSorted> {
     use crate::sort::radix_layout::MSD_BIN_BITS;
     // the two digit passes: a counting sort by the top 16 bits
     let mut counts = vec![0usize; 1 << 16];
@@ -133,6 +156,7 @@ pub fn msd_sort(values: &[u32], tile: usize) -> Option<MsdSorted> {
     Some(MsdSorted {
         values: out,
         dense_buckets,
+        ranged: false,
     })
 }
 
@@ -288,6 +312,38 @@ mod tests {
         // one 16-bit bucket of more than a tile: the GPU falls back to the LSD passes
         assert_eq!(msd_sort(&dups, 4608), None);
         assert_eq!(msd_sort(&[], 1).unwrap().values, Vec::<u32>::new());
+    }
+
+    #[test]
+    fn msd_sort_relative_to_the_range() {
+        let mut x = 777u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 16) as u32
+        };
+        // timestamps: a year of seconds, over 482 absolute 16-bit buckets of about 104 keys each,
+        // more than a tile of 64; relative to the range, 65,536 buckets of about one
+        let stamps: Vec<u32> = (0..50_000)
+            .map(|_| 1_700_000_000 + next() % 31_536_000)
+            .collect();
+        // small signed keys about zero (sortable words either side of 2^31): two buckets
+        let signed: Vec<u32> = (0..5000).map(|_| 0x7fff_f000 + next() % 0x2000).collect();
+        for (keys, tile) in [(stamps.clone(), 64), (signed, 64)] {
+            let mut want = keys.clone();
+            want.sort_unstable();
+            let got = msd_sort(&keys, tile).unwrap();
+            assert!(got.ranged);
+            assert_eq!(got.values, want);
+        }
+        // with tiles large enough, as they are
+        assert!(!msd_sort(&stamps, 4608).unwrap().ranged);
+        // relative, but one value fills a 16-bit bucket past a tile: the GPU falls back
+        let crowded: Vec<u32> = (0..50_000u32)
+            .map(|i| if i == 0 { 0x1100_0000 } else { 0x1000_0000 })
+            .collect();
+        assert_eq!(msd_sort(&crowded, 64), None);
     }
 
     #[test]

@@ -16,8 +16,9 @@ use crate::device::Gpu;
 use crate::error::{Error, Result};
 use crate::keys::KeyType;
 use crate::sort::radix_layout::{
-    scratch_words, ARGS_SLOTS, CONTROL_WORDS, C_DENSE_COUNT, C_MSD_FLAG, MAX_PASSES, MSD_ARGS,
-    MSD_BIN_BITS, MSD_CONTROL_WORDS, MSD_STEPS, PLAN_WORDS, UNSTABLE_ARGS,
+    msd_range_shift, scratch_words, ARGS_SLOTS, CONTROL_WORDS, C_DENSE_COUNT, C_MSD_FLAG,
+    C_MSD_RANGE, MAX_PASSES, MSD_ARGS, MSD_BIN_BITS, MSD_CONTROL_WORDS, MSD_RECOUNT, MSD_STEPS,
+    PLAN_WORDS, UNSTABLE_ARGS,
 };
 use crate::sort::radix_wgsl;
 use crate::sort::tuning::SortTuning;
@@ -90,21 +91,43 @@ const SAMPLE_KEYS: usize = 4096;
 /// (a sample bucket that far above its share is beyond chance). The top digit of the sortable
 /// value is a one-to-one function of the stored top byte for every 32-bit type (the sign flips
 /// it, or every bit) and either direction mirrors the buckets, so the stored byte is counted.
-pub(crate) fn top_digit_too_full(key_bytes: &[u8], key_type: KeyType, limit: u64) -> bool {
+/// Not where the GPU would sort relative to the keys' range (`radix_layout::msd_range_shift`,
+/// tiles of `tile` keys), as the sample's range suggests: its buckets are other ones.
+pub(crate) fn top_digit_too_full(
+    key_bytes: &[u8],
+    key_type: KeyType,
+    limit: u64,
+    tile: u32,
+) -> bool {
     if key_type.size() != 4 || key_bytes.len() < 4 {
         return false;
     }
     let n = key_bytes.len() / 4;
     let sample = n.min(SAMPLE_KEYS);
     let mut buckets = [0u32; RADIX as usize];
+    let (mut lo, mut hi) = (u32::MAX, 0);
     for i in 0..sample {
         let at = (i * n / sample) * 4;
         let key = u32::from_ne_bytes(key_bytes[at..at + 4].try_into().expect("4 bytes"));
         buckets[(key >> 24) as usize] += 1;
+        let s = sortable_word(key, key_type);
+        (lo, hi) = (lo.min(s), hi.max(s));
     }
     let fullest = *buckets.iter().max().expect("RADIX buckets") as u64;
     // fullest / sample of n keys above 4 * limit
-    fullest * n as u64 > 4 * limit * sample as u64
+    let crowded = fullest * n as u64 > 4 * limit * sample as u64;
+    crowded && msd_range_shift(lo, hi, n as u64, tile).is_none()
+}
+
+/// The ascending sortable word of a 32-bit key (keyorder.wgsl's order: the sign bit flipped, or
+/// every bit of a negative float).
+fn sortable_word(key: u32, key_type: KeyType) -> u32 {
+    match key_type {
+        KeyType::I32 => key ^ 0x8000_0000,
+        KeyType::F32 if key >> 31 == 1 => !key,
+        KeyType::F32 => key | 0x8000_0000,
+        _ => key,
+    }
 }
 
 pub(crate) struct Pipelines {
@@ -120,6 +143,7 @@ pub(crate) struct Pipelines {
 
 /// radix_msd.wgsl's kernels, from the unstable module.
 struct MsdPipelines {
+    range_plan: wgpu::ComputePipeline,
     count: wgpu::ComputePipeline,
     scan: wgpu::ComputePipeline,
     sweep: wgpu::ComputePipeline,
@@ -350,14 +374,15 @@ impl RadixKernels {
             MSD_CONTROL_WORDS * 4,
             transfer::storage_buffer,
         )?;
-        // the flag, then msd_dense's bucket count
-        let mut words = [0u8; 8];
+        // the flag, msd_dense's bucket count, msd_scan's tiles, whether relative to the range
+        let mut words = [0u8; 16];
         transfer::download(gpu, &control, C_MSD_FLAG as u64 * 4, &mut words)?;
         let word = |i: usize| u32::from_le_bytes(words[4 * i..4 * i + 4].try_into().unwrap());
-        const _: () = assert!(C_DENSE_COUNT == C_MSD_FLAG + 1);
+        const _: () = assert!(C_DENSE_COUNT == C_MSD_FLAG + 1 && C_MSD_RANGE == C_MSD_FLAG + 3);
         Ok(Some(match word(0) {
             0 => MsdOutcome::Ran {
                 dense_buckets: word(1),
+                ranged: word(3) != 0,
             },
             1 => MsdOutcome::FellBack,
             _ => MsdOutcome::LsdAtOnce,
@@ -428,7 +453,8 @@ impl RadixKernels {
     pub(crate) fn msd_ruled_out(&self, key_bytes: &[u8], key_type: KeyType) -> bool {
         let n = key_bytes.len() / key_type.size();
         let limit = RADIX as u64 * self.msd_tile() as u64;
-        n as u64 >= self.tuning.msd_from as u64 && top_digit_too_full(key_bytes, key_type, limit)
+        n as u64 >= self.tuning.msd_from as u64
+            && top_digit_too_full(key_bytes, key_type, limit, self.msd_tile())
     }
 
     /// Keys of `key_type` one binding holds, within what one radix sort indexes.
@@ -539,6 +565,7 @@ impl RadixKernels {
                 let msd_type = key_type != KeyType::F32 || self.tuning.msd_f32;
                 let msd = match !key_type.is_wide() && self.msd_fits && msd_type {
                     true => Some(MsdPipelines {
+                        range_plan: pipe("msd_range_plan")?,
                         count: pipe("msd_count")?,
                         scan: pipe("msd_scan")?,
                         sweep: pipe("msd_sweep")?,
@@ -776,11 +803,17 @@ impl RadixKernels {
                 pass.dispatch_workgroups_indirect(&args, (MSD_ARGS + slot) * 12);
             };
             // the path's dispatches in order (`SortTuning::stop` 10 + k, measuring only, records
-            // the first k and nothing after them; 3 the first four, up to msd_sweep)
-            // Where the path falls back, msd_sweep's dispatch counts every digit again and
-            // msd_plan_rest's plans the LSD passes (the dispatches exclude each other, so each
-            // does either job, and a sort that does not fall back pays no dispatch for it).
+            // the first k and nothing after them; 3 the first six, up to msd_sweep)
+            // Where prepare chose to sort relative to the keys' range, the top digit is counted
+            // again and msd_range_plan plans the path (an empty dispatch and one workgroup that
+            // returns at once otherwise). Where the path falls back, msd_sweep's dispatch counts
+            // every digit again and msd_plan_rest's plans the LSD passes (the dispatches exclude
+            // each other, so each does either job, and a sort that does not fall back pays no
+            // dispatch for it).
             let steps: [&dyn Fn(&mut wgpu::ComputePass<'_>); MSD_STEPS] = [
+                &|p| indirect(p, &pipes.count_digits, MSD_RECOUNT),
+                // it writes `args`, so it binds them
+                &|p| kernel::dispatch(gpu, p, &m.range_plan, &prep, &[top], 1),
                 &|p| indirect(p, top_sweep, 0),
                 &|p| indirect(p, &m.count, 1),
                 // its last workgroup sizes what follows (msd_decide), so it binds `args`
@@ -793,7 +826,7 @@ impl RadixKernels {
                 &|p| indirect(p, &m.dense, 4),
             ];
             let first = match stop {
-                3 => 4,
+                3 => 6,
                 10.. => (stop - 10) as usize,
                 _ => steps.len(),
             };
@@ -867,8 +900,9 @@ fn split_ranges<'a>(
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MsdOutcome {
     /// The MSD path sorted the keys; `dense_buckets` 16-bit buckets of them by msd_dense's
-    /// counting sort (their tiles had a bin of more than `MSD_GROUP_MAX` keys).
-    Ran { dense_buckets: u32 },
+    /// counting sort (their tiles had a bin of more than `MSD_GROUP_MAX` keys); `ranged`: relative
+    /// to the keys' range (`radix_layout::msd_range_shift`).
+    Ran { dense_buckets: u32, ranged: bool },
     /// A 16-bit bucket held more keys than msd_local takes: the LSD passes sorted them, after the
     /// top digit's pass and the bucket counts had run, and the digits were counted again.
     FellBack,
@@ -1032,24 +1066,51 @@ mod tests {
                 .collect::<Vec<u8>>()
         };
         let n = 1 << 20;
+        // a tile so large that no range is sorted relative to (msd_range_shift), and a real one
+        let (big, tile) = (1 << 24, 4608);
         // uniform: each bucket holds n / 256 keys, here the limit itself (and a sample of 4,096)
         let uniform: Vec<u32> = (0..n).map(|_| r.random()).collect();
         let limit = n as u64 / 256;
         for t in [KeyType::U32, KeyType::I32, KeyType::F32] {
-            assert!(!top_digit_too_full(&bytes(&uniform), t, limit), "{t}");
+            assert!(!top_digit_too_full(&bytes(&uniform), t, limit, tile), "{t}");
         }
         // one top byte: past four times the limit, and not below it
         let low: Vec<u32> = uniform.iter().map(|k| k >> 12).collect();
-        assert!(top_digit_too_full(&bytes(&low), KeyType::U32, limit));
+        assert!(top_digit_too_full(&bytes(&low), KeyType::U32, limit, big));
+        // ... unless the GPU would sort them relative to their range: 20 bits across a top digit
+        // over 17 absolute 16-bit buckets, about 61,680 keys each, past half a tile
+        let across: Vec<u32> = low.iter().map(|k| k + 0x00f8_0000).collect();
+        assert!(!top_digit_too_full(
+            &bytes(&across),
+            KeyType::U32,
+            limit,
+            tile
+        ));
+        // (within one top digit the LSD passes skip it: the sample rules the path out)
+        assert!(top_digit_too_full(&bytes(&low), KeyType::U32, limit, tile));
+        // small signed keys about zero: their range is 2^19, but the stored top byte 0x00 or 0xff
+        let small: Vec<u32> = (0..n)
+            .map(|_| r.random_range(-(1 << 18)..1 << 18i32) as u32)
+            .collect();
+        assert!(
+            top_digit_too_full(&bytes(&small), KeyType::U32, limit, tile),
+            "a 2^32 range as u32"
+        );
+        assert!(
+            !top_digit_too_full(&bytes(&small), KeyType::I32, limit, tile),
+            "2^19 as i32"
+        );
         assert!(!top_digit_too_full(
             &bytes(&low),
             KeyType::U32,
-            n as u64 / 4
+            n as u64 / 4,
+            big
         ));
         assert!(top_digit_too_full(
             &bytes(&low),
             KeyType::U32,
-            n as u64 / 4 - 1
+            n as u64 / 4 - 1,
+            big
         ));
         // floats in [-1, 1): a quarter of the keys in [0.5, 1), one top byte (0x3f)
         let floats: Vec<u32> = (0..n)
@@ -1058,14 +1119,25 @@ mod tests {
         assert!(top_digit_too_full(
             &bytes(&floats),
             KeyType::F32,
-            n as u64 / 32
+            n as u64 / 32,
+            tile
         ));
         // a few keys: every key sampled
-        assert!(top_digit_too_full(&bytes(&[7, 7, 7]), KeyType::U32, 0));
-        assert!(!top_digit_too_full(&bytes(&[7, 7, 7]), KeyType::U32, 1));
-        assert!(!top_digit_too_full(&[], KeyType::U32, 0));
+        assert!(top_digit_too_full(
+            &bytes(&[7, 7, 7]),
+            KeyType::U32,
+            0,
+            tile
+        ));
+        assert!(!top_digit_too_full(
+            &bytes(&[7, 7, 7]),
+            KeyType::U32,
+            1,
+            tile
+        ));
+        assert!(!top_digit_too_full(&[], KeyType::U32, 0, tile));
         let wide: Vec<u8> = vec![0; 8 * 1000];
-        assert!(!top_digit_too_full(&wide, KeyType::U64, 0));
+        assert!(!top_digit_too_full(&wide, KeyType::U64, 0, tile));
     }
 
     fn tuning(wg: Option<u32>) -> SortTuning {

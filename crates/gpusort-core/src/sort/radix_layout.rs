@@ -14,15 +14,17 @@ pub const MSD_GROUP_MAX: u32 = 64;
 
 /// Dispatches of the MSD path (RadixKernels::record's steps; `SortTuning::stop` 10 + k records
 /// the first k).
-pub(crate) const MSD_STEPS: usize = 7;
+pub(crate) const MSD_STEPS: usize = 9;
 /// Digit passes one sort can have (64-bit keys, 8 bits a pass).
 pub(crate) const MAX_PASSES: u32 = 8;
 /// Dispatch-size slots (x, y, z each): a sweep per pass, finish, then an unstable sweep per pass
-/// (passed to radix.wgsl as UNSTABLE_ARGS), then the MSD path's five (MSD_ARGS: the top digit's
-/// sweep, msd_count, msd_sweep or its fall back's count, msd_local, msd_dense).
+/// (passed to radix.wgsl as UNSTABLE_ARGS), then the MSD path's six (MSD_ARGS: the top digit's
+/// sweep, msd_count, msd_sweep or its fall back's count, msd_local, msd_dense, and the top digit's
+/// count relative to the keys' range, MSD_RECOUNT).
 pub(crate) const UNSTABLE_ARGS: u64 = MAX_PASSES as u64 + 1;
 pub(crate) const MSD_ARGS: u64 = UNSTABLE_ARGS + MAX_PASSES as u64;
-pub(crate) const ARGS_SLOTS: u64 = MSD_ARGS + 5;
+pub(crate) const MSD_RECOUNT: u64 = 5;
+pub(crate) const ARGS_SLOTS: u64 = MSD_ARGS + 6;
 /// Control and plan words: see the C_* and P_* constants of radix.wgsl. The LSD plan's, then the
 /// MSD path's (`MSD_WORDS`, passed to the shaders), whose tables of 65,536 words come last.
 pub(crate) const CONTROL_WORDS: u64 = 32 + (MAX_PASSES as u64) * 256;
@@ -35,11 +37,21 @@ pub(crate) const P_MSD_TILES: u32 = P_START16 + 256 * 256;
 pub(crate) const P_DENSE: u32 = P_MSD_TILES + 3 * 256 * 256;
 pub(crate) const PLAN_WORDS: u64 = P_DENSE as u64 + 2 * 256 * 256;
 pub(crate) const C_DENSE_COUNT: u32 = C_MSD_FLAG + 1;
+/// 1 where the MSD path sorted relative to the keys' range (radix.wgsl's choose_msd_range).
+pub(crate) const C_MSD_RANGE: u32 = C_MSD_FLAG + 3;
 /// The MSD path's control and plan words and constants, as radix.wgsl and radix_msd.wgsl name them.
-pub(crate) const MSD_WORDS: [(&str, u32); 11] = [
+pub(crate) const MSD_WORDS: [(&str, u32); 16] = [
     ("C_MSD_FLAG", C_MSD_FLAG),
     ("C_DENSE_COUNT", C_DENSE_COUNT),
     ("C_TILE_COUNT", C_MSD_FLAG + 2),
+    ("C_MSD_RANGE", C_MSD_RANGE),
+    // the keys' highest sortable word, and the complement of their lowest (both found by atomic
+    // maxima from zero)
+    ("C_MSD_HI", C_MSD_FLAG + 4),
+    ("C_MSD_NLO", C_MSD_FLAG + 5),
+    // the MSD values' lowest sortable word and shift (radix.wgsl's msd_value_of)
+    ("P_MSD_LO", CONTROL_WORDS as u32 + 1),
+    ("P_MSD_SHIFT", CONTROL_WORDS as u32 + 2),
     ("C_JOINT", C_JOINT),
     ("P_RECOUNT", CONTROL_WORDS as u32),
     ("P_TILES", P_TILES),
@@ -49,6 +61,27 @@ pub(crate) const MSD_WORDS: [(&str, u32); 11] = [
     ("MSD_BIN_BITS", MSD_BIN_BITS),
     ("MSD_GROUP_MAX", MSD_GROUP_MAX),
 ];
+/// The MSD path's choice (radix.wgsl's choose_msd_range, which this mirrors for the CPU twin and
+/// the host's sample): for `n` keys whose sortable words span `lo..=hi`, the shift of the keys'
+/// MSD values `(s - lo) << shift` where the path sorts relative to their range, None where it
+/// sorts them as they are. Relative where the range leaves leading bits free and the keys, spread
+/// evenly over the absolute 16-bit buckets it covers, would fill them past half of msd_local's
+/// `tile` (so that some would likely overflow it and the path fall back), and only where every
+/// absolute digit varies (the LSD passes would run all four; they skip a top digit the range
+/// shares) and keys repeat at most about 8 times a value (msd_local ranks a bin's equal keys by
+/// comparisons, which many copies make slower than the LSD passes: docs/BENCHMARKS.md).
+pub fn msd_range_shift(lo: u32, hi: u32, n: u64, tile: u32) -> Option<u32> {
+    if n == 0 || hi <= lo {
+        return None;
+    }
+    let shift = (hi - lo).leading_zeros().min(24);
+    let buckets = (hi >> 16) - (lo >> 16) + 1;
+    let crowded = n > buckets as u64 * (tile / 2) as u64;
+    let every_digit = lo >> 24 != hi >> 24;
+    let few_copies = n / 8 <= (hi - lo) as u64;
+    (shift > 0 && crowded && every_digit && few_copies).then_some(shift)
+}
+
 /// Workgroup words of the sweep's scratch: the sorted tile, the subgroup rank tables (`pack`
 /// counters a word, a row per subgroup) and count_digits' histograms share it.
 pub(crate) fn scratch_words(items: u32, min_subgroup: Option<u32>, wg: u32, pack: u32) -> u32 {

@@ -117,6 +117,8 @@ pub fn radix(c: &RadixConfig) -> String {
             c.spare_lanes.unwrap_or(c.payload || key_words == 2) as u32,
         ),
         ("PACK", c.pack),
+        // this module holds the MSD path's kernels (its top digit's sweep is this sweep)
+        ("MSD_MODULE", (c.unstable && c.kind < 3) as u32),
     ];
     consts.extend(crate::sort::radix_layout::MSD_WORDS);
     let family = format!(
