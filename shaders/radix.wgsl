@@ -272,6 +272,17 @@ const_assert SCRATCH >= HIST_COPIES * HIST_SPAN;
 // this count runs again (C_MSD_RANGE 1) on the top digit of the keys' MSD values.
 var<workgroup> key_range: array<atomic<u32>, 2>;
 var<workgroup> count_state: u32;
+// The first count also finds which top digits hold one value alone (C_TOP_MIXED, C_TOP_HI,
+// C_TOP_NLO; top_single): a key of each digit from the first chunk names a value, every key
+// compares with it. Only in workgroups where some digit holds more than twice a uniform digit's
+// share of the first chunk (keys of few values); elsewhere every digit seen counts as of several
+// values, and uniform keys pay no comparisons. The named values, the digits that saw another and
+// that flag sit in the first copy's rows of passes 0 to 2, which a count of the top digit alone
+// leaves free.
+const TOP_VALUE_AT: u32 = 0u;
+const TOP_MIXED_AT: u32 = RADIX;
+const TOP_CHECK_AT: u32 = 2u * RADIX;
+var<workgroup> check_values: u32;
 fn count_keys(group: u32, groups: u32, li: u32, every_digit: bool) {
     if ((PROBE & 16384u) != 0u) { return; }
     let upkeep = (PROBE & 65536u) == 0u;
@@ -293,6 +304,7 @@ fn count_keys(group: u32, groups: u32, li: u32, every_digit: bool) {
     let top = rp.passes - 1u;
     var lowest = 0xffffffffu;
     var highest = 0u;
+    var check = false;
     for (var c = 0u; c < HIST_CHUNKS; c++) {
         // every load of a chunk issued before any is used (written out per item, see sweep)
         let e@J = ((group * HIST_CHUNKS + c) * ITEMS + @Ju) * WG + li; //@ITEM
@@ -305,6 +317,24 @@ fn count_keys(group: u32, groups: u32, li: u32, every_digit: bool) {
         } else {
             // the MSD path (32-bit keys over every bit): the top digit alone
             if (e@J < n) { let s = sortable(k@J).x; lowest = min(lowest, s); highest = max(highest, s); atomicAdd(&scratch[copy + top * RADIX + (msd_value_of(s) >> 24u)], 1u); } //@ITEM
+            if (state == 0u && c == 0u) {
+                workgroupBarrier();
+                if (li < RADIX) {
+                    var first = 0u;
+                    for (var h = 0u; h < HIST_COPIES; h++) { first += atomicLoad(&scratch[h * HIST_SPAN + top * RADIX + li]); }
+                    if (first > ITEMS * WG / 128u) { atomicStore(&scratch[TOP_CHECK_AT], 1u); }
+                }
+                workgroupBarrier();
+                if (li == 0u) { check_values = atomicLoad(&scratch[TOP_CHECK_AT]); }
+                check = workgroupUniformLoad(&check_values) != 0u;
+                if (check) {
+                    if (e@J < n) { let s = sortable(k@J).x; atomicStore(&scratch[TOP_VALUE_AT + (s >> 24u)], s); } //@ITEM
+                    workgroupBarrier();
+                }
+            }
+            if (check) {
+                if (e@J < n) { let s = sortable(k@J).x; if (atomicLoad(&scratch[TOP_VALUE_AT + (s >> 24u)]) != s) { atomicStore(&scratch[TOP_MIXED_AT + (s >> 24u)], 1u); } } //@ITEM
+            }
         }
     }
     if ((PROBE & 4096u) != 0u && probe_sum == 0x12345678u) { atomicAdd(&scratch[0], 1u); }
@@ -313,6 +343,19 @@ fn count_keys(group: u32, groups: u32, li: u32, every_digit: bool) {
         atomicMax(&key_range[1], highest);
     }
     workgroupBarrier();
+    if (!every_digit && state == 0u && li < RADIX) {
+        var c = 0u;
+        for (var h = 0u; h < HIST_COPIES; h++) { c += atomicLoad(&scratch[h * HIST_SPAN + top * RADIX + li]); }
+        if (c != 0u) {
+            if (!check || atomicLoad(&scratch[TOP_MIXED_AT + li]) != 0u) {
+                atomicStore(&ctl[C_TOP_MIXED + li], 1u);
+            } else {
+                let v = atomicLoad(&scratch[TOP_VALUE_AT + li]);
+                atomicMax(&ctl[C_TOP_HI + li], v);
+                atomicMax(&ctl[C_TOP_NLO + li], ~v);
+            }
+        }
+    }
     if (li == 0u && !every_digit && state == 0u) {
         let lo = atomicLoad(&key_range[0]);
         let hi = atomicLoad(&key_range[1]);
@@ -321,7 +364,8 @@ fn count_keys(group: u32, groups: u32, li: u32, every_digit: bool) {
             atomicMax(&ctl[C_MSD_HI], hi);
         }
     }
-    for (var b = li; upkeep && b < rp.passes * RADIX; b += WG) {
+    // (the top digit's row alone where that alone was counted: the rows below hold the above)
+    for (var b = select(top * RADIX, 0u, every_digit) + li; upkeep && b < rp.passes * RADIX; b += WG) {
         var c = 0u;
         for (var h = 0u; h < HIST_COPIES; h++) { c += atomicLoad(&scratch[h * HIST_SPAN + b]); }
         if (c != 0u) { atomicAdd(&ctl[C_HIST + b], c); }
@@ -381,6 +425,17 @@ fn prepare(i: Invocation) {
     plan_passes(rp.msd == 1u);
 }
 
+// Whether the MSD path's top-digit bucket `d`, of `c` of the `n` keys, holds one value alone and
+// not every key (the first count's words; never relative to the range, whose digits are others):
+// sorted once the top digit's sweep has run, so however full it needs no more (msd_scan lists
+// none of it). Keys of few distinct values (codes, categories) so take the MSD path. Where one
+// value is every key the LSD passes, each skipped but one, are cheaper.
+fn top_single(d: u32, c: u32, n: u32) -> bool {
+    if (c == 0u || c == n || atomicLoad(&ctl[C_MSD_RANGE]) != 0u) { return false; }
+    if (atomicLoad(&ctl[C_TOP_MIXED + d]) != 0u) { return false; }
+    return atomicLoad(&ctl[C_TOP_HI + d]) == ~atomicLoad(&ctl[C_TOP_NLO + d]);
+}
+
 // prepare's invocation 0 on the MSD path: whether it sorts the keys' MSD values relative to their
 // range (1; msd_value_of, P_MSD_LO and P_MSD_SHIFT set, C_MSD_RANGE 1) or as they are (0): the rule
 // of sort::radix_layout::msd_range_shift (relative where the range leaves leading bits free and
@@ -429,7 +484,7 @@ fn plan_passes(msd: bool) {
             let t = wg_exclusive((c + UNSTABLE_TILE - 1u) / UNSTABLE_TILE);
             if (digit) { plan[P_TILES + inv.li] = t.x; }
             if (inv.li == 0u) { plan[P_TILES + RADIX] = t.y; }
-            if (c > RADIX * UNSTABLE_TILE) { msd_too_big = 1u; }
+            if (c > RADIX * UNSTABLE_TILE && !top_single(inv.li, c, n)) { msd_too_big = 1u; }
         }
         skip[p] = workgroupUniformLoad(&one_digit) != 0u;
         workgroupBarrier();

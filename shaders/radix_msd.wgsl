@@ -139,12 +139,14 @@ fn msd_scan(i: Invocation) {
     var c = 0u;
     if (digit) { c = atomicLoad(&ctl[C_JOINT + b * RADIX + inv.li]); }
     let s = wg_exclusive(c).x;
+    // a top-digit bucket of one value is sorted already: none of it listed, however full
+    let single = top_single(b, bucket_of_top(b).y, plan[P_N]);
     if (digit) {
         let start = bucket_of_top(b).x + s;
         plan[P_START16 + b * RADIX + inv.li] = start;
         msd_counts[inv.li] = c;
         msd_firsts[inv.li] = start;
-        if (c > TILE) { msd_too_large = 1u; }
+        if (c > TILE && !single) { msd_too_large = 1u; }
     }
     workgroupBarrier();
     // msd_local's tiles: runs of consecutive buckets, each as long as TILE keys and MSD_SPAN
@@ -170,7 +172,7 @@ fn msd_scan(i: Invocation) {
         loop {
             if (first >= RADIX) { break; }
             let run = msd_next[first];
-            if (run.y >= 2u) {
+            if (run.y >= 2u && !single) {
                 msd_runs[listed] = vec2<u32>(first | ((run.x - first) << 8u), run.y);
                 listed++;
             }

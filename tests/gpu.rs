@@ -1595,6 +1595,15 @@ mod radix_options {
                 })
                 .collect();
             assert_eq!(run(gpu, &s, &crowded, "ranged, crowded"), Lsd(FellBack));
+            // few distinct values (codes, categories), each its own top digit: each top-digit
+            // bucket one value, past a tile, sorted once the top digit's pass has run
+            let codes = [0x0311_0000u32, 0x9c12_3456];
+            let few: Vec<u32> = (0..n).map(|_| codes[r.random_range(0..2)]).collect();
+            assert_eq!(run(gpu, &s, &few, "few values"), Local);
+            // two values of one top digit: its 16-bit buckets overflow a tile, a fall back
+            let shared = [0x4a00_0007u32, 0x4a77_0000];
+            let two: Vec<u32> = (0..n).map(|_| shared[r.random_range(0..2)]).collect();
+            assert_eq!(run(gpu, &s, &two, "two values a top digit"), Lsd(FellBack));
             // a job beyond one binding (here 4,096 keys a binding) takes the MSD path too, its
             // keys reached through two bindings
             let split = radix(gpu).tuned(gpu, |t| {

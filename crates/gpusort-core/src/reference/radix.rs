@@ -89,10 +89,10 @@ pub fn msd_sort(values: &[u32], tile: usize) -> Option<MsdSorted> {
     let lo = values.iter().copied().min().unwrap_or(0);
     let hi = values.iter().copied().max().unwrap_or(0);
     match msd_range_shift(lo, hi, values.len() as u64, tile as u32) {
-        None => msd_sort_values(values, tile),
+        None => msd_sort_values(values, tile, false),
         Some(shift) => {
             let msd: Vec<u32> = values.iter().map(|&v| (v - lo) << shift).collect();
-            let mut sorted = msd_sort_values(&msd, tile)?;
+            let mut sorted = msd_sort_values(&msd, tile, true)?;
             for v in &mut sorted.values {
                 *v = (*v >> shift) + lo;
             }
@@ -102,15 +102,32 @@ pub fn msd_sort(values: &[u32], tile: usize) -> Option<MsdSorted> {
     }
 }
 
-/// [`msd_sort`] on the values as they are.
-fn msd_sort_values(values: &[u32], tile: usize) -> Option<MsdSorted> {
+/// [`msd_sort`] on the values as they are, or (`ranged`) on their MSD values.
+fn msd_sort_values(values: &[u32], tile: usize, ranged: bool) -> Option<MsdSorted> {
     use crate::sort::radix_layout::MSD_BIN_BITS;
+    // top-digit buckets of one value alone, not every key (radix.wgsl's top_single): sorted once
+    // the top digit's pass has run, so none of them is listed however full. (The GPU finds such
+    // a bucket only where its value crowds the first chunk of each count workgroup holding it, so
+    // it may find fewer, never more: the tests' few-value sets crowd every chunk.)
+    let mut tops = [(u32::MAX, 0u32, 0usize); 256];
+    for &v in values {
+        let t = &mut tops[(v >> 24) as usize];
+        *t = (t.0.min(v), t.1.max(v), t.2 + 1);
+    }
+    let single = |top: usize| {
+        let (lo, hi, c) = tops[top];
+        !ranged && c > 0 && c < values.len() && lo == hi
+    };
     // the two digit passes: a counting sort by the top 16 bits
     let mut counts = vec![0usize; 1 << 16];
     for &v in values {
         counts[(v >> 16) as usize] += 1;
     }
-    if counts.iter().any(|&c| c > tile) {
+    if counts
+        .iter()
+        .enumerate()
+        .any(|(b, &c)| c > tile && !single(b >> 8))
+    {
         return None;
     }
     let mut starts = vec![0usize; (1 << 16) + 1];
@@ -128,7 +145,7 @@ fn msd_sort_values(values: &[u32], tile: usize) -> Option<MsdSorted> {
     // `tile` keys and MSD_SPAN buckets allow; those of two keys or more are sorted
     let span_max = (1usize << MSD_BIN_BITS) / 256;
     let mut dense_buckets = 0;
-    for top in 0..256 {
+    for top in (0..256).filter(|&t| !single(t)) {
         let mut first = 0;
         while first < 256 {
             let mut end = first;
@@ -344,6 +361,25 @@ mod tests {
             .map(|i| if i == 0 { 0x1100_0000 } else { 0x1000_0000 })
             .collect();
         assert_eq!(msd_sort(&crowded, 64), None);
+    }
+
+    #[test]
+    fn msd_sort_of_few_values() {
+        // each value its own top digit: each top-digit bucket one value however full, sorted
+        let few: Vec<u32> = (0..5000u32)
+            .map(|i| [0x0311_0000, 0x9c12_3456, 7][i as usize % 3])
+            .collect();
+        let mut want = few.clone();
+        want.sort_unstable();
+        let got = msd_sort(&few, 64).unwrap();
+        assert_eq!((got.values, got.dense_buckets), (want, 0));
+        // two values of one top digit: 16-bit buckets past a tile, the GPU falls back
+        let two: Vec<u32> = (0..5000u32)
+            .map(|i| [0x4a00_0007, 0x4a77_0000][i as usize % 2])
+            .collect();
+        assert_eq!(msd_sort(&two, 64), None);
+        // one value is every key: the LSD passes (prepare's choice), as before
+        assert_eq!(msd_sort(&[5; 100], 64), None);
     }
 
     #[test]

@@ -92,7 +92,8 @@ const SAMPLE_KEYS: usize = 4096;
 /// value is a one-to-one function of the stored top byte for every 32-bit type (the sign flips
 /// it, or every bit) and either direction mirrors the buckets, so the stored byte is counted.
 /// Not where the GPU would sort relative to the keys' range (`radix_layout::msd_range_shift`,
-/// tiles of `tile` keys), as the sample's range suggests: its buckets are other ones.
+/// tiles of `tile` keys), as the sample's range suggests: its buckets are other ones; nor for
+/// buckets of one value (few distinct keys), which the path takes however full.
 pub(crate) fn top_digit_too_full(
     key_bytes: &[u8],
     key_type: KeyType,
@@ -104,16 +105,25 @@ pub(crate) fn top_digit_too_full(
     }
     let n = key_bytes.len() / 4;
     let sample = n.min(SAMPLE_KEYS);
-    let mut buckets = [0u32; RADIX as usize];
+    // each bucket's keys and the lowest and highest of them
+    let mut buckets = [(0u32, u32::MAX, 0u32); RADIX as usize];
     let (mut lo, mut hi) = (u32::MAX, 0);
     for i in 0..sample {
         let at = (i * n / sample) * 4;
         let key = u32::from_ne_bytes(key_bytes[at..at + 4].try_into().expect("4 bytes"));
-        buckets[(key >> 24) as usize] += 1;
+        let b = &mut buckets[(key >> 24) as usize];
+        *b = (b.0 + 1, b.1.min(key), b.2.max(key));
         let s = sortable_word(key, key_type);
         (lo, hi) = (lo.min(s), hi.max(s));
     }
-    let fullest = *buckets.iter().max().expect("RADIX buckets") as u64;
+    // a bucket of one value (not every key) is sorted by the top digit's pass however full
+    // (radix.wgsl's top_single)
+    let fullest = buckets
+        .iter()
+        .filter(|b| !(b.1 == b.2 && (b.0 as usize) < sample))
+        .map(|b| b.0)
+        .max()
+        .unwrap_or(0) as u64;
     // fullest / sample of n keys above 4 * limit
     let crowded = fullest * n as u64 > 4 * limit * sample as u64;
     crowded && msd_range_shift(lo, hi, n as u64, tile).is_none()
@@ -1120,6 +1130,16 @@ mod tests {
             &bytes(&floats),
             KeyType::F32,
             n as u64 / 32,
+            tile
+        ));
+        // eight values of their own top digits (codes): one value a bucket, the path kept
+        let codes: Vec<u32> = (0..n)
+            .map(|_| r.random_range(0..8u32) << 29 | 0x0012_3456)
+            .collect();
+        assert!(!top_digit_too_full(
+            &bytes(&codes),
+            KeyType::U32,
+            limit,
             tile
         ));
         // a few keys: every key sampled

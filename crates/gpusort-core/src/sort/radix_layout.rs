@@ -30,7 +30,10 @@ pub(crate) const ARGS_SLOTS: u64 = MSD_ARGS + 6;
 pub(crate) const CONTROL_WORDS: u64 = 32 + (MAX_PASSES as u64) * 256;
 pub(crate) const C_MSD_FLAG: u32 = CONTROL_WORDS as u32;
 pub(crate) const C_JOINT: u32 = C_MSD_FLAG + 32;
-pub(crate) const MSD_CONTROL_WORDS: u64 = C_JOINT as u64 + 256 * 256;
+/// Per top digit (256 words each): whether a workgroup of the MSD path's first count saw two values
+/// of it, and the highest value and the complement of the lowest seen where none did.
+pub(crate) const C_TOP: u32 = C_JOINT + 256 * 256;
+pub(crate) const MSD_CONTROL_WORDS: u64 = C_TOP as u64 + 3 * 256;
 pub(crate) const P_TILES: u32 = CONTROL_WORDS as u32 + 16;
 pub(crate) const P_START16: u32 = (P_TILES + 257).next_multiple_of(32);
 pub(crate) const P_MSD_TILES: u32 = P_START16 + 256 * 256;
@@ -40,7 +43,10 @@ pub(crate) const C_DENSE_COUNT: u32 = C_MSD_FLAG + 1;
 /// 1 where the MSD path sorted relative to the keys' range (radix.wgsl's choose_msd_range).
 pub(crate) const C_MSD_RANGE: u32 = C_MSD_FLAG + 3;
 /// The MSD path's control and plan words and constants, as radix.wgsl and radix_msd.wgsl name them.
-pub(crate) const MSD_WORDS: [(&str, u32); 16] = [
+pub(crate) const MSD_WORDS: [(&str, u32); 19] = [
+    ("C_TOP_MIXED", C_TOP),
+    ("C_TOP_HI", C_TOP + 256),
+    ("C_TOP_NLO", C_TOP + 512),
     ("C_MSD_FLAG", C_MSD_FLAG),
     ("C_DENSE_COUNT", C_DENSE_COUNT),
     ("C_TILE_COUNT", C_MSD_FLAG + 2),
