@@ -702,6 +702,20 @@ fn compaction_refuses_counts_its_statuses_cannot_hold() {
     assert!(err.to_string().contains("at most 2^31 - 1"), "{err}");
 }
 
+/// An f64 sum scan `got` of `data` against the twin's: within 1e-12 of the absolute values summed
+/// so far (the GPU adds in a tree order).
+fn assert_f64_scan_close(data: &[f64], got: &[f64], inclusive: bool, what: &str) {
+    let want = reference::scan64(data, ScanOp::Add, inclusive);
+    let mut abs = 0.0;
+    for k in 0..data.len() {
+        abs += data[k].abs();
+        assert!(
+            (got[k] - want[k]).abs() <= 1e-12 * abs + 1e-15,
+            "f64 {what} at {k}"
+        );
+    }
+}
+
 /// 64-bit scans (u64, i64 every operator; f64 add) against their twin, at tile edges, in one
 /// chunk and carried across chunks, inclusive and exclusive.
 #[test]
@@ -738,18 +752,106 @@ fn scans_of_64_bit_elements() {
                 let f: Vec<f64> = (0..n).map(|_| r.random_range(-1.0..1.0)).collect();
                 for inclusive in [false, true] {
                     let got = s.scan(gpu, &f, Add, inclusive).unwrap();
-                    let want = reference::scan64(&f, Add, inclusive);
-                    let mut abs = 0.0;
-                    for k in 0..n {
-                        abs += f[k].abs();
-                        assert!(
-                            (got[k] - want[k]).abs() <= 1e-12 * abs + 1e-15,
-                            "f64 n={n} at {k}"
-                        );
-                    }
+                    assert_f64_scan_close(&f, &got, inclusive, &format!("n={n}"));
                 }
             }
         }
+    }
+}
+
+/// 64-bit scans of GPU buffers recorded into the caller's encoder (`Scanner64::record`): every
+/// type, operators with carries into the high word and signed orders, at tile edges, against
+/// the twin; a carry, a 32-bit type and an operator f64 lacks are refused.
+#[test]
+fn recorded_64_bit_scans_match_the_twin() {
+    use gpusort_core::scan::scan64::Scanner64;
+    use gpusort_core::scan::{Carry, ScanJob};
+    use gpusort_core::KeyType;
+    use ScanOp::*;
+    fn run<T: SortKey>(
+        gpu: &Gpu,
+        s: &Scanner64,
+        data: &[T],
+        op: ScanOp,
+        inclusive: bool,
+    ) -> Vec<T> {
+        let n = data.len();
+        // (one element at least: a buffer is never empty)
+        let mut padded = data.to_vec();
+        padded.extend_from_slice(&data[..data.len().min(1)]);
+        if padded.is_empty() {
+            padded = bytemuck::cast_slice::<u64, T>(&[0u64]).to_vec();
+        }
+        let src = transfer::buffer_from(gpu, "src", &padded).unwrap();
+        let dst = transfer::storage_buffer(gpu, "dst", 8 * (n as u64 + 1)).unwrap();
+        let mut enc = gpu.device.create_command_encoder(&Default::default());
+        let job = ScanJob {
+            src: &src,
+            dst: &dst,
+            n: n as u32,
+            key_type: T::TYPE,
+            op,
+            inclusive,
+            carry: None,
+        };
+        s.record(gpu, &mut enc, &job).unwrap();
+        gpu.queue.submit([enc.finish()]);
+        transfer::read_vec(gpu, &dst, n).unwrap()
+    }
+    let gpu = gpu(false);
+    let s = Scanner64::new(gpu);
+    for n in [0usize, 1, 5, 1023, 1024, 1025, 4099, 70_001] {
+        let mut r = rng(n as u64 + 640);
+        let u: Vec<u64> = (0..n)
+            .map(|i| match i % 3 {
+                0 => r.random(),
+                1 => 0xffff_ffff + r.random_range(0..3u64), // a carry into the high word
+                _ => r.random_range(0..1000),
+            })
+            .collect();
+        let i: Vec<i64> = u.iter().map(|&x| x as i64).collect();
+        for inclusive in [false, true] {
+            let what = format!("n={n} incl={inclusive}");
+            for op in [Add, Max, Xor] {
+                assert!(
+                    run(gpu, &s, &u, op, inclusive) == reference::scan64(&u, op, inclusive),
+                    "u64 {op:?} {what}"
+                );
+            }
+            for op in [Add, Min, And] {
+                assert!(
+                    run(gpu, &s, &i, op, inclusive) == reference::scan64(&i, op, inclusive),
+                    "i64 {op:?} {what}"
+                );
+            }
+            let f: Vec<f64> = (0..n).map(|_| r.random_range(-1.0..1.0)).collect();
+            let got = run(gpu, &s, &f, Add, inclusive);
+            assert_f64_scan_close(&f, &got, inclusive, &what);
+        }
+    }
+    let buf = transfer::buffer_from(gpu, "b", &[0u64; 4]).unwrap();
+    let mut enc = gpu.device.create_command_encoder(&Default::default());
+    let job = |key_type, op, carry| ScanJob {
+        src: &buf,
+        dst: &buf,
+        n: 4,
+        key_type,
+        op,
+        inclusive: false,
+        carry,
+    };
+    let carry = Carry {
+        buffer: &buf,
+        read: None,
+        write: 0,
+    };
+    for (bad, why) in [
+        (job(KeyType::U64, Add, Some(carry)), "no carry"),
+        (job(KeyType::U32, Add, None), "not supported"),
+        (job(KeyType::F64, Max, None), "not supported"),
+    ] {
+        let err = s.record(gpu, &mut enc, &bad).unwrap_err().to_string();
+        assert!(err.contains(why), "{err}");
     }
 }
 

@@ -785,18 +785,19 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, Error> {
     use gpusort_core::scan::{CompactJob, Predicate, ScanJob, ScanOp};
     let (gpu, timer, bar, reps) = (ctx.gpu, ctx.timer, ctx.bar, ctx.reps);
     let scanner = ctx.scanner()?;
+    let scanner64 = gpusort_core::scan::scan64::Scanner64::new(gpu);
     let paths = if scanner.uses_subgroups() {
         "subgroup kernels"
     } else {
         "workgroup-memory kernels"
     };
-    bar.inc_length((sizes.len() * 4) as u64);
+    bar.inc_length((sizes.len() * 6) as u64);
     let mut cases = Vec::new();
     for &log in sizes {
         let n = 1usize << log;
         if let Some(why) = too_big(gpu, n as u64 * 4) {
             cases.push(ctx.show(skipped("scan", n as u64, "u32 scans and compactions", why)));
-            bar.inc(4);
+            bar.inc(6);
             continue;
         }
         let (src, dst) = random_u32_buffers(gpu, n, log as u64 + 100)?;
@@ -997,6 +998,61 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, Error> {
                 c.dispatches = None; // the CPU cases
             }
         }
+        bar.inc(1);
+
+        // 64-bit elements (Scanner64::record, GPU-resident), against the copy of their bytes
+        bar.set_message(format!("2^{log}: exclusive sum scan u64"));
+        if let Some(why) = too_big(gpu, n as u64 * 8) {
+            cases.push(ctx.show(skipped("scan", n as u64, "u64 scans", why)));
+            bar.inc(2);
+            continue;
+        }
+        let (src, dst) = random_u32_buffers(gpu, 2 * n, log as u64 + 200)?;
+        let copy_st = measure_copy(ctx, &src, &dst)?;
+        cases.push(ctx.show(Case {
+            relative: 1.0,
+            ..case(
+                "vec4 copy of the u64 bytes (bound)",
+                copy_st.clone(),
+                16.0 * n as f64,
+                1.0,
+                "read+write bytes".into(),
+            )
+        }));
+        bar.inc(1);
+        let job = ScanJob {
+            src: &src,
+            dst: &dst,
+            n: n as u32,
+            key_type: KeyType::U64,
+            op: ScanOp::Add,
+            inclusive: false,
+            carry: None,
+        };
+        let st = measure_warm(reps, ctx.warm, || {
+            Ok(timer.time(gpu, |_| {}, |enc| scanner64.record(gpu, enc, &job))?)
+        })?;
+        let input: Vec<u64> = transfer::read_vec(gpu, &src, n)?;
+        let got: Vec<u64> = transfer::read_vec(gpu, &dst, n)?;
+        if got != gpusort_core::reference::scan::scan64(&input, ScanOp::Add, false) {
+            return Err(Error::runtime(format!(
+                "bench: the u64 scan of 2^{log} differs from the CPU's on {}",
+                gpu.adapter.name
+            )));
+        }
+        cases.push(ctx.show(Case {
+            dispatches: Some(3),
+            ..case(
+                "exclusive sum scan u64",
+                st.clone(),
+                16.0 * n as f64,
+                st.median_s / copy_st.median_s,
+                format!(
+                    "{:.0}% of the copy of its bytes; three dispatches (tile totals, their prefixes in one workgroup, tile scans)",
+                    100.0 * copy_st.median_s / st.median_s
+                ),
+            )
+        }));
         bar.inc(1);
     }
     Ok(cases)

@@ -786,7 +786,7 @@ pub struct ScanJob<'a> {
     /// A buffer other than `src`.
     pub dst: &'a wgpu::Buffer,
     pub n: u32,
-    /// u32, i32 or f32 (64-bit scans: [`scan64::Scanner64`]).
+    /// u32, i32 or f32 here; u64, i64 or f64 in [`scan64::Scanner64::record`].
     pub key_type: KeyType,
     pub op: ScanOp,
     /// Element i is the combination of elements 0..=i (inclusive) or 0..i (exclusive).

@@ -13,7 +13,7 @@ use crate::device::Gpu;
 use crate::error::{Error, Result};
 use crate::keys::{KeyType, SortKey};
 use crate::scan::streamed::{self, ScanStream};
-use crate::scan::{check_lengths, ScanOp};
+use crate::scan::{check_lengths, ScanJob, ScanOp};
 
 /// Elements a workgroup scans (shaders/scan64.wgsl's TILE).
 const TILE: u64 = 1024;
@@ -110,6 +110,18 @@ fn prelude(t: KeyType, op: ScanOp, inclusive: bool, widen: Option<KeyType>) -> S
         "{alias}{body}const INCLUSIVE: u32 = {}u;\n{input}",
         inclusive as u32
     )
+}
+
+/// The bits of `op`'s identity on 64-bit elements of `t`: the running value a scan starts from.
+fn identity(t: KeyType, op: ScanOp) -> [u8; 8] {
+    match (t, op) {
+        (KeyType::F64, _) | (_, ScanOp::Add | ScanOp::Or | ScanOp::Xor) => [0; 8],
+        (_, ScanOp::And) => [0xff; 8],
+        (KeyType::I64, ScanOp::Max) => i64::MIN.to_le_bytes(),
+        (KeyType::I64, _) => i64::MAX.to_le_bytes(),
+        (_, ScanOp::Max) => [0; 8],
+        _ => [0xff; 8],
+    }
 }
 
 struct Kernels {
@@ -303,6 +315,88 @@ impl Scanner64 {
         )
     }
 
+    /// Record the scan of `job.n` 64-bit elements (u64, i64 or f64) from `job.src` into
+    /// `job.dst`, GPU buffers of at least `8 * n` bytes each, into `enc`; nothing is submitted:
+    /// [`crate::scan::Scanner::record_scan`] for 64-bit elements, so that GPU-resident data and
+    /// the bench scan without a trip through the host. Its three dispatches use scratch made
+    /// for the call (tile totals, the running value); one binding holds the job (bigger arrays:
+    /// [`Scanner64::scan_streamed`]), and carries between pieces are the streamed scans' own.
+    pub fn record(
+        &self,
+        gpu: &Gpu,
+        enc: &mut wgpu::CommandEncoder,
+        job: &ScanJob<'_>,
+    ) -> Result<()> {
+        let ScanJob {
+            src,
+            dst,
+            n,
+            key_type: t,
+            op,
+            inclusive,
+            carry,
+        } = *job;
+        self.check(gpu, t, op)?;
+        if carry.is_some() {
+            return Err(Error::InvalidInput(
+                "a recorded 64-bit scan takes no carry (the streamed scans carry between pieces)"
+                    .into(),
+            ));
+        }
+        if n as u64 * 8 > gpu.max_binding() {
+            return Err(Error::TooLarge(format!(
+                "{n} 64-bit elements exceed one binding of {} bytes on {}; scan them streamed",
+                gpu.max_binding(),
+                gpu.adapter.name
+            )));
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        let k = self.kernels(gpu, t, op, inclusive, None)?;
+        let tiles = (n as u64).div_ceil(TILE);
+        let totals = transfer::storage_buffer(gpu, "scan64 totals", tiles * 8)?;
+        let carry = transfer::buffer_from(gpu, "scan64 carry", &identity(t, op))?;
+        let params = wgpu::util::DeviceExt::create_buffer_init(
+            &gpu.device,
+            &wgpu::util::BufferInitDescriptor {
+                label: Some("scan64 params"),
+                contents: bytemuck::bytes_of(&Params {
+                    n,
+                    tiles: tiles as u32,
+                    _pad: [0; 2],
+                }),
+                usage: wgpu::BufferUsages::UNIFORM,
+            },
+        );
+        gpu.checked(|| {
+            let bind = self.layout.bind(gpu, &[&params, src, dst, &totals, &carry]);
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("scan64"),
+                timestamp_writes: None,
+            });
+            kernel::dispatch(gpu, &mut pass, &k.totals, &bind, &[], tiles as u32);
+            kernel::dispatch(gpu, &mut pass, &k.prefixes, &bind, &[], 1);
+            kernel::dispatch(gpu, &mut pass, &k.scans, &bind, &[], tiles as u32);
+        })
+    }
+
+    /// Whether this device scans `t` with `op`: the operator applies and f64 has its shaders.
+    fn check(&self, gpu: &Gpu, t: KeyType, op: ScanOp) -> Result<()> {
+        if !supports(t, op) {
+            return Err(Error::InvalidInput(format!(
+                "a {op:?} scan of {t} is not supported (u64/i64: every operator; f64: add)"
+            )));
+        }
+        if t == KeyType::F64 && !gpu.features.contains(wgpu::Features::SHADER_F64) {
+            return Err(Error::InvalidInput(format!(
+                "{} has no 64-bit float shaders (SHADER_F64): an f64 scan needs them; the CPU engine has no such limit",
+                gpu.adapter.name
+            )));
+        }
+        Ok(())
+    }
+
     /// The chunk loop (`streamed::run_chunks`: chunk k + 1 copied in while chunk k is scanned)
     /// of `pass`: `fill(range, slot)` puts a chunk's input into the slot's upload side,
     /// `drain(range, slot)` takes its results out of the download side, and `sink(k, what drain
@@ -324,17 +418,7 @@ impl Scanner64 {
             inclusive,
             chunk,
         } = pass;
-        if !supports(t, op) {
-            return Err(Error::InvalidInput(format!(
-                "a {op:?} scan of {t} is not supported (u64/i64: every operator; f64: add)"
-            )));
-        }
-        if t == KeyType::F64 && !gpu.features.contains(wgpu::Features::SHADER_F64) {
-            return Err(Error::InvalidInput(format!(
-                "{} has no 64-bit float shaders (SHADER_F64): an f64 scan needs them; the CPU engine has no such limit",
-                gpu.adapter.name
-            )));
-        }
+        self.check(gpu, t, op)?;
         let k = self.kernels(gpu, t, op, inclusive, widen)?;
         // bytes an input element takes on its way in
         let size_in = if widen.is_some() { 4 } else { 8 };
@@ -351,16 +435,8 @@ impl Scanner64 {
         let src = transfer::storage_buffer(gpu, "scan64 src", first * size_in)?;
         let dst = transfer::storage_buffer(gpu, "scan64 dst", first * 8)?;
         let totals = transfer::storage_buffer(gpu, "scan64 totals", tiles_max * 8)?;
-        let identity: [u8; 8] = match (t, op) {
-            (KeyType::F64, _) | (_, ScanOp::Add | ScanOp::Or | ScanOp::Xor) => [0; 8],
-            (_, ScanOp::And) => [0xff; 8],
-            (KeyType::I64, ScanOp::Max) => i64::MIN.to_le_bytes(),
-            (KeyType::I64, _) => i64::MAX.to_le_bytes(),
-            (_, ScanOp::Max) => [0; 8],
-            _ => [0xff; 8],
-        };
         // the running value the first chunk starts from
-        let carry = transfer::buffer_from(gpu, "scan64 carry", &before.unwrap_or(identity))?;
+        let carry = transfer::buffer_from(gpu, "scan64 carry", &before.unwrap_or(identity(t, op)))?;
         let params = gpu.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("scan64 params"),
             size: std::mem::size_of::<Params>() as u64,
