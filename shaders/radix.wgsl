@@ -450,7 +450,7 @@ fn choose_msd_range() -> u32 {
     if (n == 0u || hi <= lo) { return 0u; } // no keys, or all equal
     let shift = min(countLeadingZeros(hi - lo), 24u);
     let buckets = (hi >> 16u) - (lo >> 16u) + 1u;
-    if (shift == 0u || (lo >> 24u) == (hi >> 24u) || n <= buckets * (UNSTABLE_TILE / 2u) || n / 8u > hi - lo) { return 0u; }
+    if (shift == 0u || (lo >> 24u) == (hi >> 24u) || n <= buckets * (UNSTABLE_TILE / 2u) || (n + 7u) / 8u - 1u > hi - lo) { return 0u; }
     plan[P_MSD_LO] = lo;
     plan[P_MSD_SHIFT] = shift;
     atomicStore(&ctl[C_MSD_RANGE], 1u);

@@ -84,7 +84,8 @@ pub fn msd_range_shift(lo: u32, hi: u32, n: u64, tile: u32) -> Option<u32> {
     let buckets = (hi >> 16) - (lo >> 16) + 1;
     let crowded = n > buckets as u64 * (tile / 2) as u64;
     let every_digit = lo >> 24 != hi >> 24;
-    let few_copies = n / 8 <= (hi - lo) as u64;
+    // at most 8 copies a value: n <= 8 * (the values lo..=hi)
+    let few_copies = n <= 8 * ((hi - lo) as u64 + 1);
     (shift > 0 && crowded && every_digit && few_copies).then_some(shift)
 }
 
@@ -123,6 +124,33 @@ pub(crate) fn early_counts_at(min_subgroup: Option<u32>, wg: u32, pack: u32) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn msd_range_shift_takes_crowded_ranges_across_a_top_digit_with_few_copies() {
+        // i32 keys in [-2^20, 2^20): sortable words across 0x8000_0000, 21 bits
+        let (lo, hi) = (0x7ff0_0000, 0x800f_ffff);
+        let tile = 4608;
+        // up to 8 copies a value relative (shift 11), beyond that as they are
+        assert_eq!(msd_range_shift(lo, hi, 8 << 21, tile), Some(11));
+        assert_eq!(msd_range_shift(lo, hi, (8 << 21) + 1, tile), None);
+        // too few keys to crowd the 32 absolute 16-bit buckets the range covers
+        assert_eq!(msd_range_shift(lo, hi, 32 * 2304, tile), None);
+        assert_eq!(msd_range_shift(lo, hi, 32 * 2304 + 1, tile), Some(11));
+        // within one top digit (the LSD passes skip it), the whole range, all equal, none
+        assert_eq!(
+            msd_range_shift(0x1000_0000, 0x101f_ffff, 1 << 22, tile),
+            None
+        );
+        assert_eq!(msd_range_shift(0, u32::MAX, 1 << 26, tile), None);
+        assert_eq!(msd_range_shift(7, 7, 1 << 26, tile), None);
+        assert_eq!(msd_range_shift(0, 1, 0, tile), None);
+        // the shift is the range's free leading bits, at most 24 (the top digit still sorts)
+        assert_eq!(
+            msd_range_shift(0x00ff_ff00, 0x0100_00ff, 1 << 11, 4),
+            Some(23)
+        );
+        assert_eq!(msd_range_shift(0x00ff_ffc0, 0x0100_003f, 1000, 4), Some(24));
+    }
 
     #[test]
     fn histogram_copies_fit_the_scratch() {
