@@ -639,6 +639,91 @@ mod radix {
         assert_eq!(cases, 2 * 74, "every (type, key set) pair, in both modes");
     }
 
+    /// The same key sets of the 32-bit types on the MSD path (taken at every size here), keys
+    /// only in both directions, up to 20 tiles: enough for timestamps-like and ±2^20 keys to be
+    /// sorted relative to their range and for `few` keys' one-value buckets to overflow a tile;
+    /// both seen, with and without subgroups.
+    #[test]
+    fn msd_path_every_bench_key_set() {
+        use gpusort_bench::keysets::{applies, generate, KEY_SETS};
+        use gpusort_core::sort::radix::MsdOutcome;
+        use gpusort_core::KeyType;
+        fn case<T: SortKey + PartialEq>(
+            gpu: &Gpu,
+            s: &Sorter,
+            set: &str,
+            sizes: &[usize],
+            seen: &mut Vec<(KeyType, String, usize, MsdOutcome)>,
+        ) {
+            for (k, &n) in sizes.iter().enumerate() {
+                let keys: Vec<T> = generate(set, n, 2000 + k as u64);
+                for descending in [false, true] {
+                    let order = SortOrder {
+                        descending,
+                        segment_size: None,
+                    };
+                    check_sort(gpu, s, &keys, order, &format!("{:?} {set} n={n}", T::TYPE));
+                    let outcome = s.radix_msd_outcome(gpu).unwrap().expect("the MSD path");
+                    seen.push((T::TYPE, set.to_string(), n, outcome));
+                }
+            }
+        }
+        for no_sg in MODES {
+            let gpu = gpu(no_sg);
+            let s = radix(gpu).tuned(gpu, |t| {
+                t.msd_from = 0;
+                t.msd_f32 = true;
+            });
+            let tile = s.radix_msd_tile() as usize;
+            let sizes = [tile - 1, tile + 1, 3 * tile + 17, 20 * tile + 3];
+            let mut seen = Vec::new();
+            for t in [KeyType::U32, KeyType::I32, KeyType::F32] {
+                for (set, _) in KEY_SETS {
+                    if !applies(t, set) {
+                        continue;
+                    }
+                    match t {
+                        KeyType::U32 => case::<u32>(gpu, &s, set, &sizes, &mut seen),
+                        KeyType::I32 => case::<i32>(gpu, &s, set, &sizes, &mut seen),
+                        _ => case::<f32>(gpu, &s, set, &sizes, &mut seen),
+                    }
+                }
+            }
+            let took = |t: KeyType, set: &str, n: usize| -> Vec<MsdOutcome> {
+                let at =
+                    |c: &&(KeyType, String, usize, MsdOutcome)| c.0 == t && c.1 == set && c.2 == n;
+                seen.iter().filter(at).map(|c| c.3).collect()
+            };
+            let big = 20 * tile + 3;
+            // i32 keys of ±2^20: relative to their range (two top digits, 32 absolute buckets
+            // crowded, under 8 copies a value)
+            let pm20 = took(KeyType::I32, "pm20", big);
+            assert_eq!(pm20.len(), 2);
+            for o in pm20 {
+                assert!(
+                    matches!(o, MsdOutcome::Ran { ranged: true, .. }),
+                    "no_sg={no_sg} {o:?}"
+                );
+            }
+            // eight values of their own top digits, each past a tile: one-value buckets
+            for t in [KeyType::U32, KeyType::I32] {
+                let few = took(t, "few", big);
+                assert_eq!(few.len(), 2);
+                for o in few {
+                    let want = MsdOutcome::Ran {
+                        dense_buckets: 0,
+                        ranged: false,
+                    };
+                    assert_eq!(o, want, "no_sg={no_sg} {t:?} few");
+                }
+            }
+            // skewed keys within a full range still fall back
+            for o in took(KeyType::U32, "zipf", big) {
+                assert_eq!(o, MsdOutcome::FellBack, "no_sg={no_sg} zipf");
+            }
+        }
+    }
+
     /// Floats and 64-bit keys travel between the passes of a sort as their sortable words
     /// (radix.wgsl, ENCODED): the first pass that runs encodes them, the last decodes them. Keys
     /// whose only differing digit is a middle one (one pass runs, neither the lowest nor the
