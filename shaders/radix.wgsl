@@ -288,9 +288,12 @@ fn count_keys(group: u32, groups: u32, li: u32, every_digit: bool) {
     let upkeep = (PROBE & 65536u) == 0u;
     for (var b = li; upkeep && b < HIST_COPIES * HIST_SPAN; b += WG) { atomicStore(&scratch[b], 0u); }
     if (li == 0u) {
-        atomicStore(&key_range[0], 0xffffffffu);
-        atomicStore(&key_range[1], 0u);
-        count_state = select(0u, atomicLoad(&ctl[C_MSD_RANGE]), !every_digit);
+        count_state = 0u;
+        if (!every_digit) {
+            atomicStore(&key_range[0], 0xffffffffu);
+            atomicStore(&key_range[1], 0u);
+            count_state = atomicLoad(&ctl[C_MSD_RANGE]);
+        }
     }
     let state = workgroupUniformLoad(&count_state); // its barrier: the copies are zero
     if (state == 1u) { load_msd_range(); }
@@ -316,7 +319,8 @@ fn count_keys(group: u32, groups: u32, li: u32, every_digit: bool) {
             }
         } else {
             // the MSD path (32-bit keys over every bit): the top digit alone
-            if (e@J < n) { let s = sortable(k@J).x; lowest = min(lowest, s); highest = max(highest, s); atomicAdd(&scratch[copy + top * RADIX + (msd_value_of(s) >> 24u)], 1u); } //@ITEM
+            let s@J = sortable(k@J).x; //@ITEM
+            if (e@J < n) { lowest = min(lowest, s@J); highest = max(highest, s@J); atomicAdd(&scratch[copy + top * RADIX + (msd_value_of(s@J) >> 24u)], 1u); } //@ITEM
             if (state == 0u && c == 0u) {
                 workgroupBarrier();
                 if (li < RADIX) {
@@ -328,12 +332,12 @@ fn count_keys(group: u32, groups: u32, li: u32, every_digit: bool) {
                 if (li == 0u) { check_values = atomicLoad(&scratch[TOP_CHECK_AT]); }
                 check = workgroupUniformLoad(&check_values) != 0u;
                 if (check) {
-                    if (e@J < n) { let s = sortable(k@J).x; atomicStore(&scratch[TOP_VALUE_AT + (s >> 24u)], s); } //@ITEM
+                    if (e@J < n) { atomicStore(&scratch[TOP_VALUE_AT + (s@J >> 24u)], s@J); } //@ITEM
                     workgroupBarrier();
                 }
             }
             if (check) {
-                if (e@J < n) { let s = sortable(k@J).x; if (atomicLoad(&scratch[TOP_VALUE_AT + (s >> 24u)]) != s) { atomicStore(&scratch[TOP_MIXED_AT + (s >> 24u)], 1u); } } //@ITEM
+                if (e@J < n && atomicLoad(&scratch[TOP_VALUE_AT + (s@J >> 24u)]) != s@J) { atomicStore(&scratch[TOP_MIXED_AT + (s@J >> 24u)], 1u); } //@ITEM
             }
         }
     }

@@ -278,6 +278,21 @@ fn pieces_merge_to_the_same_stable_result() {
     }
 }
 
+/// The radix sort at every size.
+fn radix(gpu: &Gpu) -> Sorter {
+    Sorter::new(gpu)
+        .unwrap()
+        .with_algorithm(gpusort_core::Algorithm::Radix)
+}
+
+/// The radix sort with its MSD path taken at every size, f32 keys included.
+fn msd_everywhere(gpu: &Gpu) -> Sorter {
+    radix(gpu).tuned(gpu, |t| {
+        t.msd_from = 0;
+        t.msd_f32 = true;
+    })
+}
+
 mod properties {
     use super::*;
     use proptest::prelude::*;
@@ -304,10 +319,6 @@ mod properties {
 mod radix {
     use super::*;
     use gpusort_core::Algorithm;
-
-    fn radix(gpu: &Gpu) -> Sorter {
-        Sorter::new(gpu).unwrap().with_algorithm(Algorithm::Radix)
-    }
 
     /// A job's recorded plan (algorithm, paths, dispatches) and result are the same on a fresh
     /// `Sorter` and on one that sorted a larger job of another type before (its scratch grown,
@@ -670,10 +681,7 @@ mod radix {
         }
         for no_sg in MODES {
             let gpu = gpu(no_sg);
-            let s = radix(gpu).tuned(gpu, |t| {
-                t.msd_from = 0;
-                t.msd_f32 = true;
-            });
+            let s = msd_everywhere(gpu);
             let tile = s.radix_msd_tile() as usize;
             let sizes = [tile - 1, tile + 1, 3 * tile + 17, 20 * tile + 3];
             let mut seen = Vec::new();
@@ -960,10 +968,6 @@ mod radix_options {
     use gpusort_core::device::transfer;
     use gpusort_core::reference::radix as twin;
     use gpusort_core::{Algorithm, KeyType, SortJob};
-
-    fn radix(gpu: &Gpu) -> Sorter {
-        Sorter::new(gpu).unwrap().with_algorithm(Algorithm::Radix)
-    }
 
     fn bit_range_case<T: SortKey + PartialEq>(gpu: &Gpu, keys: &[T], bits: std::ops::Range<u32>) {
         for descending in [false, true] {
@@ -1560,10 +1564,7 @@ mod radix_options {
         }
         for no_sg in MODES {
             let gpu = gpu(no_sg);
-            let s = radix(gpu).tuned(gpu, |t| {
-                t.msd_from = 0;
-                t.msd_f32 = true;
-            });
+            let s = msd_everywhere(gpu);
             let tile = s.radix_msd_tile() as usize;
             let mut r = rng(77);
             // which sorts take the MSD path: keys-only 32-bit keys over every bit, from msd_from
@@ -1578,12 +1579,7 @@ mod radix_options {
                 !path(&radix(gpu)),
                 "1,000 keys are below the default msd_from"
             );
-            let ranged = radix(gpu)
-                .tuned(gpu, |t| {
-                    t.msd_from = 0;
-                    t.msd_f32 = true;
-                })
-                .with_key_bits(0..24);
+            let ranged = msd_everywhere(gpu).with_key_bits(0..24);
             assert!(!path(&ranged), "a key-bit range");
             let mut wide = vec![3u64, 1, 2];
             let st = s.sort(gpu, &mut wide, SortOrder::default()).unwrap();
@@ -1716,11 +1712,7 @@ mod radix_options {
             // msd_local's workgroups: one a bucket, or a few looping over buckets of every size,
             // with the next tile's keys loaded early (the default) or as each tile starts
             for (groups, prefetch) in [(0, true), (3, true), (3, false)] {
-                let s = radix(gpu)
-                    .tuned(gpu, |t| {
-                        t.msd_from = 0;
-                        t.msd_f32 = true;
-                    })
+                let s = msd_everywhere(gpu)
                     .tuned(gpu, |t| t.msd_local_groups = groups)
                     .tuned(gpu, |t| t.msd_prefetch = prefetch);
                 for n in [257, tile, 40_001] {

@@ -776,13 +776,9 @@ fn recorded_64_bit_scans_match_the_twin() {
         inclusive: bool,
     ) -> Vec<T> {
         let n = data.len();
-        // (one element at least: a buffer is never empty)
-        let mut padded = data.to_vec();
-        padded.extend_from_slice(&data[..data.len().min(1)]);
-        if padded.is_empty() {
-            padded = bytemuck::cast_slice::<u64, T>(&[0u64]).to_vec();
-        }
-        let src = transfer::buffer_from(gpu, "src", &padded).unwrap();
+        // (room for one element at least: a binding is never empty)
+        let src = transfer::storage_buffer(gpu, "src", 8 * (n as u64 + 1)).unwrap();
+        gpu.queue.write_buffer(&src, 0, bytemuck::cast_slice(data));
         let dst = transfer::storage_buffer(gpu, "dst", 8 * (n as u64 + 1)).unwrap();
         let mut enc = gpu.device.create_command_encoder(&Default::default());
         let job = ScanJob {

@@ -1009,16 +1009,13 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, Error> {
         }
         let (src, dst) = random_u32_buffers(gpu, 2 * n, log as u64 + 200)?;
         let copy_st = measure_copy(ctx, &src, &dst)?;
-        cases.push(ctx.show(Case {
-            relative: 1.0,
-            ..case(
-                "vec4 copy of the u64 bytes (bound)",
-                copy_st.clone(),
-                16.0 * n as f64,
-                1.0,
-                "read+write bytes".into(),
-            )
-        }));
+        cases.push(ctx.show(case(
+            "vec4 copy of the u64 bytes (bound)",
+            copy_st.clone(),
+            16.0 * n as f64,
+            1.0,
+            "read+write bytes".into(),
+        )));
         bar.inc(1);
         let job = ScanJob {
             src: &src,

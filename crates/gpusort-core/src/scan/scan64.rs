@@ -130,6 +130,25 @@ struct Kernels {
     scans: wgpu::ComputePipeline,
 }
 
+impl Kernels {
+    /// The scan of `tiles` tiles bound by `bind`: totals, their prefixes, the tiles' scans.
+    fn record(
+        &self,
+        gpu: &Gpu,
+        enc: &mut wgpu::CommandEncoder,
+        bind: &wgpu::BindGroup,
+        tiles: u32,
+    ) {
+        let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some("scan64"),
+            timestamp_writes: None,
+        });
+        kernel::dispatch(gpu, &mut pass, &self.totals, bind, &[], tiles);
+        kernel::dispatch(gpu, &mut pass, &self.prefixes, bind, &[], 1);
+        kernel::dispatch(gpu, &mut pass, &self.scans, bind, &[], tiles);
+    }
+}
+
 /// The 64-bit scans of one device; kernels are compiled on first use of each type and operator.
 /// (element type, operator, inclusive, the 32-bit type widened on reading if any).
 type KernelKey = (KeyType, ScanOp, bool, Option<KeyType>);
@@ -371,13 +390,7 @@ impl Scanner64 {
         );
         gpu.checked(|| {
             let bind = self.layout.bind(gpu, &[&params, src, dst, &totals, &carry]);
-            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some("scan64"),
-                timestamp_writes: None,
-            });
-            kernel::dispatch(gpu, &mut pass, &k.totals, &bind, &[], tiles as u32);
-            kernel::dispatch(gpu, &mut pass, &k.prefixes, &bind, &[], 1);
-            kernel::dispatch(gpu, &mut pass, &k.scans, &bind, &[], tiles as u32);
+            k.record(gpu, enc, &bind, tiles as u32);
         })
     }
 
@@ -466,12 +479,7 @@ impl Scanner64 {
                     }),
                 );
                 encoder.copy_buffer_to_buffer(slot.upload_buffer(), 0, &src, 0, len * size_in);
-                {
-                    let mut pass = encoder.begin_compute_pass(&Default::default());
-                    kernel::dispatch(gpu, &mut pass, &k.totals, &bind, &[], tiles);
-                    kernel::dispatch(gpu, &mut pass, &k.prefixes, &bind, &[], 1);
-                    kernel::dispatch(gpu, &mut pass, &k.scans, &bind, &[], tiles);
-                }
+                k.record(gpu, encoder, &bind, tiles);
                 encoder.copy_buffer_to_buffer(&dst, 0, slot.download_buffer(), 0, len * 8);
                 Ok(len * 8)
             },
