@@ -58,6 +58,8 @@ const RADIX: u32 = 256u;
 const MAX_PASSES: u32 = 8u;
 // The atomic control words.
 const C_TICKETS: u32 = 0u;   // [MAX_PASSES]
+const C_NARROW: u32 = 8u;    // [2]: the keys' sign-extension bits, OR-ed (hi, lo; narrow_bits)
+// C_LSD_RAN (10, host-prepended): bit p, the LSD plan runs pass p (plan_passes; read by tests)
 const C_HIST: u32 = 32u;     // [MAX_PASSES][RADIX]: digit counts
 // The plan prepare writes and later dispatches only read (plain words, so reads are plain loads).
 const P_N: u32 = 0u;
@@ -65,6 +67,7 @@ const P_FLIP: u32 = 4u;      // [MAX_PASSES]: the pass reads the alternate buffe
 const P_FIRST: u32 = 12u;    // [MAX_PASSES]: 1 the first pass that runs (encodes the keys, makes
                              // the index payload), | 2 the last (decodes them)
 const P_HALF: u32 = 20u;     // [MAX_PASSES]: the half of the look-back state a stable pass uses
+const P_NARROW: u32 = 28u;   // 1 + the pass whose digit's top bit is flipped (narrow_passes), or 0
 const P_STARTS: u32 = 32u;   // [MAX_PASSES][RADIX]: exclusive digit starts
 // The keys-only MSD path's words (radix_msd.wgsl) come from the host, which sizes ctl and plan
 // by them (radix.rs, MSD_WORDS): C_MSD_FLAG (0: the MSD path runs; 1: a 16-bit bucket is too
@@ -211,8 +214,48 @@ fn sweep_digit(k: vec2<u32>, p: u32) -> u32 {
         if (ENCODED) { return msd_value_of(k.x) >> 24u; }
         return msd_value_of(sortable(k).x) >> 24u;
     }
-    if (ENCODED) { return sortable_digit(k, p); }
-    return digit_of(k, p);
+    if (ENCODED) { return sortable_digit(k, p) ^ digit_flip; }
+    return digit_of(k, p) ^ digit_flip;
+}
+
+// Signed integers that all fit in fewer bits than their type (small values of either sign: the
+// sign bit and the bits above a key's width are equal, so in the sortable word every digit above
+// differs between negative and non-negative keys and none could be skipped) are sorted as the
+// narrow two's-complement numbers they are: the passes above the narrow width are skipped and
+// the top pass that runs takes its digit with the top bit flipped (P_NARROW; prepare permutes its
+// counts). i64 keys of +-2^20 so run 3 passes, not 8. count_keys ORs each key's sign-extension
+// bits into C_NARROW; narrow_passes turns them into the passes needed. CPU twin:
+// reference::radix::narrow_passes.
+const NARROW: bool = KIND == KIND_I32 || KIND == KIND_I64;
+var<private> digit_flip: u32;
+
+// This sweep's digit_flip (plan words are set by prepare before any sweep runs).
+fn load_digit_flip() {
+    digit_flip = 0u;
+    if (NARROW && rp.this_pass + 1u == plan[P_NARROW]) { digit_flip = 0x80u; }
+}
+
+// The bits of sortable words `s` (hi, lo; lo alone for 32-bit keys) that differ from the sign
+// of the value they encode (the sortable word with its top bit flipped, read as two's
+// complement): zero above the key's narrow width, ORed over keys in C_NARROW.
+fn narrow_bits(s: vec2<u32>) -> vec2<u32> {
+    if (KEY_WORDS == 1u) {
+        let y = s.x ^ 0x80000000u;
+        return vec2<u32>(0u, y ^ select(0u, 0xffffffffu, y >= 0x80000000u));
+    }
+    let y = s.x ^ 0x80000000u;
+    let m = select(0u, 0xffffffffu, y >= 0x80000000u);
+    return vec2<u32>(y ^ m, s.y ^ m);
+}
+
+// The passes the keys need where they are narrowed (C_NARROW's bits and a sign bit, eight bits
+// a pass), or rp.passes where the whole key is sorted some other way (a range of its bits).
+fn narrow_passes() -> u32 {
+    if (!NARROW || rp.begin_bit != 0u || rp.end_bit != 32u * KEY_WORDS) { return rp.passes; }
+    let hi = atomicLoad(&ctl[C_NARROW]);
+    let lo = atomicLoad(&ctl[C_NARROW + 1u]);
+    let bits = select(32u - countLeadingZeros(lo), 64u - countLeadingZeros(hi), hi != 0u);
+    return min((bits + 8u) / 8u, rp.passes);
 }
 
 // The MSD path's value of a 32-bit key's sortable word `s`: `s` itself, or, where prepare chose to
@@ -283,12 +326,16 @@ const TOP_VALUE_AT: u32 = 0u;
 const TOP_MIXED_AT: u32 = RADIX;
 const TOP_CHECK_AT: u32 = 2u * RADIX;
 var<workgroup> check_values: u32;
+// Where every digit is counted (signed integers): the keys' narrow_bits, OR-ed.
+var<workgroup> narrow_seen: array<atomic<u32>, 2>;
 fn count_keys(group: u32, groups: u32, li: u32, every_digit: bool) {
     if ((PROBE & 16384u) != 0u) { return; }
     let upkeep = (PROBE & 65536u) == 0u;
     for (var b = li; upkeep && b < HIST_COPIES * HIST_SPAN; b += WG) { atomicStore(&scratch[b], 0u); }
     if (li == 0u) {
         count_state = 0u;
+        atomicStore(&narrow_seen[0], 0u);
+        atomicStore(&narrow_seen[1], 0u);
         if (!every_digit) {
             atomicStore(&key_range[0], 0xffffffffu);
             atomicStore(&key_range[1], 0u);
@@ -307,6 +354,7 @@ fn count_keys(group: u32, groups: u32, li: u32, every_digit: bool) {
     let top = rp.passes - 1u;
     var lowest = 0xffffffffu;
     var highest = 0u;
+    var narrow = vec2<u32>(0u);
     var check = false;
     for (var c = 0u; c < HIST_CHUNKS; c++) {
         // every load of a chunk issued before any is used (written out per item, see sweep)
@@ -317,6 +365,7 @@ fn count_keys(group: u32, groups: u32, li: u32, every_digit: bool) {
             for (var p = 0u; p < rp.passes; p++) {
                 if ((PROBE & 4096u) != 0u) { probe_sum += digit_of(k@J, p); } else if (e@J < n) { atomicAdd(&scratch[copy + p * RADIX + digit_of(k@J, p)], 1u); } //@ITEM
             }
+            if (NARROW && e@J < n) { narrow |= narrow_bits(sortable(k@J)); } //@ITEM
         } else {
             // the MSD path (32-bit keys over every bit): the top digit alone
             let s@J = sortable(k@J).x; //@ITEM
@@ -346,7 +395,15 @@ fn count_keys(group: u32, groups: u32, li: u32, every_digit: bool) {
         atomicMin(&key_range[0], lowest);
         atomicMax(&key_range[1], highest);
     }
+    if (NARROW && every_digit) {
+        if (narrow.x != 0u) { atomicOr(&narrow_seen[0], narrow.x); }
+        if (narrow.y != 0u) { atomicOr(&narrow_seen[1], narrow.y); }
+    }
     workgroupBarrier();
+    if (NARROW && every_digit && li < 2u) {
+        let bits = atomicLoad(&narrow_seen[li]);
+        if (bits != 0u) { atomicOr(&ctl[C_NARROW + li], bits); }
+    }
     if (!every_digit && state == 0u && li < RADIX) {
         var c = 0u;
         for (var h = 0u; h < HIST_COPIES; h++) { c += atomicLoad(&scratch[h * HIST_SPAN + top * RADIX + li]); }
@@ -473,12 +530,17 @@ fn plan_passes(msd: bool) {
     let unstable_tiles = (n + UNSTABLE_TILE - 1u) / UNSTABLE_TILE;
     var skip: array<bool, MAX_PASSES>;
     if (inv.li == 0u) { msd_too_big = 0u; } // behind the loop's first barrier
+    // signed keys of a narrow width (narrow_passes): the passes above it skipped, the top one's
+    // digit with its top bit flipped, so its digit starts are of the flipped digits
+    var needed = rp.passes;
+    if (!msd) { needed = narrow_passes(); }
     for (var p = 0u; p < rp.passes; p++) {
         if (inv.li == 0u) { one_digit = 0u; }
         workgroupBarrier();
         var c = 0u;
         let digit = inv.li < RADIX; // WG may exceed RADIX (see sweep)
-        if (p < rp.passes && digit) { c = atomicLoad(&ctl[C_HIST + p * RADIX + inv.li]); }
+        let flip = select(0u, 0x80u, needed < rp.passes && p + 1u == needed);
+        if (p < rp.passes && digit) { c = atomicLoad(&ctl[C_HIST + p * RADIX + (inv.li ^ flip)]); }
         if (c == n && digit) { one_digit = 1u; } // every key has this digit: the pass cannot reorder
         let s = wg_exclusive(c);
         if (digit) { plan[P_STARTS + p * RADIX + inv.li] = s.x; }
@@ -490,11 +552,12 @@ fn plan_passes(msd: bool) {
             if (inv.li == 0u) { plan[P_TILES + RADIX] = t.y; }
             if (c > RADIX * UNSTABLE_TILE && !top_single(inv.li, c, n)) { msd_too_big = 1u; }
         }
-        skip[p] = workgroupUniformLoad(&one_digit) != 0u;
+        skip[p] = workgroupUniformLoad(&one_digit) != 0u || p >= needed;
         workgroupBarrier();
     }
     if (inv.li != 0u) { return; }
     plan[P_N] = n;
+    plan[P_NARROW] = select(0u, needed, needed < rp.passes);
     var any = false;
     for (var p = 0u; p < rp.passes; p++) { any = any || !skip[p]; }
     // With every pass skipped one still runs when there are keys, so NaNs come out canonical and
@@ -520,6 +583,9 @@ fn plan_passes(msd: bool) {
         if (!skip[p] && !unstable) { stable_runs += 1u; }
     }
     if (runs > 0u) { plan[P_FIRST + last_run] |= 2u; } // its keys leave as the user's
+    var ran = 0u;
+    for (var p = 0u; p < rp.passes; p++) { ran |= select(1u << p, 0u, skip[p]); }
+    atomicStore(&ctl[C_LSD_RAN], ran);
     write_args(3u * MAX_PASSES, select(0u, (n + WG - 1u) / WG, (runs & 1u) == 1u));
     // The MSD path (keys-only, every bit, 32-bit keys: the host decides) has the top digit's
     // counts alone, so its LSD plan above is not used. The MSD path runs unless a top-digit
@@ -625,6 +691,7 @@ fn sweep(i: Invocation) {
     }
     let jb = workgroupUniformLoad(&job);
     if (MSD_MODULE == 1u && rp.msd == 1u && p + 1u == rp.passes) { load_msd_range(); }
+    load_digit_flip();
     var tile = jb.x;
     let n = jb.y;
     let from_alt = jb.z != 0u;
@@ -719,7 +786,8 @@ fn sweep(i: Invocation) {
             if ((PROBE & 1u) == 0u) { before = look_back(tile, d, mine, from_alt); } //@STABLE
             // unstable: the run's place among this digit's keys reserved by one atomic (the digit's
             // count, left by count_digits and read by prepare, counted down), no waiting on others
-            if (mine != 0u) { before = atomicSub(&ctl[C_HIST + p * RADIX + d], mine) - mine; } //@UNSTABLE
+            // (the counts are of the digits before digit_flip)
+            if (mine != 0u) { before = atomicSub(&ctl[C_HIST + p * RADIX + (d ^ digit_flip)], mine) - mine; } //@UNSTABLE
             dst_base[d] = start + before - digit_start[d];
         }
 

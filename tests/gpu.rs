@@ -732,6 +732,108 @@ mod radix {
         }
     }
 
+    /// Signed keys that all fit in fewer bits than their type (small values of both signs) run
+    /// only the passes that width needs, the top one on its digit with the top bit flipped
+    /// (radix.wgsl's narrow_passes): widths at and around every digit's edge, all negative, all
+    /// equal, one key, several tiles; keys-only and argsort, both ways, with and without
+    /// subgroups, each sort's result against the CPU and its passes against the twin's; and the
+    /// MSD path's fall back (keys-only i32) narrowed the same way.
+    #[test]
+    fn narrow_signed_keys_run_the_passes_their_width_needs() {
+        use gpusort_core::reference::radix as twin;
+        fn check<T: SortKey + PartialEq>(gpu: &Gpu, s: &Sorter, keys: &[T], what: &str) {
+            for descending in [false, true] {
+                let order = SortOrder {
+                    descending,
+                    segment_size: None,
+                };
+                let (_, ran) = twin::argsort(keys, descending, 0..8 * T::TYPE.size() as u32);
+                let want: u32 = ran.iter().enumerate().map(|(p, &r)| (r as u32) << p).sum();
+                check_sort(gpu, s, keys, order, what);
+                let got = s.radix_lsd_passes(gpu).unwrap();
+                assert_eq!(got, want, "{what} desc={descending}: keys-only passes");
+                let perm = s.argsort(gpu, keys, order).unwrap();
+                assert_eq!(perm, reference::argsort(keys, order), "{what} argsort");
+                let got = s.radix_lsd_passes(gpu).unwrap();
+                assert_eq!(got, want, "{what} desc={descending}: argsort passes");
+            }
+        }
+        for no_sg in MODES {
+            let gpu = gpu(no_sg);
+            let s = radix(gpu);
+            let tile = s.radix_tile(false) as usize;
+            let mut r = rng(68);
+            for (i, &bits) in [0u32, 1, 3, 7, 8, 9, 15, 16, 17, 20, 23, 24, 30, 31]
+                .iter()
+                .enumerate()
+            {
+                let n = [1, 7, tile - 1, tile + 1, 3 * tile + 5][i % 5];
+                let half = 1i64 << bits;
+                let i32s: Vec<i32> = (0..n)
+                    .map(|_| {
+                        r.random_range(-half..half)
+                            .clamp(i32::MIN as i64, i32::MAX as i64) as i32
+                    })
+                    .collect();
+                check(
+                    gpu,
+                    &s,
+                    &i32s,
+                    &format!("i32 +-2^{bits} n={n} no_sg={no_sg}"),
+                );
+            }
+            for (i, &bits) in [0u32, 7, 8, 20, 31, 32, 39, 40, 47, 55, 56, 62, 63]
+                .iter()
+                .enumerate()
+            {
+                let n = [tile + 1, 5, 3 * tile + 5][i % 3];
+                let i64s: Vec<i64> = (0..n)
+                    .map(|_| match bits {
+                        63 => r.random::<i64>(),
+                        _ => r.random_range(-(1i64 << bits)..(1i64 << bits)),
+                    })
+                    .collect();
+                check(
+                    gpu,
+                    &s,
+                    &i64s,
+                    &format!("i64 +-2^{bits} n={n} no_sg={no_sg}"),
+                );
+            }
+            let n = 2 * tile + 3;
+            let negative: Vec<i64> = (0..n).map(|_| r.random_range(-1000..0)).collect();
+            check(gpu, &s, &negative, "i64 all negative");
+            let small: Vec<i32> = (0..n).map(|_| r.random_range(0..1000)).collect();
+            check(gpu, &s, &small, "i32 0..1000");
+            check(gpu, &s, &vec![-5i64; n], "i64 all -5");
+            check(gpu, &s, &vec![-1i32; n], "i32 all -1");
+            check(gpu, &s, &[i64::MIN, -1, 0, i64::MAX], "i64 extremes");
+            // keys-only i32 on the MSD path, falling back: two 16-bit buckets past a tile each
+            let m = msd_everywhere(gpu);
+            // (more than 8 copies a value: not sorted relative to the range)
+            let n = (5 * tile).max(20_000);
+            let keys: Vec<i32> = (0..n).map(|_| r.random_range(-1000..1000)).collect();
+            for descending in [false, true] {
+                let order = SortOrder {
+                    descending,
+                    segment_size: None,
+                };
+                check_sort(gpu, &m, &keys, order, "i32 +-1000 through the MSD path");
+                let outcome = m.radix_msd_outcome(gpu).unwrap();
+                assert_eq!(
+                    outcome,
+                    Some(gpusort_core::sort::radix::MsdOutcome::FellBack),
+                    "no_sg={no_sg}"
+                );
+                assert_eq!(
+                    m.radix_lsd_passes(gpu).unwrap(),
+                    0b11,
+                    "two passes, no_sg={no_sg}"
+                );
+            }
+        }
+    }
+
     /// Floats and 64-bit keys travel between the passes of a sort as their sortable words
     /// (radix.wgsl, ENCODED): the first pass that runs encodes them, the last decodes them. Keys
     /// whose only differing digit is a middle one (one pass runs, neither the lowest nor the

@@ -1,12 +1,13 @@
 //! CPU twin of shaders/radix.wgsl: the same digit passes (bits of the sortable key, a key-bit
 //! range, 8 bits a pass), the same rule for skipping a pass (one digit holds every key) and for
 //! running one anyway (nothing would run but there are keys), each pass a stable counting sort;
-//! and [`msd_sort`], the twin of the keys-only MSD path (radix_msd.wgsl).
+//! signed keys of a narrow width sorted on the passes that width needs ([`narrow_passes`]); and
+//! [`msd_sort`], the twin of the keys-only MSD path (radix_msd.wgsl).
 
 use std::ops::Range;
 
 pub use crate::keys::order::{key_on_bits, sortable_bits};
-use crate::keys::SortKey;
+use crate::keys::{KeyType, SortKey};
 
 /// The digit passes over sortable bits `bits` (least significant first): (shift, width).
 pub fn passes(bits: Range<u32>) -> Vec<(u32, u32)> {
@@ -20,6 +21,27 @@ fn digit(v: u64, (shift, width): (u32, u32)) -> usize {
     ((v >> shift) & ((1u64 << width) - 1)) as usize
 }
 
+/// The digit passes signed keys of `key_type` need where every key fits in fewer bits than the
+/// type as a two's-complement number (radix.wgsl's narrow_passes: the sign bit and the bits
+/// above a key's width are equal, so the sortable words' upper digits tell only the sign), given
+/// their `sortable` words; `all` (the type's passes) for other types and wider keys. The last pass
+/// needed then takes its digit with the top bit flipped (the narrow number's sign).
+pub fn narrow_passes(key_type: KeyType, sortable: &[u64], all: usize) -> usize {
+    if !matches!(key_type, KeyType::I32 | KeyType::I64) {
+        return all;
+    }
+    let width = 8 * key_type.size() as u32;
+    let sign = 1u64 << (width - 1);
+    let mask = u64::MAX >> (64 - width);
+    // bits that differ from the value's sign, over every key
+    let differ = sortable.iter().fold(0u64, |acc, &v| {
+        let y = v ^ sign;
+        acc | if y & sign != 0 { !y & mask } else { y }
+    });
+    let bits = 64 - differ.leading_zeros() as usize;
+    ((bits + 8) / 8).min(all)
+}
+
 /// The permutation the GPU passes produce, and which passes ran.
 pub fn argsort<T: SortKey>(
     keys: &[T],
@@ -27,14 +49,28 @@ pub fn argsort<T: SortKey>(
     bits: Range<u32>,
 ) -> (Vec<u32>, Vec<bool>) {
     let values: Vec<u64> = keys.iter().map(|k| sortable_bits(k, descending)).collect();
-    let passes = passes(bits);
+    let whole = bits == (0..8 * T::TYPE.size() as u32);
+    let mut passes = passes(bits);
+    let needed = match whole {
+        true => narrow_passes(T::TYPE, &values, passes.len()),
+        false => passes.len(),
+    };
     let n = keys.len();
+    // the passes above the narrow width are skipped; the top one that runs flips its digit's
+    // top bit (a flag in the digit's width, not one of its bits)
+    let all = passes.len();
+    let flipped = needed < all;
+    passes.truncate(needed);
+    let flip_at = needed.checked_sub(1).filter(|_| flipped);
+    let digit =
+        |v: u64, i: usize, p: (u32, u32)| digit(v, p) ^ if Some(i) == flip_at { 0x80 } else { 0 };
     let mut ran: Vec<bool> = passes
         .iter()
-        .map(|&p| {
+        .enumerate()
+        .map(|(i, &p)| {
             let mut hist = [0usize; 256];
             for &v in &values {
-                hist[digit(v, p)] += 1;
+                hist[digit(v, i, p)] += 1;
             }
             !hist.contains(&n)
         })
@@ -45,10 +81,10 @@ pub fn argsort<T: SortKey>(
         }
     }
     let mut perm: Vec<u32> = (0..n as u32).collect();
-    for (&p, _) in passes.iter().zip(&ran).filter(|(_, &r)| r) {
+    for (i, (&p, _)) in passes.iter().zip(&ran).enumerate().filter(|(_, (_, &r))| r) {
         let mut starts = [0usize; 256];
-        for &i in &perm {
-            starts[digit(values[i as usize], p)] += 1;
+        for &k in &perm {
+            starts[digit(values[k as usize], i, p)] += 1;
         }
         let mut acc = 0;
         for s in starts.iter_mut() {
@@ -57,13 +93,14 @@ pub fn argsort<T: SortKey>(
             acc += c;
         }
         let mut next = vec![0u32; n];
-        for &i in &perm {
-            let d = digit(values[i as usize], p);
-            next[starts[d]] = i;
+        for &k in &perm {
+            let d = digit(values[k as usize], i, p);
+            next[starts[d]] = k;
             starts[d] += 1;
         }
         perm = next;
     }
+    ran.resize(all, false); // the passes above the narrow width, skipped
     (perm, ran)
 }
 
@@ -380,6 +417,43 @@ mod tests {
         assert_eq!(msd_sort(&two, 64), None);
         // one value is every key: the LSD passes (prepare's choice), as before
         assert_eq!(msd_sort(&[5; 100], 64), None);
+    }
+
+    #[test]
+    fn narrow_signed_keys() {
+        let sortable =
+            |v: &[i64]| -> Vec<u64> { v.iter().map(|&x| (x as u64) ^ (1 << 63)).collect() };
+        // -128..=127 fit one pass, -129 and 128 need two; the type's passes at most
+        assert_eq!(
+            narrow_passes(KeyType::I64, &sortable(&[-128, 127, 0]), 8),
+            1
+        );
+        assert_eq!(narrow_passes(KeyType::I64, &sortable(&[-129, 5]), 8), 2);
+        assert_eq!(narrow_passes(KeyType::I64, &sortable(&[128]), 8), 2);
+        assert_eq!(
+            narrow_passes(KeyType::I64, &sortable(&[-(1 << 20), 1 << 20]), 8),
+            3
+        );
+        assert_eq!(narrow_passes(KeyType::I64, &sortable(&[i64::MIN]), 8), 8);
+        assert_eq!(narrow_passes(KeyType::I64, &sortable(&[-1, 0]), 8), 1);
+        assert_eq!(narrow_passes(KeyType::I64, &[], 8), 1);
+        // descending words (every bit inverted) need the same
+        let inverted: Vec<u64> = sortable(&[-300, 200]).iter().map(|v| !v).collect();
+        assert_eq!(narrow_passes(KeyType::I64, &inverted, 8), 2);
+        let i32s = |v: &[i32]| -> Vec<u64> {
+            v.iter().map(|&x| ((x as u32) ^ (1 << 31)) as u64).collect()
+        };
+        assert_eq!(narrow_passes(KeyType::I32, &i32s(&[-(1 << 20), 7]), 4), 3);
+        assert_eq!(narrow_passes(KeyType::I32, &i32s(&[i32::MAX]), 4), 4);
+        // other types keep every pass
+        assert_eq!(narrow_passes(KeyType::U32, &[3], 4), 4);
+        assert_eq!(narrow_passes(KeyType::F64, &[3], 8), 8);
+        // and the passes run: i32 keys of +-1000 take two, the second on the flipped digit
+        let keys = [-1000i32, 999, -1, 0, 5, -5, 1000 - 1];
+        let (perm, ran) = argsort(&keys, false, 0..32);
+        assert_eq!(ran, vec![true, true, false, false]);
+        let sorted: Vec<i32> = perm.iter().map(|&i| keys[i as usize]).collect();
+        assert_eq!(sorted, vec![-1000, -5, -1, 0, 5, 999, 999]);
     }
 
     #[test]

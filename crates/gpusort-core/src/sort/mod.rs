@@ -282,6 +282,12 @@ impl Sorter {
     }
 
     #[cfg(feature = "test-hooks")]
+    /// Which LSD passes the last radix sort ran (bit p: pass p), once it has run on the GPU.
+    pub fn radix_lsd_passes(&self, gpu: &Gpu) -> Result<u32> {
+        self.radix.last_lsd_passes(gpu)
+    }
+
+    #[cfg(feature = "test-hooks")]
     /// Keys per radix sweep tile (invocations per workgroup times keys per invocation) of sorts
     /// without or with a payload.
     pub fn radix_tile(&self, payload: bool) -> u32 {

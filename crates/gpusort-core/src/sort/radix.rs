@@ -399,6 +399,22 @@ impl RadixKernels {
         }))
     }
 
+    #[cfg(feature = "test-hooks")]
+    /// Which LSD passes the last sort recorded ran (bit p: pass p), once it has run: its plan's
+    /// word, read back (for tests; meaningless where the MSD path ran).
+    pub(crate) fn last_lsd_passes(&self, gpu: &Gpu) -> Result<u32> {
+        let control = self.scratch.get(
+            gpu,
+            "radix control",
+            MSD_CONTROL_WORDS * 4,
+            transfer::storage_buffer,
+        )?;
+        let mut word = [0u8; 4];
+        let at = super::radix_layout::C_LSD_RAN as u64 * 4;
+        transfer::download(gpu, &control, at, &mut word)?;
+        Ok(u32::from_le_bytes(word))
+    }
+
     /// Bytes of scratch kept for later sorts.
     pub(crate) fn scratch_bytes(&self) -> u64 {
         self.scratch.bytes()

@@ -42,8 +42,13 @@ pub(crate) const PLAN_WORDS: u64 = P_DENSE as u64 + 2 * 256 * 256;
 pub(crate) const C_DENSE_COUNT: u32 = C_MSD_FLAG + 1;
 /// 1 where the MSD path sorted relative to the keys' range (radix.wgsl's choose_msd_range).
 pub(crate) const C_MSD_RANGE: u32 = C_MSD_FLAG + 3;
-/// The MSD path's control and plan words and constants, as radix.wgsl and radix_msd.wgsl name them.
-pub(crate) const MSD_WORDS: [(&str, u32); 19] = [
+/// Bit p: the LSD plan runs pass p (radix.wgsl's plan_passes; read back for tests), in the words
+/// below C_HIST that every sort clears.
+pub(crate) const C_LSD_RAN: u32 = 10;
+/// The MSD path's control and plan words and constants, as radix.wgsl and radix_msd.wgsl name them
+/// (and C_LSD_RAN).
+pub(crate) const MSD_WORDS: [(&str, u32); 20] = [
+    ("C_LSD_RAN", C_LSD_RAN),
     ("C_TOP_MIXED", C_TOP),
     ("C_TOP_HI", C_TOP + 256),
     ("C_TOP_NLO", C_TOP + 512),
