@@ -1,11 +1,14 @@
 // Scans of 64-bit elements (u64, i64 as vec2<u32> words, low word first; f64 where the device
-// has SHADER_F64), in three dispatches a chunk: every tile's total, the tiles' exclusive
-// prefixes (one workgroup, carried from chunk to chunk), then each tile scanned from its prefix.
-// Workgroup memory only (no subgroups, no waits between workgroups): correct on every device.
+// has SHADER_F64). Integers: one dispatch a chunk, `scan_chained` (shaders/scan64_chained.wgsl,
+// composed after this file: tiles chained by a decoupled look-back). f64, whose bits WGSL cannot move into u32 words for the look-back's
+// status words: three dispatches a chunk, every tile's total, the tiles' exclusive prefixes (one
+// workgroup, carried from chunk to chunk), then each tile scanned from its prefix. Workgroup
+// memory only (no subgroups): correct on every device.
 //
 // The host prepends `alias T = vec2<u32>|f64;`, `fn combine(a: T, b: T) -> T`,
-// `fn identity() -> T`, `const INCLUSIVE: u32`, and the input: binding 1 (`src`) with
-// `fn element(i: u32) -> T` reading it (64-bit elements, or 32-bit integers widened as read).
+// `fn identity() -> T`, `const INCLUSIVE: u32`, `const SPIN_LIMIT: u32`, and the input: binding 1
+// (`src`) with `fn element(i: u32) -> T` reading it (64-bit elements, or 32-bit integers widened
+// as read).
 
 const WG: u32 = 256u;
 const PER: u32 = 4u;
@@ -13,9 +16,9 @@ const TILE: u32 = 1024u; // WG * PER
 
 struct Params {
     n: u32,
-    tiles: u32,
-    _pad0: u32,
-    _pad1: u32,
+    tiles: u32,      // the dispatch's tiles (CHAINED_TILE or TILE elements each)
+    carry_in: u32,   // scan_chained: the carry slot everything before this chunk combines to
+    carry_out: u32,  // scan_chained: the slot its last tile leaves the running value in (NO_SLOT: none)
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -130,3 +133,4 @@ fn tile_scans(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
         run = next;
     }
 }
+

@@ -716,20 +716,27 @@ fn assert_f64_scan_close(data: &[f64], got: &[f64], inclusive: bool, what: &str)
     }
 }
 
-/// 64-bit scans (u64, i64 every operator; f64 add) against their twin, at tile edges, in one
-/// chunk and carried across chunks, inclusive and exclusive.
+/// 64-bit scans (u64, i64 every operator; f64 add) against their twin, at the tile edges of
+/// both designs (1024 elements f64's steps, 2048 the chained scan's), in one chunk and carried
+/// across chunks, inclusive and exclusive; and with the chained scan's look-back falling back at
+/// once (every tile reducing its unpublished predecessors itself).
 #[test]
 fn scans_of_64_bit_elements() {
     use gpusort_core::scan::scan64::Scanner64;
     use ScanOp::*;
     for no_subgroups in MODES {
         let gpu = gpu(no_subgroups);
-        for chunk in [None, Some(2048)] {
+        for (chunk, no_wait) in [(None, false), (Some(2048), false), (Some(6144), true)] {
             let mut s = Scanner64::new(gpu);
             if let Some(c) = chunk {
                 s = s.with_chunk(c);
             }
-            for n in [0usize, 1, 5, 1023, 1024, 1025, 2047, 4099, 70_001] {
+            if no_wait {
+                s = s.with_spin_limit(0);
+            }
+            for n in [
+                0usize, 1, 5, 1023, 1024, 1025, 2047, 2048, 2049, 4096, 4099, 70_001,
+            ] {
                 let mut r = rng(n as u64 + 64);
                 let u: Vec<u64> = (0..n)
                     .map(|i| match i % 4 {
@@ -742,7 +749,9 @@ fn scans_of_64_bit_elements() {
                 let i: Vec<i64> = u.iter().map(|&x| x as i64).collect();
                 for op in [Add, Max, Min, And, Or, Xor] {
                     for inclusive in [false, true] {
-                        let what = format!("n={n} {op:?} incl={inclusive} chunk={chunk:?}");
+                        let what = format!(
+                            "n={n} {op:?} incl={inclusive} chunk={chunk:?} no_wait={no_wait}"
+                        );
                         let got = s.scan(gpu, &u, op, inclusive).unwrap();
                         assert!(got == reference::scan64(&u, op, inclusive), "u64 {what}");
                         let got = s.scan(gpu, &i, op, inclusive).unwrap();

@@ -1,8 +1,10 @@
-//! Scans of 64-bit elements (u64, i64, f64) on the GPU: `shaders/scan64.wgsl`, three dispatches
-//! a chunk (tile totals, tile prefixes in one workgroup, tile scans), the running value carried
-//! on the GPU from chunk to chunk. WGSL has no 64-bit integers, so u64 and i64 travel as two
-//! u32 words with carries and signed compares spelled out; f64 needs the device's SHADER_F64.
-//! The CPU twin is `reference::scan::scan64`.
+//! Scans of 64-bit elements (u64, i64, f64) on the GPU: u64 and i64 in one dispatch a chunk
+//! (`shaders/scan64_chained.wgsl`: tiles chained by a decoupled look-back), f64 in three
+//! (`shaders/scan64.wgsl`: tile totals, tile prefixes in one workgroup, tile scans, as its bits
+//! cannot travel in the look-back's u32 status words); the running value carried on the GPU from
+//! chunk to chunk. WGSL has no 64-bit integers, so u64 and i64 travel as two u32 words with
+//! carries and signed compares spelled out; f64 needs the device's SHADER_F64. The CPU twin is
+//! `reference::scan::scan64`.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -15,15 +17,23 @@ use crate::keys::{KeyType, SortKey};
 use crate::scan::streamed::{self, ScanStream};
 use crate::scan::{check_lengths, ScanJob, ScanOp};
 
-/// Elements a workgroup scans (shaders/scan64.wgsl's TILE).
+/// Elements a workgroup scans: shaders/scan64.wgsl's TILE (f64) and scan64_chained.wgsl's
+/// CHAINED_TILE (integers).
 const TILE: u64 = 1024;
+const CHAINED_TILE: u64 = 2048;
+/// Words before the first tile's status in the chained scan's state, and words a status.
+const STATUS_HEADER: u64 = 4;
+const STATUS_WORDS: u64 = 4;
+/// scan64_chained.wgsl's NO_SLOT: a chunk whose running value nobody reads.
+const NO_SLOT: u32 = u32::MAX;
 
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 struct Params {
     n: u32,
     tiles: u32,
-    _pad: [u32; 2],
+    carry_in: u32,
+    carry_out: u32,
 }
 
 /// Whether `op` applies to 64-bit elements of `t`: every operator on u64 and i64, add on f64.
@@ -37,7 +47,13 @@ pub fn supports(t: KeyType, op: ScanOp) -> bool {
 
 /// The WGSL that defines `T`, `combine`, `identity`, `INCLUSIVE` and the input for one scan:
 /// elements of `t`, or (`widen`) 32-bit integers of that type widened to `t` as they are read.
-fn prelude(t: KeyType, op: ScanOp, inclusive: bool, widen: Option<KeyType>) -> String {
+fn prelude(
+    t: KeyType,
+    op: ScanOp,
+    inclusive: bool,
+    widen: Option<KeyType>,
+    spin_limit: u32,
+) -> String {
     let input = match widen {
         None => {
             "@group(0) @binding(1) var<storage, read> src: array<T>;
@@ -107,7 +123,7 @@ fn prelude(t: KeyType, op: ScanOp, inclusive: bool, widen: Option<KeyType>) -> S
         "alias T = vec2<u32>;\n"
     };
     format!(
-        "{alias}{body}const INCLUSIVE: u32 = {}u;\n{input}",
+        "{alias}{body}const INCLUSIVE: u32 = {}u;\nconst SPIN_LIMIT: u32 = {spin_limit}u;\n{input}",
         inclusive as u32
     )
 }
@@ -124,29 +140,69 @@ fn identity(t: KeyType, op: ScanOp) -> [u8; 8] {
     }
 }
 
-struct Kernels {
-    totals: wgpu::ComputePipeline,
-    prefixes: wgpu::ComputePipeline,
-    scans: wgpu::ComputePipeline,
+/// One type and operator's kernels: the chained scan (integers), or the three of f64's.
+enum Kernels {
+    Chained(wgpu::ComputePipeline),
+    ThreeSteps {
+        totals: wgpu::ComputePipeline,
+        prefixes: wgpu::ComputePipeline,
+        scans: wgpu::ComputePipeline,
+    },
 }
 
 impl Kernels {
-    /// The scan of `tiles` tiles bound by `bind`: totals, their prefixes, the tiles' scans.
+    /// Elements a workgroup scans.
+    fn tile(&self) -> u64 {
+        match self {
+            Kernels::Chained(_) => CHAINED_TILE,
+            Kernels::ThreeSteps { .. } => TILE,
+        }
+    }
+
+    /// The scan of `n` elements bound by `bind` (whose params say `tiles(n)` tiles), `state` the
+    /// chained scan's look-back state (zeroed here; unused by f64's steps).
     fn record(
         &self,
         gpu: &Gpu,
         enc: &mut wgpu::CommandEncoder,
         bind: &wgpu::BindGroup,
-        tiles: u32,
+        state: &wgpu::Buffer,
+        n: u64,
     ) {
+        let tiles = n.div_ceil(self.tile()) as u32;
+        if let Kernels::Chained(_) = self {
+            enc.clear_buffer(
+                state,
+                0,
+                Some((STATUS_HEADER + STATUS_WORDS * tiles as u64) * 4),
+            );
+        }
         let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
             label: Some("scan64"),
             timestamp_writes: None,
         });
-        kernel::dispatch(gpu, &mut pass, &self.totals, bind, &[], tiles);
-        kernel::dispatch(gpu, &mut pass, &self.prefixes, bind, &[], 1);
-        kernel::dispatch(gpu, &mut pass, &self.scans, bind, &[], tiles);
+        match self {
+            Kernels::Chained(scan) => kernel::dispatch(gpu, &mut pass, scan, bind, &[], tiles),
+            Kernels::ThreeSteps {
+                totals,
+                prefixes,
+                scans,
+            } => {
+                kernel::dispatch(gpu, &mut pass, totals, bind, &[], tiles);
+                kernel::dispatch(gpu, &mut pass, prefixes, bind, &[], 1);
+                kernel::dispatch(gpu, &mut pass, scans, bind, &[], tiles);
+            }
+        }
     }
+}
+
+/// The look-back state of a chained scan of at most `n` elements (a 16-byte stand-in for f64).
+fn state_buffer(gpu: &Gpu, t: KeyType, n: u64) -> Result<wgpu::Buffer> {
+    let words = match t {
+        KeyType::F64 => 4,
+        _ => STATUS_HEADER + STATUS_WORDS * n.div_ceil(CHAINED_TILE).max(1),
+    };
+    transfer::storage_buffer(gpu, "scan64 look-back", words * 4)
 }
 
 /// The 64-bit scans of one device; kernels are compiled on first use of each type and operator.
@@ -185,6 +241,9 @@ pub struct Scanner64 {
     layout: BindLayout,
     /// Elements a chunk holds at most (None: as many as one binding takes).
     chunk: Option<usize>,
+    /// The chained scan's longest wait on a silent predecessor (reads) before it reduces that
+    /// tile itself: the scans' default, capped on CPU devices (`scan::spin_cap`).
+    spin_limit: u32,
     kernels: Mutex<HashMap<KernelKey, std::sync::Arc<Kernels>>>,
 }
 
@@ -199,13 +258,26 @@ impl Scanner64 {
                 (2, Slot::ReadWrite),
                 (3, Slot::ReadWrite),
                 (4, Slot::ReadWrite),
+                (5, Slot::ReadWrite),
             ],
         );
         Scanner64 {
             layout,
             chunk: None,
+            spin_limit: crate::scan::DEFAULT_SPIN_LIMIT.min(crate::scan::spin_cap(gpu)),
             kernels: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Waits of at most `reads` on a silent predecessor (0: every tile reduces its silent
+    /// predecessors at once), so that tests reach the look-back's fallback. Same results.
+    pub fn with_spin_limit(mut self, reads: u32) -> Scanner64 {
+        self.spin_limit = reads;
+        self.kernels
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+        self
     }
 
     /// Chunks of at most `elements` (rounded up to whole tiles), so that tests can carry a
@@ -227,17 +299,27 @@ impl Scanner64 {
         if let Some(k) = cache.get(&(t, op, inclusive, widen)) {
             return Ok(k.clone());
         }
+        let chained = t != KeyType::F64;
         let source = format!(
-            "{}{}\n{}",
-            prelude(t, op, inclusive, widen),
+            "{}{}\n{}\n{}",
+            prelude(t, op, inclusive, widen, self.spin_limit),
             crate::wgsl::COMMON,
-            crate::wgsl::SCAN64
+            crate::wgsl::SCAN64,
+            if chained {
+                crate::wgsl::SCAN64_CHAINED
+            } else {
+                ""
+            }
         );
         let module = kernel::module(gpu, "scan64", &source)?;
-        let k = std::sync::Arc::new(Kernels {
-            totals: kernel::pipeline(gpu, &module, "tile_totals", &self.layout)?,
-            prefixes: kernel::pipeline(gpu, &module, "tile_prefixes", &self.layout)?,
-            scans: kernel::pipeline(gpu, &module, "tile_scans", &self.layout)?,
+        let pipe = |entry| kernel::pipeline(gpu, &module, entry, &self.layout);
+        let k = std::sync::Arc::new(match chained {
+            true => Kernels::Chained(pipe("scan_chained")?),
+            false => Kernels::ThreeSteps {
+                totals: pipe("tile_totals")?,
+                prefixes: pipe("tile_prefixes")?,
+                scans: pipe("tile_scans")?,
+            },
         });
         cache.insert((t, op, inclusive, widen), k.clone());
         Ok(k)
@@ -373,8 +455,9 @@ impl Scanner64 {
             return Ok(());
         }
         let k = self.kernels(gpu, t, op, inclusive, None)?;
-        let tiles = (n as u64).div_ceil(TILE);
+        let tiles = (n as u64).div_ceil(k.tile());
         let totals = transfer::storage_buffer(gpu, "scan64 totals", tiles * 8)?;
+        let state = state_buffer(gpu, t, n as u64)?;
         let carry = transfer::buffer_from(gpu, "scan64 carry", &identity(t, op))?;
         let params = wgpu::util::DeviceExt::create_buffer_init(
             &gpu.device,
@@ -383,14 +466,17 @@ impl Scanner64 {
                 contents: bytemuck::bytes_of(&Params {
                     n,
                     tiles: tiles as u32,
-                    _pad: [0; 2],
+                    carry_in: 0,
+                    carry_out: NO_SLOT,
                 }),
                 usage: wgpu::BufferUsages::UNIFORM,
             },
         );
         gpu.checked(|| {
-            let bind = self.layout.bind(gpu, &[&params, src, dst, &totals, &carry]);
-            k.record(gpu, enc, &bind, tiles as u32);
+            let bind = self
+                .layout
+                .bind(gpu, &[&params, src, dst, &totals, &carry, &state]);
+            k.record(gpu, enc, &bind, &state, n as u64);
         })
     }
 
@@ -448,8 +534,12 @@ impl Scanner64 {
         let src = transfer::storage_buffer(gpu, "scan64 src", first * size_in)?;
         let dst = transfer::storage_buffer(gpu, "scan64 dst", first * 8)?;
         let totals = transfer::storage_buffer(gpu, "scan64 totals", tiles_max * 8)?;
-        // the running value the first chunk starts from
-        let carry = transfer::buffer_from(gpu, "scan64 carry", &before.unwrap_or(identity(t, op)))?;
+        let state = state_buffer(gpu, t, first)?;
+        // the running value the first chunk starts from, in slot 0; the chained scan's chunk c
+        // reads slot c % 2 and leaves the next chunk's in the other (f64's steps keep slot 0)
+        let mut slots = before.unwrap_or(identity(t, op)).to_vec();
+        slots.extend_from_slice(&[0; 8]);
+        let carry = transfer::buffer_from(gpu, "scan64 carry", &slots)?;
         let params = gpu.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("scan64 params"),
             size: std::mem::size_of::<Params>() as u64,
@@ -458,7 +548,7 @@ impl Scanner64 {
         });
         let bind = self
             .layout
-            .bind(gpu, &[&params, &src, &dst, &totals, &carry]);
+            .bind(gpu, &[&params, &src, &dst, &totals, &carry, &state]);
         let range = |c: usize| c * chunk..((c + 1) * chunk).min(n);
         streamed::run_chunks(
             gpu,
@@ -467,19 +557,19 @@ impl Scanner64 {
             |c, slot| fill(range(c), slot),
             |c, encoder, slot| {
                 let len = range(c).len() as u64;
-                let tiles = len.div_ceil(TILE) as u32;
                 // applied before this chunk's commands and after the previous chunk's
                 gpu.queue.write_buffer(
                     &params,
                     0,
                     bytemuck::bytes_of(&Params {
                         n: len as u32,
-                        tiles,
-                        _pad: [0; 2],
+                        tiles: len.div_ceil(k.tile()) as u32,
+                        carry_in: (c % 2) as u32,
+                        carry_out: ((c + 1) % 2) as u32,
                     }),
                 );
                 encoder.copy_buffer_to_buffer(slot.upload_buffer(), 0, &src, 0, len * size_in);
-                k.record(gpu, encoder, &bind, tiles);
+                k.record(gpu, encoder, &bind, &state, len);
                 encoder.copy_buffer_to_buffer(&dst, 0, slot.download_buffer(), 0, len * 8);
                 Ok(len * 8)
             },

@@ -378,15 +378,9 @@ impl RadixKernels {
         {
             return Ok(None);
         }
-        let control = self.scratch.get(
-            gpu,
-            "radix control",
-            MSD_CONTROL_WORDS * 4,
-            transfer::storage_buffer,
-        )?;
         // the flag, msd_dense's bucket count, msd_scan's tiles, whether relative to the range
         let mut words = [0u8; 16];
-        transfer::download(gpu, &control, C_MSD_FLAG as u64 * 4, &mut words)?;
+        self.control_words(gpu, C_MSD_FLAG, &mut words)?;
         let word = |i: usize| u32::from_le_bytes(words[4 * i..4 * i + 4].try_into().unwrap());
         const _: () = assert!(C_DENSE_COUNT == C_MSD_FLAG + 1 && C_MSD_RANGE == C_MSD_FLAG + 3);
         Ok(Some(match word(0) {
@@ -403,16 +397,20 @@ impl RadixKernels {
     /// Which LSD passes the last sort recorded ran (bit p: pass p), once it has run: its plan's
     /// word, read back (for tests; meaningless where the MSD path ran).
     pub(crate) fn last_lsd_passes(&self, gpu: &Gpu) -> Result<u32> {
+        let mut word = [0u8; 4];
+        self.control_words(gpu, super::radix_layout::C_LSD_RAN, &mut word)?;
+        Ok(u32::from_le_bytes(word))
+    }
+
+    /// The kept control words from word `at` (the last sort's, once it has run), read back.
+    fn control_words(&self, gpu: &Gpu, at: u32, bytes: &mut [u8]) -> Result<()> {
         let control = self.scratch.get(
             gpu,
             "radix control",
             MSD_CONTROL_WORDS * 4,
             transfer::storage_buffer,
         )?;
-        let mut word = [0u8; 4];
-        let at = super::radix_layout::C_LSD_RAN as u64 * 4;
-        transfer::download(gpu, &control, at, &mut word)?;
-        Ok(u32::from_le_bytes(word))
+        transfer::download(gpu, &control, at as u64 * 4, bytes)
     }
 
     /// Bytes of scratch kept for later sorts.
