@@ -6,7 +6,8 @@
 // memory only (no subgroups): correct on every device.
 //
 // The host prepends `alias T = vec2<u32>|f64;`, `fn combine(a: T, b: T) -> T`,
-// `fn identity() -> T`, `const INCLUSIVE: u32`, `const SPIN_LIMIT: u32`, and the input: binding 1
+// `fn identity() -> T`, `const INCLUSIVE: u32`, `const SPIN_LIMIT: u32`, `const NO_LOOKBACK: u32`
+// (scan64_chained.wgsl's, measuring only), and the input: binding 1
 // (`src`) with `fn element(i: u32) -> T` reading it (64-bit elements, or 32-bit integers widened
 // as read).
 

@@ -82,7 +82,8 @@ fn scan_chained(@builtin(local_invocation_index) lid: u32) {
         publish_status(tile, select(FLAG_AGGREGATE, FLAG_INCLUSIVE, tile == 0u), aggregate);
         walk_prefix = identity();
         walk_next = tile;
-        walk_state = select(0u, WALK_DONE, tile == 0u);
+        // (NO_LOOKBACK, measuring only: tiles ignore their predecessors, results wrong)
+        walk_state = select(0u, WALK_DONE, tile == 0u || NO_LOOKBACK == 1u);
     }
     // the look-back: WINDOW predecessors read a round, invocation 0 adds them; a predecessor
     // silent for SPIN_LIMIT rounds is reduced by the whole workgroup

@@ -53,6 +53,7 @@ fn prelude(
     inclusive: bool,
     widen: Option<KeyType>,
     spin_limit: u32,
+    no_lookback: bool,
 ) -> String {
     let input = match widen {
         None => {
@@ -123,8 +124,9 @@ fn prelude(
         "alias T = vec2<u32>;\n"
     };
     format!(
-        "{alias}{body}const INCLUSIVE: u32 = {}u;\nconst SPIN_LIMIT: u32 = {spin_limit}u;\n{input}",
-        inclusive as u32
+        "{alias}{body}const INCLUSIVE: u32 = {}u;\nconst SPIN_LIMIT: u32 = {spin_limit}u;\n\
+         const NO_LOOKBACK: u32 = {}u;\n{input}",
+        inclusive as u32, no_lookback as u32
     )
 }
 
@@ -244,6 +246,9 @@ pub struct Scanner64 {
     /// The chained scan's longest wait on a silent predecessor (reads) before it reduces that
     /// tile itself: the scans' default, capped on CPU devices (`scan::spin_cap`).
     spin_limit: u32,
+    /// Measuring only (`ScanTuning::no_lookback`), results wrong: the chained scan's tiles
+    /// ignore their predecessors, to time what the look-back costs.
+    no_lookback: bool,
     kernels: Mutex<HashMap<KernelKey, std::sync::Arc<Kernels>>>,
 }
 
@@ -265,8 +270,20 @@ impl Scanner64 {
             layout,
             chunk: None,
             spin_limit: crate::scan::DEFAULT_SPIN_LIMIT.min(crate::scan::spin_cap(gpu)),
+            no_lookback: false,
             kernels: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Measuring only, results wrong (`ScanTuning::no_lookback`): the chained scan's tiles ignore
+    /// their predecessors, so a bench times the scan without its look-back.
+    pub fn without_look_back(mut self, skip: bool) -> Scanner64 {
+        self.no_lookback = skip;
+        self.kernels
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+        self
     }
 
     /// Waits of at most `reads` on a silent predecessor (0: every tile reduces its silent
@@ -302,7 +319,7 @@ impl Scanner64 {
         let chained = t != KeyType::F64;
         let source = format!(
             "{}{}\n{}\n{}",
-            prelude(t, op, inclusive, widen, self.spin_limit),
+            prelude(t, op, inclusive, widen, self.spin_limit, self.no_lookback),
             crate::wgsl::COMMON,
             crate::wgsl::SCAN64,
             if chained {
