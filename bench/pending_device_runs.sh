@@ -51,4 +51,10 @@ run wg384 bash -c 'b=$0; for f in "$@"; do echo "== $f"; "$b" --tuning "$f" benc
 # 28% of the copy then), compaction and partition against the copy bound; every stencil, f32 and
 # f64
 run scan "$bin" bench --suite scan --sizes 24,26,28 --progress never
+# issue 68: the chained u64 scan's tiles scanned by subgroups in contiguous runs
+# (scan.scan64_subgroup_tiles, landed off and not yet measured) against the default, A B A B
+[ -n "${DRY:-}" ] || echo '{"scan": {"scan64_subgroup_tiles": true}}' >"$out/scan64-sg.json"
+run scan64-tiles bash -c 'b=$0; for f in "" "$1" "" "$1"; do echo "== ${f:-default}"; \
+  "$b" ${f:+--tuning "$f"} bench --suite scan --sizes 24,26,27 --gpu-only --progress never \
+  | grep u64; done' "$bin" "$out/scan64-sg.json"
 run stencil "$bin" bench --suite stencil --sizes 24,26 --stencils all --progress never

@@ -62,22 +62,18 @@ fn chained_reduce(t: u32, lid: u32) -> T {
     return total;
 }
 
-@compute @workgroup_size(256)
-fn scan_chained(@builtin(local_invocation_index) lid: u32) {
+// The tile's ticket (every invocation calls it): tiles in the order workgroups start.
+fn take_tile(lid: u32) -> u32 {
     if (lid == 0u) { chained_ticket = atomicAdd(&state[0], 1u); }
-    let tile = workgroupUniformLoad(&chained_ticket);
-    if (tile >= params.tiles) { return; }
-    let base = tile * CHAINED_TILE + lid * CHAINED_PER;
-    var v: array<T, CHAINED_PER>;
-    var mine = identity();
-    for (var j = 0u; j < CHAINED_PER; j++) {
-        v[j] = load(base + j);
-        mine = combine(mine, v[j]);
-    }
-    let incl = wg_inclusive(lid, mine);
-    let aggregate = sh[WG - 1u];
-    var before = identity();
-    if (lid > 0u) { before = sh[lid - 1u]; }
+    return workgroupUniformLoad(&chained_ticket);
+}
+
+// Everything before `tile` combined, from its predecessors' statuses (every invocation calls
+// it, in uniform control flow): publishes `aggregate` first, this tile's inclusive value last,
+// and leaves the chunk's running value in carry[carry_out] from the last tile. Returns (what
+// the tiles before combine to, what the chunks before combine to): the second comes first in
+// every result.
+fn chained_prefix(tile: u32, aggregate: T, lid: u32) -> array<T, 2> {
     if (lid == 0u) {
         publish_status(tile, select(FLAG_AGGREGATE, FLAG_INCLUSIVE, tile == 0u), aggregate);
         walk_prefix = identity();
@@ -85,8 +81,8 @@ fn scan_chained(@builtin(local_invocation_index) lid: u32) {
         // (NO_LOOKBACK, measuring only: tiles ignore their predecessors, results wrong)
         walk_state = select(0u, WALK_DONE, tile == 0u || NO_LOOKBACK == 1u);
     }
-    // the look-back: WINDOW predecessors read a round, invocation 0 adds them; a predecessor
-    // silent for SPIN_LIMIT rounds is reduced by the whole workgroup
+    // WINDOW predecessors read a round, invocation 0 adds them; a predecessor silent for
+    // SPIN_LIMIT rounds is reduced by the whole workgroup
     var spins = 0u; // (invocation 0's)
     loop {
         let st = workgroupUniformLoad(&walk_state);
@@ -127,12 +123,32 @@ fn scan_chained(@builtin(local_invocation_index) lid: u32) {
             carry[params.carry_out] = combine(carried, combine(prefix, aggregate));
         }
     }
-    var run = combine(carried, combine(prefix, before));
+    return array<T, 2>(prefix, carried);
+}
+
+// Element i's result, `run` everything before it combines to; returns everything up to it.
+fn put(i: u32, run: T, x: T) -> T {
+    let next = combine(run, x);
+    if (i < params.n) { dst[i] = select(run, next, INCLUSIVE == 1u); }
+    return next;
+}
+
+@compute @workgroup_size(256)
+fn scan_chained(@builtin(local_invocation_index) lid: u32) {
+    let tile = take_tile(lid);
+    if (tile >= params.tiles) { return; }
+    let base = tile * CHAINED_TILE + lid * CHAINED_PER;
+    var v: array<T, CHAINED_PER>;
+    var mine = identity();
     for (var j = 0u; j < CHAINED_PER; j++) {
-        let next = combine(run, v[j]);
-        if (base + j < params.n) {
-            if (INCLUSIVE == 1u) { dst[base + j] = next; } else { dst[base + j] = run; }
-        }
-        run = next;
+        v[j] = load(base + j);
+        mine = combine(mine, v[j]);
     }
+    let incl = wg_inclusive(lid, mine);
+    let aggregate = sh[WG - 1u];
+    var before = identity();
+    if (lid > 0u) { before = sh[lid - 1u]; }
+    let p = chained_prefix(tile, aggregate, lid);
+    var run = combine(p[1], combine(p[0], before));
+    for (var j = 0u; j < CHAINED_PER; j++) { run = put(base + j, run, v[j]); }
 }

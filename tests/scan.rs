@@ -719,15 +719,23 @@ fn assert_f64_scan_close(data: &[f64], got: &[f64], inclusive: bool, what: &str)
 /// 64-bit scans (u64, i64 every operator; f64 add) against their twin, at the tile edges of
 /// both designs (1024 elements f64's steps, 2048 the chained scan's), in one chunk and carried
 /// across chunks, inclusive and exclusive; and with the chained scan's look-back falling back at
-/// once (every tile reducing its unpublished predecessors itself).
+/// once (every tile reducing its unpublished predecessors itself); each also with the tiles
+/// scanned by subgroups (`ScanTuning::scan64_subgroup_tiles`, where subgroups are in use).
 #[test]
 fn scans_of_64_bit_elements() {
     use gpusort_core::scan::scan64::Scanner64;
     use ScanOp::*;
     for no_subgroups in MODES {
         let gpu = gpu(no_subgroups);
-        for (chunk, no_wait) in [(None, false), (Some(2048), false), (Some(6144), true)] {
-            let mut s = Scanner64::new(gpu);
+        let runs = [
+            (None, false, false),
+            (Some(2048), false, false),
+            (Some(6144), true, false),
+            (None, false, true),
+            (Some(6144), true, true),
+        ];
+        for (chunk, no_wait, subgroup_tiles) in runs {
+            let mut s = Scanner64::new(gpu).with_subgroup_tiles(gpu, subgroup_tiles);
             if let Some(c) = chunk {
                 s = s.with_chunk(c);
             }
@@ -750,7 +758,8 @@ fn scans_of_64_bit_elements() {
                 for op in [Add, Max, Min, And, Or, Xor] {
                     for inclusive in [false, true] {
                         let what = format!(
-                            "n={n} {op:?} incl={inclusive} chunk={chunk:?} no_wait={no_wait}"
+                            "n={n} {op:?} incl={inclusive} chunk={chunk:?} no_wait={no_wait} \
+                             subgroup_tiles={subgroup_tiles}"
                         );
                         let got = s.scan(gpu, &u, op, inclusive).unwrap();
                         assert!(got == reference::scan64(&u, op, inclusive), "u64 {what}");

@@ -787,7 +787,8 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, Error> {
     let scanner = ctx.scanner()?;
     // (scan.no_lookback, measuring builds' --tuning: the u64 scan without its look-back too)
     let scanner64 = gpusort_core::scan::scan64::Scanner64::new(gpu)
-        .without_look_back(scanner.tuning().no_lookback);
+        .without_look_back(scanner.tuning().no_lookback)
+        .with_subgroup_tiles(gpu, scanner.tuning().scan64_subgroup_tiles);
     let paths = if scanner.uses_subgroups() {
         "subgroup kernels"
     } else {

@@ -12,6 +12,7 @@ pub const COPY: &str = include_str!("../shaders/copy.wgsl");
 pub const SCAN: &str = include_str!("../shaders/scan.wgsl");
 pub const SCAN64: &str = include_str!("../shaders/scan64.wgsl");
 pub const SCAN64_CHAINED: &str = include_str!("../shaders/scan64_chained.wgsl");
+pub const SCAN64_CHAINED_SUBGROUP: &str = include_str!("../shaders/scan64_chained_subgroup.wgsl");
 pub const COMPACT: &str = include_str!("../shaders/compact.wgsl");
 pub const KEY_ORDER: &str = include_str!("../shaders/common/keyorder.wgsl");
 pub const WGSCAN_SUBGROUP: &str = include_str!("../shaders/common/wgscan_subgroup.wgsl");

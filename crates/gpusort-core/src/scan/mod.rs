@@ -86,6 +86,10 @@ pub struct ScanTuning {
     pub count_ladder: bool,
     /// Measuring only, results wrong: tiles ignore their predecessors (what the look-back costs).
     pub no_lookback: bool,
+    /// u64/i64 scans' tiles scanned by subgroups in contiguous runs (scan64_chained_subgroup.wgsl)
+    /// where the device's subgroups are in use, instead of eight consecutive elements an
+    /// invocation: off until measured (docs/BENCHMARKS.md, 64-bit scans).
+    pub scan64_subgroup_tiles: bool,
     /// Words from one scan tile's look-back status to the next (a power of two, 2..=128): 32,
     /// one 128-byte line each, so tiles polled at once do not share a line.
     pub state_stride: u32,
@@ -117,6 +121,7 @@ impl Default for ScanTuning {
             compact_wait_nearest: false,
             count_ladder: true,
             no_lookback: false,
+            scan64_subgroup_tiles: false,
             counters: false,
             state_stride: 32,
             compact_state_stride: 32,

@@ -249,6 +249,8 @@ pub struct Scanner64 {
     /// Measuring only (`ScanTuning::no_lookback`), results wrong: the chained scan's tiles
     /// ignore their predecessors, to time what the look-back costs.
     no_lookback: bool,
+    /// Tiles scanned by subgroups (`ScanTuning::scan64_subgroup_tiles`), where they are in use.
+    subgroup_tiles: bool,
     kernels: Mutex<HashMap<KernelKey, std::sync::Arc<Kernels>>>,
 }
 
@@ -271,6 +273,7 @@ impl Scanner64 {
             chunk: None,
             spin_limit: crate::scan::DEFAULT_SPIN_LIMIT.min(crate::scan::spin_cap(gpu)),
             no_lookback: false,
+            subgroup_tiles: false,
             kernels: Mutex::new(HashMap::new()),
         }
     }
@@ -279,6 +282,17 @@ impl Scanner64 {
     /// their predecessors, so a bench times the scan without its look-back.
     pub fn without_look_back(mut self, skip: bool) -> Scanner64 {
         self.no_lookback = skip;
+        self.kernels
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+        self
+    }
+
+    /// u64/i64 tiles scanned by subgroups in contiguous runs (`ScanTuning::scan64_subgroup_tiles`)
+    /// where this device's subgroups are in use; else as before. Same results.
+    pub fn with_subgroup_tiles(mut self, gpu: &Gpu, on: bool) -> Scanner64 {
+        self.subgroup_tiles = on && gpu.subgroups().is_some();
         self.kernels
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -317,20 +331,20 @@ impl Scanner64 {
             return Ok(k.clone());
         }
         let chained = t != KeyType::F64;
+        let subgroups = chained && self.subgroup_tiles;
+        let part = |on: bool, source: &'static str| if on { source } else { "" };
         let source = format!(
-            "{}{}\n{}\n{}",
+            "{}{}\n{}\n{}\n{}",
             prelude(t, op, inclusive, widen, self.spin_limit, self.no_lookback),
             crate::wgsl::COMMON,
             crate::wgsl::SCAN64,
-            if chained {
-                crate::wgsl::SCAN64_CHAINED
-            } else {
-                ""
-            }
+            part(chained, crate::wgsl::SCAN64_CHAINED),
+            part(subgroups, crate::wgsl::SCAN64_CHAINED_SUBGROUP),
         );
         let module = kernel::module(gpu, "scan64", &source)?;
         let pipe = |entry| kernel::pipeline(gpu, &module, entry, &self.layout);
         let k = std::sync::Arc::new(match chained {
+            true if subgroups => Kernels::Chained(pipe("scan_chained_sg")?),
             true => Kernels::Chained(pipe("scan_chained")?),
             false => Kernels::ThreeSteps {
                 totals: pipe("tile_totals")?,
