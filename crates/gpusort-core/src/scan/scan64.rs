@@ -278,37 +278,34 @@ impl Scanner64 {
         }
     }
 
+    /// This scanner with its compiled kernels dropped (a builder changed how they are built).
+    fn recompiled(mut self) -> Scanner64 {
+        self.kernels
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+        self
+    }
+
     /// Measuring only, results wrong (`ScanTuning::no_lookback`): the chained scan's tiles ignore
     /// their predecessors, so a bench times the scan without its look-back.
     pub fn without_look_back(mut self, skip: bool) -> Scanner64 {
         self.no_lookback = skip;
-        self.kernels
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clear();
-        self
+        self.recompiled()
     }
 
     /// u64/i64 tiles scanned by subgroups in contiguous runs (`ScanTuning::scan64_subgroup_tiles`)
     /// where this device's subgroups are in use; else as before. Same results.
     pub fn with_subgroup_tiles(mut self, gpu: &Gpu, on: bool) -> Scanner64 {
         self.subgroup_tiles = on && gpu.subgroups().is_some();
-        self.kernels
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clear();
-        self
+        self.recompiled()
     }
 
     /// Waits of at most `reads` on a silent predecessor (0: every tile reduces its silent
     /// predecessors at once), so that tests reach the look-back's fallback. Same results.
     pub fn with_spin_limit(mut self, reads: u32) -> Scanner64 {
         self.spin_limit = reads;
-        self.kernels
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clear();
-        self
+        self.recompiled()
     }
 
     /// Chunks of at most `elements` (rounded up to whole tiles), so that tests can carry a
