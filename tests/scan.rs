@@ -778,8 +778,9 @@ fn scans_of_64_bit_elements() {
 }
 
 /// 64-bit scans of GPU buffers recorded into the caller's encoder (`Scanner64::record`): every
-/// type, operators with carries into the high word and signed orders, at tile edges, against
-/// the twin; a carry, a 32-bit type and an operator f64 lacks are refused.
+/// type, operators with carries into the high word and signed orders, at tile edges, whole and
+/// in pieces (as buffers beyond one binding are), against the twin; a carry, a 32-bit type and
+/// an operator f64 lacks are refused.
 #[test]
 fn recorded_64_bit_scans_match_the_twin() {
     use gpusort_core::scan::scan64::Scanner64;
@@ -813,8 +814,19 @@ fn recorded_64_bit_scans_match_the_twin() {
         transfer::read_vec(gpu, &dst, n).unwrap()
     }
     let gpu = gpu(false);
-    let s = Scanner64::new(gpu);
-    for n in [0usize, 1, 5, 1023, 1024, 1025, 4099, 70_001] {
+    // whole, and in pieces of 3,072 elements (as a buffer beyond one binding is scanned), the
+    // chained tiles of both shapes
+    let scanners = [
+        Scanner64::new(gpu),
+        Scanner64::new(gpu).with_chunk(3000),
+        Scanner64::new(gpu)
+            .with_chunk(3000)
+            .with_subgroup_tiles(gpu, true),
+    ];
+    for (s, n) in scanners
+        .iter()
+        .flat_map(|s| [0usize, 1, 5, 1023, 1024, 1025, 3072, 3073, 4099, 70_001].map(|n| (s, n)))
+    {
         let mut r = rng(n as u64 + 640);
         let u: Vec<u64> = (0..n)
             .map(|i| match i % 3 {
@@ -828,18 +840,18 @@ fn recorded_64_bit_scans_match_the_twin() {
             let what = format!("n={n} incl={inclusive}");
             for op in [Add, Max, Xor] {
                 assert!(
-                    run(gpu, &s, &u, op, inclusive) == reference::scan64(&u, op, inclusive),
+                    run(gpu, s, &u, op, inclusive) == reference::scan64(&u, op, inclusive),
                     "u64 {op:?} {what}"
                 );
             }
             for op in [Add, Min, And] {
                 assert!(
-                    run(gpu, &s, &i, op, inclusive) == reference::scan64(&i, op, inclusive),
+                    run(gpu, s, &i, op, inclusive) == reference::scan64(&i, op, inclusive),
                     "i64 {op:?} {what}"
                 );
             }
             let f: Vec<f64> = (0..n).map(|_| r.random_range(-1.0..1.0)).collect();
-            let got = run(gpu, &s, &f, Add, inclusive);
+            let got = run(gpu, s, &f, Add, inclusive);
             assert_f64_scan_close(&f, &got, inclusive, &what);
         }
     }
@@ -864,7 +876,10 @@ fn recorded_64_bit_scans_match_the_twin() {
         (job(KeyType::U32, Add, None), "not supported"),
         (job(KeyType::F64, Max, None), "not supported"),
     ] {
-        let err = s.record(gpu, &mut enc, &bad).unwrap_err().to_string();
+        let err = scanners[0]
+            .record(gpu, &mut enc, &bad)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains(why), "{err}");
     }
 }

@@ -169,7 +169,8 @@ impl CopyKernel {
         Ok(CopyKernel { layout, pipeline })
     }
 
-    /// Record a copy of `src` into `dst` (same size, a multiple of 16 bytes).
+    /// Record a copy of `src` into `dst` (same size, a multiple of 16 bytes): one dispatch a
+    /// piece of at most one binding, so buffers beyond one binding are copied whole.
     pub fn record(
         &self,
         gpu: &Gpu,
@@ -177,17 +178,26 @@ impl CopyKernel {
         src: &wgpu::Buffer,
         dst: &wgpu::Buffer,
     ) {
-        let bg = self.layout.bind(gpu, &[src, dst]);
-        let vecs = (dst.size() / 16) as u32;
+        let align = gpu.limits.min_storage_buffer_offset_alignment.max(16) as u64;
+        let piece = (gpu.max_binding() / align * align).max(align);
         let mut pass = enc.begin_compute_pass(&Default::default());
-        kernel::dispatch(
-            gpu,
-            &mut pass,
-            &self.pipeline,
-            &bg,
-            &[],
-            vecs.div_ceil(Self::WG),
-        );
+        let mut at = 0;
+        while at < dst.size() {
+            let len = piece.min(dst.size() - at);
+            let bg = self
+                .layout
+                .bind_ranges(gpu, &[(src, at, Some(len)), (dst, at, Some(len))]);
+            let vecs = (len / 16) as u32;
+            kernel::dispatch(
+                gpu,
+                &mut pass,
+                &self.pipeline,
+                &bg,
+                &[],
+                vecs.div_ceil(Self::WG),
+            );
+            at += len;
+        }
     }
 }
 

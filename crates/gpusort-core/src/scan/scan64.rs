@@ -447,9 +447,10 @@ impl Scanner64 {
     /// Record the scan of `job.n` 64-bit elements (u64, i64 or f64) from `job.src` into
     /// `job.dst`, GPU buffers of at least `8 * n` bytes each, into `enc`; nothing is submitted:
     /// [`crate::scan::Scanner::record_scan`] for 64-bit elements, so that GPU-resident data and
-    /// the bench scan without a trip through the host. Its three dispatches use scratch made
-    /// for the call (tile totals, the running value); one binding holds the job (bigger arrays:
-    /// [`Scanner64::scan_streamed`]), and carries between pieces are the streamed scans' own.
+    /// the bench scan without a trip through the host. One dispatch (f64: three) a piece of at
+    /// most one binding (and of this scanner's chunk), the running value passed from piece to
+    /// piece on the GPU, so buffers beyond one binding are scanned whole; scratch is made for the
+    /// call. Carries between separate calls are the streamed scans' own.
     pub fn record(
         &self,
         gpu: &Gpu,
@@ -472,40 +473,61 @@ impl Scanner64 {
                     .into(),
             ));
         }
-        if n as u64 * 8 > gpu.max_binding() {
-            return Err(Error::TooLarge(format!(
-                "{n} 64-bit elements exceed one binding of {} bytes on {}; scan them streamed",
-                gpu.max_binding(),
-                gpu.adapter.name
-            )));
-        }
         if n == 0 {
             return Ok(());
         }
         let k = self.kernels(gpu, t, op, inclusive, None)?;
-        let tiles = (n as u64).div_ceil(k.tile());
-        let totals = transfer::storage_buffer(gpu, "scan64 totals", tiles * 8)?;
-        let state = state_buffer(gpu, t, n as u64)?;
-        let carry = transfer::buffer_from(gpu, "scan64 carry", &identity(t, op))?;
-        let params = wgpu::util::DeviceExt::create_buffer_init(
-            &gpu.device,
-            &wgpu::util::BufferInitDescriptor {
-                label: Some("scan64 params"),
-                contents: bytemuck::bytes_of(&Params {
-                    n,
-                    tiles: tiles as u32,
-                    carry_in: 0,
-                    carry_out: NO_SLOT,
-                }),
-                usage: wgpu::BufferUsages::UNIFORM,
-            },
-        );
-        gpu.checked(|| {
-            let bind = self
-                .layout
-                .bind(gpu, &[&params, src, dst, &totals, &carry, &state]);
-            k.record(gpu, enc, &bind, &state, n as u64);
-        })
+        // pieces of at most one binding (and this scanner's chunk), each starting at an aligned
+        // offset, scanned one after another: the running value passes between them on the GPU
+        // (the chained scan's alternating carry slots, f64's steps' slot 0)
+        let align = (gpu.limits.min_storage_buffer_offset_alignment as u64 / 8).max(1);
+        let piece = (gpu.max_binding() / 8 / align * align)
+            .min(self.chunk.map_or(u64::MAX, |c| c as u64))
+            .max(align);
+        let pieces = (n as u64).div_ceil(piece);
+        let longest = piece.min(n as u64);
+        let totals = transfer::storage_buffer(gpu, "scan64 totals", longest.div_ceil(TILE) * 8)?;
+        let state = state_buffer(gpu, t, longest)?;
+        let mut slots = identity(t, op).to_vec();
+        slots.extend_from_slice(&[0; 8]);
+        let carry = transfer::buffer_from(gpu, "scan64 carry", &slots)?;
+        for c in 0..pieces {
+            let at = c * piece;
+            let len = piece.min(n as u64 - at);
+            let params = wgpu::util::DeviceExt::create_buffer_init(
+                &gpu.device,
+                &wgpu::util::BufferInitDescriptor {
+                    label: Some("scan64 params"),
+                    contents: bytemuck::bytes_of(&Params {
+                        n: len as u32,
+                        tiles: len.div_ceil(k.tile()) as u32,
+                        carry_in: (c % 2) as u32,
+                        carry_out: if c + 1 == pieces {
+                            NO_SLOT
+                        } else {
+                            ((c + 1) % 2) as u32
+                        },
+                    }),
+                    usage: wgpu::BufferUsages::UNIFORM,
+                },
+            );
+            let (bytes, range) = (Some(len * 8), at * 8);
+            gpu.checked(|| {
+                let bind = self.layout.bind_ranges(
+                    gpu,
+                    &[
+                        (&params, 0, None),
+                        (src, range, bytes),
+                        (dst, range, bytes),
+                        (&totals, 0, None),
+                        (&carry, 0, None),
+                        (&state, 0, None),
+                    ],
+                );
+                k.record(gpu, enc, &bind, &state, len);
+            })?;
+        }
+        Ok(())
     }
 
     /// Whether this device scans `t` with `op`: the operator applies and f64 has its shaders.
