@@ -394,7 +394,11 @@ fn scan_many(g: &Global, a: &ScanArgs) -> CliResult {
         let scanners = group
             .gpus()
             .iter()
-            .map(|gpu| Ok((crate::tuning::scanner(gpu)?, Scanner64::new(gpu))))
+            .map(|gpu| {
+                let scanner = crate::tuning::scanner(gpu)?;
+                let scanner64 = scanner.scanner64(gpu);
+                Ok((scanner, scanner64))
+            })
             .collect::<CliResult<Vec<_>>>()?;
         many::on_devices(&dealt, |d, f| {
             let (gpu, (scanner, scanner64)): (&Gpu, _) = (&group.gpus()[d], &scanners[d]);
@@ -602,7 +606,7 @@ fn scan_typed<T: SortKey>(
     let n = match dev {
         Device::Gpu { gpu, scanner } => scan_file::<T>(
             gpu,
-            (scanner, &Scanner64::new(gpu)),
+            (scanner, &scanner.scanner64(gpu)),
             &p.input,
             &p.dest,
             p.format,

@@ -162,7 +162,7 @@ fn engine() -> PyResult<Arc<Engine>> {
         let scanner = Scanner::new(&gpu)
             .and_then(|s| s.with_tuning(&gpu, scan_tuning))
             .map_err(to_py)?;
-        let scanner64 = Scanner64::new(&gpu);
+        let scanner64 = scanner.scanner64(&gpu);
         let group = if gpus.len() > 1 {
             let sorters = gpus
                 .iter()

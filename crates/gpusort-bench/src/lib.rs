@@ -785,10 +785,8 @@ fn scan_suite(ctx: &Ctx<'_>, sizes: &[u32]) -> Result<Vec<Case>, Error> {
     use gpusort_core::scan::{CompactJob, Predicate, ScanJob, ScanOp};
     let (gpu, timer, bar, reps) = (ctx.gpu, ctx.timer, ctx.bar, ctx.reps);
     let scanner = ctx.scanner()?;
-    // (scan.no_lookback, measuring builds' --tuning: the u64 scan without its look-back too)
-    let scanner64 = gpusort_core::scan::scan64::Scanner64::new(gpu)
-        .without_look_back(scanner.tuning().no_lookback)
-        .with_subgroup_tiles(gpu, scanner.tuning().scan64_subgroup_tiles);
+    // (of the same tuning: scan.no_lookback in measuring builds skips its look-back too)
+    let scanner64 = scanner.scanner64(gpu);
     let paths = if scanner.uses_subgroups() {
         "subgroup kernels"
     } else {

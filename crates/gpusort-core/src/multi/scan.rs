@@ -16,7 +16,6 @@ use crate::error::{Error, Result};
 use crate::keys::{KeyType, SortKey};
 use crate::multi::{on_each, split_even, DeviceGroup};
 use crate::reference::scan::{combine64, combine_bits, holds, identity64};
-use crate::scan::scan64::Scanner64;
 use crate::scan::streamed::{ScanStream, SplitStream};
 use crate::scan::{Predicate, ScanOp, Scanner};
 
@@ -127,7 +126,9 @@ pub fn scan_streamed<T: SortKey>(
         let at = |k: usize, piece: &[T]| sink(first + k, piece);
         let part = ScanStream { before, ..*job };
         if T::TYPE.is_wide() {
-            Scanner64::new(gpu).scan_streamed(gpu, data, &part, at)
+            scanners[d]
+                .scanner64(gpu)
+                .scan_streamed(gpu, data, &part, at)
         } else {
             scanners[d].scan_streamed(gpu, data, &part, at)
         }

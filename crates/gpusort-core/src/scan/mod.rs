@@ -463,6 +463,15 @@ impl Scanner {
         &self.tuning
     }
 
+    /// The 64-bit scans (u64, i64, f64) of this scanner's tuning
+    /// (`ScanTuning::scan64_subgroup_tiles`, and `no_lookback` in measuring builds), so that every
+    /// front end that scans 64-bit elements follows the same stored tuning.
+    pub fn scanner64(&self, gpu: &Gpu) -> scan64::Scanner64 {
+        scan64::Scanner64::new(gpu)
+            .with_subgroup_tiles(gpu, self.tuning.scan64_subgroup_tiles)
+            .without_look_back(self.tuning.no_lookback)
+    }
+
     /// Whether these kernels use subgroups on this device.
     pub fn uses_subgroups(&self) -> bool {
         self.subgroups
