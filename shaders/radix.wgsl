@@ -239,12 +239,9 @@ fn load_digit_flip() {
 // of the value they encode (the sortable word with its top bit flipped, read as two's
 // complement): zero above the key's narrow width, ORed over keys in C_NARROW.
 fn narrow_bits(s: vec2<u32>) -> vec2<u32> {
-    if (KEY_WORDS == 1u) {
-        let y = s.x ^ 0x80000000u;
-        return vec2<u32>(0u, y ^ select(0u, 0xffffffffu, y >= 0x80000000u));
-    }
     let y = s.x ^ 0x80000000u;
     let m = select(0u, 0xffffffffu, y >= 0x80000000u);
+    if (KEY_WORDS == 1u) { return vec2<u32>(0u, y ^ m); }
     return vec2<u32>(y ^ m, s.y ^ m);
 }
 

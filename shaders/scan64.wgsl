@@ -19,7 +19,7 @@ struct Params {
     n: u32,
     tiles: u32,      // the dispatch's tiles (CHAINED_TILE or TILE elements each)
     carry_in: u32,   // scan_chained: the carry slot everything before this chunk combines to
-    carry_out: u32,  // scan_chained: the slot its last tile leaves the running value in (NO_SLOT: none)
+    carry_out: u32,  // scan_chained: the slot its last tile leaves the running value in
 }
 
 @group(0) @binding(0) var<uniform> params: Params;

@@ -17,7 +17,6 @@ const CHAINED_TILE: u32 = WG * CHAINED_PER;
 const STATUS_HEADER: u32 = 4u; // state: [0] the ticket counter; a tile's status at 4 + 4 * tile
 const FLAG_AGGREGATE: u32 = 1u;
 const FLAG_INCLUSIVE: u32 = 2u;
-const NO_SLOT: u32 = 0xffffffffu;
 // walk states, for the whole workgroup
 const WALK_DONE: u32 = 1u;
 const WALK_SILENT: u32 = 2u;
@@ -119,7 +118,7 @@ fn chained_prefix(tile: u32, aggregate: T, lid: u32) -> array<T, 2> {
     let carried = carry[params.carry_in];
     if (lid == 0u) {
         if (tile > 0u) { publish_status(tile, FLAG_INCLUSIVE, combine(prefix, aggregate)); }
-        if (tile + 1u == params.tiles && params.carry_out != NO_SLOT) {
+        if (tile + 1u == params.tiles) {
             carry[params.carry_out] = combine(carried, combine(prefix, aggregate));
         }
     }

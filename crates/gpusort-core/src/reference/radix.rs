@@ -51,18 +51,17 @@ pub fn argsort<T: SortKey>(
     let values: Vec<u64> = keys.iter().map(|k| sortable_bits(k, descending)).collect();
     let whole = bits == (0..8 * T::TYPE.size() as u32);
     let mut passes = passes(bits);
+    let all = passes.len();
     let needed = match whole {
-        true => narrow_passes(T::TYPE, &values, passes.len()),
-        false => passes.len(),
+        true => narrow_passes(T::TYPE, &values, all),
+        false => all,
     };
     let n = keys.len();
     // the passes above the narrow width are skipped; the top one that runs flips its digit's
-    // top bit (a flag in the digit's width, not one of its bits)
-    let all = passes.len();
-    let flipped = needed < all;
+    // top bit (the narrow number's sign)
     passes.truncate(needed);
-    let flip_at = needed.checked_sub(1).filter(|_| flipped);
-    let digit =
+    let flip_at = (needed < all).then(|| needed - 1);
+    let digit_of =
         |v: u64, i: usize, p: (u32, u32)| digit(v, p) ^ if Some(i) == flip_at { 0x80 } else { 0 };
     let mut ran: Vec<bool> = passes
         .iter()
@@ -70,7 +69,7 @@ pub fn argsort<T: SortKey>(
         .map(|(i, &p)| {
             let mut hist = [0usize; 256];
             for &v in &values {
-                hist[digit(v, i, p)] += 1;
+                hist[digit_of(v, i, p)] += 1;
             }
             !hist.contains(&n)
         })
@@ -84,7 +83,7 @@ pub fn argsort<T: SortKey>(
     for (i, (&p, _)) in passes.iter().zip(&ran).enumerate().filter(|(_, (_, &r))| r) {
         let mut starts = [0usize; 256];
         for &k in &perm {
-            starts[digit(values[k as usize], i, p)] += 1;
+            starts[digit_of(values[k as usize], i, p)] += 1;
         }
         let mut acc = 0;
         for s in starts.iter_mut() {
@@ -94,7 +93,7 @@ pub fn argsort<T: SortKey>(
         }
         let mut next = vec![0u32; n];
         for &k in &perm {
-            let d = digit(values[k as usize], i, p);
+            let d = digit_of(values[k as usize], i, p);
             next[starts[d]] = k;
             starts[d] += 1;
         }

@@ -24,8 +24,6 @@ const CHAINED_TILE: u64 = 2048;
 /// Words before the first tile's status in the chained scan's state, and words a status.
 const STATUS_HEADER: u64 = 4;
 const STATUS_WORDS: u64 = 4;
-/// scan64_chained.wgsl's NO_SLOT: a chunk whose running value nobody reads.
-const NO_SLOT: u32 = u32::MAX;
 
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
@@ -198,13 +196,65 @@ impl Kernels {
     }
 }
 
-/// The look-back state of a chained scan of at most `n` elements (a 16-byte stand-in for f64).
-fn state_buffer(gpu: &Gpu, t: KeyType, n: u64) -> Result<wgpu::Buffer> {
-    let words = match t {
-        KeyType::F64 => 4,
-        _ => STATUS_HEADER + STATUS_WORDS * n.div_ceil(CHAINED_TILE).max(1),
-    };
-    transfer::storage_buffer(gpu, "scan64 look-back", words * 4)
+impl Params {
+    /// Piece `c` of a scan, `len` elements in tiles of `tile`: it reads the running value from
+    /// carry slot c % 2 and leaves it, itself included, in the other for the next piece (the
+    /// chained scan's; f64's steps keep theirs in slot 0).
+    fn piece(len: u64, tile: u64, c: u64) -> Params {
+        Params {
+            n: len as u32,
+            tiles: len.div_ceil(tile) as u32,
+            carry_in: (c % 2) as u32,
+            carry_out: ((c + 1) % 2) as u32,
+        }
+    }
+}
+
+/// A scan's scratch for pieces of at most `longest` elements: f64's tile totals, the chained
+/// scan's look-back state (a stand-in for f64), and the two carry slots, the first holding
+/// `before`, the value the first piece starts from.
+struct Scratch {
+    totals: wgpu::Buffer,
+    state: wgpu::Buffer,
+    carry: wgpu::Buffer,
+}
+
+impl Scratch {
+    fn new(gpu: &Gpu, t: KeyType, longest: u64, before: [u8; 8]) -> Result<Scratch> {
+        let words = match t {
+            KeyType::F64 => 4,
+            _ => STATUS_HEADER + STATUS_WORDS * longest.div_ceil(CHAINED_TILE).max(1),
+        };
+        let mut slots = before.to_vec();
+        slots.extend_from_slice(&[0; 8]);
+        Ok(Scratch {
+            totals: transfer::storage_buffer(gpu, "scan64 totals", longest.div_ceil(TILE) * 8)?,
+            state: transfer::storage_buffer(gpu, "scan64 look-back", words * 4)?,
+            carry: transfer::buffer_from(gpu, "scan64 carry", &slots)?,
+        })
+    }
+
+    /// The bind group of one piece: its params, its input and output ranges, this scratch.
+    fn bind(
+        &self,
+        gpu: &Gpu,
+        layout: &BindLayout,
+        params: &wgpu::Buffer,
+        src: (&wgpu::Buffer, u64, Option<u64>),
+        dst: (&wgpu::Buffer, u64, Option<u64>),
+    ) -> wgpu::BindGroup {
+        layout.bind_ranges(
+            gpu,
+            &[
+                (params, 0, None),
+                src,
+                dst,
+                (&self.totals, 0, None),
+                (&self.carry, 0, None),
+                (&self.state, 0, None),
+            ],
+        )
+    }
 }
 
 /// The 64-bit scans of one device; kernels are compiled on first use of each type and operator.
@@ -485,12 +535,7 @@ impl Scanner64 {
             .min(self.chunk.map_or(u64::MAX, |c| c as u64))
             .max(align);
         let pieces = (n as u64).div_ceil(piece);
-        let longest = piece.min(n as u64);
-        let totals = transfer::storage_buffer(gpu, "scan64 totals", longest.div_ceil(TILE) * 8)?;
-        let state = state_buffer(gpu, t, longest)?;
-        let mut slots = identity(t, op).to_vec();
-        slots.extend_from_slice(&[0; 8]);
-        let carry = transfer::buffer_from(gpu, "scan64 carry", &slots)?;
+        let scratch = Scratch::new(gpu, t, piece.min(n as u64), identity(t, op))?;
         for c in 0..pieces {
             let at = c * piece;
             let len = piece.min(n as u64 - at);
@@ -498,33 +543,20 @@ impl Scanner64 {
                 &gpu.device,
                 &wgpu::util::BufferInitDescriptor {
                     label: Some("scan64 params"),
-                    contents: bytemuck::bytes_of(&Params {
-                        n: len as u32,
-                        tiles: len.div_ceil(k.tile()) as u32,
-                        carry_in: (c % 2) as u32,
-                        carry_out: if c + 1 == pieces {
-                            NO_SLOT
-                        } else {
-                            ((c + 1) % 2) as u32
-                        },
-                    }),
+                    contents: bytemuck::bytes_of(&Params::piece(len, k.tile(), c)),
                     usage: wgpu::BufferUsages::UNIFORM,
                 },
             );
-            let (bytes, range) = (Some(len * 8), at * 8);
+            let (range, bytes) = (at * 8, Some(len * 8));
             gpu.checked(|| {
-                let bind = self.layout.bind_ranges(
+                let bind = scratch.bind(
                     gpu,
-                    &[
-                        (&params, 0, None),
-                        (src, range, bytes),
-                        (dst, range, bytes),
-                        (&totals, 0, None),
-                        (&carry, 0, None),
-                        (&state, 0, None),
-                    ],
+                    &self.layout,
+                    &params,
+                    (src, range, bytes),
+                    (dst, range, bytes),
                 );
-                k.record(gpu, enc, &bind, &state, len);
+                k.record(gpu, enc, &bind, &scratch.state, len);
             })?;
         }
         Ok(())
@@ -580,25 +612,16 @@ impl Scanner64 {
             .min(binding)
             .max(1);
         let first = chunk.min(n).max(1) as u64;
-        let tiles_max = first.div_ceil(TILE);
         let src = transfer::storage_buffer(gpu, "scan64 src", first * size_in)?;
         let dst = transfer::storage_buffer(gpu, "scan64 dst", first * 8)?;
-        let totals = transfer::storage_buffer(gpu, "scan64 totals", tiles_max * 8)?;
-        let state = state_buffer(gpu, t, first)?;
-        // the running value the first chunk starts from, in slot 0; the chained scan's chunk c
-        // reads slot c % 2 and leaves the next chunk's in the other (f64's steps keep slot 0)
-        let mut slots = before.unwrap_or(identity(t, op)).to_vec();
-        slots.extend_from_slice(&[0; 8]);
-        let carry = transfer::buffer_from(gpu, "scan64 carry", &slots)?;
+        let scratch = Scratch::new(gpu, t, first, before.unwrap_or(identity(t, op)))?;
         let params = gpu.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("scan64 params"),
             size: std::mem::size_of::<Params>() as u64,
             usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        let bind = self
-            .layout
-            .bind(gpu, &[&params, &src, &dst, &totals, &carry, &state]);
+        let bind = scratch.bind(gpu, &self.layout, &params, (&src, 0, None), (&dst, 0, None));
         let range = |c: usize| c * chunk..((c + 1) * chunk).min(n);
         streamed::run_chunks(
             gpu,
@@ -611,15 +634,10 @@ impl Scanner64 {
                 gpu.queue.write_buffer(
                     &params,
                     0,
-                    bytemuck::bytes_of(&Params {
-                        n: len as u32,
-                        tiles: len.div_ceil(k.tile()) as u32,
-                        carry_in: (c % 2) as u32,
-                        carry_out: ((c + 1) % 2) as u32,
-                    }),
+                    bytemuck::bytes_of(&Params::piece(len, k.tile(), c as u64)),
                 );
                 encoder.copy_buffer_to_buffer(slot.upload_buffer(), 0, &src, 0, len * size_in);
-                k.record(gpu, encoder, &bind, &state, len);
+                k.record(gpu, encoder, &bind, &scratch.state, len);
                 encoder.copy_buffer_to_buffer(&dst, 0, slot.download_buffer(), 0, len * 8);
                 Ok(len * 8)
             },

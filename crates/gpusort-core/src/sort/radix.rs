@@ -113,7 +113,8 @@ pub(crate) fn top_digit_too_full(
         let key = u32::from_ne_bytes(key_bytes[at..at + 4].try_into().expect("4 bytes"));
         let b = &mut buckets[(key >> 24) as usize];
         *b = (b.0 + 1, b.1.min(key), b.2.max(key));
-        let s = sortable_word(key, key_type);
+        // (the GPU's ascending sortable word, NaNs canonical)
+        let s = crate::keys::order::encode(key_type, false, key, 0).0;
         (lo, hi) = (lo.min(s), hi.max(s));
     }
     // a bucket of one value (not every key) is sorted by the top digit's pass however full
@@ -127,17 +128,6 @@ pub(crate) fn top_digit_too_full(
     // fullest / sample of n keys above 4 * limit
     let crowded = fullest * n as u64 > 4 * limit * sample as u64;
     crowded && msd_range_shift(lo, hi, n as u64, tile).is_none()
-}
-
-/// The ascending sortable word of a 32-bit key (keyorder.wgsl's order: the sign bit flipped, or
-/// every bit of a negative float).
-fn sortable_word(key: u32, key_type: KeyType) -> u32 {
-    match key_type {
-        KeyType::I32 => key ^ 0x8000_0000,
-        KeyType::F32 if key >> 31 == 1 => !key,
-        KeyType::F32 => key | 0x8000_0000,
-        _ => key,
-    }
 }
 
 pub(crate) struct Pipelines {
